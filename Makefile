@@ -1,0 +1,122 @@
+# mrtr-bridge: modern MCP (2026-07-28) clients -> legacy MCP (2025-11-25) servers.
+#
+#   make test         ruff + mypy + pytest (unit, proxy, integration)
+#   make run          legacy demo server on 127.0.0.1:8931 behind the bridge on 127.0.0.1:8080
+#   make conformance  the official MCP conformance suite through the bridge (docs/conformance.md)
+#   make bench        benchmarks (bench/run.py -> bench/results/)
+#   make lint         ruff + mypy only
+#   make clean        caches and run output; `make distclean` also drops .venv* and .tools
+#
+# Needs python3 >= 3.11, make, and network to PyPI (and npm for `make conformance`).
+# Two virtualenvs are created on demand and refreshed when their requirements change:
+#   .venv         the bridge, editable, with its test extras (pytest, ruff, mypy, mcp 2.x client)
+#   .venv-legacy  mcp 1.x, for the legacy servers in tests/peers/
+# A stamp file inside each records the install; an existing venv without a stamp is adopted
+# when it already satisfies its requirements (.ci/venv_satisfied.py), else reinstalled.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+LEGACY_VENV := .venv-legacy
+BIN := $(VENV)/bin
+VENV_STAMP := $(VENV)/.mrtr-installed
+LEGACY_STAMP := $(LEGACY_VENV)/.mrtr-installed
+LEGACY_REQUIREMENTS := tests/peers/requirements-legacy.txt
+PIP_FLAGS := --quiet --disable-pip-version-check
+
+DEMO_PORT ?= 8931
+BRIDGE_LISTEN ?= 127.0.0.1:8080
+RUN_DIR := .run
+
+.PHONY: help venv test lint pytest run conformance bench clean distclean
+
+help:
+	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
+
+define check_python
+	$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required, found " + sys.version.split()[0])'
+endef
+
+# $(call ensure_venv,DIR,STAMP,CHECK_ARGS,PIP_ARGS)
+define ensure_venv
+	@if [ -x $(1)/bin/python ] && [ ! -e $(2) ] && $(1)/bin/python .ci/venv_satisfied.py $(3); then \
+		echo "adopting existing $(1) (requirements already satisfied)"; \
+	else \
+		if [ ! -x $(1)/bin/python ]; then $(check_python) && $(PYTHON) -m venv $(1); fi; \
+		echo "installing into $(1): pip install $(4)"; \
+		$(1)/bin/python -m pip install $(PIP_FLAGS) $(4); \
+	fi
+	@touch $(2)
+endef
+
+$(VENV_STAMP): pyproject.toml
+	$(call ensure_venv,$(VENV),$@,pyproject.toml test,-e '.[test]')
+
+$(LEGACY_STAMP): $(LEGACY_REQUIREMENTS)
+	$(call ensure_venv,$(LEGACY_VENV),$@,$(LEGACY_REQUIREMENTS),-r $(LEGACY_REQUIREMENTS))
+
+venv: $(VENV_STAMP) $(LEGACY_STAMP)
+
+lint: $(VENV_STAMP)
+	$(BIN)/ruff check --extend-exclude '$(LEGACY_VENV),.tools,.conformance-results,$(RUN_DIR)' .
+	$(BIN)/mypy
+
+pytest: venv
+	$(BIN)/pytest -q
+
+test: lint pytest
+
+# A literal backslash for the banner (a backslash before a newline would join the lines).
+BS := $(subst x,,\x)
+
+define RUN_BANNER
+
+  mrtr-bridge is serving modern MCP (2026-07-28) at  http://$(BRIDGE_LISTEN)/mcp
+  in front of the legacy demo server (2025-11-25) at http://127.0.0.1:$(DEMO_PORT)/mcp
+  (demo server log: $(RUN_DIR)/demo_server.log; Ctrl-C stops both)
+
+  Try a modern tools/call:
+
+  curl -sN http://$(BRIDGE_LISTEN)/mcp $(BS)
+    -H 'Content-Type: application/json' $(BS)
+    -H 'Accept: application/json, text/event-stream' $(BS)
+    -H 'MCP-Protocol-Version: 2026-07-28' $(BS)
+    -H 'Mcp-Method: tools/call' $(BS)
+    -H 'Mcp-Name: echo' $(BS)
+    -d '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"echo","arguments":{"text":"hello"},"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"curl","version":"1.0"},"io.modelcontextprotocol/clientCapabilities":{}}}}'
+
+endef
+export RUN_BANNER
+
+# The demo server runs in the background; the EXIT trap stops it when the bridge exits.
+run: venv
+	@mkdir -p $(RUN_DIR)
+	@$(LEGACY_VENV)/bin/python tests/peers/demo_server.py --port $(DEMO_PORT) >$(RUN_DIR)/demo_server.log 2>&1 & \
+	demo=$$!; \
+	trap 'kill $$demo 2>/dev/null || true; wait $$demo 2>/dev/null || true' EXIT; \
+	trap 'exit 130' INT TERM; \
+	for _ in $$(seq 200); do \
+		kill -0 $$demo 2>/dev/null || { echo "demo server exited; see $(RUN_DIR)/demo_server.log" >&2; exit 1; }; \
+		(exec 3<>/dev/tcp/127.0.0.1/$(DEMO_PORT)) 2>/dev/null && break; \
+		sleep 0.1; \
+	done; \
+	(exec 3<>/dev/tcp/127.0.0.1/$(DEMO_PORT)) 2>/dev/null || { echo "demo server did not listen on $(DEMO_PORT)" >&2; exit 1; }; \
+	printf '%s\n' "$$RUN_BANNER"; \
+	$(BIN)/mrtr-bridge serve --upstream http://127.0.0.1:$(DEMO_PORT)/mcp --listen $(BRIDGE_LISTEN)
+
+conformance: venv
+	tests/conformance/run.sh
+
+bench: venv
+	$(BIN)/python bench/run.py
+
+clean:
+	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis .conformance-results $(RUN_DIR) *.egg-info build dist
+	find . -path ./$(VENV) -prune -o -path ./$(LEGACY_VENV) -prune -o -path ./.tools -prune -o \
+		-name __pycache__ -type d -prune -exec rm -rf {} +
+
+distclean: clean
+	rm -rf $(VENV) $(LEGACY_VENV) .tools

@@ -1,0 +1,6 @@
+"""The bridge's settings: the model and the one way to load it (STYLE § 1)."""
+
+from config.loader import CONFIG_ENV, ENV_PREFIX, ConfigError, env_name, load_settings
+from config.settings import Settings
+
+__all__ = ["CONFIG_ENV", "ENV_PREFIX", "ConfigError", "Settings", "env_name", "load_settings"]

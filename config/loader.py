@@ -1,0 +1,182 @@
+"""Settings from defaults < TOML file < environment < command line, validated once (STYLE § 1).
+
+Environment variables are `MRTR_BRIDGE_<SECTION>_<FIELD>` (e.g. `MRTR_BRIDGE_UPSTREAM_URL`), or
+`MRTR_BRIDGE_<FIELD>` for top-level fields; `MRTR_BRIDGE_CONFIG` names the file. Tuples are
+comma-separated; mappings are `id=value` pairs separated by commas
+(`MRTR_BRIDGE_HELD_KEYS="k1=<base64url>,k2=<base64url>"`). The names come from the `Settings` model,
+so a new field gets its variable for free, and an unknown `MRTR_BRIDGE_*` variable is an error
+rather than a silently ignored typo. A bad value fails fast with a `ConfigError` naming the dotted
+key, where it came from and pydantic's message — never the value, which may be a secret.
+"""
+
+from __future__ import annotations
+
+import tomllib
+import types
+import typing
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Final
+
+from pydantic import BaseModel, ValidationError
+
+from config.settings import Settings
+
+ENV_PREFIX: Final = "MRTR_BRIDGE_"
+CONFIG_ENV: Final = "MRTR_BRIDGE_CONFIG"
+
+Layer = dict[str, Any]
+
+
+class ConfigError(ValueError):
+    """A setting is missing, unknown or invalid; `key` is its dotted name (`upstream.url`)."""
+
+    def __init__(self, key: str, message: str, source: str | None = None) -> None:
+        where = f" (from {source})" if source else ""
+        super().__init__(f"invalid setting {key}{where}: {message}")
+        self.key = key
+        self.source = source
+
+
+def env_name(dotted: str) -> str:
+    """The environment variable of a dotted setting name: `held.ttl_s` -> `MRTR_BRIDGE_HELD_TTL_S`."""
+    return ENV_PREFIX + dotted.replace(".", "_").upper()
+
+
+def setting_fields() -> dict[str, Any]:
+    """Every leaf setting by dotted name, with its type annotation."""
+    fields: dict[str, Any] = {}
+    for name, info in Settings.model_fields.items():
+        annotation = info.annotation
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            for sub, sub_info in annotation.model_fields.items():
+                fields[f"{name}.{sub}"] = sub_info.annotation
+        else:
+            fields[name] = annotation
+    return fields
+
+
+def _is_optional(annotation: Any) -> bool:
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in typing.get_args(
+        annotation
+    )
+
+
+def _pairs(dotted: str, raw: str, source: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in filter(None, (part.strip() for part in raw.split(","))):
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise ConfigError(dotted, "expected comma-separated id=value pairs", source)
+        pairs[name.strip()] = value.strip()
+    return pairs
+
+
+def _env_value(dotted: str, annotation: Any, raw: str, source: str) -> Any:
+    """Turn one environment string into what pydantic expects for `annotation`."""
+    origin = typing.get_origin(annotation)
+    if origin is tuple:
+        return tuple(filter(None, (part.strip() for part in raw.split(","))))
+    if origin is dict:
+        return _pairs(dotted, raw, source)
+    if raw.strip() == "" and _is_optional(annotation):
+        return None
+    return raw.strip()
+
+
+def _nest(flat: Mapping[str, Any]) -> Layer:
+    nested: Layer = {}
+    for dotted, value in flat.items():
+        section, _, name = dotted.rpartition(".")
+        (nested.setdefault(section, {}) if section else nested)[name] = value
+    return nested
+
+
+def _env_layer(env: Mapping[str, str], sources: dict[str, str]) -> Layer:
+    fields = setting_fields()
+    by_env = {env_name(dotted): dotted for dotted in fields}
+    flat: dict[str, Any] = {}
+    for variable, raw in env.items():
+        if not variable.startswith(ENV_PREFIX) or variable == CONFIG_ENV:
+            continue
+        source = f"environment {variable}"
+        dotted = by_env.get(variable)
+        if dotted is None:
+            raise ConfigError(variable, "unknown MRTR_BRIDGE_* environment variable", source)
+        flat[dotted] = _env_value(dotted, fields[dotted], raw, source)
+        sources[dotted] = source
+    return _nest(flat)
+
+
+def _file_layer(path: Path, sources: dict[str, str]) -> Layer:
+    source = f"config file {path}"
+    try:
+        with path.open("rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise ConfigError("config", f"cannot read {path}: {exc.strerror or exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError("config", f"{path} is not valid TOML: {exc}") from None
+    for key, value in data.items():
+        names = [f"{key}.{sub}" for sub in value] if isinstance(value, dict) else [key]
+        sources.update(dict.fromkeys(names, source))
+    return data
+
+
+def _override_layer(overrides: Mapping[str, Any], sources: dict[str, str]) -> Layer:
+    flat = {dotted: value for dotted, value in overrides.items() if value is not None}
+    sources.update(dict.fromkeys(flat, "command line"))
+    return _nest(flat)
+
+
+def _merge(layers: list[Layer]) -> Layer:
+    """Merge section by section: a later layer replaces a field, never a whole section."""
+    merged: Layer = {}
+    for layer in layers:
+        for key, value in layer.items():
+            if isinstance(value, dict) and isinstance(merged.get(key), dict):
+                merged[key] = {**merged[key], **value}
+            else:
+                merged[key] = value
+    return merged
+
+
+def _source_of(dotted: str, sources: Mapping[str, str]) -> str | None:
+    parts = dotted.split(".")
+    for size in range(len(parts), 0, -1):
+        source = sources.get(".".join(parts[:size]))
+        if source is not None:
+            return source
+    return None
+
+
+def _validate(merged: Layer, sources: Mapping[str, str]) -> Settings:
+    try:
+        settings = Settings.model_validate(merged)
+    except ValidationError as exc:
+        first = exc.errors(include_input=False)[0]
+        dotted = ".".join(str(part) for part in first["loc"]) or "settings"
+        raise ConfigError(dotted, first["msg"], _source_of(dotted, sources)) from None
+    if settings.identity.principal == "header" and not settings.identity.principal_header:
+        source = _source_of("identity.principal", sources)
+        raise ConfigError("identity.principal_header", 'required when identity.principal is "header"', source)
+    return settings
+
+
+def load_settings(
+    config_file: Path | None, env: Mapping[str, str], overrides: Mapping[str, Any] | None = None
+) -> Settings:
+    """Build the one `Settings` object: defaults < file < environment < `overrides` (dotted keys).
+
+    `config_file` wins over `MRTR_BRIDGE_CONFIG`; `overrides` entries that are None are ignored."""
+    sources: dict[str, str] = {}
+    layers: list[Layer] = []
+    path = config_file or (Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else None)
+    if path is not None:
+        layers.append(_file_layer(path, sources))
+    layers.append(_env_layer(env, sources))
+    layers.append(_override_layer(overrides or {}, sources))
+    return _validate(_merge(layers), sources)
+
+
+__all__ = ["CONFIG_ENV", "ENV_PREFIX", "ConfigError", "env_name", "load_settings", "setting_fields"]

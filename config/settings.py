@@ -1,0 +1,126 @@
+"""The bridge's settings: one frozen pydantic model, safe defaults (DESIGN § 1, STYLE § 1)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class FrontSettings(_Frozen):
+    """The modern Streamable HTTP endpoint."""
+
+    listen: str = Field("127.0.0.1:8080", description="HOST:PORT the modern endpoint binds to")
+    path: str = Field("/mcp", description="URL path of the MCP endpoint")
+    max_body_bytes: int = Field(1_048_576, ge=1024, description="largest accepted POST body (413 beyond)")
+    max_json_depth: int = Field(64, ge=4, description="deepest accepted JSON nesting")
+    allowed_hosts: tuple[str, ...] = Field(
+        ("127.0.0.1", "localhost", "[::1]", "::1"),
+        description="Host header values accepted (DNS-rebinding protection); '*' accepts any",
+    )
+    allowed_origins: tuple[str, ...] = Field(
+        (), description="extra Origin values accepted besides http(s)://<allowed host>[:port]"
+    )
+    request_timeout_s: float = Field(
+        60.0, gt=0, description="longest a front request waits for the upstream before -32603"
+    )
+
+    @property
+    def host(self) -> str:
+        return self.listen.rsplit(":", 1)[0].strip("[]")
+
+    @property
+    def port(self) -> int:
+        return int(self.listen.rsplit(":", 1)[1])
+
+    @field_validator("listen")
+    @classmethod
+    def _check_listen(cls, value: str) -> str:
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
+            raise ValueError("listen must be HOST:PORT, e.g. 127.0.0.1:8080")
+        return value
+
+
+class UpstreamSettings(_Frozen):
+    """The legacy server behind the bridge."""
+
+    url: str | None = Field(None, description="legacy Streamable HTTP endpoint, e.g. http://127.0.0.1:8931/mcp")
+    command: str | None = Field(
+        None, description="legacy stdio server to launch instead of url: a command line, split like a shell"
+    )
+    env: dict[str, str] = Field(default_factory=dict, description="extra environment for the stdio command")
+    cwd: str | None = Field(None, description="working directory for the stdio command")
+    max_line_bytes: int = Field(16_777_216, ge=1024, description="longest accepted stdio line from the server")
+    kill_grace_s: float = Field(2.0, gt=0, description="stdio shutdown: wait after closing stdin, then SIGTERM")
+    connect_timeout_s: float = Field(5.0, gt=0, description="TCP connect timeout to the upstream")
+    init_timeout_s: float = Field(10.0, gt=0, description="longest an upstream initialize may take")
+    authorization: SecretStr | None = Field(
+        None, description="static Authorization header sent upstream instead of the client's"
+    )
+    forward_authorization: bool = Field(True, description="forward the client's Authorization header upstream")
+    max_sessions: int = Field(256, ge=1, description="upstream sessions open at once, all principals")
+    max_sessions_per_principal: int = Field(64, ge=1, description="upstream sessions open at once per principal")
+    session_idle_s: float = Field(300.0, gt=0, description="idle upstream sessions are closed after this")
+    unowned_roots: tuple[str, ...] = Field(
+        (), description="root URIs answered to a roots/list push that no call owns (empty list if none)"
+    )
+
+
+class IdentitySettings(_Frozen):
+    """Who the caller is (DESIGN § 7)."""
+
+    principal: Literal["authorization", "header", "none"] = Field(
+        "authorization", description="principal source: digest of Authorization, a trusted header, or none"
+    )
+    principal_header: str | None = Field(None, description="trusted header naming the principal")
+
+    @field_validator("principal_header")
+    @classmethod
+    def _lower(cls, value: str | None) -> str | None:
+        return value.lower() if value else value
+
+
+class CacheSettings(_Frozen):
+    """Cache hints stamped on cacheable modern results (BRIDGE-NOTES NC-14)."""
+
+    ttl_ms: int = Field(0, ge=0, description="ttlMs on discover, list and read results")
+    scope: Literal["private", "public"] = Field("private", description="cacheScope on those results")
+
+
+class HeldCallSettings(_Frozen):
+    """Held calls and requestState (DESIGN §§ 2-5)."""
+
+    ttl_s: float = Field(600.0, gt=0, description="a held call not resumed within this is cancelled")
+    max_per_principal: int = Field(64, ge=1, description="held calls at once per principal")
+    max_total: int = Field(4096, ge=1, description="held calls at once, all principals")
+    max_rounds: int = Field(32, ge=1, description="input rounds one call may take")
+    batch_quiet_ms: float = Field(10.0, ge=0, description="pushes are batched until quiet for this long")
+    batch_max_ms: float = Field(100.0, ge=0, description="longest a batch stays open after its first push")
+    keys: dict[str, SecretStr] = Field(
+        default_factory=dict, description="requestState keys by key id (base64url of 32 bytes)"
+    )
+    active_key: str | None = Field(None, description="key id that seals; defaults to the only key")
+    aead: Literal["aes-256-gcm", "chacha20-poly1305"] = Field("aes-256-gcm", description="requestState AEAD")
+    replica_id: str = Field("r0", max_length=16, description="this replica's id, sealed into requestState")
+
+
+class LogSettings(_Frozen):
+    level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
+    format: Literal["auto", "json", "console"] = Field("auto", description="json; console on a TTY when auto")
+
+
+class Settings(_Frozen):
+    front: FrontSettings = FrontSettings()
+    upstream: UpstreamSettings = UpstreamSettings()
+    identity: IdentitySettings = IdentitySettings()
+    cache: CacheSettings = CacheSettings()
+    held: HeldCallSettings = HeldCallSettings()
+    log: LogSettings = LogSettings()
+    server_identity: Literal["upstream", "bridge"] = Field(
+        "upstream", description="serverInfo reported to clients: the upstream's or the bridge's own"
+    )

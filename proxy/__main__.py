@@ -1,0 +1,8 @@
+"""`python -m proxy` and the `mrtr-bridge` script: the command line in `proxy.cli`."""
+
+from proxy.cli import main
+
+__all__ = ["main"]
+
+if __name__ == "__main__":
+    raise SystemExit(main())

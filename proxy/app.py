@@ -1,0 +1,122 @@
+"""The aiohttp application: routes, typed app keys and the lifetimes they hold (STYLE §§ 1, 8).
+
+`make_app(settings)` is the composition root of the HTTP bridge: one `cleanup_ctx` opens the one
+`aiohttp.ClientSession` for the upstream, the `UpstreamPool`, the requestState key ring and the
+`Engine`, and closes them in reverse order after `yield`. `make_front_app(settings, engine)` mounts
+the same front and health routes around a given engine, for tests and embedding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Final, Protocol
+
+import aiohttp
+import structlog
+from aiohttp import web
+
+from config.settings import Settings
+from proxy.dispatch import Engine
+from proxy.front_http import ENGINE_KEY, SSE_KEEPALIVE_S, FrontEngine, HttpFront
+from proxy.keys import load_keyring
+from proxy.upstream.http import http_opener
+from proxy.upstream.pool import UpstreamPool
+from proxy.upstream.stdio import stdio_opener
+
+_log = structlog.get_logger("proxy.app")
+
+
+class ServedEngine(FrontEngine, Protocol):
+    """An engine the HTTP app can serve: requests plus a readiness answer for `/readyz`."""
+
+    def is_ready(self) -> bool: ...
+
+
+SETTINGS_KEY: Final = web.AppKey("settings", Settings)
+READINESS_KEY: Final = web.AppKey("readiness", ServedEngine)
+POOL_KEY: Final = web.AppKey("upstream_pool", UpstreamPool)
+HEALTH_PATH: Final = "/healthz"
+READY_PATH: Final = "/readyz"
+
+
+async def _healthz(_request: web.Request) -> web.Response:
+    return web.json_response({"status": "ok"})
+
+
+async def _readyz(request: web.Request) -> web.Response:
+    engine = request.app.get(READINESS_KEY)
+    if engine is not None and engine.is_ready():
+        return web.json_response({"status": "ready"})
+    return web.json_response({"status": "starting"}, status=503)
+
+
+def _base_app(settings: Settings, keepalive_s: float) -> web.Application:
+    app = web.Application()
+    app[SETTINGS_KEY] = settings
+    HttpFront(settings.front, settings.identity, keepalive_s=keepalive_s).add_routes(app)
+    app.router.add_get(HEALTH_PATH, _healthz)
+    app.router.add_get(READY_PATH, _readyz)
+    return app
+
+
+def make_front_app(
+    settings: Settings, engine: ServedEngine, *, keepalive_s: float = SSE_KEEPALIVE_S
+) -> web.Application:
+    """The front and health routes around an existing engine (no upstream lifetimes)."""
+    app = _base_app(settings, keepalive_s)
+    app[ENGINE_KEY] = engine
+    app[READINESS_KEY] = engine
+    return app
+
+
+def _client(settings: Settings) -> aiohttp.ClientSession:
+    # The pool bounds sessions (each keeps a GET stream open), so the connector must not: its
+    # default limit of 100 connections would stall the 101st stream.
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0),
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=settings.upstream.connect_timeout_s),
+    )
+
+
+@asynccontextmanager
+async def bridge_runtime(settings: Settings) -> AsyncIterator[tuple[Engine, UpstreamPool]]:
+    """Key ring, upstream client, pool and engine for either front; closed in reverse on exit."""
+    keyring, is_ephemeral = load_keyring(settings.held)
+    if is_ephemeral:
+        _log.warning("request_state_key_ephemeral",
+                     hint="no held.keys configured: held calls will not survive a restart (see mrtr-bridge keygen)")
+    async with _client(settings) as client:
+        engine: Engine  # bound just below; the pool calls back only once started
+        upstream = settings.upstream
+        opener = stdio_opener(upstream) if upstream.command else http_opener(client, upstream)
+        pool = UpstreamPool(upstream, opener,
+                            on_unowned=lambda session, inbound: engine.on_unowned(session, inbound))
+        engine = Engine(settings, pool, keyring)
+        try:
+            await pool.start()
+            try:
+                yield engine, pool
+            finally:
+                await engine.aclose()
+        finally:
+            await pool.aclose()
+
+
+async def _upstream_context(app: web.Application) -> AsyncIterator[None]:
+    """The bridge runtime for the HTTP front, bound to the app's keys."""
+    async with bridge_runtime(app[SETTINGS_KEY]) as (engine, pool):
+        app[POOL_KEY] = pool
+        app[ENGINE_KEY] = engine
+        app[READINESS_KEY] = engine
+        yield
+
+
+def make_app(settings: Settings) -> web.Application:
+    """The whole HTTP bridge for `settings`; run it with `handler_cancellation=True`."""
+    app = _base_app(settings, SSE_KEEPALIVE_S)
+    app.cleanup_ctx.append(_upstream_context)
+    return app
+
+
+__all__ = ["POOL_KEY", "READINESS_KEY", "SETTINGS_KEY", "ServedEngine", "bridge_runtime", "make_app", "make_front_app"]

@@ -1,0 +1,198 @@
+"""The `mrtr-bridge` command line: `serve`, `keygen`, `--version` (issue requirement 3).
+
+Every flag is also a config-file key and an environment variable; precedence is command line >
+environment > file > defaults. Secrets (requestState keys, static upstream credentials) come only
+from the file or the environment, never from the command line, where `ps` would show them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import signal
+import sys
+from collections.abc import Mapping, Sequence
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any, Final, TextIO
+from urllib.parse import urlsplit, urlunsplit
+
+import structlog
+from aiohttp import web
+
+from config import CONFIG_ENV, ConfigError, Settings, env_name, load_settings
+from proxy.app import make_app
+from proxy.keys import new_key
+from proxy.logs import configure_logging
+from translators.eras import LEGACY_VERSION, MODERN_VERSION
+
+PROG: Final = "mrtr-bridge"
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+EXIT_USAGE: Final = 2
+# In-flight requests get this long after SIGTERM before their handlers are cancelled.
+SHUTDOWN_GRACE_S: Final = 10.0
+# Command-line flag -> dotted setting it overrides.
+FLAG_SETTINGS: Final[dict[str, str]] = {
+    "upstream": "upstream.url",
+    "listen": "front.listen",
+    "log_level": "log.level",
+    "log_format": "log.format",
+}
+_log = structlog.get_logger("proxy.cli")
+
+
+def _where(dotted: str) -> str:
+    return f"[env {env_name(dotted)}; config {dotted}]"
+
+
+def _add_serve(commands: Any) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="serve modern (2026-07-28) clients over Streamable HTTP, fronting a legacy upstream",
+        description="Serve the modern Streamable HTTP endpoint and bridge every request to the legacy upstream.",
+    )
+    serve.add_argument("--upstream", metavar="URL",
+                       help="legacy (2025-11-25) Streamable HTTP endpoint to front, e.g. http://127.0.0.1:8931/mcp "
+                       + _where("upstream.url"))
+    serve.add_argument("--listen", metavar="HOST:PORT",
+                       help="where the modern endpoint listens; its path is /mcp (default 127.0.0.1:8080) "
+                       + _where("front.listen"))
+    serve.add_argument("--config", metavar="FILE", type=Path,
+                       help=f"TOML settings file, see config/bridge.example.toml [env {CONFIG_ENV}]")
+    serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
+                       help="log level (default info) " + _where("log.level"))
+    serve.add_argument("--log-format", choices=("auto", "json", "console"),
+                       help="log format on stderr: auto is console on a terminal, else json " + _where("log.format"))
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=f"Reverse proxy that lets MCP {MODERN_VERSION} clients use MCP {LEGACY_VERSION} servers.",
+        epilog="Precedence: command line > environment (MRTR_BRIDGE_<SECTION>_<KEY>) > config file > defaults. "
+        "requestState keys come from [held.keys] or MRTR_BRIDGE_HELD_KEYS, never from the command line. "
+        "Logs go to stderr.",
+    )
+    parser.add_argument("--version", action="version",
+                        version=f"{PROG} {version(PROG)} (modern {MODERN_VERSION} -> legacy {LEGACY_VERSION})",
+                        help="print the version and the protocol revisions bridged, then exit")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_serve(commands)
+    keygen = commands.add_parser(
+        "keygen",
+        help="print a new requestState key (32 random bytes, base64url) for [held.keys]",
+        description="Print a new requestState key as a TOML snippet for [held.keys] and as environment variables.",
+    )
+    keygen.add_argument("--kid", metavar="ID", help="key id to print (default: k<date><random hex>)")
+    return parser
+
+
+def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
+    """Dotted setting overrides from parsed `serve` flags (unset flags are None and ignored)."""
+    return {dotted: getattr(args, flag, None) for flag, dotted in FLAG_SETTINGS.items()}
+
+
+def keygen_text(kid: str, key: str) -> str:
+    """What `keygen` prints: a TOML snippet and the equivalent environment variables."""
+    return (
+        "# requestState key: add to your config file (keep it private)\n"
+        "[held]\n"
+        f'active_key = "{kid}"\n\n'
+        "[held.keys]\n"
+        f'{kid} = "{key}"\n\n'
+        "# or in the environment (append to existing keys as kid=key pairs, comma-separated):\n"
+        f"{env_name('held.keys')}={kid}={key}\n"
+        f"{env_name('held.active_key')}={kid}\n"
+    )
+
+
+def _keygen(args: argparse.Namespace, out: TextIO) -> int:
+    kid, key = new_key()
+    out.write(keygen_text(args.kid or kid, key))
+    return EXIT_OK
+
+
+def public_url(url: str) -> str:
+    """`url` without credentials, for logs."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def upstream_label(settings: Settings) -> str:
+    """What the bridge fronts, for the startup line: the URL without credentials, or the stdio program."""
+    if settings.upstream.url:
+        return public_url(settings.upstream.url)
+    program = (settings.upstream.command or "").split(maxsplit=1)
+    return f"stdio:{program[0] if program else ''}"
+
+
+def _listen_url(host: str, port: int, path: str) -> str:
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}{path}"
+
+
+async def _serve(settings: Settings) -> None:
+    """Run the HTTP bridge until SIGINT or SIGTERM, then shut down gracefully."""
+    runner = web.AppRunner(make_app(settings), handler_cancellation=True, access_log=None,
+                           shutdown_timeout=SHUTDOWN_GRACE_S)
+    await runner.setup()
+    try:
+        site = web.TCPSite(runner, settings.front.host, settings.front.port)
+        await site.start()
+        port = runner.addresses[0][1] if runner.addresses else settings.front.port
+        _log.info("bridge_started", listen=_listen_url(settings.front.host, port, settings.front.path),
+                  upstream=upstream_label(settings))
+        await _wait_for_stop()
+        _log.info("bridge_stopping")
+    finally:
+        await runner.cleanup()
+
+
+async def _wait_for_stop() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(signum, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(signum)
+
+
+def _serve_command(args: argparse.Namespace, env: Mapping[str, str], parser: argparse.ArgumentParser) -> int:
+    try:
+        settings = load_settings(args.config, env, overrides_from(args))
+    except ConfigError as exc:
+        parser.error(str(exc))
+    if not (settings.upstream.url or settings.upstream.command):
+        variable = env_name("upstream.url")
+        parser.error(f"no upstream: pass --upstream URL, set {variable} or upstream.url in the config file")
+    configure_logging(settings.log)
+    try:
+        asyncio.run(_serve(settings))
+    except OSError as exc:  # e.g. the address is in use
+        _log.error("bridge_failed", error=str(exc))
+        return EXIT_FAILED
+    except ValueError as exc:  # e.g. a requestState key that is not 32 bytes of base64url
+        _log.error("bridge_failed", error=str(exc), exc_info=exc)
+        return EXIT_FAILED
+    return EXIT_OK
+
+
+def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
+    """Entry point of `mrtr-bridge` and `python -m proxy`; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "keygen":
+        return _keygen(args, out or sys.stdout)
+    if args.command == "serve":
+        return _serve_command(args, os.environ if env is None else env, parser)
+    parser.print_help(out or sys.stdout)
+    return EXIT_USAGE
+
+
+__all__ = ["FLAG_SETTINGS", "build_parser", "keygen_text", "main", "overrides_from", "public_url", "upstream_label"]

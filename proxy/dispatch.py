@@ -1,0 +1,328 @@
+"""One modern request end to end: translate, run upstream, translate back (DESIGN § 2).
+
+`Engine.handle()` is the one boundary where bridge exceptions become JSON-RPC error responses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import time
+from importlib.metadata import version
+
+import structlog
+
+from config.settings import Settings
+from proxy.context import FrontRequest, NotificationSink, NullSink
+from proxy.held_calls import (
+    Attempt,
+    CallDriver,
+    HeldCallRegistry,
+    Reply,
+    UpstreamRequest,
+    progress_meta_token,
+)
+from proxy.tasks import TaskOwner
+from proxy.upstream.base import Inbound, JsonObject, UpstreamSession
+from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
+from translators.canonical import as_object, digest
+from translators.capabilities import capability_fingerprint, modern_client_capabilities_to_legacy
+from translators.eras import (
+    DISCOVER,
+    FORWARDED_METHODS,
+    META_CLIENT_CAPABILITIES,
+    META_LOG_LEVEL,
+    MRTR_METHODS,
+    RESOURCES_READ,
+    TOOLS_CALL,
+    TOOLS_LIST,
+)
+from translators.errors import (
+    INTERNAL_ERROR,
+    BridgeBug,
+    BridgeError,
+    InvalidParams,
+    InvalidRequestState,
+    MethodNotFound,
+    UpstreamReturnedError,
+    UpstreamTimeout,
+    error_response,
+    to_error_response,
+)
+from translators.held_call import Limits, ReplyError, ReplyInputRequired, ReplyResult
+from translators.inbound import check_param_headers
+from translators.notifications import route_notification
+from translators.pushes import is_push, unowned_push_answer
+from translators.request_state import (
+    NONCE_SIZE,
+    KeyRing,
+    StateClaims,
+    check_claims,
+    keys_digest,
+    open_state,
+    principal_digest,
+    seal,
+)
+from translators.requests import modern_params_to_legacy, require_upstream_capability, salient_params
+from translators.results import (
+    CacheHints,
+    discover_result,
+    input_required_result,
+    legacy_error_to_modern,
+    legacy_result_to_modern,
+)
+
+log = structlog.get_logger()
+BRIDGE_INFO: JsonObject = {"name": "mrtr-bridge", "version": version("mrtr-bridge")}
+
+
+class Engine:
+    """Routes validated modern requests to the legacy upstream and back."""
+
+    def __init__(self, settings: Settings, pool: UpstreamPool, keyring: KeyRing) -> None:
+        self._settings = settings
+        self._pool = pool
+        self._keyring = keyring
+        self._cache = CacheHints(settings.cache.ttl_ms, settings.cache.scope)
+        self._held = settings.held
+        self.registry = HeldCallRegistry(max_per_principal=settings.held.max_per_principal,
+                                         max_total=settings.held.max_total)
+        self._tasks = TaskOwner()
+        self._progress_tokens = itertools.count(1)
+        self._tool_schemas: dict[SessionKey, dict[str, JsonObject]] = {}
+        self._ready = False
+
+    # ---- the boundary ---------------------------------------------------------------------------
+
+    async def handle(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
+        """Answer one modern request with one JSON-RPC response; never raises (but propagates cancellation)."""
+        rid = request.front_request_id
+        with structlog.contextvars.bound_contextvars(request_id=rid, method=request.method,
+                                                     principal=request.principal[:12]):
+            try:
+                return {"jsonrpc": "2.0", "id": rid, "result": await self._route(request, sink)}
+            except UpstreamReturnedError as exc:
+                uri = request.params.get("uri") if request.method == RESOURCES_READ else None
+                return error_response(rid, legacy_error_to_modern(exc.error, request_uri=uri))
+            except InvalidRequestState as exc:
+                log.warning("request_state_rejected", reason=exc.reason)
+                return to_error_response(exc, rid)
+            except BridgeBug as exc:
+                log.error("bridge_bug", detail=exc.detail)
+                return to_error_response(exc, rid)
+            except BridgeError as exc:
+                log.info("front_request_failed", code=exc.code, error=exc.message)
+                return to_error_response(exc, rid)
+            except Exception:
+                log.exception("front_request_crashed")
+                return error_response(rid, {"code": INTERNAL_ERROR, "message": "Internal error"})
+
+    async def _route(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
+        if request.method == DISCOVER:
+            return await self._discover(request)
+        if request.method in MRTR_METHODS:
+            return await self._mrtr(request, sink)
+        if request.method in FORWARDED_METHODS:
+            return await self._forward(request, sink)
+        raise MethodNotFound(f"Method not found: {request.method}")
+
+    # ---- plumbing shared by every path ----------------------------------------------------------
+
+    def _session_key(self, request: FrontRequest) -> tuple[SessionKey, JsonObject]:
+        caps = request.meta.get(META_CLIENT_CAPABILITIES)
+        legacy = modern_client_capabilities_to_legacy(caps if isinstance(caps, dict) else {})
+        return SessionKey(request.principal, capability_fingerprint(legacy)), legacy
+
+    def _headers(self, request: FrontRequest) -> dict[str, str]:
+        headers = dict(request.trace_headers)
+        upstream = self._settings.upstream
+        if upstream.authorization is not None:
+            headers["Authorization"] = upstream.authorization.get_secret_value()
+        elif upstream.forward_authorization and request.authorization:
+            headers["Authorization"] = request.authorization
+        return headers
+
+    async def _lease(self, request: FrontRequest, *, exclusive: bool) -> Lease:
+        key, legacy_caps = self._session_key(request)
+        lease = await self._pool.lease(key, legacy_caps, exclusive=exclusive, headers=self._headers(request))
+        self._ready = True
+        return lease
+
+    def _server_info(self, session: UpstreamSession) -> JsonObject | None:
+        if self._settings.server_identity == "bridge":
+            return BRIDGE_INFO
+        info = session.init_result.get("serverInfo")
+        return info if isinstance(info, dict) else BRIDGE_INFO
+
+    def _upstream_request(self, request: FrontRequest) -> UpstreamRequest:
+        token = f"mrtr-{next(self._progress_tokens)}"
+        has_token = progress_meta_token(request.params) is not None
+        params = modern_params_to_legacy(request.params, upstream_progress_token=token if has_token else None)
+        return UpstreamRequest(request.method, params, self._headers(request), token)
+
+    def _attempt(self, request: FrontRequest, sink: NotificationSink) -> Attempt:
+        level = request.meta.get(META_LOG_LEVEL)
+        return Attempt(self.registry.next_attempt_id(), sink, progress_meta_token(request.params),
+                       level if isinstance(level, str) else None)
+
+    # ---- server/discover and plain forwarding ---------------------------------------------------
+
+    async def _discover(self, request: FrontRequest) -> JsonObject:
+        lease = await self._lease(request, exclusive=False)
+        try:
+            session = lease.session
+            return discover_result(session.init_result, server_info=self._server_info(session),
+                                   cache=self._cache, listen_supported=False)
+        finally:
+            await lease.release()
+
+    async def _forward(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
+        """A request that may not be answered with InputRequiredResult (lists, completion)."""
+        lease = await self._lease(request, exclusive=False)
+        try:
+            require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {})
+            result = await self._call_through(lease, request, sink)
+            if request.method == TOOLS_LIST and "cursor" not in request.params:
+                self._remember_tool_schemas(lease.key, result)
+            return legacy_result_to_modern(request.method, result, server_info=self._server_info(lease.session),
+                                           cache=self._cache)
+        finally:
+            await lease.release()
+
+    async def _call_through(self, lease: Lease, request: FrontRequest, sink: NotificationSink) -> JsonObject:
+        upstream = self._upstream_request(request)
+        attempt = self._attempt(request, sink)
+
+        def on_inbound(inbound: Inbound) -> None:
+            if is_push(inbound.message):  # NC-6: no InputRequiredResult here, refuse upstream
+                self._refuse(lease.session, inbound.message)
+                return
+            routed = route_notification(inbound.message, upstream.progress_token, attempt.progress_token,
+                                        attempt.log_level)
+            if routed is not None:
+                sink.send(routed)
+
+        call = lease.session.start(upstream.method, upstream.params, headers=upstream.headers, on_inbound=on_inbound)
+        try:
+            async with asyncio.timeout(self._settings.front.request_timeout_s):
+                return await call.result()
+        except (asyncio.CancelledError, TimeoutError) as exc:
+            await asyncio.shield(call.cancel("request cancelled by the client" if isinstance(
+                exc, asyncio.CancelledError) else "request timed out"))
+            if isinstance(exc, TimeoutError):
+                raise UpstreamTimeout(f"The upstream did not answer within "
+                                      f"{self._settings.front.request_timeout_s:g} s") from None
+            raise
+
+    def _refuse(self, session: UpstreamSession, push: JsonObject) -> None:
+        answer = unowned_push_answer(push, self._settings.upstream.unowned_roots)
+        log.info("push_unowned", push_method=push.get("method"))
+        self._tasks.spawn(session.respond(push["id"], result=answer.result, error=answer.error),
+                          name="unowned-push-answer")
+
+    def on_unowned(self, session: UpstreamSession, inbound: Inbound) -> None:
+        """A message on a session's GET stream while no interactive call holds the session."""
+        if is_push(inbound.message):
+            self._refuse(session, inbound.message)
+
+    # ---- x-mcp-header ----------------------------------------------------------------------------
+
+    def _remember_tool_schemas(self, key: SessionKey, result: JsonObject) -> None:
+        tools = result.get("tools")
+        self._tool_schemas[key] = {
+            tool["name"]: as_object(tool.get("inputSchema"))
+            for tool in (tools if isinstance(tools, list) else [])
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str)
+        }
+
+    async def _check_param_headers(self, request: FrontRequest, lease: Lease) -> None:
+        if request.transport != "http" or request.method != TOOLS_CALL:
+            return
+        schemas = self._tool_schemas.get(lease.key)
+        if schemas is None:
+            listing = FrontRequest(request.front_request_id, TOOLS_LIST, {}, request.principal)
+            self._remember_tool_schemas(lease.key, await self._call_through(lease, listing, NullSink()))
+            schemas = self._tool_schemas[lease.key]
+        arguments = request.params.get("arguments")
+        check_param_headers(schemas.get(str(request.params.get("name")), {}),
+                            arguments if isinstance(arguments, dict) else {}, request.param_headers)
+
+    # ---- the MRTR trio ---------------------------------------------------------------------------
+
+    async def _mrtr(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
+        responses = request.params.get("inputResponses", {})
+        if not isinstance(responses, dict):
+            raise InvalidParams("inputResponses must be an object mapping input keys to results")
+        if "requestState" in request.params:
+            driver, claims = self._claim(request)
+            reply = await driver.retry(self._attempt(request, sink), claims.round, responses)
+            return self._reply(request, driver, reply)
+        self.registry.check_capacity(request.principal)
+        lease = await self._lease(request, exclusive=True)
+        try:
+            require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {})
+            await self._check_param_headers(request, lease)
+        except BaseException:
+            await lease.release()
+            raise
+        caps = request.meta.get(META_CLIENT_CAPABILITIES)
+        driver = CallDriver(registry=self.registry, principal=request.principal, lease=lease,
+                            upstream=self._upstream_request(request),
+                            client_capabilities=caps if isinstance(caps, dict) else {},
+                            limits=self._limits(), pre_answers=responses)
+        self.registry.add(driver)
+        reply = await driver.first_attempt(self._attempt(request, sink))
+        return self._reply(request, driver, reply)
+
+    def _limits(self) -> Limits:
+        held = self._held
+        return Limits(batch_quiet_s=held.batch_quiet_ms / 1000, batch_max_s=held.batch_max_ms / 1000,
+                      attempt_timeout_s=self._settings.front.request_timeout_s, held_ttl_s=held.ttl_s,
+                      max_rounds=held.max_rounds)
+
+    def _claim(self, request: FrontRequest) -> tuple[CallDriver, StateClaims]:
+        claims = open_state(request.params.get("requestState"), self._keyring)
+        check_claims(claims, now_ms=int(time.time() * 1000), principal=request.principal,
+                     method=request.method, params_digest=digest(salient_params(request.method, request.params)),
+                     replica_id=self._held.replica_id)
+        driver = self.registry.lookup(claims.continuation_id)
+        if driver.principal != request.principal or claims.keys_digest != keys_digest(driver.issued_keys):
+            raise InvalidRequestState("other_request")
+        return driver, claims
+
+    def _reply(self, request: FrontRequest, driver: CallDriver, reply: Reply) -> JsonObject:
+        server_info = self._server_info(driver.session)
+        if isinstance(reply, ReplyResult):
+            return legacy_result_to_modern(request.method, reply.result, server_info=server_info, cache=self._cache)
+        if isinstance(reply, ReplyError):
+            if reply.error is not None:
+                raise UpstreamReturnedError(reply.error)
+            raise reply.fault if reply.fault is not None else BridgeBug("error reply without an error")
+        return input_required_result(reply.input_requests, self._seal(request, driver, reply),
+                                     server_info=server_info)
+
+    def _seal(self, request: FrontRequest, driver: CallDriver, reply: ReplyInputRequired) -> str:
+        claims = StateClaims(
+            continuation_id=driver.continuation_id,
+            round=reply.round,
+            replica_id=self._held.replica_id,
+            principal_digest=principal_digest(request.principal),
+            method=request.method,
+            params_digest=digest(salient_params(request.method, request.params)),
+            keys_digest=keys_digest(list(reply.input_requests)),
+            expires_at_ms=int((time.time() + self._held.ttl_s) * 1000),
+        )
+        return seal(claims, self._keyring, os.urandom(NONCE_SIZE))
+
+    # ---- lifetime --------------------------------------------------------------------------------
+
+    def is_ready(self) -> bool:
+        return self._ready
+
+    async def aclose(self) -> None:
+        await self.registry.aclose()
+        await self._tasks.aclose()
+
+
+__all__ = ["BRIDGE_INFO", "Engine"]

@@ -1,0 +1,349 @@
+"""Modern stdio front: the bridge launched by a local modern client (BRIDGE-NOTES § 9; spec
+2026-07-28 basic/transports/stdio).
+
+stdin carries one JSON-RPC message per line. Each request is validated (the ladder of
+`translators.inbound`, without the HTTP header rung) and handed to the engine in its own task, so
+requests run concurrently and are answered as they finish. stdout carries protocol lines only:
+responses and the notifications of in-flight requests, each written whole by one writer; logs go to
+stderr. `notifications/cancelled` cancels that request's task (the engine turns the cancellation into
+an upstream cancel) and nothing more is written for it. At stdin EOF, requests in flight get a short
+grace to finish, the rest are cancelled, and the front returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import structlog
+
+from config.settings import FrontSettings, Settings
+from proxy.context import FrontRequest, JsonObject, NotificationSink
+from translators.eras import TRACE_META_KEYS
+from translators.errors import BridgeBug, BridgeError, InvalidRequest, to_error_response
+from translators.inbound import check_envelope, decode_json, message_id, validate_request
+from translators.stdio_framing import FramingError, LineSplitter, frame
+
+log = structlog.get_logger(__name__)
+
+STDIO_PRINCIPAL: Final = "stdio"  # one local client launched this process: a single principal
+CANCELLED: Final = "notifications/cancelled"
+READ_CHUNK: Final = 65536
+EOF_GRACE_S: Final = 1.0  # on stdin EOF, how long requests already received may take to finish
+SHUTDOWN_WAIT_S: Final = 5.0  # then how long cancelled requests get to finish their upstream cancels
+_DEFAULTS: Final = FrontSettings()
+RequestId = int | str
+
+
+class RequestEngine(Protocol):
+    """What the front needs from `proxy.dispatch.Engine`."""
+
+    async def handle(self, request: FrontRequest, sink: NotificationSink) -> JsonObject: ...
+
+
+class LineWriter(Protocol):
+    """Where protocol bytes go: an `asyncio.StreamWriter`, or anything with the same two methods."""
+
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+
+class _Output:
+    """The one writer of protocol lines. `send` writes a whole line synchronously, so lines never
+    interleave; `flush` drains under a lock. A broken stdout (the client went away) is logged once."""
+
+    def __init__(self, writer: LineWriter) -> None:
+        self._writer = writer
+        self._lock = asyncio.Lock()
+        self.broken = False
+
+    def send(self, message: JsonObject) -> None:
+        if self.broken:
+            return
+        try:
+            data = frame(message)
+        except (TypeError, ValueError):
+            log.error("front_message_unserializable", has_id="id" in message)
+            if "id" not in message:
+                return
+            data = frame(to_error_response(BridgeBug("unserializable message"), message["id"]))
+        try:
+            self._writer.write(data)
+        except (OSError, RuntimeError) as exc:
+            self._break(exc)
+
+    async def flush(self) -> None:
+        async with self._lock:
+            if self.broken:
+                return
+            try:
+                await self._writer.drain()
+            except (OSError, RuntimeError) as exc:
+                self._break(exc)
+
+    def _break(self, exc: BaseException) -> None:
+        self.broken = True
+        log.warning("front_stdout_broken", error=type(exc).__name__)
+
+
+class _RequestSink:
+    """Implements `NotificationSink` for one request: lines on stdout until the request ends."""
+
+    def __init__(self, output: _Output) -> None:
+        self._output = output
+        self.is_open = True
+
+    def send(self, notification: JsonObject) -> None:
+        if self.is_open:
+            self._output.send(notification)
+
+
+@dataclass
+class _InFlight:
+    task: asyncio.Task[None]
+    sink: _RequestSink
+
+
+class _StdioFront:
+    """Routes each inbound line: requests to engine tasks, cancellations to those tasks."""
+
+    def __init__(self, engine: RequestEngine, output: _Output, principal: str, *,
+                 max_line_bytes: int, max_depth: int) -> None:
+        self._engine = engine
+        self._output = output
+        self._principal = principal
+        self._max_line_bytes = max_line_bytes
+        self._max_depth = max_depth
+        self._in_flight: dict[RequestId, _InFlight] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    @property
+    def in_flight_ids(self) -> list[RequestId]:
+        return list(self._in_flight)
+
+    def receive(self, item: bytes | FramingError) -> None:
+        if isinstance(item, FramingError):
+            self._reject_oversized(item)
+            return
+        try:
+            decoded = decode_json(item, self._max_depth)
+        except BridgeError as exc:  # ParseError: the id is unknowable
+            log.info("front_line_rejected", code=exc.code, size=len(item))
+            self._output.send(to_error_response(exc, None))
+            return
+        if isinstance(decoded, dict) and "method" not in decoded and ("result" in decoded or "error" in decoded):
+            log.info("front_response_ignored")  # this server never sends requests, so no response is due
+            return
+        try:
+            message = check_envelope(decoded)
+        except BridgeError as exc:
+            self._output.send(to_error_response(exc, message_id(decoded)))
+            return
+        if "id" in message:
+            self._start(message)
+        elif message["method"] == CANCELLED:
+            self._cancel(message.get("params"))
+        else:
+            log.debug("front_notification_ignored", notification=message["method"])
+
+    def _reject_oversized(self, error: FramingError) -> None:
+        log.info("front_line_rejected", reason=error.reason, size=error.size)
+        if error.is_response_head:
+            return  # a client response: nothing is due (as for one of normal size)
+        request_id = error.head_id if error.head_key == "method" else None
+        self._output.send(to_error_response(InvalidRequest(
+            f"Invalid request: message larger than the limit of {self._max_line_bytes} bytes"), request_id))
+
+    def _start(self, message: JsonObject) -> None:
+        request_id = message_id(message)
+        try:
+            route = validate_request(message, None)
+            if route.front_request_id in self._in_flight:
+                raise InvalidRequest(f"Invalid request: id {route.front_request_id!r} is already in use by a "
+                                     "request in flight")
+        except BridgeError as exc:
+            log.info("front_request_rejected", code=exc.code, method=message.get("method"))
+            self._output.send(to_error_response(exc, request_id))
+            return
+        meta = route.params.get("_meta") or {}
+        trace = {key: value for key in TRACE_META_KEYS if isinstance(value := meta.get(key), str)}
+        request = FrontRequest(front_request_id=route.front_request_id, method=route.method, params=route.params,
+                               principal=self._principal, trace_headers=trace, transport="stdio")
+        sink = _RequestSink(self._output)
+        task = asyncio.get_running_loop().create_task(self._serve(request, sink),
+                                                       name=f"stdio-front-{route.front_request_id}")
+        self._in_flight[route.front_request_id] = _InFlight(task, sink)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _serve(self, request: FrontRequest, sink: _RequestSink) -> None:
+        started = time.monotonic()
+        try:
+            response = await self._engine.handle(request, sink)
+        except Exception:  # the engine never raises; if it does, the client still gets an answer
+            log.exception("front_engine_crashed", method=request.method)
+            response = to_error_response(BridgeBug("engine raised"), request.front_request_id)
+        finally:
+            sink.is_open = False
+            entry = self._in_flight.get(request.front_request_id)
+            if entry is not None and entry.task is asyncio.current_task():
+                del self._in_flight[request.front_request_id]
+        self._output.send(response)
+        await self._output.flush()
+        error = response.get("error")
+        log.debug("front_request_answered", request_id=request.front_request_id, method=request.method,
+                  code=error.get("code") if isinstance(error, dict) else None,
+                  duration_s=round(time.monotonic() - started, 4))
+
+    def _cancel(self, params: Any) -> None:
+        """Cancel one request; unknown or finished ids are ignored (spec: cancellation § Error Handling)."""
+        request_id = params.get("requestId") if isinstance(params, dict) else None
+        if isinstance(request_id, bool) or not isinstance(request_id, int | str):
+            log.debug("front_cancel_ignored")
+            return
+        entry = self._in_flight.pop(request_id, None)
+        if entry is None:
+            log.debug("front_cancel_ignored", request_id=request_id)
+            return
+        entry.sink.is_open = False
+        entry.task.cancel()
+        log.info("front_request_cancelled", request_id=request_id)
+
+    async def settle(self, grace_s: float) -> None:
+        """Give the requests in flight up to `grace_s` seconds to finish (stdin is closed)."""
+        if grace_s > 0 and self._tasks:
+            await asyncio.wait(list(self._tasks), timeout=grace_s)
+
+    async def shutdown(self) -> None:
+        """Cancel every request in flight and wait (bounded) for them to finish cancelling upstream."""
+        for entry in self._in_flight.values():
+            entry.sink.is_open = False
+        self._in_flight.clear()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            _, pending = await asyncio.wait(tasks, timeout=SHUTDOWN_WAIT_S)
+            if pending:
+                log.warning("front_requests_not_stopped", count=len(pending))
+
+
+async def run_stdio_front(engine: RequestEngine, *, reader: asyncio.StreamReader, writer: LineWriter,
+                          principal: str = STDIO_PRINCIPAL, max_line_bytes: int = _DEFAULTS.max_body_bytes,
+                          max_depth: int = _DEFAULTS.max_json_depth, eof_grace_s: float = EOF_GRACE_S) -> None:
+    """Serve modern JSON-RPC lines from `reader` until EOF, writing protocol lines to `writer`.
+
+    At EOF, requests already received get `eof_grace_s` seconds to finish (so `printf ... | mrtr-bridge
+    stdio` is answered); whatever is still running then is cancelled, and the function returns."""
+    output = _Output(writer)
+    front = _StdioFront(engine, output, principal, max_line_bytes=max_line_bytes, max_depth=max_depth)
+    splitter = LineSplitter(max_line_bytes)
+    with structlog.contextvars.bound_contextvars(transport="stdio"):
+        try:
+            while chunk := await _read(reader):
+                for item in splitter.feed(chunk):
+                    front.receive(item)
+            log.info("front_stdin_closed", in_flight=len(front.in_flight_ids))
+            await front.settle(eof_grace_s)
+        finally:
+            await front.shutdown()
+            await output.flush()
+
+
+async def _read(reader: asyncio.StreamReader) -> bytes:
+    try:
+        return await reader.read(READ_CHUNK)
+    except OSError:
+        return b""
+
+
+# ---- wiring the process's own stdin and stdout -----------------------------------------------------
+
+
+class _BlockingWriter:
+    """A `LineWriter` over a file descriptor that is not a pipe (a file, a terminal, /dev/null).
+
+    Such descriptors are not switched to non-blocking mode, which on a terminal would also change stderr."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def write(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+
+    async def drain(self) -> None:
+        return None
+
+
+def _is_pipe(fd: int) -> bool:
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
+
+
+def _claim_stdout() -> int:
+    """A private duplicate of fd 1 for protocol bytes; fd 1 itself then points at stderr, so a stray
+    `print` or a library writing to stdout cannot corrupt the protocol stream."""
+    sys.stdout.flush()
+    protocol_fd = os.dup(1)
+    os.dup2(2, 1)
+    return protocol_fd
+
+
+async def _open_stdin(loop: asyncio.AbstractEventLoop) -> tuple[asyncio.StreamReader, asyncio.BaseTransport | None]:
+    reader = asyncio.StreamReader()
+    if _is_pipe(0):
+        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        return reader, transport
+
+    def pump() -> None:  # files and terminals cannot be polled: read them in a daemon thread
+        try:
+            while chunk := os.read(0, READ_CHUNK):
+                loop.call_soon_threadsafe(reader.feed_data, chunk)
+            loop.call_soon_threadsafe(reader.feed_eof)
+        except (OSError, RuntimeError):  # stdin unreadable, or the loop already closed on the way out
+            return
+
+    threading.Thread(target=pump, name="stdio-front-stdin", daemon=True).start()
+    return reader, None
+
+
+async def _open_stdout(loop: asyncio.AbstractEventLoop, fd: int) -> tuple[LineWriter, asyncio.BaseTransport | None]:
+    """A writer for the protocol fd. On a pipe the write buffer limit is 0, so `drain()` returns only
+    once every line has reached the pipe: backpressure per response, and nothing lost at exit."""
+    if not _is_pipe(fd):
+        return _BlockingWriter(fd), None
+    pipe = os.fdopen(fd, "wb", buffering=0)
+    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
+    transport.set_write_buffer_limits(high=0)
+    return asyncio.StreamWriter(transport, protocol, None, loop), transport
+
+
+async def serve_stdio(settings: Settings, engine: RequestEngine) -> None:
+    """Serve the modern stdio front on this process's stdin and stdout until stdin reaches EOF."""
+    loop = asyncio.get_running_loop()
+    protocol_fd = _claim_stdout()
+    reader, stdin_transport = await _open_stdin(loop)
+    writer, stdout_transport = await _open_stdout(loop, protocol_fd)
+    log.info("front_stdio_started", max_line_bytes=settings.front.max_body_bytes)
+    try:
+        await run_stdio_front(engine, reader=reader, writer=writer, principal=STDIO_PRINCIPAL,
+                              max_line_bytes=settings.front.max_body_bytes,
+                              max_depth=settings.front.max_json_depth)
+    finally:
+        for transport in (stdin_transport, stdout_transport):
+            if transport is not None:
+                transport.close()
+        if stdout_transport is None:
+            os.close(protocol_fd)
+
+
+__all__ = ["EOF_GRACE_S", "STDIO_PRINCIPAL", "LineWriter", "RequestEngine", "run_stdio_front", "serve_stdio"]

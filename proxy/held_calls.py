@@ -1,0 +1,350 @@
+"""Held calls: the registry and the driver that performs a `HeldCall` machine's actions (STYLE § 5).
+
+The driver is the only owner of asyncio objects for one MRTR-capable call. `feed()` runs
+`machine.handle()` and performs the actions with no `await` in between, so every transition is
+atomic; upstream sends go through one ordered queue per call (answers before cancel before release).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from proxy.context import NotificationSink
+from proxy.tasks import TaskOwner
+from proxy.upstream.base import Inbound, JsonObject, UpstreamCall, UpstreamSession
+from proxy.upstream.pool import Lease
+from translators.canonical import as_object
+from translators.eras import META_PROGRESS_TOKEN
+from translators.errors import (
+    BridgeError,
+    InvalidRequestState,
+    LimitExceeded,
+    UpstreamFault,
+    UpstreamReturnedError,
+)
+from translators.held_call import (
+    Action,
+    AnswerPush,
+    BatchWindowClosed,
+    CancelTimer,
+    CancelUpstreamCall,
+    ClientDisconnected,
+    ClientRetried,
+    DeadlinePassed,
+    Event,
+    HeldCall,
+    HeldCallState,
+    Limits,
+    ReissueUpstreamCall,
+    ReleaseUpstream,
+    ReplyError,
+    ReplyInputRequired,
+    ReplyResult,
+    ReportBug,
+    StartTimer,
+    UpstreamErrorArrived,
+    UpstreamPushArrived,
+    UpstreamPushCancelled,
+    UpstreamResultArrived,
+)
+from translators.notifications import route_notification
+from translators.pushes import PendingPush, PushAnswer, input_key, is_push, legacy_push_to_input_request
+
+log = structlog.get_logger()
+Reply = ReplyInputRequired | ReplyResult | ReplyError
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One front request attached to a held call: where its notifications go."""
+
+    attempt_id: int
+    sink: NotificationSink
+    progress_token: str | int | None
+    log_level: str | None
+
+
+@dataclass(frozen=True)
+class UpstreamRequest:
+    method: str
+    params: JsonObject
+    headers: Mapping[str, str]
+    progress_token: str  # the bridge's upstream progress token for this call
+
+
+class CallDriver:
+    """Runs one MRTR-capable upstream call across its rounds."""
+
+    def __init__(
+        self,
+        *,
+        registry: HeldCallRegistry,
+        principal: str,
+        lease: Lease,
+        upstream: UpstreamRequest,
+        client_capabilities: JsonObject,
+        limits: Limits,
+        pre_answers: JsonObject,
+    ) -> None:
+        self.continuation_id = os.urandom(16)
+        self.principal = principal
+        self.machine = HeldCall(limits, attempt=None, pre_answers=dict(pre_answers))
+        self.issued_keys: list[str] = []
+        self._registry = registry
+        self._lease = lease
+        self._upstream = upstream
+        self._client_capabilities = client_capabilities
+        self._attempts: dict[int, Attempt] = {}
+        self._slots: dict[int, asyncio.Future[Reply]] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._sends: asyncio.Queue[Action] = asyncio.Queue()
+        self._call: UpstreamCall | None = None
+        self._tasks = TaskOwner()
+        self._worker: asyncio.Task[Any] | None = None
+        self._log = log.bind(continuation_id=self.continuation_id.hex()[:12])
+
+    @property
+    def session(self) -> UpstreamSession:
+        return self._lease.session
+
+    # ---- front side ----------------------------------------------------------------------------
+
+    async def first_attempt(self, attempt: Attempt) -> Reply:
+        slot = self._attach(attempt)
+        self.machine.attempt = attempt.attempt_id
+        self._worker = self._tasks.spawn(self._send_worker(), name="held-call-sends")
+        self._perform(self.machine.start(self._now()))
+        self._start_upstream()
+        return await self._wait(attempt, slot)
+
+    async def retry(self, attempt: Attempt, round_: int, input_responses: JsonObject) -> Reply:
+        slot = self._attach(attempt)
+        self.feed(ClientRetried(attempt.attempt_id, round_, input_responses))
+        return await self._wait(attempt, slot)
+
+    def _attach(self, attempt: Attempt) -> asyncio.Future[Reply]:
+        slot: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        self._attempts[attempt.attempt_id] = attempt
+        self._slots[attempt.attempt_id] = slot
+        return slot
+
+    async def _wait(self, attempt: Attempt, slot: asyncio.Future[Reply]) -> Reply:
+        try:
+            return await slot
+        except asyncio.CancelledError:
+            self.feed(ClientDisconnected(attempt.attempt_id))
+            raise
+        finally:
+            self._attempts.pop(attempt.attempt_id, None)
+            self._slots.pop(attempt.attempt_id, None)
+
+    # ---- upstream side -------------------------------------------------------------------------
+
+    def _start_upstream(self) -> None:
+        up = self._upstream
+        self._call = self._lease.session.start(up.method, up.params, headers=up.headers, on_inbound=self.on_inbound)
+        self._lease.set_unrelated_handler(self.on_inbound)
+        self._tasks.spawn(self._await_result(self._call), name="held-call-result")
+
+    async def _await_result(self, call: UpstreamCall) -> None:
+        try:
+            result = await call.result()
+        except UpstreamReturnedError as exc:
+            self.feed(UpstreamErrorArrived(error=exc.error))
+        except UpstreamFault as fault:
+            self.feed(UpstreamErrorArrived(fault=fault))
+        else:
+            self.feed(UpstreamResultArrived(result))
+
+    def on_inbound(self, inbound: Inbound) -> None:
+        """A push or notification from this call's session (POST stream or GET stream)."""
+        message = inbound.message
+        if is_push(message):
+            self._on_push(message)
+            return
+        if message.get("method") == "notifications/cancelled":
+            params = as_object(message.get("params"))
+            self.feed(UpstreamPushCancelled(params.get("requestId", "")))
+            return
+        attached = self._attempts.get(self.machine.attempt) if self.machine.attempt is not None else None
+        if attached is not None:
+            routed = route_notification(
+                message, self._upstream.progress_token, attached.progress_token, attached.log_level
+            )
+            if routed is not None:
+                attached.sink.send(routed)
+
+    def _on_push(self, push: JsonObject) -> None:
+        translated = legacy_push_to_input_request(push, self._client_capabilities)
+        if isinstance(translated, PushAnswer):
+            self._log.info("push_refused", method=push.get("method"), reason="capability")
+            self._sends.put_nowait(AnswerPush(push["id"], translated))
+            return
+        key = input_key(push, set(self.machine.pending))
+        params = as_object(push.get("params"))
+        elicitation_id = params.get("elicitationId")
+        pending = PendingPush(key, push["id"], str(push["method"]), translated,
+                              elicitation_id if isinstance(elicitation_id, str) else None)
+        self.feed(UpstreamPushArrived(pending))
+
+    # ---- the machine ---------------------------------------------------------------------------
+
+    def feed(self, event: Event) -> None:
+        before = self.machine.state
+        self._perform(self.machine.handle(event, self._now()))
+        if self.machine.state is not before:
+            self._log.debug("held_call_moved", held_event=type(event).__name__,
+                            state=self.machine.state.value, round=self.machine.round)
+
+    def _perform(self, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, ReplyInputRequired | ReplyResult | ReplyError):
+                self._reply(action)
+            elif isinstance(action, StartTimer):
+                self._start_timer(action)
+            elif isinstance(action, CancelTimer):
+                handle = self._timers.pop(action.name, None)
+                if handle is not None:
+                    handle.cancel()
+            elif isinstance(action, ReportBug):
+                self._log.error("held_call_bug", detail=action.detail)
+            else:
+                self._sends.put_nowait(action)
+
+    def _reply(self, action: Reply) -> None:
+        if isinstance(action, ReplyInputRequired):
+            self.issued_keys = list(action.input_requests)
+            self._registry.note_round(self)
+        slot = self._slots.get(action.attempt)
+        if slot is not None and not slot.done():
+            slot.set_result(action)
+
+    def _start_timer(self, action: StartTimer) -> None:
+        old = self._timers.pop(action.name, None)
+        if old is not None:
+            old.cancel()
+        event: Event = (BatchWindowClosed(action.token) if action.name == "batch"
+                        else DeadlinePassed(action.token))
+        self._timers[action.name] = asyncio.get_running_loop().call_later(action.delay_s, self.feed, event)
+
+    async def _send_worker(self) -> None:
+        while True:
+            action = await self._sends.get()
+            try:
+                if await self._send(action):
+                    return
+            except BridgeError as exc:
+                self._log.warning("upstream_send_failed", action=type(action).__name__, error=exc.message)
+                if isinstance(action, AnswerPush):
+                    self.feed(UpstreamErrorArrived(fault=UpstreamFault("Lost the upstream call while answering")))
+
+    async def _send(self, action: Action) -> bool:
+        """Perform one upstream action; True when the call is over."""
+        if isinstance(action, AnswerPush):
+            await self._lease.session.respond(action.push_id, result=action.answer.result, error=action.answer.error)
+        elif isinstance(action, CancelUpstreamCall) and self._call is not None:
+            self._log.info("upstream_call_cancelled", reason=action.reason)
+            await self._call.cancel(action.reason)
+        elif isinstance(action, ReissueUpstreamCall):
+            self._start_upstream()
+        elif isinstance(action, ReleaseUpstream) and self.machine.state is HeldCallState.DONE:
+            self._lease.set_unrelated_handler(None)
+            await self._lease.release(discard=action.discard)
+            self._registry.remove(self)
+            return True
+        elif isinstance(action, ReleaseUpstream):
+            self._lease.set_unrelated_handler(None)
+            await self._lease.release()
+        return False
+
+    @staticmethod
+    def _now() -> float:
+        return asyncio.get_running_loop().time()
+
+    async def abandon(self, reason: str) -> None:
+        """Shutdown: answer any attached attempt, refuse held pushes, cancel the upstream call."""
+        self._perform(self.machine.abort(reason, self._now()))
+        if self._worker is not None:
+            try:
+                async with asyncio.timeout(5):
+                    await asyncio.shield(self._worker)
+            except TimeoutError:
+                self._log.warning("held_call_abandon_timed_out")
+        await self._tasks.aclose()
+
+
+class HeldCallRegistry:
+    """Live MRTR-capable calls by `continuation_id`, with per-principal and total caps."""
+
+    def __init__(self, *, max_per_principal: int, max_total: int) -> None:
+        self._calls: dict[bytes, CallDriver] = {}
+        self._per_principal: dict[str, int] = {}
+        self._max_per_principal = max_per_principal
+        self._max_total = max_total
+        self._attempt_ids = 0
+        self.rounds_total = 0
+        self.on_change: Callable[[], None] | None = None
+
+    def next_attempt_id(self) -> int:
+        self._attempt_ids += 1
+        return self._attempt_ids
+
+    def check_capacity(self, principal: str) -> None:
+        if len(self._calls) >= self._max_total:
+            raise LimitExceeded(
+                f"The bridge holds its maximum of {self._max_total} interactive calls; retry later", "held.max_total"
+            )
+        if self._per_principal.get(principal, 0) >= self._max_per_principal:
+            raise LimitExceeded(
+                f"This caller already has {self._max_per_principal} interactive calls in progress "
+                "(held.max_per_principal); finish or abandon one first",
+                "held.max_per_principal",
+            )
+
+    def add(self, driver: CallDriver) -> None:
+        self._calls[driver.continuation_id] = driver
+        self._per_principal[driver.principal] = self._per_principal.get(driver.principal, 0) + 1
+
+    def get(self, continuation_id: bytes) -> CallDriver | None:
+        return self._calls.get(continuation_id)
+
+    def lookup(self, continuation_id: bytes) -> CallDriver:
+        driver = self._calls.get(continuation_id)
+        if driver is None:
+            raise InvalidRequestState("unknown_held_call")
+        return driver
+
+    def remove(self, driver: CallDriver) -> None:
+        if self._calls.pop(driver.continuation_id, None) is not None:
+            left = self._per_principal.get(driver.principal, 1) - 1
+            if left:
+                self._per_principal[driver.principal] = left
+            else:
+                self._per_principal.pop(driver.principal, None)
+
+    def note_round(self, driver: CallDriver) -> None:
+        self.rounds_total += 1
+
+    def held_now(self) -> int:
+        return sum(1 for d in self._calls.values() if d.machine.state is HeldCallState.WAITING_CLIENT)
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    async def aclose(self) -> None:
+        drivers = list(self._calls.values())
+        await asyncio.gather(*(d.abandon("bridge shutting down") for d in drivers), return_exceptions=True)
+        self._calls.clear()
+        self._per_principal.clear()
+
+
+def progress_meta_token(params: Any) -> str | int | None:
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get(META_PROGRESS_TOKEN) if isinstance(meta, dict) else None
+    return token if isinstance(token, str | int) and not isinstance(token, bool) else None

@@ -1,0 +1,135 @@
+"""structlog configuration and the redaction safety net (STYLE § 6).
+
+Configured once at startup by `configure_logging`: context variables first, then timestamp and
+level, then `redact`, then JSON (or the console renderer on a terminal). Always stderr: in stdio
+mode stdout carries protocol bytes only. Standard-library loggers (aiohttp, asyncio) are routed
+through the same chain so every line has one shape.
+
+`redact` masks the values of known secret keys at any depth (Authorization, tokens, requestState,
+session ids, keys, elicited content, input responses) and bearer credentials or sealed states
+inside any string. It is a safety net, not a licence to log secrets.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import sys
+from collections.abc import Mapping
+from typing import Any, Final, TextIO
+
+import structlog
+from structlog.typing import EventDict, Processor, WrappedLogger
+
+from config.settings import LogSettings
+
+REDACTED: Final = "[redacted]"
+# Compared after lower-casing and turning "-" into "_".
+SECRET_KEYS: Final[frozenset[str]] = frozenset(
+    {
+        "authorization",
+        "proxy_authorization",
+        "cookie",
+        "set_cookie",
+        "token",
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "bearer",
+        "password",
+        "secret",
+        "api_key",
+        "x_api_key",
+        "requeststate",
+        "request_state",
+        "session_id",
+        "mcp_session_id",
+        "key",
+        "keys",
+        "content",
+        "answer",
+        "answers",
+        "inputresponses",
+        "input_responses",
+    }
+)
+_CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9\-._~+/]+=*")
+_SEALED_STATE = re.compile(r"\bv1\.[A-Za-z0-9_\-]{16,}={0,2}")
+_MAX_DEPTH: Final = 8
+
+
+def is_secret_key(key: object) -> bool:
+    """Whether a log key (or a nested dict key) names a secret."""
+    return isinstance(key, str) and key.lower().replace("-", "_") in SECRET_KEYS
+
+
+def mask_text(text: str) -> str:
+    """Mask bearer/basic credentials and sealed `requestState` blobs inside free text."""
+    text = _CREDENTIAL.sub(lambda match: f"{match.group(1)}{match.group(2)}{REDACTED}", text)
+    return _SEALED_STATE.sub(f"v1.{REDACTED}", text)
+
+
+def _scrub(value: Any, depth: int) -> Any:
+    if isinstance(value, str):
+        return mask_text(value)
+    if depth >= _MAX_DEPTH and isinstance(value, Mapping | list | tuple):
+        return "[truncated]"
+    if isinstance(value, Mapping):
+        return {key: REDACTED if is_secret_key(key) else _scrub(item, depth + 1) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_scrub(item, depth + 1) for item in value]
+    return value
+
+
+def redact(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
+    """structlog processor: mask secret keys at any depth and credentials inside strings."""
+    return {key: REDACTED if is_secret_key(key) else _scrub(value, 1) for key, value in event_dict.items()}
+
+
+def _renderer(settings: LogSettings, stream: TextIO) -> Processor:
+    console = settings.format == "console" or (settings.format == "auto" and stream.isatty())
+    if console:
+        return structlog.dev.ConsoleRenderer(
+            colors=stream.isatty(), exception_formatter=structlog.dev.plain_traceback
+        )
+    return structlog.processors.JSONRenderer()
+
+
+def _shared_processors() -> list[Processor]:
+    return [
+        structlog.contextvars.merge_contextvars,
+        structlog.processors.add_log_level,
+        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        structlog.processors.StackInfoRenderer(),
+        structlog.processors.format_exc_info,
+        redact,
+    ]
+
+
+def _route_stdlib(level: int, renderer: Processor, stream: TextIO) -> None:
+    formatter = structlog.stdlib.ProcessorFormatter(
+        foreign_pre_chain=[structlog.stdlib.add_logger_name, *_shared_processors()],
+        processors=[structlog.stdlib.ProcessorFormatter.remove_processors_meta, renderer],
+    )
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(formatter)
+    root = logging.getLogger()
+    root.handlers = [handler]
+    root.setLevel(level)
+
+
+def configure_logging(settings: LogSettings, stream: TextIO | None = None) -> None:
+    """Configure structlog and the standard library once, writing to `stream` (stderr by default)."""
+    out = stream if stream is not None else sys.stderr
+    level = logging.getLevelNamesMapping()[settings.level.upper()]
+    renderer = _renderer(settings, out)
+    structlog.configure(
+        processors=[*_shared_processors(), renderer],
+        wrapper_class=structlog.make_filtering_bound_logger(level),
+        logger_factory=structlog.PrintLoggerFactory(file=out),
+        cache_logger_on_first_use=False,
+    )
+    _route_stdlib(level, renderer, out)
+
+
+__all__ = ["REDACTED", "SECRET_KEYS", "configure_logging", "is_secret_key", "mask_text", "redact"]

@@ -1,0 +1,96 @@
+"""The seam between the engine and a legacy upstream (STYLE § 1, httpx transport idea).
+
+Every upstream transport (Streamable HTTP now, stdio later) implements `UpstreamSession`.
+Messages are plain JSON-RPC dicts in the *legacy* era; translation happens elsewhere.
+
+Routing of inbound messages (pushes and notifications from the legacy server):
+* a message that arrived on the SSE stream of a POST carries `related_request_id` = the
+  upstream JSON-RPC id of that POST's request; it is handed to that call's `on_inbound`.
+* a message that arrived on the session's GET stream (or, on stdio, anywhere) has
+  `related_request_id=None` and is handed to the session's `on_unrelated` callback, which
+  the pool routes to the session's exclusive lease holder (DESIGN § 3) or to policy.
+* `ping` requests from the server are answered by the transport itself and never surface.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+JsonObject = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Inbound:
+    """One server-to-client message from the legacy server: a push (has `id` and `method`) or a notification."""
+
+    message: JsonObject
+    related_request_id: int | str | None
+
+
+InboundHandler = Callable[[Inbound], None]
+
+
+class UpstreamCall(Protocol):
+    """One in-flight upstream request."""
+
+    @property
+    def upstream_request_id(self) -> int: ...
+
+    async def result(self) -> JsonObject:
+        """The legacy result object; raises `UpstreamReturnedError` for a JSON-RPC error reply and
+        `UpstreamFault` subclasses for transport failures (never a foreign exception)."""
+        ...
+
+    async def cancel(self, reason: str) -> None:
+        """Send `notifications/cancelled` for this request and stop waiting for its result.
+        `result()` then raises `asyncio.CancelledError`-free `UpstreamFault`. Idempotent."""
+        ...
+
+
+class UpstreamSession(Protocol):
+    """One initialized legacy session (an `Mcp-Session-Id`, or one stdio process)."""
+
+    @property
+    def init_result(self) -> JsonObject:
+        """The upstream `InitializeResult` (capabilities, serverInfo, instructions, protocolVersion)."""
+        ...
+
+    @property
+    def is_alive(self) -> bool: ...
+
+    def start(
+        self,
+        method: str,
+        params: JsonObject,
+        *,
+        headers: Mapping[str, str],
+        on_inbound: InboundHandler | None,
+    ) -> UpstreamCall:
+        """Send a request (a fresh upstream id is minted) and return at once; the POST runs in a task
+        owned by the session. `headers` are per-request extras (Authorization, traceparent...)."""
+        ...
+
+    async def respond(self, push_id: int | str, *, result: JsonObject | None = None,
+                      error: JsonObject | None = None) -> None:
+        """Answer a push with a JSON-RPC response (exactly one of result/error)."""
+        ...
+
+    async def notify(self, method: str, params: JsonObject | None = None) -> None: ...
+
+    async def aclose(self) -> None:
+        """Cancel the session's tasks, DELETE the session (HTTP) or stop the process (stdio)."""
+        ...
+
+
+class PooledSession(UpstreamSession, Protocol):
+    """What the pool needs of a transport's session beyond `UpstreamSession`."""
+
+    @property
+    def reinitialized_count(self) -> int: ...
+
+
+# Opens one initialized session: (capabilities, headers, on_unrelated) -> session. The composition
+# root picks the transport (HTTP or stdio); the pool never knows which.
+SessionOpener = Callable[[JsonObject, Mapping[str, str], InboundHandler], Awaitable[PooledSession]]

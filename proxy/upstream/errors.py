@@ -1,0 +1,75 @@
+"""Foreign errors become `UpstreamFault`s here, at the seam where they arise (httpcore `map_exceptions`).
+
+Messages say what happened and to which upstream, with the URL stripped of credentials and query.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import aiohttp
+from yarl import URL
+
+from translators.errors import (
+    BridgeError,
+    UpstreamFault,
+    UpstreamProtocolError,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+
+
+def safe_url(url: str | URL) -> str:
+    """The upstream URL as it may appear in logs and error messages: no userinfo, no query, no fragment."""
+    parsed = URL(url)
+    if not parsed.is_absolute():
+        return str(parsed.with_query(None).with_fragment(None))
+    return str(parsed.with_user(None).with_password(None).with_query(None).with_fragment(None))
+
+
+def _data(url: str) -> dict[str, str]:
+    return {"upstream": url}
+
+
+def _translate(exc: Exception, url: str, action: str) -> UpstreamFault | None:
+    """The most specific fault for `exc`, or None when it is not a transport error."""
+    if isinstance(exc, TimeoutError):  # includes aiohttp.ServerTimeoutError / ConnectionTimeoutError
+        return UpstreamTimeout(f"Upstream {url} did not answer in time ({action})", _data(url))
+    if isinstance(exc, aiohttp.ClientConnectorError):
+        return UpstreamUnavailable(f"Cannot connect to upstream {url} ({action}): {exc.os_error}", _data(url))
+    if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+        return UpstreamUnavailable(f"Upstream {url} closed the connection ({action})", _data(url))
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return UpstreamProtocolError(
+            f"Upstream {url} sent an invalid HTTP response ({action}): status {exc.status}", _data(url)
+        )
+    if isinstance(exc, aiohttp.ClientError | OSError):
+        return UpstreamUnavailable(f"Connection to upstream {url} failed ({action}): {type(exc).__name__}", _data(url))
+    if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
+        return UpstreamProtocolError(f"Upstream {url} sent a body that is not JSON ({action})", _data(url))
+    return None
+
+
+@contextmanager
+def map_upstream_errors(url: str, action: str) -> Iterator[None]:
+    """Re-raise aiohttp, OS, timeout and JSON errors from the block as `UpstreamFault`s (`from exc`).
+
+    `BridgeError`s pass unchanged, except that an `UpstreamProtocolError` raised without naming the
+    upstream (e.g. by the SSE decoder) is re-raised with the URL and action added.
+    """
+    try:
+        yield
+    except BridgeError as exc:
+        if isinstance(exc, UpstreamProtocolError) and url not in exc.message:
+            raise UpstreamProtocolError(f"Upstream {url}: {exc.message} ({action})", _data(url)) from exc
+        raise
+    except Exception as exc:
+        fault = _translate(exc, url, action)
+        if fault is None:
+            raise
+        raise fault from exc
+
+
+__all__ = ["map_upstream_errors", "safe_url"]

@@ -1,0 +1,406 @@
+"""Legacy Streamable HTTP upstream session on one shared `aiohttp.ClientSession` (BRIDGE-NOTES §§ 10.1-10.5).
+
+One `HttpUpstreamSession` is one `Mcp-Session-Id`: `initialize` → `notifications/initialized` → a GET
+stream kept open for pushes unrelated to a call (the `mcp` 1.x SDK sends sampling and roots there and
+drops them when no GET stream is open). Each request runs in a task the session owns; its POST
+answer is JSON or SSE; a stream closed early is resumed with GET + `Last-Event-ID`; a 404 on the
+session id re-initializes once and retries the request when that is safe (no push delivered yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+import itertools
+from collections.abc import Mapping
+from typing import Final
+
+import aiohttp
+import structlog
+
+from config.settings import UpstreamSettings
+from proxy.upstream.base import InboundHandler, JsonObject, PooledSession, SessionOpener
+from proxy.upstream.errors import map_upstream_errors
+from proxy.upstream.http_call import HttpUpstreamCall
+from proxy.upstream.http_channel import HttpChannel, SessionExpired, TaskSet
+from proxy.upstream.http_streams import GetStream, StreamRouter
+from proxy.upstream.http_wire import (
+    SESSION_HEADER,
+    SSE_TYPE,
+    StreamCursor,
+    is_json,
+    is_response,
+    is_sse,
+    read_json_message,
+)
+from translators.eras import LEGACY_VERSION, LEGACY_VERSIONS
+from translators.errors import (
+    BridgeBug,
+    BridgeError,
+    UpstreamFault,
+    UpstreamProtocolError,
+    UpstreamReturnedError,
+    UpstreamSessionLost,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+
+_log = structlog.get_logger(__name__)
+_session_refs = itertools.count(1)
+
+CLIENT_NAME: Final = "mrtr-bridge"
+MAX_RESUME_ATTEMPTS: Final = 5  # consecutive resumptions of a call's stream that bring nothing new
+
+
+def client_info() -> JsonObject:
+    """The `clientInfo` the bridge sends upstream."""
+    try:
+        version = importlib.metadata.version("mrtr-bridge")
+    except importlib.metadata.PackageNotFoundError:
+        version = "0"
+    return {"name": CLIENT_NAME, "version": version}
+
+
+def _is_valid_session_id(value: str) -> bool:
+    return bool(value) and all(0x21 <= ord(char) <= 0x7E for char in value)
+
+
+class HttpUpstreamSession:
+    """Implements `UpstreamSession` over legacy Streamable HTTP. Build it with `open()`."""
+
+    def __init__(
+        self,
+        client: aiohttp.ClientSession,
+        url: str,
+        capabilities: JsonObject,
+        *,
+        headers: Mapping[str, str],
+        on_unrelated: InboundHandler,
+        settings: UpstreamSettings,
+    ) -> None:
+        self._channel = HttpChannel(client, url, headers=headers, settings=settings)
+        self.upstream = self._channel.upstream
+        self._capabilities = dict(capabilities)
+        self._on_unrelated = on_unrelated
+        self._init_result: JsonObject = {}
+        self._reinit_task: asyncio.Task[None] | None = None
+        self._reinit_error: BridgeError | None = None
+        self._tasks = TaskSet()
+        self._calls: dict[int, HttpUpstreamCall] = {}
+        self._ids = itertools.count(1)
+        self._closed = False
+        self._broken = False
+        self.reinitialized_count = 0
+        self._log = _log.bind(upstream=self.upstream, upstream_session=next(_session_refs))
+        self._router = StreamRouter(self._channel, self._tasks, self._calls, on_unrelated, self._log)
+        self._get_stream: GetStream | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        client: aiohttp.ClientSession,
+        url: str,
+        capabilities: JsonObject,
+        *,
+        headers: Mapping[str, str],
+        on_unrelated: InboundHandler,
+        settings: UpstreamSettings,
+    ) -> HttpUpstreamSession:
+        """Initialize a new session within `init_timeout_s`; on any failure nothing is left open."""
+        session = cls(client, url, capabilities, headers=headers, on_unrelated=on_unrelated, settings=settings)
+        try:
+            await session._handshake()
+        except BaseException:
+            await session.aclose()
+            raise
+        session._log.info("upstream_session_opened", has_get_stream=session.has_get_stream)
+        return session
+
+    @property
+    def init_result(self) -> JsonObject:
+        return self._init_result
+
+    @property
+    def is_alive(self) -> bool:
+        get_lost = self._get_stream is not None and self._get_stream.lost
+        return not self._closed and not self._broken and not get_lost
+
+    @property
+    def has_get_stream(self) -> bool:
+        return self._get_stream is not None and self._get_stream.is_open
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._calls)
+
+    # -- the UpstreamSession surface --------------------------------------------------------------
+
+    def start(
+        self,
+        method: str,
+        params: JsonObject,
+        *,
+        headers: Mapping[str, str],
+        on_inbound: InboundHandler | None,
+    ) -> HttpUpstreamCall:
+        self._check_open()
+        call = self._new_call(method, params, headers=headers, on_inbound=on_inbound)
+        self._calls[call.upstream_request_id] = call
+        call.task = self._tasks.spawn(self._run_call(call), f"upstream-call-{call.upstream_request_id}")
+        return call
+
+    async def respond(
+        self, push_id: int | str, *, result: JsonObject | None = None, error: JsonObject | None = None
+    ) -> None:
+        if (result is None) == (error is None):
+            raise BridgeBug("respond() needs exactly one of result or error")
+        outcome = {"result": result} if result is not None else {"error": error}
+        await self._send_bounded({"jsonrpc": "2.0", "id": push_id, **outcome}, "response to a push")
+
+    async def notify(self, method: str, params: JsonObject | None = None) -> None:
+        message: JsonObject = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self._send_bounded(message, method)
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        for call in list(self._calls.values()):
+            call.fail(UpstreamSessionLost(f"Upstream session to {self.upstream} was closed"))
+        await self._tasks.stop()
+        if self._channel.session_id is not None:
+            try:
+                status = await self._channel.delete()
+                self._log.debug("upstream_session_deleted", status=status)
+            except UpstreamFault as exc:
+                self._log.info("upstream_session_delete_failed", error=exc.message)
+        self._log.info("upstream_session_closed", reinitialized=self.reinitialized_count)
+
+    # -- one call ---------------------------------------------------------------------------------
+
+    def _new_call(
+        self, method: str, params: JsonObject, *, headers: Mapping[str, str], on_inbound: InboundHandler | None
+    ) -> HttpUpstreamCall:
+        return HttpUpstreamCall(
+            next(self._ids), method, params, headers=dict(headers), on_inbound=on_inbound,
+            on_unrelated=self._on_unrelated, send_cancel=self._cancel_call, upstream=self.upstream,
+        )  # fmt: skip
+
+    async def _run_call(self, call: HttpUpstreamCall) -> None:
+        try:
+            call.resolve(await self._drive_call(call))
+        except BridgeError as exc:
+            call.fail(exc)
+        except asyncio.CancelledError:
+            call.fail(UpstreamSessionLost(f"Upstream session to {self.upstream} was closed"))
+            raise
+        except Exception as exc:
+            self._log.exception("upstream_call_crashed", method=call.method)
+            call.fail(BridgeBug(f"upstream call crashed: {type(exc).__name__}"))
+        finally:
+            self._calls.pop(call.upstream_request_id, None)
+
+    async def _drive_call(self, call: HttpUpstreamCall) -> JsonObject:
+        retried = False
+        while True:
+            generation = await self._current_generation()
+            try:
+                return await self._send_call(call, generation)
+            except SessionExpired as exc:
+                self._log.info("upstream_session_expired", method=call.method, pushes=call.pushes_delivered)
+                if retried or call.pushes_delivered:
+                    raise UpstreamSessionLost(
+                        f"Upstream {self.upstream} ended the session while {call.method} was in flight;"
+                        " the call was not replayed"
+                    ) from None
+                retried = True
+                await self._reinitialize(exc.generation)
+
+    async def _send_call(self, call: HttpUpstreamCall, generation: int) -> JsonObject:
+        cursor = StreamCursor()
+        async with self._channel.exchange("POST", call.method, body=call.request_message(), extra=call.headers) as resp:
+            await self._channel.check_status(resp, generation, call.method)
+            reply = await self._read_reply(resp, call, cursor)
+        if reply is None:
+            reply = await self._resume(call, cursor, generation)
+        return reply
+
+    async def _read_reply(
+        self, resp: aiohttp.ClientResponse, call: HttpUpstreamCall, cursor: StreamCursor
+    ) -> JsonObject | None:
+        """The response to `call` from a JSON or SSE answer; None when the SSE stream ended first."""
+        if is_sse(resp):
+            return await self._router.read_stream(resp, cursor, call)
+        if not is_json(resp):
+            raise UpstreamProtocolError(f"answered {call.method} with content type {resp.content_type!r}")
+        message = await read_json_message(resp)
+        if not is_response(message) or message.get("id") != call.upstream_request_id:
+            raise UpstreamProtocolError(f"answered {call.method} with JSON that is not its response")
+        return message
+
+    async def _resume(self, call: HttpUpstreamCall, cursor: StreamCursor, generation: int) -> JsonObject:
+        """GET + `Last-Event-ID` after the `retry` delay until the response comes (BRIDGE-NOTES § 10.4)."""
+        failures = 0
+        while failures < MAX_RESUME_ATTEMPTS:
+            if cursor.last_event_id is None:
+                raise UpstreamProtocolError(
+                    f"Upstream {self.upstream} closed the stream of {call.method} before answering,"
+                    " with no event id to resume from"
+                )
+            await asyncio.sleep(cursor.retry_s)
+            before = (cursor.last_event_id, cursor.events_seen)
+            try:
+                reply = await self._resume_once(call, cursor, generation)
+            except (UpstreamUnavailable, UpstreamTimeout) as exc:
+                self._log.info("upstream_resume_failed", method=call.method, error=exc.message)
+                reply = None
+            if reply is not None:
+                return reply
+            failures = 0 if (cursor.last_event_id, cursor.events_seen) != before else failures + 1
+        raise UpstreamSessionLost(
+            f"Upstream {self.upstream}: the stream of {call.method} could not be resumed"
+            f" after {MAX_RESUME_ATTEMPTS} attempts"
+        )
+
+    async def _resume_once(self, call: HttpUpstreamCall, cursor: StreamCursor, generation: int) -> JsonObject | None:
+        if generation != self._channel.generation:
+            raise SessionExpired(generation)  # the session was re-initialized under this call
+        action = f"resuming {call.method}"
+        async with self._channel.exchange(
+            "GET", action, extra=call.headers, accept=SSE_TYPE, last_event_id=cursor.last_event_id
+        ) as resp:
+            if resp.status == 405:
+                raise UpstreamProtocolError(
+                    f"Upstream {self.upstream} closed the stream of {call.method} early and does not"
+                    " support resumption (GET answered 405)"
+                )
+            await self._channel.check_status(resp, generation, action, content_type=SSE_TYPE)
+            self._log.debug("upstream_stream_resumed", method=call.method)
+            return await self._router.read_stream(resp, cursor, call)
+
+    async def _cancel_call(self, call: HttpUpstreamCall, reason: str) -> None:
+        if call.task is not None and call.task is not asyncio.current_task():
+            call.task.cancel()
+        params = {"requestId": call.upstream_request_id, "reason": reason}
+        try:
+            await self.notify("notifications/cancelled", params)
+        except UpstreamFault as exc:
+            self._log.info("upstream_cancel_not_delivered", method=call.method, error=exc.message)
+        self._log.info("upstream_call_cancelled", method=call.method)
+
+    # -- session lifecycle ------------------------------------------------------------------------
+
+    async def _handshake(self) -> None:
+        """initialize → notifications/initialized → GET stream, all within `init_timeout_s` (§ 10.1)."""
+        self._channel.begin_generation()
+        with map_upstream_errors(self.upstream, "initialize"):
+            async with asyncio.timeout(self._channel.settings.init_timeout_s):
+                await self._initialize()
+                initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                await self._channel.post_accepted(initialized, "notifications/initialized")
+                self._get_stream = GetStream(self._channel, self._router, self._tasks, self._log)
+                await self._get_stream.start()
+
+    async def _initialize(self) -> None:
+        params = {"protocolVersion": LEGACY_VERSION, "capabilities": self._capabilities, "clientInfo": client_info()}
+        call = self._new_call("initialize", params, headers={}, on_inbound=None)
+        async with self._channel.exchange("POST", "initialize", body=call.request_message()) as resp:
+            await self._channel.check_status(resp, self._channel.generation, "initialize")
+            session_id = resp.headers.get(SESSION_HEADER)
+            if session_id is not None and not _is_valid_session_id(session_id):
+                raise UpstreamProtocolError("sent an Mcp-Session-Id that is not visible ASCII")
+            self._channel.session_id = session_id
+            reply = await self._read_reply(resp, call, StreamCursor())
+        if reply is None:
+            raise UpstreamProtocolError("closed the initialize stream before answering")
+        call.resolve(reply)
+        try:
+            result = await call.result()
+        except UpstreamReturnedError as exc:
+            raise UpstreamProtocolError(f"refused initialize: {exc.message[:200]}") from exc
+        self._accept_init_result(result)
+
+    def _accept_init_result(self, result: JsonObject) -> None:
+        version = result.get("protocolVersion")
+        if version not in LEGACY_VERSIONS:
+            raise UpstreamProtocolError(
+                f"Upstream {self.upstream} answered initialize with protocol version {version!r};"
+                f" the bridge speaks {', '.join(LEGACY_VERSIONS)} upstream"
+            )
+        self._channel.protocol_version = version
+        self._init_result = result
+
+    async def _current_generation(self) -> int:
+        """The generation to send on, after any re-initialize that is due or under way."""
+        if self._get_stream is not None and self._get_stream.expired:
+            await self._reinitialize(self._channel.generation)
+        elif self._reinit_task is not None and not self._reinit_task.done():
+            await self._reinitialize(self._channel.generation)
+        elif self._reinit_error is not None:
+            raise self._reinit_error
+        return self._channel.generation
+
+    async def _reinitialize(self, seen_generation: int) -> None:
+        """Start a new upstream session in place (§ 10.5), once per expiry however many calls saw it.
+
+        The handshake runs in a task the session owns, so a caller cancelled meanwhile cannot leave
+        the session half initialized; every caller waits for the same outcome."""
+        self._check_open()
+        running = self._reinit_task is not None and not self._reinit_task.done()
+        if not running and self._channel.generation == seen_generation:
+            self._reinit_task = self._tasks.spawn(self._run_reinitialize(), "upstream-reinitialize")
+        if self._reinit_task is not None:
+            await asyncio.wait({self._reinit_task})
+        self._check_open()
+        if self._reinit_error is not None:
+            raise self._reinit_error
+
+    async def _run_reinitialize(self) -> None:
+        self._log.info("upstream_session_reinitializing")
+        if self._get_stream is not None:
+            await self._get_stream.stop()
+        try:
+            await self._handshake()
+        except BridgeError as exc:
+            self._broken, self._reinit_error = True, exc
+            self._log.warning("upstream_session_reinitialize_failed", error=exc.message)
+            return
+        self.reinitialized_count += 1
+        self._log.info("upstream_session_reinitialized", has_get_stream=self.has_get_stream)
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    async def _send_bounded(self, message: JsonObject, action: str) -> None:
+        """POST a notification or response and expect 202 within `init_timeout_s`."""
+        self._check_open()
+        try:
+            await self._channel.post_bounded(message, action)
+        except SessionExpired as exc:
+            if self._get_stream is not None and exc.generation == self._channel.generation:
+                self._get_stream.expired = True  # re-initialize before the next call
+            raise UpstreamSessionLost(
+                f"Upstream {self.upstream} ended the session; the {action} was not delivered"
+            ) from None
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UpstreamSessionLost(f"Upstream session to {self.upstream} is closed")
+
+
+__all__ = ["CLIENT_NAME", "MAX_RESUME_ATTEMPTS", "HttpUpstreamSession", "client_info"]
+
+
+def http_opener(client: aiohttp.ClientSession, settings: UpstreamSettings) -> SessionOpener:
+    """The pool's way to open a legacy Streamable HTTP session at `settings.url`."""
+    url = settings.url
+    if url is None:
+        raise UpstreamUnavailable("No upstream is configured (upstream.url or upstream.command)")
+
+    async def open_session(capabilities: JsonObject, headers: Mapping[str, str],
+                           on_unrelated: InboundHandler) -> PooledSession:
+        return await HttpUpstreamSession.open(client, url, capabilities, headers=headers,
+                                              on_unrelated=on_unrelated, settings=settings)
+
+    return open_session

@@ -1,0 +1,157 @@
+"""The HTTP side of one legacy session: where to send, with which headers, bounded how; plus the task
+set a session owns (STYLE § 8.6: no fire-and-forget)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Collection, Coroutine, Mapping
+from contextlib import asynccontextmanager
+from typing import Any
+
+import aiohttp
+
+from config.settings import UpstreamSettings
+from proxy.upstream.base import JsonObject
+from proxy.upstream.errors import map_upstream_errors, safe_url
+from proxy.upstream.http_wire import JSON_TYPE, POST_ACCEPT, SESSION_HEADER, build_headers, is_json
+from translators.errors import UpstreamProtocolError, UpstreamUnavailable
+
+
+class SessionExpired(Exception):
+    """404 on a request that carried the session id of `generation` (BRIDGE-NOTES § 10.5)."""
+
+    def __init__(self, generation: int) -> None:
+        super().__init__("upstream session expired")
+        self.generation = generation
+
+
+class HttpChannel:
+    """Sends HTTP requests for one session with the transport headers (§ 10.2) and error mapping."""
+
+    def __init__(
+        self, client: aiohttp.ClientSession, url: str, *, headers: Mapping[str, str], settings: UpstreamSettings
+    ) -> None:
+        self._client = client
+        self._url = url
+        self.upstream = safe_url(url)
+        self._base_headers = dict(headers)
+        self.settings = settings
+        # `connect` also bounds waiting for a free pooled connection: a full connector fails, never hangs.
+        self._timeout = aiohttp.ClientTimeout(
+            total=None, connect=settings.connect_timeout_s, sock_connect=settings.connect_timeout_s, sock_read=None
+        )
+        self.session_id: str | None = None
+        self.protocol_version: str | None = None
+        self.generation = 0
+
+    def begin_generation(self) -> None:
+        """Forget the session id and version before a (re-)initialize."""
+        self.generation += 1
+        self.session_id = self.protocol_version = None
+
+    @asynccontextmanager
+    async def exchange(
+        self,
+        http_method: str,
+        action: str,
+        *,
+        body: JsonObject | None = None,
+        extra: Mapping[str, str] | None = None,
+        accept: str = POST_ACCEPT,
+        last_event_id: str | None = None,
+    ) -> AsyncIterator[aiohttp.ClientResponse]:
+        """One HTTP request; errors inside the block (reading the body too) are mapped to `UpstreamFault`s.
+
+        No read timeout: SSE streams of held calls stay quiet for minutes. Connects are bounded."""
+        headers = build_headers(
+            self._base_headers, extra or {}, accept=accept, session_id=self.session_id,
+            protocol_version=self.protocol_version, last_event_id=last_event_id,
+        )  # fmt: skip
+        data = None
+        if body is not None:
+            headers["Content-Type"] = JSON_TYPE
+            data = json.dumps(body, separators=(",", ":")).encode()
+        with map_upstream_errors(self.upstream, action):
+            async with self._client.request(
+                http_method, self._url, headers=headers, data=data, timeout=self._timeout, raise_for_status=False
+            ) as resp:
+                yield resp
+
+    async def check_status(
+        self,
+        resp: aiohttp.ClientResponse,
+        generation: int,
+        action: str,
+        *,
+        ok: Collection[int] = (200,),
+        content_type: str | None = None,
+    ) -> None:
+        """Raise `SessionExpired` on 404 to a request that carried a session id, an `UpstreamFault` on any
+        other refusal."""
+        if resp.status == 404 and SESSION_HEADER in resp.request_info.headers:
+            raise SessionExpired(generation)
+        if resp.status not in ok:
+            detail = await _refusal_detail(resp)
+            fault = UpstreamUnavailable if resp.status >= 500 else UpstreamProtocolError
+            raise fault(f"Upstream {self.upstream} answered {action} with HTTP {resp.status}{detail}")
+        if content_type is not None and resp.content_type != content_type:
+            raise UpstreamProtocolError(f"answered {action} with content type {resp.content_type!r}")
+
+    async def post_accepted(self, message: JsonObject, action: str) -> None:
+        """POST a notification or response; the upstream must accept it (202)."""
+        generation = self.generation
+        async with self.exchange("POST", action, body=message) as resp:
+            await self.check_status(resp, generation, action, ok=(200, 202, 204))
+
+    async def post_bounded(self, message: JsonObject, action: str) -> None:
+        """`post_accepted` within `init_timeout_s`."""
+        with map_upstream_errors(self.upstream, action):
+            async with asyncio.timeout(self.settings.init_timeout_s):
+                await self.post_accepted(message, action)
+
+    async def delete(self) -> int:
+        """DELETE the session (§ 10.5); returns the status (405 = not supported)."""
+        with map_upstream_errors(self.upstream, "DELETE"):
+            async with asyncio.timeout(self.settings.init_timeout_s):
+                async with self.exchange("DELETE", "DELETE") as resp:
+                    return resp.status
+
+
+async def _refusal_detail(resp: aiohttp.ClientResponse) -> str:
+    """A short reason from a JSON-RPC error body, if the upstream sent one."""
+    if not is_json(resp):
+        return ""
+    try:
+        body = json.loads(await resp.content.read(4096))
+    except (ValueError, aiohttp.ClientError):
+        return ""
+    error = body.get("error") if isinstance(body, dict) else None
+    message = error.get("message") if isinstance(error, dict) else None
+    return f": {message[:200]}" if isinstance(message, str) else ""
+
+
+class TaskSet:
+    """Tasks owned by one object; `stop()` cancels and awaits them."""
+
+    def __init__(self) -> None:
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
+        task = asyncio.get_running_loop().create_task(coro, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def stop(self, tasks: Collection[asyncio.Task[None]] | None = None) -> None:
+        """Cancel and await `tasks` (default: all), never the calling task itself."""
+        current = asyncio.current_task()
+        chosen = list(self._tasks if tasks is None else tasks)
+        pending = [task for task in chosen if task is not current and not task.done()]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.wait(pending)
+
+
+__all__ = ["HttpChannel", "SessionExpired", "TaskSet"]

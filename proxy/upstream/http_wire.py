@@ -1,0 +1,153 @@
+"""Wire details of the legacy Streamable HTTP transport (BRIDGE-NOTES §§ 10.2-10.4): headers, bounded
+JSON bodies, SSE message streams with their resumption cursor, and JSON-RPC message shapes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import aiohttp
+
+from translators.errors import UpstreamProtocolError
+from translators.sse import SSEDecoder
+
+JsonObject = dict[str, Any]
+
+SESSION_HEADER: Final = "Mcp-Session-Id"
+VERSION_HEADER: Final = "MCP-Protocol-Version"
+LAST_EVENT_ID_HEADER: Final = "Last-Event-ID"
+SSE_TYPE: Final = "text/event-stream"
+JSON_TYPE: Final = "application/json"
+POST_ACCEPT: Final = f"{JSON_TYPE}, {SSE_TYPE}"
+MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
+DEFAULT_RETRY_MS: Final = 1000
+MAX_RETRY_MS: Final = 60_000
+# Headers the transport owns; callers' extras can never override them.
+_RESERVED: Final = frozenset(
+    {"accept", "content-type", "content-length", "host", "last-event-id", "mcp-session-id", "mcp-protocol-version"}
+)
+
+
+def build_headers(
+    base: Mapping[str, str],
+    extra: Mapping[str, str],
+    *,
+    accept: str,
+    session_id: str | None,
+    protocol_version: str | None,
+    last_event_id: str | None = None,
+) -> dict[str, str]:
+    """Caller headers (base, then per-request extras) plus the transport's own, which always win."""
+    headers = {name: value for name, value in {**base, **extra}.items() if name.lower() not in _RESERVED}
+    headers["Accept"] = accept
+    if session_id is not None:
+        headers[SESSION_HEADER] = session_id
+    if protocol_version is not None:
+        headers[VERSION_HEADER] = protocol_version
+    if last_event_id is not None:
+        headers[LAST_EVENT_ID_HEADER] = last_event_id
+    return headers
+
+
+def is_sse(response: aiohttp.ClientResponse) -> bool:
+    return response.content_type == SSE_TYPE
+
+
+def is_json(response: aiohttp.ClientResponse) -> bool:
+    return response.content_type == JSON_TYPE
+
+
+def parse_message(text: str | bytes) -> JsonObject:
+    """One JSON-RPC 2.0 message object, or `UpstreamProtocolError`."""
+    try:
+        message = json.loads(text)
+    except ValueError as exc:
+        raise UpstreamProtocolError("sent a message that is not JSON") from exc
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        raise UpstreamProtocolError("sent something that is not a JSON-RPC 2.0 message object")
+    return message
+
+
+def is_response(message: JsonObject) -> bool:
+    return "method" not in message and ("result" in message or "error" in message)
+
+
+def is_request(message: JsonObject) -> bool:
+    return isinstance(message.get("method"), str) and message.get("id") is not None
+
+
+def is_notification(message: JsonObject) -> bool:
+    return isinstance(message.get("method"), str) and "id" not in message
+
+
+async def read_json_message(response: aiohttp.ClientResponse) -> JsonObject:
+    """The body of an `application/json` response as one message, read with a size bound."""
+    declared = response.content_length
+    if declared is not None and declared > MAX_MESSAGE_BYTES:
+        raise UpstreamProtocolError(f"sent a JSON body of {declared} bytes (limit {MAX_MESSAGE_BYTES})")
+    body = bytearray()
+    async for chunk in response.content.iter_chunked(65536):
+        body += chunk
+        if len(body) > MAX_MESSAGE_BYTES:
+            raise UpstreamProtocolError(f"sent a JSON body larger than {MAX_MESSAGE_BYTES} bytes")
+    return parse_message(bytes(body))
+
+
+@dataclass
+class StreamCursor:
+    """Where an SSE stream stands: the last event id seen and the reconnection delay to obey."""
+
+    last_event_id: str | None = None
+    retry_ms: int = DEFAULT_RETRY_MS
+    events_seen: int = 0
+
+    def absorb(self, decoder: SSEDecoder) -> None:
+        if decoder.last_event_id is not None:
+            self.last_event_id = decoder.last_event_id
+        if decoder.retry_ms is not None:
+            self.retry_ms = min(decoder.retry_ms, MAX_RETRY_MS)
+
+    @property
+    def retry_s(self) -> float:
+        return self.retry_ms / 1000
+
+
+async def iter_stream_messages(response: aiohttp.ClientResponse, cursor: StreamCursor) -> AsyncIterator[JsonObject]:
+    """JSON-RPC messages of an SSE response, in order; priming events (empty data) are skipped.
+
+    The cursor moves as events arrive, so a caller that stops early can resume from it."""
+    decoder = SSEDecoder(max_event_size=MAX_MESSAGE_BYTES)
+    async for chunk in response.content.iter_any():
+        for event in decoder.feed(chunk):
+            cursor.events_seen += 1
+            if event.event_id is not None:
+                cursor.last_event_id = event.event_id
+            if event.retry is not None:
+                cursor.retry_ms = min(event.retry, MAX_RETRY_MS)
+            if event.event == "message" and event.data.strip():
+                yield parse_message(event.data)
+        cursor.absorb(decoder)
+
+
+__all__ = [
+    "DEFAULT_RETRY_MS",
+    "JSON_TYPE",
+    "LAST_EVENT_ID_HEADER",
+    "MAX_MESSAGE_BYTES",
+    "POST_ACCEPT",
+    "SESSION_HEADER",
+    "SSE_TYPE",
+    "VERSION_HEADER",
+    "StreamCursor",
+    "build_headers",
+    "is_json",
+    "is_notification",
+    "is_request",
+    "is_response",
+    "is_sse",
+    "iter_stream_messages",
+    "parse_message",
+    "read_json_message",
+]

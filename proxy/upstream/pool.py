@@ -1,0 +1,344 @@
+"""Which upstream session serves which call (DESIGN §§ 3, 6, 7; BRIDGE-NOTES NC-1, NC-3, NC-4).
+
+Sessions are keyed by (principal, capability fingerprint) and kept warm for reuse. A session carries
+at most one *exclusive* lease (an MRTR-capable call: every push on that session is then its own)
+and any number of *shared* leases (lists and other non-interactive requests). Messages on a
+session's GET stream go to its exclusive lease holder's handler, or else to `on_unowned` (policy).
+Limits are enforced by evicting idle sessions first; idle sessions are reaped after `session_idle_s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import structlog
+
+from config.settings import UpstreamSettings
+from proxy.upstream.base import Inbound, InboundHandler, JsonObject, PooledSession, SessionOpener, UpstreamSession
+from proxy.upstream.http_call import invoke_handler
+from translators.errors import BridgeBug, BridgeError, LimitExceeded, UpstreamUnavailable
+
+_log = structlog.get_logger(__name__)
+
+UnownedHandler = Callable[[UpstreamSession, Inbound], None]
+
+
+
+
+@dataclass(frozen=True)
+class SessionKey:
+    principal: str
+    fingerprint: str
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    sessions_open: int
+    created_total: int
+    reused_total: int
+    reinitialized_total: int
+
+
+class _Entry:
+    """The pool's record of one open session."""
+
+    def __init__(self, key: SessionKey, session: PooledSession, now: float) -> None:
+        self.key = key
+        self.session = session
+        self.shared = 0
+        self.exclusive: Lease | None = None
+        self.idle_since: float | None = now
+        self.retiring = False  # never handed out again; closed when its last lease is released
+        self.closed = False
+
+    @property
+    def is_idle(self) -> bool:
+        return self.shared == 0 and self.exclusive is None
+
+    @property
+    def can_serve(self) -> bool:
+        return not self.retiring and self.session.is_alive
+
+
+class Lease:
+    """The right to use `session` for one request; give it back with `release()`."""
+
+    def __init__(self, pool: UpstreamPool, entry: _Entry, *, exclusive: bool) -> None:
+        self._pool = pool
+        self._entry = entry
+        self.exclusive = exclusive
+        self.unrelated_handler: InboundHandler | None = None
+        self._released = False
+
+    @property
+    def session(self) -> UpstreamSession:
+        return self._entry.session
+
+    @property
+    def key(self) -> SessionKey:
+        return self._entry.key
+
+    def set_unrelated_handler(self, handler: InboundHandler | None) -> None:
+        """Route the session's GET-stream messages to `handler` while set (exclusive leases only)."""
+        if not self.exclusive:
+            raise BridgeBug("only an exclusive lease may own a session's unrelated messages")
+        self.unrelated_handler = None if self._released else handler
+
+    async def release(self, *, discard: bool = False) -> None:
+        """Give the session back (idempotent); `discard=True` closes it, e.g. after a cancelled call."""
+        if self._released:
+            return
+        self._released = True
+        self.unrelated_handler = None
+        await self._pool._release(self, self._entry, discard=discard)
+
+
+class _Router:
+    """A session's `on_unrelated`: buffers until the session joins the pool, then routes per lease."""
+
+    def __init__(self, pool: UpstreamPool) -> None:
+        self._pool = pool
+        self._entry: _Entry | None = None
+        self._pending: list[Inbound] = []
+
+    def __call__(self, inbound: Inbound) -> None:
+        if self._entry is None:
+            self._pending.append(inbound)
+        else:
+            self._pool._route(self._entry, inbound)
+
+    def bind(self, entry: _Entry) -> None:
+        self._entry = entry
+        pending, self._pending = self._pending, []
+        for inbound in pending:
+            self._pool._route(entry, inbound)
+
+
+class _Opening:
+    """A shared-lease open in progress, which concurrent shared leases of the same key wait for."""
+
+    def __init__(self) -> None:
+        self.done = asyncio.Event()
+        self.error: BridgeError | None = None
+
+
+class UpstreamPool:
+    """Warm legacy sessions per (principal, fingerprint), with limits and idle reaping."""
+
+    def __init__(self, settings: UpstreamSettings, opener: SessionOpener, *, on_unowned: UnownedHandler) -> None:
+        self._settings = settings
+        self._opener = opener
+        self._on_unowned = on_unowned
+        self._entries: list[_Entry] = []
+        self._opening: dict[SessionKey, _Opening] = {}
+        self._reserved: dict[str, int] = {}  # opens in progress, by principal
+        self._reaper: asyncio.Task[None] | None = None
+        self._stopping = asyncio.Event()
+        self._closed = False
+        self._created_total = 0
+        self._reused_total = 0
+        self._retired_reinitialized = 0
+
+    async def start(self) -> None:
+        """Start the idle reaper (a task the pool owns until `aclose()`)."""
+        if self._reaper is None:
+            self._reaper = asyncio.get_running_loop().create_task(self._reap_loop(), name="upstream-pool-reaper")
+
+    async def aclose(self) -> None:
+        self._closed = True
+        self._stopping.set()
+        if self._reaper is not None:
+            await asyncio.wait({self._reaper})
+        entries, self._entries = self._entries, []
+        await self._close_all(entries, "pool_closed")
+
+    def stats(self) -> PoolStats:
+        reinitialized = sum(entry.session.reinitialized_count for entry in self._entries)
+        return PoolStats(
+            sessions_open=len(self._entries),
+            created_total=self._created_total,
+            reused_total=self._reused_total,
+            reinitialized_total=self._retired_reinitialized + reinitialized,
+        )
+
+    async def lease(
+        self, key: SessionKey, capabilities: JsonObject, *, exclusive: bool, headers: Mapping[str, str]
+    ) -> Lease:
+        """A session for `key`: a warm one when one fits, else a new one (within the limits)."""
+        while True:
+            self._check_open()
+            entry = self._find(key, exclusive=exclusive)
+            if entry is not None:
+                self._reused_total += 1
+                return self._grant(entry, exclusive=exclusive)
+            opening = None if exclusive else self._opening.get(key)
+            if opening is None:
+                return await self._open(key, capabilities, exclusive=exclusive, headers=headers)
+            await opening.done.wait()  # single flight: share the session being opened
+            if opening.error is not None:
+                raise opening.error
+
+    # -- choosing -----------------------------------------------------------------------------------
+
+    def _find(self, key: SessionKey, *, exclusive: bool) -> _Entry | None:
+        candidates = [e for e in self._entries if e.key == key and e.can_serve]
+        if exclusive:
+            candidates = [e for e in candidates if e.exclusive is None]
+        if not candidates:
+            return None
+        return min(candidates, key=lambda e: (e.exclusive is not None, e.shared))
+
+    def _grant(self, entry: _Entry, *, exclusive: bool) -> Lease:
+        lease = Lease(self, entry, exclusive=exclusive)
+        if exclusive:
+            entry.exclusive = lease
+        else:
+            entry.shared += 1
+        entry.idle_since = None
+        _log.debug("upstream_session_leased", exclusive=exclusive, open=len(self._entries))
+        return lease
+
+    def _reserve(self, principal: str) -> list[_Entry]:
+        """Claim room for one more session, evicting idle ones if needed; raises `LimitExceeded`."""
+        victims: list[_Entry] = []
+        per_principal = self._settings.max_sessions_per_principal
+        while self._count(principal, victims) >= per_principal:
+            victims.append(self._idle_victim(victims, principal, per_principal))
+        while len(self._entries) - len(victims) + sum(self._reserved.values()) >= self._settings.max_sessions:
+            victims.append(self._idle_victim(victims, None, self._settings.max_sessions))
+        for victim in victims:
+            self._entries.remove(victim)
+        self._reserved[principal] = self._reserved.get(principal, 0) + 1
+        return victims
+
+    def _count(self, principal: str, excluded: list[_Entry]) -> int:
+        open_now = sum(1 for e in self._entries if e.key.principal == principal and e not in excluded)
+        return open_now + self._reserved.get(principal, 0)
+
+    def _idle_victim(self, taken: list[_Entry], principal: str | None, limit: int) -> _Entry:
+        idle = [
+            e
+            for e in self._entries
+            if e.is_idle and e not in taken and (principal is None or e.key.principal == principal)
+        ]
+        if idle:
+            return min(idle, key=lambda e: e.idle_since or 0.0)
+        if principal is not None:
+            raise LimitExceeded(
+                f"This caller already has {limit} upstream sessions in use"
+                " (upstream.max_sessions_per_principal); finish or cancel some calls and retry",
+                "upstream.max_sessions_per_principal",
+            )
+        raise LimitExceeded(
+            f"The bridge already has {limit} upstream sessions in use (upstream.max_sessions); retry later",
+            "upstream.max_sessions",
+        )
+
+    # -- opening and closing ------------------------------------------------------------------------
+
+    async def _open(
+        self, key: SessionKey, capabilities: JsonObject, *, exclusive: bool, headers: Mapping[str, str]
+    ) -> Lease:
+        victims = self._reserve(key.principal)
+        opening = None if exclusive else self._opening.setdefault(key, _Opening())
+        try:
+            await self._close_all(victims, "evicted")
+            router = _Router(self)
+            session = await self._opener(capabilities, headers, router)
+            return await self._admit(key, session, router, exclusive=exclusive)
+        except BridgeError as exc:
+            if opening is not None:
+                opening.error = exc
+            raise
+        finally:
+            self._reserved[key.principal] -= 1
+            if not self._reserved[key.principal]:
+                del self._reserved[key.principal]
+            if opening is not None:
+                del self._opening[key]
+                opening.done.set()
+
+    async def _admit(self, key: SessionKey, session: PooledSession, router: _Router, *, exclusive: bool) -> Lease:
+        if self._closed:
+            await session.aclose()
+            raise UpstreamUnavailable("The bridge is shutting down")
+        entry = _Entry(key, session, asyncio.get_running_loop().time())
+        self._entries.append(entry)
+        self._created_total += 1
+        router.bind(entry)
+        return self._grant(entry, exclusive=exclusive)
+
+    async def _release(self, lease: Lease, entry: _Entry, *, discard: bool) -> None:
+        if lease.exclusive:
+            if entry.exclusive is lease:
+                entry.exclusive = None
+        else:
+            entry.shared -= 1
+        if discard or not entry.session.is_alive:
+            entry.retiring = True
+        if not entry.is_idle:
+            return
+        if entry.retiring:
+            if entry in self._entries:
+                self._entries.remove(entry)
+            await self._close_all([entry], "discarded")
+        else:
+            entry.idle_since = asyncio.get_running_loop().time()
+
+    async def _close_all(self, entries: list[_Entry], reason: str) -> None:
+        entries = [entry for entry in entries if not entry.closed]
+        if not entries:
+            return
+        for entry in entries:
+            entry.closed = True
+            self._retired_reinitialized += entry.session.reinitialized_count
+        results = await asyncio.gather(*(e.session.aclose() for e in entries), return_exceptions=True)
+        for result in results:
+            if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
+                _log.warning("upstream_session_close_failed", error=type(result).__name__)
+        _log.info("upstream_sessions_closed", reason=reason, count=len(entries), open=len(self._entries))
+
+    # -- routing and reaping ------------------------------------------------------------------------
+
+    def _route(self, entry: _Entry, inbound: Inbound) -> None:
+        """GET-stream messages belong to the exclusive lease holder, if it listens; a push tied to a
+        request that has no handler of its own (a shared call) and anything else go to policy."""
+        handler = entry.exclusive.unrelated_handler if entry.exclusive is not None else None
+        if inbound.related_request_id is not None:
+            handler = None
+        if handler is not None:
+            invoke_handler(handler, inbound)
+            return
+        try:
+            self._on_unowned(entry.session, inbound)
+        except Exception:
+            _log.exception("upstream_unowned_handler_failed", method=inbound.message.get("method"))
+
+    async def _reap_loop(self) -> None:
+        """Reap every half idle period; stops between rounds, so a close is never cut short."""
+        interval = min(self._settings.session_idle_s / 2, 30.0)
+        while not self._stopping.is_set():
+            try:
+                async with asyncio.timeout(interval):
+                    await self._stopping.wait()
+            except TimeoutError:
+                await self.reap_idle()
+
+    async def reap_idle(self) -> int:
+        """Close sessions idle for `session_idle_s` (and dead or retiring idle ones); returns how many."""
+        now = asyncio.get_running_loop().time()
+        limit = self._settings.session_idle_s
+        victims = [e for e in self._entries if e.is_idle and (not e.can_serve or now - (e.idle_since or now) >= limit)]
+        for victim in victims:
+            self._entries.remove(victim)
+        await self._close_all(victims, "idle")
+        return len(victims)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise UpstreamUnavailable("The bridge is shutting down; no new upstream sessions")
+
+
+__all__ = ["Lease", "PoolStats", "SessionKey", "UnownedHandler", "UpstreamPool"]

@@ -1,0 +1,418 @@
+"""Legacy stdio upstream: one subprocess is one legacy session (BRIDGE-NOTES § 11, DESIGN § 3).
+
+The bridge spawns the configured command, speaks 2025-11-25 newline-delimited JSON-RPC on its
+stdin/stdout, and relays its stderr to the log (bounded, rate-limited). Nothing on stdio links a
+push or a notification to the call that caused it, so every inbound message is *unrelated*
+(`related_request_id=None`) and goes to `on_unrelated`; the pool gives it to the exclusive lease
+holder (DESIGN § 3). `ping` is answered here and never surfaces.
+
+When the process exits, every pending call fails at once with `UpstreamSessionLost` naming the exit
+code, and the session is dead for good (the pool replaces it). Closing: stdin is closed, then after
+`kill_grace_s` the process group gets SIGTERM, then SIGKILL (`stdio_process`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from importlib.metadata import version
+from typing import Any, Final
+
+import structlog
+
+from config.settings import UpstreamSettings
+from proxy.tasks import TaskOwner
+from proxy.upstream.base import Inbound, InboundHandler, JsonObject, PooledSession, SessionOpener
+from proxy.upstream.stdio_process import exit_code, exit_message, spawn, stop_process, upstream_label
+from proxy.upstream.stdio_stderr import StderrRelay
+from translators.eras import LEGACY_PING, LEGACY_VERSION, LEGACY_VERSIONS
+from translators.errors import (
+    INVALID_REQUEST,
+    BridgeBug,
+    BridgeError,
+    UpstreamFault,
+    UpstreamProtocolError,
+    UpstreamReturnedError,
+    UpstreamSessionLost,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+from translators.stdio_framing import FramingError, LineDecoder, frame
+
+log = structlog.get_logger(__name__)
+
+READ_CHUNK: Final = 65536
+EXIT_CODE_WAIT_S: Final = 0.5  # after stdout closes, how long to wait for the exit code
+CLIENT_INFO: Final[JsonObject] = {"name": "mrtr-bridge", "version": version("mrtr-bridge")}
+CANCELLED: Final = "notifications/cancelled"
+INITIALIZED: Final = "notifications/initialized"
+
+CancelSender = Callable[["StdioUpstreamCall", str], Awaitable[None]]
+
+
+class StdioUpstreamCall:
+    """Implements `UpstreamCall`: an outcome slot set once (result object or `BridgeError`)."""
+
+    def __init__(self, upstream_request_id: int, method: str, send_cancel: CancelSender) -> None:
+        self._upstream_request_id = upstream_request_id
+        self.method = method
+        self._send_cancel = send_cancel
+        self._done = asyncio.Event()
+        self._result: JsonObject | None = None
+        self._error: BridgeError | None = None
+        self._cancel_requested = False
+
+    @property
+    def upstream_request_id(self) -> int:
+        return self._upstream_request_id
+
+    @property
+    def is_done(self) -> bool:
+        return self._done.is_set()
+
+    async def result(self) -> JsonObject:
+        await self._done.wait()
+        if self._error is not None:
+            raise self._error
+        if self._result is None:
+            raise BridgeBug("upstream call finished without an outcome")
+        return self._result
+
+    async def cancel(self, reason: str) -> None:
+        if self._cancel_requested or self.is_done:
+            return
+        self._cancel_requested = True
+        self.fail(UpstreamFault(f"Upstream call {self.method} was cancelled: {reason}"))
+        await self._send_cancel(self, reason)
+
+    def resolve(self, response: JsonObject) -> None:
+        """Settle from a JSON-RPC response (an error reply becomes `UpstreamReturnedError`)."""
+        if "error" in response:
+            error = response["error"]
+            self.fail(
+                UpstreamReturnedError(error)
+                if isinstance(error, dict)
+                else UpstreamProtocolError(f"Legacy server answered {self.method} with a malformed error")
+            )
+            return
+        result: Any = response.get("result")
+        if not isinstance(result, dict):
+            self.fail(UpstreamProtocolError(f"Legacy server answered {self.method} with a non-object result"))
+        elif not self.is_done:
+            self._result = result
+            self._done.set()
+
+    def fail(self, error: BridgeError) -> None:
+        if not self.is_done:
+            self._error = error
+            self._done.set()
+
+
+def _kind(message: JsonObject) -> str:
+    """'response', 'request', 'notification' or 'invalid' for one decoded line."""
+    if message.get("jsonrpc") != "2.0":
+        return "invalid"
+    if "method" not in message:
+        return "response" if "result" in message or "error" in message else "invalid"
+    if not isinstance(message["method"], str):
+        return "invalid"
+    return "notification" if "id" not in message else "request"
+
+
+class StdioUpstreamSession:
+    """Implements `UpstreamSession` over one legacy server subprocess. Build it with `open()`."""
+
+    def __init__(
+        self,
+        process: asyncio.subprocess.Process,
+        settings: UpstreamSettings,
+        program: str,
+        on_unrelated: InboundHandler,
+    ) -> None:
+        self._process = process
+        self._settings = settings
+        self._program = program
+        self._on_unrelated = on_unrelated
+        self._decoder = LineDecoder(settings.max_line_bytes)
+        self._ids = itertools.count(1)
+        self._calls: dict[int, StdioUpstreamCall] = {}
+        self._write_lock = asyncio.Lock()
+        self._tasks = TaskOwner()
+        self._init_result: JsonObject = {}
+        self._lost: str | None = None  # why the session died, once it has
+        self._closing = False
+        self._closed = asyncio.Event()
+        self.open_duration_s = 0.0
+        self._readers: tuple[asyncio.Task[Any], ...] = ()
+        self._log = log.bind(program=program, pid=process.pid)
+
+    @classmethod
+    async def open(
+        cls, settings: UpstreamSettings, capabilities: JsonObject, *, on_unrelated: InboundHandler
+    ) -> StdioUpstreamSession:
+        """Spawn the command and run `initialize` / `notifications/initialized` on it."""
+        started = time.monotonic()
+        process, program = await spawn(settings)
+        session = cls(process, settings, program, on_unrelated)
+        session._start_readers()
+        try:
+            await session._initialize(capabilities)
+        except BaseException:
+            await session.aclose()
+            raise
+        session.open_duration_s = time.monotonic() - started
+        session._log.info("upstream_process_started", duration_s=round(session.open_duration_s, 4))
+        return session
+
+    def _start_readers(self) -> None:
+        self._readers = (
+            self._tasks.spawn(self._read_stdout(), name=f"stdio-stdout-{self.pid}"),
+            self._tasks.spawn(StderrRelay(self._log).run(self._process.stderr), name=f"stdio-stderr-{self.pid}"),
+        )
+
+    # ---- UpstreamSession ------------------------------------------------------------------------
+
+    @property
+    def init_result(self) -> JsonObject:
+        return self._init_result
+
+    @property
+    def is_alive(self) -> bool:
+        return self._lost is None and not self._closing and self._process.returncode is None
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    @property
+    def program(self) -> str:
+        return self._program
+
+    @property
+    def reinitialized_count(self) -> int:
+        """Always 0 (read by the pool's stats): a process that dies is replaced, never re-initialized."""
+        return 0
+
+    def start(
+        self,
+        method: str,
+        params: JsonObject,
+        *,
+        headers: Mapping[str, str] | None = None,
+        on_inbound: InboundHandler | None = None,
+    ) -> StdioUpstreamCall:
+        """Send a request from a task the session owns. `headers` and `on_inbound` are unused: stdio
+        has no headers, and every inbound message is unrelated (module docstring)."""
+        call = StdioUpstreamCall(next(self._ids), method, self._send_cancel)
+        if self._lost is not None or self._closing:
+            call.fail(self._lost_error())
+            return call
+        self._calls[call.upstream_request_id] = call
+        message = {"jsonrpc": "2.0", "id": call.upstream_request_id, "method": method, "params": params}
+        self._tasks.spawn(self._send_request(call, message), name=f"stdio-request-{call.upstream_request_id}")
+        return call
+
+    async def respond(
+        self, push_id: int | str, *, result: JsonObject | None = None, error: JsonObject | None = None
+    ) -> None:
+        if (result is None) == (error is None):
+            raise BridgeBug("respond() needs exactly one of result and error")
+        outcome = {"result": result} if error is None else {"error": error}
+        await self._write({"jsonrpc": "2.0", "id": push_id, **outcome})
+
+    async def notify(self, method: str, params: JsonObject | None = None) -> None:
+        message: JsonObject = {"jsonrpc": "2.0", "method": method}
+        if params is not None:
+            message["params"] = params
+        await self._write(message)
+
+    async def aclose(self) -> None:
+        """Fail pending calls, stop the process (stdin EOF, SIGTERM, SIGKILL), await owned tasks."""
+        if self._closing:
+            await self._closed.wait()
+            return
+        self._closing = True
+        try:
+            self._fail_pending("the legacy stdio session was closed by the bridge")
+            how = await stop_process(self._process, self._settings.kill_grace_s, self._log)
+            if how != "unreaped":  # the pipes are closed: let the readers drain what is buffered
+                await asyncio.wait(self._readers, timeout=EXIT_CODE_WAIT_S)
+            await self._tasks.aclose()
+            self._log.info("upstream_process_stopped", how=how, code=self._process.returncode)
+        finally:
+            self._closed.set()
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    async def _initialize(self, capabilities: JsonObject) -> None:
+        params = {"protocolVersion": LEGACY_VERSION, "capabilities": capabilities, "clientInfo": CLIENT_INFO}
+        call = self.start("initialize", params)
+        timeout = self._settings.init_timeout_s
+        data = upstream_label(self._program)
+        try:
+            async with asyncio.timeout(timeout):
+                result = await call.result()
+        except TimeoutError:
+            raise UpstreamTimeout(
+                f"Legacy stdio server {self._program!r} did not answer initialize within "
+                f"{timeout:g} s (upstream.init_timeout_s)",
+                data,
+            ) from None
+        except UpstreamReturnedError as exc:
+            raise UpstreamUnavailable(
+                f"Legacy stdio server {self._program!r} refused initialize: {exc.message}", data
+            ) from exc
+        except UpstreamSessionLost as exc:
+            raise UpstreamUnavailable(
+                f"Legacy stdio server {self._program!r} stopped before answering initialize: {exc.message}", data
+            ) from exc
+        answered = result.get("protocolVersion")
+        if answered not in LEGACY_VERSIONS:
+            raise UpstreamProtocolError(
+                f"Legacy stdio server {self._program!r} answered initialize with protocol "
+                f"version {str(answered)[:40]!r}; the bridge speaks "
+                f"{', '.join(LEGACY_VERSIONS)}",
+                data,
+            )
+        self._init_result = result
+        await self.notify(INITIALIZED)
+
+    def _lost_error(self) -> UpstreamSessionLost:
+        message = self._lost or "the legacy stdio session was closed by the bridge"
+        return UpstreamSessionLost(
+            f"{message} (command: {self._program}, pid {self.pid})", upstream_label(self._program)
+        )
+
+    def _fail_pending(self, reason: str) -> None:
+        if self._lost is None:
+            self._lost = reason
+        calls = list(self._calls.values())
+        self._calls.clear()
+        for call in calls:
+            call.fail(self._lost_error())
+
+    # ---- writing --------------------------------------------------------------------------------
+
+    async def _write(self, message: JsonObject) -> None:
+        """Write one line to the child's stdin; the lock keeps lines whole and in order."""
+        if self._lost is not None or self._closing:
+            raise self._lost_error()
+        stdin = self._process.stdin
+        if stdin is None:
+            raise BridgeBug("stdio upstream process has no stdin pipe")
+        data = frame(message)
+        async with self._write_lock:
+            try:
+                stdin.write(data)
+                await stdin.drain()
+            except OSError as exc:  # BrokenPipeError / ConnectionResetError: the child is gone
+                self._log.info("upstream_stdin_write_failed", error=type(exc).__name__)
+                raise self._lost_error() from exc
+
+    async def _send_request(self, call: StdioUpstreamCall, message: JsonObject) -> None:
+        try:
+            await self._write(message)
+        except UpstreamFault as exc:
+            self._calls.pop(call.upstream_request_id, None)
+            call.fail(exc)
+
+    async def _send_cancel(self, call: StdioUpstreamCall, reason: str) -> None:
+        self._calls.pop(call.upstream_request_id, None)
+        if self._lost is not None or self._closing:
+            return
+        params = {"requestId": call.upstream_request_id, "reason": reason}
+        try:
+            await self.notify(CANCELLED, params)
+        except UpstreamFault:
+            self._log.info("upstream_cancel_not_sent", upstream_request_id=call.upstream_request_id)
+
+    # ---- reading --------------------------------------------------------------------------------
+
+    async def _read_stdout(self) -> None:
+        stdout = self._process.stdout
+        while stdout is not None:
+            try:
+                chunk = await stdout.read(READ_CHUNK)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            for item in self._decoder.feed(chunk):
+                self._receive(item)
+        code = await exit_code(self._process, EXIT_CODE_WAIT_S)
+        if not self._closing:
+            self._log.warning("upstream_process_exited", code=code, pending_calls=len(self._calls))
+            self._fail_pending(exit_message(code))
+
+    def _receive(self, item: JsonObject | FramingError) -> None:
+        if isinstance(item, FramingError):
+            self._reject_line(item)
+            return
+        kind = _kind(item)
+        if kind == "response":
+            self._resolve(item)
+        elif kind == "request" and item["method"] == LEGACY_PING:
+            self._tasks.spawn(self._answer_ping(item["id"]), name=f"stdio-ping-{self.pid}")
+        elif kind in ("request", "notification"):
+            self._deliver(Inbound(message=item, related_request_id=None))
+        else:
+            self._log.warning("upstream_stdio_message_invalid", keys=len(item))
+
+    def _resolve(self, response: JsonObject) -> None:
+        upstream_request_id = response.get("id")
+        call = self._calls.pop(upstream_request_id, None) if type(upstream_request_id) is int else None
+        if call is None:
+            self._log.debug("upstream_response_unmatched")
+            return
+        call.resolve(response)
+
+    def _deliver(self, inbound: Inbound) -> None:
+        try:
+            self._on_unrelated(inbound)
+        except Exception:
+            self._log.exception("upstream_inbound_handler_failed", inbound_method=inbound.message.get("method"))
+
+    async def _answer_ping(self, push_id: int | str) -> None:
+        with contextlib.suppress(UpstreamFault):
+            await self.respond(push_id, result={})
+
+    def _reject_line(self, error: FramingError) -> None:
+        """A malformed or oversized line is logged (size only) and skipped. An oversized response
+        fails its call at once; an oversized push is refused, so neither side waits forever."""
+        self._log.warning("upstream_stdio_line_rejected", reason=error.reason, size=error.size)
+        head_id = error.head_id
+        if error.is_response_head and type(head_id) is int and head_id in self._calls:
+            call = self._calls.pop(head_id)
+            call.fail(
+                UpstreamProtocolError(
+                    f"Legacy stdio server {self._program!r} answered {call.method} with a message larger than "
+                    f"{self._settings.max_line_bytes} bytes (upstream.max_line_bytes)",
+                    upstream_label(self._program),
+                )
+            )
+        elif error.head_key == "method" and head_id is not None:
+            refusal = {
+                "code": INVALID_REQUEST,
+                "message": f"Request too large for the client (limit {self._settings.max_line_bytes} bytes)",
+            }
+            self._tasks.spawn(self._refuse(head_id, refusal), name=f"stdio-refuse-{self.pid}")
+
+    async def _refuse(self, push_id: int | str, error: JsonObject) -> None:
+        with contextlib.suppress(UpstreamFault):
+            await self.respond(push_id, error=error)
+
+
+__all__ = ["CLIENT_INFO", "StdioUpstreamCall", "StdioUpstreamSession"]
+
+
+def stdio_opener(settings: UpstreamSettings) -> SessionOpener:
+    """The pool's way to open a legacy session: launch one `settings.command` process."""
+
+    async def open_session(capabilities: JsonObject, headers: Mapping[str, str],
+                           on_unrelated: InboundHandler) -> PooledSession:
+        return await StdioUpstreamSession.open(settings, capabilities, on_unrelated=on_unrelated)
+
+    return open_session

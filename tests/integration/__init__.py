@@ -1,0 +1,1 @@
+"""Integration tests: real legacy peers, the bridge, and the mcp 2.x client."""

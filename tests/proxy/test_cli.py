@@ -1,0 +1,151 @@
+"""The mrtr-bridge command line: flags, help, keygen, and serve's lifecycle."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import io
+import json
+import signal
+import sys
+import tomllib
+from importlib.metadata import version
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from config import load_settings
+from proxy.cli import build_parser, keygen_text, main, overrides_from, public_url
+from proxy.keys import decode_key, load_keyring
+from translators.eras import LEGACY_VERSION, MODERN_VERSION
+
+WAIT_S = 15.0
+
+
+def test_version_names_the_bridged_revisions(capsys: pytest.CaptureFixture[str]) -> None:
+    """--version prints the package version and both protocol revisions."""
+    with pytest.raises(SystemExit) as caught:
+        main(["--version"])
+    assert caught.value.code == 0
+    assert capsys.readouterr().out == (
+        f"mrtr-bridge {version('mrtr-bridge')} (modern {MODERN_VERSION} -> legacy {LEGACY_VERSION})\n"
+    )
+
+
+def test_serve_help_explains_every_flag_and_its_other_sources() -> None:
+    """serve --help lists each flag with its environment variable and config key."""
+    commands = next(action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction))
+    text = commands.choices["serve"].format_help()
+    for flag, variable, key in [
+        ("--upstream URL", "MRTR_BRIDGE_UPSTREAM_URL", "upstream.url"),
+        ("--listen HOST:PORT", "MRTR_BRIDGE_FRONT_LISTEN", "front.listen"),
+        ("--config FILE", "MRTR_BRIDGE_CONFIG", None),
+        ("--log-level", "MRTR_BRIDGE_LOG_LEVEL", "log.level"),
+        ("--log-format", "MRTR_BRIDGE_LOG_FORMAT", "log.format"),
+    ]:
+        assert flag in text and variable in " ".join(text.split())
+        assert key is None or key in text
+
+
+def test_top_level_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    """Without a command the help is printed, naming serve, keygen and --version."""
+    assert main([], env={}) == 2
+    out = capsys.readouterr().out
+    assert all(word in out for word in ("serve", "keygen", "--version", "never from the command line"))
+
+
+def test_flags_map_to_dotted_settings() -> None:
+    """Each serve flag overrides exactly its setting; absent flags override nothing."""
+    args = build_parser().parse_args(["serve", "--upstream", "http://u/mcp", "--log-level", "debug"])
+    assert overrides_from(args) == {"upstream.url": "http://u/mcp", "front.listen": None,
+                                    "log.level": "debug", "log.format": None}
+    settings = load_settings(None, {"MRTR_BRIDGE_FRONT_LISTEN": "127.0.0.1:9"}, overrides_from(args))
+    assert (settings.upstream.url, settings.front.listen) == ("http://u/mcp", "127.0.0.1:9")
+    assert settings.log.level == "debug"
+
+
+def test_keygen_prints_a_usable_key_for_file_and_environment(tmp_path: Path) -> None:
+    """The TOML snippet and the environment form both load into a non-ephemeral key ring."""
+    out = io.StringIO()
+    assert main(["keygen", "--kid", "k1"], env={}, out=out) == 0
+    text = out.getvalue()
+    snippet = tomllib.loads(text.split("# or in the environment")[0])
+    assert snippet["held"]["active_key"] == "k1"
+    assert len(decode_key("k1", snippet["held"]["keys"]["k1"])) == 32
+    path = tmp_path / "keys.toml"
+    path.write_text(text.split("# or in the environment")[0], encoding="utf-8")
+    assert load_keyring(load_settings(path, {}, {}).held)[1] is False
+    env = dict(line.split("=", 1) for line in text.splitlines() if line.startswith("MRTR_BRIDGE_"))
+    assert load_keyring(load_settings(None, env, {}).held)[1] is False
+
+
+def test_keygen_makes_a_fresh_key_each_time() -> None:
+    """Two runs never print the same secret."""
+    first, second = io.StringIO(), io.StringIO()
+    main(["keygen"], env={}, out=first)
+    main(["keygen"], env={}, out=second)
+    assert first.getvalue() != second.getvalue()
+
+
+def test_keygen_text_shows_both_forms() -> None:
+    """The printed text has the [held.keys] table and the environment variables."""
+    assert keygen_text("k1", "S3CRET") == (
+        "# requestState key: add to your config file (keep it private)\n"
+        '[held]\nactive_key = "k1"\n\n[held.keys]\nk1 = "S3CRET"\n\n'
+        "# or in the environment (append to existing keys as kid=key pairs, comma-separated):\n"
+        "MRTR_BRIDGE_HELD_KEYS=k1=S3CRET\nMRTR_BRIDGE_HELD_ACTIVE_KEY=k1\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["serve"], {}, "no upstream: pass --upstream URL, set MRTR_BRIDGE_UPSTREAM_URL or upstream.url"),
+        (["serve", "--upstream", "http://u/mcp", "--listen", "8080"], {},
+         "invalid setting front.listen (from command line): Value error, listen must be HOST:PORT"),
+        (["serve", "--upstream", "http://u/mcp"], {"MRTR_BRIDGE_HELD_TTL_S": "-1"},
+         "invalid setting held.ttl_s (from environment MRTR_BRIDGE_HELD_TTL_S): Input should be greater than 0"),
+    ],
+)
+def test_serve_fails_fast_on_bad_settings(capsys: pytest.CaptureFixture[str], argv: list[str],
+                                          env: dict[str, str], message: str) -> None:
+    """A missing upstream or a bad value stops serve with exit status 2 and says why."""
+    with pytest.raises(SystemExit) as caught:
+        main(argv, env=env)
+    assert caught.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_public_url_drops_credentials() -> None:
+    """The startup line never shows user info or a query string."""
+    assert public_url("http://user:pw@127.0.0.1:8931/mcp?token=x") == "http://127.0.0.1:8931/mcp"
+    assert public_url("https://[::1]/mcp") == "https://[::1]/mcp"
+
+
+async def test_serve_starts_logs_one_line_and_stops_on_sigterm() -> None:
+    """serve logs where it listens and what it fronts, serves /healthz, and exits 0 on SIGTERM."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "proxy", "serve", "--upstream", "http://user:pw@127.0.0.1:9/mcp",
+        "--listen", "127.0.0.1:0", "--log-format", "json",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+    )
+    assert process.stderr is not None and process.stdout is not None
+    try:
+        async with asyncio.timeout(WAIT_S):
+            started = json.loads(await process.stderr.readline())
+            while started["event"] != "bridge_started":
+                started = json.loads(await process.stderr.readline())
+            assert started["upstream"] == "http://127.0.0.1:9/mcp"
+            assert started["listen"].startswith("http://127.0.0.1:") and started["listen"].endswith("/mcp")
+            async with aiohttp.ClientSession() as session:
+                health_url = started["listen"].removesuffix("/mcp") + "/healthz"
+                async with session.get(health_url) as response:
+                    assert response.status == 200
+            process.send_signal(signal.SIGTERM)
+            assert await process.wait() == 0
+            assert await process.stdout.read() == b""
+    finally:
+        if process.returncode is None:
+            process.kill()
+            await process.wait()

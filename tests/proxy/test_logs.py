@@ -1,0 +1,171 @@
+"""Logging: one configuration, always stderr, and secrets masked at any depth."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+import structlog
+from aiohttp.test_utils import TestClient
+
+from config.settings import LogSettings, Settings
+from proxy.app import make_front_app
+from proxy.context import FrontRequest, NotificationSink
+from proxy.logs import REDACTED, configure_logging, redact
+from translators.eras import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION, TOOLS_CALL
+
+TOKEN = "tok-9f8e7d6c5b4a"
+STATE = "v1.QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo"
+
+
+@pytest.fixture(autouse=True)
+def restore_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    yield
+    structlog.reset_defaults()
+    root.handlers, root.level = handlers, level
+
+
+def lines(stream: io.StringIO) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in stream.getvalue().splitlines()]
+
+
+def test_redact_masks_secret_keys_at_any_depth() -> None:
+    """Known secret keys are masked wherever they are; everything else is kept."""
+    event = {
+        "event": "upstream_request_sent",
+        "method": TOOLS_CALL,
+        "request_id": 7,
+        "Authorization": f"Bearer {TOKEN}",
+        "headers": {"mcp-session-id": "sess-1", "Accept": "text/event-stream"},
+        "params": {"requestState": STATE, "inputResponses": {"k": {"action": "accept"}}, "name": "t"},
+        "results": [{"content": [{"type": "text", "text": "the answer"}]}],
+        "key": "c2VjcmV0", "request_state": STATE, "answer": "blue", "session_id": "s",
+    }
+    assert redact(None, "info", event) == {
+        "event": "upstream_request_sent",
+        "method": TOOLS_CALL,
+        "request_id": 7,
+        "Authorization": REDACTED,
+        "headers": {"mcp-session-id": REDACTED, "Accept": "text/event-stream"},
+        "params": {"requestState": REDACTED, "inputResponses": REDACTED, "name": "t"},
+        "results": [{"content": REDACTED}],
+        "key": REDACTED, "request_state": REDACTED, "answer": REDACTED, "session_id": REDACTED,
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "masked"),
+    [
+        (f"upstream said: Bearer {TOKEN}", f"upstream said: Bearer {REDACTED}"),
+        (f"authorization: basic {TOKEN}==", f"authorization: basic {REDACTED}"),
+        (f"state {STATE} rejected", f"state v1.{REDACTED} rejected"),
+        ("version v1.2.3 is fine", "version v1.2.3 is fine"),
+    ],
+)
+def test_redact_masks_credentials_inside_text(text: str, masked: str) -> None:
+    """Bearer/basic credentials and sealed states are masked inside any string value."""
+    assert redact(None, "info", {"event": text, "detail": [text]}) == {"event": masked, "detail": [masked]}
+
+
+def test_json_lines_carry_level_timestamp_and_context_without_secrets() -> None:
+    """Configured logs are JSON with bound context, and secrets never reach the stream."""
+    stream = io.StringIO()
+    configure_logging(LogSettings(format="json"), stream)
+    with structlog.contextvars.bound_contextvars(request_id="r1"):
+        structlog.get_logger().info("held_call_registered", authorization=f"Bearer {TOKEN}", round=1)
+    [line] = lines(stream)
+    assert line["event"] == "held_call_registered"
+    assert (line["level"], line["request_id"], line["round"], line["authorization"]) == ("info", "r1", 1, REDACTED)
+    assert line["timestamp"].endswith("Z")
+    assert TOKEN not in stream.getvalue()
+
+
+def test_logs_go_to_stderr_never_stdout(capsys: pytest.CaptureFixture[str]) -> None:
+    """By default every line goes to stderr: stdout belongs to the protocol in stdio mode."""
+    configure_logging(LogSettings(format="json"))
+    structlog.get_logger().warning("upstream_session_lost")
+    logging.getLogger("aiohttp.server").error("stdlib line")
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert [json.loads(line)["event"] for line in captured.err.splitlines()] == ["upstream_session_lost", "stdlib line"]
+
+
+def test_the_level_filters_lines() -> None:
+    """Lines below the configured level are dropped, for structlog and the standard library."""
+    stream = io.StringIO()
+    configure_logging(LogSettings(level="warning", format="json"), stream)
+    structlog.get_logger().info("quiet")
+    logging.getLogger("aiohttp.access").info("quiet too")
+    structlog.get_logger().error("loud")
+    assert [line["event"] for line in lines(stream)] == ["loud"]
+
+
+def test_standard_library_lines_are_redacted_json() -> None:
+    """aiohttp and asyncio lines get the same shape and the same masking."""
+    stream = io.StringIO()
+    configure_logging(LogSettings(format="json"), stream)
+    logging.getLogger("aiohttp.client").warning("retrying with %s", f"Bearer {TOKEN}")
+    [line] = lines(stream)
+    assert (line["event"], line["level"], line["logger"]) == (f"retrying with Bearer {REDACTED}", "warning",
+                                                              "aiohttp.client")
+
+
+def test_tracebacks_are_masked_too() -> None:
+    """An exception whose text carries a credential is logged with it masked."""
+    stream = io.StringIO()
+    configure_logging(LogSettings(format="json"), stream)
+    try:
+        raise RuntimeError(f"upstream rejected Bearer {TOKEN}")
+    except RuntimeError:
+        structlog.get_logger().exception("upstream_call_failed")
+    [line] = lines(stream)
+    assert f"RuntimeError: upstream rejected Bearer {REDACTED}" in line["exception"]
+    assert TOKEN not in stream.getvalue()
+
+
+def test_console_format_is_not_json_and_auto_is_json_off_a_terminal() -> None:
+    """format=console renders for people; auto renders JSON when the stream is not a terminal."""
+    console, auto = io.StringIO(), io.StringIO()
+    configure_logging(LogSettings(format="console"), console)
+    structlog.get_logger().info("bridge_started", listen="http://127.0.0.1:8080/mcp")
+    configure_logging(LogSettings(format="auto"), auto)
+    structlog.get_logger().info("bridge_started", listen="http://127.0.0.1:8080/mcp")
+    assert "bridge_started" in console.getvalue() and not console.getvalue().startswith("{")
+    assert lines(auto)[0]["listen"] == "http://127.0.0.1:8080/mcp"
+
+
+async def test_a_front_request_logs_one_summary_without_secrets(
+    aiohttp_client: Callable[..., Awaitable[TestClient[Any, Any]]],
+) -> None:
+    """A call carrying a token and a requestState logs its summary line and neither secret."""
+    class Engine:
+        async def handle(self, request: FrontRequest, _sink: NotificationSink) -> dict[str, Any]:
+            structlog.get_logger().debug("engine_saw", params=request.params, authorization=request.authorization)
+            result = {"content": [], "resultType": "complete"}
+            return {"jsonrpc": "2.0", "id": request.front_request_id, "result": result}
+
+        def is_ready(self) -> bool:
+            return True
+
+    stream = io.StringIO()
+    configure_logging(LogSettings(level="debug", format="json"), stream)
+    client = await aiohttp_client(make_front_app(Settings(), Engine()))
+    meta = {META_PROTOCOL_VERSION: MODERN_VERSION, META_CLIENT_CAPABILITIES: {}}
+    body = {"jsonrpc": "2.0", "id": 3, "method": TOOLS_CALL,
+            "params": {"name": "t", "requestState": STATE, "inputResponses": {"k": "blue"}, "_meta": meta}}
+    headers = {"MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": TOOLS_CALL, "Mcp-Name": "t",
+               "Authorization": f"Bearer {TOKEN}"}
+    response = await client.post("/mcp", json=body, headers=headers)
+    assert response.status == 200
+    events = {line["event"]: line for line in lines(stream)}
+    summary = events["front_request_finished"]
+    assert (summary["request_id"], summary["method"], summary["status"]) == (3, TOOLS_CALL, 200)
+    assert (summary["mode"], summary["code"], summary["cancelled"]) == ("json", None, False)
+    assert events["engine_saw"]["request_id"] == 3 and len(events["engine_saw"]["principal"]) == 32
+    assert TOKEN not in stream.getvalue() and STATE not in stream.getvalue() and "blue" not in stream.getvalue()

@@ -1,0 +1,332 @@
+"""UpstreamPool against the fake legacy server: reuse, exclusivity, limits, reaping, routing (DESIGN § 3)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+from fake_legacy import FakeCall, FakeLegacy, text_result
+
+from config.settings import UpstreamSettings
+from proxy.upstream.base import Inbound, UpstreamSession
+from proxy.upstream.http import http_opener
+from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
+from translators.eras import ROOTS
+from translators.errors import BridgeBug, LimitExceeded, UpstreamTimeout, UpstreamUnavailable
+
+ServerFactory = Callable[..., Awaitable[TestServer]]
+KEY = SessionKey(principal="alice", fingerprint="elicit")
+CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
+ROOTS_PUSH: dict[str, Any] = {"jsonrpc": "2.0", "id": 900, "method": ROOTS}
+
+
+class Unowned:
+    """Records what the pool hands to `on_unowned`."""
+
+    def __init__(self) -> None:
+        self.seen: list[tuple[UpstreamSession, Inbound]] = []
+
+    def __call__(self, session: UpstreamSession, inbound: Inbound) -> None:
+        self.seen.append((session, inbound))
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@pytest.fixture
+def fake() -> FakeLegacy:
+    fake = FakeLegacy()
+
+    async def echo(call: FakeCall) -> dict[str, Any]:
+        return text_result(str(call.arguments.get("text", "")))
+
+    fake.tools["echo"] = echo
+    return fake
+
+
+@pytest.fixture
+async def url(fake: FakeLegacy, aiohttp_server: ServerFactory) -> str:
+    server = await aiohttp_server(fake.app)
+    return str(server.make_url("/mcp"))
+
+
+@pytest.fixture
+def unowned() -> Unowned:
+    return Unowned()
+
+
+@pytest.fixture
+async def make_pool(
+    client: aiohttp.ClientSession, url: str, unowned: Unowned
+) -> AsyncIterator[Callable[..., UpstreamPool]]:
+    pools: list[UpstreamPool] = []
+
+    def make(**overrides: Any) -> UpstreamPool:
+        options = {"url": url, "init_timeout_s": 2.0, "connect_timeout_s": 1.0, **overrides}
+        settings = UpstreamSettings(**options)
+        pool = UpstreamPool(settings, http_opener(client, settings), on_unowned=unowned)
+        pools.append(pool)
+        return pool
+
+    yield make
+    for pool in pools:
+        await pool.aclose()
+
+
+async def lease(pool: UpstreamPool, key: SessionKey = KEY, *, exclusive: bool = False) -> Lease:
+    async with asyncio.timeout(5):
+        return await pool.lease(key, CAPS, exclusive=exclusive, headers={"Authorization": "Bearer t"})
+
+
+async def echo(session: UpstreamSession, text: str) -> Any:
+    call = session.start("tools/call", {"name": "echo", "arguments": {"text": text}}, headers={}, on_inbound=None)
+    async with asyncio.timeout(5):
+        return await call.result()
+
+
+async def test_warm_session_is_reused(make_pool: Callable[..., UpstreamPool], fake: FakeLegacy) -> None:
+    """A released session serves the next lease of the same key without a new initialize."""
+    pool = make_pool()
+    first = await lease(pool)
+    assert await echo(first.session, "a") == text_result("a")
+    await first.release()
+    second = await lease(pool, exclusive=True)
+    assert second.session is first.session
+    assert await echo(second.session, "b") == text_result("b")
+    stats = pool.stats()
+    assert (stats.sessions_open, stats.created_total, stats.reused_total) == (1, 1, 1)
+    assert fake.rpc_methods().count("initialize") == 1
+
+
+async def test_shared_leases_share_and_exclusive_leases_do_not(make_pool: Callable[..., UpstreamPool]) -> None:
+    """Shared leases use one session; each concurrent exclusive lease gets a session of its own."""
+    pool = make_pool()
+    shared = [await lease(pool) for _ in range(3)]
+    assert len({id(item.session) for item in shared}) == 1
+    exclusive = [await lease(pool, exclusive=True) for _ in range(3)]
+    sessions = {id(item.session) for item in exclusive}
+    assert len(sessions) == 3
+    assert id(shared[0].session) in sessions  # one exclusive lease may join the shared session
+    assert pool.stats().created_total == 3
+
+
+async def test_shared_lease_coexists_with_an_exclusive_one(make_pool: Callable[..., UpstreamPool]) -> None:
+    """A shared lease reuses a session that one exclusive lease holds, rather than opening another."""
+    pool = make_pool()
+    exclusive = await lease(pool, exclusive=True)
+    shared = await lease(pool)
+    assert shared.session is exclusive.session
+    assert pool.stats().created_total == 1
+
+
+async def test_keys_are_isolated(make_pool: Callable[..., UpstreamPool], fake: FakeLegacy) -> None:
+    """Another principal or another capability fingerprint never gets the same session."""
+    pool = make_pool()
+    base = await lease(pool)
+    other_principal = await lease(pool, SessionKey("bob", KEY.fingerprint))
+    other_caps = await lease(pool, SessionKey(KEY.principal, "sampling"))
+    assert len({id(base.session), id(other_principal.session), id(other_caps.session)}) == 3
+    assert other_caps.key == SessionKey(KEY.principal, "sampling")
+    assert len(fake.all_sessions) == 3
+
+
+async def test_concurrent_first_shared_leases_initialize_once(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    """A burst of first shared leases for one key single-flights the initialize."""
+    pool = make_pool()
+    leases = await asyncio.gather(*(lease(pool) for _ in range(5)))
+    assert len({id(item.session) for item in leases}) == 1
+    assert fake.rpc_methods().count("initialize") == 1
+    assert (pool.stats().created_total, pool.stats().reused_total) == (1, 4)
+
+
+async def test_concurrent_first_exclusive_leases_open_one_each(make_pool: Callable[..., UpstreamPool]) -> None:
+    """Concurrent exclusive leases for one key each get a distinct session."""
+    pool = make_pool()
+    leases = await asyncio.gather(*(lease(pool, exclusive=True) for _ in range(3)))
+    assert len({id(item.session) for item in leases}) == 3
+
+
+async def test_per_principal_limit_evicts_idle_then_refuses(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    """At the per-principal limit an idle session is evicted; with none idle, LimitExceeded names the limit."""
+    pool = make_pool(max_sessions_per_principal=2)
+    held = await lease(pool, exclusive=True)
+    idle = await lease(pool, exclusive=True)
+    await idle.release()
+    other = await lease(pool, SessionKey(KEY.principal, "other"), exclusive=True)
+    assert fake.deleted == ["sess-2"]
+    assert pool.stats().sessions_open == 2
+    with pytest.raises(LimitExceeded) as info:
+        await lease(pool, exclusive=True)
+    assert info.value.data["limit"] == "upstream.max_sessions_per_principal"
+    assert "max_sessions_per_principal" in info.value.message
+    assert (await lease(pool, SessionKey("bob", KEY.fingerprint))).session not in (held.session, other.session)
+
+
+async def test_total_limit_refuses_when_nothing_is_idle(make_pool: Callable[..., UpstreamPool]) -> None:
+    """At max_sessions with every session busy, a new key gets LimitExceeded naming upstream.max_sessions."""
+    pool = make_pool(max_sessions=1)
+    await lease(pool, exclusive=True)
+    with pytest.raises(LimitExceeded) as info:
+        await lease(pool, SessionKey("bob", KEY.fingerprint))
+    assert info.value.data["limit"] == "upstream.max_sessions"
+
+
+async def test_idle_sessions_are_reaped(make_pool: Callable[..., UpstreamPool], fake: FakeLegacy) -> None:
+    """The reaper closes (and DELETEs) sessions idle longer than session_idle_s, never busy ones."""
+    pool = make_pool(session_idle_s=0.05)
+    await pool.start()
+    busy = await lease(pool, exclusive=True)
+    idle = await lease(pool, exclusive=True)
+    await idle.release()
+    async with asyncio.timeout(5):
+        while pool.stats().sessions_open != 1:
+            await asyncio.sleep(0.01)
+    await fake.wait_until(lambda: fake.deleted == ["sess-2"])
+    assert busy.session.is_alive
+
+
+async def test_discard_closes_the_session(make_pool: Callable[..., UpstreamPool], fake: FakeLegacy) -> None:
+    """release(discard=True) closes the session; release is idempotent; the next lease opens a new one."""
+    pool = make_pool()
+    first = await lease(pool, exclusive=True)
+    await first.release(discard=True)
+    await first.release(discard=True)
+    assert fake.deleted == ["sess-1"] and not first.session.is_alive
+    second = await lease(pool, exclusive=True)
+    assert second.session is not first.session and second.session.is_alive
+
+
+async def test_discarded_session_waits_for_its_other_leases(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    """Discarding while a shared lease still uses the session closes it only after that lease returns."""
+    pool = make_pool()
+    exclusive = await lease(pool, exclusive=True)
+    shared = await lease(pool)
+    await exclusive.release(discard=True)
+    assert await echo(shared.session, "still") == text_result("still")
+    assert fake.deleted == []
+    assert (await lease(pool)).session is not shared.session  # never handed out again
+    await shared.release()
+    assert fake.deleted == ["sess-1"]
+
+
+async def test_dead_session_is_never_handed_out(make_pool: Callable[..., UpstreamPool]) -> None:
+    """A session that died while leased is dropped on release and not reused."""
+    pool = make_pool()
+    first = await lease(pool)
+    await first.session.aclose()
+    await first.release()
+    second = await lease(pool)
+    assert second.session is not first.session and second.session.is_alive
+    assert pool.stats().sessions_open == 1
+
+
+async def test_get_stream_messages_follow_the_exclusive_handler(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy, unowned: Unowned
+) -> None:
+    """GET-stream pushes go to the exclusive lease's handler while set, else to on_unowned."""
+    pool = make_pool()
+    held = await lease(pool, exclusive=True)
+    got: asyncio.Queue[Inbound] = asyncio.Queue()
+    held.set_unrelated_handler(got.put_nowait)
+    [server_session] = fake.all_sessions
+    assert server_session.get_stream is not None
+    await server_session.get_stream.add(json.dumps(ROOTS_PUSH))
+    async with asyncio.timeout(5):
+        inbound = await got.get()
+    assert (inbound.message, inbound.related_request_id) == (ROOTS_PUSH, None)
+    held.set_unrelated_handler(None)
+    await server_session.get_stream.add(json.dumps({**ROOTS_PUSH, "id": 901}))
+    async with asyncio.timeout(5):
+        while not unowned.seen:
+            await asyncio.sleep(0.01)
+    [(session, stray)] = unowned.seen
+    assert session is held.session and stray.message["id"] == 901
+
+
+async def test_push_before_any_lease_goes_to_unowned(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy, unowned: Unowned
+) -> None:
+    """A roots/list sent right after initialize (no call owns it) reaches on_unowned with its session."""
+    fake.on_get_connect = [ROOTS_PUSH]
+    pool = make_pool()
+    held = await lease(pool, exclusive=True)
+    async with asyncio.timeout(5):
+        while not unowned.seen:
+            await asyncio.sleep(0.01)
+    [(session, inbound)] = unowned.seen
+    assert session is held.session and inbound.message == ROOTS_PUSH
+    await session.respond(ROOTS_PUSH["id"], result={"roots": []})
+    assert fake.all_sessions[0].responses == [{"jsonrpc": "2.0", "id": ROOTS_PUSH["id"], "result": {"roots": []}}]
+
+
+async def test_unrelated_handler_is_for_exclusive_leases_only(make_pool: Callable[..., UpstreamPool]) -> None:
+    """Setting an unrelated handler on a shared lease is a BridgeBug."""
+    pool = make_pool()
+    shared = await lease(pool)
+    with pytest.raises(BridgeBug):
+        shared.set_unrelated_handler(lambda inbound: None)
+
+
+async def test_reinitializations_are_counted(make_pool: Callable[..., UpstreamPool], fake: FakeLegacy) -> None:
+    """An expired session is re-initialized transparently and counted in stats()."""
+    fake.get_status = 405
+    pool = make_pool()
+    held = await lease(pool)
+    await fake.expire()
+    assert await echo(held.session, "again") == text_result("again")
+    assert pool.stats().reinitialized_total == 1
+    await held.release(discard=True)
+    assert pool.stats().reinitialized_total == 1
+
+
+async def test_upstream_down_fails_fast_for_every_waiter(
+    client: aiohttp.ClientSession, unowned: Unowned, unused_tcp_port: int
+) -> None:
+    """With nothing listening, concurrent leases all get UpstreamUnavailable quickly and the pool stays empty."""
+    settings = UpstreamSettings(url=f"http://127.0.0.1:{unused_tcp_port}/mcp", connect_timeout_s=1.0)
+    pool = UpstreamPool(settings, http_opener(client, settings), on_unowned=unowned)
+    try:
+        async with asyncio.timeout(2):
+            results = await asyncio.gather(*(lease(pool) for _ in range(3)), return_exceptions=True)
+        assert all(isinstance(result, UpstreamUnavailable) for result in results)
+        assert pool.stats().sessions_open == 0
+    finally:
+        await pool.aclose()
+
+
+async def test_slow_upstream_times_out_and_the_pool_recovers(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    """An initialize that hangs gives UpstreamTimeout; once the upstream answers, leasing works again."""
+    pool = make_pool(init_timeout_s=0.2)
+    fake.hang_initialize = True
+    with pytest.raises(UpstreamTimeout):
+        await lease(pool)
+    fake.hang_initialize = False
+    assert await echo((await lease(pool)).session, "ok") == text_result("ok")
+
+
+async def test_aclose_closes_every_session(make_pool: Callable[..., UpstreamPool], fake: FakeLegacy) -> None:
+    """aclose() DELETEs every session; later leases are refused and late releases are harmless."""
+    pool = make_pool()
+    one = await lease(pool, exclusive=True)
+    await lease(pool, SessionKey("bob", "x"))
+    await pool.aclose()
+    assert sorted(fake.deleted) == ["sess-1", "sess-2"]
+    await one.release()
+    with pytest.raises(UpstreamUnavailable, match="shutting down"):
+        await lease(pool)

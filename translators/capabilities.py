@@ -1,0 +1,70 @@
+"""Capability shapes in both eras (BRIDGE-NOTES § 7, NC-4, NC-5)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from translators.canonical import digest
+
+JsonObject = dict[str, Any]
+
+_ELICITATION_MODES = ("form", "url")
+
+
+def elicitation_modes(client_capabilities: JsonObject) -> frozenset[str]:
+    """Elicitation modes a client declared; `{}` means form only (both eras)."""
+    declared = client_capabilities.get("elicitation")
+    if not isinstance(declared, dict):
+        return frozenset()
+    modes = frozenset(mode for mode in _ELICITATION_MODES if isinstance(declared.get(mode), dict))
+    return modes or frozenset({"form"})
+
+
+def modern_client_capabilities_to_legacy(client_capabilities: JsonObject) -> JsonObject:
+    """The legacy `initialize` capabilities that declare exactly what this modern request declared.
+
+    Roots never carry `listChanged` (modern clients cannot report root changes); tasks and
+    extensions are never declared upstream (NC-9)."""
+    legacy: JsonObject = {}
+    modes = elicitation_modes(client_capabilities)
+    if modes:
+        legacy["elicitation"] = {mode: {} for mode in sorted(modes)}
+    sampling = client_capabilities.get("sampling")
+    if isinstance(sampling, dict):
+        legacy["sampling"] = {k: {} for k in ("context", "tools") if isinstance(sampling.get(k), dict)}
+    if isinstance(client_capabilities.get("roots"), dict):
+        legacy["roots"] = {}
+    experimental = client_capabilities.get("experimental")
+    if isinstance(experimental, dict) and experimental:
+        legacy["experimental"] = experimental
+    return legacy
+
+
+def capability_fingerprint(legacy_capabilities: JsonObject) -> str:
+    """A short stable name for a capability set: upstream sessions are pooled per fingerprint."""
+    return digest(legacy_capabilities, 6).hex()
+
+
+def legacy_server_capabilities_to_modern(capabilities: JsonObject, *, listen_supported: bool) -> JsonObject:
+    """Translate upstream server capabilities for `server/discover` (BRIDGE-NOTES § 7.2).
+
+    `tasks` is dropped (not core any more); `listChanged`/`subscribe` are kept only when the
+    bridge can deliver them on `subscriptions/listen` streams."""
+    modern: JsonObject = {}
+    for name, value in capabilities.items():
+        if name == "tasks" or not isinstance(value, dict):
+            continue
+        value = dict(value)
+        if not listen_supported:
+            value.pop("listChanged", None)
+            value.pop("subscribe", None)
+        modern[name] = value
+    return modern
+
+
+__all__ = [
+    "capability_fingerprint",
+    "elicitation_modes",
+    "legacy_server_capabilities_to_modern",
+    "modern_client_capabilities_to_legacy",
+]

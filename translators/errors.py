@@ -1,0 +1,219 @@
+"""The bridge's one exception hierarchy and its mapping to JSON-RPC errors (STYLE § 4)."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Final
+
+from translators.eras import MODERN_VERSIONS
+
+PARSE_ERROR: Final = -32700
+INVALID_REQUEST: Final = -32600
+METHOD_NOT_FOUND: Final = -32601
+INVALID_PARAMS: Final = -32602
+INTERNAL_ERROR: Final = -32603
+HEADER_MISMATCH: Final = -32020
+MISSING_CLIENT_CAPABILITY: Final = -32021
+UNSUPPORTED_VERSION: Final = -32022
+LEGACY_RESOURCE_NOT_FOUND: Final = -32002
+LEGACY_URL_ELICITATION_REQUIRED: Final = -32042
+LEGACY_SAMPLING_REJECTED: Final = -1
+RESERVED_RANGE: Final = range(-32099, -32019)  # -32099 .. -32020 inclusive
+
+# One status table: HTTP status follows the JSON-RPC code, whatever produced the error.
+HTTP_STATUS: Final[dict[int, int]] = {
+    PARSE_ERROR: 400,
+    INVALID_REQUEST: 400,
+    METHOD_NOT_FOUND: 404,
+    HEADER_MISMATCH: 400,
+    MISSING_CLIENT_CAPABILITY: 400,
+    UNSUPPORTED_VERSION: 400,
+}
+BRIDGE_MARKER: Final = "mrtr-bridge"
+INVALID_REQUEST_STATE_MESSAGE: Final = "Invalid requestState: start the request again without it"
+
+
+class BridgeError(Exception):
+    """Base of every error the bridge raises on purpose."""
+
+    code: ClassVar[int] = INTERNAL_ERROR
+    http_status: ClassVar[int] = 200
+
+    def __init__(self, message: str, data: Any = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.data = data
+
+    def to_error(self) -> dict[str, Any]:
+        error: dict[str, Any] = {"code": self.code, "message": self.message}
+        if self.data is not None:
+            error["data"] = self.data
+        return error
+
+
+class ClientFault(BridgeError):
+    """The front request is wrong."""
+
+
+class ParseError(ClientFault):
+    code = PARSE_ERROR
+    http_status = 400
+
+
+class InvalidRequest(ClientFault):
+    code = INVALID_REQUEST
+    http_status = 400
+
+
+class InvalidParams(ClientFault):
+    code = INVALID_PARAMS
+    http_status = 200
+
+
+class InvalidMeta(InvalidParams):
+    """A required `_meta` field is missing or malformed: 400 per the modern transport."""
+
+    http_status = 400
+
+
+class InvalidRequestState(InvalidParams):
+    """A `requestState` failed a check. The public message is fixed; `reason` is for the log only."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(INVALID_REQUEST_STATE_MESSAGE)
+        self.reason = reason
+
+
+class MethodNotFound(ClientFault):
+    code = METHOD_NOT_FOUND
+    http_status = 404
+
+
+class HeaderMismatch(ClientFault):
+    code = HEADER_MISMATCH
+    http_status = 400
+
+
+class MissingClientCapability(ClientFault):
+    code = MISSING_CLIENT_CAPABILITY
+    http_status = 400
+
+    def __init__(self, message: str, required: dict[str, Any]) -> None:
+        super().__init__(message, {"requiredCapabilities": required})
+
+
+class UnsupportedVersion(ClientFault):
+    code = UNSUPPORTED_VERSION
+    http_status = 400
+
+    def __init__(self, requested: Any) -> None:
+        super().__init__(
+            f"Unsupported protocol version {requested!r}; this server supports {', '.join(MODERN_VERSIONS)}",
+            {"supported": list(MODERN_VERSIONS), "requested": requested},
+        )
+
+
+class LimitExceeded(ClientFault):
+    """A configured limit was hit (held calls, rounds, sizes). JSON-RPC -32603 with a precise message."""
+
+    code = INTERNAL_ERROR
+
+    def __init__(self, message: str, limit: str) -> None:
+        super().__init__(message, {"source": BRIDGE_MARKER, "limit": limit})
+
+
+class UpstreamFault(BridgeError):
+    """The legacy server or the path to it failed; always marked as bridge-local in `data`."""
+
+    code = INTERNAL_ERROR
+
+    def __init__(self, message: str, data: Any = None) -> None:
+        marked = {"source": BRIDGE_MARKER, **(data or {})}
+        super().__init__(message, marked)
+
+
+class UpstreamUnavailable(UpstreamFault):
+    pass
+
+
+class UpstreamTimeout(UpstreamFault):
+    pass
+
+
+class UpstreamProtocolError(UpstreamFault):
+    pass
+
+
+class UpstreamSessionLost(UpstreamFault):
+    pass
+
+
+class UpstreamReturnedError(BridgeError):
+    """The legacy server answered with a JSON-RPC error; `results.py` decides what the front sees."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(str(error.get("message", "")), error.get("data"))
+        self.error = error
+
+
+class BridgeBug(BridgeError):
+    """An invariant broke. The wire sees only a generic internal error."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__("Internal error")
+        self.detail = detail
+
+
+def http_status_for(code: int) -> int:
+    """HTTP status of a front reply that carries JSON-RPC error `code`."""
+    return HTTP_STATUS.get(code, 200)
+
+
+def error_response(request_id: Any, error: dict[str, Any]) -> dict[str, Any]:
+    """Wrap an error object in a JSON-RPC response envelope echoing the request id."""
+    return {"jsonrpc": "2.0", "id": request_id, "error": error}
+
+
+def to_error_response(exc: BridgeError, request_id: Any) -> dict[str, Any]:
+    """The one place a bridge exception becomes a JSON-RPC error response."""
+    return error_response(request_id, exc.to_error())
+
+
+__all__ = [
+    "BRIDGE_MARKER",
+    "HEADER_MISMATCH",
+    "HTTP_STATUS",
+    "INTERNAL_ERROR",
+    "INVALID_PARAMS",
+    "INVALID_REQUEST",
+    "INVALID_REQUEST_STATE_MESSAGE",
+    "LEGACY_RESOURCE_NOT_FOUND",
+    "LEGACY_SAMPLING_REJECTED",
+    "LEGACY_URL_ELICITATION_REQUIRED",
+    "METHOD_NOT_FOUND",
+    "MISSING_CLIENT_CAPABILITY",
+    "PARSE_ERROR",
+    "RESERVED_RANGE",
+    "UNSUPPORTED_VERSION",
+    "BridgeBug",
+    "BridgeError",
+    "ClientFault",
+    "HeaderMismatch",
+    "InvalidMeta",
+    "InvalidParams",
+    "InvalidRequest",
+    "InvalidRequestState",
+    "LimitExceeded",
+    "MethodNotFound",
+    "MissingClientCapability",
+    "ParseError",
+    "UnsupportedVersion",
+    "UpstreamFault",
+    "UpstreamProtocolError",
+    "UpstreamReturnedError",
+    "UpstreamSessionLost",
+    "UpstreamTimeout",
+    "UpstreamUnavailable",
+    "error_response",
+    "http_status_for",
+    "to_error_response",
+]

@@ -1,0 +1,43 @@
+"""Upstream notifications -> the front request they belong to (BRIDGE-NOTES §§ 5.3, 5.4, NC-7, NC-8)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from translators.canonical import as_object
+from translators.eras import LOG_LEVELS
+
+JsonObject = dict[str, Any]
+PROGRESS: str = "notifications/progress"
+MESSAGE: str = "notifications/message"
+
+
+def log_level_admits(requested: str | None, level: Any) -> bool:
+    """A log message reaches a modern request only if it asked (`logLevel`) and the level is at or above."""
+    if requested not in LOG_LEVELS or level not in LOG_LEVELS:
+        return False
+    return LOG_LEVELS.index(level) >= LOG_LEVELS.index(requested)
+
+
+def route_notification(
+    message: JsonObject,
+    upstream_token: str | int | None,
+    front_token: str | int | None,
+    log_level: str | None,
+) -> JsonObject | None:
+    """The notification to send on the current front attempt's stream, or None to drop it.
+
+    Progress is remapped from the bridge's upstream token to the attempt's own token; logs are
+    filtered by the attempt's requested level. Everything else is not request-scoped."""
+    method = message.get("method")
+    params = as_object(message.get("params"))
+    if method == PROGRESS:
+        if front_token is None or upstream_token is None or params.get("progressToken") != upstream_token:
+            return None
+        return {"jsonrpc": "2.0", "method": PROGRESS, "params": {**params, "progressToken": front_token}}
+    if method == MESSAGE and log_level_admits(log_level, params.get("level")):
+        return {"jsonrpc": "2.0", "method": MESSAGE, "params": params}
+    return None
+
+
+__all__ = ["MESSAGE", "PROGRESS", "log_level_admits", "route_notification"]

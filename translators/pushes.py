@@ -1,0 +1,191 @@
+"""Legacy pushes <-> modern input requests and responses (BRIDGE-NOTES §§ 5.2, 6, NC-2, NC-3, NC-5)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from translators.canonical import as_object, digest
+from translators.capabilities import elicitation_modes
+from translators.eras import ELICIT, META_INPUT_KEY_HINT, PUSH_KINDS, ROOTS, SAMPLE
+from translators.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    LEGACY_SAMPLING_REJECTED,
+    METHOD_NOT_FOUND,
+    InvalidParams,
+)
+
+JsonObject = dict[str, Any]
+MAX_KEY_LENGTH = 64
+
+
+@dataclass(frozen=True)
+class PushAnswer:
+    """A JSON-RPC response body for a push: exactly one of `result` / `error`."""
+
+    result: JsonObject | None = None
+    error: JsonObject | None = None
+
+
+@dataclass(frozen=True)
+class PendingPush:
+    """A legacy push the bridge holds, under the input key the client sees."""
+
+    key: str
+    push_id: int | str | None  # None for URL elicitations lifted from a -32042 error
+    method: str
+    input_request: JsonObject
+    elicitation_id: str | None = None
+
+
+def is_push(message: JsonObject) -> bool:
+    return "id" in message and isinstance(message.get("method"), str)
+
+
+def input_key(push: JsonObject, taken: set[str]) -> str:
+    """`<kind>-<digest>` of the push's content, or the server's own hint; unique within `taken`."""
+    method = push.get("method", "")
+    params = as_object(push.get("params"))
+    meta = as_object(params.get("_meta"))
+    hint = meta.get(META_INPUT_KEY_HINT)
+    if isinstance(hint, str) and 0 < len(hint) <= MAX_KEY_LENGTH:
+        base = hint
+    else:
+        content = {k: v for k, v in params.items() if k != "_meta"}
+        base = f"{PUSH_KINDS.get(method, 'input')}-{digest([method, content], 3).hex()}"
+    key, n = base, 1
+    while key in taken:
+        n += 1
+        key = f"{base}-{n}"
+    return key
+
+
+def legacy_push_to_input_request(push: JsonObject, client_capabilities: JsonObject) -> JsonObject | PushAnswer:
+    """The modern `InputRequest` for a push, or the refusal to send upstream when this request's
+    client did not declare what the push needs (the bridge MUST NOT forward it)."""
+    method = push.get("method")
+    params = as_object(push.get("params"))
+    if method == ELICIT:
+        return _elicitation(params, client_capabilities)
+    if method == SAMPLE:
+        return _sampling(params, client_capabilities)
+    if method == ROOTS:
+        if not isinstance(client_capabilities.get("roots"), dict):
+            return _error(METHOD_NOT_FOUND, "Client does not support roots")
+        return {"method": ROOTS, "params": {}}
+    return _error(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+
+def _elicitation(params: JsonObject, client_capabilities: JsonObject) -> JsonObject | PushAnswer:
+    mode = params.get("mode", "form")
+    if mode not in elicitation_modes(client_capabilities):
+        return _error(INVALID_PARAMS, f"Client does not support elicitation mode {mode!r}")
+    if mode == "url":
+        kept = {"mode": "url", "message": params.get("message"), "url": params.get("url")}
+    else:
+        kept = {"mode": "form", "message": params.get("message"), "requestedSchema": params.get("requestedSchema")}
+    return {"method": ELICIT, "params": kept}
+
+
+def _sampling(params: JsonObject, client_capabilities: JsonObject) -> JsonObject | PushAnswer:
+    sampling = client_capabilities.get("sampling")
+    if not isinstance(sampling, dict):
+        return _error(LEGACY_SAMPLING_REJECTED, "Client does not support sampling")
+    if ("tools" in params or "toolChoice" in params) and not isinstance(sampling.get("tools"), dict):
+        return _error(LEGACY_SAMPLING_REJECTED, "Client does not support tools in sampling")
+    kept = {k: v for k, v in params.items() if k not in ("_meta", "task")}
+    if kept.get("includeContext") in ("thisServer", "allServers") and not isinstance(sampling.get("context"), dict):
+        kept["includeContext"] = "none"
+    return {"method": SAMPLE, "params": kept}
+
+
+def _error(code: int, message: str) -> PushAnswer:
+    return PushAnswer(error={"code": code, "message": message})
+
+
+def refusal(method: str) -> PushAnswer:
+    """How a held push is refused when its call is abandoned or cancelled (BRIDGE-NOTES § 6.5)."""
+    if method == ELICIT:
+        return PushAnswer(result={"action": "cancel"})
+    if method == SAMPLE:
+        return _error(LEGACY_SAMPLING_REJECTED, "User rejected sampling request")
+    return _error(INTERNAL_ERROR, "The request was abandoned")
+
+
+def unowned_push_answer(push: JsonObject, roots: tuple[str, ...]) -> PushAnswer:
+    """Policy for a push no call owns (NC-3): configured roots, decline, or an error."""
+    method = push.get("method")
+    if method == ROOTS:
+        return PushAnswer(result={"roots": [{"uri": uri} for uri in roots]})
+    if method == ELICIT:
+        return PushAnswer(result={"action": "decline"})
+    if method == SAMPLE:
+        return _error(LEGACY_SAMPLING_REJECTED, "No client request is waiting for this sampling request")
+    return _error(METHOD_NOT_FOUND, f"Method not found: {method}")
+
+
+class _Lenient(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+class _ElicitResult(_Lenient):
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, str | int | float | bool | list[str] | None] | None = None
+
+
+class _Content(_Lenient):
+    type: str
+
+
+class _CreateMessageResult(_Lenient):
+    role: Literal["user", "assistant"]
+    content: _Content | list[_Content]
+    model: str
+    stopReason: str | None = None
+
+
+class _Root(_Lenient):
+    uri: str = Field(min_length=1)
+    name: str | None = None
+
+
+class _ListRootsResult(_Lenient):
+    roots: list[_Root]
+
+
+_RESULT_MODELS: dict[str, type[BaseModel]] = {
+    ELICIT: _ElicitResult,
+    SAMPLE: _CreateMessageResult,
+    ROOTS: _ListRootsResult,
+}
+
+
+def input_response_to_legacy(key: str, push: PendingPush, value: Any) -> PushAnswer:
+    """Validate `inputResponses[key]` for the kind of push it answers and build the legacy response."""
+    model = _RESULT_MODELS[push.method]
+    try:
+        model.model_validate(value, strict=False)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in exc.errors()[:3]
+        )
+        raise InvalidParams(
+            f"inputResponses[{key!r}] is not a valid {push.method} result: {problems}",
+            {"inputKey": key},
+        ) from None
+    return PushAnswer(result=dict(value))
+
+
+__all__ = [
+    "PendingPush",
+    "PushAnswer",
+    "input_key",
+    "input_response_to_legacy",
+    "is_push",
+    "legacy_push_to_input_request",
+    "refusal",
+    "unowned_push_answer",
+]

@@ -1,0 +1,162 @@
+"""Sealing and opening `requestState` (DESIGN § 5, BRIDGE-NOTES § 6.2, 6.4).
+
+Token: `v1.` + base64url(kid length ‖ kid ‖ 12-byte nonce ‖ AEAD ciphertext+tag). The associated
+data binds the format version and the key id. The plaintext is a fixed binary layout (compact:
+a token is ~170 characters). Key, nonce and `now` are parameters: this module reads no clock and
+draws no randomness.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import struct
+from dataclasses import dataclass
+from typing import Final, Literal
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
+
+from translators.errors import InvalidRequestState
+
+PREFIX: Final = "v1."
+NONCE_SIZE: Final = 12
+KEY_SIZE: Final = 32
+MAX_TOKEN_LENGTH: Final = 300
+MAX_KID_LENGTH: Final = 16
+_AAD: Final = b"mrtr-bridge/requestState/v1|"
+_METHOD_CODES: Final[dict[str, int]] = {"tools/call": 1, "prompts/get": 2, "resources/read": 3}
+_METHODS_BY_CODE: Final = {v: k for k, v in _METHOD_CODES.items()}
+# continuation(16) round(H) principal(16) method(B) params(16) keys(8) expires_ms(Q) replica_len(B)
+_LAYOUT: Final = struct.Struct(">16sH16sB16s8sQB")
+
+Aead = Literal["aes-256-gcm", "chacha20-poly1305"]
+
+
+@dataclass(frozen=True)
+class StateClaims:
+    """What a `requestState` binds (DESIGN § 5)."""
+
+    continuation_id: bytes
+    round: int
+    replica_id: str
+    principal_digest: bytes
+    method: str
+    params_digest: bytes
+    keys_digest: bytes
+    expires_at_ms: int
+
+
+class KeyRing:
+    """Keys by id: one seals, all open (rotation without dropping in-flight calls)."""
+
+    def __init__(self, keys: dict[str, bytes], active: str, aead: Aead = "aes-256-gcm") -> None:
+        if active not in keys:
+            raise ValueError(f"active key id {active!r} is not in the key ring")
+        for kid, key in keys.items():
+            if not kid or len(kid.encode()) > MAX_KID_LENGTH or "." in kid:
+                raise ValueError(f"key id {kid!r} must be 1-{MAX_KID_LENGTH} bytes without '.'")
+            if len(key) != KEY_SIZE:
+                raise ValueError(f"key {kid!r} must be {KEY_SIZE} bytes, got {len(key)}")
+        cipher = AESGCM if aead == "aes-256-gcm" else ChaCha20Poly1305
+        self._ciphers = {kid: cipher(key) for kid, key in keys.items()}
+        self.active = active
+
+    def cipher(self, kid: str) -> AESGCM | ChaCha20Poly1305 | None:
+        return self._ciphers.get(kid)
+
+    @property
+    def key_ids(self) -> tuple[str, ...]:
+        return tuple(self._ciphers)
+
+
+def principal_digest(principal: str) -> bytes:
+    return hashlib.sha256(principal.encode()).digest()[:16]
+
+
+def keys_digest(keys: list[str]) -> bytes:
+    return hashlib.sha256("\x00".join(sorted(keys)).encode()).digest()[:8]
+
+
+def seal(claims: StateClaims, ring: KeyRing, nonce: bytes) -> str:
+    """Encrypt and authenticate `claims` with the ring's active key."""
+    replica = claims.replica_id.encode()
+    plaintext = _LAYOUT.pack(
+        claims.continuation_id,
+        claims.round,
+        claims.principal_digest,
+        _METHOD_CODES[claims.method],
+        claims.params_digest,
+        claims.keys_digest,
+        claims.expires_at_ms,
+        len(replica),
+    ) + replica
+    kid = ring.active.encode()
+    cipher = ring.cipher(ring.active)
+    assert cipher is not None
+    sealed = cipher.encrypt(nonce, plaintext, _AAD + kid)
+    blob = bytes([len(kid)]) + kid + nonce + sealed
+    return PREFIX + base64.urlsafe_b64encode(blob).rstrip(b"=").decode()
+
+
+def open_state(token: object, ring: KeyRing) -> StateClaims:
+    """Authenticate and decode a token; any failure raises `InvalidRequestState(reason)`."""
+    if not isinstance(token, str) or not token.startswith(PREFIX) or len(token) > MAX_TOKEN_LENGTH:
+        raise InvalidRequestState("malformed")
+    try:
+        body = token[len(PREFIX):]
+        blob = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
+    except (binascii.Error, ValueError):
+        raise InvalidRequestState("malformed") from None
+    if not blob or len(blob) < 1 + blob[0] + NONCE_SIZE + 16:
+        raise InvalidRequestState("malformed")
+    kid = blob[1 : 1 + blob[0]]
+    cipher = ring.cipher(kid.decode(errors="replace"))
+    if cipher is None:
+        raise InvalidRequestState("unknown_key")
+    nonce_end = 1 + len(kid) + NONCE_SIZE
+    try:
+        plaintext = cipher.decrypt(blob[1 + len(kid) : nonce_end], blob[nonce_end:], _AAD + kid)
+    except InvalidTag:
+        raise InvalidRequestState("authentication_failed") from None
+    return _decode(plaintext)
+
+
+def _decode(plaintext: bytes) -> StateClaims:
+    if len(plaintext) < _LAYOUT.size:
+        raise InvalidRequestState("malformed")
+    cont, round_, principal, method, params, keys, expires, replica_len = _LAYOUT.unpack_from(plaintext)
+    replica = plaintext[_LAYOUT.size : _LAYOUT.size + replica_len]
+    if method not in _METHODS_BY_CODE or len(replica) != replica_len:
+        raise InvalidRequestState("malformed")
+    return StateClaims(cont, round_, replica.decode(), principal, _METHODS_BY_CODE[method], params, keys, expires)
+
+
+def check_claims(
+    claims: StateClaims, *, now_ms: int, principal: str, method: str, params_digest: bytes, replica_id: str
+) -> None:
+    """The request-independent checks (BRIDGE-NOTES § 6.4 step 2); round and single use are the held
+    call's to check. Raises `InvalidRequestState` naming the first failed claim (log only)."""
+    if claims.expires_at_ms <= now_ms:
+        raise InvalidRequestState("expired")
+    if claims.principal_digest != principal_digest(principal):
+        raise InvalidRequestState("other_principal")
+    if claims.method != method or claims.params_digest != params_digest:
+        raise InvalidRequestState("other_request")
+    if claims.replica_id != replica_id:
+        raise InvalidRequestState("other_replica")
+
+
+__all__ = [
+    "KEY_SIZE",
+    "MAX_TOKEN_LENGTH",
+    "NONCE_SIZE",
+    "KeyRing",
+    "StateClaims",
+    "check_claims",
+    "keys_digest",
+    "open_state",
+    "principal_digest",
+    "seal",
+]

@@ -1,0 +1,107 @@
+"""`subscriptions/listen` on the front, fed by legacy session-wide notifications (BRIDGE-NOTES § 3.7, NC-11)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from translators.canonical import as_object
+from translators.eras import META_SERVER_INFO, META_SUBSCRIPTION_ID, RESULT_COMPLETE
+from translators.errors import InvalidParams
+
+JsonObject = dict[str, Any]
+ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
+RESOURCE_UPDATED = "notifications/resources/updated"
+# list_changed notification -> (filter field, upstream server capability that announces it)
+LIST_CHANGED: dict[str, tuple[str, str]] = {
+    "notifications/tools/list_changed": ("toolsListChanged", "tools"),
+    "notifications/prompts/list_changed": ("promptsListChanged", "prompts"),
+    "notifications/resources/list_changed": ("resourcesListChanged", "resources"),
+}
+SESSION_WIDE = frozenset(LIST_CHANGED) | {RESOURCE_UPDATED}
+
+
+@dataclass(frozen=True)
+class ListenFilter:
+    list_changed: frozenset[str]  # filter field names, e.g. "toolsListChanged"
+    resource_uris: frozenset[str]
+
+    def to_wire(self) -> JsonObject:
+        wire: JsonObject = {name: True for name in sorted(self.list_changed)}
+        if self.resource_uris:
+            wire["resourceSubscriptions"] = sorted(self.resource_uris)
+        return wire
+
+
+def parse_listen_filter(params: JsonObject) -> ListenFilter:
+    """The client's requested filter; a malformed one is -32602."""
+    wanted = params.get("notifications")
+    if not isinstance(wanted, dict):
+        raise InvalidParams("subscriptions/listen needs a 'notifications' filter object")
+    fields = {field for field, _ in LIST_CHANGED.values()}
+    flags = set()
+    for name in fields:
+        value = wanted.get(name, False)
+        if not isinstance(value, bool):
+            raise InvalidParams(f"notifications.{name} must be a boolean")
+        if value:
+            flags.add(name)
+    uris = wanted.get("resourceSubscriptions", [])
+    if not isinstance(uris, list) or not all(isinstance(u, str) and u for u in uris):
+        raise InvalidParams("notifications.resourceSubscriptions must be an array of resource URIs")
+    return ListenFilter(frozenset(flags), frozenset(uris))
+
+
+def honoured_filter(wanted: ListenFilter, server_capabilities: JsonObject, *, session_stream: bool) -> ListenFilter:
+    """The subset the bridge can deliver: what the upstream announces, over a channel it has."""
+    if not session_stream:
+        return ListenFilter(frozenset(), frozenset())
+    flags = frozenset(
+        field for method, (field, capability) in LIST_CHANGED.items()
+        if field in wanted.list_changed and as_object(server_capabilities.get(capability)).get("listChanged") is True
+    )
+    subscribe = as_object(server_capabilities.get("resources")).get("subscribe") is True
+    return ListenFilter(flags, wanted.resource_uris if subscribe else frozenset())
+
+
+def _tag(params: JsonObject, listen_id: int | str) -> JsonObject:
+    return {**params, "_meta": {**as_object(params.get("_meta")), META_SUBSCRIPTION_ID: listen_id}}
+
+
+def acknowledgement(listen_id: int | str, honoured: ListenFilter) -> JsonObject:
+    return {"jsonrpc": "2.0", "method": ACKNOWLEDGED,
+            "params": _tag({"notifications": honoured.to_wire()}, listen_id)}
+
+
+def listen_notification(message: JsonObject, honoured: ListenFilter, listen_id: int | str) -> JsonObject | None:
+    """The upstream notification as this listener should see it, or None if it did not opt in."""
+    method = message.get("method")
+    params = as_object(message.get("params"))
+    if method in LIST_CHANGED:
+        if LIST_CHANGED[str(method)][0] not in honoured.list_changed:
+            return None
+    elif method != RESOURCE_UPDATED or params.get("uri") not in honoured.resource_uris:
+        return None
+    return {"jsonrpc": "2.0", "method": method, "params": _tag(params, listen_id)}
+
+
+def closing_result(listen_id: int | str, server_info: JsonObject | None) -> JsonObject:
+    """The graceful end of a listen stream (server-initiated teardown)."""
+    meta: JsonObject = {META_SUBSCRIPTION_ID: listen_id}
+    if server_info is not None:
+        meta[META_SERVER_INFO] = server_info
+    return {"resultType": RESULT_COMPLETE, "_meta": meta}
+
+
+__all__ = [
+    "ACKNOWLEDGED",
+    "LIST_CHANGED",
+    "RESOURCE_UPDATED",
+    "SESSION_WIDE",
+    "ListenFilter",
+    "acknowledgement",
+    "closing_result",
+    "honoured_filter",
+    "listen_notification",
+    "parse_listen_filter",
+]
