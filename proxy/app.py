@@ -36,6 +36,7 @@ class ServedEngine(FrontEngine, Protocol):
 SETTINGS_KEY: Final = web.AppKey("settings", Settings)
 READINESS_KEY: Final = web.AppKey("readiness", ServedEngine)
 POOL_KEY: Final = web.AppKey("upstream_pool", UpstreamPool)
+RUNTIME_ENGINE_KEY: Final = web.AppKey("engine", Engine)
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
 
@@ -109,13 +110,22 @@ async def _upstream_context(app: web.Application) -> AsyncIterator[None]:
         app[POOL_KEY] = pool
         app[ENGINE_KEY] = engine
         app[READINESS_KEY] = engine
+        app[RUNTIME_ENGINE_KEY] = engine
         yield
+
+
+async def _on_shutdown(app: web.Application) -> None:
+    """SIGTERM: long-lived listen streams end gracefully now, so in-flight requests can drain."""
+    engine = app.get(RUNTIME_ENGINE_KEY)
+    if engine is not None:
+        engine.begin_shutdown()
 
 
 def make_app(settings: Settings) -> web.Application:
     """The whole HTTP bridge for `settings`; run it with `handler_cancellation=True`."""
     app = _base_app(settings, SSE_KEEPALIVE_S)
     app.cleanup_ctx.append(_upstream_context)
+    app.on_shutdown.append(_on_shutdown)
     return app
 
 

@@ -1,4 +1,4 @@
-"""The `mrtr-bridge` command line: `serve`, `keygen`, `--version` (issue requirement 3).
+"""The `mrtr-bridge` command line: `serve`, `stdio`, `keygen`, `--version`.
 
 Every flag is also a config-file key and an environment variable; precedence is command line >
 environment > file > defaults. Secrets (requestState keys, static upstream credentials) come only
@@ -22,10 +22,13 @@ import structlog
 from aiohttp import web
 
 from config import CONFIG_ENV, ConfigError, Settings, env_name, load_settings
-from proxy.app import make_app
+from proxy.app import bridge_runtime, make_app
+from proxy.front_stdio import serve_stdio
 from proxy.keys import new_key
 from proxy.logs import configure_logging
+from proxy.upstream.stdio_process import check_command
 from translators.eras import LEGACY_VERSION, MODERN_VERSION
+from translators.errors import BridgeError
 
 PROG: Final = "mrtr-bridge"
 EXIT_OK: Final = 0
@@ -36,6 +39,8 @@ SHUTDOWN_GRACE_S: Final = 10.0
 # Command-line flag -> dotted setting it overrides.
 FLAG_SETTINGS: Final[dict[str, str]] = {
     "upstream": "upstream.url",
+    "upstream_command": "upstream.command",
+    "upstream_cwd": "upstream.cwd",
     "listen": "front.listen",
     "log_level": "log.level",
     "log_format": "log.format",
@@ -47,24 +52,49 @@ def _where(dotted: str) -> str:
     return f"[env {env_name(dotted)}; config {dotted}]"
 
 
+def _add_upstream_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--upstream", metavar="URL",
+                        help="legacy (2025-11-25) Streamable HTTP endpoint to front, e.g. http://127.0.0.1:8931/mcp "
+                        + _where("upstream.url"))
+    parser.add_argument("--upstream-command", metavar='"CMD ARGS..."',
+                        help="launch a legacy stdio server instead (one process per upstream session), split like "
+                        "a shell command line; extra environment comes from upstream.env "
+                        + _where("upstream.command"))
+    parser.add_argument("--upstream-cwd", metavar="DIR",
+                        help="working directory of --upstream-command " + _where("upstream.cwd"))
+
+
+def _add_stdio(commands: Any) -> None:
+    stdio = commands.add_parser(
+        "stdio",
+        help="serve one modern client on this process's stdin/stdout (for clients that launch the bridge)",
+        description="Speak modern (2026-07-28) stdio on stdin/stdout and bridge every request to the legacy "
+        "upstream. stdout carries protocol messages only; logs go to stderr.",
+    )
+    _add_upstream_flags(stdio)
+    _add_common(stdio)
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--config", metavar="FILE", type=Path,
+                        help=f"TOML settings file, see config/bridge.example.toml [env {CONFIG_ENV}]")
+    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
+                        help="log level (default info) " + _where("log.level"))
+    parser.add_argument("--log-format", choices=("auto", "json", "console"),
+                        help="log format on stderr: auto is console on a terminal, else json " + _where("log.format"))
+
+
 def _add_serve(commands: Any) -> None:
     serve = commands.add_parser(
         "serve",
         help="serve modern (2026-07-28) clients over Streamable HTTP, fronting a legacy upstream",
         description="Serve the modern Streamable HTTP endpoint and bridge every request to the legacy upstream.",
     )
-    serve.add_argument("--upstream", metavar="URL",
-                       help="legacy (2025-11-25) Streamable HTTP endpoint to front, e.g. http://127.0.0.1:8931/mcp "
-                       + _where("upstream.url"))
+    _add_upstream_flags(serve)
     serve.add_argument("--listen", metavar="HOST:PORT",
                        help="where the modern endpoint listens; its path is /mcp (default 127.0.0.1:8080) "
                        + _where("front.listen"))
-    serve.add_argument("--config", metavar="FILE", type=Path,
-                       help=f"TOML settings file, see config/bridge.example.toml [env {CONFIG_ENV}]")
-    serve.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
-                       help="log level (default info) " + _where("log.level"))
-    serve.add_argument("--log-format", choices=("auto", "json", "console"),
-                       help="log format on stderr: auto is console on a terminal, else json " + _where("log.format"))
+    _add_common(serve)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -80,6 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="print the version and the protocol revisions bridged, then exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_serve(commands)
+    _add_stdio(commands)
     keygen = commands.add_parser(
         "keygen",
         help="print a new requestState key (32 random bytes, base64url) for [held.keys]",
@@ -163,17 +194,36 @@ async def _wait_for_stop() -> None:
             loop.remove_signal_handler(signum)
 
 
-def _serve_command(args: argparse.Namespace, env: Mapping[str, str], parser: argparse.ArgumentParser) -> int:
+def _settings(args: argparse.Namespace, env: Mapping[str, str], parser: argparse.ArgumentParser) -> Settings:
+    """Validated settings for `serve`/`stdio`; a usage error (exit 2) says what is wrong."""
     try:
         settings = load_settings(args.config, env, overrides_from(args))
     except ConfigError as exc:
         parser.error(str(exc))
-    if not (settings.upstream.url or settings.upstream.command):
-        variable = env_name("upstream.url")
-        parser.error(f"no upstream: pass --upstream URL, set {variable} or upstream.url in the config file")
+    upstream = settings.upstream
+    if not (upstream.url or upstream.command):
+        parser.error(f"no upstream: pass --upstream URL or --upstream-command CMD, or set {env_name('upstream.url')}"
+                     f" / {env_name('upstream.command')} or the config file")
+    if upstream.url and upstream.command:
+        parser.error("choose one upstream: --upstream URL (HTTP) or --upstream-command CMD (stdio), not both")
+    if upstream.command:
+        try:
+            check_command(upstream)
+        except BridgeError as exc:
+            parser.error(exc.message)
+    return settings
+
+
+async def _stdio(settings: Settings) -> None:
+    async with bridge_runtime(settings) as (engine, _pool):
+        _log.info("bridge_started", listen="stdio", upstream=upstream_label(settings))
+        await serve_stdio(settings, engine)
+
+
+def _run(command: Any, settings: Settings) -> int:
     configure_logging(settings.log)
     try:
-        asyncio.run(_serve(settings))
+        asyncio.run(command(settings))
     except OSError as exc:  # e.g. the address is in use
         _log.error("bridge_failed", error=str(exc))
         return EXIT_FAILED
@@ -189,8 +239,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     args = parser.parse_args(argv)
     if args.command == "keygen":
         return _keygen(args, out or sys.stdout)
-    if args.command == "serve":
-        return _serve_command(args, os.environ if env is None else env, parser)
+    if args.command in ("serve", "stdio"):
+        settings = _settings(args, os.environ if env is None else env, parser)
+        return _run(_serve if args.command == "serve" else _stdio, settings)
     parser.print_help(out or sys.stdout)
     return EXIT_USAGE
 

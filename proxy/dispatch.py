@@ -9,6 +9,7 @@ import asyncio
 import itertools
 import os
 import time
+import weakref
 from importlib.metadata import version
 
 import structlog
@@ -23,6 +24,7 @@ from proxy.held_calls import (
     UpstreamRequest,
     progress_meta_token,
 )
+from proxy.subscriptions import ListenHub
 from proxy.tasks import TaskOwner
 from proxy.upstream.base import Inbound, JsonObject, UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
@@ -35,6 +37,7 @@ from translators.eras import (
     META_LOG_LEVEL,
     MRTR_METHODS,
     RESOURCES_READ,
+    SUBSCRIPTIONS_LISTEN,
     TOOLS_CALL,
     TOOLS_LIST,
 )
@@ -52,7 +55,7 @@ from translators.errors import (
 )
 from translators.held_call import Limits, ReplyError, ReplyInputRequired, ReplyResult
 from translators.inbound import check_param_headers
-from translators.notifications import route_notification
+from translators.notifications import log_level_admits, route_notification
 from translators.pushes import is_push, unowned_push_answer
 from translators.request_state import (
     NONCE_SIZE,
@@ -72,6 +75,7 @@ from translators.results import (
     legacy_error_to_modern,
     legacy_result_to_modern,
 )
+from translators.subscriptions import SESSION_WIDE
 
 log = structlog.get_logger()
 BRIDGE_INFO: JsonObject = {"name": "mrtr-bridge", "version": version("mrtr-bridge")}
@@ -92,6 +96,8 @@ class Engine:
         self._progress_tokens = itertools.count(1)
         self._tool_schemas: dict[SessionKey, dict[str, JsonObject]] = {}
         self._ready = False
+        self.listens = ListenHub()
+        self._log_levels: weakref.WeakKeyDictionary[UpstreamSession, str] = weakref.WeakKeyDictionary()
 
     # ---- the boundary ---------------------------------------------------------------------------
 
@@ -125,6 +131,9 @@ class Engine:
             return await self._mrtr(request, sink)
         if request.method in FORWARDED_METHODS:
             return await self._forward(request, sink)
+        if request.method == SUBSCRIPTIONS_LISTEN:
+            return await self.listens.listen(request, sink, lambda: self._lease(request, exclusive=False),
+                                             self._server_info)
         raise MethodNotFound(f"Method not found: {request.method}")
 
     # ---- plumbing shared by every path ----------------------------------------------------------
@@ -173,7 +182,7 @@ class Engine:
         try:
             session = lease.session
             return discover_result(session.init_result, server_info=self._server_info(session),
-                                   cache=self._cache, listen_supported=False)
+                                   cache=self._cache, listen_supported=session.has_get_stream)
         finally:
             await lease.release()
 
@@ -198,11 +207,15 @@ class Engine:
             if is_push(inbound.message):  # NC-6: no InputRequiredResult here, refuse upstream
                 self._refuse(lease.session, inbound.message)
                 return
+            if inbound.message.get("method") in SESSION_WIDE:
+                self.listens.publish(request.principal, inbound.message)
+                return
             routed = route_notification(inbound.message, upstream.progress_token, attempt.progress_token,
                                         attempt.log_level)
             if routed is not None:
                 sink.send(routed)
 
+        await self._set_log_level(lease.session, attempt.log_level)
         call = lease.session.start(upstream.method, upstream.params, headers=upstream.headers, on_inbound=on_inbound)
         try:
             async with asyncio.timeout(self._settings.front.request_timeout_s):
@@ -225,6 +238,25 @@ class Engine:
         """A message on a session's GET stream while no interactive call holds the session."""
         if is_push(inbound.message):
             self._refuse(session, inbound.message)
+            return
+        key = self._pool.key_of(session)
+        if key is not None and inbound.message.get("method") in SESSION_WIDE:
+            self.listens.publish(key.principal, inbound.message)
+
+    async def _set_log_level(self, session: UpstreamSession, wanted: str | None) -> None:
+        """Make the legacy session at least as verbose as this request asked (NC-8); never quieter, as
+        other requests on the session may want more; each request is filtered to its own level."""
+        current = self._log_levels.get(session)
+        if wanted is None or (current is not None and log_level_admits(current, wanted)):
+            return
+        if not isinstance(as_object(session.init_result.get("capabilities")).get("logging"), dict):
+            return
+        self._log_levels[session] = wanted
+        try:
+            async with asyncio.timeout(self._settings.upstream.init_timeout_s):
+                await session.start("logging/setLevel", {"level": wanted}, headers={}, on_inbound=None).result()
+        except (BridgeError, TimeoutError):
+            log.warning("upstream_set_level_failed", level=wanted)
 
     # ---- x-mcp-header ----------------------------------------------------------------------------
 
@@ -263,6 +295,8 @@ class Engine:
         try:
             require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {})
             await self._check_param_headers(request, lease)
+            level = request.meta.get(META_LOG_LEVEL)
+            await self._set_log_level(lease.session, level if isinstance(level, str) else None)
         except BaseException:
             await lease.release()
             raise
@@ -270,7 +304,7 @@ class Engine:
         driver = CallDriver(registry=self.registry, principal=request.principal, lease=lease,
                             upstream=self._upstream_request(request),
                             client_capabilities=caps if isinstance(caps, dict) else {},
-                            limits=self._limits(), pre_answers=responses)
+                            limits=self._limits(), pre_answers=responses, publish=self.listens.publish)
         self.registry.add(driver)
         reply = await driver.first_attempt(self._attempt(request, sink))
         return self._reply(request, driver, reply)
@@ -320,7 +354,12 @@ class Engine:
     def is_ready(self) -> bool:
         return self._ready
 
+    def begin_shutdown(self) -> None:
+        """Stop accepting long-lived work: end every listen stream gracefully."""
+        self.listens.close_all("shutdown")
+
     async def aclose(self) -> None:
+        self.begin_shutdown()
         await self.registry.aclose()
         await self._tasks.aclose()
 

@@ -55,6 +55,7 @@ from translators.held_call import (
 )
 from translators.notifications import route_notification
 from translators.pushes import PendingPush, PushAnswer, input_key, is_push, legacy_push_to_input_request
+from translators.subscriptions import SESSION_WIDE
 
 log = structlog.get_logger()
 Reply = ReplyInputRequired | ReplyResult | ReplyError
@@ -91,6 +92,7 @@ class CallDriver:
         client_capabilities: JsonObject,
         limits: Limits,
         pre_answers: JsonObject,
+        publish: Callable[[str, JsonObject], None],
     ) -> None:
         self.continuation_id = os.urandom(16)
         self.principal = principal
@@ -100,6 +102,7 @@ class CallDriver:
         self._lease = lease
         self._upstream = upstream
         self._client_capabilities = client_capabilities
+        self._publish = publish
         self._attempts: dict[int, Attempt] = {}
         self._slots: dict[int, asyncio.Future[Reply]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -167,6 +170,9 @@ class CallDriver:
         message = inbound.message
         if is_push(message):
             self._on_push(message)
+            return
+        if message.get("method") in SESSION_WIDE:
+            self._publish(self.principal, message)
             return
         if message.get("method") == "notifications/cancelled":
             params = as_object(message.get("params"))

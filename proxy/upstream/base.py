@@ -60,6 +60,11 @@ class UpstreamSession(Protocol):
     @property
     def is_alive(self) -> bool: ...
 
+    @property
+    def has_get_stream(self) -> bool:
+        """Whether session-wide server messages (list changes, resource updates) can reach the bridge."""
+        ...
+
     def start(
         self,
         method: str,

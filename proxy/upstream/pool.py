@@ -154,6 +154,10 @@ class UpstreamPool:
         entries, self._entries = self._entries, []
         await self._close_all(entries, "pool_closed")
 
+    def key_of(self, session: UpstreamSession) -> SessionKey | None:
+        """The key of an open session (for routing its session-wide notifications)."""
+        return next((entry.key for entry in self._entries if entry.session is session), None)
+
     def stats(self) -> PoolStats:
         reinitialized = sum(entry.session.reinitialized_count for entry in self._entries)
         return PoolStats(

@@ -192,6 +192,10 @@ class StdioUpstreamSession:
         return self._program
 
     @property
+    def has_get_stream(self) -> bool:
+        return True  # stdout carries session-wide messages too
+
+    @property
     def reinitialized_count(self) -> int:
         """Always 0 (read by the pool's stats): a process that dies is replaced, never re-initialized."""
         return 0

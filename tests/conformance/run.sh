@@ -10,7 +10,8 @@
 # The verdict is strict: a scenario passes only with no FAILURE and no WARNING check
 # (see summarize.py). Only DIRECT=0 runs write docs/conformance.md.
 #
-# Environment: DIRECT=1 (skip the bridge), SCENARIO=name (one scenario only),
+# Environment: DIRECT=1 (skip the bridge), UPSTREAM=stdio (the bridge launches the fixture as a
+# stdio subprocess instead of fronting it over HTTP), SCENARIO=name (one scenario only),
 # FIXTURE_ARGS="--no-key-hints" (extra fixture flags), OUTDIR (default .conformance-results),
 # RUN_TIMEOUT_S (bound on the CLI run, default 300).
 set -euo pipefail
@@ -29,6 +30,7 @@ LEGACY_PY="$ROOT/.venv-legacy/bin/python"
 BRIDGE="$ROOT/.venv/bin/mrtr-bridge"
 OUTDIR="${OUTDIR:-$ROOT/.conformance-results}"
 DIRECT="${DIRECT:-0}"
+UPSTREAM="${UPSTREAM:-http}"
 READY_TIMEOUT_S=20
 RUN_TIMEOUT_S="${RUN_TIMEOUT_S:-300}"  # the whole CLI run takes seconds; this only bounds a hang
 
@@ -91,22 +93,29 @@ install_tools
 rm -rf "$OUTDIR"
 mkdir -p "$OUTDIR"
 
-FIXTURE_PORT="$(free_port)"
-# shellcheck disable=SC2086  # FIXTURE_ARGS is a list of flags
-"$LEGACY_PY" tests/peers/legacy_fixture_server.py --port "$FIXTURE_PORT" ${FIXTURE_ARGS:-} \
-    >"$OUTDIR/fixture.log" 2>&1 &
-PIDS+=("$!")
-wait_for_port "$FIXTURE_PORT" "$!" "legacy fixture server"
-TARGET="http://127.0.0.1:$FIXTURE_PORT/mcp"
-
-if [[ "$DIRECT" != "1" ]]; then
+start_bridge() {  # start_bridge UPSTREAM_FLAG VALUE
     BRIDGE_PORT="$(free_port)"
-    "$BRIDGE" serve --upstream "$TARGET" --listen "127.0.0.1:$BRIDGE_PORT" >"$OUTDIR/bridge.log" 2>&1 &
+    "$BRIDGE" serve "$1" "$2" --listen "127.0.0.1:$BRIDGE_PORT" >"$OUTDIR/bridge.log" 2>&1 &
     PIDS+=("$!")
     wait_for_port "$BRIDGE_PORT" "$!" "bridge"
     TARGET="http://127.0.0.1:$BRIDGE_PORT/mcp"
+}
+
+if [[ "$UPSTREAM" == "stdio" && "$DIRECT" != "1" ]]; then
+    start_bridge --upstream-command "$LEGACY_PY tests/peers/legacy_fixture_server.py --transport stdio ${FIXTURE_ARGS:-}"
+else
+    FIXTURE_PORT="$(free_port)"
+    # shellcheck disable=SC2086  # FIXTURE_ARGS is a list of flags
+    "$LEGACY_PY" tests/peers/legacy_fixture_server.py --port "$FIXTURE_PORT" ${FIXTURE_ARGS:-} \
+        >"$OUTDIR/fixture.log" 2>&1 &
+    PIDS+=("$!")
+    wait_for_port "$FIXTURE_PORT" "$!" "legacy fixture server"
+    TARGET="http://127.0.0.1:$FIXTURE_PORT/mcp"
+    if [[ "$DIRECT" != "1" ]]; then
+        start_bridge --upstream "$TARGET"
+    fi
 fi
-log "target $TARGET (DIRECT=$DIRECT)"
+log "target $TARGET (DIRECT=$DIRECT UPSTREAM=$UPSTREAM)"
 
 "$NODE" "$CLI_DIR/dist/index.js" list --server --spec-version 2026-07-28 >"$OUTDIR/scenarios.txt"
 SELECT=(--suite all)
@@ -121,8 +130,10 @@ timeout "$RUN_TIMEOUT_S" "$NODE" "$CLI_DIR/dist/index.js" server --url "$TARGET"
 REPORT=(--report "$OUTDIR/conformance.md")
 if [[ "$DIRECT" != "1" && -z "${SCENARIO:-}" ]]; then
     REPORT=(--report "$ROOT/docs/conformance.md")
+    [[ "$UPSTREAM" == "stdio" ]] && REPORT=(--report "$ROOT/docs/conformance-stdio.md")
 fi
-MODE="bridge"
+MODE="bridge (HTTP upstream)"
+[[ "$UPSTREAM" == "stdio" ]] && MODE="bridge (stdio upstream)"
 [[ "$DIRECT" == "1" ]] && MODE="direct (no bridge)"
 "$PY" tests/conformance/summarize.py "$OUTDIR" \
     --scenarios "$OUTDIR/scenarios.txt" \

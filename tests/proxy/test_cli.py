@@ -58,8 +58,8 @@ def test_top_level_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -
 def test_flags_map_to_dotted_settings() -> None:
     """Each serve flag overrides exactly its setting; absent flags override nothing."""
     args = build_parser().parse_args(["serve", "--upstream", "http://u/mcp", "--log-level", "debug"])
-    assert overrides_from(args) == {"upstream.url": "http://u/mcp", "front.listen": None,
-                                    "log.level": "debug", "log.format": None}
+    assert overrides_from(args) == {"upstream.url": "http://u/mcp", "upstream.command": None, "upstream.cwd": None,
+                                    "front.listen": None, "log.level": "debug", "log.format": None}
     settings = load_settings(None, {"MRTR_BRIDGE_FRONT_LISTEN": "127.0.0.1:9"}, overrides_from(args))
     assert (settings.upstream.url, settings.front.listen) == ("http://u/mcp", "127.0.0.1:9")
     assert settings.log.level == "debug"
@@ -101,7 +101,7 @@ def test_keygen_text_shows_both_forms() -> None:
 @pytest.mark.parametrize(
     ("argv", "env", "message"),
     [
-        (["serve"], {}, "no upstream: pass --upstream URL, set MRTR_BRIDGE_UPSTREAM_URL or upstream.url"),
+        (["serve"], {}, "no upstream: pass --upstream URL or --upstream-command CMD, or set MRTR_BRIDGE_UPSTREAM_URL"),
         (["serve", "--upstream", "http://u/mcp", "--listen", "8080"], {},
          "invalid setting front.listen (from command line): Value error, listen must be HOST:PORT"),
         (["serve", "--upstream", "http://u/mcp"], {"MRTR_BRIDGE_HELD_TTL_S": "-1"},

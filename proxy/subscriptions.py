@@ -1,0 +1,151 @@
+"""`subscriptions/listen`: legacy session-wide notifications fanned out to modern listen streams (issue 5).
+
+Each listen stream holds a shared lease on an upstream session of its (principal, capabilities) for
+its whole life; `resources/subscribe` is sent once per (session, URI) and reference-counted across
+listeners; the last listener to leave unsubscribes. List-changed notifications from any session of
+the same principal reach that principal's listeners (a legacy server announces changes on the
+session where they happened). A lost upstream session is replaced and its subscriptions re-made.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import structlog
+
+from proxy.context import FrontRequest, NotificationSink
+from proxy.upstream.base import JsonObject, UpstreamSession
+from proxy.upstream.pool import Lease
+from translators.canonical import as_object
+from translators.errors import BridgeError, UpstreamFault
+from translators.subscriptions import (
+    LIST_CHANGED,
+    ListenFilter,
+    acknowledgement,
+    closing_result,
+    honoured_filter,
+    listen_notification,
+    parse_listen_filter,
+)
+
+log = structlog.get_logger()
+LeaseOpener = Callable[[], Awaitable[Lease]]
+HEALTH_CHECK_S = 1.0
+
+
+@dataclass(eq=False)
+class _Listener:
+    listen_id: int | str
+    principal: str
+    sink: NotificationSink
+    honoured: ListenFilter
+    ended: asyncio.Future[str] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+class ListenHub:
+    """Open listen streams, by principal; upstream resource subscriptions, reference-counted."""
+
+    def __init__(self) -> None:
+        self._listeners: dict[str, set[_Listener]] = {}
+        self._uri_refs: dict[int, Counter[str]] = {}  # id(session) -> URI -> listeners
+
+    def publish(self, principal: str, message: JsonObject) -> None:
+        """A session-wide notification from any upstream session of `principal`."""
+        for listener in list(self._listeners.get(principal, ())):
+            tagged = listen_notification(message, listener.honoured, listener.listen_id)
+            if tagged is not None:
+                listener.sink.send(tagged)
+
+    async def listen(self, request: FrontRequest, sink: NotificationSink, open_lease: LeaseOpener,
+                     server_info: Callable[[UpstreamSession], JsonObject | None]) -> JsonObject:
+        """Acknowledge, then deliver until the client goes away (cancellation) or the bridge closes it."""
+        wanted = parse_listen_filter(request.params)
+        lease = await open_lease()
+        listener: _Listener | None = None
+        try:
+            honoured = self._honour(wanted, lease.session)
+            listener = _Listener(request.front_request_id, request.principal, sink, honoured)
+            await self._subscribe(lease.session, honoured.resource_uris)
+            sink.send(acknowledgement(listener.listen_id, honoured))
+            self._listeners.setdefault(request.principal, set()).add(listener)
+            log.info("listen_opened", filter=sorted(honoured.to_wire()))
+            lease = await self._watch(listener, lease, open_lease)
+            return closing_result(listener.listen_id, server_info(lease.session))
+        finally:
+            if listener is not None:
+                self._forget(listener)
+                await self._unsubscribe(lease.session, listener.honoured.resource_uris)
+            await lease.release()
+
+    @staticmethod
+    def _honour(wanted: ListenFilter, session: UpstreamSession) -> ListenFilter:
+        capabilities = as_object(session.init_result.get("capabilities"))
+        return honoured_filter(wanted, capabilities, session_stream=session.has_get_stream)
+
+    async def _watch(self, listener: _Listener, lease: Lease, open_lease: LeaseOpener) -> Lease:
+        """Wait for the end; replace a lost upstream session and re-make its subscriptions."""
+        while True:
+            done, _ = await asyncio.wait({listener.ended}, timeout=HEALTH_CHECK_S)
+            if done:
+                return lease
+            if lease.session.is_alive:
+                continue
+            await lease.release(discard=True)
+            lease = await open_lease()
+            await self._subscribe(lease.session, listener.honoured.resource_uris)
+            log.warning("listen_upstream_reestablished", resources=len(listener.honoured.resource_uris))
+            for method, (name, _) in LIST_CHANGED.items():  # changes in the gap are lost: say so
+                if name in listener.honoured.list_changed:
+                    self.publish(listener.principal, {"jsonrpc": "2.0", "method": method})
+
+    def _forget(self, listener: _Listener) -> None:
+        peers = self._listeners.get(listener.principal)
+        if peers is not None:
+            peers.discard(listener)
+            if not peers:
+                del self._listeners[listener.principal]
+
+    async def _subscribe(self, session: UpstreamSession, uris: frozenset[str]) -> None:
+        refs = self._uri_refs.setdefault(id(session), Counter())
+        for uri in sorted(uris):
+            refs[uri] += 1
+            if refs[uri] == 1:
+                await self._request(session, "resources/subscribe", uri)
+
+    async def _unsubscribe(self, session: UpstreamSession, uris: frozenset[str]) -> None:
+        refs = self._uri_refs.get(id(session))
+        if refs is None:
+            return
+        for uri in sorted(uris):
+            refs[uri] -= 1
+            if refs[uri] <= 0:
+                del refs[uri]
+                if session.is_alive:
+                    await self._request(session, "resources/unsubscribe", uri)
+        if not refs:
+            del self._uri_refs[id(session)]
+
+    @staticmethod
+    async def _request(session: UpstreamSession, method: str, uri: str) -> None:
+        try:
+            async with asyncio.timeout(10):
+                await session.start(method, {"uri": uri}, headers={}, on_inbound=None).result()
+            log.info("upstream_resource_subscription_changed", upstream_method=method)
+        except (BridgeError, TimeoutError) as exc:
+            log.warning("upstream_resource_subscription_failed", upstream_method=method,
+                        error=getattr(exc, "message", "timed out"))
+            if method == "resources/subscribe":
+                raise UpstreamFault(f"The upstream refused {method}") from None
+
+    def close_all(self, reason: str) -> None:
+        """Graceful end of every listen stream (shutdown): each answers with its closing result."""
+        for listeners in list(self._listeners.values()):
+            for listener in listeners:
+                if not listener.ended.done():
+                    listener.ended.set_result(reason)
+
+    def listener_count(self) -> int:
+        return sum(len(v) for v in self._listeners.values())
