@@ -8,7 +8,7 @@ the same front and health routes around a given engine, for tests and embedding.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Final, Protocol
 
@@ -16,13 +16,15 @@ import aiohttp
 import structlog
 from aiohttp import web
 
-from config.settings import Settings
+from config.settings import Settings, UpstreamSettings
 from proxy.dispatch import Engine
 from proxy.front_http import ENGINE_KEY, SSE_KEEPALIVE_S, FrontEngine, HttpFront
 from proxy.keys import load_keyring
-from proxy.upstream.http import http_opener
+from proxy.upstream.base import InboundHandler, JsonObject, PooledSession, SessionOpener
+from proxy.upstream.http import HttpUpstreamSession
 from proxy.upstream.pool import UpstreamPool
-from proxy.upstream.stdio import stdio_opener
+from proxy.upstream.stdio import StdioUpstreamSession
+from translators.errors import UpstreamUnavailable
 
 _log = structlog.get_logger("proxy.app")
 
@@ -80,6 +82,30 @@ def _client(settings: Settings) -> aiohttp.ClientSession:
     )
 
 
+def http_opener(client: aiohttp.ClientSession, settings: UpstreamSettings) -> SessionOpener:
+    """The pool's way to open a legacy Streamable HTTP session at `settings.url`."""
+    url = settings.url
+    if url is None:
+        raise UpstreamUnavailable("No upstream is configured (upstream.url or upstream.command)")
+
+    async def open_session(capabilities: JsonObject, headers: Mapping[str, str],
+                           on_unrelated: InboundHandler) -> PooledSession:
+        return await HttpUpstreamSession.open(client, url, capabilities, headers=headers,
+                                              on_unrelated=on_unrelated, settings=settings)
+
+    return open_session
+
+
+def stdio_opener(settings: UpstreamSettings) -> SessionOpener:
+    """The pool's way to open a legacy session: launch one `settings.command` process."""
+
+    async def open_session(capabilities: JsonObject, headers: Mapping[str, str],
+                           on_unrelated: InboundHandler) -> PooledSession:
+        return await StdioUpstreamSession.open(settings, capabilities, on_unrelated=on_unrelated)
+
+    return open_session
+
+
 @asynccontextmanager
 async def bridge_runtime(settings: Settings) -> AsyncIterator[tuple[Engine, UpstreamPool]]:
     """Key ring, upstream client, pool and engine for either front; closed in reverse on exit."""
@@ -129,4 +155,14 @@ def make_app(settings: Settings) -> web.Application:
     return app
 
 
-__all__ = ["POOL_KEY", "READINESS_KEY", "SETTINGS_KEY", "ServedEngine", "bridge_runtime", "make_app", "make_front_app"]
+__all__ = [
+    "POOL_KEY",
+    "READINESS_KEY",
+    "SETTINGS_KEY",
+    "ServedEngine",
+    "bridge_runtime",
+    "http_opener",
+    "make_app",
+    "make_front_app",
+    "stdio_opener",
+]

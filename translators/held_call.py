@@ -26,6 +26,28 @@ from translators.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from translators.held_call_events import (
+    Action,
+    AnswerPush,
+    BatchWindowClosed,
+    CancelTimer,
+    CancelUpstreamCall,
+    ClientDisconnected,
+    ClientRetried,
+    DeadlinePassed,
+    Event,
+    ReissueUpstreamCall,
+    ReleaseUpstream,
+    ReplyError,
+    ReplyInputRequired,
+    ReplyResult,
+    ReportBug,
+    StartTimer,
+    UpstreamErrorArrived,
+    UpstreamPushArrived,
+    UpstreamPushCancelled,
+    UpstreamResultArrived,
+)
 from translators.pushes import PendingPush, PushAnswer, input_response_to_legacy, refusal
 
 JsonObject = dict[str, Any]
@@ -36,142 +58,6 @@ class HeldCallState(enum.Enum):
     COLLECTING = "collecting"  # first push seen, batch window open, attempt attached
     WAITING_CLIENT = "waiting_client"  # InputRequiredResult sent, no attempt attached
     DONE = "done"  # final reply sent, cancelled or expired
-
-
-# ---- events (past-tense facts) -------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class UpstreamPushArrived:
-    push: PendingPush
-
-
-@dataclass(frozen=True)
-class UpstreamPushCancelled:
-    push_id: int | str
-
-
-@dataclass(frozen=True)
-class UpstreamResultArrived:
-    result: JsonObject
-
-
-@dataclass(frozen=True)
-class UpstreamErrorArrived:
-    """`error` is a legacy JSON-RPC error object, or `fault` a bridge-side failure."""
-
-    error: JsonObject | None = None
-    fault: BridgeError | None = None
-
-
-@dataclass(frozen=True)
-class BatchWindowClosed:
-    token: int
-
-
-@dataclass(frozen=True)
-class ClientRetried:
-    attempt: int
-    round: int
-    input_responses: JsonObject
-
-
-@dataclass(frozen=True)
-class ClientDisconnected:
-    attempt: int
-
-
-@dataclass(frozen=True)
-class DeadlinePassed:
-    token: int
-
-
-Event = (
-    UpstreamPushArrived
-    | UpstreamPushCancelled
-    | UpstreamResultArrived
-    | UpstreamErrorArrived
-    | BatchWindowClosed
-    | ClientRetried
-    | ClientDisconnected
-    | DeadlinePassed
-)
-
-# ---- actions (imperatives) ------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ReplyInputRequired:
-    attempt: int
-    round: int
-    input_requests: dict[str, JsonObject]
-
-
-@dataclass(frozen=True)
-class ReplyResult:
-    attempt: int
-    result: JsonObject
-
-
-@dataclass(frozen=True)
-class ReplyError:
-    attempt: int
-    error: JsonObject | None = None  # legacy error object from upstream
-    fault: BridgeError | None = None  # bridge-side error
-
-
-@dataclass(frozen=True)
-class AnswerPush:
-    push_id: int | str
-    answer: PushAnswer
-
-
-@dataclass(frozen=True)
-class CancelUpstreamCall:
-    reason: str
-
-
-@dataclass(frozen=True)
-class ReissueUpstreamCall:
-    """Re-send the original call (after URL elicitations for a -32042 were completed)."""
-
-
-@dataclass(frozen=True)
-class StartTimer:
-    name: str  # "batch" or "deadline"
-    delay_s: float
-    token: int
-
-
-@dataclass(frozen=True)
-class CancelTimer:
-    name: str
-
-
-@dataclass(frozen=True)
-class ReleaseUpstream:
-    """The upstream call is over: return the session lease (`discard` after a cancellation)."""
-
-    discard: bool = False
-
-
-@dataclass(frozen=True)
-class ReportBug:
-    detail: str
-
-
-Action = (
-    ReplyInputRequired
-    | ReplyResult
-    | ReplyError
-    | AnswerPush
-    | CancelUpstreamCall
-    | ReissueUpstreamCall
-    | StartTimer
-    | CancelTimer
-    | ReleaseUpstream
-    | ReportBug
-)
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ import aiohttp
 import structlog
 
 from config.settings import UpstreamSettings
-from proxy.upstream.base import InboundHandler, JsonObject, PooledSession, SessionOpener
+from proxy.upstream.base import InboundHandler, JsonObject
 from proxy.upstream.errors import map_upstream_errors
 from proxy.upstream.http_call import HttpUpstreamCall
 from proxy.upstream.http_channel import HttpChannel, SessionExpired, TaskSet
@@ -391,16 +391,3 @@ class HttpUpstreamSession:
 
 __all__ = ["CLIENT_NAME", "MAX_RESUME_ATTEMPTS", "HttpUpstreamSession", "client_info"]
 
-
-def http_opener(client: aiohttp.ClientSession, settings: UpstreamSettings) -> SessionOpener:
-    """The pool's way to open a legacy Streamable HTTP session at `settings.url`."""
-    url = settings.url
-    if url is None:
-        raise UpstreamUnavailable("No upstream is configured (upstream.url or upstream.command)")
-
-    async def open_session(capabilities: JsonObject, headers: Mapping[str, str],
-                           on_unrelated: InboundHandler) -> PooledSession:
-        return await HttpUpstreamSession.open(client, url, capabilities, headers=headers,
-                                              on_unrelated=on_unrelated, settings=settings)
-
-    return open_session

@@ -25,7 +25,7 @@ import structlog
 
 from config.settings import UpstreamSettings
 from proxy.tasks import TaskOwner
-from proxy.upstream.base import Inbound, InboundHandler, JsonObject, PooledSession, SessionOpener
+from proxy.upstream.base import Inbound, InboundHandler, JsonObject
 from proxy.upstream.stdio_process import exit_code, exit_message, spawn, stop_process, upstream_label
 from proxy.upstream.stdio_stderr import StderrRelay
 from translators.eras import LEGACY_PING, LEGACY_VERSION, LEGACY_VERSIONS
@@ -411,12 +411,3 @@ class StdioUpstreamSession:
 
 __all__ = ["CLIENT_INFO", "StdioUpstreamCall", "StdioUpstreamSession"]
 
-
-def stdio_opener(settings: UpstreamSettings) -> SessionOpener:
-    """The pool's way to open a legacy session: launch one `settings.command` process."""
-
-    async def open_session(capabilities: JsonObject, headers: Mapping[str, str],
-                           on_unrelated: InboundHandler) -> PooledSession:
-        return await StdioUpstreamSession.open(settings, capabilities, on_unrelated=on_unrelated)
-
-    return open_session

@@ -13,8 +13,8 @@ from aiohttp.test_utils import TestServer
 from fake_legacy import FakeCall, FakeLegacy, text_result
 
 from config.settings import UpstreamSettings
+from proxy.app import http_opener
 from proxy.upstream.base import Inbound, UpstreamSession
-from proxy.upstream.http import http_opener
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from translators.eras import ROOTS
 from translators.errors import BridgeBug, LimitExceeded, UpstreamTimeout, UpstreamUnavailable

@@ -103,8 +103,10 @@ def test_client_capability_mapping_does_not_mutate_its_input() -> None:
 
 def test_fingerprint_is_stable_across_key_order() -> None:
     """The pool key does not depend on the order in which a client wrote its capabilities."""
-    forward = {"elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}, "context": {}}, "roots": {}}
-    backward = {"roots": {}, "sampling": {"context": {}, "tools": {}}, "elicitation": {"url": {}, "form": {}}}
+    forward: JsonObject = {"elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}, "context": {}},
+                           "roots": {}}
+    backward: JsonObject = {"roots": {}, "sampling": {"context": {}, "tools": {}},
+                            "elicitation": {"url": {}, "form": {}}}
     assert capability_fingerprint(forward) == capability_fingerprint(backward)
     assert capability_fingerprint(forward) == capability_fingerprint(dict(forward))
 

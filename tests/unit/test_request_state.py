@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import json
 import string
 from typing import Any
 
@@ -253,6 +254,12 @@ def test_digests() -> None:
     assert keys_digest(["a", "b"]) == keys_digest(["b", "a"])
     assert keys_digest(["a", "b"]) != keys_digest(["a"])
     assert len(keys_digest([])) == 8
+
+
+def test_keys_digest_accepts_any_input_key() -> None:
+    """Input keys can be server hints holding any JSON string, lone surrogates included; they still digest."""
+    hinted = json.loads('"key-\\udc80"')
+    assert len(keys_digest([hinted, "elicit-abc123"])) == 8
 
 
 def test_check_claims_accepts_the_matching_request() -> None:
