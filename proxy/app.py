@@ -8,7 +8,7 @@ the same front and health routes around a given engine, for tests and embedding.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Final, Protocol
 
@@ -19,7 +19,9 @@ from aiohttp import web
 from config.settings import Settings, UpstreamSettings
 from proxy.dispatch import Engine
 from proxy.front_http import ENGINE_KEY, SSE_KEEPALIVE_S, FrontEngine, HttpFront
+from proxy.health import Readiness
 from proxy.keys import load_keyring
+from proxy.metrics import CONTENT_TYPE, BridgeMetrics
 from proxy.upstream.base import InboundHandler, JsonObject, PooledSession, SessionOpener
 from proxy.upstream.http import HttpUpstreamSession
 from proxy.upstream.pool import UpstreamPool
@@ -39,8 +41,11 @@ SETTINGS_KEY: Final = web.AppKey("settings", Settings)
 READINESS_KEY: Final = web.AppKey("readiness", ServedEngine)
 POOL_KEY: Final = web.AppKey("upstream_pool", UpstreamPool)
 RUNTIME_ENGINE_KEY: Final = web.AppKey("engine", Engine)
+METRICS_KEY: Final = web.AppKey("metrics", BridgeMetrics)
+READINESS_PROBE_KEY: Final = web.AppKey("readiness_probe", Readiness)
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
+METRICS_PATH: Final = "/metrics"
 
 
 async def _healthz(_request: web.Request) -> web.Response:
@@ -48,18 +53,55 @@ async def _healthz(_request: web.Request) -> web.Response:
 
 
 async def _readyz(request: web.Request) -> web.Response:
+    """Ready when the requestState keys are loaded and the upstream answers (`proxy.health`)."""
+    probe = request.app.get(READINESS_PROBE_KEY)
+    if probe is not None:
+        report = await probe.report()
+        body = {"status": "ready" if report.ready else "unavailable", "checks": report.checks}
+        return web.json_response(body, status=200 if report.ready else 503)
     engine = request.app.get(READINESS_KEY)
     if engine is not None and engine.is_ready():
         return web.json_response({"status": "ready"})
     return web.json_response({"status": "starting"}, status=503)
 
 
+async def _metrics(request: web.Request) -> web.Response:
+    """Prometheus text exposition of `BridgeMetrics` (names in docs/operations.md)."""
+    body = request.app[METRICS_KEY].render().encode()
+    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@web.middleware
+async def _count_responses(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Count every HTTP response by status (aiohttp's own 400s for oversized headers excepted)."""
+    metrics = request.app[METRICS_KEY]
+    try:
+        response = await handler(request)
+    except web.HTTPException as exc:
+        metrics.observe_http(exc.status)
+        raise
+    metrics.observe_http(response.status)
+    return response
+
+
+def _header_limits(settings: Settings) -> dict[str, int]:
+    """aiohttp's request-head limits (its parser answers 400 beyond them)."""
+    front = settings.front
+    return {"max_line_size": front.max_header_line_bytes, "max_field_size": front.max_header_field_bytes,
+            "max_headers": front.max_headers}
+
+
 def _base_app(settings: Settings, keepalive_s: float) -> web.Application:
-    app = web.Application()
+    app = web.Application(middlewares=[_count_responses], handler_args=_header_limits(settings))
     app[SETTINGS_KEY] = settings
+    app[METRICS_KEY] = BridgeMetrics()
     HttpFront(settings.front, settings.identity, keepalive_s=keepalive_s).add_routes(app)
     app.router.add_get(HEALTH_PATH, _healthz)
     app.router.add_get(READY_PATH, _readyz)
+    app.router.add_get(METRICS_PATH, _metrics)
     return app
 
 
@@ -107,7 +149,9 @@ def stdio_opener(settings: UpstreamSettings) -> SessionOpener:
 
 
 @asynccontextmanager
-async def bridge_runtime(settings: Settings) -> AsyncIterator[tuple[Engine, UpstreamPool]]:
+async def bridge_runtime(
+    settings: Settings, metrics: BridgeMetrics | None = None
+) -> AsyncIterator[tuple[Engine, UpstreamPool]]:
     """Key ring, upstream client, pool and engine for either front; closed in reverse on exit."""
     keyring, is_ephemeral = load_keyring(settings.held)
     if is_ephemeral:
@@ -119,7 +163,7 @@ async def bridge_runtime(settings: Settings) -> AsyncIterator[tuple[Engine, Upst
         opener = stdio_opener(upstream) if upstream.command else http_opener(client, upstream)
         pool = UpstreamPool(upstream, opener,
                             on_unowned=lambda session, inbound: engine.on_unowned(session, inbound))
-        engine = Engine(settings, pool, keyring)
+        engine = Engine(settings, pool, keyring, metrics=metrics)
         try:
             await pool.start()
             try:
@@ -132,12 +176,21 @@ async def bridge_runtime(settings: Settings) -> AsyncIterator[tuple[Engine, Upst
 
 async def _upstream_context(app: web.Application) -> AsyncIterator[None]:
     """The bridge runtime for the HTTP front, bound to the app's keys."""
-    async with bridge_runtime(app[SETTINGS_KEY]) as (engine, pool):
+    settings = app[SETTINGS_KEY]
+    async with bridge_runtime(settings, app[METRICS_KEY]) as (engine, pool):
+        app[READINESS_PROBE_KEY] = _readiness(settings, pool)
         app[POOL_KEY] = pool
         app[ENGINE_KEY] = engine
         app[READINESS_KEY] = engine
         app[RUNTIME_ENGINE_KEY] = engine
         yield
+
+
+def _readiness(settings: Settings, pool: UpstreamPool) -> Readiness:
+    static = settings.upstream.authorization
+    headers = {"Authorization": static.get_secret_value()} if static is not None else {}
+    return Readiness(pool, keys="configured" if settings.held.keys else "ephemeral", headers=headers,
+                     timeout_s=settings.upstream.init_timeout_s)
 
 
 async def _on_shutdown(app: web.Application) -> None:
@@ -156,6 +209,7 @@ def make_app(settings: Settings) -> web.Application:
 
 
 __all__ = [
+    "METRICS_KEY",
     "POOL_KEY",
     "READINESS_KEY",
     "SETTINGS_KEY",

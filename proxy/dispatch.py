@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import json
 import os
 import time
 import weakref
@@ -24,6 +25,7 @@ from proxy.held_calls import (
     UpstreamRequest,
     progress_meta_token,
 )
+from proxy.metrics import BridgeMetrics
 from proxy.subscriptions import ListenHub
 from proxy.tasks import TaskOwner
 from proxy.upstream.base import Inbound, JsonObject, UpstreamSession
@@ -47,6 +49,7 @@ from translators.errors import (
     BridgeError,
     InvalidParams,
     InvalidRequestState,
+    LimitExceeded,
     MethodNotFound,
     UpstreamReturnedError,
     UpstreamTimeout,
@@ -84,7 +87,8 @@ BRIDGE_INFO: JsonObject = {"name": "mrtr-bridge", "version": version("mrtr-bridg
 class Engine:
     """Routes validated modern requests to the legacy upstream and back."""
 
-    def __init__(self, settings: Settings, pool: UpstreamPool, keyring: KeyRing) -> None:
+    def __init__(self, settings: Settings, pool: UpstreamPool, keyring: KeyRing, *,
+                 metrics: BridgeMetrics | None = None) -> None:
         self._settings = settings
         self._pool = pool
         self._keyring = keyring
@@ -98,27 +102,44 @@ class Engine:
         self._ready = False
         self.listens = ListenHub()
         self._log_levels: weakref.WeakKeyDictionary[UpstreamSession, str] = weakref.WeakKeyDictionary()
+        self.metrics = metrics if metrics is not None else BridgeMetrics()
+        self.metrics.watch(held_now=self.registry.held_now, in_progress=self.registry.__len__,
+                           rounds_total=lambda: self.registry.rounds_total, pool_stats=pool.stats,
+                           transport="stdio" if settings.upstream.command else "http")
 
     # ---- the boundary ---------------------------------------------------------------------------
 
     async def handle(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         """Answer one modern request with one JSON-RPC response; never raises (but propagates cancellation)."""
+        started = time.monotonic()
+        try:
+            response = await self._answer(request, sink)
+        except asyncio.CancelledError:
+            self.metrics.observe_cancelled(request.method, time.monotonic() - started)
+            raise
+        self.metrics.observe_response(request.method, response, time.monotonic() - started)
+        return response
+
+    async def _answer(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         rid = request.front_request_id
         with structlog.contextvars.bound_contextvars(request_id=rid, method=request.method,
                                                      principal=request.principal[:12]):
             try:
                 return {"jsonrpc": "2.0", "id": rid, "result": await self._route(request, sink)}
             except UpstreamReturnedError as exc:
+                self.metrics.observe_error(exc)
                 uri = request.params.get("uri") if request.method == RESOURCES_READ else None
                 return error_response(rid, legacy_error_to_modern(exc.error, request_uri=uri))
             except InvalidRequestState as exc:
                 log.warning("request_state_rejected", reason=exc.reason)
+                self.metrics.observe_error(exc)
                 return to_error_response(exc, rid)
             except BridgeBug as exc:
                 log.error("bridge_bug", detail=exc.detail)
                 return to_error_response(exc, rid)
             except BridgeError as exc:
                 log.info("front_request_failed", code=exc.code, error=exc.message)
+                self.metrics.observe_error(exc)
                 return to_error_response(exc, rid)
             except Exception:
                 log.exception("front_request_crashed")
@@ -286,9 +307,12 @@ class Engine:
         responses = request.params.get("inputResponses", {})
         if not isinstance(responses, dict):
             raise InvalidParams("inputResponses must be an object mapping input keys to results")
+        self._check_input_responses(responses)
         if "requestState" in request.params:
             driver, claims = self._claim(request)
-            reply = await driver.retry(self._attempt(request, sink), claims.round, responses)
+            with structlog.contextvars.bound_contextvars(continuation_id=driver.continuation_id.hex()[:12],
+                                                         round=claims.round):
+                reply = await driver.retry(self._attempt(request, sink), claims.round, responses)
             return self._reply(request, driver, reply)
         self.registry.check_capacity(request.principal)
         lease = await self._lease(request, exclusive=True)
@@ -306,8 +330,22 @@ class Engine:
                             client_capabilities=caps if isinstance(caps, dict) else {},
                             limits=self._limits(), pre_answers=responses, publish=self.listens.publish)
         self.registry.add(driver)
-        reply = await driver.first_attempt(self._attempt(request, sink))
+        with structlog.contextvars.bound_contextvars(continuation_id=driver.continuation_id.hex()[:12], round=0):
+            reply = await driver.first_attempt(self._attempt(request, sink))
         return self._reply(request, driver, reply)
+
+    def _check_input_responses(self, responses: JsonObject) -> None:
+        """Bound the number and size of `inputResponses` before any held call is touched."""
+        held = self._held
+        if len(responses) > held.max_input_responses:
+            raise LimitExceeded(f"inputResponses has {len(responses)} entries; the limit is "
+                                f"{held.max_input_responses} (held.max_input_responses)", "held.max_input_responses")
+        for key, value in responses.items():
+            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+            if size > held.max_input_response_bytes:
+                raise LimitExceeded(f"inputResponses[{json.dumps(key[:64])}] is {size} bytes of JSON; the limit is "
+                                    f"{held.max_input_response_bytes} (held.max_input_response_bytes)",
+                                    "held.max_input_response_bytes")
 
     def _limits(self) -> Limits:
         held = self._held

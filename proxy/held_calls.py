@@ -20,6 +20,7 @@ from proxy.tasks import TaskOwner
 from proxy.upstream.base import Inbound, JsonObject, UpstreamCall, UpstreamSession
 from proxy.upstream.pool import Lease
 from translators.canonical import as_object
+from translators.capabilities import elicitation_modes
 from translators.eras import META_PROGRESS_TOKEN
 from translators.errors import (
     BridgeError,
@@ -96,7 +97,8 @@ class CallDriver:
     ) -> None:
         self.continuation_id = os.urandom(16)
         self.principal = principal
-        self.machine = HeldCall(limits, attempt=None, pre_answers=dict(pre_answers))
+        self.machine = HeldCall(limits, attempt=None, pre_answers=dict(pre_answers),
+                                url_elicitation="url" in elicitation_modes(client_capabilities))
         self.issued_keys: list[str] = []
         self._registry = registry
         self._lease = lease

@@ -29,6 +29,7 @@ SCHEMA_FILES: dict[Era, Path] = {
 @cache
 def _schema(era: Era) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(SCHEMA_FILES[era].read_text(encoding="utf-8"))
+    Draft202012Validator.check_schema(loaded)  # once per era: the metaschema check is the slow part
     return loaded
 
 
@@ -44,7 +45,6 @@ def validator(def_name: str, era: Era) -> Draft202012Validator:
     if def_name not in schema["$defs"]:
         raise KeyError(f"{def_name!r} is not a $defs entry of {SCHEMA_FILES[era].name}")
     root = {"$schema": schema["$schema"], "$defs": schema["$defs"], "$ref": f"#/$defs/{def_name}"}
-    Draft202012Validator.check_schema(root)
     return Draft202012Validator(root, format_checker=Draft202012Validator.FORMAT_CHECKER)
 
 

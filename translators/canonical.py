@@ -8,8 +8,11 @@ from typing import Any
 
 
 def canonical_json(value: Any) -> bytes:
-    """Deterministic UTF-8 JSON: sorted keys, no whitespace."""
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode()
+    """Deterministic UTF-8 JSON: sorted keys, no whitespace. Lone surrogates (valid in parsed JSON,
+    not in UTF-8) are kept as their code units, so any parsed value hashes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8", "surrogatepass"
+    )
 
 
 def digest(value: Any, size: int = 16) -> bytes:

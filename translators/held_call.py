@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from translators.canonical import as_object
 from translators.eras import ELICIT
 from translators.errors import (
     LEGACY_URL_ELICITATION_REQUIRED,
@@ -23,6 +24,7 @@ from translators.errors import (
     ClientFault,
     InvalidRequestState,
     LimitExceeded,
+    MissingClientCapability,
     UpstreamTimeout,
     UpstreamUnavailable,
 )
@@ -81,6 +83,7 @@ class HeldCall:
     pending: dict[str, PendingPush] = field(default_factory=dict)
     outcome: UpstreamResultArrived | UpstreamErrorArrived | None = None  # finished while WAITING_CLIENT
     reissue: bool = False  # the pending pushes are URL elicitations lifted from a -32042
+    url_elicitation: bool = True  # the client declared elicitation.url (else a -32042 becomes -32021)
     upstream_done: bool = False
     _batch_started: float = 0.0
     _tokens: dict[str, int] = field(default_factory=lambda: {"batch": 0, "deadline": 0})
@@ -190,9 +193,14 @@ def _final_while_attached(call: HeldCall, event: UpstreamResultArrived | Upstrea
                           now: float) -> list[Action]:
     attempt = call._attached()
     call.upstream_done = True
-    if isinstance(event, UpstreamErrorArrived) and _url_elicitations_required(call, event):
-        call.reissue = True
-        return call._ask(attempt, list(call.pending))
+    if isinstance(event, UpstreamErrorArrived) and _is_url_elicitation_required(event):
+        if not call.url_elicitation:
+            fault = MissingClientCapability("The server requires URL-mode elicitation, which this request did not "
+                                            "declare", {"elicitation": {"url": {}}})
+            return [ReplyError(attempt, fault=fault), *call._finish()]
+        if _lift_url_elicitations(call, event):
+            call.reissue = True
+            return call._ask(attempt, list(call.pending))
     call.pending.clear()
     return [_final_reply(attempt, event), *call._finish()]
 
@@ -211,12 +219,14 @@ def _final_reply(attempt: int, event: UpstreamResultArrived | UpstreamErrorArriv
     return ReplyError(attempt, error=event.error, fault=event.fault)
 
 
-def _url_elicitations_required(call: HeldCall, event: UpstreamErrorArrived) -> bool:
+def _is_url_elicitation_required(event: UpstreamErrorArrived) -> bool:
+    return (event.error or {}).get("code") == LEGACY_URL_ELICITATION_REQUIRED
+
+
+def _lift_url_elicitations(call: HeldCall, event: UpstreamErrorArrived) -> bool:
     """Lift a legacy -32042 (URL elicitation required) into pending URL-mode input requests."""
-    error = event.error or {}
-    data = error.get("data") if isinstance(error.get("data"), dict) else {}
-    elicitations = data.get("elicitations") if isinstance(data, dict) else None
-    if error.get("code") != LEGACY_URL_ELICITATION_REQUIRED or not isinstance(elicitations, list):
+    elicitations = as_object(as_object(event.error).get("data")).get("elicitations")
+    if not isinstance(elicitations, list):
         return False
     lifted = [e for e in elicitations if isinstance(e, dict) and isinstance(e.get("url"), str)]
     for n, item in enumerate(lifted, start=1):

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, NotRequired
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, TypeAdapter, ValidationError
+from typing_extensions import TypedDict  # pydantic needs this TypedDict on Python < 3.12
 
 from translators.canonical import as_object, digest
 from translators.capabilities import elicitation_modes
@@ -81,7 +82,7 @@ def legacy_push_to_input_request(push: JsonObject, client_capabilities: JsonObje
 
 def _elicitation(params: JsonObject, client_capabilities: JsonObject) -> JsonObject | PushAnswer:
     mode = params.get("mode", "form")
-    if mode not in elicitation_modes(client_capabilities):
+    if not isinstance(mode, str) or mode not in elicitation_modes(client_capabilities):
         return _error(INVALID_PARAMS, f"Client does not support elicitation mode {mode!r}")
     if mode == "url":
         kept = {"mode": "url", "message": params.get("message"), "url": params.get("url")}
@@ -127,47 +128,69 @@ def unowned_push_answer(push: JsonObject, roots: tuple[str, ...]) -> PushAnswer:
     return _error(METHOD_NOT_FOUND, f"Method not found: {method}")
 
 
-class _Lenient(BaseModel):
-    model_config = ConfigDict(extra="allow")
+# The client's answers, checked against the legacy result shapes before they go upstream.
+# TypedDicts: optional fields may be absent but not null; unknown extra fields are ignored.
+class _Text(TypedDict):
+    type: Literal["text"]
+    text: str
 
 
-class _ElicitResult(_Lenient):
+class _Media(TypedDict):
+    type: Literal["image", "audio"]
+    data: str
+    mimeType: str
+
+
+class _ToolUse(TypedDict):
+    type: Literal["tool_use"]
+    id: str
+    name: str
+    input: dict[str, Any]
+
+
+class _ToolResult(TypedDict):
+    type: Literal["tool_result"]
+    toolUseId: str
+    content: list[dict[str, Any]]
+    isError: NotRequired[bool]
+    structuredContent: NotRequired[dict[str, Any]]
+
+
+_Block = Annotated[_Text | _Media | _ToolUse | _ToolResult, Field(discriminator="type")]
+
+
+class _ElicitResult(TypedDict):
     action: Literal["accept", "decline", "cancel"]
-    content: dict[str, str | int | float | bool | list[str] | None] | None = None
+    content: NotRequired[dict[str, str | bool | int | float | list[str]]]
 
 
-class _Content(_Lenient):
-    type: str
-
-
-class _CreateMessageResult(_Lenient):
+class _CreateMessageResult(TypedDict):
     role: Literal["user", "assistant"]
-    content: _Content | list[_Content]
+    content: _Block | list[_Block]
     model: str
-    stopReason: str | None = None
+    stopReason: NotRequired[str]
 
 
-class _Root(_Lenient):
-    uri: str = Field(min_length=1)
-    name: str | None = None
+class _Root(TypedDict):
+    uri: Annotated[str, Field(min_length=1)]
+    name: NotRequired[str]
 
 
-class _ListRootsResult(_Lenient):
+class _ListRootsResult(TypedDict):
     roots: list[_Root]
 
 
-_RESULT_MODELS: dict[str, type[BaseModel]] = {
-    ELICIT: _ElicitResult,
-    SAMPLE: _CreateMessageResult,
-    ROOTS: _ListRootsResult,
+_RESULT_SHAPES: dict[str, TypeAdapter[Any]] = {
+    ELICIT: TypeAdapter(_ElicitResult),
+    SAMPLE: TypeAdapter(_CreateMessageResult),
+    ROOTS: TypeAdapter(_ListRootsResult),
 }
 
 
 def input_response_to_legacy(key: str, push: PendingPush, value: Any) -> PushAnswer:
     """Validate `inputResponses[key]` for the kind of push it answers and build the legacy response."""
-    model = _RESULT_MODELS[push.method]
     try:
-        model.model_validate(value, strict=False)
+        _RESULT_SHAPES[push.method].validate_python(value, strict=True)
     except ValidationError as exc:
         problems = "; ".join(
             f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in exc.errors()[:3]

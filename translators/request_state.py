@@ -72,11 +72,11 @@ class KeyRing:
 
 
 def principal_digest(principal: str) -> bytes:
-    return hashlib.sha256(principal.encode()).digest()[:16]
+    return hashlib.sha256(principal.encode("utf-8", "surrogatepass")).digest()[:16]
 
 
 def keys_digest(keys: list[str]) -> bytes:
-    return hashlib.sha256("\x00".join(sorted(keys)).encode()).digest()[:8]
+    return hashlib.sha256("\x00".join(sorted(keys)).encode("utf-8", "surrogatepass")).digest()[:8]
 
 
 def seal(claims: StateClaims, ring: KeyRing, nonce: bytes) -> str:
@@ -104,11 +104,13 @@ def open_state(token: object, ring: KeyRing) -> StateClaims:
     """Authenticate and decode a token; any failure raises `InvalidRequestState(reason)`."""
     if not isinstance(token, str) or not token.startswith(PREFIX) or len(token) > MAX_TOKEN_LENGTH:
         raise InvalidRequestState("malformed")
+    body = token[len(PREFIX):]
     try:
-        body = token[len(PREFIX):]
         blob = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
     except (binascii.Error, ValueError):
         raise InvalidRequestState("malformed") from None
+    if base64.urlsafe_b64encode(blob).rstrip(b"=").decode() != body:
+        raise InvalidRequestState("malformed")  # one spelling per token: no '+', '/', padding or stray bits
     if not blob or len(blob) < 1 + blob[0] + NONCE_SIZE + 16:
         raise InvalidRequestState("malformed")
     kid = blob[1 : 1 + blob[0]]

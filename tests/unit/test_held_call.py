@@ -18,6 +18,7 @@ from translators.errors import (
     InvalidParams,
     InvalidRequestState,
     LimitExceeded,
+    MissingClientCapability,
     UpstreamTimeout,
     UpstreamUnavailable,
 )
@@ -494,6 +495,16 @@ def test_url_required_with_two_elicitations_asks_again_for_the_missing_one() -> 
           StartTimer("deadline", HELD, 3)], S.WAITING_CLIENT)
     play(call, 12.0, ClientRetried(3, 2, {"url-2": {"action": "accept"}}),
          [CancelTimer("deadline"), StartTimer("deadline", ATTEMPT, 4), ReissueUpstreamCall()], S.RUNNING)
+
+
+def test_url_required_without_the_url_capability_is_missing_capability() -> None:
+    """A -32042 for a request that did not declare elicitation.url ends with -32021, never a URL request."""
+    call = HeldCall(LIMITS, attempt=1, url_elicitation=False)
+    call.start(0.0)
+    fault = MissingClientCapability("", {"elicitation": {"url": {}}})
+    play(call, 1.0, UpstreamErrorArrived(error=_url_required(URL)), [ReplyError(1, fault=fault), *_finished()],
+         S.DONE)
+    assert call.pending == {}
 
 
 @pytest.mark.parametrize("data", [None, {}, {"elicitations": "x"}, {"elicitations": [{"mode": "url"}, 7]}])

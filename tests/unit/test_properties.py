@@ -36,6 +36,7 @@ from translators.eras import (
     SAMPLE,
 )
 from translators.errors import (
+    INTERNAL_ERROR,
     LEGACY_RESOURCE_NOT_FOUND,
     LEGACY_URL_ELICITATION_REQUIRED,
     MISSING_CLIENT_CAPABILITY,
@@ -402,7 +403,7 @@ def _draw_event(data: st.DataObject, call: HeldCall, next_id: int) -> Event:
         "error": UpstreamErrorArrived(error={"code": LEGACY_URL_ELICITATION_REQUIRED, "message": "m",
                                              "data": {"elicitations": [{"mode": "url", "url": "https://a/x",
                                                                         "message": "go"}]}}
-                                      if data.draw(st.booleans()) else {"code": -32603, "message": "m"}),
+                                      if data.draw(st.booleans()) else {"code": INTERNAL_ERROR, "message": "m"}),
         "batch": BatchWindowClosed(timer_token),
         "disconnect": ClientDisconnected(data.draw(st.sampled_from([call.attempt or 0, next_id]))),
         "deadline": DeadlinePassed(timer_token),

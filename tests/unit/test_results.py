@@ -208,11 +208,12 @@ def test_discover_result_from_a_sparse_initialize_result() -> None:
 
 # ---- errors -----------------------------------------------------------------------------------
 
+SERVER_ERROR_TOP = RESERVED_RANGE.stop + 19  # -32000: implementation-defined server errors may pass
 PASSED_THROUGH = [PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR,
-                  MISSING_CLIENT_CAPABILITY, RESERVED_RANGE.stop, RESERVED_RANGE.start - 1, -32000,
+                  MISSING_CLIENT_CAPABILITY, RESERVED_RANGE.stop, RESERVED_RANGE.start - 1, SERVER_ERROR_TOP,
                   LEGACY_SAMPLING_REJECTED, 0, 42]
 REMAPPED = [RESERVED_RANGE.start, RESERVED_RANGE[-1], HEADER_MISMATCH, UNSUPPORTED_VERSION,
-            LEGACY_URL_ELICITATION_REQUIRED, -32050]
+            LEGACY_URL_ELICITATION_REQUIRED, RESERVED_RANGE[len(RESERVED_RANGE) // 2]]
 STANDARD_DEFS = {PARSE_ERROR: "ParseError", INVALID_REQUEST: "InvalidRequestError",
                  METHOD_NOT_FOUND: "MethodNotFoundError", INVALID_PARAMS: "InvalidParamsError",
                  INTERNAL_ERROR: "InternalError", MISSING_CLIENT_CAPABILITY: "Error"}
@@ -272,8 +273,8 @@ def test_resource_not_found_becomes_invalid_params(data: Any, request_uri: str |
 
 @pytest.mark.parametrize(
     "error",
-    [{}, {"message": "no code"}, {"code": "-32603", "message": "m"}, {"code": True, "message": "m"},
-     {"code": -32603.0, "message": "m"}, {"code": None}],
+    [{}, {"message": "no code"}, {"code": str(INTERNAL_ERROR), "message": "m"}, {"code": True, "message": "m"},
+     {"code": float(INTERNAL_ERROR), "message": "m"}, {"code": None}],
 )
 def test_malformed_errors_become_bridge_internal_errors(error: JsonObject) -> None:
     """An error object without an integer code is answered as a bridge-local -32603."""

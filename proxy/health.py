@@ -1,0 +1,112 @@
+"""Readiness: the requestState keys are loaded and the upstream answers (DESIGN § 10).
+
+`/readyz` must not lie in either direction: a bridge whose upstream is down is not ready, and a
+bridge that has served no traffic yet is ready as soon as its upstream answers. So readiness is
+probed, not inferred from traffic: a shared lease of one warm session under a reserved probe
+principal (no client digest can equal it), then a legacy `ping` on it. The verdict is cached for
+`fresh_s`, and concurrent checks share one probe, so a tight readiness loop costs at most one ping
+per `fresh_s` and one session slot (idle, so evictable when real callers need room).
+
+An upstream that answers the probe's `initialize` with an HTTP or JSON-RPC error still *answers*:
+it counts as reachable (it may want per-user credentials the probe does not have); only a
+connection failure, a timeout or a lost session make the bridge unready.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+import structlog
+
+from proxy.upstream.pool import SessionKey, UpstreamPool
+from translators.eras import LEGACY_PING
+from translators.errors import (
+    BridgeError,
+    LimitExceeded,
+    UpstreamSessionLost,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+
+PROBE_KEY: Final = SessionKey("~readiness-probe", "probe")
+FRESH_S: Final = 5.0
+_log = structlog.get_logger("proxy.health")
+
+
+@dataclass(frozen=True)
+class ReadinessReport:
+    """The `/readyz` verdict and what each check found (no secrets, no URLs)."""
+
+    ready: bool
+    checks: dict[str, str] = field(default_factory=dict)
+
+
+class Readiness:
+    """Probes the upstream through the pool, at most once per `fresh_s` seconds."""
+
+    def __init__(self, pool: UpstreamPool, *, keys: str, headers: Mapping[str, str], timeout_s: float,
+                 fresh_s: float = FRESH_S) -> None:
+        self._pool = pool
+        self._keys = keys
+        self._headers = dict(headers)
+        self._timeout_s = timeout_s
+        self._fresh_s = fresh_s
+        self._verdict: tuple[float, str] | None = None
+        self._probe: asyncio.Task[str] | None = None
+
+    async def report(self) -> ReadinessReport:
+        upstream = await self._upstream()
+        ready = upstream.startswith("reachable")
+        return ReadinessReport(ready, {"keys": self._keys, "upstream": upstream})
+
+    async def _upstream(self) -> str:
+        now = asyncio.get_running_loop().time()
+        if self._verdict is not None and now - self._verdict[0] < self._fresh_s:
+            return self._verdict[1]
+        if self._probe is None:
+            self._probe = asyncio.get_running_loop().create_task(self._run_probe(), name="readiness-probe")
+        probe = self._probe
+        try:
+            return await asyncio.shield(probe)
+        finally:
+            if probe.done() and self._probe is probe:
+                self._probe = None
+
+    async def _run_probe(self) -> str:
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                verdict = await self._ping()
+        except TimeoutError:
+            verdict = "unreachable: UpstreamTimeout"
+        self._verdict = (asyncio.get_running_loop().time(), verdict)
+        return verdict
+
+    async def _ping(self) -> str:
+        try:
+            lease = await self._pool.lease(PROBE_KEY, {}, exclusive=False, headers=self._headers)
+        except (UpstreamUnavailable, UpstreamTimeout, UpstreamSessionLost) as exc:
+            _log.warning("readiness_probe_failed", error=exc.message)
+            return f"unreachable: {type(exc).__name__}"
+        except LimitExceeded:
+            return "reachable (every upstream session is in use)"
+        except BridgeError as exc:
+            _log.info("readiness_probe_refused", error=exc.message)
+            return f"reachable (it refused the probe session: {type(exc).__name__})"
+        verdict = "unreachable: UpstreamTimeout"  # unless the ping ends before the probe's deadline
+        try:
+            await lease.session.start(LEGACY_PING, {}, headers=self._headers, on_inbound=None).result()
+            verdict = "reachable"
+        except (UpstreamUnavailable, UpstreamTimeout, UpstreamSessionLost) as exc:
+            _log.warning("readiness_probe_failed", error=exc.message)
+            verdict = f"unreachable: {type(exc).__name__}"
+        except BridgeError:
+            verdict = "reachable (ping answered with an error)"
+        finally:
+            await lease.release(discard=not verdict.startswith("reachable"))
+        return verdict
+
+
+__all__ = ["FRESH_S", "PROBE_KEY", "Readiness", "ReadinessReport"]
