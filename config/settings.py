@@ -25,9 +25,17 @@ class FrontSettings(_Frozen):
     allowed_origins: tuple[str, ...] = Field(
         (), description="extra Origin values accepted besides http(s)://<allowed host>[:port]"
     )
+    sse_keepalive_s: float = Field(15.0, gt=0, description="SSE comment keep-alive interval on quiet streams")
     request_timeout_s: float = Field(
         60.0, gt=0, description="longest a front request waits for the upstream before -32603"
     )
+    max_header_line_bytes: int = Field(
+        8190, ge=1024, description="longest request line or header name (aiohttp max_line_size); 400 beyond"
+    )
+    max_header_field_bytes: int = Field(
+        8190, ge=1024, description="longest header value (aiohttp max_field_size); 400 beyond"
+    )
+    max_headers: int = Field(128, ge=16, description="most header lines in one request (aiohttp max_headers)")
 
     @property
     def host(self) -> str:
@@ -99,6 +107,10 @@ class HeldCallSettings(_Frozen):
     max_per_principal: int = Field(64, ge=1, description="held calls at once per principal")
     max_total: int = Field(4096, ge=1, description="held calls at once, all principals")
     max_rounds: int = Field(32, ge=1, description="input rounds one call may take")
+    max_input_responses: int = Field(64, ge=1, description="entries accepted in one request's inputResponses")
+    max_input_response_bytes: int = Field(
+        524_288, ge=256, description="largest accepted inputResponses entry (its JSON in UTF-8 bytes)"
+    )
     batch_quiet_ms: float = Field(10.0, ge=0, description="pushes are batched until quiet for this long")
     batch_max_ms: float = Field(100.0, ge=0, description="longest a batch stays open after its first push")
     keys: dict[str, SecretStr] = Field(

@@ -18,7 +18,7 @@ from aiohttp import web
 
 from config.settings import Settings, UpstreamSettings
 from proxy.dispatch import Engine
-from proxy.front_http import ENGINE_KEY, SSE_KEEPALIVE_S, FrontEngine, HttpFront
+from proxy.front_http import ENGINE_KEY, FrontEngine, HttpFront
 from proxy.health import Readiness
 from proxy.keys import load_keyring
 from proxy.metrics import CONTENT_TYPE, BridgeMetrics
@@ -106,10 +106,10 @@ def _base_app(settings: Settings, keepalive_s: float) -> web.Application:
 
 
 def make_front_app(
-    settings: Settings, engine: ServedEngine, *, keepalive_s: float = SSE_KEEPALIVE_S
+    settings: Settings, engine: ServedEngine, *, keepalive_s: float | None = None
 ) -> web.Application:
     """The front and health routes around an existing engine (no upstream lifetimes)."""
-    app = _base_app(settings, keepalive_s)
+    app = _base_app(settings, settings.front.sse_keepalive_s if keepalive_s is None else keepalive_s)
     app[ENGINE_KEY] = engine
     app[READINESS_KEY] = engine
     return app
@@ -202,7 +202,7 @@ async def _on_shutdown(app: web.Application) -> None:
 
 def make_app(settings: Settings) -> web.Application:
     """The whole HTTP bridge for `settings`; run it with `handler_cancellation=True`."""
-    app = _base_app(settings, SSE_KEEPALIVE_S)
+    app = _base_app(settings, settings.front.sse_keepalive_s)
     app.cleanup_ctx.append(_upstream_context)
     app.on_shutdown.append(_on_shutdown)
     return app

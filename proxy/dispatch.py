@@ -187,8 +187,9 @@ class Engine:
 
     def _upstream_request(self, request: FrontRequest) -> UpstreamRequest:
         token = f"mrtr-{next(self._progress_tokens)}"
-        has_token = progress_meta_token(request.params) is not None
-        params = modern_params_to_legacy(request.params, upstream_progress_token=token if has_token else None)
+        # An interactive call always gets an upstream token: a later round may ask for progress.
+        wants = request.method in MRTR_METHODS or progress_meta_token(request.params) is not None
+        params = modern_params_to_legacy(request.params, upstream_progress_token=token if wants else None)
         return UpstreamRequest(request.method, params, self._headers(request), token)
 
     def _attempt(self, request: FrontRequest, sink: NotificationSink) -> Attempt:
@@ -310,6 +311,8 @@ class Engine:
         self._check_input_responses(responses)
         if "requestState" in request.params:
             driver, claims = self._claim(request)
+            level = request.meta.get(META_LOG_LEVEL)
+            await self._set_log_level(driver.session, level if isinstance(level, str) else None)
             with structlog.contextvars.bound_contextvars(continuation_id=driver.continuation_id.hex()[:12],
                                                          round=claims.round):
                 reply = await driver.retry(self._attempt(request, sink), claims.round, responses)
@@ -330,7 +333,7 @@ class Engine:
                             client_capabilities=caps if isinstance(caps, dict) else {},
                             limits=self._limits(), pre_answers=responses, publish=self.listens.publish)
         self.registry.add(driver)
-        with structlog.contextvars.bound_contextvars(continuation_id=driver.continuation_id.hex()[:12], round=0):
+        with structlog.contextvars.bound_contextvars(continuation_id=driver.continuation_id.hex()[:12]):
             reply = await driver.first_attempt(self._attempt(request, sink))
         return self._reply(request, driver, reply)
 

@@ -68,10 +68,19 @@ class _Exchange:
         self.mode = "json"
 
 
+def _json_bytes(message: JsonObject) -> bytes:
+    """Compact UTF-8 JSON; with `\\u` escapes when a string holds a lone surrogate (an echoed id,
+    say), which UTF-8 cannot carry."""
+    try:
+        return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    except UnicodeEncodeError:
+        return json.dumps(message, separators=(",", ":")).encode()
+
+
 def _json_reply(message: JsonObject, status: int, exchange: _Exchange) -> web.Response:
     error = message.get("error")
     exchange.code = error.get("code") if isinstance(error, dict) else None
-    body = json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+    body = _json_bytes(message)
     return web.Response(body=body, status=status, content_type="application/json")
 
 
@@ -86,8 +95,7 @@ def _engine_reply(message: JsonObject, exchange: _Exchange) -> web.Response:
 
 
 def _sse_event(message: JsonObject) -> bytes:
-    data = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
-    return f"event: message\ndata: {data}\n\n".encode()
+    return b"event: message\ndata: " + _json_bytes(message) + b"\n\n"
 
 
 class SseSink:

@@ -6,18 +6,20 @@ stdin carries one JSON-RPC message per line. Each request is validated (the ladd
 requests run concurrently and are answered as they finish. stdout carries protocol lines only:
 responses and the notifications of in-flight requests, each written whole by one writer; logs go to
 stderr. `notifications/cancelled` cancels that request's task (the engine turns the cancellation into
-an upstream cancel) and nothing more is written for it. At stdin EOF, requests in flight get a short
-grace to finish, the rest are cancelled, and the front returns.
+an upstream cancel) and nothing more is written for it. At stdin EOF (or on SIGTERM/SIGINT, taken as
+EOF), requests in flight get a short grace to finish, the rest are cancelled, and the front returns.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import stat
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -37,6 +39,7 @@ CANCELLED: Final = "notifications/cancelled"
 READ_CHUNK: Final = 65536
 EOF_GRACE_S: Final = 1.0  # on stdin EOF, how long requests already received may take to finish
 SHUTDOWN_WAIT_S: Final = 5.0  # then how long cancelled requests get to finish their upstream cancels
+STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 _DEFAULTS: Final = FrontSettings()
 RequestId = int | str
 
@@ -327,18 +330,42 @@ async def _open_stdout(loop: asyncio.AbstractEventLoop, fd: int) -> tuple[LineWr
     return asyncio.StreamWriter(transport, protocol, None, loop), transport
 
 
+def _stop_on_signals(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader,
+                     stdin_transport: asyncio.BaseTransport | None) -> Callable[[], None]:
+    """SIGTERM and SIGINT end the input as EOF does: requests in flight get their grace, the rest are
+    cancelled, then the runtime abandons held calls and closes upstream sessions. Returns the undo."""
+
+    def stop() -> None:
+        log.info("front_stop_signal")
+        if stdin_transport is not None:
+            stdin_transport.close()  # no more reads; its protocol feeds the EOF
+        else:
+            reader.feed_eof()
+
+    def undo() -> None:
+        for signum in STOP_SIGNALS:
+            loop.remove_signal_handler(signum)
+
+    for signum in STOP_SIGNALS:
+        loop.add_signal_handler(signum, stop)
+    return undo
+
+
 async def serve_stdio(settings: Settings, engine: RequestEngine) -> None:
-    """Serve the modern stdio front on this process's stdin and stdout until stdin reaches EOF."""
+    """Serve the modern stdio front on this process's stdin and stdout until stdin reaches EOF (or a
+    stop signal arrives)."""
     loop = asyncio.get_running_loop()
     protocol_fd = _claim_stdout()
     reader, stdin_transport = await _open_stdin(loop)
     writer, stdout_transport = await _open_stdout(loop, protocol_fd)
     log.info("front_stdio_started", max_line_bytes=settings.front.max_body_bytes)
+    undo_signals = _stop_on_signals(loop, reader, stdin_transport)
     try:
         await run_stdio_front(engine, reader=reader, writer=writer, principal=STDIO_PRINCIPAL,
                               max_line_bytes=settings.front.max_body_bytes,
                               max_depth=settings.front.max_json_depth)
     finally:
+        undo_signals()
         for transport in (stdin_transport, stdout_transport):
             if transport is not None:
                 transport.close()

@@ -306,7 +306,8 @@ class HeldCallRegistry:
     def check_capacity(self, principal: str) -> None:
         if len(self._calls) >= self._max_total:
             raise LimitExceeded(
-                f"The bridge holds its maximum of {self._max_total} interactive calls; retry later", "held.max_total"
+                f"The bridge holds its maximum of {self._max_total} interactive calls (held.max_total); retry later",
+                "held.max_total",
             )
         if self._per_principal.get(principal, 0) >= self._max_per_principal:
             raise LimitExceeded(

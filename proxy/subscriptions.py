@@ -20,7 +20,7 @@ from proxy.context import FrontRequest, NotificationSink
 from proxy.upstream.base import JsonObject, UpstreamSession
 from proxy.upstream.pool import Lease
 from translators.canonical import as_object
-from translators.errors import BridgeError, UpstreamFault
+from translators.errors import BridgeError
 from translators.subscriptions import (
     LIST_CHANGED,
     ListenFilter,
@@ -29,6 +29,7 @@ from translators.subscriptions import (
     honoured_filter,
     listen_notification,
     parse_listen_filter,
+    uri_key,
 )
 
 log = structlog.get_logger()
@@ -42,7 +43,16 @@ class _Listener:
     principal: str
     sink: NotificationSink
     honoured: ListenFilter
+    lease: Lease
+    subscribed: frozenset[str]  # URIs this listener holds a reference to on `lease.session`
+    generation: int  # the session's re-initialization count when subscribed
     ended: asyncio.Future[str] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+def _generation(session: UpstreamSession) -> int:
+    """Bumps when a session re-initializes in place (its upstream subscriptions are gone then)."""
+    count = getattr(session, "reinitialized_count", 0)
+    return count if isinstance(count, int) else 0
 
 
 class ListenHub:
@@ -50,7 +60,7 @@ class ListenHub:
 
     def __init__(self) -> None:
         self._listeners: dict[str, set[_Listener]] = {}
-        self._uri_refs: dict[int, Counter[str]] = {}  # id(session) -> URI -> listeners
+        self._uri_refs: dict[int, Counter[str]] = {}  # id(session) -> normalized URI -> listeners
 
     def publish(self, principal: str, message: JsonObject) -> None:
         """A session-wide notification from any upstream session of `principal`."""
@@ -61,45 +71,62 @@ class ListenHub:
 
     async def listen(self, request: FrontRequest, sink: NotificationSink, open_lease: LeaseOpener,
                      server_info: Callable[[UpstreamSession], JsonObject | None]) -> JsonObject:
-        """Acknowledge, then deliver until the client goes away (cancellation) or the bridge closes it."""
+        """Acknowledge, then deliver until the client goes away (cancellation) or the bridge closes it.
+
+        A URI the upstream refuses to subscribe is left out of the acknowledged filter."""
         wanted = parse_listen_filter(request.params)
         lease = await open_lease()
-        listener: _Listener | None = None
         try:
-            honoured = self._honour(wanted, lease.session)
-            listener = _Listener(request.front_request_id, request.principal, sink, honoured)
-            await self._subscribe(lease.session, honoured.resource_uris)
+            offered = self._honour(wanted, lease.session)
+            subscribed = await self._subscribe(lease.session, offered.resource_uris)
+        except BaseException:
+            await lease.release()
+            raise
+        honoured = ListenFilter(offered.list_changed, subscribed)
+        listener = _Listener(request.front_request_id, request.principal, sink, honoured, lease, subscribed,
+                             _generation(lease.session))
+        try:
             sink.send(acknowledgement(listener.listen_id, honoured))
             self._listeners.setdefault(request.principal, set()).add(listener)
             log.info("listen_opened", filter=sorted(honoured.to_wire()))
-            lease = await self._watch(listener, lease, open_lease)
-            return closing_result(listener.listen_id, server_info(lease.session))
+            await self._watch(listener, open_lease)
+            return closing_result(listener.listen_id, server_info(listener.lease.session))
         finally:
-            if listener is not None:
-                self._forget(listener)
-                await self._unsubscribe(lease.session, listener.honoured.resource_uris)
-            await lease.release()
+            self._forget(listener)
+            await self._unsubscribe(listener.lease.session, listener.subscribed)
+            await listener.lease.release()
 
     @staticmethod
     def _honour(wanted: ListenFilter, session: UpstreamSession) -> ListenFilter:
         capabilities = as_object(session.init_result.get("capabilities"))
         return honoured_filter(wanted, capabilities, session_stream=session.has_get_stream)
 
-    async def _watch(self, listener: _Listener, lease: Lease, open_lease: LeaseOpener) -> Lease:
-        """Wait for the end; replace a lost upstream session and re-make its subscriptions."""
+    async def _watch(self, listener: _Listener, open_lease: LeaseOpener) -> None:
+        """Wait for the end; replace a lost (or silently re-initialized) upstream session and re-make
+        its subscriptions. If no replacement can be had, the stream ends gracefully."""
         while True:
             done, _ = await asyncio.wait({listener.ended}, timeout=HEALTH_CHECK_S)
             if done:
-                return lease
-            if lease.session.is_alive:
+                return
+            session = listener.lease.session
+            if session.is_alive and _generation(session) == listener.generation:
                 continue
-            await lease.release(discard=True)
-            lease = await open_lease()
-            await self._subscribe(lease.session, listener.honoured.resource_uris)
-            log.warning("listen_upstream_reestablished", resources=len(listener.honoured.resource_uris))
-            for method, (name, _) in LIST_CHANGED.items():  # changes in the gap are lost: say so
-                if name in listener.honoured.list_changed:
-                    self.publish(listener.principal, {"jsonrpc": "2.0", "method": method})
+            await self._unsubscribe(session, listener.subscribed)
+            listener.subscribed = frozenset()
+            await listener.lease.release(discard=True)
+            try:
+                listener.lease = await open_lease()
+            except BridgeError as exc:
+                log.warning("listen_upstream_lost", error=exc.message)
+                return
+            listener.generation = _generation(listener.lease.session)
+            listener.subscribed = await self._subscribe(listener.lease.session, listener.honoured.resource_uris)
+            log.warning("listen_upstream_reestablished", resources=len(listener.subscribed))
+            for method in LIST_CHANGED:  # changes in the gap are lost: say so
+                tagged = listen_notification({"jsonrpc": "2.0", "method": method}, listener.honoured,
+                                             listener.listen_id)
+                if tagged is not None:
+                    listener.sink.send(tagged)
 
     def _forget(self, listener: _Listener) -> None:
         peers = self._listeners.get(listener.principal)
@@ -108,37 +135,50 @@ class ListenHub:
             if not peers:
                 del self._listeners[listener.principal]
 
-    async def _subscribe(self, session: UpstreamSession, uris: frozenset[str]) -> None:
+    async def _subscribe(self, session: UpstreamSession, uris: frozenset[str]) -> frozenset[str]:
+        """Take a reference on each URI (subscribing upstream for the first); returns those held.
+        A refusal skips that URI; a cancellation gives back every reference taken here."""
         refs = self._uri_refs.setdefault(id(session), Counter())
-        for uri in sorted(uris):
-            refs[uri] += 1
-            if refs[uri] == 1:
-                await self._request(session, "resources/subscribe", uri)
+        held: list[str] = []
+        try:
+            for uri in sorted(uris):
+                if refs[uri_key(uri)] == 0 and not await self._request(session, "resources/subscribe", uri):
+                    continue
+                refs[uri_key(uri)] += 1
+                held.append(uri)
+        except BaseException:
+            await asyncio.shield(self._unsubscribe(session, frozenset(held)))
+            raise
+        finally:
+            if not refs:
+                self._uri_refs.pop(id(session), None)
+        return frozenset(held)
 
     async def _unsubscribe(self, session: UpstreamSession, uris: frozenset[str]) -> None:
         refs = self._uri_refs.get(id(session))
         if refs is None:
             return
         for uri in sorted(uris):
-            refs[uri] -= 1
-            if refs[uri] <= 0:
-                del refs[uri]
+            refs[uri_key(uri)] -= 1
+            if refs[uri_key(uri)] <= 0:
+                del refs[uri_key(uri)]
                 if session.is_alive:
                     await self._request(session, "resources/unsubscribe", uri)
         if not refs:
             del self._uri_refs[id(session)]
 
     @staticmethod
-    async def _request(session: UpstreamSession, method: str, uri: str) -> None:
+    async def _request(session: UpstreamSession, method: str, uri: str) -> bool:
+        """Send a (un)subscribe upstream; False (logged) when it fails."""
         try:
             async with asyncio.timeout(10):
                 await session.start(method, {"uri": uri}, headers={}, on_inbound=None).result()
-            log.info("upstream_resource_subscription_changed", upstream_method=method)
         except (BridgeError, TimeoutError) as exc:
             log.warning("upstream_resource_subscription_failed", upstream_method=method,
                         error=getattr(exc, "message", "timed out"))
-            if method == "resources/subscribe":
-                raise UpstreamFault(f"The upstream refused {method}") from None
+            return False
+        log.info("upstream_resource_subscription_changed", upstream_method=method)
+        return True
 
     def close_all(self, reason: str) -> None:
         """Graceful end of every listen stream (shutdown): each answers with its closing result."""

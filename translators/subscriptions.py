@@ -64,6 +64,26 @@ def honoured_filter(wanted: ListenFilter, server_capabilities: JsonObject, *, se
     return ListenFilter(flags, wanted.resource_uris if subscribe else frozenset())
 
 
+_WEB_SCHEMES = ("http", "https", "ws", "wss")
+
+
+def uri_key(uri: str) -> str:
+    """A URI as compared for subscriptions: scheme (and a web authority) case-insensitive, an empty
+    web path is "/" (RFC 3986 § 6.2.2-6.2.3) -- legacy SDKs normalize URIs that way."""
+    if "://" not in uri:
+        return uri
+    scheme, rest = uri.split("://", 1)
+    authority, slash, path = rest.partition("/")
+    scheme = scheme.lower()
+    if scheme in _WEB_SCHEMES:
+        return f"{scheme}://{authority.lower()}/{path}"
+    return f"{scheme}://{authority}{slash}{path}"
+
+
+def _watched(uri: Any, honoured: ListenFilter) -> bool:
+    return isinstance(uri, str) and uri_key(uri) in {uri_key(u) for u in honoured.resource_uris}
+
+
 def _tag(params: JsonObject, listen_id: int | str) -> JsonObject:
     return {**params, "_meta": {**as_object(params.get("_meta")), META_SUBSCRIPTION_ID: listen_id}}
 
@@ -80,7 +100,7 @@ def listen_notification(message: JsonObject, honoured: ListenFilter, listen_id: 
     if method in LIST_CHANGED:
         if LIST_CHANGED[str(method)][0] not in honoured.list_changed:
             return None
-    elif method != RESOURCE_UPDATED or params.get("uri") not in honoured.resource_uris:
+    elif method != RESOURCE_UPDATED or not _watched(params.get("uri"), honoured):
         return None
     return {"jsonrpc": "2.0", "method": method, "params": _tag(params, listen_id)}
 
@@ -104,4 +124,5 @@ __all__ = [
     "honoured_filter",
     "listen_notification",
     "parse_listen_filter",
+    "uri_key",
 ]

@@ -122,7 +122,7 @@ class HttpUpstreamSession:
 
     @property
     def is_alive(self) -> bool:
-        get_lost = self._get_stream is not None and self._get_stream.lost
+        get_lost = self._get_stream is not None and (self._get_stream.lost or self._get_stream.expired)
         return not self._closed and not self._broken and not get_lost
 
     @property

@@ -1,0 +1,112 @@
+"""Writes a run's figures to `bench/results/latest.json` and `bench/results/latest.md`."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from figures import Figure
+from peers import LEGACY_PYTHON, REPO
+
+RESULTS = REPO / "bench" / "results"
+
+
+def _version(python: Path, package: str) -> str:
+    code = f"import importlib.metadata as m; print(m.version({package!r}))"
+    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=30, check=False)
+    return done.stdout.strip() or "?"
+
+
+def _git(*args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=30, check=False)
+    return done.stdout.strip()
+
+
+def machine_facts(load_before: str) -> dict[str, Any]:
+    """What the numbers were measured on (read-only look-ups)."""
+    bridge_python = REPO / ".venv" / "bin" / "python"
+    return {
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "cores": os.cpu_count(),
+        "cpu": _cpu_model(),
+        "python": platform.python_version(),
+        "bridge": _version(bridge_python, "mrtr-bridge"),
+        "aiohttp": _version(bridge_python, "aiohttp"),
+        "legacy_mcp": _version(LEGACY_PYTHON, "mcp"),
+        "commit": _git("rev-parse", "--short", "HEAD"),
+        "worktree_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
+        "loadavg_before": load_before,
+        "loadavg_after": Path("/proc/loadavg").read_text().split(" ", 3)[:3],
+    }
+
+
+def _cpu_model() -> str:
+    for line in Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("model name"):
+            return line.split(":", 1)[1].strip()
+    return platform.machine()
+
+
+def _number(value: float | None, unit: str) -> str:
+    if value is None or math.isnan(value):
+        return "-"
+    if unit == "share":
+        return f"{value:.1%}"
+    if unit == "calls":
+        return f"{value:.0f}"
+    return f"{value:.1f}" if abs(value) >= 100 else f"{value:.2f}"
+
+
+def _comparison(figure: Figure) -> str:
+    if figure.value is None or figure.comparison == "":
+        return ""
+    if figure.comparison == "ratio":
+        return f"{figure.value:.3f}x"
+    return f"{figure.value:+.2f} {figure.unit}"
+
+
+def _row(figure: Figure) -> str:
+    errors = sum(figure.errors.values())
+    cells = [figure.label, figure.unit, _number(figure.bridge, figure.unit), _number(figure.direct, figure.unit),
+             _comparison(figure), figure.target or "-", figure.verdict, str(errors), figure.detail]
+    return "| " + " | ".join(cells) + " |"
+
+
+def markdown(figures: Sequence[Figure], facts: dict[str, Any], elapsed_s: float, method_notes: str) -> str:
+    lines = [
+        "# mrtr-bridge benchmark results",
+        "",
+        f"Measured {facts['date_utc']} on {facts['cores']} cores ({facts['cpu']}), Python {facts['python']}, "
+        f"aiohttp {facts['aiohttp']}, legacy server `mcp` {facts['legacy_mcp']}, bridge {facts['bridge']} "
+        f"at commit {facts['commit']}{' (with uncommitted changes)' if facts['worktree_dirty'] else ''}; "
+        f"load average before {facts['loadavg_before']}, after {' '.join(facts['loadavg_after'])}; "
+        f"whole run {elapsed_s:.0f} s. Method and how to run: [bench/README.md](../README.md). "
+        "Raw numbers (p90, per-round ratios, RSS readings): [latest.json](latest.json).",
+        "",
+        "| figure | unit | bridge | direct | bridge vs direct | target | verdict | errors | details |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        *(_row(figure) for figure in figures),
+        "",
+        method_notes.strip(),
+        "",
+    ]
+    notes = [f"- `{figure.key}`: {figure.note}" for figure in figures if figure.note]
+    if notes:
+        lines += ["Errors seen (first message per figure):", "", *notes, ""]
+    return "\n".join(lines)
+
+
+def write(figures: Sequence[Figure], facts: dict[str, Any], elapsed_s: float, method_notes: str) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    payload = {"machine": facts, "elapsed_s": round(elapsed_s, 1), "figures": [f.as_json() for f in figures]}
+    (RESULTS / "latest.json").write_text(json.dumps(payload, indent=2, allow_nan=False) + "\n")
+    path = RESULTS / "latest.md"
+    path.write_text(markdown(figures, facts, elapsed_s, method_notes))
+    return path

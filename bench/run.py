@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""mrtr-bridge benchmarks: every figure is the bridge against direct, measured in the same run.
+
+Runs from the bridge's virtualenv (`make bench`, or `.venv/bin/python bench/run.py`); starts the
+legacy bench server (`.venv-legacy`) and bridge instances on loopback ports, drives them with raw
+drivers, and writes `bench/results/latest.md` and `latest.json`. Method: bench/README.md.
+
+    python bench/run.py                    # everything (about 2-3 minutes on 2 cores)
+    python bench/run.py --only echo,mrtr   # some sections: echo, mrtr, burst, stdio
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import resource
+import sys
+import time
+from pathlib import Path
+from typing import Final
+
+import aiohttp
+from figures import Figure
+from peers import Processes
+from report import machine_facts, write
+from scenarios_http import Endpoints, burst_figures, echo_figures, mrtr_figures
+from scenarios_stdio import stdio_figures
+
+SECTIONS: Final = ("echo", "mrtr", "burst", "stdio")
+RUN_TIMEOUT_S: Final = 600.0
+NOTES: Final = """\
+How to read it: *bridge* is a raw modern (2026-07-28) client through the bridge, *direct* the same
+kind of raw client speaking legacy (2025-11-25) to the same `mcp` 1.x server; both run in the same
+process, interleaved. Latencies are medians (p50) and p99 in ms, throughput is completed calls per
+second, *ratio* is bridge / direct and *delta* bridge - direct. A figure with errors never passes.
+The MRTR round trip pays the bridge's push batching window (`held.batch_quiet_ms`, 10 ms by
+default) once per input round: the bridge cannot know that a push is the last of a batch, so it
+waits until the upstream has been quiet that long; the 1 ms row shows the same path with the
+window shrunk (see bench/README.md)."""
+
+
+def _raise_open_files() -> None:
+    """The burst holds ~3,000 sockets in the bridge: lift the soft limit its children inherit."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    wanted = hard if hard != resource.RLIM_INFINITY else 65536
+    if soft < wanted:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+
+
+async def _http_sections(procs: Processes, sections: set[str]) -> list[Figure]:
+    figures: list[Figure] = []
+    if sections & {"echo", "mrtr"}:
+        legacy = procs.legacy_http()
+        bridge = procs.bridge("bridge", ["--upstream", legacy.url])
+        quiet = procs.bridge("bridge-quiet-1ms", ["--upstream", legacy.url],
+                             {"MRTR_BRIDGE_HELD_BATCH_QUIET_MS": "1"})
+        ends = Endpoints(legacy.url, bridge.url, quiet.url)
+        async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+            if "echo" in sections:
+                figures += await _section("echo", echo_figures(http, ends))
+            if "mrtr" in sections:
+                figures += await _section("mrtr", mrtr_figures(http, ends))
+    if "burst" in sections:
+        figures += await _section("burst", burst_figures(procs))
+    return figures
+
+
+async def _section(name: str, work: object) -> list[Figure]:
+    started = time.monotonic()
+    print(f"bench: {name} ...", file=sys.stderr, flush=True)
+    figures: list[Figure] = await work  # type: ignore[misc]
+    for figure in figures:
+        print(f"  {figure.key}: bridge={figure.bridge} direct={figure.direct} value={figure.value} "
+              f"{figure.verdict} errors={figure.errors}", file=sys.stderr, flush=True)
+    print(f"bench: {name} done in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
+    return figures
+
+
+async def _run(sections: set[str]) -> list[Figure]:
+    procs = Processes()
+    try:
+        async with asyncio.timeout(RUN_TIMEOUT_S):
+            figures = await _http_sections(procs, sections)
+            if "stdio" in sections:
+                figures += await _section("stdio", stdio_figures(procs))
+            return figures
+    finally:
+        procs.close()
+        print(f"bench: process logs in {procs.log_dir}", file=sys.stderr)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")
+    args = parser.parse_args(argv)
+    sections = {name.strip() for name in args.only.split(",") if name.strip()}
+    if not sections <= set(SECTIONS):
+        parser.error(f"unknown section(s): {sorted(sections - set(SECTIONS))}")
+    _raise_open_files()
+    load_before = " ".join(Path("/proc/loadavg").read_text().split(" ", 3)[:3])
+    started = time.monotonic()
+    figures = asyncio.run(_run(sections))
+    path = write(figures, machine_facts(load_before), time.monotonic() - started, NOTES)
+    misses = [figure.key for figure in figures if figure.verdict == "MISS"]
+    print(f"bench: wrote {path} ({len(figures)} figures, {len(misses)} missed: {', '.join(misses) or 'none'})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,194 @@
+"""`/metrics`, `/healthz` and `/readyz` (issue 6): Prometheus text that a scraper accepts, bridge
+activity counted by method, outcome, reason and limit, and readiness that follows the upstream.
+
+The exposition is checked line by line on small registries; the bridge's own figures are checked
+in-process in front of a real legacy server (`tests/peers/journal_server.py`, mcp 1.x).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from safety_harness import (
+    JournalPeer,
+    accept,
+    bridge_settings,
+    call,
+    error_of,
+    finish,
+    inprocess_bridge,
+    journal_peer,
+    retry,
+    start_held,
+    text_of,
+)
+
+from proxy.metrics import CONTENT_TYPE, BridgeMetrics, Counter, Gauge, Histogram, Registry, method_label, outcome_of
+from translators.eras import TOOLS_CALL
+
+TIMEOUT_S = 30.0
+_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*",?)*\})? (\S+)$')
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JournalPeer]:
+    """One journaling legacy server for the module."""
+    with journal_peer(tmp_path_factory.mktemp("metrics")) as peer:
+        yield peer
+
+
+def parse_exposition(text: str) -> dict[str, float]:
+    """Samples by series (`name{labels}`), after checking every line is valid 0.0.4 text format."""
+    samples: dict[str, float] = {}
+    typed: set[str] = set()
+    assert text.endswith("\n")
+    for line in text.splitlines():
+        if line.startswith("# TYPE "):
+            typed.add(line.split()[2])
+            continue
+        if line.startswith("# HELP "):
+            continue
+        match = _SAMPLE.match(line)
+        assert match is not None, f"not a sample line: {line!r}"
+        family = re.sub(r"_(bucket|sum|count)$", "", match.group(1))
+        assert match.group(1) in typed or family in typed, f"sample before its TYPE: {line!r}"
+        series = line.rsplit(" ", 1)[0]
+        assert series not in samples, f"duplicate series {series}"
+        samples[series] = float(line.rsplit(" ", 1)[1])
+    return samples
+
+
+def test_exposition_of_each_kind() -> None:
+    """Counters, gauges and histograms render in the Prometheus text format, cumulative buckets included."""
+    registry = Registry()
+    requests: Counter = registry.add(Counter("x_requests_total", "Requests.", ("method",)))
+    held: Gauge = registry.add(Gauge("x_held", "Held now."))
+    latency: Histogram = registry.add(Histogram("x_seconds", "Latency.", ("m",), buckets=(0.01, 0.1, 1.0)))
+    requests.inc("a")
+    requests.inc("a", amount=2)
+    held.set(3)
+    for value in (0.005, 0.05, 0.5, 5.0):
+        latency.observe(value, "a")
+    assert registry.render() == (
+        "# HELP x_requests_total Requests.\n# TYPE x_requests_total counter\n"
+        'x_requests_total{method="a"} 3\n'
+        "# HELP x_held Held now.\n# TYPE x_held gauge\nx_held 3\n"
+        "# HELP x_seconds Latency.\n# TYPE x_seconds histogram\n"
+        'x_seconds_bucket{m="a",le="0.01"} 1\nx_seconds_bucket{m="a",le="0.1"} 2\n'
+        'x_seconds_bucket{m="a",le="1"} 3\nx_seconds_bucket{m="a",le="+Inf"} 4\n'
+        'x_seconds_sum{m="a"} 5.555\nx_seconds_count{m="a"} 4\n'
+    )
+
+
+def test_label_values_are_escaped_and_series_capped() -> None:
+    """Quotes, backslashes and newlines are escaped; a family never grows past its series cap."""
+    registry = Registry()
+    counter: Counter = registry.add(Counter("x_total", "Help with \\ and\nnewline.", ("v",), max_series=2))
+    counter.inc('a"b\\c\nd')
+    for n in range(10):
+        counter.inc(f"flood-{n}")
+    text = registry.render()
+    assert '# HELP x_total Help with \\\\ and\\nnewline.' in text
+    assert 'x_total{v="a\\"b\\\\c\\nd"} 1' in text
+    assert parse_exposition(text) == {'x_total{v="a\\"b\\\\c\\nd"}': 1, 'x_total{v="flood-0"}': 1,
+                                      'x_total{v="_overflow"}': 9}
+
+
+def test_counters_refuse_to_go_down_and_labels_must_match() -> None:
+    """A negative increment and a wrong label count are programming errors, raised at once."""
+    counter = Counter("x_total", "X.", ("a",))
+    with pytest.raises(ValueError, match="only goes up"):
+        counter.inc("v", amount=-1)
+    with pytest.raises(ValueError, match="takes labels"):
+        counter.inc()
+
+
+def test_labels_are_bounded() -> None:
+    """Methods outside the modern set and odd codes become `other`; outcomes come from the response."""
+    assert method_label(TOOLS_CALL) == TOOLS_CALL
+    assert method_label("x/" + "y" * 500) == "other"
+    assert outcome_of({"error": {"code": -32602}}) == ("error", "-32602")
+    assert outcome_of({"error": {"code": True}}) == ("error", "other")
+    assert outcome_of({"result": {"resultType": "input_required"}}) == ("input_required", None)
+    assert outcome_of({"result": {}}) == ("complete", None)
+
+
+async def test_metrics_route_counts_bridge_activity(upstream: JournalPeer) -> None:
+    """Requests by outcome, latency, held calls, rounds, rejections, limits and sessions appear in /metrics."""
+    settings = bridge_settings(upstream.url, held={"max_per_principal": 1})
+    async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
+        alice, bob = bridge.poster("Bearer alice"), bridge.poster("Bearer bob")
+        assert text_of(await call(alice, "echo", text="one")) == "one"
+        held = await start_held(alice, "ask", tag="metrics-held")
+        assert error_of(await call(alice, "ask", tag="metrics-refused"))["data"]["limit"] == "held.max_per_principal"
+        tampered = held.request_state[:-2] + ("AA" if not held.request_state.endswith("AA") else "BB")
+        forged = type(held)(held.tool, held.arguments, tampered, held.keys)
+        assert error_of(await retry(bob, forged, accept(held, "x")))["code"] == -32602
+        status, body = await bridge.get("/metrics")
+        during = parse_exposition(body)
+        assert await finish(alice, held, "done") == "metrics-held: done"
+        after = parse_exposition(bridge.metrics_text())
+    assert status == 200
+    assert during["mrtr_bridge_held_calls"] == 1
+    assert during["mrtr_bridge_interactive_calls"] == 1
+    assert after["mrtr_bridge_held_calls"] == 0
+    assert after['mrtr_bridge_requests_total{method="tools/call",outcome="complete"}'] == 2
+    assert after['mrtr_bridge_requests_total{method="tools/call",outcome="input_required"}'] == 1
+    assert after['mrtr_bridge_requests_total{method="tools/call",outcome="error"}'] == 2
+    assert after['mrtr_bridge_request_errors_total{method="tools/call",code="-32603"}'] == 1
+    assert after['mrtr_bridge_request_errors_total{method="tools/call",code="-32602"}'] == 1
+    assert after['mrtr_bridge_request_duration_seconds_count{method="tools/call",outcome="complete"}'] == 2
+    assert after['mrtr_bridge_limit_rejections_total{limit="held.max_per_principal"}'] == 1
+    assert after['mrtr_bridge_request_state_rejections_total{reason="authentication_failed"}'] == 1
+    assert after["mrtr_bridge_input_rounds_total"] == 1
+    assert after['mrtr_bridge_upstream_sessions{transport="http"}'] == 1  # Alice's, warm and reused; Bob none
+    assert after['mrtr_bridge_upstream_session_reuses_total{transport="http"}'] == 1
+    assert after['mrtr_bridge_http_responses_total{status="200"}'] == 6  # five POSTs and the scrape
+
+
+async def test_metrics_content_type_and_health(upstream: JournalPeer) -> None:
+    """/metrics has the Prometheus content type; /healthz answers while the process lives."""
+    async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(bridge_settings(upstream.url)) as bridge:
+        async with bridge.http.get(bridge.server.make_url("/metrics")) as response:
+            assert response.headers["Content-Type"] == CONTENT_TYPE
+        assert await bridge.get("/healthz") == (200, json.dumps({"status": "ok"}))
+
+
+async def test_readyz_follows_the_upstream(upstream: JournalPeer) -> None:
+    """/readyz is 200 with keys and upstream checked, and probes the upstream at most once per interval."""
+    settings = bridge_settings(upstream.url, held={"keys": {"k1": "A" * 43}})
+    async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
+        first = await bridge.get("/readyz")
+        opened = bridge.pool.stats().created_total
+        again = await asyncio.gather(*(bridge.get("/readyz") for _ in range(5)))
+        assert bridge.pool.stats().created_total == opened == 1
+    ready = (200, json.dumps({"status": "ready", "checks": {"keys": "configured", "upstream": "reachable"}}))
+    assert first == ready
+    assert again == [ready] * 5
+
+
+async def test_readyz_is_503_when_the_upstream_is_down(upstream: JournalPeer) -> None:
+    """With nothing listening upstream, /readyz is 503 naming the failure and requests count an upstream error."""
+    settings = bridge_settings("http://127.0.0.1:9/mcp", upstream={"connect_timeout_s": 2})
+    async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
+        status, body = await bridge.get("/readyz")
+        assert error_of(await call(bridge.poster(), "echo", text="x"))["data"]["source"] == "mrtr-bridge"
+        after = parse_exposition(bridge.metrics_text())
+    assert (status, json.loads(body)) == (503, {"status": "unavailable", "checks": {
+        "keys": "ephemeral", "upstream": "unreachable: UpstreamUnavailable"}})
+    assert after['mrtr_bridge_upstream_errors_total{kind="UpstreamUnavailable"}'] == 1
+    assert after['mrtr_bridge_http_responses_total{status="503"}'] == 1
+
+
+def test_every_documented_metric_is_registered() -> None:
+    """The metric table of docs/operations.md names exactly the registered families."""
+    registered = {line.split()[2] for line in BridgeMetrics().render().splitlines() if line.startswith("# TYPE ")}
+    operations = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text(encoding="utf-8")
+    documented = set(re.findall(r"^\| `(mrtr_bridge_[a-z_]+)` \|", operations, flags=re.MULTILINE))
+    assert documented == registered
+    assert len(registered) == 16
