@@ -23,6 +23,8 @@ REPO: Final = Path(__file__).resolve().parents[1]
 LEGACY_PYTHON: Final = REPO / ".venv-legacy" / "bin" / "python"
 BRIDGE_EXE: Final = REPO / ".venv" / "bin" / "mrtr-bridge"
 SERVER: Final = REPO / "bench" / "servers" / "legacy_bench_server.py"
+RELAY: Final = REPO / "bench" / "servers" / "relay.py"
+BRIDGE_PYTHON: Final = REPO / ".venv" / "bin" / "python"
 START_TIMEOUT_S: Final = 30.0
 STOP_TIMEOUT_S: Final = 10.0
 
@@ -124,6 +126,12 @@ class Processes:
         port = free_port()
         argv = [str(BRIDGE_EXE), "serve", *upstream, "--listen", f"127.0.0.1:{port}"]
         return self._spawn(name, argv, env, port)
+
+    def relay(self, upstream_url: str) -> Proc:
+        """The bare aiohttp relay (calibration: one extra hop with no bridge logic)."""
+        port = free_port()
+        return self._spawn("relay", [str(BRIDGE_PYTHON), str(RELAY), "--upstream", upstream_url, "--port", str(port)],
+                           None, port)
 
     def close(self) -> None:
         for proc in reversed(self.procs):

@@ -79,6 +79,17 @@ def _row(figure: Figure) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+def _busy_warning(facts: dict[str, Any]) -> list[str]:
+    """A caution when other work was running: ratios hold up better than absolute numbers then."""
+    load = float(str(facts["loadavg_before"]).split()[0])
+    cores = facts["cores"] or 1
+    if load <= cores / 2:
+        return []
+    return [f"**Caution:** the 1-minute load average was {load:.2f} on {cores} cores before the run started: other "
+            "work shared the machine, so absolute numbers are low and noisy; compare the ratios, and re-run on a "
+            "quiet machine before drawing conclusions.", ""]
+
+
 def markdown(figures: Sequence[Figure], facts: dict[str, Any], elapsed_s: float, method_notes: str) -> str:
     lines = [
         "# mrtr-bridge benchmark results",
@@ -90,6 +101,7 @@ def markdown(figures: Sequence[Figure], facts: dict[str, Any], elapsed_s: float,
         f"whole run {elapsed_s:.0f} s. Method and how to run: [bench/README.md](../README.md). "
         "Raw numbers (p90, per-round ratios, RSS readings): [latest.json](latest.json).",
         "",
+        *_busy_warning(facts),
         "| figure | unit | bridge | direct | bridge vs direct | target | verdict | errors | details |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *(_row(figure) for figure in figures),

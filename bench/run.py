@@ -16,6 +16,7 @@ import asyncio
 import resource
 import sys
 import time
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Final
 
@@ -54,7 +55,7 @@ async def _http_sections(procs: Processes, sections: set[str]) -> list[Figure]:
         bridge = procs.bridge("bridge", ["--upstream", legacy.url])
         quiet = procs.bridge("bridge-quiet-1ms", ["--upstream", legacy.url],
                              {"MRTR_BRIDGE_HELD_BATCH_QUIET_MS": "1"})
-        ends = Endpoints(legacy.url, bridge.url, quiet.url)
+        ends = Endpoints(legacy.url, bridge.url, quiet.url, procs.relay(legacy.url).url)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
             if "echo" in sections:
                 figures += await _section("echo", echo_figures(http, ends))
@@ -65,10 +66,10 @@ async def _http_sections(procs: Processes, sections: set[str]) -> list[Figure]:
     return figures
 
 
-async def _section(name: str, work: object) -> list[Figure]:
+async def _section(name: str, work: Awaitable[list[Figure]]) -> list[Figure]:
     started = time.monotonic()
     print(f"bench: {name} ...", file=sys.stderr, flush=True)
-    figures: list[Figure] = await work  # type: ignore[misc]
+    figures = await work
     for figure in figures:
         print(f"  {figure.key}: bridge={figure.bridge} direct={figure.direct} value={figure.value} "
               f"{figure.verdict} errors={figure.errors}", file=sys.stderr, flush=True)

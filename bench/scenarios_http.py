@@ -40,6 +40,7 @@ class Endpoints:
     legacy: str  # the legacy server's /mcp
     bridge: str  # the bridge (defaults) in front of it
     bridge_quiet_1ms: str  # the same bridge with held.batch_quiet_ms = 1
+    relay: str  # a bare aiohttp relay in front of the legacy server (calibration)
 
 
 def burst_env() -> dict[str, str]:
@@ -117,12 +118,26 @@ async def echo_figures(http: aiohttp.ClientSession, ends: Endpoints) -> list[Fig
     for concurrency, calls in ECHO_CALLS.items():
         direct, bridge = await _echo_paths(http, ends, concurrency)
         if concurrency == 1:
-            d, b = await alternating([direct[0], bridge[0]], calls)
-            ratios = [b.throughput / d.throughput if d.throughput else float("nan")]
+            relayed = LegacyHttp(http, ends.relay)
+            await relayed.initialize()
+            relay = functools.partial(_legacy_echo, relayed)
+            await closed_loop([relay], WARMUP_CALLS)
+            d, b, r = await alternating([direct[0], bridge[0], relay], calls)
+            figures += _echo_figures(concurrency, d, b, [b.throughput / d.throughput if d.throughput else float("nan")])
+            figures.append(_relay_figure(d, r))
         else:
             d, b, ratios = await _echo_rounds(direct, bridge, calls)
-        figures += _echo_figures(concurrency, d, b, ratios)
+            figures += _echo_figures(concurrency, d, b, ratios)
     return figures
+
+
+def _relay_figure(d: Sample, r: Sample) -> Figure:
+    """Calibration: what one bare aiohttp hop adds (the *bridge* column is the relay here)."""
+    return compare(
+        "echo_c1_p50_bare_relay", "calibration: echo, c=1: p50 through a bare aiohttp relay, no bridge", "ms",
+        median(r.latencies_ms), median(d.latencies_ms), comparison="delta", errors=errors_of(r, d),
+        note=first_errors(r, d), extra={"relay": latency_summary(r), "direct": latency_summary(d)},
+        detail="bench/servers/relay.py: forwards bytes, no parsing or logging; the floor for one extra hop")
 
 
 async def mrtr_figures(http: aiohttp.ClientSession, ends: Endpoints) -> list[Figure]:

@@ -362,6 +362,8 @@ class Engine:
                      method=request.method, params_digest=digest(salient_params(request.method, request.params)),
                      replica_id=self._held.replica_id)
         driver = self.registry.lookup(claims.continuation_id)
+        if claims.round != driver.machine.round:
+            raise InvalidRequestState("stale_round")  # the machine re-checks atomically when fed
         if driver.principal != request.principal or claims.keys_digest != keys_digest(driver.issued_keys):
             raise InvalidRequestState("other_request")
         return driver, claims

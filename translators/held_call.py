@@ -25,6 +25,7 @@ from translators.errors import (
     InvalidRequestState,
     LimitExceeded,
     MissingClientCapability,
+    UpstreamFault,
     UpstreamTimeout,
     UpstreamUnavailable,
 )
@@ -293,7 +294,8 @@ def _declined(answers: dict[str, PushAnswer]) -> bool:
 
 
 def _url_declined() -> BridgeError:
-    return BridgeError("The server requires a URL interaction (elicitation) that the client did not accept")
+    return UpstreamFault("The server requires a URL interaction (elicitation) that the client did not accept",
+                         {"upstreamCode": LEGACY_URL_ELICITATION_REQUIRED})
 
 
 def _disconnected(call: HeldCall, event: ClientDisconnected, now: float) -> list[Action]:

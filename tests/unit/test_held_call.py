@@ -14,11 +14,11 @@ from translators.eras import ELICIT, ROOTS, SAMPLE
 from translators.errors import (
     INTERNAL_ERROR,
     LEGACY_URL_ELICITATION_REQUIRED,
-    BridgeError,
     InvalidParams,
     InvalidRequestState,
     LimitExceeded,
     MissingClientCapability,
+    UpstreamFault,
     UpstreamTimeout,
     UpstreamUnavailable,
 )
@@ -483,7 +483,8 @@ def test_url_required_ends_with_an_error_when_not_accepted(action: str) -> None:
     call = HeldCall(LIMITS, attempt=1)
     _lifted(call, URL)
     play(call, 9.0, ClientRetried(2, 1, {"url-1": {"action": action}}),
-         [ReplyError(2, fault=BridgeError("")), *_finished()], S.DONE)
+         [ReplyError(2, fault=UpstreamFault("", {"upstreamCode": LEGACY_URL_ELICITATION_REQUIRED})), *_finished()],
+         S.DONE)
 
 
 def test_url_required_with_two_elicitations_asks_again_for_the_missing_one() -> None:

@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""A bare aiohttp HTTP relay: the floor cost of one extra Python/aiohttp hop, for calibration.
+
+Forwards each request (method, body, the MCP headers) to the upstream URL on one keep-alive
+`aiohttp.ClientSession`, reads the whole reply and returns it with its status, content type and
+`Mcp-Session-Id`. No parsing, no logging, no translation: whatever the bridge costs above this
+relay is the bridge's own work.
+
+    python bench/servers/relay.py --upstream http://127.0.0.1:8931/mcp --port 8932
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import AsyncIterator
+from typing import Final
+
+import aiohttp
+from aiohttp import web
+
+FORWARDED: Final = ("Content-Type", "Accept", "Mcp-Session-Id", "MCP-Protocol-Version", "Last-Event-ID")
+RETURNED: Final = ("Mcp-Session-Id",)
+CLIENT_KEY: Final = web.AppKey("client", aiohttp.ClientSession)
+UPSTREAM_KEY: Final = web.AppKey("upstream", str)
+
+
+async def relay(request: web.Request) -> web.Response:
+    headers = {name: request.headers[name] for name in FORWARDED if name in request.headers}
+    body = await request.read()
+    client = request.app[CLIENT_KEY]
+    async with client.request(request.method, request.app[UPSTREAM_KEY], data=body, headers=headers) as upstream:
+        payload = await upstream.read()
+        returned = {name: upstream.headers[name] for name in RETURNED if name in upstream.headers}
+        return web.Response(body=payload, status=upstream.status, headers=returned,
+                            content_type=upstream.content_type if payload else None)
+
+
+async def _client(app: web.Application) -> AsyncIterator[None]:
+    app[CLIENT_KEY] = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+    yield
+    await app[CLIENT_KEY].close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--upstream", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    args = parser.parse_args(argv)
+    app = web.Application()
+    app[UPSTREAM_KEY] = args.upstream
+    app.cleanup_ctx.append(_client)
+    app.router.add_route("*", "/mcp", relay)
+    web.run_app(app, host="127.0.0.1", port=args.port, access_log=None, print=None)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
