@@ -10,7 +10,7 @@ import subprocess
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from figures import Figure
 from peers import LEGACY_PYTHON, REPO
@@ -29,7 +29,7 @@ def _git(*args: str) -> str:
     return done.stdout.strip()
 
 
-def machine_facts(load_before: str) -> dict[str, Any]:
+def machine_facts(load_before: str, busy_before: float) -> dict[str, Any]:
     """What the numbers were measured on (read-only look-ups)."""
     bridge_python = REPO / ".venv" / "bin" / "python"
     return {
@@ -43,6 +43,7 @@ def machine_facts(load_before: str) -> dict[str, Any]:
         "commit": _git("rev-parse", "--short", "HEAD"),
         "worktree_dirty": bool(_git("status", "--porcelain", "--untracked-files=no")),
         "loadavg_before": load_before,
+        "cpu_busy_before": round(busy_before, 3),
         "loadavg_after": Path("/proc/loadavg").read_text().split(" ", 3)[:3],
     }
 
@@ -79,15 +80,28 @@ def _row(figure: Figure) -> str:
     return "| " + " | ".join(cells) + " |"
 
 
+BUSY_WARNING: Final = 0.25  # CPU share used by other work before the run that makes the numbers suspect
+
+
+def cpu_busy(seconds: float = 1.0) -> float:
+    """The share of all CPUs not idle over `seconds` (from /proc/stat), before anything starts."""
+    def sample() -> tuple[int, int]:
+        fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+        return sum(fields), idle
+    total0, idle0 = sample()
+    time.sleep(seconds)
+    total1, idle1 = sample()
+    return 1 - (idle1 - idle0) / (total1 - total0) if total1 > total0 else 0.0
+
+
 def _busy_warning(facts: dict[str, Any]) -> list[str]:
     """A caution when other work was running: ratios hold up better than absolute numbers then."""
-    load = float(str(facts["loadavg_before"]).split()[0])
-    cores = facts["cores"] or 1
-    if load <= cores / 2:
+    busy = float(facts["cpu_busy_before"])
+    if busy <= BUSY_WARNING:
         return []
-    return [f"**Caution:** the 1-minute load average was {load:.2f} on {cores} cores before the run started: other "
-            "work shared the machine, so absolute numbers are low and noisy; compare the ratios, and re-run on a "
-            "quiet machine before drawing conclusions.", ""]
+    return [f"**Caution:** other work used {busy:.0%} of the CPUs just before the run: absolute numbers are low "
+            "and noisy; compare the ratios, and re-run on a quiet machine before drawing conclusions.", ""]
 
 
 def markdown(figures: Sequence[Figure], facts: dict[str, Any], elapsed_s: float, method_notes: str) -> str:
@@ -97,6 +111,7 @@ def markdown(figures: Sequence[Figure], facts: dict[str, Any], elapsed_s: float,
         f"Measured {facts['date_utc']} on {facts['cores']} cores ({facts['cpu']}), Python {facts['python']}, "
         f"aiohttp {facts['aiohttp']}, legacy server `mcp` {facts['legacy_mcp']}, bridge {facts['bridge']} "
         f"at commit {facts['commit']}{' (with uncommitted changes)' if facts['worktree_dirty'] else ''}; "
+        f"CPUs {facts['cpu_busy_before']:.0%} busy with other work just before; "
         f"load average before {facts['loadavg_before']}, after {' '.join(facts['loadavg_after'])}; "
         f"whole run {elapsed_s:.0f} s. Method and how to run: [bench/README.md](../README.md). "
         "Raw numbers (p90, per-round ratios, RSS readings): [latest.json](latest.json).",

@@ -23,7 +23,7 @@ from typing import Final
 import aiohttp
 from figures import Figure
 from peers import Processes
-from report import machine_facts, write
+from report import cpu_busy, machine_facts, write
 from scenarios_http import Endpoints, burst_figures, echo_figures, mrtr_figures
 from scenarios_stdio import stdio_figures
 
@@ -99,9 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown section(s): {sorted(sections - set(SECTIONS))}")
     _raise_open_files()
     load_before = " ".join(Path("/proc/loadavg").read_text().split(" ", 3)[:3])
+    busy_before = cpu_busy()
     started = time.monotonic()
     figures = asyncio.run(_run(sections))
-    path = write(figures, machine_facts(load_before), time.monotonic() - started, NOTES)
+    path = write(figures, machine_facts(load_before, busy_before), time.monotonic() - started, NOTES)
     misses = [figure.key for figure in figures if figure.verdict == "MISS"]
     print(f"bench: wrote {path} ({len(figures)} figures, {len(misses)} missed: {', '.join(misses) or 'none'})")
     return 0

@@ -30,6 +30,10 @@ ROUNDS: Final = 2
 WARMUP_CALLS: Final = 40
 SPAWNS: Final = 3
 REUSE_CALLS: Final = {1: 100, 16: 320}
+POOL_COUNTERS: Final = {  # the bridge's /metrics series for its stdio pool
+    "opened": 'mrtr_bridge_upstream_sessions_opened_total{transport="stdio"}',
+    "reused": 'mrtr_bridge_upstream_session_reuses_total{transport="stdio"}',
+}
 
 
 def bridge_children(pid: int) -> set[str]:
@@ -128,6 +132,29 @@ async def spawn_figure(http: aiohttp.ClientSession, url: str) -> Figure:
                    "call (spawn + initialize + tools/list + echo)")
 
 
+async def pool_counters(http: aiohttp.ClientSession, mcp_url: str) -> dict[str, float]:
+    """The bridge's own stdio pool counters from `/metrics` (empty if it does not expose them)."""
+    url = mcp_url.removesuffix("/mcp") + "/metrics"
+    try:
+        async with http.get(url, timeout=aiohttp.ClientTimeout(total=10)) as response:
+            text = await response.text() if response.status == 200 else ""
+    except aiohttp.ClientError:
+        return {}
+    counters: dict[str, float] = {}
+    for line in text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in POOL_COUNTERS.values():
+            counters[name] = float(value)
+    return counters
+
+
+def _metrics_text(delta: dict[str, float]) -> str:
+    opened, reused = (delta.get(POOL_COUNTERS[key]) for key in ("opened", "reused"))
+    if opened is None or reused is None:
+        return "pool counters not exposed"
+    return f"{opened:.0f} sessions opened, {reused:.0f} reuses"
+
+
 async def reuse_figures(http: aiohttp.ClientSession, url: str, bridge_pid: int) -> list[Figure]:
     """Share of calls that needed no new process: 1 - (processes spawned during the calls) / calls.
 
@@ -142,18 +169,19 @@ async def reuse_figures(http: aiohttp.ClientSession, url: str, bridge_pid: int) 
             result = await modern.call("pid", {})
             pids.append(str(result["content"][0]["text"]))
 
-        before = bridge_children(bridge_pid)
+        before, counted = bridge_children(bridge_pid), await pool_counters(http, url)
         sample = await closed_loop([call] * concurrency, calls)
-        after = bridge_children(bridge_pid)
+        after, counted_after = bridge_children(bridge_pid), await pool_counters(http, url)
         spawned = (set(pids) | after) - before
         reused = 1 - len(spawned) / len(pids) if pids else float("nan")
+        metrics = {name: counted_after[name] - counted[name] for name in counted if name in counted_after}
         figures.append(Figure(
             f"stdio_pool_reuse_c{concurrency}", f"stdio pool: calls needing no new process, c={concurrency}",
             "share", reused, None, "", None, errors={"bridge": sample.errors}, note=first_errors(sample),
             extra={"calls": len(pids), "processes_answering": len(set(pids)), "processes_spawned": len(spawned),
-                   "pool_before": len(before), "pool_after": len(after)},
+                   "pool_before": len(before), "pool_after": len(after), "bridge_metrics_delta": metrics},
             detail=f"{len(pids)} calls; {len(spawned)} processes spawned, {len(set(pids))} answered; "
-            f"pool {len(before)} -> {len(after)}"))
+            f"pool {len(before)} -> {len(after)}; /metrics: {_metrics_text(metrics)}"))
     return figures
 
 

@@ -26,6 +26,9 @@ class FrontSettings(_Frozen):
         (), description="extra Origin values accepted besides http(s)://<allowed host>[:port]"
     )
     sse_keepalive_s: float = Field(15.0, gt=0, description="SSE comment keep-alive interval on quiet streams")
+    shutdown_grace_s: float = Field(
+        10.0, ge=0, description="on SIGTERM, how long attached requests may finish before they are cancelled"
+    )
     request_timeout_s: float = Field(
         60.0, gt=0, description="longest a front request waits for the upstream before -32603"
     )

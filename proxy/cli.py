@@ -34,8 +34,6 @@ PROG: Final = "mrtr-bridge"
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
-# In-flight requests get this long after SIGTERM before their handlers are cancelled.
-SHUTDOWN_GRACE_S: Final = 10.0
 # Command-line flag -> dotted setting it overrides.
 FLAG_SETTINGS: Final[dict[str, str]] = {
     "upstream": "upstream.url",
@@ -168,7 +166,7 @@ def _listen_url(host: str, port: int, path: str) -> str:
 async def _serve(settings: Settings) -> None:
     """Run the HTTP bridge until SIGINT or SIGTERM, then shut down gracefully."""
     runner = web.AppRunner(make_app(settings), handler_cancellation=True, access_log=None,
-                           shutdown_timeout=SHUTDOWN_GRACE_S)
+                           shutdown_timeout=settings.front.shutdown_grace_s)
     await runner.setup()
     try:
         site = web.TCPSite(runner, settings.front.host, settings.front.port)

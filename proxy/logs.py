@@ -106,6 +106,15 @@ def _shared_processors() -> list[Processor]:
     ]
 
 
+def _scrub_aiohttp_server(record: logging.LogRecord) -> bool:
+    """aiohttp's server logs a bad request with the start of the offending line (an oversized header
+    may be a credential): keep the event and the error class, drop the text."""
+    if record.name.startswith("aiohttp.server") and record.exc_info and record.exc_info[1] is not None:
+        record.msg, record.args = "aiohttp_bad_request error=%s", (type(record.exc_info[1]).__name__,)
+        record.exc_info, record.exc_text = None, None
+    return True
+
+
 def _route_stdlib(level: int, renderer: Processor, stream: TextIO) -> None:
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[structlog.stdlib.add_logger_name, *_shared_processors()],
@@ -113,6 +122,7 @@ def _route_stdlib(level: int, renderer: Processor, stream: TextIO) -> None:
     )
     handler = logging.StreamHandler(stream)
     handler.setFormatter(formatter)
+    handler.addFilter(_scrub_aiohttp_server)
     root = logging.getLogger()
     root.handlers = [handler]
     root.setLevel(level)

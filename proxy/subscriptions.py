@@ -111,7 +111,7 @@ class ListenHub:
             session = listener.lease.session
             if session.is_alive and _generation(session) == listener.generation:
                 continue
-            await self._unsubscribe(session, listener.subscribed)
+            await self._unsubscribe(session, listener.subscribed, upstream=False)  # they died with it
             listener.subscribed = frozenset()
             await listener.lease.release(discard=True)
             try:
@@ -154,7 +154,9 @@ class ListenHub:
                 self._uri_refs.pop(id(session), None)
         return frozenset(held)
 
-    async def _unsubscribe(self, session: UpstreamSession, uris: frozenset[str]) -> None:
+    async def _unsubscribe(self, session: UpstreamSession, uris: frozenset[str], *, upstream: bool = True) -> None:
+        """Give back references; the last one for a URI unsubscribes upstream (unless `upstream` is
+        False: the session lost its subscriptions already)."""
         refs = self._uri_refs.get(id(session))
         if refs is None:
             return
@@ -162,7 +164,7 @@ class ListenHub:
             refs[uri_key(uri)] -= 1
             if refs[uri_key(uri)] <= 0:
                 del refs[uri_key(uri)]
-                if session.is_alive:
+                if upstream and session.is_alive:
                     await self._request(session, "resources/unsubscribe", uri)
         if not refs:
             del self._uri_refs[id(session)]

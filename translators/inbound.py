@@ -20,6 +20,7 @@ the tool's `inputSchema`, which only the engine has, so the engine calls it.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -82,10 +83,18 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if math.isinf(value):
+        raise ValueError(f"number {text[:32]} is out of range")
+    return value
+
+
 def decode_json(raw: bytes, max_depth: int) -> Any:
-    """Decode a POST body as JSON, refusing non-standard constants and nesting beyond `max_depth`."""
+    """Decode a POST body as JSON, refusing non-standard constants, numbers that overflow to
+    infinity (they could not be sent on) and nesting beyond `max_depth`."""
     try:
-        value = json.loads(raw, parse_constant=_reject_constant)
+        value = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError:
         raise ParseError(f"Parse error: JSON nesting exceeds the limit of {max_depth} levels") from None
     except ValueError as exc:  # JSONDecodeError, bad UTF-8, oversized integer literals

@@ -97,8 +97,10 @@ def listen_notification(message: JsonObject, honoured: ListenFilter, listen_id: 
     """The upstream notification as this listener should see it, or None if it did not opt in."""
     method = message.get("method")
     params = as_object(message.get("params"))
+    if not isinstance(method, str):
+        return None
     if method in LIST_CHANGED:
-        if LIST_CHANGED[str(method)][0] not in honoured.list_changed:
+        if LIST_CHANGED[method][0] not in honoured.list_changed:
             return None
     elif method != RESOURCE_UPDATED or not _watched(params.get("uri"), honoured):
         return None

@@ -122,7 +122,7 @@ class HttpUpstreamSession:
 
     @property
     def is_alive(self) -> bool:
-        get_lost = self._get_stream is not None and (self._get_stream.lost or self._get_stream.expired)
+        get_lost = self._get_stream is not None and self._get_stream.lost
         return not self._closed and not self._broken and not get_lost
 
     @property
@@ -300,7 +300,8 @@ class HttpUpstreamSession:
                 await self._initialize()
                 initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
                 await self._channel.post_accepted(initialized, "notifications/initialized")
-                self._get_stream = GetStream(self._channel, self._router, self._tasks, self._log)
+                self._get_stream = GetStream(self._channel, self._router, self._tasks, self._log,
+                                             on_expired=self._get_stream_expired)
                 await self._get_stream.start()
 
     async def _initialize(self) -> None:
@@ -356,6 +357,18 @@ class HttpUpstreamSession:
         self._check_open()
         if self._reinit_error is not None:
             raise self._reinit_error
+
+    def _get_stream_expired(self) -> None:
+        """The GET stream met a 404: re-initialize now, not at the next call, so that session-wide
+        messages (list changes, resource updates) flow again; listeners notice the new generation."""
+        if not self._closed:
+            self._tasks.spawn(self._reinitialize_eagerly(self._channel.generation), "upstream-reinitialize-eager")
+
+    async def _reinitialize_eagerly(self, generation: int) -> None:
+        try:
+            await self._reinitialize(generation)
+        except BridgeError:
+            pass  # logged by _run_reinitialize; the session is broken and the pool replaces it
 
     async def _run_reinitialize(self) -> None:
         self._log.info("upstream_session_reinitializing")

@@ -4,6 +4,7 @@ the GET stream open (§ 10.3), reconnecting after `retry` and resuming with `Las
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Any, Final
 
 import aiohttp
@@ -89,8 +90,10 @@ class StreamRouter:
 class GetStream:
     """The session's GET stream for one generation (one `Mcp-Session-Id`)."""
 
-    def __init__(self, channel: HttpChannel, router: StreamRouter, tasks: TaskSet, log: Any) -> None:
+    def __init__(self, channel: HttpChannel, router: StreamRouter, tasks: TaskSet, log: Any, *,
+                 on_expired: Callable[[], None] | None = None) -> None:
         self._channel = channel
+        self._on_expired = on_expired
         self._router = router
         self._tasks = tasks
         self._log = log
@@ -149,6 +152,8 @@ class GetStream:
                     raise UpstreamProtocolError("answered the first GET stream with 404") from None
                 self.expired = True
                 self._log.info("upstream_session_expired", stream="get")
+                if self._on_expired is not None:
+                    self._on_expired()
                 return False
             _settle(opened)
             await self._router.read_stream(resp, cursor, None)

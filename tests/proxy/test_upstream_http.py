@@ -319,14 +319,14 @@ async def test_expired_session_is_reinitialized_and_request_retried(
 async def test_get_stream_404_reinitializes_before_the_next_call(
     fake: FakeLegacy, url: str, client: aiohttp.ClientSession
 ) -> None:
-    """When the GET stream learns of expiry (404), the next call re-initializes first and succeeds."""
+    """When the GET stream learns of expiry (404), the session re-initializes at once; calls succeed."""
     session = await open_session(client, url)
     try:
         await fake.expire()
         async with asyncio.timeout(5):
-            while session.has_get_stream:  # the GET stream reconnects, gets 404 and stops
+            while session.reinitialized_count == 0:  # the GET stream reconnects, gets 404, re-initializes
                 await asyncio.sleep(0.01)
-        assert session.is_alive
+        assert session.is_alive and session.has_get_stream
         assert await call_tool(session, "echo", text="fresh") == text_result("fresh")
         assert fake.rpc_methods().count("initialize") == 2
         assert "tools/call" not in [rpc for v, rpc, h in fake.requests if h.get("Mcp-Session-Id") == "sess-1"]

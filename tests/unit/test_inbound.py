@@ -46,6 +46,7 @@ from translators.inbound import (
     ModernRoute,
     check_param_headers,
     decode_header_value,
+    decode_json,
     fold_headers,
     message_id,
     parse_body,
@@ -541,3 +542,13 @@ def test_annotations_inside_data_keywords_are_ignored() -> None:
     assert x_mcp_header_problem(schema) is None
     check_param_headers(schema, {"a": "v"}, {})
     assert x_mcp_header_problem(SCHEMA) is None
+
+
+@pytest.mark.parametrize("literal", ["1e999", "-1e999", "1.5e400"])
+def test_numbers_that_overflow_to_infinity_are_a_parse_error(literal: str) -> None:
+    """A float literal beyond double range cannot be sent on as JSON, so it is refused up front."""
+    raw = f'{{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{{"n":{literal}}}}}'.encode()
+    with pytest.raises(ParseError) as caught:
+        decode_json(raw, 64)
+    assert caught.value.code == PARSE_ERROR
+    assert "out of range" in caught.value.message

@@ -236,3 +236,10 @@ def test_the_closing_result_names_the_subscription(server_info: JsonObject | Non
         meta[META_SERVER_INFO] = server_info
     assert result == {"resultType": RESULT_COMPLETE, "_meta": meta}
     assert_valid({"jsonrpc": "2.0", "id": "listen-9", "result": result}, "SubscriptionsListenResultResponse", "modern")
+
+
+@pytest.mark.parametrize("method", [None, 7, ["notifications/tools/list_changed"], {"m": 1}])
+def test_a_notification_whose_method_is_not_a_string_reaches_no_listener(method: object) -> None:
+    """Malformed upstream notifications are dropped, never raised."""
+    honoured = ListenFilter(frozenset({"toolsListChanged"}), frozenset({"test://a"}))
+    assert listen_notification({"jsonrpc": "2.0", "method": method}, honoured, 1) is None
