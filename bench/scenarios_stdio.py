@@ -28,7 +28,7 @@ CONCURRENCY: Final = (1, 16)
 CALLS: Final = {1: 300, 16: 320}  # c=1: calls per path; c=16: calls per path per round
 ROUNDS: Final = 2
 WARMUP_CALLS: Final = 40
-SPAWNS: Final = 3
+SPAWNS: Final = 5
 REUSE_CALLS: Final = {1: 100, 16: 320}
 POOL_COUNTERS: Final = {  # the bridge's /metrics series for its stdio pool
     "opened": 'mrtr_bridge_upstream_sessions_opened_total{transport="stdio"}',

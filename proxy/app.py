@@ -29,6 +29,7 @@ from proxy.upstream.stdio import StdioUpstreamSession
 from translators.errors import UpstreamUnavailable
 
 _log = structlog.get_logger("proxy.app")
+UPSTREAM_KEEPALIVE_S: Final = 4.0
 
 
 class ServedEngine(FrontEngine, Protocol):
@@ -117,9 +118,11 @@ def make_front_app(
 
 def _client(settings: Settings) -> aiohttp.ClientSession:
     # The pool bounds sessions (each keeps a GET stream open), so the connector must not: its
-    # default limit of 100 connections would stall the 101st stream.
+    # default limit of 100 connections would stall the 101st stream. Idle upstream connections are
+    # dropped before common server keep-alive timeouts (uvicorn and Node close after 5 s), so a
+    # request never goes out on a connection the server is closing.
     return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=0),
+        connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=UPSTREAM_KEEPALIVE_S),
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=settings.upstream.connect_timeout_s),
     )
 

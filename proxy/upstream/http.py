@@ -50,15 +50,38 @@ _session_refs = itertools.count(1)
 
 CLIENT_NAME: Final = "mrtr-bridge"
 MAX_RESUME_ATTEMPTS: Final = 5  # consecutive resumptions of a call's stream that bring nothing new
+DRAIN_TIMEOUT_S: Final = 1.0
+DRAIN_MAX_BYTES: Final = 65_536
+
+
+def _own_version() -> str:
+    try:
+        return importlib.metadata.version("mrtr-bridge")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
+
+
+_CLIENT_INFO: Final[JsonObject] = {"name": CLIENT_NAME, "version": _own_version()}
 
 
 def client_info() -> JsonObject:
     """The `clientInfo` the bridge sends upstream."""
+    return dict(_CLIENT_INFO)
+
+
+async def _drain(resp: aiohttp.ClientResponse) -> None:
+    """Read what is left of an SSE answer (the server ends it right after the response) so the
+    connection goes back to the pool instead of being closed; bounded in time and bytes."""
+    left = DRAIN_MAX_BYTES
     try:
-        version = importlib.metadata.version("mrtr-bridge")
-    except importlib.metadata.PackageNotFoundError:
-        version = "0"
-    return {"name": CLIENT_NAME, "version": version}
+        async with asyncio.timeout(DRAIN_TIMEOUT_S):
+            while left > 0 and not resp.content.at_eof():
+                chunk = await resp.content.readany()
+                if not chunk:
+                    return
+                left -= len(chunk)
+    except (TimeoutError, aiohttp.ClientError, OSError):
+        pass  # the connection is closed instead; nothing is lost
 
 
 def _is_valid_session_id(value: str) -> bool:
@@ -223,6 +246,9 @@ class HttpUpstreamSession:
         async with self._channel.exchange("POST", call.method, body=call.request_message(), extra=call.headers) as resp:
             await self._channel.check_status(resp, generation, call.method)
             reply = await self._read_reply(resp, call, cursor)
+            if reply is not None and is_sse(resp):
+                call.resolve(reply)  # the caller has its answer; now let the connection be reused
+                await _drain(resp)
         if reply is None:
             reply = await self._resume(call, cursor, generation)
         return reply

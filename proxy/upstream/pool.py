@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Final
 
 import structlog
 
@@ -23,6 +24,7 @@ from translators.errors import BridgeBug, BridgeError, LimitExceeded, UpstreamUn
 _log = structlog.get_logger(__name__)
 
 UnownedHandler = Callable[[UpstreamSession, Inbound], None]
+MAX_CONCURRENT_OPENS: Final = 16  # upstream initialize handshakes in flight at once
 
 
 
@@ -130,6 +132,7 @@ class UpstreamPool:
     def __init__(self, settings: UpstreamSettings, opener: SessionOpener, *, on_unowned: UnownedHandler) -> None:
         self._settings = settings
         self._opener = opener
+        self._open_slots = asyncio.Semaphore(MAX_CONCURRENT_OPENS)
         self._on_unowned = on_unowned
         self._entries: list[_Entry] = []
         self._opening: dict[SessionKey, _Opening] = {}
@@ -250,7 +253,8 @@ class UpstreamPool:
         try:
             await self._close_all(victims, "evicted")
             router = _Router(self)
-            session = await self._opener(capabilities, headers, router)
+            async with self._open_slots:  # a burst opens a few at a time; each open's timeout starts here
+                session = await self._opener(capabilities, headers, router)
             return await self._admit(key, session, router, exclusive=exclusive)
         except BridgeError as exc:
             if opening is not None:
