@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
-import os
 import time
 import weakref
 from importlib.metadata import version
@@ -17,6 +15,7 @@ import structlog
 
 from config.settings import Settings
 from proxy.context import FrontRequest, NotificationSink, NullSink
+from proxy.continuations import Continuations
 from proxy.held_calls import (
     Attempt,
     CallDriver,
@@ -28,9 +27,10 @@ from proxy.held_calls import (
 from proxy.metrics import BridgeMetrics
 from proxy.subscriptions import ListenHub
 from proxy.tasks import TaskOwner
+from proxy.tool_schemas import ToolSchemas
 from proxy.upstream.base import Inbound, JsonObject, UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
-from translators.canonical import as_object, digest
+from translators.canonical import as_object
 from translators.capabilities import capability_fingerprint, modern_client_capabilities_to_legacy
 from translators.eras import (
     DISCOVER,
@@ -49,28 +49,20 @@ from translators.errors import (
     BridgeError,
     InvalidParams,
     InvalidRequestState,
-    LimitExceeded,
     MethodNotFound,
     UpstreamReturnedError,
     UpstreamTimeout,
     error_response,
     to_error_response,
 )
-from translators.held_call import Limits, ReplyError, ReplyInputRequired, ReplyResult
+from translators.held_call import Limits, ReplyError, ReplyResult
 from translators.inbound import check_param_headers
 from translators.notifications import log_level_admits, route_notification
 from translators.pushes import is_push, unowned_push_answer
 from translators.request_state import (
-    NONCE_SIZE,
     KeyRing,
-    StateClaims,
-    check_claims,
-    keys_digest,
-    open_state,
-    principal_digest,
-    seal,
 )
-from translators.requests import modern_params_to_legacy, require_upstream_capability, salient_params
+from translators.requests import modern_params_to_legacy, require_upstream_capability
 from translators.results import (
     CacheHints,
     discover_result,
@@ -78,7 +70,7 @@ from translators.results import (
     legacy_error_to_modern,
     legacy_result_to_modern,
 )
-from translators.subscriptions import SESSION_WIDE
+from translators.subscriptions import SESSION_WIDE, TOOLS_LIST_CHANGED
 
 log = structlog.get_logger()
 BRIDGE_INFO: JsonObject = {"name": "mrtr-bridge", "version": version("mrtr-bridge")}
@@ -96,9 +88,10 @@ class Engine:
         self._held = settings.held
         self.registry = HeldCallRegistry(max_per_principal=settings.held.max_per_principal,
                                          max_total=settings.held.max_total)
+        self._continuations = Continuations(keyring, settings.held, self.registry)
         self._tasks = TaskOwner()
         self._progress_tokens = itertools.count(1)
-        self._tool_schemas: dict[SessionKey, dict[str, JsonObject]] = {}
+        self._tool_schemas = ToolSchemas()
         self._ready = False
         self.listens = ListenHub()
         self._log_levels: weakref.WeakKeyDictionary[UpstreamSession, str] = weakref.WeakKeyDictionary()
@@ -215,7 +208,7 @@ class Engine:
             require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {})
             result = await self._call_through(lease, request, sink)
             if request.method == TOOLS_LIST and "cursor" not in request.params:
-                self._remember_tool_schemas(lease.key, result)
+                self._tool_schemas.remember(lease.key, result)
             return legacy_result_to_modern(request.method, result, server_info=self._server_info(lease.session),
                                            cache=self._cache)
         finally:
@@ -230,7 +223,7 @@ class Engine:
                 self._refuse(lease.session, inbound.message)
                 return
             if inbound.message.get("method") in SESSION_WIDE:
-                self.listens.publish(request.principal, inbound.message)
+                self._publish(request.principal, inbound.message)
                 return
             routed = route_notification(inbound.message, upstream.progress_token, attempt.progress_token,
                                         attempt.log_level)
@@ -263,7 +256,13 @@ class Engine:
             return
         key = self._pool.key_of(session)
         if key is not None and inbound.message.get("method") in SESSION_WIDE:
-            self.listens.publish(key.principal, inbound.message)
+            self._publish(key.principal, inbound.message)
+
+    def _publish(self, principal: str, message: JsonObject) -> None:
+        """A session-wide upstream notification: drop what it makes stale, then fan it out."""
+        if message.get("method") == TOOLS_LIST_CHANGED:
+            self._tool_schemas.forget_principal(principal)
+        self.listens.publish(principal, message)
 
     async def _set_log_level(self, session: UpstreamSession, wanted: str | None) -> None:
         """Make the legacy session at least as verbose as this request asked (NC-8); never quieter, as
@@ -282,22 +281,13 @@ class Engine:
 
     # ---- x-mcp-header ----------------------------------------------------------------------------
 
-    def _remember_tool_schemas(self, key: SessionKey, result: JsonObject) -> None:
-        tools = result.get("tools")
-        self._tool_schemas[key] = {
-            tool["name"]: as_object(tool.get("inputSchema"))
-            for tool in (tools if isinstance(tools, list) else [])
-            if isinstance(tool, dict) and isinstance(tool.get("name"), str)
-        }
-
     async def _check_param_headers(self, request: FrontRequest, lease: Lease) -> None:
         if request.transport != "http" or request.method != TOOLS_CALL:
             return
         schemas = self._tool_schemas.get(lease.key)
         if schemas is None:
             listing = FrontRequest(request.front_request_id, TOOLS_LIST, {}, request.principal)
-            self._remember_tool_schemas(lease.key, await self._call_through(lease, listing, NullSink()))
-            schemas = self._tool_schemas[lease.key]
+            schemas = self._tool_schemas.remember(lease.key, await self._call_through(lease, listing, NullSink()))
         arguments = request.params.get("arguments")
         check_param_headers(schemas.get(str(request.params.get("name")), {}),
                             arguments if isinstance(arguments, dict) else {}, request.param_headers)
@@ -308,9 +298,9 @@ class Engine:
         responses = request.params.get("inputResponses", {})
         if not isinstance(responses, dict):
             raise InvalidParams("inputResponses must be an object mapping input keys to results")
-        self._check_input_responses(responses)
+        self._continuations.check_input_responses(responses)
         if "requestState" in request.params:
-            driver, claims = self._claim(request)
+            driver, claims = self._continuations.claim(request)
             level = request.meta.get(META_LOG_LEVEL)
             await self._set_log_level(driver.session, level if isinstance(level, str) else None)
             with structlog.contextvars.bound_contextvars(continuation_id=driver.continuation_id.hex()[:12],
@@ -331,42 +321,17 @@ class Engine:
         driver = CallDriver(registry=self.registry, principal=request.principal, lease=lease,
                             upstream=self._upstream_request(request),
                             client_capabilities=caps if isinstance(caps, dict) else {},
-                            limits=self._limits(), pre_answers=responses, publish=self.listens.publish)
+                            limits=self._limits(), pre_answers=responses, publish=self._publish)
         self.registry.add(driver)
         with structlog.contextvars.bound_contextvars(continuation_id=driver.continuation_id.hex()[:12]):
             reply = await driver.first_attempt(self._attempt(request, sink))
         return self._reply(request, driver, reply)
-
-    def _check_input_responses(self, responses: JsonObject) -> None:
-        """Bound the number and size of `inputResponses` before any held call is touched."""
-        held = self._held
-        if len(responses) > held.max_input_responses:
-            raise LimitExceeded(f"inputResponses has {len(responses)} entries; the limit is "
-                                f"{held.max_input_responses} (held.max_input_responses)", "held.max_input_responses")
-        for key, value in responses.items():
-            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
-            if size > held.max_input_response_bytes:
-                raise LimitExceeded(f"inputResponses[{json.dumps(key[:64])}] is {size} bytes of JSON; the limit is "
-                                    f"{held.max_input_response_bytes} (held.max_input_response_bytes)",
-                                    "held.max_input_response_bytes")
 
     def _limits(self) -> Limits:
         held = self._held
         return Limits(batch_quiet_s=held.batch_quiet_ms / 1000, batch_max_s=held.batch_max_ms / 1000,
                       attempt_timeout_s=self._settings.front.request_timeout_s, held_ttl_s=held.ttl_s,
                       max_rounds=held.max_rounds)
-
-    def _claim(self, request: FrontRequest) -> tuple[CallDriver, StateClaims]:
-        claims = open_state(request.params.get("requestState"), self._keyring)
-        check_claims(claims, now_ms=int(time.time() * 1000), principal=request.principal,
-                     method=request.method, params_digest=digest(salient_params(request.method, request.params)),
-                     replica_id=self._held.replica_id)
-        driver = self.registry.lookup(claims.continuation_id)
-        if claims.round != driver.machine.round:
-            raise InvalidRequestState("stale_round")  # the machine re-checks atomically when fed
-        if driver.principal != request.principal or claims.keys_digest != keys_digest(driver.issued_keys):
-            raise InvalidRequestState("other_request")
-        return driver, claims
 
     def _reply(self, request: FrontRequest, driver: CallDriver, reply: Reply) -> JsonObject:
         server_info = self._server_info(driver.session)
@@ -376,21 +341,8 @@ class Engine:
             if reply.error is not None:
                 raise UpstreamReturnedError(reply.error)
             raise reply.fault if reply.fault is not None else BridgeBug("error reply without an error")
-        return input_required_result(reply.input_requests, self._seal(request, driver, reply),
+        return input_required_result(reply.input_requests, self._continuations.seal(request, driver, reply),
                                      server_info=server_info)
-
-    def _seal(self, request: FrontRequest, driver: CallDriver, reply: ReplyInputRequired) -> str:
-        claims = StateClaims(
-            continuation_id=driver.continuation_id,
-            round=reply.round,
-            replica_id=self._held.replica_id,
-            principal_digest=principal_digest(request.principal),
-            method=request.method,
-            params_digest=digest(salient_params(request.method, request.params)),
-            keys_digest=keys_digest(list(reply.input_requests)),
-            expires_at_ms=int((time.time() + self._held.ttl_s) * 1000),
-        )
-        return seal(claims, self._keyring, os.urandom(NONCE_SIZE))
 
     # ---- lifetime --------------------------------------------------------------------------------
 

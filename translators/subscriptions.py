@@ -12,9 +12,10 @@ from translators.errors import InvalidParams
 JsonObject = dict[str, Any]
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 RESOURCE_UPDATED = "notifications/resources/updated"
+TOOLS_LIST_CHANGED = "notifications/tools/list_changed"
 # list_changed notification -> (filter field, upstream server capability that announces it)
 LIST_CHANGED: dict[str, tuple[str, str]] = {
-    "notifications/tools/list_changed": ("toolsListChanged", "tools"),
+    TOOLS_LIST_CHANGED: ("toolsListChanged", "tools"),
     "notifications/prompts/list_changed": ("promptsListChanged", "prompts"),
     "notifications/resources/list_changed": ("resourcesListChanged", "resources"),
 }
@@ -120,6 +121,7 @@ __all__ = [
     "LIST_CHANGED",
     "RESOURCE_UPDATED",
     "SESSION_WIDE",
+    "TOOLS_LIST_CHANGED",
     "ListenFilter",
     "acknowledgement",
     "closing_result",

@@ -1,0 +1,50 @@
+"""Tool input schemas the engine remembers for `x-mcp-header` checks (BRIDGE-NOTES § 8.4).
+
+Keyed like upstream sessions, by (principal, capability fingerprint), because a legacy server's
+list may differ per session; bounded (least recently used goes first) and forgotten for a principal
+when its upstream announces `notifications/tools/list_changed`.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Final
+
+from proxy.upstream.base import JsonObject
+from proxy.upstream.pool import SessionKey
+from translators.canonical import as_object
+
+MAX_KEYS: Final = 1024
+
+
+class ToolSchemas:
+    def __init__(self, max_keys: int = MAX_KEYS) -> None:
+        self._by_key: OrderedDict[SessionKey, dict[str, JsonObject]] = OrderedDict()
+        self._max_keys = max_keys
+
+    def get(self, key: SessionKey) -> dict[str, JsonObject] | None:
+        schemas = self._by_key.get(key)
+        if schemas is not None:
+            self._by_key.move_to_end(key)
+        return schemas
+
+    def remember(self, key: SessionKey, tools_result: JsonObject) -> dict[str, JsonObject]:
+        """Record the tools of a first `tools/list` page; returns name -> inputSchema."""
+        tools = tools_result.get("tools")
+        schemas = {
+            tool["name"]: as_object(tool.get("inputSchema"))
+            for tool in (tools if isinstance(tools, list) else [])
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str)
+        }
+        self._by_key[key] = schemas
+        self._by_key.move_to_end(key)
+        while len(self._by_key) > self._max_keys:
+            self._by_key.popitem(last=False)
+        return schemas
+
+    def forget_principal(self, principal: str) -> None:
+        for key in [key for key in self._by_key if key.principal == principal]:
+            del self._by_key[key]
+
+    def __len__(self) -> int:
+        return len(self._by_key)
