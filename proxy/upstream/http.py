@@ -10,7 +10,6 @@ session id re-initializes once and retries the request when that is safe (no pus
 from __future__ import annotations
 
 import asyncio
-import importlib.metadata
 import itertools
 from collections.abc import Mapping
 from typing import Final
@@ -25,9 +24,12 @@ from proxy.upstream.http_call import HttpUpstreamCall
 from proxy.upstream.http_channel import HttpChannel, SessionExpired, TaskSet
 from proxy.upstream.http_streams import GetStream, StreamRouter
 from proxy.upstream.http_wire import (
+    CLIENT_NAME,
     SESSION_HEADER,
     SSE_TYPE,
     StreamCursor,
+    client_info,
+    drain,
     is_json,
     is_response,
     is_sse,
@@ -48,40 +50,7 @@ from translators.errors import (
 _log = structlog.get_logger(__name__)
 _session_refs = itertools.count(1)
 
-CLIENT_NAME: Final = "mrtr-bridge"
 MAX_RESUME_ATTEMPTS: Final = 5  # consecutive resumptions of a call's stream that bring nothing new
-DRAIN_TIMEOUT_S: Final = 1.0
-DRAIN_MAX_BYTES: Final = 65_536
-
-
-def _own_version() -> str:
-    try:
-        return importlib.metadata.version("mrtr-bridge")
-    except importlib.metadata.PackageNotFoundError:
-        return "0"
-
-
-_CLIENT_INFO: Final[JsonObject] = {"name": CLIENT_NAME, "version": _own_version()}
-
-
-def client_info() -> JsonObject:
-    """The `clientInfo` the bridge sends upstream."""
-    return dict(_CLIENT_INFO)
-
-
-async def _drain(resp: aiohttp.ClientResponse) -> None:
-    """Read what is left of an SSE answer (the server ends it right after the response) so the
-    connection goes back to the pool instead of being closed; bounded in time and bytes."""
-    left = DRAIN_MAX_BYTES
-    try:
-        async with asyncio.timeout(DRAIN_TIMEOUT_S):
-            while left > 0 and not resp.content.at_eof():
-                chunk = await resp.content.readany()
-                if not chunk:
-                    return
-                left -= len(chunk)
-    except (TimeoutError, aiohttp.ClientError, OSError):
-        pass  # the connection is closed instead; nothing is lost
 
 
 def _is_valid_session_id(value: str) -> bool:
@@ -248,7 +217,7 @@ class HttpUpstreamSession:
             reply = await self._read_reply(resp, call, cursor)
             if reply is not None and is_sse(resp):
                 call.resolve(reply)  # the caller has its answer; now let the connection be reused
-                await _drain(resp)
+                await drain(resp)
         if reply is None:
             reply = await self._resume(call, cursor, generation)
         return reply
@@ -385,8 +354,7 @@ class HttpUpstreamSession:
             raise self._reinit_error
 
     def _get_stream_expired(self) -> None:
-        """The GET stream met a 404: re-initialize now, not at the next call, so that session-wide
-        messages (list changes, resource updates) flow again; listeners notice the new generation."""
+        """The GET stream met a 404: re-initialize now, not at the next call, so session-wide messages flow."""
         if not self._closed:
             self._tasks.spawn(self._reinitialize_eagerly(self._channel.generation), "upstream-reinitialize-eager")
 

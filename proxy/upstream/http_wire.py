@@ -3,6 +3,8 @@ JSON bodies, SSE message streams with their resumption cursor, and JSON-RPC mess
 
 from __future__ import annotations
 
+import asyncio
+import importlib.metadata
 import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
@@ -131,7 +133,43 @@ async def iter_stream_messages(response: aiohttp.ClientResponse, cursor: StreamC
         cursor.absorb(decoder)
 
 
+CLIENT_NAME: Final = "mrtr-bridge"
+DRAIN_TIMEOUT_S: Final = 1.0
+DRAIN_MAX_BYTES: Final = 65_536
+
+
+def _own_version() -> str:
+    try:
+        return importlib.metadata.version("mrtr-bridge")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
+
+
+_CLIENT_INFO: Final[JsonObject] = {"name": CLIENT_NAME, "version": _own_version()}
+
+
+def client_info() -> JsonObject:
+    """The `clientInfo` the bridge sends upstream."""
+    return dict(_CLIENT_INFO)
+
+
+async def drain(resp: aiohttp.ClientResponse) -> None:
+    """Read what is left of an SSE answer (the server ends it right after the response) so the
+    connection goes back to the pool instead of being closed; bounded in time and bytes."""
+    left = DRAIN_MAX_BYTES
+    try:
+        async with asyncio.timeout(DRAIN_TIMEOUT_S):
+            while left > 0 and not resp.content.at_eof():
+                chunk = await resp.content.readany()
+                if not chunk:
+                    return
+                left -= len(chunk)
+    except (TimeoutError, aiohttp.ClientError, OSError):
+        pass  # the connection is closed instead; nothing is lost
+
+
 __all__ = [
+    "CLIENT_NAME",
     "DEFAULT_RETRY_MS",
     "JSON_TYPE",
     "LAST_EVENT_ID_HEADER",
@@ -142,6 +180,8 @@ __all__ = [
     "VERSION_HEADER",
     "StreamCursor",
     "build_headers",
+    "client_info",
+    "drain",
     "is_json",
     "is_notification",
     "is_request",

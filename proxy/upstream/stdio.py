@@ -17,7 +17,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from importlib.metadata import version
 from typing import Any, Final
 
@@ -26,13 +26,13 @@ import structlog
 from config.settings import UpstreamSettings
 from proxy.tasks import TaskOwner
 from proxy.upstream.base import Inbound, InboundHandler, JsonObject
+from proxy.upstream.stdio_call import StdioUpstreamCall
 from proxy.upstream.stdio_process import exit_code, exit_message, spawn, stop_process, upstream_label
 from proxy.upstream.stdio_stderr import StderrRelay
 from translators.eras import LEGACY_PING, LEGACY_VERSION, LEGACY_VERSIONS
 from translators.errors import (
     INVALID_REQUEST,
     BridgeBug,
-    BridgeError,
     UpstreamFault,
     UpstreamProtocolError,
     UpstreamReturnedError,
@@ -49,67 +49,6 @@ EXIT_CODE_WAIT_S: Final = 0.5  # after stdout closes, how long to wait for the e
 CLIENT_INFO: Final[JsonObject] = {"name": "mrtr-bridge", "version": version("mrtr-bridge")}
 CANCELLED: Final = "notifications/cancelled"
 INITIALIZED: Final = "notifications/initialized"
-
-CancelSender = Callable[["StdioUpstreamCall", str], Awaitable[None]]
-
-
-class StdioUpstreamCall:
-    """Implements `UpstreamCall`: an outcome slot set once (result object or `BridgeError`)."""
-
-    def __init__(self, upstream_request_id: int, method: str, send_cancel: CancelSender) -> None:
-        self._upstream_request_id = upstream_request_id
-        self.method = method
-        self._send_cancel = send_cancel
-        self._done = asyncio.Event()
-        self._result: JsonObject | None = None
-        self._error: BridgeError | None = None
-        self._cancel_requested = False
-
-    @property
-    def upstream_request_id(self) -> int:
-        return self._upstream_request_id
-
-    @property
-    def is_done(self) -> bool:
-        return self._done.is_set()
-
-    async def result(self) -> JsonObject:
-        await self._done.wait()
-        if self._error is not None:
-            raise self._error
-        if self._result is None:
-            raise BridgeBug("upstream call finished without an outcome")
-        return self._result
-
-    async def cancel(self, reason: str) -> None:
-        if self._cancel_requested or self.is_done:
-            return
-        self._cancel_requested = True
-        self.fail(UpstreamFault(f"Upstream call {self.method} was cancelled: {reason}"))
-        await self._send_cancel(self, reason)
-
-    def resolve(self, response: JsonObject) -> None:
-        """Settle from a JSON-RPC response (an error reply becomes `UpstreamReturnedError`)."""
-        if "error" in response:
-            error = response["error"]
-            self.fail(
-                UpstreamReturnedError(error)
-                if isinstance(error, dict)
-                else UpstreamProtocolError(f"Legacy server answered {self.method} with a malformed error")
-            )
-            return
-        result: Any = response.get("result")
-        if not isinstance(result, dict):
-            self.fail(UpstreamProtocolError(f"Legacy server answered {self.method} with a non-object result"))
-        elif not self.is_done:
-            self._result = result
-            self._done.set()
-
-    def fail(self, error: BridgeError) -> None:
-        if not self.is_done:
-            self._error = error
-            self._done.set()
-
 
 def _kind(message: JsonObject) -> str:
     """'response', 'request', 'notification' or 'invalid' for one decoded line."""
