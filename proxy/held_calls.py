@@ -249,8 +249,10 @@ class CallDriver:
                     return
             except BridgeError as exc:
                 self._log.warning("upstream_send_failed", action=type(action).__name__, error=exc.message)
-                if isinstance(action, AnswerPush):
-                    self.feed(UpstreamErrorArrived(fault=UpstreamFault("Lost the upstream call while answering")))
+                if isinstance(action, AnswerPush):  # the call cannot go on: say why it ended
+                    fault = exc if isinstance(exc, UpstreamFault) else UpstreamFault(
+                        f"Lost the upstream call while answering its request: {exc.message}")
+                    self.feed(UpstreamErrorArrived(fault=fault))
 
     async def _send(self, action: Action) -> bool:
         """Perform one upstream action; True when the call is over."""

@@ -253,6 +253,8 @@ class StdioUpstreamSession:
                 await stdin.drain()
             except OSError as exc:  # BrokenPipeError / ConnectionResetError: the child is gone
                 self._log.info("upstream_stdin_write_failed", error=type(exc).__name__)
+                if self._lost is None:  # say why, as the reader will once it sees the end of stdout
+                    self._fail_pending(exit_message(await exit_code(self._process, EXIT_CODE_WAIT_S)))
                 raise self._lost_error() from exc
 
     async def _send_request(self, call: StdioUpstreamCall, message: JsonObject) -> None:
