@@ -184,7 +184,8 @@ class Tally:
         if content_type.startswith("application/json") and status != 202:
             try:
                 reply = json.loads(body)
-                assert reply["jsonrpc"] == "2.0" and "id" in reply and ("result" in reply) != ("error" in reply)
+                assert reply["jsonrpc"] == "2.0" and reply.get("id", 0) is not None  # never a null id
+                assert ("result" in reply) != ("error" in reply)
             except (ValueError, KeyError, TypeError, AssertionError):
                 self.crashes.append(f"not one JSON-RPC response (HTTP {status}): {body[:200]!r}")
                 return

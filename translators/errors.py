@@ -169,7 +169,11 @@ def http_status_for(code: int) -> int:
 
 
 def error_response(request_id: Any, error: dict[str, Any]) -> dict[str, Any]:
-    """Wrap an error object in a JSON-RPC response envelope echoing the request id."""
+    """Wrap an error object in a JSON-RPC response envelope echoing the request id. When the id could
+    not be read (malformed or oversized body) it is left out: MCP ids are never null (modern
+    `basic/index.mdx` § Requests, § Error Responses; schema `JSONRPCErrorResponse`)."""
+    if request_id is None:
+        return {"jsonrpc": "2.0", "error": error}
     return {"jsonrpc": "2.0", "id": request_id, "error": error}
 
 

@@ -33,12 +33,12 @@ from translators.eras import META_SERVER_INFO, MODERN_VERSION, RESULT_COMPLETE
 from .harness import (
     BRIDGE_EXE,
     FIXTURE_SERVER,
-    HTTP_TIMEOUT_S,
     REPO_ROOT,
     PeerProcess,
     Peers,
     legacy_stdio_command,
 )
+from .raw_http import HTTP_TIMEOUT_S
 
 JsonObject = dict[str, Any]
 Side = Literal["http", "stdio"]
@@ -48,8 +48,6 @@ PAGED_SERVER = str(Path(__file__).with_name("foundation_paged_server.py"))  # ab
 PAGED_NAME = "foundation-paged-fixture"
 PAGED_INSTRUCTIONS = "Paged fixture: list tools page by page, then call any tool_<n>."
 FIXTURE_VERSION = "1.30.0"  # the mcp 1.x SDK version FastMCP reports as the server version
-TEST_IMAGE = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
-TEST_AUDIO = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 TTL_MS = 4321  # configured on every bridge of the module, so the stamped hints are visibly the configured ones
 CACHE_SCOPE = "public"
 CACHE_ENV = {"MRTR_BRIDGE_CACHE_TTL_MS": str(TTL_MS), "MRTR_BRIDGE_CACHE_SCOPE": CACHE_SCOPE}
@@ -289,8 +287,6 @@ __all__ = [
     "PAGED_INSTRUCTIONS",
     "PAGED_NAME",
     "PAGED_SERVER",
-    "TEST_AUDIO",
-    "TEST_IMAGE",
     "TTL_MS",
     "Combo",
     "Combos",

@@ -15,7 +15,6 @@ import base64
 import json
 import time
 from pathlib import Path
-from subprocess import DEVNULL, PIPE
 from typing import Any
 
 import aiohttp
@@ -27,37 +26,44 @@ from schema_check import assert_valid
 from translators.eras import (
     COMPLETION_COMPLETE,
     DISCOVER,
-    META_PROTOCOL_VERSION,
     MODERN_VERSION,
     PROMPTS_GET,
     PROMPTS_LIST,
     RESOURCES_LIST,
     RESOURCES_READ,
     RESOURCES_TEMPLATES_LIST,
-    RESULT_COMPLETE,
     TOOLS_CALL,
     TOOLS_LIST,
 )
 from translators.errors import (
     BRIDGE_MARKER,
-    HEADER_MISMATCH,
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
-    INVALID_REQUEST_STATE_MESSAGE,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
-    UNSUPPORTED_VERSION,
 )
 
+from .foundation_expected import (
+    ERROR_TOOL_TEXT,
+    FIXTURE_CAPABILITIES,
+    FIXTURE_PROMPTS,
+    FIXTURE_RESOURCES,
+    FIXTURE_TOOLS,
+    OVERSIZED_BYTES,
+    TEST_IMAGE,
+    TOOL_CONTENT,
+    bad_request,
+    good_request,
+    raw_text,
+    resume_held,
+    stdio_reply,
+)
 from .foundation_helpers import (
     CACHE_SCOPE,
     PAGED_INSTRUCTIONS,
     PAGED_SERVER,
-    TEST_AUDIO,
-    TEST_IMAGE,
     TTL_MS,
-    Combo,
     Combos,
     Side,
     Wire,
@@ -66,105 +72,23 @@ from .foundation_helpers import (
     tool_text,
 )
 from .harness import (
-    BRIDGE_EXE,
-    REPO_ROOT,
     ModernPoster,
     Peers,
-    RawReply,
     bridge_env,
     modern_client,
     read_reply,
 )
-from .mrtr_helpers import Journal, tampered
+from .mrtr_helpers import Journal
 
 T = 30  # bound on every test body, seconds
 SHAPES: list[tuple[Side, Side]] = [("http", "http"), ("http", "stdio"), ("stdio", "http"), ("stdio", "stdio")]
 SHAPE_IDS = [f"{front}-front-{upstream}-upstream" for front, upstream in SHAPES]
-FIXTURE_CAPABILITIES = {
-    "experimental": {},
-    "logging": {},
-    "prompts": {"listChanged": True},
-    "resources": {"subscribe": False, "listChanged": True},
-    "tools": {"listChanged": True},
-    "completions": {},
-}
-FIXTURE_TOOLS = [
-    "test_simple_text",
-    "test_image_content",
-    "test_audio_content",
-    "test_embedded_resource",
-    "test_multiple_content_types",
-    "test_error_handling",
-    "test_tool_with_progress",
-    "test_tool_with_logging",
-    "test_logging_tool",
-    "test_streaming_elicitation",
-    "test_missing_capability",
-    "test_x_mcp_header",
-    "json_schema_2020_12_tool",
-    "test_trigger_tool_change",
-    "test_trigger_prompt_change",
-    "test_sampling",
-    "test_elicitation",
-    "test_elicitation_sep1034_defaults",
-    "test_elicitation_sep1330_enums",
-    "test_input_required_result_elicitation",
-    "test_input_required_result_sampling",
-    "test_input_required_result_list_roots",
-    "test_input_required_result_request_state",
-    "test_input_required_result_multiple_inputs",
-    "test_input_required_result_multi_round",
-    "test_input_required_result_tampered_state",
-    "test_input_required_result_capabilities",
-]
-FIXTURE_PROMPTS = [
-    "test_simple_prompt",
-    "test_prompt_with_arguments",
-    "test_prompt_with_embedded_resource",
-    "test_prompt_with_image",
-    "test_input_required_result_prompt",
-]
-FIXTURE_RESOURCES = ["test://static-text", "test://static-binary", "test://watched-resource"]
-IMAGE = {"type": "image", "data": TEST_IMAGE, "mimeType": "image/png"}
-TOOL_CONTENT: dict[str, list[dict[str, Any]]] = {
-    "test_simple_text": [{"type": "text", "text": "This is a simple text response for testing."}],
-    "test_image_content": [IMAGE],
-    "test_audio_content": [{"type": "audio", "data": TEST_AUDIO, "mimeType": "audio/wav"}],
-    "test_embedded_resource": [
-        {
-            "type": "resource",
-            "resource": {
-                "uri": "test://embedded-resource",
-                "mimeType": "text/plain",
-                "text": "This is an embedded resource content.",
-            },
-        }
-    ],
-    "test_multiple_content_types": [
-        {"type": "text", "text": "Multiple content types test:"},
-        IMAGE,
-        {
-            "type": "resource",
-            "resource": {
-                "uri": "test://mixed-content-resource",
-                "mimeType": "application/json",
-                "text": '{"test": "data", "value": 123}',
-            },
-        },
-    ],
-}
-ERROR_TOOL_TEXT = "Error executing tool test_error_handling: This tool intentionally returns an error for testing"
 
 
 @pytest.fixture(scope="module")
 def combos(module_peers: Peers) -> Combos:
     """The module's legacy servers and HTTP-front bridges, each started on first use."""
     return Combos(module_peers)
-
-
-def _combo(combos: Combos, shape: tuple[Side, Side], script: str | None = None) -> Combo:
-    front, upstream = shape
-    return combos.get(front, upstream) if script is None else combos.get(front, upstream, script)
 
 
 def _cacheable(result: dict[str, Any]) -> None:
@@ -179,7 +103,7 @@ def _cacheable(result: dict[str, Any]) -> None:
 async def test_discover(combos: Combos, shape: tuple[Side, Side]) -> None:
     """`server/discover` is synthesized from the upstream initialize: version, translated capabilities,
     serverInfo in `_meta`, the configured cache hints, no instructions (the fixture has none)."""
-    async with asyncio.timeout(T), _combo(combos, shape).connect() as (client, wire):
+    async with asyncio.timeout(T), combos.get(*shape).connect() as (client, wire):
         raw = await client.session.send_discover(MODERN_VERSION)
     result = wire.result(DISCOVER, "DiscoverResult")
     assert raw == result
@@ -193,7 +117,7 @@ async def test_discover(combos: Combos, shape: tuple[Side, Side]) -> None:
 async def test_every_list(combos: Combos, shape: tuple[Side, Side]) -> None:
     """tools, prompts, resources and resource templates are listed whole (no nextCursor), cacheable, and a
     client cursor is passed upstream (the fixture ignores it and lists everything again)."""
-    async with asyncio.timeout(T), _combo(combos, shape).connect() as (client, wire):
+    async with asyncio.timeout(T), combos.get(*shape).connect() as (client, wire):
         tools = await client.list_tools()
         raw_tools = wire.result(TOOLS_LIST, "ListToolsResult")
         again = await client.list_tools(cursor="opaque-cursor")
@@ -222,7 +146,7 @@ async def test_every_list(combos: Combos, shape: tuple[Side, Side]) -> None:
 async def test_pagination_and_instructions(combos: Combos, shape: tuple[Side, Side]) -> None:
     """Against a paginating upstream with instructions: discover carries them, tools/list and prompts/list
     cursors walk every page, and an unknown cursor is the upstream's -32602."""
-    async with asyncio.timeout(T), _combo(combos, shape, PAGED_SERVER).connect() as (client, wire):
+    async with asyncio.timeout(T), combos.get(*shape, PAGED_SERVER).connect() as (client, wire):
         discovered = await client.session.send_discover(MODERN_VERSION)
         tool_pages = await _walk(client.list_tools, wire, TOOLS_LIST, "ListToolsResult")
         prompt_pages = await _walk(client.list_prompts, wire, PROMPTS_LIST, "ListPromptsResult")
@@ -263,7 +187,7 @@ async def test_non_interactive_tool_calls(combos: Combos, shape: tuple[Side, Sid
     """Text, image, audio, embedded resource and mixed content come back exactly; a failing tool is
     `isError: true` inside a complete result."""
     raw: dict[str, dict[str, Any]] = {}
-    async with asyncio.timeout(T), _combo(combos, shape).connect() as (client, wire):
+    async with asyncio.timeout(T), combos.get(*shape).connect() as (client, wire):
         for name in [*TOOL_CONTENT, "test_error_handling"]:
             result = await client.call_tool(name, {})
             assert result.is_error is (name == "test_error_handling")
@@ -278,7 +202,7 @@ async def test_non_interactive_tool_calls(combos: Combos, shape: tuple[Side, Sid
 async def test_prompts_resources_completion(combos: Combos, shape: tuple[Side, Side]) -> None:
     """prompts/get with arguments; resources/read of text, binary and a template (cacheable);
     completion/complete for a prompt and a template argument."""
-    async with asyncio.timeout(T), _combo(combos, shape).connect() as (client, wire):
+    async with asyncio.timeout(T), combos.get(*shape).connect() as (client, wire):
         prompt = await client.get_prompt("test_prompt_with_arguments", {"arg1": "ä 1", "arg2": "two"})
         raw_prompt = wire.result(PROMPTS_GET, "GetPromptResult")
         await client.get_prompt("test_prompt_with_embedded_resource", {"resourceUri": "test://doc"})
@@ -325,7 +249,7 @@ async def test_prompts_resources_completion(combos: Combos, shape: tuple[Side, S
 async def test_errors(combos: Combos, shape: tuple[Side, Side]) -> None:
     """Unknown tool (the legacy server's isError result), unknown prompt (its error, passed through), resource
     not found (-32002 becomes -32602 with data.uri), and `ping`, removed in 2026-07-28 (-32601)."""
-    async with asyncio.timeout(T), _combo(combos, shape).connect() as (client, wire):
+    async with asyncio.timeout(T), combos.get(*shape).connect() as (client, wire):
         unknown_tool = await client.call_tool("no_such_tool", {})
         raw_tool = wire.result(TOOLS_CALL, "CallToolResult")
         with pytest.raises(MCPError):
@@ -381,35 +305,16 @@ async def test_errors_without_a_request_id_omit_the_id(combos: Combos) -> None:
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = ModernPoster(http, combo.bridge.url)
         headers = post.request_headers(post.body(TOOLS_LIST))
-        async with http.post(combo.bridge.url, data=b"{not json", headers=headers) as response:
-            unparseable = await read_reply(response)
+        async with http.post(combo.bridge.url, data=b"{not json", headers=headers) as sent:
+            unparseable = await read_reply(sent)
         oversized = await post.post(TOOLS_CALL, {"name": "test_simple_text", "arguments": {"x": "x" * OVERSIZED_BYTES}})
-        over_stdio = await _stdio_reply(combo.stdio_front().args, b"{not json\n")
+        over_stdio = await stdio_reply(combo.stdio_front().args, b"{not json\n")
     assert (unparseable.status, unparseable.response["error"]["code"]) == (400, PARSE_ERROR)
     assert (oversized.status, oversized.response["error"]["code"]) == (413, INVALID_REQUEST)
     assert over_stdio["error"]["code"] == PARSE_ERROR
-    for response in (unparseable.response, oversized.response, over_stdio):
-        assert "id" not in response, response
-        assert_valid(response, "JSONRPCErrorResponse", "modern")
-
-
-async def _stdio_reply(args: list[str], line: bytes) -> dict[str, Any]:
-    """The first message `mrtr-bridge <args>` (a stdio front) writes back after reading `line`."""
-    process = await asyncio.create_subprocess_exec(
-        str(BRIDGE_EXE), *args, stdin=PIPE, stdout=PIPE, stderr=DEVNULL, cwd=REPO_ROOT
-    )
-    try:
-        assert process.stdin is not None and process.stdout is not None
-        process.stdin.write(line)
-        await process.stdin.drain()
-        reply: dict[str, Any] = json.loads(await asyncio.wait_for(process.stdout.readline(), 10))
-        process.stdin.close()
-        await asyncio.wait_for(process.wait(), 10)
-        return reply
-    finally:
-        if process.returncode is None:
-            process.kill()
-            await process.wait()
+    for reply in (unparseable.response, oversized.response, over_stdio):
+        assert "id" not in reply, reply
+        assert_valid(reply, "JSONRPCErrorResponse", "modern")
 
 
 # ---- HTTP upstream faults ----------------------------------------------------------------------
@@ -426,8 +331,13 @@ async def test_upstream_session_expiry_reinitializes(peers: Peers) -> None:
         restart(peers, legacy)
         after = await client.call_tool("test_simple_text", {})
     assert tool_text(before) == tool_text(after) == "This is a simple text response for testing."
-    events = log_events(bridge); print("EVENTS", events)
-    assert "upstream_session_reinitialized" in events, events
+    events = [event for event in log_events(bridge) if event.startswith("upstream_session_")]
+    assert events == [
+        "upstream_session_opened",
+        "upstream_session_expired",
+        "upstream_session_reinitializing",
+        "upstream_session_reinitialized",
+    ]
 
 
 async def test_upstream_down_clear_error_then_recovers(peers: Peers) -> None:
@@ -444,8 +354,8 @@ async def test_upstream_down_clear_error_then_recovers(peers: Peers) -> None:
         elapsed = time.monotonic() - started
         restart(peers, legacy)
         back = await post.post(TOOLS_CALL, {"name": "test_simple_text"})
-    assert _text(first) == _text(back) == "This is a simple text response for testing."
-    print("DOWN", elapsed, down.response, log_events(bridge)); assert elapsed < 3.0, elapsed
+    assert raw_text(first) == raw_text(back) == "This is a simple text response for testing."
+    assert elapsed < 3.0, elapsed
     assert (down.status, down.response["id"]) == (200, "down")
     error = down.response["error"]
     assert_valid(error, "InternalError", "modern")
@@ -472,7 +382,7 @@ async def test_slow_upstream_gets_the_front_timeout(peers: Peers, tmp_path: Path
         "message": "The upstream call did not finish within 1 s",
         "data": {"source": BRIDGE_MARKER},
     }
-    assert _text(echo) == "after"
+    assert raw_text(echo) == "after"
 
 
 # ---- a wrong request never disturbs another caller ---------------------------------------------
@@ -488,86 +398,9 @@ async def test_bad_requests_never_disturb_good_ones(combos: Combos) -> None:
         post = ModernPoster(http, bridge.url, capabilities={"elicitation": {"form": {}}})
         held = await post.post(TOOLS_CALL, {"name": "test_input_required_result_elicitation"})
         state, (key,) = held.response["result"]["requestState"], held.response["result"]["inputRequests"]
-        good = [_good(post, n) for n in range(20)]
-        bad = [_bad(post, n, state, key) for n in range(20)]
+        good = [good_request(post, n) for n in range(20)]
+        bad = [bad_request(post, n, state, key) for n in range(20)]
         outcomes = await asyncio.gather(*good, *bad)
-        final = await _resume(post, state, key, "Alice")
+        final = await resume_held(post, state, key, "Alice")
     assert all(outcomes), outcomes
-    assert _text(final) == "Hello, Alice!"
-
-
-GOOD_TOOLS = [*TOOL_CONTENT]
-WRONG_VERSION = "2099-01-01"
-OVERSIZED_BYTES = 1_100_000
-TOO_LARGE_MESSAGE = "Request body too large: the limit is 1048576 bytes (front.max_body_bytes)"
-
-
-async def _good(post: ModernPoster, n: int) -> bool:
-    """Request n of the good ones: a tool call (exact content) or a list (every name)."""
-    request_id = f"good-{n}"
-    if n % 4 == 3:
-        reply = await post.post(PROMPTS_LIST, {}, request_id=request_id)
-        names = [prompt["name"] for prompt in reply.response["result"]["prompts"]]
-        assert (reply.status, reply.response["id"], names) == (200, request_id, FIXTURE_PROMPTS), reply.text
-        return True
-    name = GOOD_TOOLS[n % len(GOOD_TOOLS)]
-    reply = await post.post(TOOLS_CALL, {"name": name}, request_id=request_id)
-    assert (reply.status, reply.response["id"]) == (200, request_id), reply.text
-    result = reply.response["result"]
-    assert (result["resultType"], result["content"]) == (RESULT_COMPLETE, TOOL_CONTENT[name]), reply.text
-    return True
-
-
-async def _bad(post: ModernPoster, n: int, state: str, key: str) -> bool:
-    """Request n of the bad ones, by kind (n % 5); asserts its exact status, id and error."""
-    request_id = f"bad-{n}"
-    kind = n % 5
-    if kind == 0:  # the Mcp-Method header does not match the body
-        reply = await post.post(TOOLS_LIST, {}, request_id=request_id, headers={"Mcp-Method": PROMPTS_LIST})
-        message = (
-            "Header mismatch: Mcp-Method header value 'prompts/list' does not match body value 'tools/list' (method)"
-        )
-        expected: tuple[int, Any, dict[str, Any]] = (400, request_id, {"code": HEADER_MISMATCH, "message": message})
-    elif kind == 1:  # _meta without the protocol version
-        reply = await post.post(TOOLS_LIST, {"_meta": {META_PROTOCOL_VERSION: None}}, request_id=request_id)
-        message = f"Invalid params: params._meta is missing the required key(s) {META_PROTOCOL_VERSION}"
-        expected = (400, request_id, {"code": INVALID_PARAMS, "message": message})
-    elif kind == 2:  # a version the bridge does not speak, in the header and in _meta
-        wrong = {"_meta": {META_PROTOCOL_VERSION: WRONG_VERSION}}
-        reply = await post.post(
-            TOOLS_LIST, wrong, request_id=request_id, headers={"MCP-Protocol-Version": WRONG_VERSION}
-        )
-        message = f"Unsupported protocol version '{WRONG_VERSION}'; this server supports {MODERN_VERSION}"
-        data = {"supported": [MODERN_VERSION], "requested": WRONG_VERSION}
-        expected = (400, request_id, {"code": UNSUPPORTED_VERSION, "message": message, "data": data})
-    elif kind == 3:  # the held call's requestState, tampered with
-        reply = await _resume(post, tampered(state), key, "Mallory", request_id=request_id)
-        expected = (200, request_id, {"code": INVALID_PARAMS, "message": INVALID_REQUEST_STATE_MESSAGE})
-    else:  # a body over front.max_body_bytes (1 MiB by default): no id can be read
-        params = {"name": "test_simple_text", "arguments": {"blob": "x" * (OVERSIZED_BYTES)}}
-        reply = await post.post(TOOLS_CALL, params, request_id=request_id)
-        expected = (413, None, {"code": INVALID_REQUEST, "message": TOO_LARGE_MESSAGE})
-    assert (reply.status, reply.response.get("id"), reply.response["error"]) == expected, reply.text
-    if kind != 4:  # the id-less 413 reply is checked by test_errors_without_a_request_id_omit_the_id
-        assert_valid(reply.response, "JSONRPCErrorResponse", "modern")
-    return True
-
-
-async def _resume(post: ModernPoster, state: str, key: str, name: str, *, request_id: Any = None) -> RawReply:
-    """The retry of the held elicitation call, answering `name`."""
-    params = {
-        "name": "test_input_required_result_elicitation",
-        "inputResponses": {key: {"action": "accept", "content": {"name": name}}},
-        "requestState": state,
-    }
-    return await post.post(TOOLS_CALL, params, request_id=request_id)
-
-
-def _text(reply: RawReply) -> str:
-    """The single text block of a complete raw tools/call reply."""
-    assert reply.status == 200, reply.text
-    result = reply.response["result"]
-    assert result["resultType"] == RESULT_COMPLETE and not result.get("isError"), result
-    (block,) = result["content"]
-    text: str = block["text"]
-    return text
+    assert raw_text(final) == "Hello, Alice!"
