@@ -26,7 +26,7 @@ import structlog
 from config.settings import UpstreamSettings
 from proxy.tasks import TaskOwner
 from proxy.upstream.base import Inbound, InboundHandler, JsonObject
-from proxy.upstream.stdio_call import StdioUpstreamCall
+from proxy.upstream.call import OutcomeCall
 from proxy.upstream.stdio_process import exit_code, exit_message, spawn, stop_process, upstream_label
 from proxy.upstream.stdio_stderr import StderrRelay
 from translators.eras import LEGACY_PING, LEGACY_VERSION, LEGACY_VERSIONS
@@ -77,7 +77,7 @@ class StdioUpstreamSession:
         self._on_unrelated = on_unrelated
         self._decoder = LineDecoder(settings.max_line_bytes)
         self._ids = itertools.count(1)
-        self._calls: dict[int, StdioUpstreamCall] = {}
+        self._calls: dict[int, OutcomeCall] = {}
         self._write_lock = asyncio.Lock()
         self._tasks = TaskOwner()
         self._init_result: JsonObject = {}
@@ -146,10 +146,10 @@ class StdioUpstreamSession:
         *,
         headers: Mapping[str, str] | None = None,
         on_inbound: InboundHandler | None = None,
-    ) -> StdioUpstreamCall:
+    ) -> OutcomeCall:
         """Send a request from a task the session owns. `headers` and `on_inbound` are unused: stdio
         has no headers, and every inbound message is unrelated (module docstring)."""
-        call = StdioUpstreamCall(next(self._ids), method, self._send_cancel)
+        call = OutcomeCall(next(self._ids), method, self._send_cancel)
         if self._lost is not None or self._closing:
             call.fail(self._lost_error())
             return call
@@ -257,14 +257,14 @@ class StdioUpstreamSession:
                     self._fail_pending(exit_message(await exit_code(self._process, EXIT_CODE_WAIT_S)))
                 raise self._lost_error() from exc
 
-    async def _send_request(self, call: StdioUpstreamCall, message: JsonObject) -> None:
+    async def _send_request(self, call: OutcomeCall, message: JsonObject) -> None:
         try:
             await self._write(message)
         except UpstreamFault as exc:
             self._calls.pop(call.upstream_request_id, None)
             call.fail(exc)
 
-    async def _send_cancel(self, call: StdioUpstreamCall, reason: str) -> None:
+    async def _send_cancel(self, call: OutcomeCall, reason: str) -> None:
         self._calls.pop(call.upstream_request_id, None)
         if self._lost is not None or self._closing:
             return
@@ -350,5 +350,5 @@ class StdioUpstreamSession:
             await self.respond(push_id, error=error)
 
 
-__all__ = ["CLIENT_INFO", "StdioUpstreamCall", "StdioUpstreamSession"]
+__all__ = ["CLIENT_INFO", "OutcomeCall", "StdioUpstreamSession"]
 

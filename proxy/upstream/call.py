@@ -1,4 +1,7 @@
-"""One in-flight request on a legacy stdio session (`proxy/upstream/stdio.py`)."""
+"""One in-flight upstream request: its outcome slot, shared by the HTTP and stdio transports.
+
+The outcome is a value set once (a result object or a `BridgeError`); waiters use an
+`asyncio.Event`, so a cancelled waiter never disturbs the outcome."""
 
 from __future__ import annotations
 
@@ -9,13 +12,15 @@ from typing import Any
 from proxy.upstream.base import JsonObject
 from translators.errors import BridgeBug, BridgeError, UpstreamFault, UpstreamProtocolError, UpstreamReturnedError
 
-CancelSender = Callable[["StdioUpstreamCall", str], Awaitable[None]]
+CancelSender = Callable[[Any, str], Awaitable[None]]
 
 
-class StdioUpstreamCall:
-    """Implements `UpstreamCall`: an outcome slot set once (result object or `BridgeError`)."""
+class OutcomeCall:
+    """Implements `UpstreamCall`; `upstream` names the server in error messages."""
 
-    def __init__(self, upstream_request_id: int, method: str, send_cancel: CancelSender) -> None:
+    def __init__(self, upstream_request_id: int, method: str, send_cancel: CancelSender,
+                 upstream: str = "Legacy server") -> None:
+        self.upstream = upstream
         self._upstream_request_id = upstream_request_id
         self.method = method
         self._send_cancel = send_cancel
@@ -54,12 +59,12 @@ class StdioUpstreamCall:
             self.fail(
                 UpstreamReturnedError(error)
                 if isinstance(error, dict)
-                else UpstreamProtocolError(f"Legacy server answered {self.method} with a malformed error")
+                else UpstreamProtocolError(f"{self.upstream} answered {self.method} with a malformed error")
             )
             return
         result: Any = response.get("result")
         if not isinstance(result, dict):
-            self.fail(UpstreamProtocolError(f"Legacy server answered {self.method} with a non-object result"))
+            self.fail(UpstreamProtocolError(f"{self.upstream} answered {self.method} with a non-object result"))
         elif not self.is_done:
             self._result = result
             self._done.set()
@@ -68,3 +73,6 @@ class StdioUpstreamCall:
         if not self.is_done:
             self._error = error
             self._done.set()
+
+
+__all__ = ["CancelSender", "OutcomeCall"]
