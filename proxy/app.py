@@ -25,7 +25,7 @@ from proxy.metrics import CONTENT_TYPE, BridgeMetrics
 from proxy.upstream.base import InboundHandler, JsonObject, PooledSession, SessionOpener
 from proxy.upstream.http import HttpUpstreamSession
 from proxy.upstream.pool import UpstreamPool
-from proxy.upstream.stdio import StdioUpstreamSession
+from proxy.upstream.stdio_spares import SpareProcesses
 from translators.errors import UpstreamUnavailable
 
 _log = structlog.get_logger("proxy.app")
@@ -141,12 +141,15 @@ def http_opener(client: aiohttp.ClientSession, settings: UpstreamSettings) -> Se
     return open_session
 
 
-def stdio_opener(settings: UpstreamSettings) -> SessionOpener:
-    """The pool's way to open a legacy session: launch one `settings.command` process."""
+def stdio_opener(spares: SpareProcesses) -> SessionOpener:
+    """The pool's way to open a legacy session: a started process (a spare if one is ready), initialized
+    with the request's capabilities."""
 
     async def open_session(capabilities: JsonObject, headers: Mapping[str, str],
                            on_unrelated: InboundHandler) -> PooledSession:
-        return await StdioUpstreamSession.open(settings, capabilities, on_unrelated=on_unrelated)
+        session = await spares.take()
+        await session.initialize(capabilities, on_unrelated=on_unrelated)
+        return session
 
     return open_session
 
@@ -160,21 +163,26 @@ async def bridge_runtime(
     if is_ephemeral:
         _log.warning("request_state_key_ephemeral",
                      hint="no held.keys configured: held calls will not survive a restart (see mrtr-bridge keygen)")
+    upstream = settings.upstream
+    spares = SpareProcesses(upstream) if upstream.command else None
     async with _client(settings) as client:
         engine: Engine  # bound just below; the pool calls back only once started
-        upstream = settings.upstream
-        opener = stdio_opener(upstream) if upstream.command else http_opener(client, upstream)
+        opener = stdio_opener(spares) if spares is not None else http_opener(client, upstream)
         pool = UpstreamPool(upstream, opener,
                             on_unowned=lambda session, inbound: engine.on_unowned(session, inbound))
         engine = Engine(settings, pool, keyring, metrics=metrics)
         try:
             await pool.start()
+            if spares is not None:
+                spares.start()
             try:
                 yield engine, pool
             finally:
                 await engine.aclose()
         finally:
             await pool.aclose()
+            if spares is not None:
+                await spares.aclose()
 
 
 async def _upstream_context(app: web.Application) -> AsyncIterator[None]:

@@ -61,6 +61,10 @@ def _kind(message: JsonObject) -> str:
     return "notification" if "id" not in message else "request"
 
 
+def _nobody(inbound: Inbound) -> None:
+    """The inbound handler of a spare process: it has no session yet, so it says nothing."""
+
+
 class StdioUpstreamSession:
     """Implements `UpstreamSession` over one legacy server subprocess. Build it with `open()`."""
 
@@ -84,7 +88,7 @@ class StdioUpstreamSession:
         self._lost: str | None = None  # why the session died, once it has
         self._closing = False
         self._closed = asyncio.Event()
-        self.open_duration_s = 0.0
+        self._spawned_at = time.monotonic()
         self._readers: tuple[asyncio.Task[Any], ...] = ()
         self._log = log.bind(program=program, pid=process.pid)
 
@@ -93,18 +97,32 @@ class StdioUpstreamSession:
         cls, settings: UpstreamSettings, capabilities: JsonObject, *, on_unrelated: InboundHandler
     ) -> StdioUpstreamSession:
         """Spawn the command and run `initialize` / `notifications/initialized` on it."""
+        session = await cls.spawned(settings)
+        await session.initialize(capabilities, on_unrelated=on_unrelated)
+        return session
+
+    @classmethod
+    async def spawned(cls, settings: UpstreamSettings) -> StdioUpstreamSession:
+        """A started process, not yet initialized (a spare): its output is read, nothing is sent."""
         started = time.monotonic()
         process, program = await spawn(settings)
-        session = cls(process, settings, program, on_unrelated)
+        session = cls(process, settings, program, _nobody)
+        session._spawned_at = started
         session._start_readers()
-        try:
-            await session._initialize(capabilities)
-        except BaseException:
-            await session.aclose()
-            raise
-        session.open_duration_s = time.monotonic() - started
-        session._log.info("upstream_process_started", duration_s=round(session.open_duration_s, 4))
         return session
+
+    async def initialize(self, capabilities: JsonObject, *, on_unrelated: InboundHandler) -> None:
+        """Make a spawned process a session: `initialize` with these capabilities, then `initialized`."""
+        self._on_unrelated = on_unrelated
+        started = time.monotonic()
+        try:
+            await self._initialize(capabilities)
+        except BaseException:
+            await self.aclose()
+            raise
+        now = time.monotonic()
+        self._log.info("upstream_process_initialized", duration_s=round(now - started, 4),
+                       age_s=round(now - self._spawned_at, 3))
 
     def _start_readers(self) -> None:
         self._readers = (
