@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from translators.canonical import as_object
 from translators.capabilities import legacy_server_capabilities_to_modern
 from translators.eras import (
     CACHEABLE_METHODS,
@@ -52,12 +53,18 @@ def legacy_result_to_modern(
     modern = dict(result)
     modern.pop("resultType", None)
     if method == TOOLS_LIST and isinstance(modern.get("tools"), list):
-        modern["tools"] = [_modern_tool(tool) for tool in modern["tools"]]
+        modern["tools"] = [_modern_tool(tool) for tool in modern["tools"] if not _needs_tasks(tool)]
     modern["resultType"] = RESULT_COMPLETE
     if method in CACHEABLE_METHODS:
         modern["ttlMs"] = cache.ttl_ms
         modern["cacheScope"] = cache.scope
     return _with_meta(modern, server_info)
+
+
+def _needs_tasks(tool: Any) -> bool:
+    """A legacy tool that runs only as a task cannot be called without the tasks extension: hidden
+    (BRIDGE-NOTES NC-9 a), since the bridge never task-augments a call."""
+    return isinstance(tool, dict) and as_object(tool.get("execution")).get("taskSupport") == "required"
 
 
 def _modern_tool(tool: Any) -> Any:

@@ -136,7 +136,7 @@ def test_server_info_overrides_an_upstream_claim() -> None:
 
 def test_tool_execution_is_dropped_from_every_tool() -> None:
     """`Tool.execution` does not exist in the modern era and is removed from each listed tool."""
-    tools = [{"name": f"t{n}", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}}
+    tools = [{"name": f"t{n}", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}}
              for n in range(3)]
     modern = legacy_result_to_modern(TOOLS_LIST, {"tools": tools}, server_info=None, cache=PRIVATE_NO_TTL)
     assert all("execution" not in tool for tool in modern["tools"])
@@ -290,3 +290,15 @@ def test_non_string_error_messages_are_replaced(message: Any) -> None:
     mapped = legacy_error_to_modern({"code": INVALID_PARAMS, "message": message})
     assert isinstance(mapped["message"], str) and mapped["message"]
     _assert_valid_error(mapped)
+
+
+def test_tools_that_need_tasks_are_hidden() -> None:
+    """A legacy tool with execution.taskSupport "required" cannot be called without tasks: it is not listed."""
+    tools = [
+        {"name": "plain", "inputSchema": {"type": "object"}},
+        {"name": "optional", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "optional"}},
+        {"name": "required", "inputSchema": {"type": "object"}, "execution": {"taskSupport": "required"}},
+    ]
+    modern = legacy_result_to_modern(TOOLS_LIST, {"tools": tools}, server_info=None, cache=CacheHints(0, "private"))
+    assert [tool["name"] for tool in modern["tools"]] == ["plain", "optional"]
+    assert all("execution" not in tool for tool in modern["tools"])
