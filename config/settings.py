@@ -69,7 +69,7 @@ class UpstreamSettings(_Frozen):
     max_line_bytes: int = Field(16_777_216, ge=1024, description="longest accepted stdio line from the server")
     kill_grace_s: float = Field(2.0, gt=0, description="stdio shutdown: wait after closing stdin, then SIGTERM")
     spare_processes: int = Field(
-        1, ge=0, le=64, description="stdio: processes kept started ahead of need, so a new session skips the spawn"
+        2, ge=0, le=64, description="stdio: processes kept started ahead of need, so a new session skips the spawn"
     )
     connect_timeout_s: float = Field(5.0, gt=0, description="TCP connect timeout to the upstream")
     init_timeout_s: float = Field(10.0, gt=0, description="longest an upstream initialize may take")

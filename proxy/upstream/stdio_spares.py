@@ -25,8 +25,9 @@ class SpareProcesses:
     def __init__(self, settings: UpstreamSettings) -> None:
         self._settings = settings
         self._spares: list[StdioUpstreamSession] = []
+        self._changed = asyncio.Condition()  # a spare was added, or a refill ended
         self._tasks = TaskOwner()
-        self._refilling: asyncio.Task[None] | None = None
+        self._refilling: asyncio.Task[bool] | None = None
         self._closed = False
 
     def start(self) -> None:
@@ -34,33 +35,60 @@ class SpareProcesses:
         self._refill_soon()
 
     async def take(self) -> StdioUpstreamSession:
-        """A started, uninitialized process: a live spare if there is one, else a new one."""
-        while self._spares:
-            spare = self._spares.pop(0)
-            if spare.is_alive:
-                self._refill_soon()
-                return spare
-            await spare.aclose()
+        """A started, uninitialized process: a live spare, or the one being started, or a new one."""
+        async with self._changed:
+            while True:
+                while self._spares:
+                    spare = self._spares.pop(0)
+                    if spare.is_alive:
+                        self._refill_soon()
+                        return spare
+                    self._tasks.spawn(spare.aclose(), name="stdio-spare-close")
+                if not self._is_refilling():
+                    break
+                await self._changed.wait()  # starting one is under way: sooner than starting another
         self._refill_soon()
         return await StdioUpstreamSession.spawned(self._settings)
 
-    def _refill_soon(self) -> None:
-        if self._closed or self._settings.spare_processes == 0:
-            return
-        if self._refilling is None or self._refilling.done():
-            self._refilling = self._tasks.spawn(self._refill(), name="stdio-spares-refill")
+    def _is_refilling(self) -> bool:
+        return self._refilling is not None and not self._refilling.done()
 
-    async def _refill(self) -> None:
-        while not self._closed and len(self._spares) < self._settings.spare_processes:
-            try:
-                spare = await StdioUpstreamSession.spawned(self._settings)
-            except BridgeError as exc:
-                log.warning("upstream_spare_not_started", error=exc.message)
-                return
-            if self._closed:
-                await spare.aclose()
-                return
+    def _refill_soon(self) -> None:
+        if not self._closed and self._settings.spare_processes > 0 and not self._is_refilling():
+            self._refilling = self._tasks.spawn(self._refill(), name="stdio-spares-refill")
+            self._refilling.add_done_callback(self._after_refill)
+
+    def _after_refill(self, task: asyncio.Task[bool]) -> None:
+        """A spare taken while the refill was finishing is replaced too (unless starting one failed)."""
+        if not task.cancelled() and task.exception() is None and task.result():
+            if len(self._spares) < self._settings.spare_processes:
+                self._refill_soon()
+
+    async def _refill(self) -> bool:
+        """Start processes until there are enough spares; False at the first failure, so a broken
+        command is not restarted in a tight loop (the next `take()` tries again)."""
+        try:
+            while not self._closed and (missing := self._settings.spare_processes - len(self._spares)) > 0:
+                if not all(await asyncio.gather(*(self._add_one() for _ in range(missing)))):
+                    return False
+            return True
+        finally:
+            async with self._changed:
+                self._changed.notify_all()
+
+    async def _add_one(self) -> bool:
+        try:
+            spare = await StdioUpstreamSession.spawned(self._settings)
+        except BridgeError as exc:
+            log.warning("upstream_spare_not_started", error=exc.message)
+            return False
+        if self._closed:
+            await spare.aclose()
+            return False
+        async with self._changed:
             self._spares.append(spare)
+            self._changed.notify_all()
+        return True
 
     async def aclose(self) -> None:
         self._closed = True

@@ -69,3 +69,28 @@ async def test_no_spares_when_disabled() -> None:
         await session.aclose()
     finally:
         await spares.aclose()
+
+
+async def test_a_take_during_startup_waits_for_the_spare_being_started(monkeypatch: Any) -> None:
+    """Right after start(), take() gets the process already being started instead of starting a second one."""
+    from proxy.upstream.stdio import StdioUpstreamSession
+
+    started: list[int] = []
+    original = StdioUpstreamSession.spawned.__func__  # type: ignore[attr-defined]
+
+    async def counting(cls: type[StdioUpstreamSession], upstream: Any) -> StdioUpstreamSession:
+        session: StdioUpstreamSession = await original(cls, upstream)
+        started.append(session.pid)
+        return session
+
+    monkeypatch.setattr(StdioUpstreamSession, "spawned", classmethod(counting))
+    spares = SpareProcesses(settings(fixture_command(), spare_processes=1))
+    spares.start()
+    try:
+        session = await spares.take()
+        assert started[0] == session.pid  # the first process started is the one handed out
+        await _until(lambda: len(spares._spares) == 1)
+        assert len(started) == 2  # and exactly one replacement followed
+        await session.aclose()
+    finally:
+        await spares.aclose()
