@@ -286,7 +286,8 @@ class Engine:
             return
         schemas = self._tool_schemas.get(lease.key)
         if schemas is None:
-            listing = FrontRequest(request.front_request_id, TOOLS_LIST, {}, request.principal)
+            listing = FrontRequest(request.front_request_id, TOOLS_LIST, {}, request.principal,
+                                   authorization=request.authorization, trace_headers=request.trace_headers)
             schemas = self._tool_schemas.remember(lease.key, await self._call_through(lease, listing, NullSink()))
         arguments = request.params.get("arguments")
         check_param_headers(schemas.get(str(request.params.get("name")), {}),

@@ -228,7 +228,7 @@ class CallDriver:
     def _reply(self, action: Reply) -> None:
         if isinstance(action, ReplyInputRequired):
             self.issued_keys = list(action.input_requests)
-            self._registry.note_round(self)
+            self._registry.note_round()
         slot = self._slots.get(action.attempt)
         if slot is not None and not slot.done():
             slot.set_result(action)
@@ -299,7 +299,6 @@ class HeldCallRegistry:
         self._max_total = max_total
         self._attempt_ids = 0
         self.rounds_total = 0
-        self.on_change: Callable[[], None] | None = None
 
     def next_attempt_id(self) -> int:
         self._attempt_ids += 1
@@ -339,7 +338,7 @@ class HeldCallRegistry:
             else:
                 self._per_principal.pop(driver.principal, None)
 
-    def note_round(self, driver: CallDriver) -> None:
+    def note_round(self) -> None:
         self.rounds_total += 1
 
     def held_now(self) -> int:

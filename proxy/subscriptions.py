@@ -188,6 +188,3 @@ class ListenHub:
             for listener in listeners:
                 if not listener.ended.done():
                     listener.ended.set_result(reason)
-
-    def listener_count(self) -> int:
-        return sum(len(v) for v in self._listeners.values())
