@@ -128,8 +128,9 @@ async def spawn_figure(http: aiohttp.ClientSession, url: str) -> Figure:
                    median(bridged.latencies_ms), median(direct.latencies_ms), comparison="delta",
                    errors=errors_of(bridged, direct), note=first_errors(bridged, direct),
                    extra={"bridge_ms": bridged.latencies_ms, "direct_ms": direct.latencies_ms},
-                   detail=f"{SPAWNS} spawns each; direct: spawn + initialize + echo; bridge: a new principal's first "
-                   "call (spawn + initialize + tools/list + echo)")
+                   detail=f"{SPAWNS} samples each; direct: spawn + initialize + echo; bridge: a new principal's first "
+                   "call (a spare process started ahead, upstream.spare_processes=2, then initialize + tools/list"
+                   " + echo)")
 
 
 async def pool_counters(http: aiohttp.ClientSession, mcp_url: str) -> dict[str, float]:
