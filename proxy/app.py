@@ -148,7 +148,11 @@ def stdio_opener(spares: SpareProcesses) -> SessionOpener:
     async def open_session(capabilities: JsonObject, headers: Mapping[str, str],
                            on_unrelated: InboundHandler) -> PooledSession:
         session = await spares.take()
-        await session.initialize(capabilities, on_unrelated=on_unrelated)
+        try:
+            await session.initialize(capabilities, on_unrelated=on_unrelated)
+        except UpstreamUnavailable:  # it died before answering (a spare may die while it waits): one more try
+            session = await spares.take()
+            await session.initialize(capabilities, on_unrelated=on_unrelated)
         return session
 
     return open_session

@@ -73,6 +73,7 @@ from translators.results import (
 from translators.subscriptions import SESSION_WIDE, TOOLS_LIST_CHANGED
 
 log = structlog.get_logger()
+PUSH_CAPABILITIES = ("elicitation", "sampling", "roots")
 BRIDGE_INFO: JsonObject = {"name": "mrtr-bridge", "version": version("mrtr-bridge")}
 
 
@@ -177,6 +178,16 @@ class Engine:
             return BRIDGE_INFO
         info = session.init_result.get("serverInfo")
         return info if isinstance(info, dict) else BRIDGE_INFO
+
+    def _needs_own_session(self, request: FrontRequest) -> bool:
+        """Whether an MRTR-capable call must lease its session exclusively (DESIGN § 3): always over
+        stdio, where nothing links a message to its call (progress and logs included); over HTTP only
+        if the session declares something a push needs. Otherwise the call shares a session: what
+        it says arrives on its own POST stream, and any push is refused (never forwarded)."""
+        if self._settings.upstream.command:
+            return True
+        _, legacy_caps = self._session_key(request)
+        return any(name in legacy_caps for name in PUSH_CAPABILITIES)
 
     def _upstream_request(self, request: FrontRequest) -> UpstreamRequest:
         token = f"mrtr-{next(self._progress_tokens)}"
@@ -309,7 +320,7 @@ class Engine:
                 reply = await driver.retry(self._attempt(request, sink), claims.round, responses)
             return self._reply(request, driver, reply)
         self.registry.check_capacity(request.principal)
-        lease = await self._lease(request, exclusive=True)
+        lease = await self._lease(request, exclusive=self._needs_own_session(request))
         try:
             require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {})
             await self._check_param_headers(request, lease)

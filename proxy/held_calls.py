@@ -154,7 +154,8 @@ class CallDriver:
     def _start_upstream(self) -> None:
         up = self._upstream
         self._call = self._lease.session.start(up.method, up.params, headers=up.headers, on_inbound=self.on_inbound)
-        self._lease.set_unrelated_handler(self.on_inbound)
+        if self._lease.exclusive:  # the session's GET-stream pushes are this call's (DESIGN § 3)
+            self._lease.set_unrelated_handler(self.on_inbound)
         self._tasks.spawn(self._await_result(self._call), name="held-call-result")
 
     async def _await_result(self, call: UpstreamCall) -> None:
@@ -264,14 +265,19 @@ class CallDriver:
         elif isinstance(action, ReissueUpstreamCall):
             self._start_upstream()
         elif isinstance(action, ReleaseUpstream) and self.machine.state is HeldCallState.DONE:
-            self._lease.set_unrelated_handler(None)
-            await self._lease.release(discard=action.discard)
+            await self._release(discard=action.discard)
             self._registry.remove(self)
             return True
         elif isinstance(action, ReleaseUpstream):
-            self._lease.set_unrelated_handler(None)
-            await self._lease.release()
+            await self._release(discard=False)
         return False
+
+    async def _release(self, *, discard: bool) -> None:
+        """Return the lease; a session is discarded after a cancel only if it was this call's alone (a
+        late push from the cancelled call must not reach its next holder)."""
+        if self._lease.exclusive:
+            self._lease.set_unrelated_handler(None)
+        await self._lease.release(discard=discard and self._lease.exclusive)
 
     @staticmethod
     def _now() -> float:

@@ -32,7 +32,7 @@ from translators.eras import (
     TOOLS_CALL,
 )
 
-from .harness import PeerProcess, Peers, legacy_stdio_command
+from .harness import PeerProcess, Peers, bridge_env, legacy_stdio_command
 from .streams_helpers import (
     FORM_CAPABILITIES,
     SERVER,
@@ -113,10 +113,12 @@ async def test_stdio_front_concurrent_requests_get_their_own_progress_and_logs(
     for request_id, notifications in owned:  # each request's notifications come before its answer
         answered = lines.index(stdio_bridge.response(request_id))
         assert all(lines.index(m) < answered for m in notifications), f"{request_id}: notified after its answer"
+    # Over an HTTP upstream these calls (no push capabilities) may share a legacy session: its level is
+    # raised to the most verbose asked for, never lowered, and only levels that were asked are set.
     sent = {tag: journal.entries("log_sent", tag=tag)[0]["session"] for tag in ("sf-debug", "sf-error", "sf-none")}
-    assert [e["level"] for e in journal.entries("set_level", session=sent["sf-debug"])] == ["debug"]
-    assert [e["level"] for e in journal.entries("set_level", session=sent["sf-error"])] == ["error"]
-    assert journal.entries("set_level", session=sent["sf-none"]) == []
+    assert "debug" in [e["level"] for e in journal.entries("set_level", session=sent["sf-debug"])]
+    assert {e["level"] for e in journal.entries("set_level", session=sent["sf-error"])} & {"debug", "error"}
+    assert {e["level"] for e in journal.entries("set_level")} <= {"debug", "error"}
 
 
 async def test_stdio_front_cancel_stops_the_legacy_call_and_its_messages(
@@ -335,7 +337,9 @@ async def test_a_listener_whose_upstream_cannot_be_replaced_is_closed_gracefully
 ) -> None:
     """The listener's process dies and no replacement starts: the stream ends with the closing result."""
     journal = Journal(tmp_path / "journal.jsonl")
-    bridge = peers.bridge_stdio(SERVER, "--journal", str(journal.path), "--single-life", str(tmp_path / "started"))
+    no_spares = bridge_env({"upstream": {"spare_processes": 0}})  # only one process may ever start here
+    bridge = peers.bridge_stdio(SERVER, "--journal", str(journal.path), "--single-life", str(tmp_path / "started"),
+                                env=no_spares)
     listener = await SseStream.open(poster_for(http, bridge.url, "su-gone"), SUBSCRIPTIONS_LISTEN,
                                     listen_params(toolsListChanged=True), request_id="gone-1")
     try:
