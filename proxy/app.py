@@ -21,6 +21,7 @@ from proxy.dispatch import Engine
 from proxy.front_http import ENGINE_KEY, FrontEngine, HttpFront
 from proxy.health import Readiness
 from proxy.keys import load_keyring
+from proxy.logs import scrub_aiohttp_server_logs
 from proxy.metrics import CONTENT_TYPE, BridgeMetrics
 from proxy.upstream.base import InboundHandler, JsonObject, PooledSession, SessionOpener
 from proxy.upstream.http import HttpUpstreamSession
@@ -96,6 +97,7 @@ def _header_limits(settings: Settings) -> dict[str, int]:
 
 
 def _base_app(settings: Settings, keepalive_s: float) -> web.Application:
+    scrub_aiohttp_server_logs()
     app = web.Application(middlewares=[_count_responses], handler_args=_header_limits(settings))
     app[SETTINGS_KEY] = settings
     app[METRICS_KEY] = BridgeMetrics()

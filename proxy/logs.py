@@ -115,6 +115,13 @@ def _scrub_aiohttp_server(record: logging.LogRecord) -> bool:
     return True
 
 
+def scrub_aiohttp_server_logs() -> None:
+    """Filter aiohttp's server logger itself, so every handler (ours, or a test's) gets scrubbed records."""
+    logger = logging.getLogger("aiohttp.server")
+    if _scrub_aiohttp_server not in logger.filters:
+        logger.addFilter(_scrub_aiohttp_server)
+
+
 def _route_stdlib(level: int, renderer: Processor, stream: TextIO) -> None:
     formatter = structlog.stdlib.ProcessorFormatter(
         foreign_pre_chain=[structlog.stdlib.add_logger_name, *_shared_processors()],
@@ -122,7 +129,7 @@ def _route_stdlib(level: int, renderer: Processor, stream: TextIO) -> None:
     )
     handler = logging.StreamHandler(stream)
     handler.setFormatter(formatter)
-    handler.addFilter(_scrub_aiohttp_server)
+    scrub_aiohttp_server_logs()
     root = logging.getLogger()
     root.handlers = [handler]
     root.setLevel(level)
@@ -142,4 +149,12 @@ def configure_logging(settings: LogSettings, stream: TextIO | None = None) -> No
     _route_stdlib(level, renderer, out)
 
 
-__all__ = ["REDACTED", "SECRET_KEYS", "configure_logging", "is_secret_key", "mask_text", "redact"]
+__all__ = [
+    "REDACTED",
+    "SECRET_KEYS",
+    "configure_logging",
+    "is_secret_key",
+    "mask_text",
+    "redact",
+    "scrub_aiohttp_server_logs",
+]

@@ -28,6 +28,7 @@ import httpx2
 import mcp_types as types
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from secret_scan import secrets_in
 
 from config import ENV_PREFIX, env_name
 from translators.eras import MODERN_VERSION
@@ -257,8 +258,12 @@ class Peers:
         return Bridged(legacy, self.bridge(legacy.url, env=env))
 
     def close(self) -> None:
+        """Stop every peer; a bridge whose log holds a requestState or a bearer token fails the test."""
         for peer in reversed(self.processes):
             peer.stop()
+        leaks = [f"{peer.name}: {hit}" for peer in self.processes if peer.name.startswith("bridge")
+                 for hit in secrets_in(peer.log_path.read_text(encoding="utf-8", errors="replace"))]
+        assert not leaks, "secret material in a bridge log:\n" + "\n".join(leaks)
 
     def logs(self) -> list[tuple[str, str]]:
         """(title, log tail) of every peer, for failure reports."""
