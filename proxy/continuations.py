@@ -13,7 +13,7 @@ from proxy.held_calls import CallDriver, HeldCallRegistry
 from proxy.upstream.base import JsonObject
 from translators.canonical import digest
 from translators.errors import InvalidRequestState, LimitExceeded
-from translators.held_call import ReplyInputRequired
+from translators.held_call import HeldCallState, ReplyInputRequired
 from translators.request_state import (
     NONCE_SIZE,
     KeyRing,
@@ -52,6 +52,8 @@ class Continuations:
                      method=request.method, params_digest=digest(salient_params(request.method, request.params)),
                      replica_id=self._held.replica_id)
         driver = self._registry.lookup(claims.continuation_id)
+        if driver.machine.state is HeldCallState.DONE:
+            raise InvalidRequestState("unknown_held_call")  # finished; the registry drops it shortly
         if claims.round != driver.machine.round:
             raise InvalidRequestState("stale_round")  # the machine re-checks atomically when fed
         if driver.principal != request.principal or claims.keys_digest != keys_digest(driver.issued_keys):

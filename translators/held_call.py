@@ -298,6 +298,10 @@ def _url_declined() -> BridgeError:
                          {"upstreamCode": LEGACY_URL_ELICITATION_REQUIRED})
 
 
+def _retry_after_done(call: HeldCall, event: ClientRetried, now: float) -> list[Action]:
+    return [ReplyError(event.attempt, fault=InvalidRequestState("unknown_held_call"))]
+
+
 def _disconnected(call: HeldCall, event: ClientDisconnected, now: float) -> list[Action]:
     if event.attempt != call.attempt:
         return []
@@ -348,14 +352,16 @@ _TRANSITIONS: dict[tuple[HeldCallState, type], _Handler] = {
     (_S.WAITING_CLIENT, ClientRetried): _retry,
     (_S.WAITING_CLIENT, ClientDisconnected): _ignore,
     (_S.WAITING_CLIENT, DeadlinePassed): _held_deadline,
-    # DONE: late upstream traffic and stale timers are harmless races; a retry or a
-    # disconnect reaching a finished call means the driver kept a dead call around (a bug).
+    # DONE: late upstream traffic and stale timers are harmless races; so is a retry that found the
+    # call just before the driver dropped it (answered like any retry of an unknown call).
     (_S.DONE, UpstreamPushArrived): _ignore,
     (_S.DONE, UpstreamPushCancelled): _ignore,
     (_S.DONE, UpstreamResultArrived): _ignore,
     (_S.DONE, UpstreamErrorArrived): _ignore,
     (_S.DONE, BatchWindowClosed): _stale_timer,
     (_S.DONE, DeadlinePassed): _stale_timer,
+    (_S.DONE, ClientRetried): _retry_after_done,
+    (_S.DONE, ClientDisconnected): _ignore,
 }
 
 EVENT_TYPES: tuple[type, ...] = (

@@ -332,12 +332,13 @@ async def test_upstream_session_expiry_reinitializes(peers: Peers) -> None:
         after = await client.call_tool("test_simple_text", {})
     assert tool_text(before) == tool_text(after) == "This is a simple text response for testing."
     events = [event for event in log_events(bridge) if event.startswith("upstream_session_")]
-    assert events == [
-        "upstream_session_opened",
-        "upstream_session_expired",
-        "upstream_session_reinitializing",
-        "upstream_session_reinitialized",
-    ]
+    # The GET stream and the next POST may both see the 404 ("expired" once or twice, in either order
+    # around the handshake); either way the one session is re-initialized exactly once, after an expiry.
+    assert events[0] == "upstream_session_opened"
+    assert set(events) == {"upstream_session_opened", "upstream_session_expired", "upstream_session_reinitializing",
+                           "upstream_session_reinitialized"}
+    assert (events.count("upstream_session_reinitializing"), events.count("upstream_session_reinitialized")) == (1, 1)
+    assert events.index("upstream_session_expired") < events.index("upstream_session_reinitializing")
 
 
 async def test_upstream_down_clear_error_then_recovers(peers: Peers) -> None:

@@ -152,7 +152,7 @@ NEXT_STATE: dict[tuple[HeldCallState, type], HeldCallState] = {
                                             strict=True)},
     **{(S.WAITING_CLIENT, e): n for e, n in zip(EVENT_TYPES, [S.WAITING_CLIENT] * 5 + [S.RUNNING,
                                                                S.WAITING_CLIENT, S.DONE], strict=True)},
-    **{(S.DONE, e): S.DONE for e in EVENT_TYPES if e not in (ClientRetried, ClientDisconnected)},
+    **{(S.DONE, e): S.DONE for e in EVENT_TYPES},
 }
 
 
@@ -184,12 +184,30 @@ def _sample_event(event_type: type, call: HeldCall, tokens: dict[str, int]) -> E
     return samples[event_type]
 
 
-def test_transition_table_holds_every_pair_but_client_events_on_a_finished_call() -> None:
-    """Every (state, event type) pair is in the table except a retry or disconnect reaching DONE."""
+def test_transition_table_holds_every_pair() -> None:
+    """Every (state, event type) pair is in the table, a retry reaching a finished call included."""
     assert set(EVENT_TYPES) == set(Event.__args__)
-    assert set(held_call._TRANSITIONS) == set(NEXT_STATE)
-    missing = set(itertools.product(HeldCallState, EVENT_TYPES)) - set(NEXT_STATE)
-    assert missing == {(S.DONE, ClientRetried), (S.DONE, ClientDisconnected)}
+    assert set(held_call._TRANSITIONS) == set(NEXT_STATE) == set(itertools.product(HeldCallState, EVENT_TYPES))
+
+
+def test_a_retry_reaching_a_finished_call_is_answered_not_dropped() -> None:
+    """A retry that found the call just before the driver dropped it gets the unknown-call rejection."""
+    call, _ = _in_state(S.DONE)
+    actions = call.handle(ClientRetried(9, call.round, {}), 2.0)
+    expected = ReplyError(9, fault=InvalidRequestState("unknown_held_call"))
+    assert [_comparable(a) for a in actions] == [_comparable(expected)]
+    assert call.state is S.DONE
+
+
+def test_a_pair_missing_from_the_table_reports_a_bug_and_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table is the whole machine: an event without a transition is a BridgeBug, state untouched."""
+    table = dict(held_call._TRANSITIONS)
+    del table[(S.WAITING_CLIENT, ClientRetried)]
+    monkeypatch.setattr(held_call, "_TRANSITIONS", table)
+    call = _waiting(P101)
+    before = (call.state, call.round, call.attempt, dict(call.pending))
+    assert call.handle(ClientRetried(2, 1, {}), 3.0) == [ReportBug("no transition for ClientRetried in WAITING_CLIENT")]
+    assert (call.state, call.round, call.attempt, dict(call.pending)) == before
 
 
 @pytest.mark.parametrize(("state", "event_type"), list(itertools.product(HeldCallState, EVENT_TYPES)),
