@@ -415,8 +415,11 @@ def _check_invariants(call: HeldCall, before: HeldCallState, event: Event, actio
                       replied: set[int], answered: set[int | str], cancelled: set[int | str]) -> None:
     if before is HeldCallState.DONE:
         assert call.state is HeldCallState.DONE
-        client_event = isinstance(event, ClientRetried | ClientDisconnected)
-        assert actions == ([ReportBug(f"no transition for {type(event).__name__} in DONE")] if client_event else [])
+        if isinstance(event, ClientRetried):  # found the call just before the driver dropped it: rejected
+            assert [(type(a), a.attempt, getattr(a.fault, "reason", None)) for a in actions] == [
+                (ReplyError, event.attempt, "unknown_held_call")]
+        else:
+            assert actions == []
         return
     assert not any(isinstance(action, ReportBug) for action in actions)
     assert (call.attempt is not None) is (call.state in (HeldCallState.RUNNING, HeldCallState.COLLECTING))
