@@ -17,8 +17,8 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
-from fake_legacy import FakeLegacy, echo_legacy, text_result
-from safety_harness import bridge_settings, call, error_of, inprocess_bridge
+from fake_legacy import FakeCall, FakeLegacy, echo_legacy, text_result
+from safety_harness import Held, bridge_settings, call, error_of, inprocess_bridge, result_of, retry, text_of
 
 from config.settings import UpstreamSettings
 from proxy.app import http_opener
@@ -195,3 +195,47 @@ async def test_readyz_names_an_unsupported_version(fake: FakeLegacy, url: str) -
     assert (status, json.loads(body)) == (503, {"status": "unavailable", "checks": {
         "keys": "configured", "upstream": verdict}})
     assert "protocol version '2099-01-01'; the bridge supports 2025-11-25, 2025-06-18" in error["message"]
+
+
+# ---- through the bridge: pushes and answers in the session's revision ---------------------------
+
+SIZES: dict[str, Any] = {
+    "type": "object",
+    "properties": {"size": {"type": "string", "enum": ["s", "l"], "enumNames": ["Small", "Large"]}},
+    "required": ["size"],
+}
+
+
+def _asking(fake: FakeLegacy) -> None:
+    async def pick(script: FakeCall) -> dict[str, Any]:
+        answer = await script.push("elicitation/create", {"message": "Size?", "requestedSchema": SIZES})
+        return text_result(json.dumps(answer.get("result", answer.get("error"))))
+
+    fake.tools["pick"] = pick
+
+
+async def test_2025_06_18_elicitation_end_to_end(fake: FakeLegacy, url: str) -> None:
+    """The client sees the titled single-select; a multi-select answer is refused with the reason and
+    never sent; the held call survives and a valid answer reaches the server."""
+    fake.protocol_version = "2025-06-18"
+    _asking(fake)
+    async with asyncio.timeout(30), inprocess_bridge(bridge_settings(url)) as bridge:
+        poster = bridge.poster()
+        first = result_of(await call(poster, "pick"))
+        [key] = first["inputRequests"]
+        held = Held("pick", {}, first["requestState"], (key,))
+        refused = error_of(await retry(poster, held, {key: {"action": "accept", "content": {"size": ["s", "l"]}}}))
+        final = text_of(await retry(poster, held, {key: {"action": "accept", "content": {"size": "l"}}}))
+    assert first["inputRequests"][key]["params"]["requestedSchema"] == {
+        "type": "object",
+        "properties": {"size": {"type": "string", "oneOf": [{"const": "s", "title": "Small"},
+                                                            {"const": "l", "title": "Large"}]}},
+        "required": ["size"],
+    }
+    [session] = [s for s in fake.all_sessions if s.responses]
+    assert [r["result"] for r in session.responses] == [{"action": "accept", "content": {"size": "l"}}]
+    assert json.loads(final) == {"action": "accept", "content": {"size": "l"}}
+    assert refused["code"] == -32602
+    assert refused["message"] == (
+        f"inputResponses[{key!r}] cannot be sent to the server: content['size'] is a list;"
+        " this revision takes single values only (the server speaks MCP 2025-06-18)")
