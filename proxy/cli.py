@@ -107,7 +107,8 @@ def build_parser() -> argparse.ArgumentParser:
         "Logs go to stderr.",
     )
     parser.add_argument("--version", action="version",
-                        version=f"{PROG} {version(PROG)} (modern {MODERN_VERSION} -> legacy {SUPPORTED[-1]} .. {SUPPORTED[0]})",
+                        version=f"{PROG} {version(PROG)} (modern {MODERN_VERSION}"
+                        f" -> legacy {SUPPORTED[-1]} .. {SUPPORTED[0]})",
                         help="print the version and the protocol revisions bridged, then exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_serve(commands)
