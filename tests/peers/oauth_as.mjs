@@ -44,7 +44,9 @@ server.service.on('beforeResponse', (response, req) => {
   }
 });
 
-server.issuer.url = `http://127.0.0.1:${port}`; // the address the tests use, not `localhost`
+// The address the tests use (not `localhost`), with the trailing slash pydantic's AnyHttpUrl gives
+// a root URL: mcp 1.x names its authorization server that way, and clients compare issuers exactly.
+server.issuer.url = `http://127.0.0.1:${port}/`;
 await server.start(port, '127.0.0.1');
 console.log(`oauth2-mock-server issuer ${server.issuer.url}`);
 for (const signal of ['SIGTERM', 'SIGINT']) {

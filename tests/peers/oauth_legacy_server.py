@@ -41,7 +41,7 @@ class JwtVerifier:
     def __init__(self, issuer: str, audience: str) -> None:
         self._issuer = issuer
         self._audience = audience
-        self._keys = jwt.PyJWKClient(f"{issuer}/jwks")
+        self._keys = jwt.PyJWKClient(issuer.rstrip("/") + "/jwks")
 
     async def verify_token(self, token: str) -> AccessToken | None:
         try:
