@@ -187,8 +187,8 @@ __all__ = [
     "OAuthUser",
     "Wire",
     "answer_name",
-    "oauth_client",
     "client_credentials_token",
+    "oauth_client",
     "start_authorization_server",
     "start_stack",
 ]

@@ -148,10 +148,10 @@ async def test_two_users_never_share_a_session_or_a_request_state(stack: OAuthSt
             seen = [complete_text(await call_tool(post, "whoami", {})) for post in (as_alice, as_bob) * 3]
             requests, state = input_required(await call_tool(as_alice, "book_table", {"restaurant": "Chez Nous"}))
             (key,) = requests
-            answer = {"action": "accept", "content": {"name": "Mallory"}}
-            stolen = await call_tool(as_bob, "book_table", {"restaurant": "Chez Nous"}, responses={key: answer}, state=state)
-            rightful = await call_tool(as_alice, "book_table", {"restaurant": "Chez Nous"},
-                                       responses={key: {"action": "accept", "content": {"name": "Ada"}}}, state=state)
+            evil, good = ({"action": "accept", "content": {"name": name}} for name in ("Mallory", "Ada"))
+            arguments = {"restaurant": "Chez Nous"}
+            stolen = await call_tool(as_bob, "book_table", arguments, responses={key: evil}, state=state)
+            rightful = await call_tool(as_alice, "book_table", arguments, responses={key: good}, state=state)
     assert_state_rejected(stolen)
     assert complete_text(rightful) == "Booked Chez Nous under Ada for alice-app."
     subjects = {text.split(" ")[0] for text in seen[0::2]}, {text.split(" ")[0] for text in seen[1::2]}
