@@ -14,6 +14,7 @@ from collections.abc import Iterator
 
 import aiohttp
 import pytest
+from mcp.shared.auth import OAuthToken
 
 from translators.challenges import parse_challenges
 from translators.errors import INVALID_REQUEST
@@ -132,6 +133,22 @@ async def test_a_403_step_up_challenge_passes_through(stack: OAuthStack) -> None
         "error_description": f"Required scope: {SCOPE}",
         "resource_metadata": stack.metadata_url,
     }
+
+
+async def test_the_modern_client_steps_up_on_a_passed_through_403(stack: OAuthStack) -> None:
+    """The client holds a token without the required scope: the 403 step-up challenge reaches it through the
+    bridge, it authorizes again for the scope the bridge's metadata lists, and the call goes through."""
+    carol = OAuthUser("carol-app")
+    narrow = await client_credentials_token(stack.issuer, audience=stack.url, scope="profile")
+    carol.storage.tokens = OAuthToken(access_token=narrow, scope="profile", expires_in=3600)
+    async with asyncio.timeout(T), oauth_client(carol, stack.url) as client:
+        who = await client.call_tool("whoami", {})
+    assert who.content[0].text.startswith("carol-app session=")  # type: ignore[union-attr]
+    wire = carol.wire.exchanges
+    assert (wire[0][1], wire[0][2]) == (stack.url, 403)
+    assert wire[1] == ("GET", stack.metadata_url, 200)
+    assert carol.storage.tokens is not None
+    assert set((carol.storage.tokens.scope or "").split()) == {"profile", SCOPE}
 
 
 async def test_two_users_never_share_a_session_or_a_request_state(stack: OAuthStack) -> None:
