@@ -16,6 +16,7 @@ and no metadata is served. See docs/security.md and docs/operations.md.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from typing import Any, Final
 
@@ -35,7 +36,11 @@ from translators.oauth import (
 from translators.public_urls import PublicUrls, public_endpoint
 
 _log = structlog.get_logger("proxy.auth_passthrough")
+METADATA_FRESH_S: Final = 30.0  # a found (or absent) document is reused this long: no fetch per request
 _METADATA_HEADERS: Final = {"Cache-Control": "no-store", "Access-Control-Allow-Origin": "*"}
+# Browser clients send MCP-Protocol-Version with their metadata GET, which needs a CORS preflight.
+_PREFLIGHT_HEADERS: Final = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET",
+                             "Access-Control-Allow-Headers": "*", "Access-Control-Max-Age": "600"}
 
 
 def passes_challenges(upstream: UpstreamSettings) -> bool:
@@ -71,11 +76,16 @@ class MetadataRelay:
         upstream = settings.upstream
         self._timeout = aiohttp.ClientTimeout(total=upstream.init_timeout_s, sock_connect=upstream.connect_timeout_s)
         self._client: aiohttp.ClientSession | None = None
+        self._fresh: tuple[float, dict[str, Any] | None] | None = None
 
     def add_routes(self, app: web.Application) -> None:
         for path in self._urls.metadata_paths(self._front_path):
             app.router.add_get(path, self.handle)
+            app.router.add_route("OPTIONS", path, self.preflight)
         app.cleanup_ctx.append(self._client_context)
+
+    async def preflight(self, request: web.Request) -> web.Response:
+        return web.Response(status=204, headers=_PREFLIGHT_HEADERS)
 
     async def _client_context(self, app: web.Application) -> AsyncIterator[None]:
         async with aiohttp.ClientSession(timeout=self._timeout) as client:
@@ -85,7 +95,7 @@ class MetadataRelay:
 
     async def handle(self, request: web.Request) -> web.Response:
         try:
-            document = await self._document()
+            document = await self._cached_document()
         except _Unavailable as exc:
             _log.warning("oauth_metadata_unavailable", reason=str(exc))
             body = {"error": "temporarily_unavailable",
@@ -95,6 +105,16 @@ class MetadataRelay:
             return web.json_response({"error": "not_found", "error_description": "The upstream server publishes"
                                       " no protected resource metadata"}, status=404, headers=_METADATA_HEADERS)
         return web.json_response(document, headers=_METADATA_HEADERS)
+
+    async def _cached_document(self) -> dict[str, Any] | None:
+        """The document (None: there is none), fetched at most once per `METADATA_FRESH_S`; failures are
+        not remembered, so the next request tries again."""
+        now = asyncio.get_running_loop().time()
+        if self._fresh is not None and now - self._fresh[0] < METADATA_FRESH_S:
+            return self._fresh[1]
+        document = await self._document()
+        self._fresh = (now, document)
+        return document
 
     async def _document(self) -> dict[str, Any] | None:
         for url in self._urls.upstream_metadata_urls:
@@ -127,4 +147,4 @@ class MetadataRelay:
             raise _Unavailable(f"the upstream could not be reached for metadata: {type(exc).__name__}") from None
 
 
-__all__ = ["MetadataRelay", "passes_challenges", "public_urls_of", "upstream_challenge"]
+__all__ = ["METADATA_FRESH_S", "MetadataRelay", "passes_challenges", "public_urls_of", "upstream_challenge"]

@@ -41,6 +41,7 @@ class Gate:
     challenge: str | None = None  # default: invalid_token naming the fake's own metadata
     documents: dict[str, Any] = field(default_factory=dict)  # path -> JSON body (absent: 404)
     seen: list[str | None] = field(default_factory=list)
+    fetched: list[str] = field(default_factory=list)  # paths other than /mcp that were asked for
 
     def refusal(self) -> web.Response:
         value = self.challenge
@@ -51,6 +52,7 @@ class Gate:
     @web.middleware
     async def middleware(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         if request.path != "/mcp":
+            self.fetched.append(request.path)
             document = self.documents.get(request.path)
             return web.json_response(document) if document is not None else web.Response(status=404)
         authorization = request.headers.get("Authorization")
@@ -227,3 +229,34 @@ async def test_static_credentials_replace_the_token_and_turn_pass_through_off() 
     assert metadata_status == 404
     assert (refused.status, refused.response["error"]["code"]) == (200, INTERNAL_ERROR)
     assert "www-authenticate" not in refused.headers
+
+
+async def test_a_found_document_is_reused_and_a_failure_is_not() -> None:
+    """A refused document is fetched again on the next request; a good one is then served from memory."""
+    gate = Gate()
+    async with bridged(gate) as (_, bridge):
+        gate.documents[WELL_KNOWN + "/mcp"] = {"resource": "https://evil.example/mcp"}
+        refused, _ = await bridge.get(WELL_KNOWN + "/mcp")
+        gate.documents[WELL_KNOWN + "/mcp"] = {"resource": gate.origin + "/mcp"}
+        statuses = [(await bridge.get(path))[0] for path in (WELL_KNOWN + "/mcp", WELL_KNOWN, WELL_KNOWN + "/mcp")]
+    assert (refused, statuses) == (502, [200, 200, 200])
+    assert gate.fetched == [WELL_KNOWN + "/mcp", WELL_KNOWN + "/mcp"]
+
+
+async def test_browsers_get_a_cors_preflight_answer() -> None:
+    async with bridged(Gate()) as (_, bridge):
+        headers = {"Origin": "https://inspector.example", "Access-Control-Request-Method": "GET",
+                   "Access-Control-Request-Headers": "mcp-protocol-version"}
+        async with bridge.http.options(bridge.server.make_url(WELL_KNOWN + "/mcp"), headers=headers) as response:
+            status, allowed = response.status, dict(response.headers)
+    assert status == 204
+    assert (allowed["Access-Control-Allow-Origin"], allowed["Access-Control-Allow-Methods"]) == ("*", "GET")
+
+
+async def test_an_upstream_that_challenges_the_probe_is_ready() -> None:
+    """/readyz has no user token: the upstream's 401 still proves it answers."""
+    gate = Gate(valid=set())
+    async with bridged(gate) as (_, bridge):
+        status, text = await bridge.get("/readyz")
+    assert status == 200
+    assert json.loads(text)["checks"]["upstream"] == "reachable (it refused the probe session: UpstreamAuthChallenge)"
