@@ -105,7 +105,6 @@ class UpstreamSettings(_Frozen):
         (), description="root URIs answered to a roots/list push that no call owns (empty list if none)"
     )
 
-
     @field_validator("authorization")
     @classmethod
     def _check_authorization(cls, value: SecretStr | None) -> SecretStr | None:
