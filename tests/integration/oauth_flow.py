@@ -66,16 +66,28 @@ def start_authorization_server(peers: Peers) -> str:
     return f"http://127.0.0.1:{port}/"
 
 
+def _bridge(peers: Peers, port: int, legacy: PeerProcess, settings: dict[str, Any] | None) -> PeerProcess:
+    """The bridge on `port` in front of `legacy`, with `front.public_url` = its own address."""
+    env = bridge_env({"front": {"public_url": f"http://127.0.0.1:{port}/mcp"}, **(settings or {})})
+    argv = [str(BRIDGE_EXE), "serve", "--upstream", legacy.url, "--listen", f"127.0.0.1:{port}"]
+    return peers.start("bridge", argv, port, env, inherit_bridge_env=False)
+
+
 def start_stack(peers: Peers, *legacy_args: str, bridge_settings: dict[str, Any] | None = None) -> OAuthStack:
     """AS, legacy server (audience: the bridge's public URL) and bridge (`front.public_url` set)."""
     issuer = start_authorization_server(peers)
     port = free_port()
-    public_url = f"http://127.0.0.1:{port}/mcp"
-    legacy = peers.legacy("oauth_legacy_server.py", "--issuer", issuer, "--audience", public_url, *legacy_args)
-    settings = {"front": {"public_url": public_url}, **(bridge_settings or {})}
-    argv = [str(BRIDGE_EXE), "serve", "--upstream", legacy.url, "--listen", f"127.0.0.1:{port}"]
-    bridge = peers.start("bridge", argv, port, bridge_env(settings), inherit_bridge_env=False)
-    return OAuthStack(issuer, legacy, bridge)
+    audience = f"http://127.0.0.1:{port}/mcp"
+    legacy = peers.legacy("oauth_legacy_server.py", "--issuer", issuer, "--audience", audience, *legacy_args)
+    return OAuthStack(issuer, legacy, _bridge(peers, port, legacy, bridge_settings))
+
+
+def start_own_issuer_stack(peers: Peers) -> OAuthStack:
+    """A 2025-03-26 server that is its own authorization server (no RFC 9728 document), and the bridge."""
+    port = free_port()
+    legacy = peers.legacy("oauth_own_as_server.py", "--audience", f"http://127.0.0.1:{port}/mcp")
+    issuer = legacy.url.removesuffix("mcp")
+    return OAuthStack(issuer, legacy, _bridge(peers, port, legacy, None))
 
 
 async def client_credentials_token(issuer: str, *, audience: str, scope: str) -> str:
@@ -90,10 +102,18 @@ async def client_credentials_token(issuer: str, *, audience: str, scope: str) ->
 
 @dataclass
 class MemoryStorage:
-    """The client's `TokenStorage`: a pre-registered public client (the server has no /register)."""
+    """The client's `TokenStorage`: pre-registered as a public client (oauth2-mock-server has no
+    /register), or empty so that the client registers itself dynamically."""
 
     client_id: str
+    preregistered: bool = True
     tokens: OAuthToken | None = None
+    client_info: OAuthClientInformationFull | None = None
+
+    def __post_init__(self) -> None:
+        if self.preregistered:
+            self.client_info = OAuthClientInformationFull(client_id=self.client_id, redirect_uris=[REDIRECT_URI],
+                                                          token_endpoint_auth_method="none")
 
     async def get_tokens(self) -> OAuthToken | None:
         return self.tokens
@@ -102,11 +122,10 @@ class MemoryStorage:
         self.tokens = tokens
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
-        return OAuthClientInformationFull(client_id=self.client_id, redirect_uris=[REDIRECT_URI],
-                                          token_endpoint_auth_method="none")
+        return self.client_info
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
-        return None
+        self.client_info = client_info
 
 
 @dataclass
@@ -126,7 +145,8 @@ class Browser:
         self.redirect = parse_qs(urlsplit(location).query)
 
     async def callback(self) -> AuthorizationCodeResult:
-        return AuthorizationCodeResult(code=self.redirect["code"][0], state=self.redirect["state"][0])
+        issuer = self.redirect.get("iss", [None])[0]
+        return AuthorizationCodeResult(code=self.redirect["code"][0], state=self.redirect["state"][0], iss=issuer)
 
 
 @dataclass
@@ -145,16 +165,18 @@ class OAuthUser:
     """One user of the bridge: a client id (the token's subject), its storage, browser and wire."""
 
     client_id: str
+    preregistered: bool = True
     storage: MemoryStorage = field(init=False)
     browser: Browser = field(default_factory=Browser)
     wire: Wire = field(default_factory=Wire)
 
     def __post_init__(self) -> None:
-        self.storage = MemoryStorage(self.client_id)
+        self.storage = MemoryStorage(self.client_id, self.preregistered)
 
     def provider(self, server_url: str) -> OAuthClientProvider:
         metadata = OAuthClientMetadata(client_name=self.client_id, redirect_uris=[REDIRECT_URI],
-                                       grant_types=["authorization_code"], token_endpoint_auth_method="none")
+                                       grant_types=["authorization_code", "refresh_token"],
+                                       token_endpoint_auth_method="none")
         return OAuthClientProvider(server_url, metadata, self.storage, redirect_handler=self.browser.open,
                                    callback_handler=self.browser.callback)
 
@@ -190,5 +212,6 @@ __all__ = [
     "client_credentials_token",
     "oauth_client",
     "start_authorization_server",
+    "start_own_issuer_stack",
     "start_stack",
 ]

@@ -28,6 +28,7 @@ from .oauth_flow import (
     answer_name,
     client_credentials_token,
     oauth_client,
+    start_own_issuer_stack,
     start_stack,
 )
 
@@ -175,3 +176,28 @@ async def test_two_users_never_share_a_session_or_a_request_state(stack: OAuthSt
     assert subjects == ({"alice-app"}, {"bob-app"})
     sessions = {text.split("=")[1] for text in seen[0::2]}, {text.split("=")[1] for text in seen[1::2]}
     assert sessions[0].isdisjoint(sessions[1])
+
+
+async def test_a_2025_03_26_server_that_is_its_own_authorization_server(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """No RFC 9728 document upstream, only RFC 8414 metadata at its origin: the bridge's metadata names the
+    upstream as authorization server, and the client registers, logs in there and calls through the bridge."""
+    peers = Peers(log_dir=tmp_path_factory.mktemp("oauth-own-issuer"))
+    try:
+        own = start_own_issuer_stack(peers)
+        dave = OAuthUser("dave-app", preregistered=False)
+        async with asyncio.timeout(T), oauth_client(dave, own.url) as client:
+            who = await client.call_tool("whoami", {})
+            async with aiohttp.ClientSession() as http, http.get(own.metadata_url) as response:
+                metadata = await response.json()
+    finally:
+        peers.close()
+    assert who.content[0].text == "dave-app"  # type: ignore[union-attr]
+    assert metadata == {"resource": own.url, "authorization_servers": [own.issuer],
+                        "bearer_methods_supported": ["header"]}
+    wire = dave.wire.exchanges
+    assert (wire[0][1], wire[0][2]) == (own.url, 401)
+    assert wire[1] == ("GET", own.metadata_url, 200)
+    assert ("POST", f"{own.issuer}register", 201) in wire
+    assert ("POST", f"{own.issuer}token", 200) in wire
