@@ -13,6 +13,8 @@
 #   .venv-legacy  mcp 1.x, for the legacy servers in tests/peers/
 # A stamp file inside each records the install; an existing venv without a stamp is adopted
 # when it already satisfies its requirements (.ci/venv_satisfied.py), else reinstalled.
+# The OAuth tests also need a real authorization server: npm `oauth2-mock-server`, installed
+# once with the machine's npm into .tools/oauth-as (stamped, git-ignored).
 
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -26,6 +28,10 @@ VENV_STAMP := $(VENV)/.mrtr-installed
 LEGACY_STAMP := $(LEGACY_VENV)/.mrtr-installed
 LEGACY_REQUIREMENTS := tests/peers/requirements-legacy.txt
 PIP_FLAGS := --quiet --disable-pip-version-check
+
+OAUTH_AS_DIR := .tools/oauth-as
+OAUTH_AS_VERSION := 7.2.1
+OAUTH_AS_STAMP := $(OAUTH_AS_DIR)/.stamp-oauth2-mock-server-$(OAUTH_AS_VERSION)
 
 DEMO_PORT ?= 8931
 BRIDGE_LISTEN ?= 127.0.0.1:8080
@@ -60,11 +66,16 @@ $(LEGACY_STAMP): $(LEGACY_REQUIREMENTS)
 
 venv: $(VENV_STAMP) $(LEGACY_STAMP)
 
+$(OAUTH_AS_STAMP):
+	@command -v npm >/dev/null || { echo "npm is needed once, to install oauth2-mock-server for the OAuth tests" >&2; exit 1; }
+	npm install --prefix $(OAUTH_AS_DIR) --no-audit --no-fund --loglevel=error oauth2-mock-server@$(OAUTH_AS_VERSION)
+	@touch $@
+
 lint: $(VENV_STAMP)
 	$(BIN)/ruff check --extend-exclude '$(LEGACY_VENV),.tools,.conformance-results,$(RUN_DIR)' .
 	$(BIN)/mypy
 
-pytest: venv
+pytest: venv $(OAUTH_AS_STAMP)
 	$(BIN)/pytest -q
 
 test: lint pytest

@@ -18,9 +18,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, SecretStr, ValidationError
 
-from config.settings import Settings
+from config.settings import Settings, UpstreamSettings
 
 ENV_PREFIX: Final = "MRTR_BRIDGE_"
 CONFIG_ENV: Final = "MRTR_BRIDGE_CONFIG"
@@ -160,7 +160,28 @@ def _validate(merged: Layer, sources: Mapping[str, str]) -> Settings:
     if settings.identity.principal == "header" and not settings.identity.principal_header:
         source = _source_of("identity.principal", sources)
         raise ConfigError("identity.principal_header", 'required when identity.principal is "header"', source)
-    return settings
+    return _with_authorization_file(settings, sources)
+
+
+def _with_authorization_file(settings: Settings, sources: Mapping[str, str]) -> Settings:
+    """Read `upstream.authorization_file` into `upstream.authorization` (the value is never echoed)."""
+    upstream = settings.upstream
+    if upstream.authorization_file is None:
+        return settings
+    key, source = "upstream.authorization_file", _source_of("upstream.authorization_file", sources)
+    if upstream.authorization is not None:
+        raise ConfigError(key, "give upstream.authorization or upstream.authorization_file, not both", source)
+    try:
+        value = Path(upstream.authorization_file).read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ConfigError(key, f"cannot read {upstream.authorization_file}: {reason}", source) from None
+    try:
+        checked = UpstreamSettings.model_validate({**dict(upstream), "authorization": SecretStr(value)})
+    except ValidationError as exc:
+        message = exc.errors(include_input=False)[0]["msg"]
+        raise ConfigError(key, f"its content is not usable: {message}", source) from None
+    return settings.model_copy(update={"upstream": checked})
 
 
 def load_settings(

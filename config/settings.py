@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Literal
+import re
+from typing import Final, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+# An absolute http(s) URL with a host, no userinfo, query or fragment (front.public_url).
+_PUBLIC_URL: Final = re.compile(r"https?://[^/?#@\s]+(/[^?#\s]*)?", re.IGNORECASE)
+# An Authorization header value: visible ASCII and spaces, nothing that could end the header.
+_HEADER_VALUE: Final = re.compile(r"[\x20-\x7e]+")
 
 
 class _Frozen(BaseModel):
@@ -39,6 +45,11 @@ class FrontSettings(_Frozen):
         8190, ge=1024, description="longest header value (aiohttp max_field_size); 400 beyond"
     )
     max_headers: int = Field(128, ge=16, description="most header lines in one request (aiohttp max_headers)")
+    public_url: str | None = Field(
+        None,
+        description="the MCP endpoint's URL as clients reach it (e.g. https://mcp.example.com/mcp), named in"
+        " OAuth metadata and challenges; unset: http://<listen><path>",
+    )
 
     @property
     def host(self) -> str:
@@ -54,6 +65,13 @@ class FrontSettings(_Frozen):
         host, sep, port = value.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
             raise ValueError("listen must be HOST:PORT, e.g. 127.0.0.1:8080")
+        return value
+
+    @field_validator("public_url")
+    @classmethod
+    def _check_public_url(cls, value: str | None) -> str | None:
+        if value is not None and _PUBLIC_URL.fullmatch(value) is None:
+            raise ValueError("public_url must be an absolute http(s) URL without credentials, query or fragment")
         return value
 
 
@@ -76,6 +94,9 @@ class UpstreamSettings(_Frozen):
     authorization: SecretStr | None = Field(
         None, description="static Authorization header sent upstream instead of the client's"
     )
+    authorization_file: str | None = Field(
+        None, description="file holding that static Authorization header value (read at start-up)"
+    )
     forward_authorization: bool = Field(True, description="forward the client's Authorization header upstream")
     max_sessions: int = Field(256, ge=1, description="upstream sessions open at once, all principals")
     max_sessions_per_principal: int = Field(64, ge=1, description="upstream sessions open at once per principal")
@@ -83,6 +104,13 @@ class UpstreamSettings(_Frozen):
     unowned_roots: tuple[str, ...] = Field(
         (), description="root URIs answered to a roots/list push that no call owns (empty list if none)"
     )
+
+    @field_validator("authorization")
+    @classmethod
+    def _check_authorization(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and _HEADER_VALUE.fullmatch(value.get_secret_value()) is None:
+            raise ValueError("authorization must be one line of visible ASCII (an HTTP header value)")
+        return value
 
 
 class IdentitySettings(_Frozen):

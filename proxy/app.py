@@ -17,6 +17,7 @@ import structlog
 from aiohttp import web
 
 from config.settings import Settings, UpstreamSettings
+from proxy.auth_passthrough import MetadataRelay, passes_challenges
 from proxy.dispatch import Engine
 from proxy.front_http import ENGINE_KEY, FrontEngine, HttpFront
 from proxy.health import Readiness
@@ -103,6 +104,8 @@ def _base_app(settings: Settings, keepalive_s: float) -> web.Application:
     app[SETTINGS_KEY] = settings
     app[METRICS_KEY] = BridgeMetrics()
     HttpFront(settings.front, settings.identity, keepalive_s=keepalive_s).add_routes(app)
+    if passes_challenges(settings.upstream):
+        MetadataRelay(settings).add_routes(app)
     app.router.add_get(HEALTH_PATH, _healthz)
     app.router.add_get(READY_PATH, _readyz)
     app.router.add_get(METRICS_PATH, _metrics)

@@ -14,6 +14,7 @@ from importlib.metadata import version
 import structlog
 
 from config.settings import Settings
+from proxy.auth_passthrough import public_urls_of
 from proxy.context import FrontRequest, NotificationSink, NullSink
 from proxy.continuations import Continuations
 from proxy.held_calls import (
@@ -58,6 +59,7 @@ from translators.errors import (
 from translators.held_call import Limits, ReplyError, ReplyResult
 from translators.inbound import check_param_headers
 from translators.notifications import log_level_admits, route_notification
+from translators.oauth import UpstreamAuthChallenge, challenge_reply
 from translators.pushes import is_push, unowned_push_answer
 from translators.request_state import (
     KeyRing,
@@ -86,6 +88,7 @@ class Engine:
         self._pool = pool
         self._keyring = keyring
         self._cache = CacheHints(settings.cache.ttl_ms, settings.cache.scope)
+        self._public_urls = public_urls_of(settings)
         self._held = settings.held
         self.registry = HeldCallRegistry(max_per_principal=settings.held.max_per_principal,
                                          max_total=settings.held.max_total)
@@ -131,6 +134,10 @@ class Engine:
             except BridgeBug as exc:
                 log.error("bridge_bug", detail=exc.detail)
                 return to_error_response(exc, rid)
+            except UpstreamAuthChallenge as exc:  # the HTTP front answers with the upstream's status
+                log.info("front_request_challenged", status=exc.status)
+                self.metrics.observe_error(exc)
+                return challenge_reply(exc, rid, self._public_urls)
             except BridgeError as exc:
                 log.info("front_request_failed", code=exc.code, error=exc.message)
                 self.metrics.observe_error(exc)

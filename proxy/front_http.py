@@ -33,6 +33,7 @@ from proxy.principal import principal_of
 from translators import eras
 from translators.errors import BridgeError, ClientFault, InvalidRequest, http_status_for, to_error_response
 from translators.inbound import ModernRoute, check_envelope, decode_json, fold_headers, message_id, validate_request
+from translators.oauth import ChallengeReply
 
 SSE_KEEPALIVE_S: Final = 15.0
 SSE_QUEUE_LIMIT: Final = 256
@@ -89,6 +90,10 @@ def _rejection(exc: BridgeError, front_request_id: Any, exchange: _Exchange, sta
 
 
 def _engine_reply(message: JsonObject, exchange: _Exchange) -> web.Response:
+    if isinstance(message, ChallengeReply):  # an upstream 401 / 403 step-up, passed through
+        response = _json_reply(message, message.status, exchange)
+        response.headers["WWW-Authenticate"] = message.www_authenticate
+        return response
     error = message.get("error")
     status = http_status_for(error.get("code", 0)) if isinstance(error, dict) else 200
     return _json_reply(message, status, exchange)

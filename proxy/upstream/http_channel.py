@@ -12,6 +12,7 @@ from typing import Any
 import aiohttp
 
 from config.settings import UpstreamSettings
+from proxy.auth_passthrough import upstream_challenge
 from proxy.upstream.base import JsonObject
 from proxy.upstream.errors import map_upstream_errors, safe_url
 from proxy.upstream.http_wire import JSON_TYPE, POST_ACCEPT, SESSION_HEADER, build_headers, is_json
@@ -92,6 +93,9 @@ class HttpChannel:
         other refusal."""
         if resp.status == 404 and SESSION_HEADER in resp.request_info.headers:
             raise SessionExpired(generation)
+        challenge = upstream_challenge(resp, self.settings)
+        if challenge is not None:
+            raise challenge
         if resp.status not in ok:
             detail = await _refusal_detail(resp)
             fault = UpstreamUnavailable if resp.status >= 500 else UpstreamProtocolError
