@@ -39,6 +39,7 @@ FLAG_SETTINGS: Final[dict[str, str]] = {
     "upstream": "upstream.url",
     "upstream_command": "upstream.command",
     "upstream_cwd": "upstream.cwd",
+    "upstream_transport": "upstream.transport",
     "listen": "front.listen",
     "log_level": "log.level",
     "log_format": "log.format",
@@ -52,8 +53,11 @@ def _where(dotted: str) -> str:
 
 def _add_upstream_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--upstream", metavar="URL",
-                        help="legacy (2025-11-25) Streamable HTTP endpoint to front, e.g. http://127.0.0.1:8931/mcp "
+                        help="legacy HTTP endpoint to front, e.g. http://127.0.0.1:8931/mcp "
                         + _where("upstream.url"))
+    parser.add_argument("--upstream-transport", choices=("auto", "streamable-http", "sse"),
+                        help="HTTP transport of --upstream: auto (default) tries Streamable HTTP and falls back to "
+                        "the old HTTP+SSE on a 4xx " + _where("upstream.transport"))
     parser.add_argument("--upstream-command", metavar='"CMD ARGS..."',
                         help="launch a legacy stdio server instead (one process per upstream session), split like "
                         "a shell command line; extra environment comes from upstream.env "

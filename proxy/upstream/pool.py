@@ -17,7 +17,16 @@ from typing import Final
 import structlog
 
 from config.settings import UpstreamSettings
-from proxy.upstream.base import Inbound, InboundHandler, JsonObject, PooledSession, SessionOpener, UpstreamSession
+from proxy.upstream.base import (
+    STREAMABLE_HTTP,
+    Inbound,
+    InboundHandler,
+    JsonObject,
+    PooledSession,
+    SessionOpener,
+    TransportInfo,
+    UpstreamSession,
+)
 from proxy.upstream.http_call import invoke_handler
 from translators.errors import BridgeBug, BridgeError, LimitExceeded, UpstreamUnavailable
 
@@ -129,9 +138,11 @@ class _Opening:
 class UpstreamPool:
     """Warm legacy sessions per (principal, fingerprint), with limits and idle reaping."""
 
-    def __init__(self, settings: UpstreamSettings, opener: SessionOpener, *, on_unowned: UnownedHandler) -> None:
+    def __init__(self, settings: UpstreamSettings, opener: SessionOpener, *, on_unowned: UnownedHandler,
+                 transport: TransportInfo = STREAMABLE_HTTP) -> None:
         self._settings = settings
         self._opener = opener
+        self.transport = transport
         self._open_slots = asyncio.Semaphore(MAX_CONCURRENT_OPENS)
         self._on_unowned = on_unowned
         self._entries: list[_Entry] = []
