@@ -91,7 +91,7 @@ class Readiness:
 
     async def _ping(self) -> str:
         try:
-            lease = await self._pool.lease(PROBE_KEY, {}, exclusive=False, headers=self._headers)
+            lease = await self._pool.lease(PROBE_KEY, {}, exclusive=False, headers=self._headers, wait=False)
         except (UpstreamUnavailable, UpstreamTimeout, UpstreamSessionLost) as exc:
             _log.warning("readiness_probe_failed", error=exc.message)
             return f"unreachable: {type(exc).__name__}"
