@@ -24,6 +24,7 @@ from proxy.keys import load_keyring
 from proxy.logs import scrub_aiohttp_server_logs
 from proxy.metrics import CONTENT_TYPE, BridgeMetrics
 from proxy.upstream.base import STDIO, InboundHandler, JsonObject, PooledSession, SessionOpener, TransportInfo
+from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.stdio_spares import SpareProcesses
 from proxy.upstream.transport import HttpTransport
@@ -174,7 +175,7 @@ async def bridge_runtime(
     async with _client(settings) as client:
         engine: Engine  # bound just below; the pool calls back only once started
         opener, transport = _opener(client, upstream, spares)
-        pool = UpstreamPool(upstream, opener, transport=transport,
+        pool = UpstreamPool(upstream, NegotiatingOpener(opener), transport=transport,
                             on_unowned=lambda session, inbound: engine.on_unowned(session, inbound))
         engine = Engine(settings, pool, keyring, metrics=metrics)
         try:

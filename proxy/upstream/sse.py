@@ -41,13 +41,15 @@ from proxy.upstream.http_wire import (
     parse_message,
     response_message,
 )
-from translators.eras import LEGACY_PING, LEGACY_VERSION, LEGACY_VERSIONS
+from translators.eras import LEGACY_PING
 from translators.errors import (
+    BridgeBug,
     UpstreamFault,
     UpstreamProtocolError,
     UpstreamReturnedError,
     UpstreamSessionLost,
 )
+from translators.revisions import OFFERED, Revision, negotiated
 
 _log = structlog.get_logger(__name__)
 _session_refs = itertools.count(1)
@@ -95,6 +97,7 @@ class SseUpstreamSession:
         self._tasks = TaskSet()
         self._reader: asyncio.Task[None] | None = None
         self._init_result: JsonObject = {}
+        self._revision: Revision | None = None
         self._lost: str | None = None
         self._closing = False
         self._log = _log.bind(upstream=self.upstream, upstream_session=next(_session_refs), transport=TRANSPORT_NAME)
@@ -128,6 +131,13 @@ class SseUpstreamSession:
     @property
     def init_result(self) -> JsonObject:
         return self._init_result
+
+    @property
+    def revision(self) -> Revision:
+        """The revision negotiated at `initialize` (HTTP+SSE never sends `MCP-Protocol-Version`)."""
+        if self._revision is None:
+            raise BridgeBug("the session's revision is read before initialize")
+        return self._revision
 
     @property
     def is_alive(self) -> bool:
@@ -186,17 +196,12 @@ class SseUpstreamSession:
         self._reader = self._tasks.spawn(self._read_stream(), "sse-stream")
         endpoint = await self._endpoint
         self._poster = HttpChannel(self._client, endpoint, headers=self._headers, settings=self._settings)
-        params = {"protocolVersion": LEGACY_VERSION, "capabilities": capabilities, "clientInfo": client_info()}
+        params = {"protocolVersion": OFFERED, "capabilities": capabilities, "clientInfo": client_info()}
         try:
             result = await self.start("initialize", params, headers={}, on_inbound=None).result()
         except UpstreamReturnedError as exc:
             raise UpstreamProtocolError(f"Upstream {self.upstream} refused initialize: {exc.message[:200]}") from exc
-        version = result.get("protocolVersion")
-        if version not in LEGACY_VERSIONS:
-            raise UpstreamProtocolError(
-                f"Upstream {self.upstream} answered initialize with protocol version {version!r};"
-                f" the bridge speaks {', '.join(LEGACY_VERSIONS)} upstream"
-            )
+        self._revision = negotiated(self.upstream, result.get("protocolVersion"))
         self._init_result = result
         await self.notify("notifications/initialized")
 

@@ -23,6 +23,7 @@ from proxy.upstream.http import HttpUpstreamSession
 from proxy.upstream.http_channel import UpstreamRefused
 from proxy.upstream.sse import SseUpstreamSession
 from translators.errors import UpstreamFault, UpstreamProtocolError, UpstreamUnavailable
+from translators.revisions import UnsupportedUpstreamVersion
 
 _log = structlog.get_logger(__name__)
 
@@ -72,20 +73,33 @@ class HttpTransport:
     ) -> PooledSession:
         try:
             session = await self._open(STREAMABLE, capabilities, headers, on_unrelated)
+        except UnsupportedUpstreamVersion:
+            self._remember(STREAMABLE)  # it answered initialize: the transport is right, the revision is not
+            raise
         except UpstreamRefused as refused:
             if refused.status in _CREDENTIAL_STATUSES:
                 raise
-            try:
-                session = await self._open(SSE, capabilities, headers, on_unrelated)
-            except UpstreamFault as exc:
-                raise UpstreamProtocolError(
-                    f"Upstream {safe_url(self._url)} speaks neither MCP HTTP transport (upstream.transport = auto):"
-                    f" Streamable HTTP: {refused.message}; HTTP+SSE: {exc.message}",
-                    {"upstream": safe_url(self._url)},
-                ) from exc
-            self._remember(SSE)
-            return session
+            return await self._fall_back(refused, capabilities, headers, on_unrelated)
         self._remember(STREAMABLE)
+        return session
+
+    async def _fall_back(
+        self, refused: UpstreamRefused, capabilities: JsonObject, headers: Mapping[str, str],
+        on_unrelated: InboundHandler,
+    ) -> PooledSession:
+        """After a 4xx to `POST initialize`: the HTTP+SSE transport, or an error naming both attempts."""
+        try:
+            session = await self._open(SSE, capabilities, headers, on_unrelated)
+        except UnsupportedUpstreamVersion:
+            self._remember(SSE)
+            raise
+        except UpstreamFault as exc:
+            raise UpstreamProtocolError(
+                f"Upstream {safe_url(self._url)} speaks neither MCP HTTP transport (upstream.transport = auto):"
+                f" Streamable HTTP: {refused.message}; HTTP+SSE: {exc.message}",
+                {"upstream": safe_url(self._url)},
+            ) from exc
+        self._remember(SSE)
         return session
 
     def _remember(self, name: HttpTransportName) -> None:
