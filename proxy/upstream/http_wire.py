@@ -12,6 +12,7 @@ from typing import Any, Final
 
 import aiohttp
 
+from translators.batches import batch_elements
 from translators.errors import BridgeBug, UpstreamProtocolError
 from translators.sse import SSEDecoder, SSEEvent
 
@@ -63,10 +64,18 @@ def is_json(response: aiohttp.ClientResponse) -> bool:
 
 def parse_message(text: str | bytes) -> JsonObject:
     """One JSON-RPC 2.0 message object, or `UpstreamProtocolError`."""
+    return as_message(_parse_json(text))
+
+
+def _parse_json(text: str | bytes) -> Any:
     try:
-        message = json.loads(text)
+        return json.loads(text)
     except ValueError as exc:
         raise UpstreamProtocolError("sent a message that is not JSON") from exc
+
+
+def as_message(message: Any) -> JsonObject:
+    """`message` if it is a JSON-RPC 2.0 message object, else `UpstreamProtocolError`."""
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         raise UpstreamProtocolError("sent something that is not a JSON-RPC 2.0 message object")
     return message
@@ -147,11 +156,21 @@ async def iter_stream_events(response: aiohttp.ClientResponse, cursor: StreamCur
         cursor.absorb(decoder)
 
 
-async def iter_stream_messages(response: aiohttp.ClientResponse, cursor: StreamCursor) -> AsyncIterator[JsonObject]:
-    """JSON-RPC messages of an SSE response, in order; priming events (empty data) are skipped."""
+def event_messages(data: str, *, batches: bool) -> list[JsonObject]:
+    """The JSON-RPC messages of one `message` event's data: one, or where the revision has `batches`,
+    each element of an array in order; `UpstreamProtocolError` if any is not a message."""
+    return [as_message(element) for element in batch_elements(_parse_json(data), batches=batches)]
+
+
+async def iter_stream_messages(
+    response: aiohttp.ClientResponse, cursor: StreamCursor, *, batches: bool = False
+) -> AsyncIterator[JsonObject]:
+    """JSON-RPC messages of an SSE response, in order; priming events (empty data) are skipped; where
+    the revision has `batches`, each element of an array in one event comes as a message of its own."""
     async for event in iter_stream_events(response, cursor):
         if event.event == "message" and event.data.strip():
-            yield parse_message(event.data)
+            for message in event_messages(event.data, batches=batches):
+                yield message
 
 
 CLIENT_NAME: Final = "mrtr-bridge"
@@ -200,9 +219,11 @@ __all__ = [
     "SSE_TYPE",
     "VERSION_HEADER",
     "StreamCursor",
+    "as_message",
     "build_headers",
     "client_info",
     "drain",
+    "event_messages",
     "is_json",
     "is_notification",
     "is_request",

@@ -34,11 +34,11 @@ from proxy.upstream.http_wire import (
     SSE_TYPE,
     StreamCursor,
     client_info,
+    event_messages,
     is_request,
     is_response,
     iter_stream_events,
     notification_message,
-    parse_message,
     response_message,
 )
 from translators.eras import LEGACY_PING
@@ -231,12 +231,14 @@ class SseUpstreamSession:
         if event == ENDPOINT_EVENT and not self._endpoint.done():
             self._endpoint.set_result(resolve_endpoint(self._url, data))
         elif event == MESSAGE_EVENT and data.strip() and self._endpoint.done():
+            batches = self._revision is not None and self._revision.batches
             try:
-                message = parse_message(data)
+                messages = event_messages(data, batches=batches)
             except UpstreamProtocolError as exc:
                 self._log.warning("upstream_message_ignored", reason=exc.message)
                 return
-            self._receive(message)
+            for message in messages:
+                self._receive(message)
         else:
             self._log.debug("upstream_sse_event_ignored", sse_event=event[:40])
 

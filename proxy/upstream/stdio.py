@@ -240,6 +240,7 @@ class StdioUpstreamSession:
                 f"Legacy stdio server {self._program!r} stopped before answering initialize: {exc.message}", data
             ) from exc
         self._revision = negotiated(f"stdio server {self._program!r}", result.get("protocolVersion"), data)
+        self._decoder.batches = self._revision.batches
         self._init_result = result
         await self.notify(INITIALIZED)
 
