@@ -11,6 +11,7 @@
 # Two virtualenvs are created on demand and refreshed when their requirements change:
 #   .venv         the bridge, editable, with its test extras (pytest, ruff, mypy, mcp 2.x client)
 #   .venv-legacy  mcp 1.x, for the legacy servers in tests/peers/
+# and the TypeScript SDK test servers are installed with npm into .tools/ts-peers/ (`make ts-peers`).
 # A stamp file inside each records the install; an existing venv without a stamp is adopted
 # when it already satisfies its requirements (.ci/venv_satisfied.py), else reinstalled.
 
@@ -31,7 +32,7 @@ DEMO_PORT ?= 8931
 BRIDGE_LISTEN ?= 127.0.0.1:8080
 RUN_DIR := .run
 
-.PHONY: help venv test lint pytest run conformance bench clean distclean
+.PHONY: help venv ts-peers test lint pytest run conformance bench clean distclean
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -60,11 +61,25 @@ $(LEGACY_STAMP): $(LEGACY_REQUIREMENTS)
 
 venv: $(VENV_STAMP) $(LEGACY_STAMP)
 
+# TypeScript SDK servers of old releases for the integration tests (tests/peers/ts_sdk_server.cjs):
+# one folder per exact SDK version (a caret range would pull in the newest 1.x), each stamped.
+# 1.12.3 speaks 2025-03-26, 1.13.3 speaks 2025-06-18. Needs npm (and node) once.
+TS_SDK_VERSIONS := 1.12.3 1.13.3
+TS_PEERS := .tools/ts-peers
+TS_STAMPS := $(foreach version,$(TS_SDK_VERSIONS),$(TS_PEERS)/sdk-$(version)/.mrtr-installed)
+
+$(TS_PEERS)/sdk-%/.mrtr-installed:
+	@command -v npm >/dev/null || { echo "npm is needed once, to install @modelcontextprotocol/sdk@$* for the tests" >&2; exit 1; }
+	npm install --prefix $(TS_PEERS)/sdk-$* --no-audit --no-fund --loglevel=error --save-exact "@modelcontextprotocol/sdk@$*"
+	@touch $@
+
+ts-peers: $(TS_STAMPS)
+
 lint: $(VENV_STAMP)
 	$(BIN)/ruff check --extend-exclude '$(LEGACY_VENV),.tools,.conformance-results,$(RUN_DIR)' .
 	$(BIN)/mypy
 
-pytest: venv
+pytest: venv ts-peers
 	$(BIN)/pytest -q
 
 test: lint pytest
