@@ -73,7 +73,19 @@ $(TS_PEERS)/sdk-%/.mrtr-installed:
 	npm install --prefix $(TS_PEERS)/sdk-$* --no-audit --no-fund --loglevel=error --save-exact "@modelcontextprotocol/sdk@$*"
 	@touch $@
 
-ts-peers: $(TS_STAMPS)
+# server-everything 2025.5.12, which works with one upstream session at a time, pinned to SDK 1.12.3
+# by npm overrides (tests/peers/server-everything/package.json).
+EVERYTHING_DIR := $(TS_PEERS)/everything-2025.5.12
+EVERYTHING_STAMP := $(EVERYTHING_DIR)/.mrtr-installed
+
+$(EVERYTHING_STAMP): tests/peers/server-everything/package.json
+	@command -v npm >/dev/null || { echo "npm is needed once, to install server-everything for the tests" >&2; exit 1; }
+	mkdir -p $(EVERYTHING_DIR)
+	cp tests/peers/server-everything/package.json $(EVERYTHING_DIR)/package.json
+	npm install --prefix $(EVERYTHING_DIR) --no-audit --no-fund --loglevel=error
+	@touch $@
+
+ts-peers: $(TS_STAMPS) $(EVERYTHING_STAMP)
 
 lint: $(VENV_STAMP)
 	$(BIN)/ruff check --extend-exclude '$(LEGACY_VENV),.tools,.conformance-results,$(RUN_DIR)' .
