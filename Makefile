@@ -11,6 +11,7 @@
 # Two virtualenvs are created on demand and refreshed when their requirements change:
 #   .venv         the bridge, editable, with its test extras (pytest, ruff, mypy, mcp 2.x client)
 #   .venv-legacy  mcp 1.x, for the legacy servers in tests/peers/
+# and the TypeScript SDK test servers are installed with npm into .tools/ts-peers/ (`make ts-peers`).
 # A stamp file inside each records the install; an existing venv without a stamp is adopted
 # when it already satisfies its requirements (.ci/venv_satisfied.py), else reinstalled.
 # The OAuth tests also need a real authorization server: npm `oauth2-mock-server`, installed
@@ -37,7 +38,7 @@ DEMO_PORT ?= 8931
 BRIDGE_LISTEN ?= 127.0.0.1:8080
 RUN_DIR := .run
 
-.PHONY: help venv test lint pytest run conformance bench clean distclean
+.PHONY: help venv ts-peers test lint pytest run conformance bench clean distclean
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -71,11 +72,37 @@ $(OAUTH_AS_STAMP):
 	npm install --prefix $(OAUTH_AS_DIR) --no-audit --no-fund --loglevel=error oauth2-mock-server@$(OAUTH_AS_VERSION)
 	@touch $@
 
+# TypeScript SDK servers of old releases for the integration tests (tests/peers/ts_sdk_server.cjs):
+# one folder per exact SDK version (a caret range would pull in the newest 1.x), each stamped.
+# 1.12.3 speaks 2025-03-26, 1.13.3 speaks 2025-06-18. Needs npm (and node) once.
+TS_SDK_VERSIONS := 1.12.3 1.13.3
+TS_PEERS := .tools/ts-peers
+TS_STAMPS := $(foreach version,$(TS_SDK_VERSIONS),$(TS_PEERS)/sdk-$(version)/.mrtr-installed)
+
+$(TS_PEERS)/sdk-%/.mrtr-installed:
+	@command -v npm >/dev/null || { echo "npm is needed once, to install @modelcontextprotocol/sdk@$* for the tests" >&2; exit 1; }
+	npm install --prefix $(TS_PEERS)/sdk-$* --no-audit --no-fund --loglevel=error --save-exact "@modelcontextprotocol/sdk@$*"
+	@touch $@
+
+# server-everything 2025.5.12, which works with one upstream session at a time, pinned to SDK 1.12.3
+# by npm overrides (tests/peers/server-everything/package.json).
+EVERYTHING_DIR := $(TS_PEERS)/everything-2025.5.12
+EVERYTHING_STAMP := $(EVERYTHING_DIR)/.mrtr-installed
+
+$(EVERYTHING_STAMP): tests/peers/server-everything/package.json
+	@command -v npm >/dev/null || { echo "npm is needed once, to install server-everything for the tests" >&2; exit 1; }
+	mkdir -p $(EVERYTHING_DIR)
+	cp tests/peers/server-everything/package.json $(EVERYTHING_DIR)/package.json
+	npm install --prefix $(EVERYTHING_DIR) --no-audit --no-fund --loglevel=error
+	@touch $@
+
+ts-peers: $(TS_STAMPS) $(EVERYTHING_STAMP)
+
 lint: $(VENV_STAMP)
 	$(BIN)/ruff check --extend-exclude '$(LEGACY_VENV),.tools,.conformance-results,$(RUN_DIR)' .
 	$(BIN)/mypy
 
-pytest: venv $(OAUTH_AS_STAMP)
+pytest: venv ts-peers $(OAUTH_AS_STAMP)
 	$(BIN)/pytest -q
 
 test: lint pytest
