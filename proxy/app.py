@@ -45,6 +45,7 @@ POOL_KEY: Final = web.AppKey("upstream_pool", UpstreamPool)
 RUNTIME_ENGINE_KEY: Final = web.AppKey("engine", Engine)
 METRICS_KEY: Final = web.AppKey("metrics", BridgeMetrics)
 READINESS_PROBE_KEY: Final = web.AppKey("readiness_probe", Readiness)
+OPENER_KEY: Final[web.AppKey[SessionOpener]] = web.AppKey("session_opener")  # optional: replaces the transport
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
 METRICS_PATH: Final = "/metrics"
@@ -162,18 +163,20 @@ def stdio_opener(spares: SpareProcesses) -> SessionOpener:
 
 @asynccontextmanager
 async def bridge_runtime(
-    settings: Settings, metrics: BridgeMetrics | None = None
+    settings: Settings, metrics: BridgeMetrics | None = None, *, opener: SessionOpener | None = None
 ) -> AsyncIterator[tuple[Engine, UpstreamPool]]:
-    """Key ring, upstream client, pool and engine for either front; closed in reverse on exit."""
+    """Key ring, upstream client, pool and engine for either front; closed in reverse on exit.
+    `opener` replaces the configured transport (tests script an in-memory upstream with it)."""
     keyring, is_ephemeral = load_keyring(settings.held)
     if is_ephemeral:
         _log.warning("request_state_key_ephemeral",
                      hint="no held.keys configured: held calls will not survive a restart (see mrtr-bridge keygen)")
     upstream = settings.upstream
-    spares = SpareProcesses(upstream) if upstream.command else None
+    spares = SpareProcesses(upstream) if upstream.command and opener is None else None
     async with _client(settings) as client:
         engine: Engine  # bound just below; the pool calls back only once started
-        opener = stdio_opener(spares) if spares is not None else http_opener(client, upstream)
+        if opener is None:
+            opener = stdio_opener(spares) if spares is not None else http_opener(client, upstream)
         pool = UpstreamPool(upstream, opener,
                             on_unowned=lambda session, inbound: engine.on_unowned(session, inbound))
         engine = Engine(settings, pool, keyring, metrics=metrics)
@@ -194,7 +197,7 @@ async def bridge_runtime(
 async def _upstream_context(app: web.Application) -> AsyncIterator[None]:
     """The bridge runtime for the HTTP front, bound to the app's keys."""
     settings = app[SETTINGS_KEY]
-    async with bridge_runtime(settings, app[METRICS_KEY]) as (engine, pool):
+    async with bridge_runtime(settings, app[METRICS_KEY], opener=app.get(OPENER_KEY)) as (engine, pool):
         app[READINESS_PROBE_KEY] = _readiness(settings, pool)
         app[POOL_KEY] = pool
         app[ENGINE_KEY] = engine
@@ -217,9 +220,12 @@ async def _on_shutdown(app: web.Application) -> None:
         engine.begin_shutdown()
 
 
-def make_app(settings: Settings) -> web.Application:
-    """The whole HTTP bridge for `settings`; run it with `handler_cancellation=True`."""
+def make_app(settings: Settings, *, opener: SessionOpener | None = None) -> web.Application:
+    """The whole HTTP bridge for `settings`; run it with `handler_cancellation=True`. `opener`
+    replaces the configured upstream transport (tests script an in-memory upstream with it)."""
     app = _base_app(settings, settings.front.sse_keepalive_s)
+    if opener is not None:
+        app[OPENER_KEY] = opener
     app.cleanup_ctx.append(_upstream_context)
     app.on_shutdown.append(_on_shutdown)
     return app
