@@ -83,6 +83,12 @@ class ScriptedBridge:
         async with asyncio.timeout(WAIT_S):
             return await self.engine.handle(request, sink or RecordingSink())
 
+    async def settled(self) -> None:
+        """Wait (bounded) until no interactive call is left in the registry."""
+        async with asyncio.timeout(WAIT_S):
+            while len(self.engine.registry):
+                await asyncio.sleep(0.001)
+
     def start(self, request: FrontRequest, sink: RecordingSink | None = None) -> asyncio.Task[JsonObject]:
         return asyncio.get_running_loop().create_task(self.send(request, sink))
 
@@ -118,9 +124,10 @@ def settings_with(**sections: JsonObject) -> Settings:
 
 
 @asynccontextmanager
-async def scripted_bridge(upstream: FakeUpstream | None = None, *, opener: SessionOpener | None = None,
+async def scripted_bridge(fake: FakeUpstream | None = None, *, opener: SessionOpener | None = None,
                           **sections: JsonObject) -> AsyncIterator[ScriptedBridge]:
-    fake = upstream if upstream is not None else FakeUpstream()
+    """The bridge in front of `fake` (a new `FakeUpstream` if None); `sections` override settings."""
+    fake = fake if fake is not None else FakeUpstream()
     async with bridge_runtime(settings_with(**sections), opener=opener or fake.open) as (engine, pool):
         yield ScriptedBridge(engine, pool, fake)
 

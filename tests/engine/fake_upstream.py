@@ -94,6 +94,12 @@ class FakeCall:
     def is_done(self) -> bool:
         return self._outcome.is_done
 
+    async def cancellation(self, timeout: float = WAIT_S) -> str | None:
+        """Wait (bounded) until the bridge cancels this call; the reason it gave."""
+        async with asyncio.timeout(timeout):
+            await self.cancelled.wait()
+        return self.cancel_reason
+
     @property
     def arguments(self) -> JsonObject:
         arguments = self.params.get("arguments")
@@ -169,6 +175,10 @@ class FakeSession:
     def is_alive(self) -> bool:
         return self._dead is None and not self.closed.is_set()
 
+    async def wait_closed(self, timeout: float = WAIT_S) -> None:
+        async with asyncio.timeout(timeout):
+            await self.closed.wait()
+
     def record(self, kind: str, subject: Any, detail: Any) -> None:
         self.received.append((kind, subject, detail))
 
@@ -238,6 +248,9 @@ class FakeSession:
         return self.send_push(method, dict(params or {}), related=None)
 
     def deliver(self, message: JsonObject, *, related: int | None) -> None:
+        """Hand a message to the bridge; a closed session's streams are gone, so it is lost."""
+        if self.closed.is_set():
+            return
         if related is None:
             self.on_unrelated(Inbound(message, None))
             return

@@ -224,5 +224,4 @@ async def test_more_rounds_than_allowed_ends_the_call_and_refuses_the_push() -> 
         error = error_of(await retry)
         assert error["data"] == {"source": "mrtr-bridge", "limit": "held.max_rounds"}
         assert await second.answered() == {"result": {"action": "cancel"}}
-        await held.call.cancelled.wait()
-        assert held.call.cancel_reason == "too many input rounds"
+        assert await held.call.cancellation() == "too many input rounds"
