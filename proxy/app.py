@@ -22,7 +22,7 @@ from proxy.front_http import ENGINE_KEY, FrontEngine, HttpFront
 from proxy.health import Readiness
 from proxy.keys import load_keyring
 from proxy.logs import scrub_aiohttp_server_logs
-from proxy.metrics import CONTENT_TYPE, BridgeMetrics
+from proxy.metrics import BridgeMetrics
 from proxy.upstream.base import InboundHandler, JsonObject, PooledSession, SessionOpener
 from proxy.upstream.http import HttpUpstreamSession
 from proxy.upstream.pool import UpstreamPool
@@ -69,9 +69,9 @@ async def _readyz(request: web.Request) -> web.Response:
 
 
 async def _metrics(request: web.Request) -> web.Response:
-    """Prometheus text exposition of `BridgeMetrics` (names in docs/operations.md)."""
-    body = request.app[METRICS_KEY].render().encode()
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+    """`BridgeMetrics` as Prometheus text, or OpenMetrics if `Accept` asks (docs/operations.md)."""
+    body, content_type = request.app[METRICS_KEY].exposition(request.headers.get("Accept", ""))
+    return web.Response(body=body, headers={"Content-Type": content_type})
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

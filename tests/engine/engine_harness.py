@@ -156,4 +156,4 @@ async def hold(bridge: ScriptedBridge, key: str = "name", *, tool: str = "ask", 
 
 def rejections(bridge: ScriptedBridge, reason: str) -> float:
     """How many retries the bridge refused for `reason` (the requestState rejection metric)."""
-    return bridge.engine.metrics.state_rejections.value(reason)
+    return bridge.engine.metrics.sample("mrtr_bridge_request_state_rejections_total", reason=reason)

@@ -111,7 +111,7 @@ async def test_cancel_during_collect_refuses_the_push_and_cancels_upstream() -> 
         await session.wait_closed()  # a cancelled call's own session is discarded, never reused
         assert session.received == [("request", 1, "tools/call"), ("answer", push.push_id, CANCELLED_ELICITATION),
                                     ("cancel", 1, "client disconnected"), ("close", None, None)]
-        assert bridge.engine.metrics.requests.value("tools/call", "cancelled") == 1
+        assert bridge.engine.metrics.sample("mrtr_bridge_requests_total", method="tools/call", outcome="cancelled") == 1
 
 
 async def test_client_disconnect_during_a_retry_round_cancels_upstream() -> None:

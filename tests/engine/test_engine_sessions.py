@@ -65,7 +65,7 @@ async def test_a_failed_open_fails_only_its_own_request() -> None:
         after = bridge.start(bridge.request("echo"))
         (await upstream.next_call()).finish(text_result("opened"))
         assert result_text(await after) == "opened"
-        assert bridge.engine.metrics.upstream_errors.value("UpstreamUnavailable") == 1
+        assert bridge.engine.metrics.sample("mrtr_bridge_upstream_errors_total", kind="UpstreamUnavailable") == 1
 
 
 async def test_a_finished_call_leaves_its_session_warm_for_the_next() -> None:
@@ -121,7 +121,7 @@ async def test_a_garbage_result_is_an_upstream_protocol_error() -> None:
         call.reply_raw({"jsonrpc": "2.0", "id": call.upstream_request_id, "result": "not an object"})
         assert error_of(await first) == {"code": INTERNAL_ERROR, "data": BRIDGE_ERROR,
                                          "message": "Fake upstream answered tools/call with a non-object result"}
-        assert bridge.engine.metrics.upstream_errors.value("UpstreamProtocolError") == 1
+        assert bridge.engine.metrics.sample("mrtr_bridge_upstream_errors_total", kind="UpstreamProtocolError") == 1
 
 
 async def test_garbage_messages_on_the_stream_are_ignored() -> None:
