@@ -10,7 +10,8 @@ the server side of each call:
     call = await upstream.next_call("tools/call")   # the bridge started a call upstream
     push = call.push("elicitation/create", {...})    # on the call's stream (or on_get=True: GET stream)
     answer = await push.answered()                   # what the bridge answered it
-    call.finish({"content": [...]})                   # or fail(...), drop(), garbage(...), session.die()
+    call.finish({"content": [...]})                   # or finish_after(s, ...), fail(...), drop(),
+                                                      # reply_raw(...), garbage(...), session.die()
 
 Messages reach the bridge synchronously, in the order the test sends them, like a transport that
 delivers each message the moment it is read. Calls of the methods in `auto` are answered at once.
@@ -124,6 +125,10 @@ class FakeCall:
 
     def finish(self, result: JsonObject) -> None:
         self._outcome.resolve({"jsonrpc": "2.0", "id": self.upstream_request_id, "result": result})
+
+    def finish_after(self, delay_s: float, result: JsonObject) -> asyncio.TimerHandle:
+        """Answer with `result` once `delay_s` has passed (a slow server)."""
+        return asyncio.get_running_loop().call_later(delay_s, self.finish, result)
 
     def fail(self, code: int, message: str, data: Any = None) -> None:
         error: JsonObject = {"code": code, "message": message}
