@@ -109,8 +109,8 @@ async def test_metrics_route_counts_bridge_activity(upstream: JournalPeer) -> No
     assert after['mrtr_bridge_requests_total{method="tools/call",outcome="complete"}'] == 2
     assert after['mrtr_bridge_requests_total{method="tools/call",outcome="input_required"}'] == 1
     assert after['mrtr_bridge_requests_total{method="tools/call",outcome="error"}'] == 2
-    assert after['mrtr_bridge_request_errors_total{method="tools/call",code="-32603"}'] == 1
-    assert after['mrtr_bridge_request_errors_total{method="tools/call",code="-32602"}'] == 1
+    assert after['mrtr_bridge_request_errors_total{code="-32603",method="tools/call"}'] == 1
+    assert after['mrtr_bridge_request_errors_total{code="-32602",method="tools/call"}'] == 1
     assert after['mrtr_bridge_request_duration_seconds_count{method="tools/call",outcome="complete"}'] == 2
     assert after['mrtr_bridge_limit_rejections_total{limit="held.max_per_principal"}'] == 1
     assert after['mrtr_bridge_request_state_rejections_total{reason="authentication_failed"}'] == 1
