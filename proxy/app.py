@@ -23,8 +23,16 @@ from proxy.front_http import ENGINE_KEY, FrontEngine, HttpFront
 from proxy.health import Readiness
 from proxy.keys import load_keyring
 from proxy.logs import scrub_aiohttp_server_logs
-from proxy.metrics import CONTENT_TYPE, BridgeMetrics
-from proxy.upstream.base import STDIO, InboundHandler, JsonObject, PooledSession, SessionOpener, TransportInfo
+from proxy.metrics import BridgeMetrics
+from proxy.upstream.base import (
+    STDIO,
+    STREAMABLE_HTTP,
+    InboundHandler,
+    JsonObject,
+    PooledSession,
+    SessionOpener,
+    TransportInfo,
+)
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.stdio_spares import SpareProcesses
@@ -47,6 +55,7 @@ POOL_KEY: Final = web.AppKey("upstream_pool", UpstreamPool)
 RUNTIME_ENGINE_KEY: Final = web.AppKey("engine", Engine)
 METRICS_KEY: Final = web.AppKey("metrics", BridgeMetrics)
 READINESS_PROBE_KEY: Final = web.AppKey("readiness_probe", Readiness)
+OPENER_KEY: Final[web.AppKey[SessionOpener]] = web.AppKey("session_opener")  # optional: replaces the transport
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
 METRICS_PATH: Final = "/metrics"
@@ -70,9 +79,9 @@ async def _readyz(request: web.Request) -> web.Response:
 
 
 async def _metrics(request: web.Request) -> web.Response:
-    """Prometheus text exposition of `BridgeMetrics` (names in docs/operations.md)."""
-    body = request.app[METRICS_KEY].render().encode()
-    return web.Response(body=body, headers={"Content-Type": CONTENT_TYPE})
+    """`BridgeMetrics` as Prometheus text, or OpenMetrics if `Accept` asks (docs/operations.md)."""
+    body, content_type = request.app[METRICS_KEY].exposition(request.headers.get("Accept", ""))
+    return web.Response(body=body, headers={"Content-Type": content_type})
 
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
@@ -156,8 +165,10 @@ def stdio_opener(spares: SpareProcesses) -> SessionOpener:
     return open_session
 
 
-def _opener(client: aiohttp.ClientSession, upstream: UpstreamSettings,
-            spares: SpareProcesses | None) -> tuple[SessionOpener, TransportInfo]:
+def _opener(client: aiohttp.ClientSession, upstream: UpstreamSettings, spares: SpareProcesses | None,
+            scripted: SessionOpener | None) -> tuple[SessionOpener, TransportInfo]:
+    if scripted is not None:  # a test's in-memory upstream, with the sharing rules of the configured kind
+        return scripted, STDIO if upstream.command else STREAMABLE_HTTP
     if spares is not None:
         return stdio_opener(spares), STDIO
     http = http_opener(client, upstream)
@@ -166,19 +177,20 @@ def _opener(client: aiohttp.ClientSession, upstream: UpstreamSettings,
 
 @asynccontextmanager
 async def bridge_runtime(
-    settings: Settings, metrics: BridgeMetrics | None = None
+    settings: Settings, metrics: BridgeMetrics | None = None, *, opener: SessionOpener | None = None
 ) -> AsyncIterator[tuple[Engine, UpstreamPool]]:
-    """Key ring, upstream client, pool and engine for either front; closed in reverse on exit."""
+    """Key ring, upstream client, pool and engine for either front; closed in reverse on exit.
+    `opener` replaces the configured transport (tests script an in-memory upstream with it)."""
     keyring, is_ephemeral = load_keyring(settings.held)
     if is_ephemeral:
         _log.warning("request_state_key_ephemeral",
                      hint="no held.keys configured: held calls will not survive a restart (see mrtr-bridge keygen)")
     upstream = settings.upstream
-    spares = SpareProcesses(upstream) if upstream.command else None
+    spares = SpareProcesses(upstream) if upstream.command and opener is None else None
     async with _client(settings) as client:
         engine: Engine  # bound just below; the pool calls back only once started
-        opener, transport = _opener(client, upstream, spares)
-        pool = UpstreamPool(upstream, NegotiatingOpener(opener), transport=transport,
+        chosen, transport = _opener(client, upstream, spares, opener)
+        pool = UpstreamPool(upstream, NegotiatingOpener(chosen), transport=transport,
                             on_unowned=lambda session, inbound: engine.on_unowned(session, inbound))
         engine = Engine(settings, pool, keyring, metrics=metrics)
         try:
@@ -198,7 +210,7 @@ async def bridge_runtime(
 async def _upstream_context(app: web.Application) -> AsyncIterator[None]:
     """The bridge runtime for the HTTP front, bound to the app's keys."""
     settings = app[SETTINGS_KEY]
-    async with bridge_runtime(settings, app[METRICS_KEY]) as (engine, pool):
+    async with bridge_runtime(settings, app[METRICS_KEY], opener=app.get(OPENER_KEY)) as (engine, pool):
         app[READINESS_PROBE_KEY] = _readiness(settings, pool)
         app[POOL_KEY] = pool
         app[ENGINE_KEY] = engine
@@ -221,9 +233,12 @@ async def _on_shutdown(app: web.Application) -> None:
         engine.begin_shutdown()
 
 
-def make_app(settings: Settings) -> web.Application:
-    """The whole HTTP bridge for `settings`; run it with `handler_cancellation=True`."""
+def make_app(settings: Settings, *, opener: SessionOpener | None = None) -> web.Application:
+    """The whole HTTP bridge for `settings`; run it with `handler_cancellation=True`. `opener`
+    replaces the configured upstream transport (tests script an in-memory upstream with it)."""
     app = _base_app(settings, settings.front.sse_keepalive_s)
+    if opener is not None:
+        app[OPENER_KEY] = opener
     app.cleanup_ctx.append(_upstream_context)
     app.on_shutdown.append(_on_shutdown)
     return app
