@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -83,6 +84,15 @@ class UpstreamSettings(_Frozen):
     unowned_roots: tuple[str, ...] = Field(
         (), description="root URIs answered to a roots/list push that no call owns (empty list if none)"
     )
+
+    @field_validator("url")
+    @classmethod
+    def _no_credentials_in_url(cls, value: str | None) -> str | None:
+        # Refused rather than turned into a header: see docs/security.md § Upstream credentials.
+        if value is not None and "@" in urlsplit(value).netloc:
+            raise ValueError("must not carry credentials (user:password@host); give them as upstream.authorization "
+                             "(config file or MRTR_BRIDGE_UPSTREAM_AUTHORIZATION), e.g. \"Basic <base64>\"")
+        return value
 
 
 class IdentitySettings(_Frozen):

@@ -16,7 +16,9 @@ import structlog
 from config.settings import Settings
 from proxy.context import FrontRequest, NotificationSink, NullSink
 from proxy.continuations import Continuations
+from proxy.drain import Drain
 from proxy.held_calls import (
+    HELD_ABANDON_S,
     Attempt,
     CallDriver,
     HeldCallRegistry,
@@ -50,6 +52,7 @@ from translators.errors import (
     InvalidParams,
     InvalidRequestState,
     MethodNotFound,
+    ShuttingDown,
     UpstreamReturnedError,
     UpstreamTimeout,
     error_response,
@@ -95,6 +98,8 @@ class Engine:
         self._tool_schemas = ToolSchemas()
         self._ready = False
         self.listens = ListenHub()
+        self._drain = Drain()
+        self._close_wait_s = HELD_ABANDON_S
         self._log_levels: weakref.WeakKeyDictionary[UpstreamSession, str] = weakref.WeakKeyDictionary()
         self.metrics = metrics if metrics is not None else BridgeMetrics()
         self.metrics.watch(held_now=self.registry.held_now, in_progress=self.registry.__len__,
@@ -105,12 +110,19 @@ class Engine:
 
     async def handle(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         """Answer one modern request with one JSON-RPC response; never raises (but propagates cancellation)."""
+        if self._drain.stopping:
+            return to_error_response(ShuttingDown(), request.front_request_id)
         started = time.monotonic()
+        task = self._drain.enter()
         try:
             response = await self._answer(request, sink)
         except asyncio.CancelledError:
-            self.metrics.observe_cancelled(request.method, time.monotonic() - started)
-            raise
+            if not self._drain.was_cut(task):
+                self.metrics.observe_cancelled(request.method, time.monotonic() - started)
+                raise
+            response = to_error_response(ShuttingDown(), request.front_request_id)
+        finally:
+            self._drain.leave(task)
         self.metrics.observe_response(request.method, response, time.monotonic() - started)
         return response
 
@@ -319,7 +331,6 @@ class Engine:
                                                          round=claims.round):
                 reply = await driver.retry(self._attempt(request, sink), claims.round, responses)
             return self._reply(request, driver, reply)
-        self.registry.check_capacity(request.principal)
         lease = await self._lease(request, exclusive=self._needs_own_session(request))
         try:
             require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {})
@@ -362,12 +373,24 @@ class Engine:
         return self._ready
 
     def begin_shutdown(self) -> None:
-        """Stop accepting long-lived work: end every listen stream gracefully."""
+        """Refuse new work, end every listen stream gracefully, and abandon the held calls waiting for
+        their clients (their retries would be refused): pushes refused, calls cancelled upstream."""
+        if self._drain.stopping:
+            return
+        self._drain.stop()
+        self.registry.closing = True
         self.listens.close_all("shutdown")
+        self._tasks.spawn(self.registry.abandon_waiting(), name="abandon-held-calls")
+
+    async def drain(self, deadline: float, cut_wait_s: float) -> None:
+        """Let the requests in flight finish until `deadline` (loop time), then cut them off."""
+        self.begin_shutdown()
+        await self._drain.drain(deadline, cut_wait_s)
+        self._close_wait_s = cut_wait_s
 
     async def aclose(self) -> None:
         self.begin_shutdown()
-        await self.registry.aclose()
+        await self.registry.aclose(self._close_wait_s)
         await self._tasks.aclose()
 
 

@@ -147,6 +147,17 @@ class UpstreamSessionLost(UpstreamFault):
     pass
 
 
+class ShuttingDown(BridgeError):
+    """The bridge is stopping: new work is refused, and work still unfinished at the end of the
+    shutdown grace is cut off with this error (never a dropped connection)."""
+
+    code = INTERNAL_ERROR
+    MESSAGE: ClassVar[str] = "The bridge is shutting down; send the request again"
+
+    def __init__(self) -> None:
+        super().__init__(self.MESSAGE, {"source": BRIDGE_MARKER, "reason": "shutting_down"})
+
+
 class UpstreamReturnedError(BridgeError):
     """The legacy server answered with a JSON-RPC error; `results.py` decides what the front sees."""
 
@@ -210,6 +221,7 @@ __all__ = [
     "MethodNotFound",
     "MissingClientCapability",
     "ParseError",
+    "ShuttingDown",
     "UnsupportedVersion",
     "UpstreamFault",
     "UpstreamProtocolError",

@@ -25,9 +25,9 @@ from translators.errors import (
     InvalidRequestState,
     LimitExceeded,
     MissingClientCapability,
+    ShuttingDown,
     UpstreamFault,
     UpstreamTimeout,
-    UpstreamUnavailable,
 )
 from translators.held_call_events import (
     Action,
@@ -100,12 +100,13 @@ class HeldCall:
         return handler(self, event, now)
 
     def abort(self, reason: str, now: float) -> list[Action]:
-        """The bridge is shutting down: answer an attached attempt with an error and abandon."""
+        """Abandon the call now (shutdown, or a held-call cap refused it): an attached attempt is told the
+        bridge is shutting down, pending pushes are refused and the upstream call is cancelled."""
         if self.state is HeldCallState.DONE:
             return []
         actions: list[Action] = []
         if self.attempt is not None:
-            actions.append(ReplyError(self.attempt, fault=UpstreamUnavailable("The bridge is shutting down")))
+            actions.append(ReplyError(self.attempt, fault=ShuttingDown()))
         return actions + self._abandon(reason)
 
     # ---- helpers -----------------------------------------------------------------------------

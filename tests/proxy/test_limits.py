@@ -14,6 +14,8 @@ import json
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
+JsonObject = dict[str, Any]
+
 import pytest
 from integration.harness import ModernPoster, RawReply
 from safety_harness import (
@@ -162,33 +164,54 @@ async def test_input_response_size_limit(upstream: JournalPeer) -> None:
         assert await finish(alice, held, "short") == "alice-size: short"
 
 
+def refused_upstream(upstream: JournalPeer, tag: str) -> list[JsonObject]:
+    """What the legacy server saw of a call refused when it asked for input: its push refused, then
+    the call cancelled."""
+    return [{k: v for k, v in entry.items() if k != "tag"} for entry in upstream.entries() if entry.get("tag") == tag]
+
+
+REFUSED_ASK = [{"event": "call_started", "tool": "ask"}, {"event": "elicit_answered", "action": "cancel"},
+               {"event": "cancelled"}]
+
+
 async def test_held_calls_per_principal_limit(upstream: JournalPeer) -> None:
-    """A third held call over held.max_per_principal is refused; other principals still start calls."""
+    """A third call of Alice's that asks for input over held.max_per_principal is refused (and abandoned
+    upstream); her plain calls still go through while she is at the cap."""
     settings = bridge_settings(upstream.url, held={"max_per_principal": 2})
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         alice = bridge.poster(ALICE)
         first = await start_held(alice, "ask", tag="alice-1")
         second = await start_held(alice, "ask", tag="alice-2")
-        reply = await while_bob_works(bridge, upstream, lambda: call(alice, "ask", tag="alice-3"))
-        assert_limit(reply, "held.max_per_principal", "already has 2 interactive calls in progress",
+        reply = await while_bob_works(bridge, upstream, lambda: call(alice, "ask", tag="alice-3", linger=30))
+        assert_limit(reply, "held.max_per_principal", "already has 2 calls waiting for input",
                      "(held.max_per_principal)")
+        assert text_of(await call(alice, "echo", text="plain at the cap")) == "plain at the cap"
+        assert text_of(await call(alice, "slow_echo", text="alice-slow-at-cap", seconds=0.1)) == "alice-slow-at-cap"
+        await upstream.wait_for(lambda entries: {"event": "cancelled", "tag": "alice-3"} in entries)
         assert [await finish(alice, held, "ok") for held in (first, second)] == ["alice-1: ok", "alice-2: ok"]
         assert text_of(await call(alice, "echo", text="room again")) == "room again"
-    assert upstream.events("alice-3") == []
+    assert refused_upstream(upstream, "alice-3") == REFUSED_ASK
 
 
 async def test_held_calls_total_limit(upstream: JournalPeer) -> None:
-    """Beyond held.max_total nobody may start an interactive call; held ones still complete."""
-    settings = bridge_settings(upstream.url, held={"max_total": 3})
+    """Beyond held.max_total no call may wait for input; plain calls from a new principal that declares
+    elicitation still succeed, and the held ones complete."""
+    settings = bridge_settings(upstream.url, held={"max_total": 2})
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
-        alice, carol = bridge.poster(ALICE), bridge.poster(CAROL)
+        alice, carol, dave = bridge.poster(ALICE), bridge.poster(CAROL), bridge.poster("Bearer dave")
         mine = await start_held(alice, "ask", tag="alice-total")
 
-        # Bob holds one and has one attached: three in total with Alice's
-        reply = await while_bob_works(bridge, upstream, lambda: call(carol, "ask", tag="carol-total"))
-        assert_limit(reply, "held.max_total", "maximum of 3 interactive calls (held.max_total)")
+        async def offend() -> RawReply:  # Bob holds one (two in all with Alice's) and has one attached
+            assert "elicitation" in dave.capabilities
+            assert text_of(await call(dave, "echo", text="dave plain")) == "dave plain"
+            return await call(carol, "ask", tag="carol-total", linger=30)
+
+        reply = await while_bob_works(bridge, upstream, offend)
+        assert_limit(reply, "held.max_total", "maximum of 2 calls waiting for input (held.max_total)")
+        await upstream.wait_for(lambda entries: {"event": "cancelled", "tag": "carol-total"} in entries)
         assert await finish(alice, mine, "done") == "alice-total: done"
         assert text_of(await call(carol, "echo", text="carol later")) == "carol later"
+    assert refused_upstream(upstream, "carol-total") == REFUSED_ASK
 
 
 async def test_upstream_sessions_per_principal_limit(upstream: JournalPeer) -> None:
