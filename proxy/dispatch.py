@@ -385,7 +385,7 @@ class Engine:
     async def drain(self, deadline: float, cut_wait_s: float) -> None:
         """Let the requests in flight finish until `deadline` (loop time), then cut them off."""
         self.begin_shutdown()
-        await self._drain.drain(deadline, cut_wait_s)
+        await self._drain.drain(deadline, cut_wait_s, lambda: self.registry.abort_all("bridge shutting down"))
         self._close_wait_s = cut_wait_s
 
     async def aclose(self) -> None:

@@ -11,6 +11,7 @@ docs/operations.md § Shutdown.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from typing import Final
 
 import structlog
@@ -63,15 +64,18 @@ class Drain:
         """From now on new requests are refused."""
         self.stopping = True
 
-    async def drain(self, deadline: float, cut_wait_s: float) -> None:
-        """Wait for the requests in flight until `deadline` (loop time); cut off the rest and give them
-        `cut_wait_s` to send their upstream cancels and answer their clients."""
+    async def drain(self, deadline: float, cut_wait_s: float, before_cut: Callable[[], None]) -> None:
+        """Wait for the requests in flight until `deadline` (loop time); then `before_cut()` (which answers
+        what it can itself), cut off the rest, and give them `cut_wait_s` to send their upstream cancels
+        and answer their clients."""
         try:
             async with asyncio.timeout_at(deadline):
                 await self._idle.wait()
             return
         except TimeoutError:
             pass
+        before_cut()
+        await asyncio.sleep(0)  # the requests answered by `before_cut` leave
         left = [task for task in self._inflight if not task.done()]
         _log.warning("shutdown_cut_off", requests=len(left))
         for task in left:

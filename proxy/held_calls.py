@@ -298,9 +298,14 @@ class CallDriver:
     def _now() -> float:
         return asyncio.get_running_loop().time()
 
-    async def abandon(self, reason: str, wait_s: float = HELD_ABANDON_S) -> None:
-        """Shutdown: answer any attached attempt, refuse held pushes, cancel the upstream call."""
+    def abort(self, reason: str) -> None:
+        """Answer any attached attempt with the shutting-down error, refuse held pushes and cancel the
+        upstream call (queued; `abandon` waits for them)."""
         self._perform(self.machine.abort(reason, self._now()))
+
+    async def abandon(self, reason: str, wait_s: float = HELD_ABANDON_S) -> None:
+        """Shutdown: `abort`, then wait (at most `wait_s`) until the upstream has been told."""
+        self.abort(reason)
         if self._worker is not None:
             try:
                 async with asyncio.timeout(wait_s):
@@ -379,6 +384,11 @@ class HeldCallRegistry:
 
     def __len__(self) -> int:
         return len(self._calls)
+
+    def abort_all(self, reason: str) -> None:
+        """End of the shutdown grace: abort every call, attached ones included."""
+        for driver in list(self._calls.values()):
+            driver.abort(reason)
 
     async def abandon_waiting(self) -> None:
         """Shutdown: abandon every call that no request is attached to (its retry would be refused)."""

@@ -14,8 +14,6 @@ import json
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
-JsonObject = dict[str, Any]
-
 import pytest
 from integration.harness import ModernPoster, RawReply
 from safety_harness import (
@@ -37,6 +35,7 @@ from safety_harness import (
 
 from translators.errors import BRIDGE_MARKER, INTERNAL_ERROR, PARSE_ERROR
 
+JsonObject = dict[str, Any]
 TIMEOUT_S = 30.0
 ALICE = "Bearer alice"
 BOB = "Bearer bob"
