@@ -28,7 +28,7 @@ class FrontSettings(_Frozen):
     )
     sse_keepalive_s: float = Field(15.0, gt=0, description="SSE comment keep-alive interval on quiet streams")
     shutdown_grace_s: float = Field(
-        10.0, ge=0, description="on SIGTERM, how long attached requests may finish before they are cancelled"
+        10.0, ge=0, description="on SIGTERM, the whole shutdown: attached requests finish, the rest is cut off"
     )
     request_timeout_s: float = Field(
         60.0, gt=0, description="longest a front request waits for the upstream before -32603"
@@ -40,6 +40,9 @@ class FrontSettings(_Frozen):
         8190, ge=1024, description="longest header value (aiohttp max_field_size); 400 beyond"
     )
     max_headers: int = Field(128, ge=16, description="most header lines in one request (aiohttp max_headers)")
+    ready_timeout_s: float = Field(
+        2.0, gt=0, description="longest /readyz waits for an upstream check; past it, the last known state"
+    )
 
     @property
     def host(self) -> str:
@@ -120,8 +123,10 @@ class HeldCallSettings(_Frozen):
     """Held calls and requestState (DESIGN §§ 2-5)."""
 
     ttl_s: float = Field(600.0, gt=0, description="a held call not resumed within this is cancelled")
-    max_per_principal: int = Field(64, ge=1, description="held calls at once per principal")
-    max_total: int = Field(4096, ge=1, description="held calls at once, all principals")
+    max_per_principal: int = Field(
+        64, ge=1, description="held calls (asked for input, not ended) at once per principal; plain calls not counted"
+    )
+    max_total: int = Field(4096, ge=1, description="held calls at once, all principals; plain calls not counted")
     max_rounds: int = Field(32, ge=1, description="input rounds one call may take")
     max_input_responses: int = Field(64, ge=1, description="entries accepted in one request's inputResponses")
     max_input_response_bytes: int = Field(

@@ -209,7 +209,7 @@ def _readiness(settings: Settings, pool: UpstreamPool) -> Readiness:
     static = settings.upstream.authorization
     headers = {"Authorization": static.get_secret_value()} if static is not None else {}
     return Readiness(pool, keys="configured" if settings.held.keys else "ephemeral", headers=headers,
-                     timeout_s=settings.upstream.init_timeout_s)
+                     timeout_s=settings.upstream.init_timeout_s, answer_within_s=settings.front.ready_timeout_s)
 
 
 async def _on_shutdown(app: web.Application) -> None:
