@@ -17,6 +17,7 @@ from config.settings import Settings
 from proxy.context import FrontRequest, NotificationSink, NullSink
 from proxy.continuations import Continuations
 from proxy.drain import Drain
+from proxy.faults import reported_error
 from proxy.held_calls import (
     HELD_ABANDON_S,
     Attempt,
@@ -144,9 +145,8 @@ class Engine:
                 log.error("bridge_bug", detail=exc.detail)
                 return to_error_response(exc, rid)
             except BridgeError as exc:
-                log.info("front_request_failed", code=exc.code, error=exc.message)
                 self.metrics.observe_error(exc)
-                return to_error_response(exc, rid)
+                return error_response(rid, reported_error(exc))
             except Exception:
                 log.exception("front_request_crashed")
                 return error_response(rid, {"code": INTERNAL_ERROR, "message": "Internal error"})
@@ -263,7 +263,7 @@ class Engine:
                 exc, asyncio.CancelledError) else "request timed out"))
             if isinstance(exc, TimeoutError):
                 raise UpstreamTimeout(f"The upstream did not answer within "
-                                      f"{self._settings.front.request_timeout_s:g} s") from None
+                                      f"{self._settings.front.request_timeout_s:g} s", public=True) from None
             raise
 
     def _refuse(self, session: UpstreamSession, push: JsonObject) -> None:

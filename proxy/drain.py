@@ -77,7 +77,7 @@ class Drain:
         before_cut()
         await asyncio.sleep(0)  # the requests answered by `before_cut` leave
         left = [task for task in self._inflight if not task.done()]
-        _log.warning("shutdown_cut_off", requests=len(left))
+        _log.warning("shutdown_cut_off", cancelled=len(left))
         for task in left:
             self._cut.add(task)
             task.cancel()

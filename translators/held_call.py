@@ -296,7 +296,7 @@ def _declined(answers: dict[str, PushAnswer]) -> bool:
 
 def _url_declined() -> BridgeError:
     return UpstreamFault("The server requires a URL interaction (elicitation) that the client did not accept",
-                         {"upstreamCode": LEGACY_URL_ELICITATION_REQUIRED})
+                         {"upstreamCode": LEGACY_URL_ELICITATION_REQUIRED}, public=True)
 
 
 def _retry_after_done(call: HeldCall, event: ClientRetried, now: float) -> list[Action]:
@@ -316,7 +316,8 @@ def _ignore(call: HeldCall, event: Event, now: float) -> list[Action]:
 def _attempt_deadline(call: HeldCall, event: DeadlinePassed, now: float) -> list[Action]:
     if not call._is_current("deadline", event.token):
         return []
-    fault = UpstreamTimeout(f"The upstream call did not finish within {call.limits.attempt_timeout_s:g} s")
+    fault = UpstreamTimeout(f"The upstream call did not finish within {call.limits.attempt_timeout_s:g} s",
+                            public=True)
     return [ReplyError(call._attached(), fault=fault), *call._abandon("request timed out")]
 
 
