@@ -107,8 +107,8 @@ def test_keygen_text_shows_both_forms() -> None:
         (["serve", "--upstream", "http://u/mcp"], {"MRTR_BRIDGE_HELD_TTL_S": "-1"},
          "invalid setting held.ttl_s (from environment MRTR_BRIDGE_HELD_TTL_S): Input should be greater than 0"),
         (["serve", "--upstream", "http://user:pw@127.0.0.1:8931/mcp"], {},
-         "invalid setting upstream.url (from command line): Value error, must not carry credentials (user:password@host);"
-         " give them as upstream.authorization"),
+         "invalid setting upstream.url (from command line): Value error, must not carry credentials "
+         "(user:password@host); give them as upstream.authorization"),
         (["stdio"], {"MRTR_BRIDGE_UPSTREAM_URL": "http://tok@127.0.0.1:8931/mcp"},
          "invalid setting upstream.url (from environment MRTR_BRIDGE_UPSTREAM_URL): Value error, must not carry"),
     ],
