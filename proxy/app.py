@@ -222,7 +222,7 @@ async def _on_shutdown(app: web.Application) -> None:
     grace_s = app[SETTINGS_KEY].front.shutdown_grace_s
     reserve_s = close_reserve_s(grace_s)
     deadline = asyncio.get_running_loop().time() + grace_s - reserve_s
-    await engine.drain(deadline, cut_wait_s=reserve_s / 2)
+    await engine.drain(deadline, cut_wait_s=reserve_s / 2)  # then aiohttp (R/4) and held calls (R/4)
 
 
 def make_app(settings: Settings) -> web.Application:

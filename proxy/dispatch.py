@@ -386,7 +386,7 @@ class Engine:
         """Let the requests in flight finish until `deadline` (loop time), then cut them off."""
         self.begin_shutdown()
         await self._drain.drain(deadline, cut_wait_s, lambda: self.registry.abort_all("bridge shutting down"))
-        self._close_wait_s = cut_wait_s
+        self._close_wait_s = cut_wait_s / 2  # what is left of the closing reserve for held calls
 
     async def aclose(self) -> None:
         self.begin_shutdown()
