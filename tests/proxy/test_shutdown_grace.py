@@ -20,12 +20,25 @@ from pathlib import Path
 import aiohttp
 import pytest
 from integration.harness import ModernPoster, Peers, bridge_env
-from safety_harness import CAPABILITIES, JournalPeer, call, error_of, journal_peer, start_held
+from safety_harness import (
+    CAPABILITIES,
+    JournalPeer,
+    accept,
+    bridge_settings,
+    call,
+    error_of,
+    inprocess_bridge,
+    journal_peer,
+    retry,
+    start_held,
+)
 from test_shutdown import entries_of, refuses_connections
 
 from translators.errors import BRIDGE_MARKER, INTERNAL_ERROR, ShuttingDown
 
 GRACE_S = 3.0
+SHUTTING_DOWN = {"code": INTERNAL_ERROR, "message": ShuttingDown.MESSAGE,
+                 "data": {"source": BRIDGE_MARKER, "reason": "shutting_down"}}
 TIMEOUT_S = 40.0
 HELD_TAGS = ("grace-held-1", "grace-held-2", "grace-held-3")
 
@@ -89,9 +102,25 @@ async def test_sigterm_finishes_within_the_grace(upstream: JournalPeer, tmp_path
     assert refused_after < GRACE_S / 2, f"new connections were still accepted {refused_after:.2f} s after SIGTERM"
     assert abandoned_after <= GRACE_S, f"held calls were abandoned {abandoned_after:.2f} s after SIGTERM"
     assert reply.status == 200
-    assert error_of(reply) == {"code": INTERNAL_ERROR, "message": ShuttingDown.MESSAGE,
-                               "data": {"source": BRIDGE_MARKER, "reason": "shutting_down"}}
+    assert error_of(reply) == SHUTTING_DOWN
     assert entries_of(upstream, "grace-long") == [{"event": "call_started", "tool": "slow_echo"},
                                                   {"event": "cancelled"}]
     log = bridge.log_text(200_000)
     assert "shutdown_cut_off" in log and "client disconnected" not in log
+
+
+async def test_new_work_and_retries_are_refused_once_shutdown_begins(upstream: JournalPeer) -> None:
+    """After shutdown begins, a new call and a held call's retry get the shutting-down error at once,
+    and the held call has been abandoned upstream (its push refused, its call cancelled)."""
+    async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(bridge_settings(upstream.url)) as bridge:
+        alice = bridge.poster("Bearer alice")
+        held = await start_held(alice, "ask", tag="refused-held", linger=30)
+        bridge.engine.begin_shutdown()
+        late = await call(alice, "echo", text="late")
+        retried = await retry(alice, held, accept(held, "too late"))
+        await upstream.wait_for(lambda entries: {"event": "cancelled", "tag": "refused-held"} in entries)
+    assert (late.status, error_of(late)) == (200, SHUTTING_DOWN)
+    assert (retried.status, error_of(retried)) == (200, SHUTTING_DOWN)
+    assert entries_of(upstream, "refused-held") == [{"event": "call_started", "tool": "ask"},
+                                                    {"event": "elicit_answered", "action": "cancel"},
+                                                    {"event": "cancelled"}]
