@@ -168,9 +168,9 @@ def _listen_url(host: str, port: int, path: str) -> str:
 async def _serve(settings: Settings) -> None:
     """Run the HTTP bridge until SIGINT or SIGTERM, then shut down gracefully."""
     # The app's on_shutdown drains within the grace (proxy.drain); aiohttp's own per-connection wait
-    # (which it spends twice) only collects handlers that have already answered.
+    # (which it spends twice) only collects handlers that have already answered (0 would mean no limit).
     runner = BridgeRunner(make_app(settings), handler_cancellation=True, access_log=None,
-                          shutdown_timeout=close_reserve_s(settings.front.shutdown_grace_s) / 8)
+                          shutdown_timeout=max(0.05, close_reserve_s(settings.front.shutdown_grace_s) / 8))
     await runner.setup()
     try:
         site = web.TCPSite(runner, settings.front.host, settings.front.port)

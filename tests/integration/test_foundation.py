@@ -378,11 +378,13 @@ async def test_slow_upstream_gets_the_front_timeout(peers: Peers, tmp_path: Path
         await journal.wait_for("slow", "cancel_notification")
         echo = await post.post(TOOLS_CALL, {"name": "echo", "arguments": {"text": "after"}})
     assert 1.0 <= elapsed < 3.0, elapsed
-    assert slow.response["error"] == {
+    error = slow.response["error"]
+    assert error == {
         "code": INTERNAL_ERROR,
         "message": "The upstream call did not finish within 1 s",
-        "data": {"source": BRIDGE_MARKER},
+        "data": {"source": BRIDGE_MARKER, "correlationId": error["data"]["correlationId"]},
     }
+    assert error["data"]["correlationId"] in bridge.log_text(200_000)
     assert raw_text(echo) == "after"
 
 
