@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from typing import Final, Literal
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
@@ -33,7 +34,7 @@ class FrontSettings(_Frozen):
     )
     sse_keepalive_s: float = Field(15.0, gt=0, description="SSE comment keep-alive interval on quiet streams")
     shutdown_grace_s: float = Field(
-        10.0, ge=0, description="on SIGTERM, how long attached requests may finish before they are cancelled"
+        10.0, ge=0, description="on SIGTERM, the whole shutdown: attached requests finish, the rest is cut off"
     )
     request_timeout_s: float = Field(
         60.0, gt=0, description="longest a front request waits for the upstream before -32603"
@@ -45,6 +46,9 @@ class FrontSettings(_Frozen):
         8190, ge=1024, description="longest header value (aiohttp max_field_size); 400 beyond"
     )
     max_headers: int = Field(128, ge=16, description="most header lines in one request (aiohttp max_headers)")
+    ready_timeout_s: float = Field(
+        2.0, gt=0, description="longest /readyz waits for an upstream check; past it, the last known state"
+    )
     public_url: str | None = Field(
         None,
         description="the MCP endpoint's URL as clients reach it (e.g. https://mcp.example.com/mcp), named in"
@@ -118,6 +122,15 @@ class UpstreamSettings(_Frozen):
             raise ValueError("authorization must be one line of visible ASCII (an HTTP header value)")
         return value
 
+    @field_validator("url")
+    @classmethod
+    def _no_credentials_in_url(cls, value: str | None) -> str | None:
+        # Refused rather than turned into a header: see docs/security.md § Upstream credentials.
+        if value is not None and "@" in urlsplit(value).netloc:
+            raise ValueError("must not carry credentials (user:password@host); give them as upstream.authorization "
+                             "(config file or MRTR_BRIDGE_UPSTREAM_AUTHORIZATION), e.g. \"Basic <base64>\"")
+        return value
+
 
 class IdentitySettings(_Frozen):
     """Who the caller is (DESIGN § 7)."""
@@ -144,8 +157,10 @@ class HeldCallSettings(_Frozen):
     """Held calls and requestState (DESIGN §§ 2-5)."""
 
     ttl_s: float = Field(600.0, gt=0, description="a held call not resumed within this is cancelled")
-    max_per_principal: int = Field(64, ge=1, description="held calls at once per principal")
-    max_total: int = Field(4096, ge=1, description="held calls at once, all principals")
+    max_per_principal: int = Field(
+        64, ge=1, description="held calls (asked for input, not ended) at once per principal; plain calls not counted"
+    )
+    max_total: int = Field(4096, ge=1, description="held calls at once, all principals; plain calls not counted")
     max_rounds: int = Field(32, ge=1, description="input rounds one call may take")
     max_input_responses: int = Field(64, ge=1, description="entries accepted in one request's inputResponses")
     max_input_response_bytes: int = Field(

@@ -8,6 +8,7 @@ the same front and health routes around a given engine, for tests and embedding.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Final, Protocol
@@ -19,6 +20,7 @@ from aiohttp import web
 from config.settings import Settings, UpstreamSettings
 from proxy.auth_passthrough import MetadataRelay, passes_challenges
 from proxy.dispatch import Engine
+from proxy.drain import close_reserve_s
 from proxy.front_http import ENGINE_KEY, FrontEngine, HttpFront
 from proxy.health import Readiness
 from proxy.keys import load_keyring
@@ -223,14 +225,21 @@ def _readiness(settings: Settings, pool: UpstreamPool) -> Readiness:
     static = settings.upstream.authorization
     headers = {"Authorization": static.get_secret_value()} if static is not None else {}
     return Readiness(pool, keys="configured" if settings.held.keys else "ephemeral", headers=headers,
-                     timeout_s=settings.upstream.init_timeout_s, transport=pool.transport)
+                     timeout_s=settings.upstream.init_timeout_s, answer_within_s=settings.front.ready_timeout_s,
+                     transport=pool.transport)
 
 
 async def _on_shutdown(app: web.Application) -> None:
-    """SIGTERM: long-lived listen streams end gracefully now, so in-flight requests can drain."""
+    """SIGTERM (the listening socket is already closed): refuse new work, end listen streams, abandon
+    waiting held calls, let attached requests finish until the grace minus its closing reserve, then
+    cut off the rest with a shutting-down error (timeline: docs/operations.md § Shutdown)."""
     engine = app.get(RUNTIME_ENGINE_KEY)
-    if engine is not None:
-        engine.begin_shutdown()
+    if engine is None:
+        return
+    grace_s = app[SETTINGS_KEY].front.shutdown_grace_s
+    reserve_s = close_reserve_s(grace_s)
+    deadline = asyncio.get_running_loop().time() + grace_s - reserve_s
+    await engine.drain(deadline, cut_wait_s=reserve_s / 2)  # then aiohttp (R/4) and held calls (R/4)
 
 
 def make_app(settings: Settings, *, opener: SessionOpener | None = None) -> web.Application:

@@ -23,7 +23,9 @@ from aiohttp import web
 
 from config import CONFIG_ENV, ConfigError, Settings, env_name, load_settings
 from proxy.app import bridge_runtime, make_app
+from proxy.drain import close_reserve_s
 from proxy.front_stdio import serve_stdio
+from proxy.http_server import BridgeRunner
 from proxy.keys import new_key
 from proxy.logs import configure_logging
 from proxy.upstream.stdio_process import check_command
@@ -173,8 +175,10 @@ def _listen_url(host: str, port: int, path: str) -> str:
 
 async def _serve(settings: Settings) -> None:
     """Run the HTTP bridge until SIGINT or SIGTERM, then shut down gracefully."""
-    runner = web.AppRunner(make_app(settings), handler_cancellation=True, access_log=None,
-                           shutdown_timeout=settings.front.shutdown_grace_s)
+    # The app's on_shutdown drains within the grace (proxy.drain); aiohttp's own per-connection wait
+    # (which it spends twice) only collects handlers that have already answered (0 would mean no limit).
+    runner = BridgeRunner(make_app(settings), handler_cancellation=True, access_log=None,
+                          shutdown_timeout=max(0.05, close_reserve_s(settings.front.shutdown_grace_s) / 8))
     await runner.setup()
     try:
         site = web.TCPSite(runner, settings.front.host, settings.front.port)

@@ -17,7 +17,10 @@ from config.settings import Settings
 from proxy.auth_passthrough import public_urls_of
 from proxy.context import FrontRequest, NotificationSink, NullSink
 from proxy.continuations import Continuations
+from proxy.drain import Drain
+from proxy.faults import reported_error
 from proxy.held_calls import (
+    HELD_ABANDON_S,
     Attempt,
     CallDriver,
     HeldCallRegistry,
@@ -51,6 +54,7 @@ from translators.errors import (
     InvalidParams,
     InvalidRequestState,
     MethodNotFound,
+    ShuttingDown,
     UpstreamReturnedError,
     UpstreamTimeout,
     error_response,
@@ -98,6 +102,8 @@ class Engine:
         self._tool_schemas = ToolSchemas()
         self._ready = False
         self.listens = ListenHub()
+        self._drain = Drain()
+        self._close_wait_s = HELD_ABANDON_S
         self._log_levels: weakref.WeakKeyDictionary[UpstreamSession, str] = weakref.WeakKeyDictionary()
         self.metrics = metrics if metrics is not None else BridgeMetrics()
         self.metrics.watch(held_now=self.registry.held_now, in_progress=self.registry.__len__,
@@ -108,12 +114,19 @@ class Engine:
 
     async def handle(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         """Answer one modern request with one JSON-RPC response; never raises (but propagates cancellation)."""
+        if self._drain.stopping:
+            return to_error_response(ShuttingDown(), request.front_request_id)
         started = time.monotonic()
+        task = self._drain.enter()
         try:
             response = await self._answer(request, sink)
         except asyncio.CancelledError:
-            self.metrics.observe_cancelled(request.method, time.monotonic() - started)
-            raise
+            if not self._drain.was_cut(task):
+                self.metrics.observe_cancelled(request.method, time.monotonic() - started)
+                raise
+            response = to_error_response(ShuttingDown(), request.front_request_id)
+        finally:
+            self._drain.leave(task)
         self.metrics.observe_response(request.method, response, time.monotonic() - started)
         return response
 
@@ -139,9 +152,8 @@ class Engine:
                 self.metrics.observe_error(exc)
                 return challenge_reply(exc, rid, self._public_urls)
             except BridgeError as exc:
-                log.info("front_request_failed", code=exc.code, error=exc.message)
                 self.metrics.observe_error(exc)
-                return to_error_response(exc, rid)
+                return error_response(rid, reported_error(exc))
             except Exception:
                 log.exception("front_request_crashed")
                 return error_response(rid, {"code": INTERNAL_ERROR, "message": "Internal error"})
@@ -261,7 +273,7 @@ class Engine:
                 exc, asyncio.CancelledError) else "request timed out"))
             if isinstance(exc, TimeoutError):
                 raise UpstreamTimeout(f"The upstream did not answer within "
-                                      f"{self._settings.front.request_timeout_s:g} s") from None
+                                      f"{self._settings.front.request_timeout_s:g} s", public=True) from None
             raise
 
     def _refuse(self, session: UpstreamSession, push: JsonObject) -> None:
@@ -329,7 +341,6 @@ class Engine:
                                                          round=claims.round):
                 reply = await driver.retry(self._attempt(request, sink), claims.round, responses)
             return self._reply(request, driver, reply)
-        self.registry.check_capacity(request.principal)
         lease = await self._lease(request, exclusive=self._needs_own_session(request))
         try:
             require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {},
@@ -373,12 +384,24 @@ class Engine:
         return self._ready
 
     def begin_shutdown(self) -> None:
-        """Stop accepting long-lived work: end every listen stream gracefully."""
+        """Refuse new work, end every listen stream gracefully, and abandon the held calls waiting for
+        their clients (their retries would be refused): pushes refused, calls cancelled upstream."""
+        if self._drain.stopping:
+            return
+        self._drain.stop()
+        self.registry.closing = True
         self.listens.close_all("shutdown")
+        self._tasks.spawn(self.registry.abandon_waiting(), name="abandon-held-calls")
+
+    async def drain(self, deadline: float, cut_wait_s: float) -> None:
+        """Let the requests in flight finish until `deadline` (loop time), then cut them off."""
+        self.begin_shutdown()
+        await self._drain.drain(deadline, cut_wait_s, lambda: self.registry.abort_all("bridge shutting down"))
+        self._close_wait_s = cut_wait_s / 2  # what is left of the closing reserve for held calls
 
     async def aclose(self) -> None:
         self.begin_shutdown()
-        await self.registry.aclose()
+        await self.registry.aclose(self._close_wait_s)
         await self._tasks.aclose()
 
 

@@ -26,6 +26,7 @@ from translators.errors import (
     BridgeError,
     InvalidRequestState,
     LimitExceeded,
+    ShuttingDown,
     UpstreamFault,
     UpstreamReturnedError,
 )
@@ -60,6 +61,7 @@ from translators.subscriptions import SESSION_WIDE
 
 log = structlog.get_logger()
 Reply = ReplyInputRequired | ReplyResult | ReplyError
+HELD_ABANDON_S = 5.0  # longest an abandoned call waits for its upstream refusals and cancel
 
 
 @dataclass(frozen=True)
@@ -127,12 +129,26 @@ class CallDriver:
         self._worker = self._tasks.spawn(self._send_worker(), name="held-call-sends")
         self._perform(self.machine.start(self._now()))
         self._start_upstream()
-        return await self._wait(attempt, slot)
+        return self._admit(await self._wait(attempt, slot))
 
     async def retry(self, attempt: Attempt, round_: int, input_responses: JsonObject) -> Reply:
         slot = self._attach(attempt)
         self.feed(ClientRetried(attempt.attempt_id, round_, input_responses))
-        return await self._wait(attempt, slot)
+        return self._admit(await self._wait(attempt, slot))
+
+    def _admit(self, reply: Reply) -> Reply:
+        """A call that asks its client for input becomes a held call, within the caps; over them (or
+        while the bridge shuts down) it is abandoned upstream and the caller gets the reason."""
+        if isinstance(reply, ReplyInputRequired):
+            try:
+                self._registry.admit_held(self)
+            except BridgeError as exc:
+                self._log.info("held_call_refused", reason=exc.message)
+                self._perform(self.machine.abort("held call refused", self._now()))
+                self._registry.remove(self)
+                raise
+            self._registry.note_round()
+        return reply
 
     def _attach(self, attempt: Attempt) -> asyncio.Future[Reply]:
         slot: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
@@ -233,7 +249,6 @@ class CallDriver:
     def _reply(self, action: Reply) -> None:
         if isinstance(action, ReplyInputRequired):
             self.issued_keys = list(action.input_requests)
-            self._registry.note_round()
         slot = self._slots.get(action.attempt)
         if slot is not None and not slot.done():
             slot.set_result(action)
@@ -287,12 +302,17 @@ class CallDriver:
     def _now() -> float:
         return asyncio.get_running_loop().time()
 
-    async def abandon(self, reason: str) -> None:
-        """Shutdown: answer any attached attempt, refuse held pushes, cancel the upstream call."""
+    def abort(self, reason: str) -> None:
+        """Answer any attached attempt with the shutting-down error, refuse held pushes and cancel the
+        upstream call (queued; `abandon` waits for them)."""
         self._perform(self.machine.abort(reason, self._now()))
+
+    async def abandon(self, reason: str, wait_s: float = HELD_ABANDON_S) -> None:
+        """Shutdown: `abort`, then wait (at most `wait_s`) until the upstream has been told."""
+        self.abort(reason)
         if self._worker is not None:
             try:
-                async with asyncio.timeout(5):
+                async with asyncio.timeout(wait_s):
                     await asyncio.shield(self._worker)
             except TimeoutError:
                 self._log.warning("held_call_abandon_timed_out")
@@ -300,11 +320,13 @@ class CallDriver:
 
 
 class HeldCallRegistry:
-    """Live MRTR-capable calls by `continuation_id`, with per-principal and total caps."""
+    """Live MRTR-capable calls by `continuation_id`; the caps count only held ones (`admit_held`)."""
 
     def __init__(self, *, max_per_principal: int, max_total: int) -> None:
         self._calls: dict[bytes, CallDriver] = {}
-        self._per_principal: dict[str, int] = {}
+        self._held: set[bytes] = set()  # calls that have asked their client for input
+        self._per_principal: dict[str, int] = {}  # held calls per principal
+        self.closing = False  # shutdown: no call may become held any more
         self._max_per_principal = max_per_principal
         self._max_total = max_total
         self._attempt_ids = 0
@@ -314,22 +336,30 @@ class HeldCallRegistry:
         self._attempt_ids += 1
         return self._attempt_ids
 
-    def check_capacity(self, principal: str) -> None:
-        if len(self._calls) >= self._max_total:
+    def admit_held(self, driver: CallDriver) -> None:
+        """Count `driver` as held (it asks its client for input) unless a cap is reached. A call is
+        counted from its first InputRequiredResult until it ends; calls that never ask are not."""
+        if driver.continuation_id in self._held:
+            return
+        if self.closing:
+            raise ShuttingDown()
+        if len(self._held) >= self._max_total:
             raise LimitExceeded(
-                f"The bridge holds its maximum of {self._max_total} interactive calls (held.max_total); retry later",
+                f"The bridge already holds its maximum of {self._max_total} calls waiting for input "
+                "(held.max_total); retry later",
                 "held.max_total",
             )
-        if self._per_principal.get(principal, 0) >= self._max_per_principal:
+        if self._per_principal.get(driver.principal, 0) >= self._max_per_principal:
             raise LimitExceeded(
-                f"This caller already has {self._max_per_principal} interactive calls in progress "
+                f"This caller already has {self._max_per_principal} calls waiting for input "
                 "(held.max_per_principal); finish or abandon one first",
                 "held.max_per_principal",
             )
+        self._held.add(driver.continuation_id)
+        self._per_principal[driver.principal] = self._per_principal.get(driver.principal, 0) + 1
 
     def add(self, driver: CallDriver) -> None:
         self._calls[driver.continuation_id] = driver
-        self._per_principal[driver.principal] = self._per_principal.get(driver.principal, 0) + 1
 
     def get(self, continuation_id: bytes) -> CallDriver | None:
         return self._calls.get(continuation_id)
@@ -341,7 +371,9 @@ class HeldCallRegistry:
         return driver
 
     def remove(self, driver: CallDriver) -> None:
-        if self._calls.pop(driver.continuation_id, None) is not None:
+        self._calls.pop(driver.continuation_id, None)
+        if driver.continuation_id in self._held:
+            self._held.discard(driver.continuation_id)
             left = self._per_principal.get(driver.principal, 1) - 1
             if left:
                 self._per_principal[driver.principal] = left
@@ -357,10 +389,24 @@ class HeldCallRegistry:
     def __len__(self) -> int:
         return len(self._calls)
 
-    async def aclose(self) -> None:
+    def abort_all(self, reason: str) -> None:
+        """End of the shutdown grace: abort every call, attached ones included."""
+        for driver in list(self._calls.values()):
+            driver.abort(reason)
+
+    async def abandon_waiting(self) -> None:
+        """Shutdown: abandon every call that no request is attached to (its retry would be refused)."""
+        waiting = [d for d in self._calls.values() if d.machine.attempt is None]
+        await asyncio.gather(*(d.abandon("bridge shutting down") for d in waiting), return_exceptions=True)
+
+    async def aclose(self, wait_s: float = HELD_ABANDON_S) -> None:
+        """Abandon every call left, waiting at most `wait_s` for their upstream refusals and cancels."""
         drivers = list(self._calls.values())
-        await asyncio.gather(*(d.abandon("bridge shutting down") for d in drivers), return_exceptions=True)
+        if drivers:
+            await asyncio.wait([asyncio.ensure_future(d.abandon("bridge shutting down", wait_s)) for d in drivers],
+                               timeout=wait_s)
         self._calls.clear()
+        self._held.clear()
         self._per_principal.clear()
 
 

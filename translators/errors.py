@@ -122,29 +122,52 @@ class LimitExceeded(ClientFault):
 
 
 class UpstreamFault(BridgeError):
-    """The legacy server or the path to it failed; always marked as bridge-local in `data`."""
+    """The legacy server or the path to it failed; always marked as bridge-local in `data`.
+
+    `message` and `data` are for the log: they may name the upstream URL, the stdio program or
+    foreign error text. The client is told `public` (a bridge-authored message free of those, when
+    the raising site has one) or the class's `PUBLIC` text, with a correlation id into the log."""
 
     code = INTERNAL_ERROR
+    PUBLIC: ClassVar[str] = "The upstream server failed"
 
-    def __init__(self, message: str, data: Any = None) -> None:
+    def __init__(self, message: str, data: Any = None, *, public: str | bool = False) -> None:
         marked = {"source": BRIDGE_MARKER, **(data or {})}
         super().__init__(message, marked)
+        self.public = message if public is True else public or None  # True: `message` is itself public
+
+    def public_error(self, correlation_id: str) -> dict[str, Any]:
+        """The client's error object: the failure named, no internals."""
+        data = {key: value for key, value in self.data.items() if key != "upstream"}
+        return {"code": self.code, "message": self.public or self.PUBLIC,
+                "data": {**data, "correlationId": correlation_id}}
 
 
 class UpstreamUnavailable(UpstreamFault):
-    pass
+    PUBLIC = "The upstream server is unavailable"
 
 
 class UpstreamTimeout(UpstreamFault):
-    pass
+    PUBLIC = "The upstream server did not answer in time"
 
 
 class UpstreamProtocolError(UpstreamFault):
-    pass
+    PUBLIC = "The upstream server sent a message the bridge cannot use"
 
 
 class UpstreamSessionLost(UpstreamFault):
-    pass
+    PUBLIC = "The upstream session was lost"
+
+
+class ShuttingDown(BridgeError):
+    """The bridge is stopping: new work is refused, and work still unfinished at the end of the
+    shutdown grace is cut off with this error (never a dropped connection)."""
+
+    code = INTERNAL_ERROR
+    MESSAGE: ClassVar[str] = "The bridge is shutting down; send the request again"
+
+    def __init__(self) -> None:
+        super().__init__(self.MESSAGE, {"source": BRIDGE_MARKER, "reason": "shutting_down"})
 
 
 class UpstreamReturnedError(BridgeError):
@@ -210,6 +233,7 @@ __all__ = [
     "MethodNotFound",
     "MissingClientCapability",
     "ParseError",
+    "ShuttingDown",
     "UnsupportedVersion",
     "UpstreamFault",
     "UpstreamProtocolError",

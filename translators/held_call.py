@@ -25,9 +25,9 @@ from translators.errors import (
     InvalidRequestState,
     LimitExceeded,
     MissingClientCapability,
+    ShuttingDown,
     UpstreamFault,
     UpstreamTimeout,
-    UpstreamUnavailable,
 )
 from translators.held_call_events import (
     Action,
@@ -101,12 +101,13 @@ class HeldCall:
         return handler(self, event, now)
 
     def abort(self, reason: str, now: float) -> list[Action]:
-        """The bridge is shutting down: answer an attached attempt with an error and abandon."""
+        """Abandon the call now (shutdown, or a held-call cap refused it): an attached attempt is told the
+        bridge is shutting down, pending pushes are refused and the upstream call is cancelled."""
         if self.state is HeldCallState.DONE:
             return []
         actions: list[Action] = []
         if self.attempt is not None:
-            actions.append(ReplyError(self.attempt, fault=UpstreamUnavailable("The bridge is shutting down")))
+            actions.append(ReplyError(self.attempt, fault=ShuttingDown()))
         return actions + self._abandon(reason)
 
     # ---- helpers -----------------------------------------------------------------------------
@@ -296,7 +297,7 @@ def _declined(answers: dict[str, PushAnswer]) -> bool:
 
 def _url_declined() -> BridgeError:
     return UpstreamFault("The server requires a URL interaction (elicitation) that the client did not accept",
-                         {"upstreamCode": LEGACY_URL_ELICITATION_REQUIRED})
+                         {"upstreamCode": LEGACY_URL_ELICITATION_REQUIRED}, public=True)
 
 
 def _retry_after_done(call: HeldCall, event: ClientRetried, now: float) -> list[Action]:
@@ -316,7 +317,8 @@ def _ignore(call: HeldCall, event: Event, now: float) -> list[Action]:
 def _attempt_deadline(call: HeldCall, event: DeadlinePassed, now: float) -> list[Action]:
     if not call._is_current("deadline", event.token):
         return []
-    fault = UpstreamTimeout(f"The upstream call did not finish within {call.limits.attempt_timeout_s:g} s")
+    fault = UpstreamTimeout(f"The upstream call did not finish within {call.limits.attempt_timeout_s:g} s",
+                            public=True)
     return [ReplyError(call._attached(), fault=fault), *call._abandon("request timed out")]
 
 

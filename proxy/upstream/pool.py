@@ -318,7 +318,7 @@ class UpstreamPool:
     async def _admit(self, key: SessionKey, session: PooledSession, router: _Router, *, exclusive: bool) -> Lease:
         if self._closed:
             await session.aclose()
-            raise UpstreamUnavailable("The bridge is shutting down")
+            raise UpstreamUnavailable("The bridge is shutting down", public=True)
         entry = _Entry(key, session, asyncio.get_running_loop().time())
         self._entries.append(entry)
         self._created_total += 1
@@ -395,7 +395,7 @@ class UpstreamPool:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise UpstreamUnavailable("The bridge is shutting down; no new upstream sessions")
+            raise UpstreamUnavailable("The bridge is shutting down; no new upstream sessions", public=True)
 
 
 __all__ = ["Lease", "PoolStats", "SessionKey", "UnownedHandler", "UpstreamPool"]

@@ -247,8 +247,9 @@ class StdioUpstreamSession:
 
     def _lost_error(self) -> UpstreamSessionLost:
         message = self._lost or "the legacy stdio session was closed by the bridge"
-        return UpstreamSessionLost(
-            f"{message} (command: {self._program}, pid {self.pid})", upstream_label(self._program)
+        return UpstreamSessionLost(  # the reason is the bridge's own words (exit code, or its close)
+            f"{message} (command: {self._program}, pid {self.pid})", upstream_label(self._program),
+            public=f"The upstream session was lost: {message}",
         )
 
     def _fail_pending(self, reason: str) -> None:

@@ -19,12 +19,14 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
+from aiohttp.web_runner import BaseRunner
 from integration.harness import ModernPoster, PeerProcess, Peers, RawReply
 
 from config.settings import Settings
 from proxy.app import METRICS_KEY, POOL_KEY, make_app
 from proxy.dispatch import Engine
 from proxy.front_http import ENGINE_KEY
+from proxy.http_server import BridgeRunner
 from proxy.upstream.pool import UpstreamPool
 from translators.eras import RESULT_COMPLETE, RESULT_INPUT_REQUIRED, TOOLS_CALL
 
@@ -116,11 +118,19 @@ def bridge_settings(upstream_url: str, **sections: JsonObject) -> Settings:
     return Settings.model_validate({"upstream": upstream, **sections})
 
 
+class BridgeTestServer(TestServer):
+    """aiohttp's test server with the runner `mrtr-bridge serve` uses (`proxy.http_server.BridgeRunner`)."""
+
+    async def _make_runner(self, **kwargs: Any) -> BaseRunner:
+        assert isinstance(self.app, web.Application)
+        return BridgeRunner(self.app, **kwargs)
+
+
 @contextlib.asynccontextmanager
 async def inprocess_bridge(settings: Settings) -> AsyncIterator[InProcessBridge]:
     """Serve `make_app(settings)` on a free loopback port for the duration of the block."""
     app = make_app(settings)
-    server = TestServer(app, host="127.0.0.1")
+    server = BridgeTestServer(app, host="127.0.0.1")
     await server.start_server()
     try:
         async with aiohttp.ClientSession() as http:

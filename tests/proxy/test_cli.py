@@ -110,6 +110,11 @@ def test_keygen_text_shows_both_forms() -> None:
          "invalid setting front.listen (from command line): Value error, listen must be HOST:PORT"),
         (["serve", "--upstream", "http://u/mcp"], {"MRTR_BRIDGE_HELD_TTL_S": "-1"},
          "invalid setting held.ttl_s (from environment MRTR_BRIDGE_HELD_TTL_S): Input should be greater than 0"),
+        (["serve", "--upstream", "http://user:pw@127.0.0.1:8931/mcp"], {},
+         "invalid setting upstream.url (from command line): Value error, must not carry credentials "
+         "(user:password@host); give them as upstream.authorization"),
+        (["stdio"], {"MRTR_BRIDGE_UPSTREAM_URL": "http://tok@127.0.0.1:8931/mcp"},
+         "invalid setting upstream.url (from environment MRTR_BRIDGE_UPSTREAM_URL): Value error, must not carry"),
     ],
 )
 def test_serve_fails_fast_on_bad_settings(capsys: pytest.CaptureFixture[str], argv: list[str],
@@ -118,7 +123,9 @@ def test_serve_fails_fast_on_bad_settings(capsys: pytest.CaptureFixture[str], ar
     with pytest.raises(SystemExit) as caught:
         main(argv, env=env)
     assert caught.value.code == 2
-    assert message in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert message in err
+    assert "pw@" not in err and "tok@" not in err
 
 
 def test_public_url_drops_credentials() -> None:
@@ -130,7 +137,7 @@ def test_public_url_drops_credentials() -> None:
 async def test_serve_starts_logs_one_line_and_stops_on_sigterm() -> None:
     """serve logs where it listens and what it fronts, serves /healthz, and exits 0 on SIGTERM."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "proxy", "serve", "--upstream", "http://user:pw@127.0.0.1:9/mcp",
+        sys.executable, "-m", "proxy", "serve", "--upstream", "http://127.0.0.1:9/mcp?token=x",
         "--listen", "127.0.0.1:0", "--log-format", "json",
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )

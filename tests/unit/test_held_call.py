@@ -18,6 +18,7 @@ from translators.errors import (
     InvalidRequestState,
     LimitExceeded,
     MissingClientCapability,
+    ShuttingDown,
     UpstreamFault,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -539,11 +540,11 @@ def test_url_required_without_usable_elicitations_is_a_plain_error(data: Any) ->
 
 
 def test_abort_while_running_answers_the_attempt_and_cancels() -> None:
-    """Shutdown answers the attached attempt with an unavailable error and cancels the call."""
+    """Shutdown answers the attached attempt with the shutting-down error and cancels the call."""
     call = HeldCall(LIMITS, attempt=1)
     call.start(0.0)
     actions = call.abort("bridge shutting down", 1.0)
-    expected = [ReplyError(1, fault=UpstreamUnavailable("")), CancelUpstreamCall("bridge shutting down"),
+    expected = [ReplyError(1, fault=ShuttingDown()), CancelUpstreamCall("bridge shutting down"),
                 *_finished(True)]
     assert [_comparable(a) for a in actions] == [_comparable(a) for a in expected]
     assert call.state is S.DONE

@@ -1,0 +1,82 @@
+"""`/readyz` answers within `front.ready_timeout_s` even when the upstream hangs (issue 16, defect 6).
+
+The probe stopped the legacy server with SIGSTOP: its socket still accepts connections, nothing
+answers, and `/readyz` took `upstream.init_timeout_s` (10 s) to say 503. Here a real legacy server
+(`tests/peers/journal_server.py`, mcp 1.x) is stopped the same way in front of an in-process bridge.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from integration.harness import PeerProcess, Peers
+from safety_harness import JOURNAL_SERVER, InProcessBridge, bridge_settings, inprocess_bridge
+
+from proxy.health import FRESH_S
+
+READY_TIMEOUT_S = 1.0
+INIT_TIMEOUT_S = 3.0
+TIMEOUT_S = 40.0
+
+
+@pytest.fixture
+def legacy(tmp_path: Path) -> Iterator[PeerProcess]:
+    """A legacy server of this test's own (it gets stopped); continued before it is closed."""
+    peers = Peers(log_dir=tmp_path)
+    try:
+        process = peers.legacy(JOURNAL_SERVER, "--journal", str(tmp_path / "journal.jsonl"))
+        try:
+            yield process
+        finally:
+            if process.popen.poll() is None:
+                os.kill(process.popen.pid, signal.SIGCONT)
+    finally:
+        peers.close()
+
+
+async def timed_readyz(bridge: InProcessBridge) -> tuple[float, int, dict[str, Any]]:
+    started = time.monotonic()
+    status, body = await bridge.get("/readyz")
+    return time.monotonic() - started, status, json.loads(body)
+
+
+async def test_readyz_is_bounded_when_the_upstream_hangs(legacy: PeerProcess) -> None:
+    """Stopped before any check: 503 'unknown' within the limit; after SIGCONT ready; stopped again:
+    the last known state within the limit, then unreachable once the background check times out."""
+    settings = bridge_settings(legacy.url, front={"ready_timeout_s": READY_TIMEOUT_S},
+                               upstream={"init_timeout_s": INIT_TIMEOUT_S})
+    bound = READY_TIMEOUT_S + 0.5
+    async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
+        os.kill(legacy.popen.pid, signal.SIGSTOP)
+        took, status, body = await timed_readyz(bridge)
+        assert took <= bound, f"/readyz took {took:.2f} s with the upstream stopped"
+        assert (status, body) == (503, {"status": "unavailable", "checks": {
+            "keys": "ephemeral", "upstream": "unknown: first check still running",
+            "upstream_checked": "never, a check is running"}})
+
+        os.kill(legacy.popen.pid, signal.SIGCONT)
+        while (await timed_readyz(bridge))[1] != 200:  # the background check (or the next) succeeds
+            await asyncio.sleep(0.1)
+        checked = time.monotonic()
+
+        os.kill(legacy.popen.pid, signal.SIGSTOP)
+        await asyncio.sleep(max(0.0, FRESH_S - (time.monotonic() - checked)) + 0.2)  # the verdict is stale
+        took, status, body = await timed_readyz(bridge)
+        assert took <= bound, f"/readyz took {took:.2f} s with the upstream stopped"
+        assert status == 200 and body["checks"]["upstream"] == "reachable"
+        assert body["checks"]["upstream_checked"].endswith(" s ago, a check is running")
+
+        async with asyncio.timeout(INIT_TIMEOUT_S + FRESH_S):  # the background check gives up, says so
+            while status == 200:
+                took, status, body = await timed_readyz(bridge)
+                assert took <= bound, f"/readyz took {took:.2f} s with the upstream stopped"
+        assert (status, body["checks"]["upstream"]) == (503, "unreachable: UpstreamTimeout")
+        os.kill(legacy.popen.pid, signal.SIGCONT)
