@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import re
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -111,6 +112,14 @@ def result_text(response: JsonObject) -> str:
 def error_of(response: JsonObject) -> JsonObject:
     assert "error" in response, response
     error: JsonObject = response["error"]
+    return error
+
+
+def fault_of(response: JsonObject) -> JsonObject:
+    """A bridge-side failure's error, less its correlation id (checked: the log's key to the details)."""
+    error = error_of(response)
+    correlation_id = error["data"].pop("correlationId")
+    assert re.fullmatch(r"[0-9a-f]{16}", correlation_id), correlation_id
     return error
 
 

@@ -153,6 +153,11 @@ class FakeCall:
             self._on_inbound(Inbound(message, self.upstream_request_id))
 
 
+def _lost(reason: str) -> str:
+    """The client's message for a dead server, in the bridge's own words as the stdio transport gives them."""
+    return f"The upstream session was lost: {reason}"
+
+
 class FakeSession:
     """One initialized legacy session (implements `PooledSession`)."""
 
@@ -210,7 +215,7 @@ class FakeSession:
         if not self.is_alive:
             raise UpstreamSessionLost(f"Upstream session to Fake upstream is closed ({self._dead or 'closed'})")
         if self.answers_fail is not None:
-            raise UpstreamUnavailable(f"Fake upstream {self.answers_fail}")
+            raise UpstreamSessionLost(f"Fake upstream {self.answers_fail}", public=_lost(self.answers_fail))
         outcome: JsonObject = {"result": result} if error is None else {"error": error}
         self.record("answer", push_id, outcome)
         push = self.pushes.get(push_id) if isinstance(push_id, int) else None
@@ -242,7 +247,7 @@ class FakeSession:
     def die(self, reason: str = "exited with code 1") -> None:
         """The server goes away: every open call fails, answers can no longer be sent."""
         self._dead = reason
-        self._fail_calls(UpstreamUnavailable(f"Fake upstream {reason}"))
+        self._fail_calls(UpstreamSessionLost(f"Fake upstream {reason}", public=_lost(reason)))
 
     def _fail_calls(self, error: BridgeError) -> None:
         for call in self.calls:

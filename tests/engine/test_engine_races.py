@@ -13,6 +13,7 @@ from engine_harness import (
     ELICIT_PARAMS,
     accepted,
     error_of,
+    fault_of,
     hold,
     input_requests,
     rejections,
@@ -151,7 +152,7 @@ async def test_attempt_deadline_during_a_retry_times_out_and_cancels_upstream() 
     async with scripted_bridge(front={"request_timeout_s": 0.05}) as bridge:
         held = await hold(bridge)
         reply = await bridge.send(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
-        assert error_of(reply) == {"code": INTERNAL_ERROR, "data": {"source": "mrtr-bridge"},
+        assert fault_of(reply) == {"code": INTERNAL_ERROR, "data": {"source": "mrtr-bridge"},
                                    "message": "The upstream call did not finish within 0.05 s"}
         assert await held.call.cancellation() == "request timed out"
         assert bridge.upstream.sessions[0].answers() == [(held.push.push_id, {"result": accepted("Ada")})]
@@ -162,8 +163,8 @@ async def test_upstream_death_while_held_answers_the_retry_with_why() -> None:
         held = await hold(bridge)
         bridge.upstream.sessions[0].die("exited with code 3")
         retry = await bridge.send(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
-        assert error_of(retry) == {"code": INTERNAL_ERROR, "data": {"source": "mrtr-bridge"},
-                                   "message": "Fake upstream exited with code 3"}
+        assert fault_of(retry) == {"code": INTERNAL_ERROR, "data": {"source": "mrtr-bridge"},
+                                   "message": "The upstream session was lost: exited with code 3"}
         assert bridge.upstream.sessions[0].answers() == []
         after = bridge.start(bridge.request("echo"))
         call = await bridge.upstream.next_call()
@@ -177,8 +178,8 @@ async def test_answer_that_fails_because_the_upstream_died_reports_why() -> None
         held = await hold(bridge)
         bridge.upstream.sessions[0].answers_fail = "exited with code 7"
         retry = await bridge.send(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
-        assert error_of(retry) == {"code": INTERNAL_ERROR, "data": {"source": "mrtr-bridge"},
-                                   "message": "Fake upstream exited with code 7"}
+        assert fault_of(retry) == {"code": INTERNAL_ERROR, "data": {"source": "mrtr-bridge"},
+                                   "message": "The upstream session was lost: exited with code 7"}
         await bridge.settled()
 
 

@@ -11,6 +11,7 @@ from engine_harness import (
     ELICIT_PARAMS,
     accepted,
     error_of,
+    fault_of,
     hold,
     input_requests,
     result_text,
@@ -47,8 +48,8 @@ async def test_two_dead_spares_in_a_row_fail_the_request_with_why() -> None:
     spares = upstream.spares(dead_first=2)
     async with scripted_bridge(upstream, opener=stdio_opener(spares), upstream=STDIO) as bridge:  # type: ignore[arg-type]
         reply = await bridge.send(bridge.request("echo", capabilities={}))
-        assert error_of(reply) == {"code": INTERNAL_ERROR, "data": BRIDGE_ERROR,
-                                   "message": "Fake upstream exited with code 1 before answering initialize"}
+        assert fault_of(reply) == {"code": INTERNAL_ERROR, "data": BRIDGE_ERROR,
+                                   "message": "The upstream server is unavailable"}
         assert len(spares.taken) == 2
         assert upstream.sessions == []
 
@@ -58,8 +59,8 @@ async def test_a_failed_open_fails_only_its_own_request() -> None:
     upstream.open_errors.append(UpstreamUnavailable("Fake upstream refused the connection"))
     async with scripted_bridge(upstream) as bridge:
         refused = await bridge.send(bridge.request("echo"))
-        assert error_of(refused) == {"code": INTERNAL_ERROR, "data": BRIDGE_ERROR,
-                                     "message": "Fake upstream refused the connection"}
+        assert fault_of(refused) == {"code": INTERNAL_ERROR, "data": BRIDGE_ERROR,
+                                     "message": "The upstream server is unavailable"}
         after = bridge.start(bridge.request("echo"))
         (await upstream.next_call()).finish(text_result("opened"))
         assert result_text(await after) == "opened"
@@ -98,8 +99,8 @@ async def test_upstream_death_while_attached_answers_the_attempt_with_why() -> N
         first = bridge.start(bridge.request())
         call = await bridge.upstream.next_call()
         call.session.die("exited with code 9")
-        assert error_of(await first) == {"code": INTERNAL_ERROR, "data": BRIDGE_ERROR,
-                                         "message": "Fake upstream exited with code 9"}
+        assert fault_of(await first) == {"code": INTERNAL_ERROR, "data": BRIDGE_ERROR,
+                                         "message": "The upstream session was lost: exited with code 9"}
         assert call.session.received == [("request", 1, "tools/call")]
 
 
@@ -107,9 +108,9 @@ async def test_a_dropped_stream_fails_the_call_with_a_bridge_error() -> None:
     async with scripted_bridge() as bridge:
         first = bridge.start(bridge.request("echo"))
         (await bridge.upstream.next_call()).drop()
-        assert error_of(await first) == {
+        assert fault_of(await first) == {
             "code": INTERNAL_ERROR, "data": BRIDGE_ERROR,
-            "message": "Fake upstream closed the stream of tools/call before answering"}
+            "message": "The upstream session was lost"}
 
 
 async def test_a_garbage_result_is_an_upstream_protocol_error() -> None:
@@ -117,8 +118,8 @@ async def test_a_garbage_result_is_an_upstream_protocol_error() -> None:
         first = bridge.start(bridge.request("echo"))
         call = await bridge.upstream.next_call()
         call.reply_raw({"jsonrpc": "2.0", "id": call.upstream_request_id, "result": "not an object"})
-        assert error_of(await first) == {"code": INTERNAL_ERROR, "data": BRIDGE_ERROR,
-                                         "message": "Fake upstream answered tools/call with a non-object result"}
+        assert fault_of(await first) == {"code": INTERNAL_ERROR, "data": BRIDGE_ERROR,
+                                         "message": "The upstream server sent a message the bridge cannot use"}
         assert bridge.engine.metrics.sample("mrtr_bridge_upstream_errors_total", kind="UpstreamProtocolError") == 1
 
 
@@ -159,14 +160,21 @@ async def test_url_elicitation_required_is_a_round_and_the_call_is_sent_again() 
         assert call.session.received == [("request", 1, "tools/call"), ("request", 2, "tools/call")]
 
 
-async def test_a_caller_over_its_held_call_cap_is_refused_before_anything_starts_upstream() -> None:
+async def test_the_held_call_cap_counts_only_calls_that_ask_for_input() -> None:
+    """At the cap, the owner's plain calls still run; a call is refused when it asks for input, and its
+    push is refused and its call cancelled upstream."""
     async with scripted_bridge(held={"max_per_principal": 1}) as bridge:
         await hold(bridge)
-        refused = await bridge.send(bridge.request("again"))
-        assert error_of(refused)["data"] == {"source": "mrtr-bridge", "limit": "held.max_per_principal"}
-        assert bridge.upstream.no_call_waiting()
-        other = await hold(bridge, principal="bob")
-        assert other.call.session.number == 2
+        plain = bridge.start(bridge.request("echo"))
+        (await bridge.upstream.next_call()).finish(text_result("plain"))
+        assert result_text(await plain) == "plain"
+        over = bridge.start(bridge.request("again"))
+        call = await bridge.upstream.next_call()
+        push = call.push(ELICIT, ELICIT_PARAMS, key="name")
+        assert error_of(await over)["data"] == {"source": "mrtr-bridge", "limit": "held.max_per_principal"}
+        assert await push.answered() == {"result": {"action": "cancel"}}
+        assert await call.cancellation() == "held call refused"
+        await hold(bridge, principal="bob")  # another principal's cap is its own (hold asserts the round)
 
 
 async def test_shutdown_refuses_held_pushes_and_cancels_upstream() -> None:

@@ -11,12 +11,23 @@ from pathlib import Path
 from typing import Any
 
 from aiohttp.test_utils import TestClient
-from engine_harness import ScriptedBridge, accepted, error_of, hold, result_text, settings_with, text_result
+from engine_harness import (
+    ELICIT_PARAMS,
+    ScriptedBridge,
+    accepted,
+    error_of,
+    fault_of,
+    hold,
+    result_text,
+    settings_with,
+    text_result,
+)
 from fake_upstream import FakeUpstream
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.app import POOL_KEY, RUNTIME_ENGINE_KEY, make_app
+from translators.eras import ELICIT
 from translators.errors import UpstreamUnavailable
 
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "metrics-families.json"
@@ -36,9 +47,11 @@ async def exercised_bridge(aiohttp_client: Any) -> TestClient[Any, Any]:
     fake.open_errors.append(UpstreamUnavailable("Fake upstream refused the connection"))
     client = await aiohttp_client(make_app(settings_with(held={"max_per_principal": 1}), opener=fake.open))
     bridge = ScriptedBridge(client.app[RUNTIME_ENGINE_KEY], client.app[POOL_KEY], fake)
-    assert error_of(await bridge.send(bridge.request("echo")))["data"] == {"source": "mrtr-bridge"}
+    assert fault_of(await bridge.send(bridge.request("echo")))["data"] == {"source": "mrtr-bridge"}
     held = await hold(bridge)
-    assert error_of(await bridge.send(bridge.request("again")))["data"]["limit"] == "held.max_per_principal"
+    over = bridge.start(bridge.request("again"))
+    (await bridge.upstream.next_call()).push(ELICIT, ELICIT_PARAMS, key="name")
+    assert error_of(await over)["data"]["limit"] == "held.max_per_principal"
     stolen = bridge.retry_of(held.request, held.reply, {"name": accepted("Eve")}, principal="bob")
     assert error_of(await bridge.send(stolen))["code"] == -32602
     retry = bridge.start(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
