@@ -8,6 +8,7 @@ the same front and health routes around a given engine, for tests and embedding.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from contextlib import asynccontextmanager
 from typing import Final, Protocol
@@ -26,6 +27,7 @@ from proxy.metrics import CONTENT_TYPE, BridgeMetrics
 from proxy.upstream.base import InboundHandler, JsonObject, PooledSession, SessionOpener
 from proxy.upstream.http import HttpUpstreamSession
 from proxy.upstream.pool import UpstreamPool
+from proxy.upstream.stdio_children import ChildProcesses
 from proxy.upstream.stdio_spares import SpareProcesses
 from translators.errors import UpstreamUnavailable
 
@@ -43,6 +45,7 @@ SETTINGS_KEY: Final = web.AppKey("settings", Settings)
 READINESS_KEY: Final = web.AppKey("readiness", ServedEngine)
 POOL_KEY: Final = web.AppKey("upstream_pool", UpstreamPool)
 RUNTIME_ENGINE_KEY: Final = web.AppKey("engine", Engine)
+CHILDREN_KEY: Final = web.AppKey("stdio_children", ChildProcesses)
 METRICS_KEY: Final = web.AppKey("metrics", BridgeMetrics)
 READINESS_PROBE_KEY: Final = web.AppKey("readiness_probe", Readiness)
 HEALTH_PATH: Final = "/healthz"
@@ -162,15 +165,16 @@ def stdio_opener(spares: SpareProcesses) -> SessionOpener:
 
 @asynccontextmanager
 async def bridge_runtime(
-    settings: Settings, metrics: BridgeMetrics | None = None
+    settings: Settings, metrics: BridgeMetrics | None = None, children: ChildProcesses | None = None
 ) -> AsyncIterator[tuple[Engine, UpstreamPool]]:
-    """Key ring, upstream client, pool and engine for either front; closed in reverse on exit."""
+    """Key ring, upstream client, pool and engine for either front; closed in reverse on exit. Legacy
+    stdio processes are recorded in `children`; the pool's and the spares are stopped in parallel."""
     keyring, is_ephemeral = load_keyring(settings.held)
     if is_ephemeral:
         _log.warning("request_state_key_ephemeral",
                      hint="no held.keys configured: held calls will not survive a restart (see mrtr-bridge keygen)")
     upstream = settings.upstream
-    spares = SpareProcesses(upstream) if upstream.command else None
+    spares = SpareProcesses(upstream, children) if upstream.command else None
     async with _client(settings) as client:
         engine: Engine  # bound just below; the pool calls back only once started
         opener = stdio_opener(spares) if spares is not None else http_opener(client, upstream)
@@ -186,15 +190,13 @@ async def bridge_runtime(
             finally:
                 await engine.aclose()
         finally:
-            await pool.aclose()
-            if spares is not None:
-                await spares.aclose()
+            await asyncio.gather(pool.aclose(), *([spares.aclose()] if spares is not None else []))
 
 
 async def _upstream_context(app: web.Application) -> AsyncIterator[None]:
     """The bridge runtime for the HTTP front, bound to the app's keys."""
     settings = app[SETTINGS_KEY]
-    async with bridge_runtime(settings, app[METRICS_KEY]) as (engine, pool):
+    async with bridge_runtime(settings, app[METRICS_KEY], app.get(CHILDREN_KEY)) as (engine, pool):
         app[READINESS_PROBE_KEY] = _readiness(settings, pool)
         app[POOL_KEY] = pool
         app[ENGINE_KEY] = engine
@@ -217,9 +219,12 @@ async def _on_shutdown(app: web.Application) -> None:
         engine.begin_shutdown()
 
 
-def make_app(settings: Settings) -> web.Application:
-    """The whole HTTP bridge for `settings`; run it with `handler_cancellation=True`."""
+def make_app(settings: Settings, children: ChildProcesses | None = None) -> web.Application:
+    """The whole HTTP bridge for `settings`; run it with `handler_cancellation=True`. Legacy stdio
+    processes are recorded in `children`."""
     app = _base_app(settings, settings.front.sse_keepalive_s)
+    if children is not None:
+        app[CHILDREN_KEY] = children
     app.cleanup_ctx.append(_upstream_context)
     app.on_shutdown.append(_on_shutdown)
     return app

@@ -8,7 +8,8 @@ holder (DESIGN § 3). `ping` is answered here and never surfaces.
 
 When the process exits, every pending call fails at once with `UpstreamSessionLost` naming the exit
 code, and the session is dead for good (the pool replaces it). Closing: stdin is closed, then after
-`kill_grace_s` the process group gets SIGTERM, then SIGKILL (`stdio_process`).
+`kill_grace_s` the process group gets SIGTERM, then SIGKILL (`stdio_process`); how a stopping bridge
+makes sure no process outlives it is in `stdio_children`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from config.settings import UpstreamSettings
 from proxy.tasks import TaskOwner
 from proxy.upstream.base import Inbound, InboundHandler, JsonObject
 from proxy.upstream.call import OutcomeCall
+from proxy.upstream.stdio_children import ChildProcesses
 from proxy.upstream.stdio_process import exit_code, exit_message, spawn, stop_process, upstream_label
 from proxy.upstream.stdio_stderr import StderrRelay
 from translators.eras import LEGACY_PING, LEGACY_VERSION, LEGACY_VERSIONS
@@ -102,10 +104,11 @@ class StdioUpstreamSession:
         return session
 
     @classmethod
-    async def spawned(cls, settings: UpstreamSettings) -> StdioUpstreamSession:
-        """A started process, not yet initialized (a spare): its output is read, nothing is sent."""
+    async def spawned(cls, settings: UpstreamSettings, children: ChildProcesses | None = None) -> StdioUpstreamSession:
+        """A started process (recorded in `children`), not yet initialized (a spare): its output is read,
+        nothing is sent."""
         started = time.monotonic()
-        process, program = await spawn(settings)
+        process, program = await spawn(settings, children)
         session = cls(process, settings, program, _nobody)
         session._spawned_at = started
         session._start_readers()

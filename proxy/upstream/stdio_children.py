@@ -1,0 +1,127 @@
+"""The legacy stdio processes one bridge started, so that none of them outlives it.
+
+Three layers, from gentle to certain:
+
+* each session's own stop (`stdio_process.stop_process`): stdin closed, then SIGTERM, then SIGKILL to
+  its process group, `upstream.kill_grace_s` apart;
+* `ChildProcesses.stop_all`, when the bridge is in a hurry (the stdio front's stop deadline, or a
+  second stop signal): every live process group gets SIGTERM at once and SIGKILL after a short
+  grace; `kill_all` is the synchronous last resort just before the bridge exits;
+* on Linux, the kernel: each child is started with `PR_SET_PDEATHSIG` = SIGKILL (`die_with_bridge`),
+  so it dies with the bridge even when the bridge is SIGKILLed and runs no code at all.
+
+Each child runs in its own session (process group), so signals meant for the bridge (Ctrl-C on its
+terminal, a client's `killpg` of the bridge's group) never reach the children directly: the bridge
+stops them itself, in order. The death signal is tied to the *thread* that forked the child, so it is
+set only when the spawn runs on the main thread, where `mrtr-bridge` runs its event loop (a child of a
+short-lived thread would die with that thread). Elsewhere than Linux a SIGKILLed bridge leaves its
+children running (docs/operations.md, "Shutdown").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any, Final
+
+import structlog
+
+log = structlog.get_logger(__name__)
+
+PR_SET_PDEATHSIG: Final = 1  # <linux/prctl.h>
+REAP_WAIT_S: Final = 1.0  # after SIGKILL, how long to wait for the exits to be reaped
+Process = asyncio.subprocess.Process
+
+
+def _load_prctl() -> Any:
+    """libc's `prctl`, resolved once in the bridge (never between fork and exec), or None off Linux."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        return ctypes.CDLL(None, use_errno=True).prctl
+    except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
+        return None
+
+
+_PRCTL: Final = _load_prctl()
+
+
+def die_with_bridge() -> Callable[[], None] | None:
+    """The `preexec_fn` that makes a child die with the bridge (Linux, spawned on the main thread), or None."""
+    if _PRCTL is None or threading.current_thread() is not threading.main_thread():
+        return None
+    prctl, bridge_pid, death_signal = _PRCTL, os.getpid(), ctypes.c_ulong(signal.SIGKILL)
+
+    def set_death_signal() -> None:  # in the child, between fork and exec: a system call and nothing more
+        prctl(PR_SET_PDEATHSIG, death_signal, ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+        if os.getppid() != bridge_pid:  # the bridge died before the death signal was armed
+            os.kill(os.getpid(), signal.SIGKILL)
+
+    return set_death_signal
+
+
+def signal_group(process: Process, sig: signal.Signals) -> None:
+    """`sig` to the process's group (the child leads its own session, so its pid is the group id)."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        if hasattr(os, "killpg"):
+            os.killpg(process.pid, sig)
+        else:  # pragma: no cover - non-POSIX
+            process.send_signal(sig)
+
+
+async def exited_within(process: Process, timeout: float) -> bool:
+    """Whether the process exited and its pipes closed within `timeout` seconds."""
+    try:
+        async with asyncio.timeout(timeout):
+            await process.wait()
+    except TimeoutError:
+        return False
+    return True
+
+
+class ChildProcesses:
+    """Every process one bridge spawned that has not been reaped yet."""
+
+    def __init__(self) -> None:
+        self._processes: list[Process] = []
+
+    def add(self, process: Process) -> None:
+        self._processes = [*self.live(), process]
+
+    def live(self) -> list[Process]:
+        return [process for process in self._processes if process.returncode is None]
+
+    def signal_all(self, sig: signal.Signals) -> int:
+        """`sig` to the group of every live process; how many there were."""
+        live = self.live()
+        for process in live:
+            signal_group(process, sig)
+        return len(live)
+
+    async def stop_all(self, grace_s: float) -> None:
+        """SIGTERM to every live group at once, SIGKILL to those still there `grace_s` later."""
+        if not self.signal_all(signal.SIGTERM):
+            return
+        log.info("upstream_processes_hurried", count=len(self.live()), grace_s=grace_s)
+        await self._wait_all(grace_s)
+        if self.signal_all(signal.SIGKILL):
+            await self._wait_all(REAP_WAIT_S)
+
+    def kill_all(self) -> int:
+        """SIGKILL to every live group, synchronously (the bridge is about to exit); how many there were."""
+        count = self.signal_all(signal.SIGKILL)
+        if count:
+            log.warning("upstream_processes_killed_at_exit", count=count)
+        return count
+
+    async def _wait_all(self, timeout: float) -> None:
+        await asyncio.gather(*(exited_within(process, timeout) for process in self.live()))
+
+
+__all__ = ["ChildProcesses", "die_with_bridge", "exited_within", "signal_group"]
