@@ -39,7 +39,7 @@ EXIT_USAGE: Final = 2
 # A stdio client closes the bridge's stdin, waits 2 s, then sends SIGTERM: the bridge's legacy processes
 # get SIGTERM at this deadline after the stop began, and SIGKILL `HURRY_GRACE_S` later.
 STDIO_STOP_DEADLINE_S: Final = 1.0
-HURRY_GRACE_S: Final = 0.5
+HURRY_GRACE_S: Final = 0.4
 # Command-line flag -> dotted setting it overrides.
 FLAG_SETTINGS: Final[dict[str, str]] = {
     "upstream": "upstream.url",

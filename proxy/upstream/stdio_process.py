@@ -118,8 +118,8 @@ async def stop_process(process: asyncio.subprocess.Process, grace_s: float, logg
     if await exited_within(process, grace_s):
         return "exited"
     signal_group(process, signal.SIGTERM)
-    if await exited_within(process, grace_s):
-        return "terminated"
+    if await exited_within(process, grace_s):  # a hurried bridge may have sent the SIGKILL meanwhile
+        return "killed" if process.returncode == -signal.SIGKILL else "terminated"
     signal_group(process, signal.SIGKILL)
     if await exited_within(process, grace_s):
         return "killed"
