@@ -36,6 +36,7 @@ log = structlog.get_logger(__name__)
 
 PR_SET_PDEATHSIG: Final = 1  # <linux/prctl.h>
 REAP_WAIT_S: Final = 1.0  # after SIGKILL, how long to wait for the exits to be reaped
+GROUP_POLL_S: Final = 0.05
 Process = asyncio.subprocess.Process
 
 
@@ -85,6 +86,54 @@ async def exited_within(process: Process, timeout: float) -> bool:
     return True
 
 
+def _groups_running() -> set[int] | None:
+    """The process groups with a member still running (not a zombie), from /proc; None without /proc.
+
+    A killed member stays in its group until it is reaped, and an orphan is reaped by PID 1, which in a
+    container may never do it: signal 0 to the group would report it alive for ever."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return None
+    groups = set()
+    for entry in entries:
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", "rb") as stat:
+                    fields = stat.read().rpartition(b")")[2].split()
+            except OSError:  # gone meanwhile
+                continue
+            if len(fields) > 2 and fields[0] not in (b"Z", b"X"):  # state, ppid, pgrp
+                groups.add(int(fields[2]))
+    return groups
+
+
+def _group_alive(pgid: int, running: set[int] | None = None) -> bool:
+    """Whether the group still has a running member (a group id is not reused while it has any)."""
+    if running is not None:
+        return pgid in running
+    if not hasattr(os, "killpg"):  # pragma: no cover - non-POSIX
+        return False
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):  # gone, or a member that is not ours to wait for
+        return False
+    return True
+
+
+async def stop_leftovers(process: Process, grace_s: float) -> bool:
+    """After the process exited: SIGTERM to what is left of its group (its own children, which had the
+    same stdin EOF), SIGKILL to those still there `grace_s` later. Whether anything was left."""
+    if not _group_alive(process.pid, _groups_running()):
+        return False
+    signal_group(process, signal.SIGTERM)
+    deadline = asyncio.get_running_loop().time() + grace_s
+    while _group_alive(process.pid, _groups_running()) and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(GROUP_POLL_S)
+    signal_group(process, signal.SIGKILL)
+    return True
+
+
 class ChildProcesses:
     """Every process one bridge spawned that has not been reaped yet."""
 
@@ -95,7 +144,10 @@ class ChildProcesses:
         self._processes = [*self.live(), process]
 
     def live(self) -> list[Process]:
-        return [process for process in self._processes if process.returncode is None]
+        """The processes still running, or whose process group still has members (their children)."""
+        running = _groups_running()
+        return [process for process in self._processes
+                if process.returncode is None or _group_alive(process.pid, running)]
 
     def signal_all(self, sig: signal.Signals) -> int:
         """`sig` to the group of every live process; how many there were."""
@@ -124,4 +176,4 @@ class ChildProcesses:
         await asyncio.gather(*(exited_within(process, timeout) for process in self.live()))
 
 
-__all__ = ["ChildProcesses", "die_with_bridge", "exited_within", "signal_group"]
+__all__ = ["ChildProcesses", "die_with_bridge", "exited_within", "signal_group", "stop_leftovers"]

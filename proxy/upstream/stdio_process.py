@@ -19,7 +19,13 @@ import signal
 from typing import Any
 
 from config.settings import UpstreamSettings
-from proxy.upstream.stdio_children import ChildProcesses, die_with_bridge, exited_within, signal_group
+from proxy.upstream.stdio_children import (
+    ChildProcesses,
+    die_with_bridge,
+    exited_within,
+    signal_group,
+    stop_leftovers,
+)
 from translators.errors import UpstreamUnavailable
 
 
@@ -112,19 +118,26 @@ async def exit_code(process: asyncio.subprocess.Process, timeout: float) -> int 
 
 
 async def stop_process(process: asyncio.subprocess.Process, grace_s: float, logger: Any) -> str:
-    """Close stdin, then escalate to SIGTERM and SIGKILL, `grace_s` apart; returns how it ended."""
+    """Close stdin, then escalate to SIGTERM and SIGKILL to its group, `grace_s` apart; returns how it
+    ended. What is left of its process group then (children that ignore the EOF) is stopped too."""
     if process.stdin is not None:
         process.stdin.close()
+    how = await _escalate(process, grace_s)
+    if how == "unreaped":
+        logger.error("upstream_process_unreaped", grace_s=grace_s)
+    elif await stop_leftovers(process, grace_s):
+        logger.info("upstream_process_group_leftovers_stopped", how=how)
+    return how
+
+
+async def _escalate(process: asyncio.subprocess.Process, grace_s: float) -> str:
     if await exited_within(process, grace_s):
         return "exited"
     signal_group(process, signal.SIGTERM)
     if await exited_within(process, grace_s):  # a hurried bridge may have sent the SIGKILL meanwhile
         return "killed" if process.returncode == -signal.SIGKILL else "terminated"
     signal_group(process, signal.SIGKILL)
-    if await exited_within(process, grace_s):
-        return "killed"
-    logger.error("upstream_process_unreaped", grace_s=grace_s)
-    return "unreaped"
+    return "killed" if await exited_within(process, grace_s) else "unreaped"
 
 
 __all__ = ["check_command", "command_argv", "exit_code", "exit_message", "spawn", "stop_process", "upstream_label"]

@@ -209,6 +209,15 @@ async def test_close_sequence_stops_the_servers_children_too(stdio_bridge: Calla
     await assert_closed_cleanly(bridge)
 
 
+async def test_close_sequence_stops_what_a_server_left_behind(stdio_bridge: Callable[[str], Any]) -> None:
+    """Each server ends on stdin EOF but leaves a child of its own running (it ignores EOF and SIGTERM):
+    the rest of each process group is stopped too."""
+    bridge = await stdio_bridge(shlex.join([sys.executable, str(PEERS_DIR / "stdio_misbehaving.py"), "--grandchild"]))
+    await served_with_spares(bridge, "echo", processes_per_server=2)
+    await assert_closed_cleanly(bridge)
+    assert len(bridge.log_events("upstream_process_group_leftovers_stopped")) == 1 + SPARES
+
+
 async def test_close_sequence_with_requests_in_flight(stdio_bridge: Callable[[str], Any]) -> None:
     """Requests still running at the close (the server never answers them) do not hold the bridge up."""
     bridge = await stdio_bridge(lingering_command())

@@ -22,7 +22,8 @@ Modes (`--mode`):
 Shutdown behaviour (any mode):
   --on-eof linger     keep running after stdin EOF (like servers that never read their stdin's end)
   --ignore-sigterm    ignore SIGTERM (only SIGKILL stops it)
-  --grandchild        start a child of its own (same process group) that ignores stdin EOF and SIGTERM
+  --grandchild        start a child of its own (same process group, none of its parent's pipes) that
+                      ignores stdin EOF and SIGTERM
 """
 
 from __future__ import annotations
@@ -141,7 +142,8 @@ def main() -> int:
     if args.mode == "silent" or args.ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if args.grandchild:
-        subprocess.Popen([sys.executable, "-c", GRANDCHILD], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        subprocess.Popen([sys.executable, "-c", GRANDCHILD], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
     if args.mode == "flood":
         sys.stderr.write("".join(f"noise line {n}\n" for n in range(args.flood_lines)))
         sys.stderr.flush()
