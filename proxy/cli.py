@@ -29,6 +29,7 @@ from proxy.keys import new_key
 from proxy.logs import configure_logging
 from proxy.stopping import BridgeStop
 from proxy.upstream.stdio_children import ChildProcesses
+from proxy.upstream.stdio_keeper import GroupKeeper
 from proxy.upstream.stdio_process import check_command
 from translators.eras import LEGACY_VERSION, MODERN_VERSION
 from translators.errors import BridgeError
@@ -174,7 +175,7 @@ def _listen_url(host: str, port: int, path: str) -> str:
 async def _children_stop(deadline_s: float | None) -> AsyncIterator[tuple[ChildProcesses, BridgeStop]]:
     """The bridge's legacy stdio processes and its stop, with SIGTERM and SIGINT handled throughout:
     when the block ends, a hurry under way has finished and any process still alive gets SIGKILL."""
-    children = ChildProcesses()
+    children = ChildProcesses(GroupKeeper())
     stop = BridgeStop(lambda: children.stop_all(HURRY_GRACE_S), deadline_s=deadline_s)
     with stop.signals():
         try:
@@ -182,6 +183,7 @@ async def _children_stop(deadline_s: float | None) -> AsyncIterator[tuple[ChildP
         finally:
             await stop.aclose()
             children.kill_all()
+            children.close()
 
 
 async def _serve(settings: Settings) -> None:

@@ -92,6 +92,7 @@ class StdioUpstreamSession:
         self._closed = asyncio.Event()
         self._spawned_at = time.monotonic()
         self._readers: tuple[asyncio.Task[Any], ...] = ()
+        self._children: ChildProcesses | None = None  # where the process is recorded while it runs
         self._log = log.bind(program=program, pid=process.pid)
 
     @classmethod
@@ -111,6 +112,7 @@ class StdioUpstreamSession:
         process, program = await spawn(settings, children)
         session = cls(process, settings, program, _nobody)
         session._spawned_at = started
+        session._children = children
         session._start_readers()
         return session
 
@@ -203,6 +205,8 @@ class StdioUpstreamSession:
             self._fail_pending("the legacy stdio session was closed by the bridge")
             how = await stop_process(self._process, self._settings.kill_grace_s, self._log)
             if how != "unreaped":  # the pipes are closed: let the readers drain what is buffered
+                if self._children is not None:
+                    self._children.discard(self._process)
                 await asyncio.wait(self._readers, timeout=EXIT_CODE_WAIT_S)
             await self._tasks.aclose()
             self._log.info("upstream_process_stopped", how=how, code=self._process.returncode)

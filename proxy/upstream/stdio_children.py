@@ -7,15 +7,16 @@ Three layers, from gentle to certain:
 * `ChildProcesses.stop_all`, when the bridge is in a hurry (the stdio front's stop deadline, or a
   second stop signal): every live process group gets SIGTERM at once and SIGKILL after a short
   grace; `kill_all` is the synchronous last resort just before the bridge exits;
-* on Linux, the kernel: each child is started with `PR_SET_PDEATHSIG` = SIGKILL (`die_with_bridge`),
-  so it dies with the bridge even when the bridge is SIGKILLed and runs no code at all.
+* when the bridge dies without running any code (SIGKILL): on Linux the kernel, since each child is
+  started with `PR_SET_PDEATHSIG` = SIGKILL (`die_with_bridge`), so it dies with the bridge; and on
+  any POSIX system the group keeper (`stdio_keeper`), which kills what is left of each group (the
+  children's own children, which the death signal does not reach).
 
 Each child runs in its own session (process group), so signals meant for the bridge (Ctrl-C on its
 terminal, a client's `killpg` of the bridge's group) never reach the children directly: the bridge
 stops them itself, in order. The death signal is tied to the *thread* that forked the child, so it is
 set only when the spawn runs on the main thread, where `mrtr-bridge` runs its event loop (a child of a
-short-lived thread would die with that thread). Elsewhere than Linux a SIGKILLed bridge leaves its
-children running (docs/operations.md, "Shutdown").
+short-lived thread would die with that thread). Platform notes: docs/operations.md, "Shutdown".
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import structlog
+
+from proxy.upstream.stdio_keeper import GroupKeeper
 
 log = structlog.get_logger(__name__)
 
@@ -135,13 +138,32 @@ async def stop_leftovers(process: Process, grace_s: float) -> bool:
 
 
 class ChildProcesses:
-    """Every process one bridge spawned that has not been reaped yet."""
+    """Every process one bridge spawned that has not been stopped yet, and, if given, the `keeper` that
+    stops their groups should the bridge die first (`stdio_keeper`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, keeper: GroupKeeper | None = None) -> None:
         self._processes: list[Process] = []
+        self._keeper = keeper
 
     def add(self, process: Process) -> None:
-        self._processes = [*self.live(), process]
+        live = self.live()
+        for gone in (process for process in self._processes if process not in live):
+            self.discard(gone)
+        self._processes = [*live, process]
+        if self._keeper is not None:
+            self._keeper.watch(process.pid)
+
+    def discard(self, process: Process) -> None:
+        """The process has been stopped and its group is empty."""
+        if process in self._processes:
+            self._processes.remove(process)
+        if self._keeper is not None:
+            self._keeper.forget(process.pid)
+
+    def close(self) -> None:
+        """Every process is stopped: let the keeper go."""
+        if self._keeper is not None:
+            self._keeper.close()
 
     def live(self) -> list[Process]:
         """The processes still running, or whose process group still has members (their children)."""

@@ -48,6 +48,7 @@ MARKER_VAR = "MRTR_TEST_TREE_MARKER"
 CLIENT_WAIT_S = 2.0  # each wait of the client's close sequence
 LEFT_AFTER_S = 1.0  # when, after the close, no process of the tree may be left
 SPARES = 2  # the default upstream.spare_processes
+BRIDGE_AND_KEEPER = 2  # the bridge and its group keeper
 TIMEOUT_S = 30.0
 POLL_S = 0.05
 LINGERING = [sys.executable, str(PEERS_DIR / "stdio_misbehaving.py"), "--on-eof", "linger", "--ignore-sigterm"]
@@ -167,10 +168,10 @@ async def stdio_bridge(tmp_path: Path) -> AsyncIterator[Callable[[str], Any]]:
 
 
 async def served_with_spares(bridge: StdioBridge, tool: str, processes_per_server: int = 1) -> list[int]:
-    """One call answered, then the tree: the bridge, the server that answered and the spares."""
+    """One call answered, then the tree: the bridge, its keeper, the server that answered and the spares."""
     answer = await bridge.call(1, tool)
     assert "result" in answer, answer
-    expected = 1 + (1 + SPARES) * processes_per_server
+    expected = BRIDGE_AND_KEEPER + (1 + SPARES) * processes_per_server
     return await wait_for_tree(bridge.marker, lambda pids: len(pids) == expected)
 
 
@@ -239,7 +240,7 @@ async def test_the_mcp2_client_closes_the_bridge_without_signals(tmp_path: Path)
         async with Client(server, mode=MODERN_VERSION, cache=None) as client:
             result = await client.call_tool("echo", {"text": "hi"})
             assert [block.text for block in result.content] == ["echo:hi"]  # type: ignore[union-attr]
-            await wait_for_tree(marker, lambda pids: len(pids) == 2 + SPARES)
+            await wait_for_tree(marker, lambda pids: len(pids) == BRIDGE_AND_KEEPER + 1 + SPARES)
             closing = time.monotonic()
         closed_in = time.monotonic() - closing
     await asyncio.sleep(LEFT_AFTER_S)
@@ -251,6 +252,16 @@ async def test_sigkill_of_the_stdio_front_leaves_no_child(stdio_bridge: Callable
     """A SIGKILLed bridge runs no code: its children die with it (PR_SET_PDEATHSIG)."""
     bridge = await stdio_bridge(lingering_command())
     await served_with_spares(bridge, "echo")
+    os.kill(bridge.process.pid, signal.SIGKILL)
+    assert await bridge.process.wait() == -signal.SIGKILL
+    assert await wait_for_tree(bridge.marker, lambda pids: pids == []) == []
+
+
+async def test_sigkill_of_the_stdio_front_leaves_no_grandchild(stdio_bridge: Callable[[str], Any]) -> None:
+    """The servers' own children (which the death signal does not reach, and which ignore EOF and SIGTERM)
+    are killed by the group keeper."""
+    bridge = await stdio_bridge(lingering_command("--grandchild"))
+    await served_with_spares(bridge, "echo", processes_per_server=2)
     os.kill(bridge.process.pid, signal.SIGKILL)
     assert await bridge.process.wait() == -signal.SIGKILL
     assert await wait_for_tree(bridge.marker, lambda pids: pids == []) == []
@@ -297,7 +308,7 @@ async def serving_with_spares(bridge: PeerProcess, marker: str) -> None:
     async with aiohttp.ClientSession() as http:
         reply = await ModernPoster(http, bridge.url).post("tools/call", {"name": "echo", "arguments": {"text": "x"}})
     assert reply.response["result"]["content"] == [{"type": "text", "text": "echo:x"}]
-    await wait_for_tree(marker, lambda pids: len(pids) == 2 + SPARES)
+    await wait_for_tree(marker, lambda pids: len(pids) == BRIDGE_AND_KEEPER + 1 + SPARES)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
