@@ -16,7 +16,10 @@ Each child runs in its own session (process group), so signals meant for the bri
 terminal, a client's `killpg` of the bridge's group) never reach the children directly: the bridge
 stops them itself, in order. The death signal is tied to the *thread* that forked the child, so it is
 set only when the spawn runs on the main thread, where `mrtr-bridge` runs its event loop (a child of a
-short-lived thread would die with that thread). Platform notes: docs/operations.md, "Shutdown".
+short-lived thread would die with that thread). The hook runs between fork and exec, in a child of
+a process that may have other threads: it only calls `prctl` (resolved beforehand), `getppid` and
+`kill`, which take no lock another thread could have held. Platform notes: docs/operations.md,
+"Shutdown".
 """
 
 from __future__ import annotations
