@@ -267,6 +267,32 @@ async def test_sigkill_of_the_stdio_front_leaves_no_grandchild(stdio_bridge: Cal
     assert await wait_for_tree(bridge.marker, lambda pids: pids == []) == []
 
 
+async def test_sigterm_while_starting_stops_the_servers(stdio_bridge: Callable[[str], Any]) -> None:
+    """SIGTERM as soon as the first legacy process is started (the spares are still starting)."""
+    bridge = await stdio_bridge(lingering_command())
+    await wait_for_tree(bridge.marker, lambda pids: len(pids) >= BRIDGE_AND_KEEPER)
+    os.kill(bridge.process.pid, signal.SIGTERM)
+    assert await bridge.process.wait() == 0
+    await asyncio.sleep(LEFT_AFTER_S)
+    assert tree_pids(bridge.marker) == []
+
+
+async def test_sigterm_during_calls_stops_the_servers(stdio_bridge: Callable[[str], Any]) -> None:
+    """SIGTERM while calls run that the server never answers: the bridge exits 0 within a client's 2 s."""
+    bridge = await stdio_bridge(lingering_command())
+    await served_with_spares(bridge, "echo")
+    assert bridge.process.stdin is not None
+    for request_id in (2, 3):
+        bridge.process.stdin.write(tools_call_line(request_id, "slow"))
+    await bridge.process.stdin.drain()
+    await wait_for_tree(bridge.marker, lambda pids: len(pids) == BRIDGE_AND_KEEPER + 2 + SPARES)
+    os.kill(bridge.process.pid, signal.SIGTERM)
+    assert await exits_within(bridge.process, CLIENT_WAIT_S)
+    assert bridge.process.returncode == 0
+    await asyncio.sleep(LEFT_AFTER_S)
+    assert tree_pids(bridge.marker) == []
+
+
 async def test_ctrl_c_to_the_bridges_group_reaches_the_bridge_only(stdio_bridge: Callable[[str], Any]) -> None:
     """SIGINT to the bridge's process group (a terminal's Ctrl-C) does not reach the servers, which have
     their own: none dies of it (a Python server would, at once); the bridge stops them all itself."""
