@@ -175,6 +175,16 @@ async def served_with_spares(bridge: StdioBridge, tool: str, processes_per_serve
     return await wait_for_tree(bridge.marker, lambda pids: len(pids) == expected)
 
 
+async def busy_with_unanswered_calls(bridge: StdioBridge) -> None:
+    """One call answered, then two the server never answers, each on a process of its own, and the spares."""
+    await served_with_spares(bridge, "echo")
+    assert bridge.process.stdin is not None
+    for request_id in (2, 3):
+        bridge.process.stdin.write(tools_call_line(request_id, "slow"))
+    await bridge.process.stdin.drain()
+    await wait_for_tree(bridge.marker, lambda pids: len(pids) == BRIDGE_AND_KEEPER + 2 + SPARES)
+
+
 async def assert_closed_cleanly(bridge: StdioBridge) -> None:
     """The client's close sequence: the bridge exits 0 before the SIGTERM, and 1 s later its tree is gone."""
     closed = await close_like_a_client(bridge.process)
@@ -222,11 +232,7 @@ async def test_close_sequence_stops_what_a_server_left_behind(stdio_bridge: Call
 async def test_close_sequence_with_requests_in_flight(stdio_bridge: Callable[[str], Any]) -> None:
     """Requests still running at the close (the server never answers them) do not hold the bridge up."""
     bridge = await stdio_bridge(lingering_command())
-    await served_with_spares(bridge, "echo")
-    assert bridge.process.stdin is not None
-    for request_id in (2, 3):
-        bridge.process.stdin.write(tools_call_line(request_id, "slow"))
-    await bridge.process.stdin.drain()
+    await busy_with_unanswered_calls(bridge)
     await assert_closed_cleanly(bridge)
 
 
@@ -280,12 +286,7 @@ async def test_sigterm_while_starting_stops_the_servers(stdio_bridge: Callable[[
 async def test_sigterm_during_calls_stops_the_servers(stdio_bridge: Callable[[str], Any]) -> None:
     """SIGTERM while calls run that the server never answers: the bridge exits 0 within a client's 2 s."""
     bridge = await stdio_bridge(lingering_command())
-    await served_with_spares(bridge, "echo")
-    assert bridge.process.stdin is not None
-    for request_id in (2, 3):
-        bridge.process.stdin.write(tools_call_line(request_id, "slow"))
-    await bridge.process.stdin.drain()
-    await wait_for_tree(bridge.marker, lambda pids: len(pids) == BRIDGE_AND_KEEPER + 2 + SPARES)
+    await busy_with_unanswered_calls(bridge)
     os.kill(bridge.process.pid, signal.SIGTERM)
     assert await exits_within(bridge.process, CLIENT_WAIT_S)
     assert bridge.process.returncode == 0
