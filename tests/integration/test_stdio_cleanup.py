@@ -312,13 +312,15 @@ async def test_ctrl_c_to_the_bridges_group_reaches_the_bridge_only(stdio_bridge:
 
 @pytest.fixture
 def serve_bridge(tmp_path: Path) -> Iterator[Callable[[str], tuple[PeerProcess, str]]]:
-    """Starts `mrtr-bridge serve --upstream-command CMD` (own session, marker in its environment)."""
+    """Starts `mrtr-bridge serve --upstream-command CMD` (own session, marker in its environment), which
+    lets attached requests finish for up to 60 s when stopped."""
     peers = Peers(log_dir=tmp_path)
     markers: list[str] = []
 
     def start(command: str) -> tuple[PeerProcess, str]:
         markers.append(uuid.uuid4().hex)
-        env = {MARKER_VAR: markers[-1], **bridge_env({"upstream": {"command": command}, "log": {"format": "json"}})}
+        settings = {"upstream": {"command": command}, "log": {"format": "json"}, "front": {"shutdown_grace_s": 60}}
+        env = {MARKER_VAR: markers[-1], **bridge_env(settings)}
         return peers.bridge(None, env=env), markers[-1]
 
     try:
@@ -357,3 +359,26 @@ async def test_serve_sigkilled_leaves_no_child(serve_bridge: Callable[[str], tup
     bridge.popen.kill()
     assert await asyncio.to_thread(bridge.popen.wait, TIMEOUT_S) == -signal.SIGKILL
     assert await wait_for_tree(marker, lambda pids: pids == []) == []
+
+
+async def test_serve_second_sigterm_stops_the_servers_at_once(
+    serve_bridge: Callable[[str], tuple[PeerProcess, str]]
+) -> None:
+    """A call the server never answers would hold the graceful stop for 60 s: a second SIGTERM stops
+    the legacy processes at once, the call fails, and the bridge exits 0 long before."""
+    bridge, marker = serve_bridge(lingering_command())
+    await serving_with_spares(bridge, marker)
+    async with aiohttp.ClientSession() as http:
+        poster = ModernPoster(http, bridge.url, capabilities={"elicitation": {}})  # a process of its own
+        attached = asyncio.create_task(poster.post("tools/call", {"name": "slow"}))
+        await wait_for_tree(marker, lambda pids: len(pids) == BRIDGE_AND_KEEPER + 2 + SPARES)
+        os.kill(bridge.popen.pid, signal.SIGTERM)
+        async with asyncio.timeout(TIMEOUT_S):
+            while '"bridge_stopping"' not in bridge.log_text():
+                await asyncio.sleep(POLL_S)
+        os.kill(bridge.popen.pid, signal.SIGTERM)
+        assert await asyncio.to_thread(bridge.popen.wait, TIMEOUT_S) == 0
+        reply = await attached
+    assert reply.response["error"]["message"].startswith("legacy server process exited with code -9")
+    await asyncio.sleep(LEFT_AFTER_S)
+    assert tree_pids(marker) == []
