@@ -51,6 +51,11 @@ class GroupKeeper:
         self._process: subprocess.Popen[bytes] | None = None
         self._failed = False
 
+    @property
+    def pid(self) -> int | None:
+        """The keeper's pid, once started and until closed."""
+        return self._process.pid if self._process is not None else None
+
     def watch(self, pgid: int) -> None:
         self._send(f"{pgid}\n".encode(), start=True)
 
