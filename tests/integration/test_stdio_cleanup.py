@@ -69,6 +69,21 @@ def tree_pids(marker: str) -> list[int]:
     return sorted(found)
 
 
+def kill_tree(marker: str) -> None:
+    """Teardown after a failure: SIGKILL to the group of every process still carrying the marker."""
+    for pid in tree_pids(marker):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def marker() -> Iterator[str]:
+    """A fresh marker; whatever still carries it at the end of the test is killed."""
+    value = uuid.uuid4().hex
+    yield value
+    kill_tree(value)
+
+
 async def wait_for_tree(marker: str, predicate: Callable[[list[int]], bool]) -> list[int]:
     """The tree's pids once `predicate` holds (bounded by TIMEOUT_S)."""
     async with asyncio.timeout(TIMEOUT_S):
@@ -158,11 +173,9 @@ async def stdio_bridge(tmp_path: Path) -> AsyncIterator[Callable[[str], Any]]:
 
     yield start
     for bridge in started:
-        for pid in [*tree_pids(bridge.marker), bridge.process.pid]:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                continue
+        kill_tree(bridge.marker)
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(bridge.process.pid, signal.SIGKILL)
         if bridge.process.returncode is None:
             await bridge.process.wait()
 
@@ -236,9 +249,8 @@ async def test_close_sequence_with_requests_in_flight(stdio_bridge: Callable[[st
     await assert_closed_cleanly(bridge)
 
 
-async def test_the_mcp2_client_closes_the_bridge_without_signals(tmp_path: Path) -> None:
+async def test_the_mcp2_client_closes_the_bridge_without_signals(marker: str) -> None:
     """The real `mcp` 2.x client: its close returns before its SIGTERM step, and nothing is left."""
-    marker = uuid.uuid4().hex
     server = StdioServerParameters(
         command=str(BRIDGE_EXE), args=["stdio", "--upstream-command", lingering_command(), "--log-level", "warning"],
         env={"PATH": os.environ.get("PATH", ""), MARKER_VAR: marker}, cwd=str(REPO_ROOT))
@@ -327,9 +339,8 @@ def serve_bridge(tmp_path: Path) -> Iterator[Callable[[str], tuple[PeerProcess, 
         yield start
     finally:
         peers.close()
-        for pid in [pid for marker in markers for pid in tree_pids(marker)]:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(pid, signal.SIGKILL)
+        for marker in markers:
+            kill_tree(marker)
 
 
 async def serving_with_spares(bridge: PeerProcess, marker: str) -> None:
