@@ -150,7 +150,7 @@ class ChildProcesses:
 
     def add(self, process: Process) -> None:
         live = self.live()
-        for gone in (process for process in self._processes if process not in live):
+        for gone in [known for known in self._processes if known not in live]:
             self.discard(gone)
         self._processes = [*live, process]
         if self._keeper is not None:
