@@ -92,7 +92,9 @@ class UpstreamSettings(_Frozen):
     env: dict[str, str] = Field(default_factory=dict, description="extra environment for the stdio command")
     cwd: str | None = Field(None, description="working directory for the stdio command")
     max_line_bytes: int = Field(16_777_216, ge=1024, description="longest accepted stdio line from the server")
-    kill_grace_s: float = Field(2.0, gt=0, description="stdio shutdown: wait after closing stdin, then SIGTERM")
+    kill_grace_s: float = Field(
+        0.75, gt=0, description="stdio shutdown: wait after closing stdin, then SIGTERM, the same again, then SIGKILL"
+    )
     spare_processes: int = Field(
         2, ge=0, le=64, description="stdio: processes kept started ahead of need, so a new session skips the spawn"
     )

@@ -37,6 +37,7 @@ from proxy.upstream.base import (
 )
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.pool import UpstreamPool
+from proxy.upstream.stdio_children import ChildProcesses
 from proxy.upstream.stdio_spares import SpareProcesses
 from proxy.upstream.transport import HttpTransport
 from translators.errors import UpstreamUnavailable
@@ -55,6 +56,7 @@ SETTINGS_KEY: Final = web.AppKey("settings", Settings)
 READINESS_KEY: Final = web.AppKey("readiness", ServedEngine)
 POOL_KEY: Final = web.AppKey("upstream_pool", UpstreamPool)
 RUNTIME_ENGINE_KEY: Final = web.AppKey("engine", Engine)
+CHILDREN_KEY: Final = web.AppKey("stdio_children", ChildProcesses)
 METRICS_KEY: Final = web.AppKey("metrics", BridgeMetrics)
 READINESS_PROBE_KEY: Final = web.AppKey("readiness_probe", Readiness)
 OPENER_KEY: Final[web.AppKey[SessionOpener]] = web.AppKey("session_opener")  # optional: replaces the transport
@@ -179,16 +181,18 @@ def _opener(client: aiohttp.ClientSession, upstream: UpstreamSettings, spares: S
 
 @asynccontextmanager
 async def bridge_runtime(
-    settings: Settings, metrics: BridgeMetrics | None = None, *, opener: SessionOpener | None = None
+    settings: Settings, metrics: BridgeMetrics | None = None, children: ChildProcesses | None = None, *,
+    opener: SessionOpener | None = None,
 ) -> AsyncIterator[tuple[Engine, UpstreamPool]]:
-    """Key ring, upstream client, pool and engine for either front; closed in reverse on exit.
+    """Key ring, upstream client, pool and engine for either front; closed in reverse on exit. Legacy
+    stdio processes are recorded in `children`; the pool's and the spares are stopped in parallel.
     `opener` replaces the configured transport (tests script an in-memory upstream with it)."""
     keyring, is_ephemeral = load_keyring(settings.held)
     if is_ephemeral:
         _log.warning("request_state_key_ephemeral",
                      hint="no held.keys configured: held calls will not survive a restart (see mrtr-bridge keygen)")
     upstream = settings.upstream
-    spares = SpareProcesses(upstream) if upstream.command and opener is None else None
+    spares = SpareProcesses(upstream, children) if upstream.command and opener is None else None
     async with _client(settings) as client:
         engine: Engine  # bound just below; the pool calls back only once started
         chosen, transport = _opener(client, upstream, spares, opener)
@@ -204,15 +208,14 @@ async def bridge_runtime(
             finally:
                 await engine.aclose()
         finally:
-            await pool.aclose()
-            if spares is not None:
-                await spares.aclose()
+            await asyncio.gather(pool.aclose(), *([spares.aclose()] if spares is not None else []))
 
 
 async def _upstream_context(app: web.Application) -> AsyncIterator[None]:
     """The bridge runtime for the HTTP front, bound to the app's keys."""
     settings = app[SETTINGS_KEY]
-    async with bridge_runtime(settings, app[METRICS_KEY], opener=app.get(OPENER_KEY)) as (engine, pool):
+    async with bridge_runtime(settings, app[METRICS_KEY], app.get(CHILDREN_KEY),
+                              opener=app.get(OPENER_KEY)) as (engine, pool):
         app[READINESS_PROBE_KEY] = _readiness(settings, pool)
         app[POOL_KEY] = pool
         app[ENGINE_KEY] = engine
@@ -242,10 +245,14 @@ async def _on_shutdown(app: web.Application) -> None:
     await engine.drain(deadline, cut_wait_s=reserve_s / 2)  # then aiohttp (R/4) and held calls (R/4)
 
 
-def make_app(settings: Settings, *, opener: SessionOpener | None = None) -> web.Application:
-    """The whole HTTP bridge for `settings`; run it with `handler_cancellation=True`. `opener`
-    replaces the configured upstream transport (tests script an in-memory upstream with it)."""
+def make_app(settings: Settings, children: ChildProcesses | None = None, *,
+             opener: SessionOpener | None = None) -> web.Application:
+    """The whole HTTP bridge for `settings`; run it with `handler_cancellation=True`. Legacy stdio
+    processes are recorded in `children`; `opener` replaces the configured upstream transport
+    (tests script an in-memory upstream with it)."""
     app = _base_app(settings, settings.front.sse_keepalive_s)
+    if children is not None:
+        app[CHILDREN_KEY] = children
     if opener is not None:
         app[OPENER_KEY] = opener
     app.cleanup_ctx.append(_upstream_context)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import gc
 import os
-import signal
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any, Final, TextIO
@@ -28,6 +29,9 @@ from proxy.front_stdio import serve_stdio
 from proxy.http_server import BridgeRunner
 from proxy.keys import new_key
 from proxy.logs import configure_logging
+from proxy.stopping import BridgeStop
+from proxy.upstream.stdio_children import ChildProcesses
+from proxy.upstream.stdio_keeper import GroupKeeper
 from proxy.upstream.stdio_process import check_command
 from translators.eras import MODERN_VERSION
 from translators.errors import BridgeError
@@ -37,6 +41,10 @@ PROG: Final = "mrtr-bridge"
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
+# A stdio client closes the bridge's stdin, waits 2 s, then sends SIGTERM: the bridge's legacy processes
+# get SIGTERM at this deadline after the stop began, and SIGKILL `HURRY_GRACE_S` later.
+STDIO_STOP_DEADLINE_S: Final = 0.75
+HURRY_GRACE_S: Final = 0.25
 # Command-line flag -> dotted setting it overrides.
 FLAG_SETTINGS: Final[dict[str, str]] = {
     "upstream": "upstream.url",
@@ -173,35 +181,40 @@ def _listen_url(host: str, port: int, path: str) -> str:
     return f"http://{f'[{host}]' if ':' in host else host}:{port}{path}"
 
 
+@contextlib.asynccontextmanager
+async def _children_stop(deadline_s: float | None) -> AsyncIterator[tuple[ChildProcesses, BridgeStop]]:
+    """The bridge's legacy stdio processes and its stop, with SIGTERM and SIGINT handled throughout:
+    when the block ends, a hurry under way has finished and any process still alive gets SIGKILL."""
+    children = ChildProcesses(GroupKeeper())
+    stop = BridgeStop(lambda: children.stop_all(HURRY_GRACE_S), deadline_s=deadline_s)
+    with stop.signals():
+        try:
+            yield children, stop
+        finally:
+            await stop.aclose()
+            children.kill_all()
+            children.close()
+
+
 async def _serve(settings: Settings) -> None:
-    """Run the HTTP bridge until SIGINT or SIGTERM, then shut down gracefully."""
+    """Run the HTTP bridge until SIGINT or SIGTERM, then shut down gracefully (a second signal stops
+    the legacy stdio processes at once)."""
     # The app's on_shutdown drains within the grace (proxy.drain); aiohttp's own per-connection wait
     # (which it spends twice) only collects handlers that have already answered (0 would mean no limit).
-    runner = BridgeRunner(make_app(settings), handler_cancellation=True, access_log=None,
-                          shutdown_timeout=max(0.05, close_reserve_s(settings.front.shutdown_grace_s) / 8))
-    await runner.setup()
-    try:
-        site = web.TCPSite(runner, settings.front.host, settings.front.port)
-        await site.start()
-        port = runner.addresses[0][1] if runner.addresses else settings.front.port
-        _log.info("bridge_started", listen=_listen_url(settings.front.host, port, settings.front.path),
-                  upstream=upstream_label(settings))
-        await _wait_for_stop()
-        _log.info("bridge_stopping")
-    finally:
-        await runner.cleanup()
-
-
-async def _wait_for_stop() -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for signum in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(signum, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(signum)
+    async with _children_stop(None) as (children, stop):
+        runner = BridgeRunner(make_app(settings, children), handler_cancellation=True, access_log=None,
+                              shutdown_timeout=max(0.05, close_reserve_s(settings.front.shutdown_grace_s) / 8))
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, settings.front.host, settings.front.port)
+            await site.start()
+            port = runner.addresses[0][1] if runner.addresses else settings.front.port
+            _log.info("bridge_started", listen=_listen_url(settings.front.host, port, settings.front.path),
+                      upstream=upstream_label(settings))
+            await stop.wait()
+            _log.info("bridge_stopping")
+        finally:
+            await runner.cleanup()
 
 
 def _settings(args: argparse.Namespace, env: Mapping[str, str], parser: argparse.ArgumentParser) -> Settings:
@@ -225,15 +238,23 @@ def _settings(args: argparse.Namespace, env: Mapping[str, str], parser: argparse
 
 
 async def _stdio(settings: Settings) -> None:
-    async with bridge_runtime(settings) as (engine, _pool):
+    """Serve one client on stdin/stdout until stdin EOF, SIGTERM or SIGINT; the legacy processes are
+    gone `STDIO_STOP_DEADLINE_S` + `HURRY_GRACE_S` after that at the latest."""
+    async with (_children_stop(STDIO_STOP_DEADLINE_S) as (children, stop),
+                bridge_runtime(settings, children=children) as (engine, _pool)):
         _log.info("bridge_started", listen="stdio", upstream=upstream_label(settings))
-        await serve_stdio(settings, engine)
+        await serve_stdio(settings, engine, stop)
 
 
 def _run(command: Any, settings: Settings) -> int:
+    """Run `serve` or `stdio` to the end; the process is expected to exit next."""
     configure_logging(settings.log)
     try:
         asyncio.run(command(settings))
+        # Exiting next, the interpreter would collect the whole heap: up to 0.8 s on a loaded machine,
+        # much of the 2 s a stdio client allows between closing stdin and SIGTERM. Frozen objects are
+        # not collected; the operating system reclaims them.
+        gc.freeze()
     except OSError as exc:  # e.g. the address is in use
         _log.error("bridge_failed", error=str(exc))
         return EXIT_FAILED

@@ -8,13 +8,13 @@ responses and the notifications of in-flight requests, each written whole by one
 stderr. `notifications/cancelled` cancels that request's task (the engine turns the cancellation into
 an upstream cancel) and nothing more is written for it. At stdin EOF (or on SIGTERM/SIGINT, taken as
 EOF), requests in flight get a short grace to finish, the rest are cancelled, and the front returns.
+The bridge's stop (`proxy.stopping`) learns of the EOF at once, so its deadline counts from there.
 """
 
 from __future__ import annotations
 
 import asyncio
 import os
-import signal
 import stat
 import sys
 import threading
@@ -27,6 +27,7 @@ import structlog
 
 from config.settings import FrontSettings, Settings
 from proxy.context import FrontRequest, JsonObject, NotificationSink
+from proxy.stopping import BridgeStop
 from translators.eras import TRACE_META_KEYS
 from translators.errors import BridgeBug, BridgeError, InvalidRequest, to_error_response
 from translators.inbound import check_envelope, decode_json, message_id, validate_request
@@ -37,9 +38,8 @@ log = structlog.get_logger(__name__)
 STDIO_PRINCIPAL: Final = "stdio"  # one local client launched this process: a single principal
 CANCELLED: Final = "notifications/cancelled"
 READ_CHUNK: Final = 65536
-EOF_GRACE_S: Final = 1.0  # on stdin EOF, how long requests already received may take to finish
+EOF_GRACE_S: Final = 0.5  # on stdin EOF, how long requests already received may take to finish
 SHUTDOWN_WAIT_S: Final = 5.0  # then how long cancelled requests get to finish their upstream cancels
-STOP_SIGNALS: Final = (signal.SIGTERM, signal.SIGINT)
 _DEFAULTS: Final = FrontSettings()
 RequestId = int | str
 
@@ -240,11 +240,13 @@ class _StdioFront:
 
 async def run_stdio_front(engine: RequestEngine, *, reader: asyncio.StreamReader, writer: LineWriter,
                           principal: str = STDIO_PRINCIPAL, max_line_bytes: int = _DEFAULTS.max_body_bytes,
-                          max_depth: int = _DEFAULTS.max_json_depth, eof_grace_s: float = EOF_GRACE_S) -> None:
+                          max_depth: int = _DEFAULTS.max_json_depth, eof_grace_s: float = EOF_GRACE_S,
+                          on_eof: Callable[[], None] | None = None) -> None:
     """Serve modern JSON-RPC lines from `reader` until EOF, writing protocol lines to `writer`.
 
-    At EOF, requests already received get `eof_grace_s` seconds to finish (so `printf ... | mrtr-bridge
-    stdio` is answered); whatever is still running then is cancelled, and the function returns."""
+    At EOF, `on_eof` is called, then requests already received get `eof_grace_s` seconds to finish (so
+    `printf ... | mrtr-bridge stdio` is answered); whatever is still running then is cancelled, and the
+    function returns."""
     output = _Output(writer)
     front = _StdioFront(engine, output, principal, max_line_bytes=max_line_bytes, max_depth=max_depth)
     splitter = LineSplitter(max_line_bytes)
@@ -254,6 +256,8 @@ async def run_stdio_front(engine: RequestEngine, *, reader: asyncio.StreamReader
                 for item in splitter.feed(chunk):
                     front.receive(item)
             log.info("front_stdin_closed", in_flight=len(front.in_flight_ids))
+            if on_eof is not None:
+                on_eof()
             await front.settle(eof_grace_s)
         finally:
             await front.shutdown()
@@ -330,42 +334,39 @@ async def _open_stdout(loop: asyncio.AbstractEventLoop, fd: int) -> tuple[LineWr
     return asyncio.StreamWriter(transport, protocol, None, loop), transport
 
 
-def _stop_on_signals(loop: asyncio.AbstractEventLoop, reader: asyncio.StreamReader,
-                     stdin_transport: asyncio.BaseTransport | None) -> Callable[[], None]:
-    """SIGTERM and SIGINT end the input as EOF does: requests in flight get their grace, the rest are
-    cancelled, then the runtime abandons held calls and closes upstream sessions. Returns the undo."""
+def _end_input(reader: asyncio.StreamReader, stdin_transport: asyncio.BaseTransport | None) -> Callable[[], None]:
+    """What a stop signal does to the front: end the input as EOF does."""
 
-    def stop() -> None:
-        log.info("front_stop_signal")
+    def end() -> None:
         if stdin_transport is not None:
             stdin_transport.close()  # no more reads; its protocol feeds the EOF
         else:
             reader.feed_eof()
 
-    def undo() -> None:
-        for signum in STOP_SIGNALS:
-            loop.remove_signal_handler(signum)
-
-    for signum in STOP_SIGNALS:
-        loop.add_signal_handler(signum, stop)
-    return undo
+    return end
 
 
-async def serve_stdio(settings: Settings, engine: RequestEngine) -> None:
-    """Serve the modern stdio front on this process's stdin and stdout until stdin reaches EOF (or a
-    stop signal arrives)."""
+async def serve_stdio(settings: Settings, engine: RequestEngine, stop: BridgeStop | None = None) -> None:
+    """Serve the modern stdio front on this process's stdin and stdout until stdin reaches EOF (or the
+    stop is requested: SIGTERM or SIGINT). stdin EOF requests the `stop` in turn. Without a `stop`, the
+    front handles the stop signals itself."""
+    if stop is None:
+        stop = BridgeStop()
+        with stop.signals():
+            await serve_stdio(settings, engine, stop)
+        return
     loop = asyncio.get_running_loop()
     protocol_fd = _claim_stdout()
     reader, stdin_transport = await _open_stdin(loop)
     writer, stdout_transport = await _open_stdout(loop, protocol_fd)
     log.info("front_stdio_started", max_line_bytes=settings.front.max_body_bytes)
-    undo_signals = _stop_on_signals(loop, reader, stdin_transport)
+    stop.on_request(_end_input(reader, stdin_transport))
     try:
         await run_stdio_front(engine, reader=reader, writer=writer, principal=STDIO_PRINCIPAL,
                               max_line_bytes=settings.front.max_body_bytes,
-                              max_depth=settings.front.max_json_depth)
+                              max_depth=settings.front.max_json_depth,
+                              on_eof=lambda: stop.request("stdin_closed"))
     finally:
-        undo_signals()
         for transport in (stdin_transport, stdout_transport):
             if transport is not None:
                 transport.close()

@@ -9,7 +9,8 @@ holder (DESIGN § 3). `ping` is answered here and never surfaces.
 
 When the process exits, every pending call fails at once with `UpstreamSessionLost` naming the exit
 code, and the session is dead for good (the pool replaces it). Closing: stdin is closed, then after
-`kill_grace_s` the process group gets SIGTERM, then SIGKILL (`stdio_process`).
+`kill_grace_s` the process group gets SIGTERM, then SIGKILL (`stdio_process`); how a stopping bridge
+makes sure no process outlives it is in `stdio_children`.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from config.settings import UpstreamSettings
 from proxy.tasks import TaskOwner
 from proxy.upstream.base import Inbound, InboundHandler, JsonObject
 from proxy.upstream.call import OutcomeCall
+from proxy.upstream.stdio_children import ChildProcesses
 from proxy.upstream.stdio_process import exit_code, exit_message, spawn, stop_process, upstream_label
 from proxy.upstream.stdio_stderr import StderrRelay
 from translators.eras import LEGACY_PING
@@ -93,6 +95,7 @@ class StdioUpstreamSession:
         self._closed = asyncio.Event()
         self._spawned_at = time.monotonic()
         self._readers: tuple[asyncio.Task[Any], ...] = ()
+        self._children: ChildProcesses | None = None  # where the process is recorded while it runs
         self._log = log.bind(program=program, pid=process.pid)
 
     @classmethod
@@ -105,12 +108,14 @@ class StdioUpstreamSession:
         return session
 
     @classmethod
-    async def spawned(cls, settings: UpstreamSettings) -> StdioUpstreamSession:
-        """A started process, not yet initialized (a spare): its output is read, nothing is sent."""
+    async def spawned(cls, settings: UpstreamSettings, children: ChildProcesses | None = None) -> StdioUpstreamSession:
+        """A started process (recorded in `children`), not yet initialized (a spare): its output is read,
+        nothing is sent."""
         started = time.monotonic()
-        process, program = await spawn(settings)
+        process, program = await spawn(settings, children)
         session = cls(process, settings, program, _nobody)
         session._spawned_at = started
+        session._children = children
         session._start_readers()
         return session
 
@@ -210,6 +215,8 @@ class StdioUpstreamSession:
             self._fail_pending("the legacy stdio session was closed by the bridge")
             how = await stop_process(self._process, self._settings.kill_grace_s, self._log)
             if how != "unreaped":  # the pipes are closed: let the readers drain what is buffered
+                if self._children is not None:
+                    self._children.discard(self._process)
                 await asyncio.wait(self._readers, timeout=EXIT_CODE_WAIT_S)
             await self._tasks.aclose()
             self._log.info("upstream_process_stopped", how=how, code=self._process.returncode)

@@ -3,7 +3,9 @@
 Error messages name the command's program (argv[0]) only: its arguments may carry secrets.
 Shutdown follows the spec (basic/transports/stdio § Shutdown): close stdin, wait, SIGTERM, wait,
 SIGKILL. The child runs in its own session and signals go to its process group, so wrappers such
-as `npx` or `sh -c` leave no grandchild holding the pipes.
+as `npx` or `sh -c` leave no grandchild holding the pipes. On Linux the child also dies with the
+bridge (`stdio_children.die_with_bridge`), and every child is recorded in the bridge's
+`ChildProcesses`, which stops them all when the bridge is in a hurry.
 """
 
 from __future__ import annotations
@@ -17,6 +19,13 @@ import signal
 from typing import Any
 
 from config.settings import UpstreamSettings
+from proxy.upstream.stdio_children import (
+    ChildProcesses,
+    die_with_bridge,
+    exited_within,
+    signal_group,
+    stop_leftovers,
+)
 from translators.errors import UpstreamUnavailable
 
 
@@ -64,8 +73,11 @@ def check_command(settings: UpstreamSettings) -> str:
     return found
 
 
-async def spawn(settings: UpstreamSettings) -> tuple[asyncio.subprocess.Process, str]:
-    """Start the command with piped stdio, `env` merged over the bridge's, in `cwd`; returns it and its program."""
+async def spawn(
+    settings: UpstreamSettings, children: ChildProcesses | None = None
+) -> tuple[asyncio.subprocess.Process, str]:
+    """Start the command with piped stdio, `env` merged over the bridge's, in `cwd`, in its own session,
+    dying with the bridge (Linux); record it in `children`; returns it and its program."""
     argv, program = command_argv(settings)
     _check_cwd(settings, program)
     try:
@@ -77,9 +89,12 @@ async def spawn(settings: UpstreamSettings) -> tuple[asyncio.subprocess.Process,
             env={**os.environ, **settings.env},
             cwd=settings.cwd,
             start_new_session=True,
+            preexec_fn=die_with_bridge(),
         )
     except OSError as exc:
         raise _cannot_start(program, exc.strerror or type(exc).__name__) from exc
+    if children is not None:
+        children.add(process)
     return process, program
 
 
@@ -102,38 +117,27 @@ async def exit_code(process: asyncio.subprocess.Process, timeout: float) -> int 
         return process.returncode
 
 
-async def _exited_within(process: asyncio.subprocess.Process, timeout: float) -> bool:
-    """Whether the process exited and its pipes closed within `timeout` seconds."""
-    try:
-        async with asyncio.timeout(timeout):
-            await process.wait()
-    except TimeoutError:
-        return False
-    return True
-
-
-def _signal_group(process: asyncio.subprocess.Process, sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        if hasattr(os, "killpg"):
-            os.killpg(process.pid, sig)
-        else:  # pragma: no cover - non-POSIX
-            process.send_signal(sig)
-
-
 async def stop_process(process: asyncio.subprocess.Process, grace_s: float, logger: Any) -> str:
-    """Close stdin, then escalate to SIGTERM and SIGKILL, `grace_s` apart; returns how it ended."""
+    """Close stdin, then escalate to SIGTERM and SIGKILL to its group, `grace_s` apart; returns how it
+    ended. What is left of its process group then (children that ignore the EOF) is stopped too."""
     if process.stdin is not None:
         process.stdin.close()
-    if await _exited_within(process, grace_s):
+    how = await _escalate(process, grace_s)
+    if how == "unreaped":
+        logger.error("upstream_process_unreaped", grace_s=grace_s)
+    elif await stop_leftovers(process, grace_s):
+        logger.info("upstream_process_group_leftovers_stopped", how=how)
+    return how
+
+
+async def _escalate(process: asyncio.subprocess.Process, grace_s: float) -> str:
+    if await exited_within(process, grace_s):
         return "exited"
-    _signal_group(process, signal.SIGTERM)
-    if await _exited_within(process, grace_s):
-        return "terminated"
-    _signal_group(process, signal.SIGKILL)
-    if await _exited_within(process, grace_s):
-        return "killed"
-    logger.error("upstream_process_unreaped", grace_s=grace_s)
-    return "unreaped"
+    signal_group(process, signal.SIGTERM)
+    if await exited_within(process, grace_s):  # a hurried bridge may have sent the SIGKILL meanwhile
+        return "killed" if process.returncode == -signal.SIGKILL else "terminated"
+    signal_group(process, signal.SIGKILL)
+    return "killed" if await exited_within(process, grace_s) else "unreaped"
 
 
 __all__ = ["check_command", "command_argv", "exit_code", "exit_message", "spawn", "stop_process", "upstream_label"]

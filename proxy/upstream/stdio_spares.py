@@ -16,14 +16,19 @@ import structlog
 from config.settings import UpstreamSettings
 from proxy.tasks import TaskOwner
 from proxy.upstream.stdio import StdioUpstreamSession
+from proxy.upstream.stdio_children import ChildProcesses
 from translators.errors import BridgeError
 
 log = structlog.get_logger(__name__)
 
 
 class SpareProcesses:
-    def __init__(self, settings: UpstreamSettings) -> None:
+    """Spawns every stdio process of one bridge (spares and on-demand ones alike), recording each in
+    `children`."""
+
+    def __init__(self, settings: UpstreamSettings, children: ChildProcesses | None = None) -> None:
         self._settings = settings
+        self._children = children if children is not None else ChildProcesses()
         self._spares: list[StdioUpstreamSession] = []
         self._changed = asyncio.Condition()  # a spare was added, or a refill ended
         self._tasks = TaskOwner()
@@ -48,7 +53,7 @@ class SpareProcesses:
                     break
                 await self._changed.wait()  # starting one is under way: sooner than starting another
         self._refill_soon()
-        return await StdioUpstreamSession.spawned(self._settings)
+        return await StdioUpstreamSession.spawned(self._settings, self._children)
 
     def _is_refilling(self) -> bool:
         return self._refilling is not None and not self._refilling.done()
@@ -78,7 +83,7 @@ class SpareProcesses:
 
     async def _add_one(self) -> bool:
         try:
-            spare = await StdioUpstreamSession.spawned(self._settings)
+            spare = await StdioUpstreamSession.spawned(self._settings, self._children)
         except BridgeError as exc:
             log.warning("upstream_spare_not_started", error=exc.message)
             return False

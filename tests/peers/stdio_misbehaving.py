@@ -4,6 +4,7 @@
 Standard library only, so any Python runs it. Every mode answers `initialize` (except `silent`
 and `exit`) and serves one tool set:
 
+* `tools/list` lists `echo` (a client validating results asks)
 * `echo` -> text content "echo:<text>"          * `slow` -> never answers (until cancelled or killed)
 * a `notifications/cancelled` is acknowledged with a `notifications/message` log "cancelled <requestId>"
 * `ask`  -> sends a `roots/list` push and a `ping`, answers with the number of roots it got back
@@ -18,6 +19,12 @@ Modes (`--mode`):
   crash    exits with code 3 as soon as a tools/call arrives (after a partial line on stdout)
   exit     prints "fatal: bad configuration" to stderr and exits with code 2 at once
   flood    writes `--flood-lines` lines to stderr before serving
+
+Shutdown behaviour (any mode):
+  --on-eof linger     keep running after stdin EOF (like servers that never read their stdin's end)
+  --ignore-sigterm    ignore SIGTERM (only SIGKILL stops it)
+  --grandchild        start a child of its own (same process group, none of its parent's pipes) that
+                      ignores stdin EOF and SIGTERM
 """
 
 from __future__ import annotations
@@ -26,11 +33,13 @@ import argparse
 import json
 import os
 import signal
+import subprocess
 import sys
 import time
 from typing import Any
 
 PROTOCOL_VERSION = "2025-11-25"
+GRANDCHILD = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nwhile True: time.sleep(3600)"
 GARBAGE = [b"this is not json", b"[1, 2, 3]", b'{"jsonrpc": "1.0", "id": 99, "result": {}}', b"{\"truncated\": "]
 
 
@@ -88,6 +97,8 @@ class Peer:
                                            "serverInfo": {"name": f"misbehaving-{self.args.mode}", "version": "0"}})
             elif message["method"] == "tools/call":
                 self.call(message["id"], message["params"])
+            elif message["method"] == "tools/list":
+                self.reply(message["id"], {"tools": [{"name": "echo", "inputSchema": {"type": "object"}}]})
             else:
                 self.write({"jsonrpc": "2.0", "id": message["id"], "error": {"code": -32601, "message": "nope"}})
 
@@ -128,17 +139,23 @@ def main() -> int:
     parser.add_argument("--protocol-version", default=PROTOCOL_VERSION, help="answered to initialize")
     parser.add_argument("--big-bytes", type=int, default=200_000)
     parser.add_argument("--flood-lines", type=int, default=5000)
+    parser.add_argument("--on-eof", choices=["exit", "linger"], default="exit")
+    parser.add_argument("--ignore-sigterm", action="store_true")
+    parser.add_argument("--grandchild", action="store_true")
     args = parser.parse_args()
     if args.mode == "exit":
         sys.stderr.write("fatal: bad configuration\n")
         return 2
-    if args.mode == "silent":
+    if args.mode == "silent" or args.ignore_sigterm:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    if args.grandchild:
+        subprocess.Popen([sys.executable, "-c", GRANDCHILD], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
     if args.mode == "flood":
         sys.stderr.write("".join(f"noise line {n}\n" for n in range(args.flood_lines)))
         sys.stderr.flush()
     Peer(args).serve()
-    if args.mode == "silent":
+    if args.mode == "silent" or args.on_eof == "linger":
         while True:  # stdin is closed: keep running until SIGKILL
             time.sleep(3600)
     return 0

@@ -78,8 +78,8 @@ async def test_a_take_during_startup_waits_for_the_spare_being_started(monkeypat
     started: list[int] = []
     original = StdioUpstreamSession.spawned.__func__  # type: ignore[attr-defined]
 
-    async def counting(cls: type[StdioUpstreamSession], upstream: Any) -> StdioUpstreamSession:
-        session: StdioUpstreamSession = await original(cls, upstream)
+    async def counting(cls: type[StdioUpstreamSession], upstream: Any, children: Any = None) -> StdioUpstreamSession:
+        session: StdioUpstreamSession = await original(cls, upstream, children)
         started.append(session.pid)
         return session
 
