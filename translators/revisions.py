@@ -56,6 +56,8 @@ class UnsupportedUpstreamVersion(UpstreamProtocolError):
             f"Upstream {upstream} answered initialize with protocol version {self.answered[:40]!r};"
             f" the bridge supports {', '.join(SUPPORTED)} upstream",
             {**(data or {}), "upstreamVersion": self.answered[:40], "supported": list(SUPPORTED)},
+            public=f"The upstream server speaks protocol version {self.answered[:40]!r}; the bridge supports"
+            f" {', '.join(SUPPORTED)} upstream",
         )
 
     @property

@@ -23,6 +23,7 @@ from proxy.upstream.http_channel import UpstreamRefused
 from proxy.upstream.sse import SseUpstreamSession, resolve_endpoint
 from proxy.upstream.transport import NOT_DETECTED, HttpTransport
 from translators.errors import UpstreamProtocolError, UpstreamSessionLost
+from translators.oauth import UpstreamAuthChallenge
 
 ServerFactory = Callable[..., Awaitable[TestServer]]
 T = 10.0
@@ -181,12 +182,13 @@ async def test_auto_falls_back_to_sse_on_a_4xx_and_remembers_it(
 async def test_auto_does_not_take_a_credential_refusal_for_another_transport(
     aiohttp_server: ServerFactory, client: aiohttp.ClientSession
 ) -> None:
-    """401 to POST initialize is the caller's problem, not a transport hint: it surfaces as it is."""
+    """401 to POST initialize is the caller's problem, not a transport hint: it surfaces as the
+    challenge that reaches the client."""
     app = web.Application()
     app.router.add_route("*", "/mcp", lambda request: _status(401))
     url = str((await aiohttp_server(app)).make_url("/mcp"))
     transport = HttpTransport(client, settings(url))
-    with pytest.raises(UpstreamRefused) as refused:
+    with pytest.raises(UpstreamAuthChallenge) as refused:
         await transport({}, {}, lambda inbound: None)
     assert refused.value.status == 401 and transport.name == NOT_DETECTED
 
