@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import structlog
@@ -33,6 +33,10 @@ MAX_CONCURRENT_OPENS: Final = 16  # upstream initialize handshakes in flight at 
 class SessionKey:
     principal: str
     fingerprint: str
+    # Roots affinity (proxy/roots.py): the digest of the roots answer this session's server holds,
+    # and that answer itself (not part of the key's identity); "" for a session that holds none.
+    roots: str = ""
+    roots_answer: JsonObject | None = field(default=None, compare=False, hash=False)
 
 
 @dataclass(frozen=True)
@@ -160,6 +164,12 @@ class UpstreamPool:
     def key_of(self, session: UpstreamSession) -> SessionKey | None:
         """The key of an open session (for routing its session-wide notifications)."""
         return next((entry.key for entry in self._entries if entry.session is session), None)
+
+    def retire(self, session: UpstreamSession) -> None:
+        """Never hand `session` out again; it is closed when its last lease is released (or reaped)."""
+        for entry in self._entries:
+            if entry.session is session:
+                entry.retiring = True
 
     def stats(self) -> PoolStats:
         reinitialized = sum(entry.session.reinitialized_count for entry in self._entries)

@@ -1,0 +1,144 @@
+"""One client's roots never serve another client's call (issue 10), with real peers.
+
+`tests/peers/roots_keeping_server.py` (mcp 1.x) asks for roots on `initialized` and keeps them per
+session, like server-filesystem. Two modern clients (mcp 2.x, same principal: no credentials) with
+different roots call it through the bridge, interleaved and concurrently, over an HTTP upstream and
+a stdio upstream; each must see only its own roots. `test_server_filesystem.py` does the same with the
+real `@modelcontextprotocol/server-filesystem`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import mcp_types as types
+import pytest
+from mcp import Client
+
+from translators.roots import ROOTS_INPUT_KEY
+
+from .harness import InputAnswers, Peers, bridge_env, modern_client
+from .mrtr_helpers import json_of, text_of
+
+T = 60  # bound on every test body, seconds
+SERVER = "roots_keeping_server.py"
+ROOTS_A = ["file:///work/client-a", "file:///shared/a-docs"]
+ROOTS_B = ["file:///work/client-b"]
+
+
+@pytest.fixture(scope="module", params=["http", "stdio"])
+def bridge_url(module_peers: Peers, request: pytest.FixtureRequest) -> str:
+    """The bridge in front of the roots-keeping server, over an HTTP or a stdio upstream."""
+    if request.param == "http":
+        return module_peers.bridge(module_peers.legacy(SERVER).url).url
+    return module_peers.bridge_stdio(SERVER).url
+
+
+def answers(roots: list[str]) -> InputAnswers:
+    return InputAnswers(roots=roots)
+
+
+def pre_answer(roots: list[str]) -> dict[str, Any]:
+    """`inputResponses` that pre-answer the bridge's roots question."""
+    return {ROOTS_INPUT_KEY: types.ListRootsResult(roots=[types.Root(uri=uri) for uri in roots])}
+
+
+async def kept(client: Client, roots: list[str] | None = None) -> dict[str, Any]:
+    responses = pre_answer(roots) if roots is not None else None
+    result: dict[str, Any] = json_of(await client.call_tool("kept_roots", {}, input_responses=responses))
+    return result
+
+
+async def test_interleaved_clients_see_only_their_own_roots(bridge_url: str) -> None:
+    """A, B, A, B one after the other, then both at once: every call reports its own client's roots."""
+    a, b = answers(ROOTS_A), answers(ROOTS_B)
+    async with asyncio.timeout(T), modern_client(bridge_url, **a.client_kwargs()) as ca, modern_client(
+        bridge_url, **b.client_kwargs()
+    ) as cb:
+        for _ in range(2):
+            assert (await kept(ca))["roots"] == ROOTS_A
+            assert (await kept(cb))["roots"] == ROOTS_B
+        together = await asyncio.gather(*(kept(c) for c in (ca, cb, ca, cb, ca, cb)))
+    assert [r["roots"] for r in together] == [ROOTS_A, ROOTS_B] * 3
+    # every call was asked for its roots once (the client did not pre-answer): one round each
+    assert a.asked == [("roots/list", None)] * 5
+    assert b.asked == [("roots/list", None)] * 5
+
+
+async def test_pre_answered_roots_cost_no_round_and_reuse_the_session(bridge_url: str) -> None:
+    """A client that pre-answers the stable roots key is never asked; its calls reuse one warm session."""
+    a = answers(ROOTS_A)
+    async with asyncio.timeout(T), modern_client(bridge_url, **a.client_kwargs()) as client:
+        first = await kept(client, ROOTS_A)
+        second = await kept(client, list(reversed(ROOTS_A)))  # the same set of roots, another order
+    assert a.asked == []
+    assert first["roots"] == ROOTS_A
+    assert second["session"] == first["session"]
+    assert second["asks"] == first["asks"] == 1  # asked once, on initialized, never per call
+
+
+async def test_files_outside_the_clients_roots_are_denied(bridge_url: str, tmp_path: Path) -> None:
+    """Each client reads under its own root; the other client's file is outside its allowed directories."""
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    (tmp_path / "a" / "a.txt").write_text("alpha")
+    (tmp_path / "b" / "b.txt").write_text("bravo")
+    a, b = answers([(tmp_path / "a").as_uri()]), answers([(tmp_path / "b").as_uri()])
+    async with asyncio.timeout(T), modern_client(bridge_url, **a.client_kwargs()) as ca, modern_client(
+        bridge_url, **b.client_kwargs()
+    ) as cb:
+        assert text_of(await ca.call_tool("read_file", {"path": str(tmp_path / "a" / "a.txt")})) == "alpha"
+        assert text_of(await cb.call_tool("read_file", {"path": str(tmp_path / "b" / "b.txt")})) == "bravo"
+        denied_b = await cb.call_tool("read_file", {"path": str(tmp_path / "a" / "a.txt")})
+        denied_a = await ca.call_tool("read_file", {"path": str(tmp_path / "b" / "b.txt")})
+    for denied in (denied_a, denied_b):
+        assert denied.is_error
+        assert isinstance(denied.content[0], types.TextContent)
+        assert "Access denied - path outside allowed directories" in denied.content[0].text
+
+
+async def test_an_ask_inside_a_call_is_answered_with_the_calls_roots(bridge_url: str) -> None:
+    """A roots/list inside the call on a roots-affine session needs no round beyond the one that chose it."""
+    a = answers(ROOTS_A)
+    async with asyncio.timeout(T), modern_client(bridge_url, **a.client_kwargs()) as client:
+        pre = json.loads(text_of(await client.call_tool("roots_in_call", {}, input_responses=pre_answer(ROOTS_A))))
+        asked = json.loads(text_of(await client.call_tool("roots_in_call", {})))
+    assert pre == asked == ROOTS_A
+    assert a.asked == [("roots/list", None)]  # only the second call, which did not pre-answer
+
+
+async def test_a_later_ask_outside_any_call_gets_the_sessions_client_roots(bridge_url: str) -> None:
+    """The server asks again between calls (as after roots/list_changed): it gets the same client's roots."""
+    b = answers(ROOTS_B)
+    async with asyncio.timeout(T), modern_client(bridge_url, **b.client_kwargs()) as client:
+        before = await kept(client, ROOTS_B)
+        assert text_of(await client.call_tool("ask_again_later", {"delay": 0.05},
+                                               input_responses=pre_answer(ROOTS_B))) == "scheduled"
+        after = before
+        for _ in range(200):  # the later ask lands within milliseconds; 10 s bound
+            after = await kept(client, ROOTS_B)
+            if after["asks"] > before["asks"]:
+                break
+            await asyncio.sleep(0.05)
+    assert after["session"] == before["session"]
+    assert after["asks"] == before["asks"] + 1
+    assert after["roots"] == ROOTS_B
+    assert b.asked == []
+
+
+async def test_a_client_without_roots_is_never_asked_and_gets_none(bridge_url: str) -> None:
+    """A client that declared no roots capability: no question, and the server keeps no roots for it."""
+    async with asyncio.timeout(T), modern_client(bridge_url) as client:
+        assert (await kept(client))["roots"] == []
+
+
+async def test_session_per_call_gives_each_call_a_fresh_session(peers: Peers) -> None:
+    """`upstream.session_per_call`: every interactive call runs on a session of its own."""
+    legacy = peers.legacy(SERVER)
+    bridge = peers.bridge(legacy.url, env=bridge_env({"upstream": {"session_per_call": True}}))
+    async with asyncio.timeout(T), modern_client(bridge.url) as client:
+        sessions = [(await kept(client, ROOTS_A))["session"] for _ in range(3)]
+    assert len(set(sessions)) == 3
