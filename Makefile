@@ -7,7 +7,7 @@
 #   make lint         ruff + mypy only
 #   make clean        caches and run output; `make distclean` also drops .venv* and .tools
 #
-# Needs python3 >= 3.11, make, and network to PyPI (and npm for `make conformance`).
+# Needs python3 >= 3.11, make, and network to PyPI and npm (`make test` installs one npm server).
 # Two virtualenvs are created on demand and refreshed when their requirements change:
 #   .venv         the bridge, editable, with its test extras (pytest, ruff, mypy, mcp 2.x client)
 #   .venv-legacy  mcp 1.x, for the legacy servers in tests/peers/
@@ -31,7 +31,7 @@ DEMO_PORT ?= 8931
 BRIDGE_LISTEN ?= 127.0.0.1:8080
 RUN_DIR := .run
 
-.PHONY: help venv test lint pytest run conformance bench clean distclean
+.PHONY: help venv test-tools test lint pytest run conformance bench clean distclean
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -60,11 +60,26 @@ $(LEGACY_STAMP): $(LEGACY_REQUIREMENTS)
 
 venv: $(VENV_STAMP) $(LEGACY_STAMP)
 
+# The real @modelcontextprotocol/server-filesystem, pinned, for tests/integration/test_server_filesystem.py
+# (run by the system `node`); installed once into its own prefix under the git-ignored .tools/.
+FS_SERVER_VERSION := 2026.8.31
+FS_SERVER_DIR := .tools/server-filesystem
+FS_SERVER_STAMP := $(FS_SERVER_DIR)/.stamp-$(FS_SERVER_VERSION)
+
+$(FS_SERVER_STAMP):
+	@command -v npm >/dev/null || { echo "npm is needed once, to install @modelcontextprotocol/server-filesystem@$(FS_SERVER_VERSION) for the tests" >&2; exit 1; }
+	rm -rf $(FS_SERVER_DIR) && mkdir -p $(FS_SERVER_DIR)
+	npm install --prefix $(FS_SERVER_DIR) --no-audit --no-fund --loglevel=error \
+		@modelcontextprotocol/server-filesystem@$(FS_SERVER_VERSION)
+	@touch $@
+
+test-tools: $(FS_SERVER_STAMP)
+
 lint: $(VENV_STAMP)
 	$(BIN)/ruff check --extend-exclude '$(LEGACY_VENV),.tools,.conformance-results,$(RUN_DIR)' .
 	$(BIN)/mypy
 
-pytest: venv
+pytest: venv test-tools
 	$(BIN)/pytest -q
 
 test: lint pytest
