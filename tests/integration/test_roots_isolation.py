@@ -20,7 +20,7 @@ from mcp import Client
 
 from translators.roots import ROOTS_INPUT_KEY
 
-from .harness import InputAnswers, Peers, bridge_env, modern_client
+from .harness import DEMO_SERVER, InputAnswers, Peers, bridge_env, modern_client
 from .mrtr_helpers import json_of, text_of
 
 T = 60  # bound on every test body, seconds
@@ -142,3 +142,34 @@ async def test_session_per_call_gives_each_call_a_fresh_session(peers: Peers) ->
     async with asyncio.timeout(T), modern_client(bridge.url) as client:
         sessions = [(await kept(client, ROOTS_A))["session"] for _ in range(3)]
     assert len(set(sessions)) == 3
+
+
+@pytest.fixture(scope="module", params=["http", "stdio"])
+def ordinary_url(module_peers: Peers, request: pytest.FixtureRequest) -> str:
+    """The bridge in front of the demo server, which asks for roots only inside a call."""
+    if request.param == "http":
+        return module_peers.bridge(module_peers.legacy(DEMO_SERVER).url).url
+    return module_peers.bridge_stdio(DEMO_SERVER).url
+
+
+async def test_an_ordinary_server_costs_no_extra_round(ordinary_url: str) -> None:
+    """A server that asks only inside calls: the one round is its own push, held as today (it has a
+    requestState); a pre-answer of the same stable key answers that push with no round at all."""
+    a, b = answers(ROOTS_A), answers(ROOTS_B)
+    async with asyncio.timeout(T), modern_client(ordinary_url, **a.client_kwargs()) as ca, modern_client(
+        ordinary_url, **b.client_kwargs()
+    ) as cb:
+        first = await ca.session.call_tool("list_workspace", {}, allow_input_required=True)
+        assert isinstance(first, types.InputRequiredResult)
+        assert first.request_state is not None  # the server's own push, held: not a bridge question
+        assert list(first.input_requests or {}) == [ROOTS_INPUT_KEY]
+        done = await ca.session.call_tool("list_workspace", {}, allow_input_required=True,
+                                          input_responses=pre_answer(ROOTS_A), request_state=first.request_state)
+        assert isinstance(done, types.CallToolResult)
+        assert text_of(done) == "Roots: " + ", ".join(ROOTS_A)
+        for _ in range(2):
+            assert text_of(await cb.call_tool("list_workspace", {})) == "Roots: " + ", ".join(ROOTS_B)
+            assert text_of(await ca.call_tool("list_workspace", {})) == "Roots: " + ", ".join(ROOTS_A)
+        pre = await cb.call_tool("list_workspace", {}, input_responses=pre_answer(ROOTS_B))
+    assert text_of(pre) == "Roots: " + ", ".join(ROOTS_B)
+    assert a.asked == b.asked == [("roots/list", None)] * 2
