@@ -6,7 +6,7 @@ legacy bench server (`.venv-legacy`) and bridge instances on loopback ports, dri
 drivers, and writes `bench/results/latest.md` and `latest.json`. Method: bench/README.md.
 
     python bench/run.py                    # everything (about 2-3 minutes on 2 cores)
-    python bench/run.py --only echo,mrtr   # some sections: echo, mrtr, burst, stdio
+    python bench/run.py --only echo,mrtr   # some sections: echo, mrtr, burst, stdio, roots
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from figures import Figure
 from peers import Processes
 from report import cpu_busy, machine_facts, write
 from scenarios_http import Endpoints, burst_figures, echo_figures, mrtr_figures
+from scenarios_roots import roots_figures
 from scenarios_stdio import stdio_figures
 
-SECTIONS: Final = ("echo", "mrtr", "burst", "stdio")
+SECTIONS: Final = ("echo", "mrtr", "burst", "stdio", "roots")
 RUN_TIMEOUT_S: Final = 600.0
 NOTES: Final = """\
 How to read it: *bridge* is a raw modern (2026-07-28) client through the bridge, *direct* the same
@@ -63,6 +64,9 @@ async def _http_sections(procs: Processes, sections: set[str]) -> list[Figure]:
                 figures += await _section("mrtr", mrtr_figures(http, ends))
     if "burst" in sections:
         figures += await _section("burst", burst_figures(procs))
+    if "roots" in sections:
+        async with aiohttp.ClientSession() as http:
+            figures += await _section("roots", roots_figures(procs, http))
     return figures
 
 
