@@ -337,22 +337,16 @@ class Engine:
                                                          round=claims.round):
                 reply = await driver.retry(self._attempt(request, sink), claims.round, responses)
             return self._reply(request, driver, reply)
+        return await self._first_attempt(request, sink, responses)
+
+    async def _first_attempt(self, request: FrontRequest, sink: NotificationSink, responses: JsonObject) -> JsonObject:
         self.registry.check_capacity(request.principal)
         roots = await self._affine_roots(request, responses)
         if isinstance(roots, AskClient):
-            return input_required_result(roots_input_requests(), None, server_info=self._own_info())
+            own = BRIDGE_INFO if self._settings.server_identity == "bridge" else None  # no session chosen yet
+            return input_required_result(roots_input_requests(), None, server_info=own)
         fresh = self._settings.upstream.session_per_call
-        lease = await self._lease(request, exclusive=fresh or self._needs_own_session(request),
-                                  roots=roots, fresh=fresh)
-        try:
-            await self.roots.settle(lease)
-            require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {})
-            await self._check_param_headers(request, lease)
-            level = request.meta.get(META_LOG_LEVEL)
-            await self._set_log_level(lease.session, level if isinstance(level, str) else None)
-        except BaseException:
-            await lease.release()
-            raise
+        lease = await self._call_lease(request, roots, fresh=fresh)
         caps = request.meta.get(META_CLIENT_CAPABILITIES)
         driver = CallDriver(registry=self.registry, principal=request.principal, lease=lease,
                             upstream=self._upstream_request(request),
@@ -364,16 +358,27 @@ class Engine:
             reply = await driver.first_attempt(self._attempt(request, sink))
         return self._reply(request, driver, reply)
 
+    async def _call_lease(self, request: FrontRequest, roots: JsonObject | None, *, fresh: bool) -> Lease:
+        """The session an interactive call runs on, settled, checked and at the call's log level."""
+        lease = await self._lease(request, exclusive=fresh or self._needs_own_session(request), roots=roots,
+                                  fresh=fresh)
+        try:
+            await self.roots.settle(lease)
+            require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {})
+            await self._check_param_headers(request, lease)
+            level = request.meta.get(META_LOG_LEVEL)
+            await self._set_log_level(lease.session, level if isinstance(level, str) else None)
+        except BaseException:
+            await lease.release()
+            raise
+        return lease
+
     async def _affine_roots(self, request: FrontRequest, responses: JsonObject) -> JsonObject | AskClient | None:
         caps = request.meta.get(META_CLIENT_CAPABILITIES)
         return await self.roots.roots_for_call(caps if isinstance(caps, dict) else {}, responses,
                                                lambda legacy, key: self._pool.lease(
                                                    SessionKey(request.principal, key, PROBE), legacy, exclusive=True,
                                                    headers=self._headers(request)))
-
-    def _own_info(self) -> JsonObject | None:
-        """serverInfo for a reply given before any session is chosen."""
-        return BRIDGE_INFO if self._settings.server_identity == "bridge" else None
 
     def _limits(self) -> Limits:
         held = self._held

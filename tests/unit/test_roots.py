@@ -5,6 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from schema_check import assert_valid
 
 from translators.eras import ROOTS
@@ -85,3 +87,27 @@ def test_requests_that_cannot_be_asked_declare_everything_but_roots() -> None:
     legacy = {"roots": {}, "elicitation": {"form": {}}, "sampling": {}}
     assert legacy_capabilities_without_roots(legacy) == {"elicitation": {"form": {}}, "sampling": {}}
     assert legacy == {"roots": {}, "elicitation": {"form": {}}, "sampling": {}}  # not modified
+
+
+_scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=8)
+_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3)
+                       | st.dictionaries(st.sampled_from(["roots", "uri", "name", "_meta"]) | st.text(max_size=4),
+                                         inner, max_size=4), max_leaves=12)
+
+
+_answers = st.fixed_dictionaries({"roots": st.lists(st.fixed_dictionaries(
+    {"uri": st.text(max_size=5) | _scalars}, optional={"name": st.text(max_size=3) | _scalars, "_meta": _values}),
+    max_size=3)})
+
+
+@settings(max_examples=300, deadline=None)
+@given(_answers | _values)
+def test_any_pre_answer_is_accepted_normalized_or_invalid_params(value: Any) -> None:
+    """Whatever a client sends under the roots key: a normalized answer with a stable digest, or -32602."""
+    try:
+        roots = client_roots({ROOTS_INPUT_KEY: value})
+    except InvalidParams:
+        return
+    assert roots is not None
+    assert all(isinstance(root["uri"], str) and root["uri"] and set(root) <= {"uri", "name"} for root in roots["roots"])
+    assert roots_digest(roots) == roots_digest({"roots": list(reversed(roots["roots"]))})
