@@ -27,14 +27,17 @@ T = 60  # bound on every test body, seconds
 SERVER = "roots_keeping_server.py"
 ROOTS_A = ["file:///work/client-a", "file:///shared/a-docs"]
 ROOTS_B = ["file:///work/client-b"]
+# A generous bound for the server's ask (probe and fresh sessions end as soon as it comes), so a
+# loaded machine cannot make the probe miss it; the default settle wait is kept.
+ROOMY = bridge_env({"upstream": {"roots_probe_ms": 5000}})
 
 
 @pytest.fixture(scope="module", params=["http", "stdio"])
 def bridge_url(module_peers: Peers, request: pytest.FixtureRequest) -> str:
     """The bridge in front of the roots-keeping server, over an HTTP or a stdio upstream."""
     if request.param == "http":
-        return module_peers.bridge(module_peers.legacy(SERVER).url).url
-    return module_peers.bridge_stdio(SERVER).url
+        return module_peers.bridge(module_peers.legacy(SERVER).url, env=ROOMY).url
+    return module_peers.bridge_stdio(SERVER, env=ROOMY).url
 
 
 def answers(roots: list[str]) -> InputAnswers:

@@ -40,7 +40,10 @@ def bridge_url(module_peers: Peers, base: Path) -> str:
     if node is None or not FS_SERVER.exists():
         raise PeerStartError(f"node or {FS_SERVER} is missing: run `make test`, which installs it")
     command = shlex.join([node, str(FS_SERVER), str(base)])
-    return module_peers.bridge(None, env=bridge_env({"upstream": {"command": command}})).url
+    # Generous bounds on a loaded machine: the probe and a fresh session stop waiting as soon as the
+    # server asks; the settle wait covers server-filesystem applying the roots (it stats each one).
+    settings = {"command": command, "roots_probe_ms": 5000, "roots_settle_ms": 300}
+    return module_peers.bridge(None, env=bridge_env({"upstream": settings})).url
 
 
 async def read(client: Client, path: Path) -> types.CallToolResult:
