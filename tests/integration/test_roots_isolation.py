@@ -14,13 +14,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import mcp_types as types
 import pytest
 from mcp import Client
 
+from translators.errors import INVALID_PARAMS
 from translators.roots import ROOTS_INPUT_KEY
 
-from .harness import DEMO_SERVER, InputAnswers, Peers, bridge_env, modern_client
+from .harness import DEMO_SERVER, InputAnswers, ModernPoster, Peers, bridge_env, modern_client
 from .mrtr_helpers import json_of, text_of
 
 T = 60  # bound on every test body, seconds
@@ -176,3 +178,23 @@ async def test_an_ordinary_server_costs_no_extra_round(ordinary_url: str) -> Non
         pre = await cb.call_tool("list_workspace", {}, input_responses=pre_answer(ROOTS_B))
     assert text_of(pre) == "Roots: " + ", ".join(ROOTS_B)
     assert a.asked == b.asked == [("roots/list", None)] * 2
+
+
+async def test_the_roots_question_on_the_wire_and_a_malformed_answer(bridge_url: str) -> None:
+    """Raw: the bridge's question has exactly one input request and no requestState; a malformed
+    answer is -32602 naming the key and disturbs nobody: a good answer then completes."""
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        poster = ModernPoster(http, bridge_url, capabilities={"roots": {}})
+        asked = await poster.post("tools/call", {"name": "kept_roots", "arguments": {}})
+        bad = await poster.post("tools/call", {"name": "kept_roots", "arguments": {},
+                                               "inputResponses": {ROOTS_INPUT_KEY: {"roots": [{"uri": ""}]}}})
+        good = await poster.post("tools/call", {"name": "kept_roots", "arguments": {},
+                                                "inputResponses": {ROOTS_INPUT_KEY: {"roots": [{"uri": ROOTS_B[0]}]}}})
+    assert asked.response is not None and bad.response is not None and good.response is not None
+    assert asked.response["result"] == {"resultType": "input_required",
+                                        "inputRequests": {ROOTS_INPUT_KEY: {"method": "roots/list", "params": {}}}}
+    assert bad.response["error"]["code"] == INVALID_PARAMS
+    assert bad.response["error"]["data"] == {"inputKey": ROOTS_INPUT_KEY}
+    result = good.response["result"]
+    assert result["resultType"] == "complete"
+    assert json.loads(result["content"][0]["text"])["roots"] == ROOTS_B[:1]
