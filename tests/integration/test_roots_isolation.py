@@ -140,13 +140,24 @@ async def test_a_client_without_roots_is_never_asked_and_gets_none(bridge_url: s
         assert (await kept(client))["roots"] == []
 
 
-async def test_session_per_call_gives_each_call_a_fresh_session(peers: Peers) -> None:
-    """`upstream.session_per_call`: every interactive call runs on a session of its own."""
-    legacy = peers.legacy(SERVER)
-    bridge = peers.bridge(legacy.url, env=bridge_env({"upstream": {"session_per_call": True}}))
-    async with asyncio.timeout(T), modern_client(bridge.url) as client:
-        sessions = [(await kept(client, ROOTS_A))["session"] for _ in range(3)]
-    assert len(set(sessions)) == 3
+@pytest.mark.parametrize("upstream", ["http", "stdio"])
+async def test_session_per_call_gives_each_call_a_fresh_session(peers: Peers, upstream: str) -> None:
+    """`upstream.session_per_call`: every interactive call runs on a session of its own (over stdio,
+    a process of its own); by default the same client's calls share one warm session."""
+    env = bridge_env({"upstream": {"session_per_call": True, "roots_probe_ms": 5000}})
+    if upstream == "http":
+        fresh = peers.bridge(peers.legacy(SERVER).url, env=env)
+        shared = peers.bridge(peers.legacy(SERVER).url, env=ROOMY)
+    else:
+        fresh, shared = peers.bridge_stdio(SERVER, env=env), peers.bridge_stdio(SERVER, env=ROOMY)
+    seen: dict[str, list[tuple[int, int]]] = {}
+    for name, bridge in (("fresh", fresh), ("shared", shared)):
+        async with asyncio.timeout(T), modern_client(bridge.url, **answers(ROOTS_A).client_kwargs()) as client:
+            states = [await kept(client, ROOTS_A) for _ in range(3)]
+        assert all(state["roots"] == ROOTS_A for state in states)
+        seen[name] = [(state["pid"], state["session"]) for state in states]
+    assert len(set(seen["fresh"])) == 3
+    assert len(set(seen["shared"])) == 1
 
 
 @pytest.fixture(scope="module", params=["http", "stdio"])

@@ -7,8 +7,9 @@ on `notifications/roots/list_changed` it asks its client for `roots/list` (outsi
 related request, so the GET stream over HTTP) when the client declared roots, and keeps the answer
 for the session. Its tools use the kept roots and never ask again:
 
-- `kept_roots()`: JSON `{"roots": [uri, ...], "asks": n, "session": k}`: the kept roots, how many
-  times this session asked, and the session's number in this process (1, 2, ... by first ask);
+- `kept_roots()`: JSON `{"roots": [uri, ...], "asks": n, "session": k, "pid": p}`: the kept roots,
+  how many times this session asked, the session's number in this process (1, 2, ... by first
+  ask) and the process id;
 - `read_file(path)`: the text of `path` if it lies under a kept `file://` root, else an error
   "Access denied - path outside allowed directories" (server-filesystem's words);
 - `roots_in_call()`: asks for roots inside the call (related to it) and returns the URIs, without
@@ -28,6 +29,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -48,7 +50,7 @@ ASKS_ON = (types.InitializedNotification, types.RootsListChangedNotification)
 def _state(session: ServerSession) -> dict[str, Any]:
     if id(session) not in _kept:
         _sessions.append(session)
-        _kept[id(session)] = {"roots": [], "asks": 0, "session": len(_sessions)}
+        _kept[id(session)] = {"roots": [], "asks": 0, "session": len(_sessions), "pid": os.getpid()}
     return _kept[id(session)]
 
 
