@@ -1,6 +1,6 @@
 """Which upstream session serves which call (DESIGN §§ 3, 6, 7; BRIDGE-NOTES NC-1, NC-3, NC-4).
 
-Sessions are keyed by (principal, capability fingerprint) and kept warm for reuse. A session carries
+Sessions are keyed by (principal, capability fingerprint, roots) and kept warm for reuse. A session carries
 at most one *exclusive* lease (an MRTR-capable call: every push on that session is then its own)
 and any number of *shared* leases (lists and other non-interactive requests). Messages on a
 session's GET stream go to its exclusive lease holder's handler, or else to `on_unowned` (policy).
