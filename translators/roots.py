@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from translators.canonical import as_object, digest
+from translators.canonical import as_object, canonical_json, digest
 from translators.eras import ROOTS
 from translators.pushes import PendingPush, input_key, input_response_to_legacy
 
@@ -47,7 +47,7 @@ def client_roots(input_responses: JsonObject) -> JsonObject | None:
 def roots_digest(answer: JsonObject) -> str:
     """A short name for a roots answer: sessions are roots-affine per digest. Order-insensitive, as
     a set of roots means the same whatever order the client lists them in."""
-    roots = sorted(as_object(answer).get("roots", []), key=lambda root: (root.get("uri", ""), root.get("name", "")))
+    roots = sorted(as_object(answer).get("roots", []), key=canonical_json)
     return digest(roots, 12).hex()
 
 
