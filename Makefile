@@ -7,7 +7,7 @@
 #   make lint         ruff + mypy only
 #   make clean        caches and run output; `make distclean` also drops .venv* and .tools
 #
-# Needs python3 >= 3.11, make, and network to PyPI (and npm for `make conformance`).
+# Needs python3 >= 3.11, make, and network to PyPI and npm (`make test` installs one npm server).
 # Two virtualenvs are created on demand and refreshed when their requirements change:
 #   .venv         the bridge, editable, with its test extras (pytest, ruff, mypy, mcp 2.x client)
 #   .venv-legacy  mcp 1.x, for the legacy servers in tests/peers/
@@ -38,7 +38,7 @@ DEMO_PORT ?= 8931
 BRIDGE_LISTEN ?= 127.0.0.1:8080
 RUN_DIR := .run
 
-.PHONY: help venv ts-peers test lint pytest run conformance bench clean distclean
+.PHONY: help venv ts-peers test-tools test lint pytest run conformance bench clean distclean
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -98,11 +98,26 @@ $(EVERYTHING_STAMP): tests/peers/server-everything/package.json
 
 ts-peers: $(TS_STAMPS) $(EVERYTHING_STAMP)
 
+# The real @modelcontextprotocol/server-filesystem, pinned, for tests/integration/test_server_filesystem.py
+# (run by the system `node`); installed once into its own prefix under the git-ignored .tools/.
+FS_SERVER_VERSION := 2026.8.31
+FS_SERVER_DIR := .tools/server-filesystem
+FS_SERVER_STAMP := $(FS_SERVER_DIR)/.stamp-$(FS_SERVER_VERSION)
+
+$(FS_SERVER_STAMP):
+	@command -v npm >/dev/null || { echo "npm is needed once, to install @modelcontextprotocol/server-filesystem@$(FS_SERVER_VERSION) for the tests" >&2; exit 1; }
+	rm -rf $(FS_SERVER_DIR) && mkdir -p $(FS_SERVER_DIR)
+	npm install --prefix $(FS_SERVER_DIR) --no-audit --no-fund --loglevel=error \
+		@modelcontextprotocol/server-filesystem@$(FS_SERVER_VERSION)
+	@touch $@
+
+test-tools: $(FS_SERVER_STAMP)
+
 lint: $(VENV_STAMP)
 	$(BIN)/ruff check --extend-exclude '$(LEGACY_VENV),.tools,.conformance-results,$(RUN_DIR)' .
 	$(BIN)/mypy
 
-pytest: venv ts-peers $(OAUTH_AS_STAMP)
+pytest: venv ts-peers test-tools $(OAUTH_AS_STAMP)
 	$(BIN)/pytest -q
 
 test: lint pytest

@@ -24,6 +24,7 @@ LEGACY_PYTHON: Final = REPO / ".venv-legacy" / "bin" / "python"
 BRIDGE_EXE: Final = REPO / ".venv" / "bin" / "mrtr-bridge"
 SERVER: Final = REPO / "bench" / "servers" / "legacy_bench_server.py"
 RELAY: Final = REPO / "bench" / "servers" / "relay.py"
+ROOTS_KEEPING_SERVER: Final = REPO / "tests" / "peers" / "roots_keeping_server.py"
 BRIDGE_PYTHON: Final = REPO / ".venv" / "bin" / "python"
 START_TIMEOUT_S: Final = 30.0
 STOP_TIMEOUT_S: Final = 10.0
@@ -117,9 +118,9 @@ class Processes:
             proc.wait_listening()
         return proc
 
-    def legacy_http(self, name: str = "legacy") -> Proc:
+    def legacy_http(self, name: str = "legacy", server: Path = SERVER) -> Proc:
         port = free_port()
-        return self._spawn(name, [str(LEGACY_PYTHON), str(SERVER), "--port", str(port)], None, port)
+        return self._spawn(name, [str(LEGACY_PYTHON), str(server), "--port", str(port)], None, port)
 
     def bridge(self, name: str, upstream: list[str], env: dict[str, str] | None = None) -> Proc:
         """`mrtr-bridge serve` with `upstream` flags (`--upstream URL` or `--upstream-command CMD`)."""

@@ -1,4 +1,4 @@
-"""Writes a run's figures to `bench/results/latest.json` and `bench/results/latest.md`."""
+"""Writes a run's figures to `bench/results/latest.json` and `bench/results/latest.md` (or `<name>.*`)."""
 
 from __future__ import annotations
 
@@ -104,7 +104,8 @@ def _busy_warning(facts: dict[str, Any]) -> list[str]:
             "and noisy; compare the ratios, and re-run on a quiet machine before drawing conclusions.", ""]
 
 
-def markdown(figures: Sequence[Figure], facts: dict[str, Any], elapsed_s: float, method_notes: str) -> str:
+def markdown(figures: Sequence[Figure], facts: dict[str, Any], elapsed_s: float, method_notes: str,
+             name: str = "latest") -> str:
     lines = [
         "# mrtr-bridge benchmark results",
         "",
@@ -114,7 +115,7 @@ def markdown(figures: Sequence[Figure], facts: dict[str, Any], elapsed_s: float,
         f"CPUs {facts['cpu_busy_before']:.0%} busy with other work just before; "
         f"load average before {facts['loadavg_before']}, after {' '.join(facts['loadavg_after'])}; "
         f"whole run {elapsed_s:.0f} s. Method and how to run: [bench/README.md](../README.md). "
-        "Raw numbers (p90, per-round ratios, RSS readings): [latest.json](latest.json).",
+        f"Raw numbers (p90, per-round ratios, RSS readings): [{name}.json]({name}.json).",
         "",
         *_busy_warning(facts),
         "| figure | unit | bridge | direct | bridge vs direct | target | verdict | errors | details |",
@@ -130,10 +131,12 @@ def markdown(figures: Sequence[Figure], facts: dict[str, Any], elapsed_s: float,
     return "\n".join(lines)
 
 
-def write(figures: Sequence[Figure], facts: dict[str, Any], elapsed_s: float, method_notes: str) -> Path:
+def write(figures: Sequence[Figure], facts: dict[str, Any], elapsed_s: float, method_notes: str,
+          name: str = "latest") -> Path:
+    """`results/<name>.md` and `results/<name>.json`."""
     RESULTS.mkdir(parents=True, exist_ok=True)
     payload = {"machine": facts, "elapsed_s": round(elapsed_s, 1), "figures": [f.as_json() for f in figures]}
-    (RESULTS / "latest.json").write_text(json.dumps(payload, indent=2, allow_nan=False) + "\n")
-    path = RESULTS / "latest.md"
-    path.write_text(markdown(figures, facts, elapsed_s, method_notes))
+    (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2, allow_nan=False) + "\n")
+    path = RESULTS / f"{name}.md"
+    path.write_text(markdown(figures, facts, elapsed_s, method_notes, name))
     return path

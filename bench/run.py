@@ -6,7 +6,8 @@ legacy bench server (`.venv-legacy`) and bridge instances on loopback ports, dri
 drivers, and writes `bench/results/latest.md` and `latest.json`. Method: bench/README.md.
 
     python bench/run.py                    # everything (about 2-3 minutes on 2 cores)
-    python bench/run.py --only echo,mrtr   # some sections: echo, mrtr, burst, stdio
+    python bench/run.py --only echo,mrtr   # some sections: echo, mrtr, burst, stdio, roots
+    python bench/run.py --only roots --name roots   # results/roots.md (the issue 10 figures)
 """
 
 from __future__ import annotations
@@ -25,9 +26,10 @@ from figures import Figure
 from peers import Processes
 from report import cpu_busy, machine_facts, write
 from scenarios_http import Endpoints, burst_figures, echo_figures, mrtr_figures
+from scenarios_roots import roots_figures
 from scenarios_stdio import stdio_figures
 
-SECTIONS: Final = ("echo", "mrtr", "burst", "stdio")
+SECTIONS: Final = ("echo", "mrtr", "burst", "stdio", "roots")
 RUN_TIMEOUT_S: Final = 600.0
 NOTES: Final = """\
 How to read it: *bridge* is a raw modern (2026-07-28) client through the bridge, *direct* the same
@@ -37,7 +39,9 @@ second, *ratio* is bridge / direct and *delta* bridge - direct. A figure with er
 The MRTR round trip pays the bridge's push batching window (`held.batch_quiet_ms`, 10 ms by
 default) once per input round: the bridge cannot know that a push is the last of a batch, so it
 waits until the upstream has been quiet that long; the 1 ms row shows the same path with the
-window shrunk (see bench/README.md)."""
+window shrunk (see bench/README.md). In the roots and session_per_call figures *direct* is a
+baseline through the bridge instead: a client that declares no roots, or the default shared
+sessions (see bench/README.md, "roots")."""
 
 
 def _raise_open_files() -> None:
@@ -63,6 +67,9 @@ async def _http_sections(procs: Processes, sections: set[str]) -> list[Figure]:
                 figures += await _section("mrtr", mrtr_figures(http, ends))
     if "burst" in sections:
         figures += await _section("burst", burst_figures(procs))
+    if "roots" in sections:
+        async with aiohttp.ClientSession() as http:
+            figures += await _section("roots", roots_figures(procs, http))
     return figures
 
 
@@ -93,6 +100,7 @@ async def _run(sections: set[str]) -> list[Figure]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")
+    parser.add_argument("--name", default="latest", help="write results/<name>.md and .json")
     args = parser.parse_args(argv)
     sections = {name.strip() for name in args.only.split(",") if name.strip()}
     if not sections <= set(SECTIONS):
@@ -102,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     busy_before = cpu_busy()
     started = time.monotonic()
     figures = asyncio.run(_run(sections))
-    path = write(figures, machine_facts(load_before, busy_before), time.monotonic() - started, NOTES)
+    path = write(figures, machine_facts(load_before, busy_before), time.monotonic() - started, NOTES, args.name)
     misses = [figure.key for figure in figures if figure.verdict == "MISS"]
     print(f"bench: wrote {path} ({len(figures)} figures, {len(misses)} missed: {', '.join(misses) or 'none'})")
     return 0

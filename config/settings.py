@@ -116,6 +116,18 @@ class UpstreamSettings(_Frozen):
     unowned_roots: tuple[str, ...] = Field(
         (), description="root URIs answered to a roots/list push that no call owns (empty list if none)"
     )
+    roots_affinity: Literal["auto", "always"] = Field(
+        "auto", description="roots-affine sessions: learn (probe once) whether the upstream keeps roots, or always"
+    )
+    roots_probe_ms: float = Field(
+        500.0, gt=0, description="how long the one-time probe (and a fresh roots-affine session) waits for a roots ask"
+    )
+    roots_settle_ms: float = Field(
+        50.0, ge=0, description="after a fresh session's roots ask is answered, wait this long before its first call"
+    )
+    session_per_call: bool = Field(
+        False, description="give every interactive call a fresh upstream session, closed after it"
+    )
 
     @field_validator("authorization")
     @classmethod

@@ -29,13 +29,14 @@ from proxy.held_calls import (
     progress_meta_token,
 )
 from proxy.metrics import BridgeMetrics
+from proxy.roots import AskClient, RootsAffinity
 from proxy.subscriptions import ListenHub
 from proxy.tasks import TaskOwner
 from proxy.tool_schemas import ToolSchemas
 from proxy.upstream.base import Inbound, JsonObject, UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from translators.canonical import as_object
-from translators.capabilities import capability_fingerprint, modern_client_capabilities_to_legacy
+from translators.capabilities import modern_client_capabilities_to_legacy
 from translators.eras import (
     DISCOVER,
     FORWARDED_METHODS,
@@ -76,6 +77,11 @@ from translators.results import (
     legacy_error_to_modern,
     legacy_result_to_modern,
 )
+from translators.roots import (
+    PROBE,
+    is_roots_ask,
+    roots_input_requests,
+)
 from translators.subscriptions import SESSION_WIDE, TOOLS_LIST_CHANGED
 
 log = structlog.get_logger()
@@ -105,6 +111,8 @@ class Engine:
         self._drain = Drain()
         self._close_wait_s = HELD_ABANDON_S
         self._log_levels: weakref.WeakKeyDictionary[UpstreamSession, str] = weakref.WeakKeyDictionary()
+        self.roots = RootsAffinity(settings.upstream, pool)
+        self._fresh_sessions = itertools.count(1)
         self.metrics = metrics if metrics is not None else BridgeMetrics()
         self.metrics.watch(held_now=self.registry.held_now, in_progress=self.registry.__len__,
                            rounds_total=lambda: self.registry.rounds_total, pool_stats=pool.stats,
@@ -172,10 +180,11 @@ class Engine:
 
     # ---- plumbing shared by every path ----------------------------------------------------------
 
-    def _session_key(self, request: FrontRequest) -> tuple[SessionKey, JsonObject]:
+    def _session_key(self, request: FrontRequest, roots: JsonObject | None = None,
+                     fresh: bool = False) -> tuple[SessionKey, JsonObject]:
         caps = request.meta.get(META_CLIENT_CAPABILITIES)
         legacy = modern_client_capabilities_to_legacy(caps if isinstance(caps, dict) else {})
-        return SessionKey(request.principal, capability_fingerprint(legacy)), legacy
+        return self.roots.session_key(request.principal, legacy, roots, next(self._fresh_sessions) if fresh else None)
 
     def _headers(self, request: FrontRequest) -> dict[str, str]:
         headers = dict(request.trace_headers)
@@ -186,8 +195,9 @@ class Engine:
             headers["Authorization"] = request.authorization
         return headers
 
-    async def _lease(self, request: FrontRequest, *, exclusive: bool) -> Lease:
-        key, legacy_caps = self._session_key(request)
+    async def _lease(self, request: FrontRequest, *, exclusive: bool, roots: JsonObject | None = None,
+                     fresh: bool = False) -> Lease:
+        key, legacy_caps = self._session_key(request, roots, fresh)
         lease = await self._pool.lease(key, legacy_caps, exclusive=exclusive, headers=self._headers(request))
         self._ready = True
         return lease
@@ -206,7 +216,8 @@ class Engine:
         it says arrives on its own POST stream, and any push is refused (never forwarded)."""
         if self._settings.upstream.command or not self._pool.transport.streams_per_call:
             return True
-        _, legacy_caps = self._session_key(request)
+        caps = request.meta.get(META_CLIENT_CAPABILITIES)
+        legacy_caps = modern_client_capabilities_to_legacy(caps if isinstance(caps, dict) else {})
         return any(name in legacy_caps for name in PUSH_CAPABILITIES)
 
     def _upstream_request(self, request: FrontRequest, session: UpstreamSession) -> UpstreamRequest:
@@ -284,6 +295,13 @@ class Engine:
 
     def on_unowned(self, session: UpstreamSession, inbound: Inbound) -> None:
         """A message on a session's GET stream while no interactive call holds the session."""
+        if is_roots_ask(inbound.message):
+            answer = self.roots.answer_outside_call(session)
+            if answer is not None:
+                log.info("push_roots_answered", affine=True)
+                self._tasks.spawn(session.respond(inbound.message["id"], result=answer.result, error=answer.error),
+                                  name="roots-answer")
+                return
         if is_push(inbound.message):
             self._refuse(session, inbound.message)
             return
@@ -341,8 +359,32 @@ class Engine:
                                                          round=claims.round):
                 reply = await driver.retry(self._attempt(request, sink), claims.round, responses)
             return self._reply(request, driver, reply)
-        lease = await self._lease(request, exclusive=self._needs_own_session(request))
+        return await self._first_attempt(request, sink, responses)
+
+    async def _first_attempt(self, request: FrontRequest, sink: NotificationSink, responses: JsonObject) -> JsonObject:
+        roots = await self._affine_roots(request, responses)
+        if isinstance(roots, AskClient):
+            own = BRIDGE_INFO if self._settings.server_identity == "bridge" else None  # no session chosen yet
+            return input_required_result(roots_input_requests(), None, server_info=own)
+        fresh = self._settings.upstream.session_per_call
+        lease = await self._call_lease(request, roots, fresh=fresh)
+        caps = request.meta.get(META_CLIENT_CAPABILITIES)
+        driver = CallDriver(registry=self.registry, principal=request.principal, lease=lease,
+                            upstream=self._upstream_request(request, lease.session),
+                            client_capabilities=caps if isinstance(caps, dict) else {},
+                            limits=self._limits(), pre_answers=responses, publish=self._publish,
+                            discard_session=fresh)
+        self.registry.add(driver)
+        with structlog.contextvars.bound_contextvars(continuation_id=driver.continuation_id.hex()[:12]):
+            reply = await driver.first_attempt(self._attempt(request, sink))
+        return self._reply(request, driver, reply)
+
+    async def _call_lease(self, request: FrontRequest, roots: JsonObject | None, *, fresh: bool) -> Lease:
+        """The session an interactive call runs on, settled, checked and at the call's log level."""
+        lease = await self._lease(request, exclusive=fresh or self._needs_own_session(request), roots=roots,
+                                  fresh=fresh)
         try:
+            await self.roots.settle(lease)
             require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {},
                                         lease.session.revision)
             await self._check_param_headers(request, lease)
@@ -351,15 +393,14 @@ class Engine:
         except BaseException:
             await lease.release()
             raise
+        return lease
+
+    async def _affine_roots(self, request: FrontRequest, responses: JsonObject) -> JsonObject | AskClient | None:
         caps = request.meta.get(META_CLIENT_CAPABILITIES)
-        driver = CallDriver(registry=self.registry, principal=request.principal, lease=lease,
-                            upstream=self._upstream_request(request, lease.session),
-                            client_capabilities=caps if isinstance(caps, dict) else {},
-                            limits=self._limits(), pre_answers=responses, publish=self._publish)
-        self.registry.add(driver)
-        with structlog.contextvars.bound_contextvars(continuation_id=driver.continuation_id.hex()[:12]):
-            reply = await driver.first_attempt(self._attempt(request, sink))
-        return self._reply(request, driver, reply)
+        return await self.roots.roots_for_call(caps if isinstance(caps, dict) else {}, responses,
+                                               lambda legacy, key: self._pool.lease(
+                                                   SessionKey(request.principal, key, PROBE), legacy, exclusive=True,
+                                                   headers=self._headers(request)))
 
     def _limits(self) -> Limits:
         held = self._held

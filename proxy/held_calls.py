@@ -57,6 +57,7 @@ from translators.held_call import (
 )
 from translators.notifications import route_notification
 from translators.pushes import PendingPush, PushAnswer, input_key, is_push, legacy_push_to_input_request
+from translators.roots import is_roots_ask
 from translators.subscriptions import SESSION_WIDE
 
 log = structlog.get_logger()
@@ -96,6 +97,7 @@ class CallDriver:
         limits: Limits,
         pre_answers: JsonObject,
         publish: Callable[[str, JsonObject], None],
+        discard_session: bool = False,
     ) -> None:
         self.continuation_id = os.urandom(16)
         self.principal = principal
@@ -108,6 +110,7 @@ class CallDriver:
         self._upstream = upstream
         self._client_capabilities = client_capabilities
         self._publish = publish
+        self._discard_session = discard_session  # upstream.session_per_call
         self._attempts: dict[int, Attempt] = {}
         self._slots: dict[int, asyncio.Future[Reply]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -209,6 +212,11 @@ class CallDriver:
     def _on_push(self, push: JsonObject) -> None:
         revision = self._lease.session.revision
         translated = legacy_push_to_input_request(push, self._client_capabilities, revision)
+        affine_roots = self._lease.key.roots_answer
+        if is_roots_ask(push) and affine_roots is not None and not isinstance(translated, PushAnswer):
+            # a roots-affine session: the client gave these roots for this very call (proxy/roots.py)
+            self._sends.put_nowait(AnswerPush(push["id"], PushAnswer(result=affine_roots)))
+            return
         if isinstance(translated, PushAnswer):
             self._log.info("push_refused", method=push.get("method"), reason="capability")
             self._sends.put_nowait(AnswerPush(push["id"], translated))
@@ -296,7 +304,7 @@ class CallDriver:
         late push from the cancelled call must not reach its next holder)."""
         if self._lease.exclusive:
             self._lease.set_unrelated_handler(None)
-        await self._lease.release(discard=discard and self._lease.exclusive)
+        await self._lease.release(discard=(discard or self._discard_session) and self._lease.exclusive)
 
     @staticmethod
     def _now() -> float:

@@ -74,10 +74,13 @@ def _modern_tool(tool: Any) -> Any:
 
 
 def input_required_result(
-    input_requests: dict[str, JsonObject], request_state: str, *, server_info: JsonObject | None
+    input_requests: dict[str, JsonObject], request_state: str | None, *, server_info: JsonObject | None
 ) -> JsonObject:
-    """An `InputRequiredResult` (no cache hints: interim results are never cached)."""
-    result: JsonObject = {"resultType": RESULT_INPUT_REQUIRED, "requestState": request_state}
+    """An `InputRequiredResult` (no cache hints: interim results are never cached); without
+    `requestState` the client's retry is a new first attempt carrying its `inputResponses`."""
+    result: JsonObject = {"resultType": RESULT_INPUT_REQUIRED}
+    if request_state is not None:
+        result["requestState"] = request_state
     if input_requests:
         result["inputRequests"] = input_requests
     return _with_meta(result, server_info)

@@ -292,16 +292,18 @@ class HttpUpstreamSession:
     # -- session lifecycle ------------------------------------------------------------------------
 
     async def _handshake(self) -> None:
-        """initialize → notifications/initialized → GET stream, all within `init_timeout_s` (§ 10.1)."""
+        """initialize → GET stream → notifications/initialized, all within `init_timeout_s` (§ 10.1).
+        The GET stream opens first so that a push the server sends on `initialized` (a `roots/list`,
+        typically) has a stream to arrive on: the `mcp` 1.x SDK drops it otherwise."""
         self._channel.begin_generation()
         with map_upstream_errors(self.upstream, "initialize"):
             async with asyncio.timeout(self._channel.settings.init_timeout_s):
                 await self._initialize()
-                initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-                await self._channel.post_accepted(initialized, "notifications/initialized")
                 self._get_stream = GetStream(self._channel, self._router, self._tasks, self._log,
                                              on_expired=self._get_stream_expired)
                 await self._get_stream.start()
+                initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+                await self._channel.post_accepted(initialized, "notifications/initialized")
 
     async def _initialize(self) -> None:
         params = {"protocolVersion": OFFERED, "capabilities": self._capabilities, "clientInfo": client_info()}

@@ -1,6 +1,6 @@
 """Which upstream session serves which call (DESIGN §§ 3, 6, 7; BRIDGE-NOTES NC-1, NC-3, NC-4).
 
-Sessions are keyed by (principal, capability fingerprint) and kept warm for reuse. A session carries
+Sessions are keyed by (principal, capability fingerprint, roots) and kept warm for reuse. A session carries
 at most one *exclusive* lease (an MRTR-capable call: every push on that session is then its own)
 and any number of *shared* leases (lists and other non-interactive requests). Messages on a
 session's GET stream go to its exclusive lease holder's handler, or else to `on_unowned` (policy).
@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import structlog
@@ -41,6 +41,10 @@ TOTAL_LIMIT: Final = "upstream.max_sessions"
 class SessionKey:
     principal: str
     fingerprint: str
+    # Roots affinity (proxy/roots.py): the digest of the roots answer this session's server holds,
+    # and that answer itself (not part of the key's identity); "" for a session that holds none.
+    roots: str = ""
+    roots_answer: JsonObject | None = field(default=None, compare=False, hash=False)
 
 
 @dataclass(frozen=True)
@@ -171,6 +175,12 @@ class UpstreamPool:
     def key_of(self, session: UpstreamSession) -> SessionKey | None:
         """The key of an open session (for routing its session-wide notifications)."""
         return next((entry.key for entry in self._entries if entry.session is session), None)
+
+    def retire(self, session: UpstreamSession) -> None:
+        """Never hand `session` out again; it is closed when its last lease is released (or reaped)."""
+        for entry in self._entries:
+            if entry.session is session:
+                entry.retiring = True
 
     def stats(self) -> PoolStats:
         reinitialized = sum(entry.session.reinitialized_count for entry in self._entries)

@@ -1,0 +1,197 @@
+"""RootsAffinity (proxy/roots.py; issue 10): learning whether the upstream keeps roots, answering its
+outside-call asks per session, settling fresh sessions. The pool and leases are small fakes here;
+tests/integration/test_roots_isolation.py runs the whole path against real peers."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any, cast
+
+import pytest
+
+from config.settings import UpstreamSettings
+from proxy.roots import AskClient, RootsAffinity
+from proxy.upstream.base import JsonObject, UpstreamSession
+from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
+from translators.errors import InvalidParams, UpstreamUnavailable
+from translators.roots import PROBE, ROOTS_INPUT_KEY, roots_digest
+
+ROOTS: JsonObject = {"roots": [{"uri": "file:///a"}]}
+ROOTS_CAPS: JsonObject = {"roots": {"listChanged": True}}
+BOUND_S = 10.0  # generous ceiling on any wait below
+
+
+class FakeSession:
+    pass
+
+
+class FakePool:
+    def __init__(self) -> None:
+        self.keys: dict[int, SessionKey] = {}
+        self.retired: list[object] = []
+
+    def key_of(self, session: object) -> SessionKey | None:
+        return self.keys.get(id(session))
+
+    def retire(self, session: object) -> None:
+        self.retired.append(session)
+
+
+class FakeLease:
+    def __init__(self, key: SessionKey, session: object) -> None:
+        self.key = key
+        self.session = session
+        self.released: list[bool] = []
+
+    async def release(self, *, discard: bool = False) -> None:
+        self.released.append(discard)
+
+
+def affinity(pool: FakePool, **settings: Any) -> RootsAffinity:
+    options = {"url": "http://upstream.invalid/mcp", **settings}
+    return RootsAffinity(UpstreamSettings(**options), cast(UpstreamPool, pool))
+
+
+class Prober:
+    """A probe leaser that opens a FakeSession under the probe key; optionally the server asks."""
+
+    def __init__(self, pool: FakePool, affinity_: list[RootsAffinity], *, asks: bool) -> None:
+        self.pool, self.affinity, self.asks = pool, affinity_, asks
+        self.leases: list[FakeLease] = []
+
+    async def __call__(self, legacy: JsonObject, fingerprint: str) -> Lease:
+        assert legacy == {"roots": {}}
+        session = FakeSession()
+        key = SessionKey("alice", fingerprint, PROBE)
+        self.pool.keys[id(session)] = key
+        lease = FakeLease(key, session)
+        self.leases.append(lease)
+        if self.asks:
+            loop = asyncio.get_running_loop()
+            loop.call_soon(lambda: self._answered(session))
+        return cast(Lease, lease)
+
+    def _answered(self, session: FakeSession) -> None:
+        answer = self.affinity[0].answer_outside_call(cast(UpstreamSession, session))
+        assert answer is not None and answer.result == {"roots": []}
+
+
+async def test_the_probe_learns_an_upstream_that_asks_and_runs_once() -> None:
+    pool = FakePool()
+    roots = affinity(pool, roots_probe_ms=BOUND_S * 1000)
+    prober = Prober(pool, [roots], asks=True)
+    async with asyncio.timeout(BOUND_S):
+        results = await asyncio.gather(*(roots.roots_for_call(ROOTS_CAPS, {}, prober) for _ in range(5)))
+    assert all(isinstance(r, AskClient) for r in results)
+    assert roots.keeps_roots is True
+    assert len(prober.leases) == 1
+    assert prober.leases[0].released == [True]  # the probe session never serves a call
+
+
+async def test_the_probe_of_an_ordinary_upstream_ends_after_its_window() -> None:
+    pool = FakePool()
+    roots = affinity(pool, roots_probe_ms=20)
+    prober = Prober(pool, [roots], asks=False)
+    async with asyncio.timeout(BOUND_S):
+        assert await roots.roots_for_call(ROOTS_CAPS, {ROOTS_INPUT_KEY: ROOTS}, prober) is None
+        assert await roots.roots_for_call(ROOTS_CAPS, {}, prober) is None
+    assert roots.keeps_roots is False
+    assert len(prober.leases) == 1
+
+
+async def test_no_probe_without_roots_or_in_always_mode() -> None:
+    pool = FakePool()
+    auto = affinity(pool)
+    prober = Prober(pool, [auto], asks=True)
+    assert await auto.roots_for_call({"elicitation": {}}, {ROOTS_INPUT_KEY: ROOTS}, prober) is None
+    assert auto.keeps_roots is None
+    always = affinity(pool, roots_affinity="always")
+    assert always.keeps_roots is True
+    assert await always.roots_for_call(ROOTS_CAPS, {ROOTS_INPUT_KEY: ROOTS}, prober) == ROOTS
+    assert prober.leases == []
+
+
+async def test_a_failed_probe_is_tried_again_by_the_next_call() -> None:
+    pool = FakePool()
+    roots = affinity(pool, roots_probe_ms=20)
+    calls = 0
+
+    async def failing(legacy: JsonObject, fingerprint: str) -> Lease:
+        nonlocal calls
+        calls += 1
+        raise UpstreamUnavailable("down")
+
+    for _ in range(2):
+        with pytest.raises(UpstreamUnavailable):
+            await roots.roots_for_call(ROOTS_CAPS, {}, failing)
+    assert calls == 2
+    assert roots.keeps_roots is None
+
+
+async def test_a_malformed_pre_answer_is_invalid_params() -> None:
+    roots = affinity(FakePool(), roots_affinity="always")
+    with pytest.raises(InvalidParams):
+        await roots.roots_for_call(ROOTS_CAPS, {ROOTS_INPUT_KEY: {"roots": [{"uri": ""}]}}, Prober(
+            FakePool(), [roots], asks=False))
+
+
+def test_outside_call_asks_get_the_sessions_own_roots() -> None:
+    pool = FakePool()
+    roots = affinity(pool, roots_affinity="always")
+    session = FakeSession()
+    pool.keys[id(session)] = SessionKey("alice", "f", roots_digest(ROOTS), ROOTS)
+    answer = roots.answer_outside_call(cast(UpstreamSession, session))
+    assert answer is not None and answer.result == ROOTS and answer.error is None
+    assert roots.answer_outside_call(cast(UpstreamSession, FakeSession())) is None  # not in the pool
+    assert pool.retired == []
+
+
+def test_an_outside_call_ask_on_a_session_without_roots_teaches_and_retires_it() -> None:
+    pool = FakePool()
+    roots = affinity(pool)
+    session = FakeSession()
+    pool.keys[id(session)] = SessionKey("alice", "f")
+    assert roots.answer_outside_call(cast(UpstreamSession, session)) is None  # the default policy answers
+    assert roots.keeps_roots is True
+    assert pool.retired == [session]
+
+
+async def test_a_fresh_affine_session_settles_once_after_its_ask() -> None:
+    pool = FakePool()
+    roots = affinity(pool, roots_affinity="always", roots_probe_ms=BOUND_S * 1000, roots_settle_ms=1)
+    session = FakeSession()
+    key = SessionKey("alice", "f", roots_digest(ROOTS), ROOTS)
+    pool.keys[id(session)] = key
+    lease = cast(Lease, FakeLease(key, session))
+    settling = asyncio.ensure_future(roots.settle(lease))
+    await asyncio.sleep(0)
+    assert not settling.done()  # waits for the server's ask
+    assert roots.answer_outside_call(cast(UpstreamSession, session)) is not None
+    async with asyncio.timeout(BOUND_S):
+        await settling
+        await roots.settle(lease)  # settled: no wait
+
+
+async def test_a_session_whose_server_never_asks_settles_after_the_window() -> None:
+    roots = affinity(FakePool(), roots_affinity="always", roots_probe_ms=20)
+    key = SessionKey("alice", "f", roots_digest(ROOTS), ROOTS)
+    async with asyncio.timeout(BOUND_S):
+        await roots.settle(cast(Lease, FakeLease(key, FakeSession())))
+        await roots.settle(cast(Lease, FakeLease(SessionKey("alice", "f"), FakeSession())))  # not affine
+
+
+def test_session_keys() -> None:
+    roots = affinity(FakePool())
+    legacy = {"roots": {}, "sampling": {}}
+    plain, caps = roots.session_key("alice", legacy, None)
+    assert (plain.roots, caps) == ("", legacy)  # not known to keep roots: unchanged
+    roots.keeps_roots = True
+    stripped, caps = roots.session_key("alice", legacy, None)
+    assert caps == {"sampling": {}} and stripped.fingerprint != plain.fingerprint
+    affine, caps = roots.session_key("alice", legacy, ROOTS)
+    assert caps == legacy and affine.roots == roots_digest(ROOTS) and affine.roots_answer == ROOTS
+    assert affine.fingerprint == plain.fingerprint
+    fresh1, _ = roots.session_key("alice", legacy, ROOTS, 1)
+    fresh2, _ = roots.session_key("alice", legacy, ROOTS, 2)
+    assert len({affine, fresh1, fresh2}) == 3
+    assert SessionKey("alice", "f", "d", {"roots": []}) == SessionKey("alice", "f", "d", None)  # answer not in identity
