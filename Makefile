@@ -8,9 +8,11 @@
 #   make clean        caches and run output; `make distclean` also drops .venv* and .tools
 #
 # Needs python3 >= 3.11, make, and network to PyPI (and npm for `make conformance`).
-# Two virtualenvs are created on demand and refreshed when their requirements change:
+# Virtualenvs are created on demand and refreshed when their requirements change:
 #   .venv         the bridge, editable, with its test extras (pytest, ruff, mypy, mcp 2.x client)
 #   .venv-legacy  mcp 1.x, for the legacy servers in tests/peers/
+#   .venv-<rev>   an older mcp 1.x that negotiates <rev> (2024-11-05, 2025-03-26, 2025-06-18),
+#                 for tests/peers/revision_server.py (tests/peers/requirements-<rev>.txt)
 # A stamp file inside each records the install; an existing venv without a stamp is adopted
 # when it already satisfies its requirements (.ci/venv_satisfied.py), else reinstalled.
 
@@ -25,6 +27,8 @@ BIN := $(VENV)/bin
 VENV_STAMP := $(VENV)/.mrtr-installed
 LEGACY_STAMP := $(LEGACY_VENV)/.mrtr-installed
 LEGACY_REQUIREMENTS := tests/peers/requirements-legacy.txt
+OLD_REVISIONS := 2024-11-05 2025-03-26 2025-06-18
+REVISION_STAMPS := $(foreach rev,$(OLD_REVISIONS),.venv-$(rev)/.mrtr-installed)
 PIP_FLAGS := --quiet --disable-pip-version-check
 
 DEMO_PORT ?= 8931
@@ -58,10 +62,13 @@ $(VENV_STAMP): pyproject.toml
 $(LEGACY_STAMP): $(LEGACY_REQUIREMENTS)
 	$(call ensure_venv,$(LEGACY_VENV),$@,$(LEGACY_REQUIREMENTS),-r $(LEGACY_REQUIREMENTS))
 
-venv: $(VENV_STAMP) $(LEGACY_STAMP)
+.venv-%/.mrtr-installed: tests/peers/requirements-%.txt
+	$(call ensure_venv,.venv-$*,$@,$<,-r $<)
+
+venv: $(VENV_STAMP) $(LEGACY_STAMP) $(REVISION_STAMPS)
 
 lint: $(VENV_STAMP)
-	$(BIN)/ruff check --extend-exclude '$(LEGACY_VENV),.tools,.conformance-results,$(RUN_DIR)' .
+	$(BIN)/ruff check --extend-exclude '$(LEGACY_VENV),.venv-*,.tools,.conformance-results,$(RUN_DIR)' .
 	$(BIN)/mypy
 
 pytest: venv
@@ -115,8 +122,8 @@ bench: venv
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis .conformance-results $(RUN_DIR) *.egg-info build dist
-	find . -path ./$(VENV) -prune -o -path ./$(LEGACY_VENV) -prune -o -path ./.tools -prune -o \
+	find . -path './$(VENV)*' -prune -o -path ./.tools -prune -o \
 		-name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) $(LEGACY_VENV) .tools
+	rm -rf $(VENV) $(LEGACY_VENV) $(foreach rev,$(OLD_REVISIONS),.venv-$(rev)) .tools
