@@ -1,0 +1,219 @@
+"""Older legacy servers through the bridge: `mcp` 1.12 (2025-06-18), 1.9 (2025-03-26) and 1.8 (2024-11-05),
+each over Streamable HTTP and stdio, driven by the real modern `mcp` 2.x client.
+
+One stack per (revision, transport), shared by the tests of that parameter (`revision_stack.py`): the
+server from `.venv-<revision>`, the bridge, a recording relay on each side of it (a tee for stdio).
+After every test, everything the bridge sent upstream in it must be valid in the negotiated revision
+(closed: nothing the revision does not define) and everything it answered the client valid at
+2026-07-28 (`wire_records.py`).
+
+Per stack: discover, the four lists, a plain call; every push the revision has (elicitation only at
+2025-06-18; sampling and roots everywhere); progress and logging; cancellation; a call of two input
+rounds; and what the bridge declared in `initialize`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import mcp_types as types
+import pytest
+from schema_check import assert_valid
+
+from translators.eras import META_SERVER_INFO, MODERN_VERSION, RESULT_COMPLETE
+
+from .harness import InputAnswers, Peers, modern_client
+from .revision_stack import REVISIONS, TRANSPORTS, RevisionStack, start_stack
+from .wire_records import front_problems, upstream_problems
+
+T = 30.0
+STACKS = [(revision, transport) for transport in TRANSPORTS for revision in REVISIONS]
+BASE_TOOLS = {"echo", "revision", "sample", "roots", "two_rounds", "progress_and_log", "slow"}
+ELICITING_TOOLS = {"ask_name", "ask_size"}
+
+
+@pytest.fixture(scope="module", params=STACKS, ids=[f"{r}-{t}" for r, t in STACKS])
+def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RevisionStack]:
+    revision, transport = request.param
+    directory = tmp_path_factory.mktemp(f"rev-{revision}-{transport}")
+    peers = Peers(log_dir=directory)
+    try:
+        yield start_stack(peers, revision, transport, directory)
+    finally:
+        peers.close()
+
+
+@pytest.fixture(autouse=True)
+def wire_checked(stack: RevisionStack) -> Iterator[None]:
+    """Whatever a test made the bridge send, upstream and to the client, must be schema-valid."""
+    upstream_mark, front_mark = stack.upstream_log.mark(), stack.front_log.mark()
+    yield
+    problems = upstream_problems(stack.upstream_log.records(), stack.revision, since=upstream_mark)
+    problems += front_problems(stack.front_log.records(), since=front_mark)
+    assert not problems, "invalid messages on the wire:\n" + "\n".join(problems[:30])
+
+
+@pytest.fixture
+async def answers() -> InputAnswers:
+    return InputAnswers(elicit_content={"name": "Alice"}, sample_text="Paris", roots=["file:///test/root"])
+
+
+@pytest.fixture
+async def client(stack: RevisionStack, answers: InputAnswers) -> AsyncIterator[Any]:
+    async with modern_client(stack.url, **answers.client_kwargs()) as entered:
+        yield entered
+
+
+def has_elicitation(revision: str) -> bool:
+    return revision >= "2025-06-18"
+
+
+def enum_titles(schema: dict[str, Any]) -> dict[str, str]:
+    """`{value: title}` of a single-select enum, titled (`oneOf` of `const`/`title`) or legacy (`enumNames`)."""
+    if "oneOf" in schema:
+        return {option["const"]: option["title"] for option in schema["oneOf"]}
+    return dict(zip(schema["enum"], schema["enumNames"], strict=True))
+
+
+def text_of(result: types.CallToolResult) -> str:
+    (content,) = result.content
+    assert isinstance(content, types.TextContent), content
+    return content.text
+
+
+async def test_discover_reflects_the_older_server(stack: RevisionStack, client: Any) -> None:
+    async with asyncio.timeout(T):
+        raw = await client.session.send_discover(MODERN_VERSION)
+    assert_valid(raw, "DiscoverResult", "modern")
+    assert raw["resultType"] == RESULT_COMPLETE
+    assert raw["_meta"][META_SERVER_INFO]["name"] == f"mrtr-revision-server-{stack.revision}"
+    assert {"tools", "prompts", "resources"} <= raw["capabilities"].keys()
+
+
+async def test_lists(stack: RevisionStack, client: Any) -> None:
+    async with asyncio.timeout(T):
+        tools = await client.list_tools()
+        prompts = await client.list_prompts()
+        resources = await client.list_resources()
+        templates = await client.list_resource_templates()
+    expected_tools = BASE_TOOLS | (ELICITING_TOOLS if has_elicitation(stack.revision) else set())
+    assert {tool.name for tool in tools.tools} == expected_tools
+    assert [prompt.name for prompt in prompts.prompts] == ["greeting"]
+    assert [str(resource.uri) for resource in resources.resources] == ["revision://info"]
+    assert [template.uri_template for template in templates.resource_templates] == ["revision://item/{item_id}"]
+
+
+async def test_plain_call_prompt_and_read(stack: RevisionStack, client: Any) -> None:
+    async with asyncio.timeout(T):
+        echoed = await client.call_tool("echo", {"text": "hello"})
+        spoken = await client.call_tool("revision", {})
+        prompt = await client.get_prompt("greeting", {"name": "Ann"})
+        read = await client.read_resource("revision://item/7")
+    assert text_of(echoed) == "hello" and not echoed.is_error
+    assert text_of(spoken) == stack.revision
+    assert [message.content.text for message in prompt.messages] == ["Please greet Ann."]
+    assert [content.text for content in read.contents] == ["item 7"]
+
+
+async def test_upstream_initialize_speaks_the_revision(stack: RevisionStack, client: Any) -> None:
+    """The bridge offers 2025-11-25, accepts the older answer, and declares only what the revision has."""
+    async with asyncio.timeout(T):
+        await client.call_tool("sample", {"prompt": "warm up"})
+    initializes = stack.sent_upstream("initialize")
+    assert initializes, "no initialize reached the server"
+    for message in initializes:
+        capabilities = message["params"]["capabilities"]
+        assert message["params"]["protocolVersion"] == "2025-11-25"
+        assert "tasks" not in capabilities
+        assert "tools" not in capabilities.get("sampling", {})
+        if has_elicitation(stack.revision):
+            assert capabilities.get("elicitation", {}) == {}
+        else:
+            assert "elicitation" not in capabilities
+    assert any("sampling" in message["params"]["capabilities"] for message in initializes)
+
+
+async def test_elicitation_only_where_the_revision_has_it(
+    stack: RevisionStack, client: Any, answers: InputAnswers
+) -> None:
+    if not has_elicitation(stack.revision):
+        async with asyncio.timeout(T):
+            tools = await client.list_tools()
+        assert ELICITING_TOOLS.isdisjoint(tool.name for tool in tools.tools)
+        assert all("elicitation" not in m["params"]["capabilities"] for m in stack.sent_upstream("initialize"))
+        return
+    async with asyncio.timeout(T):
+        greeted = await client.call_tool("ask_name", {})
+    assert text_of(greeted) == "Hello, Alice!"
+    ((method, params),) = answers.asked
+    assert method == "elicitation/create" and params.message == "What is your name?"
+
+
+async def test_legacy_enum_names_reach_the_client_as_titles(
+    stack: RevisionStack, client: Any, answers: InputAnswers
+) -> None:
+    if not has_elicitation(stack.revision):
+        assert stack.sent_upstream("elicitation/create") == []
+        return
+    answers.elicit_content = {"size": "m"}
+    async with asyncio.timeout(T):
+        sized = await client.call_tool("ask_size", {})
+    assert text_of(sized) == "size m"
+    ((_, params),) = answers.asked
+    assert enum_titles(params.requested_schema["properties"]["size"]) == {"s": "Small", "m": "Medium", "l": "Large"}
+
+
+async def test_sampling(client: Any, answers: InputAnswers) -> None:
+    async with asyncio.timeout(T):
+        result = await client.call_tool("sample", {"prompt": "Capital of France?"})
+    assert text_of(result) == "model said: Paris"
+    ((method, params),) = answers.asked
+    assert method == "sampling/createMessage" and params.max_tokens == 50
+
+
+async def test_roots(client: Any, answers: InputAnswers) -> None:
+    async with asyncio.timeout(T):
+        result = await client.call_tool("roots", {})
+    assert text_of(result) == "file:///test/root"
+    assert [method for method, _ in answers.asked] == ["roots/list"]
+
+
+async def test_two_input_rounds(client: Any, answers: InputAnswers) -> None:
+    async with asyncio.timeout(T):
+        result = await client.call_tool("two_rounds", {})
+    assert text_of(result) == "Paris @ file:///test/root"
+    assert [method for method, _ in answers.asked] == ["sampling/createMessage", "roots/list"]
+
+
+async def test_progress_and_logging(stack: RevisionStack) -> None:
+    progress: list[tuple[float, float | None, str | None]] = []
+    logs: list[tuple[str, Any]] = []
+
+    async def on_progress(done: float, total: float | None, message: str | None) -> None:
+        progress.append((done, total, message))
+
+    async def on_log(params: types.LoggingMessageNotificationParams) -> None:
+        logs.append((params.level, params.data))
+
+    async with asyncio.timeout(T), modern_client(stack.url, log_level="info", logging_callback=on_log) as client:
+        result = await client.call_tool("progress_and_log", {"steps": 3}, progress_callback=on_progress)
+    assert text_of(result) == "3 steps"
+    with_message = stack.revision >= "2025-03-26"
+    assert progress == [(step, 3, f"step {step}" if with_message else None) for step in (1.0, 2.0, 3.0)]
+    assert logs == [("info", "progress_and_log started"), ("warning", "progress_and_log finished")]
+
+
+async def test_cancellation_reaches_the_older_server(stack: RevisionStack, client: Any) -> None:
+    tag = f"cancel-{stack.revision}-{stack.transport}"
+    async with asyncio.timeout(T):
+        slow = asyncio.create_task(client.call_tool("slow", {"seconds": 60, "tag": tag}))
+        await stack.wait_journal(tag, "slow_started")
+        slow.cancel()
+        await stack.wait_journal(tag, "slow_cancelled")
+        after = await client.call_tool("echo", {"text": "still here"})
+    assert slow.cancelled() and text_of(after) == "still here"
+    assert stack.journal_events(tag) == ["slow_started", "slow_cancelled"]
+    assert stack.sent_upstream("notifications/cancelled"), "the bridge sent no notifications/cancelled upstream"
+
