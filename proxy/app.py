@@ -25,6 +25,7 @@ from proxy.logs import scrub_aiohttp_server_logs
 from proxy.metrics import CONTENT_TYPE, BridgeMetrics
 from proxy.upstream.base import InboundHandler, JsonObject, PooledSession, SessionOpener
 from proxy.upstream.http import HttpUpstreamSession
+from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.stdio_spares import SpareProcesses
 from translators.errors import UpstreamUnavailable
@@ -173,7 +174,7 @@ async def bridge_runtime(
     spares = SpareProcesses(upstream) if upstream.command else None
     async with _client(settings) as client:
         engine: Engine  # bound just below; the pool calls back only once started
-        opener = stdio_opener(spares) if spares is not None else http_opener(client, upstream)
+        opener = NegotiatingOpener(stdio_opener(spares) if spares is not None else http_opener(client, upstream))
         pool = UpstreamPool(upstream, opener,
                             on_unowned=lambda session, inbound: engine.on_unowned(session, inbound))
         engine = Engine(settings, pool, keyring, metrics=metrics)

@@ -189,11 +189,12 @@ class Engine:
         _, legacy_caps = self._session_key(request)
         return any(name in legacy_caps for name in PUSH_CAPABILITIES)
 
-    def _upstream_request(self, request: FrontRequest) -> UpstreamRequest:
+    def _upstream_request(self, request: FrontRequest, session: UpstreamSession) -> UpstreamRequest:
         token = f"mrtr-{next(self._progress_tokens)}"
         # An interactive call always gets an upstream token: a later round may ask for progress.
         wants = request.method in MRTR_METHODS or progress_meta_token(request.params) is not None
-        params = modern_params_to_legacy(request.params, upstream_progress_token=token if wants else None)
+        params = modern_params_to_legacy(request.params, upstream_progress_token=token if wants else None,
+                                         method=request.method, revision=session.revision)
         return UpstreamRequest(request.method, params, self._headers(request), token)
 
     def _attempt(self, request: FrontRequest, sink: NotificationSink) -> Attempt:
@@ -216,7 +217,8 @@ class Engine:
         """A request that may not be answered with InputRequiredResult (lists, completion)."""
         lease = await self._lease(request, exclusive=False)
         try:
-            require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {})
+            require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {},
+                                        lease.session.revision)
             result = await self._call_through(lease, request, sink)
             if request.method == TOOLS_LIST and "cursor" not in request.params:
                 self._tool_schemas.remember(lease.key, result)
@@ -226,7 +228,7 @@ class Engine:
             await lease.release()
 
     async def _call_through(self, lease: Lease, request: FrontRequest, sink: NotificationSink) -> JsonObject:
-        upstream = self._upstream_request(request)
+        upstream = self._upstream_request(request, lease.session)
         attempt = self._attempt(request, sink)
 
         def on_inbound(inbound: Inbound) -> None:
@@ -255,7 +257,7 @@ class Engine:
             raise
 
     def _refuse(self, session: UpstreamSession, push: JsonObject) -> None:
-        answer = unowned_push_answer(push, self._settings.upstream.unowned_roots)
+        answer = unowned_push_answer(push, self._settings.upstream.unowned_roots, session.revision)
         log.info("push_unowned", push_method=push.get("method"))
         self._tasks.spawn(session.respond(push["id"], result=answer.result, error=answer.error),
                           name="unowned-push-answer")
@@ -322,7 +324,8 @@ class Engine:
         self.registry.check_capacity(request.principal)
         lease = await self._lease(request, exclusive=self._needs_own_session(request))
         try:
-            require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {})
+            require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {},
+                                        lease.session.revision)
             await self._check_param_headers(request, lease)
             level = request.meta.get(META_LOG_LEVEL)
             await self._set_log_level(lease.session, level if isinstance(level, str) else None)
@@ -331,7 +334,7 @@ class Engine:
             raise
         caps = request.meta.get(META_CLIENT_CAPABILITIES)
         driver = CallDriver(registry=self.registry, principal=request.principal, lease=lease,
-                            upstream=self._upstream_request(request),
+                            upstream=self._upstream_request(request, lease.session),
                             client_capabilities=caps if isinstance(caps, dict) else {},
                             limits=self._limits(), pre_answers=responses, publish=self._publish)
         self.registry.add(driver)

@@ -30,6 +30,7 @@ from translators.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from translators.revisions import UnsupportedUpstreamVersion
 
 PROBE_KEY: Final = SessionKey("~readiness-probe", "probe")
 FRESH_S: Final = 5.0
@@ -92,6 +93,9 @@ class Readiness:
             return f"unreachable: {type(exc).__name__}"
         except LimitExceeded:
             return "reachable (every upstream session is in use)"
+        except UnsupportedUpstreamVersion as exc:
+            _log.warning("readiness_probe_failed", error=exc.message)
+            return exc.verdict
         except BridgeError as exc:
             _log.info("readiness_probe_refused", error=exc.message)
             return f"reachable (it refused the probe session: {type(exc).__name__})"

@@ -98,7 +98,8 @@ class CallDriver:
         self.continuation_id = os.urandom(16)
         self.principal = principal
         self.machine = HeldCall(limits, attempt=None, pre_answers=dict(pre_answers),
-                                url_elicitation="url" in elicitation_modes(client_capabilities))
+                                url_elicitation="url" in elicitation_modes(client_capabilities),
+                                lift_url_errors=lease.session.revision.elicitation_modes)
         self.issued_keys: list[str] = []
         self._registry = registry
         self._lease = lease
@@ -190,7 +191,8 @@ class CallDriver:
                 attached.sink.send(routed)
 
     def _on_push(self, push: JsonObject) -> None:
-        translated = legacy_push_to_input_request(push, self._client_capabilities)
+        revision = self._lease.session.revision
+        translated = legacy_push_to_input_request(push, self._client_capabilities, revision)
         if isinstance(translated, PushAnswer):
             self._log.info("push_refused", method=push.get("method"), reason="capability")
             self._sends.put_nowait(AnswerPush(push["id"], translated))
@@ -198,8 +200,10 @@ class CallDriver:
         key = input_key(push, set(self.machine.pending))
         params = as_object(push.get("params"))
         elicitation_id = params.get("elicitationId")
+        schema = params.get("requestedSchema")
         pending = PendingPush(key, push["id"], str(push["method"]), translated,
-                              elicitation_id if isinstance(elicitation_id, str) else None)
+                              elicitation_id if isinstance(elicitation_id, str) else None, revision,
+                              schema if isinstance(schema, dict) else None)
         self.feed(UpstreamPushArrived(pending))
 
     # ---- the machine ---------------------------------------------------------------------------

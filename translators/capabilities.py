@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from translators.canonical import digest
+from translators.revisions import Revision
 
 JsonObject = dict[str, Any]
 
@@ -40,6 +41,25 @@ def modern_client_capabilities_to_legacy(client_capabilities: JsonObject) -> Jso
     return legacy
 
 
+def capabilities_for_revision(revision: Revision, legacy: JsonObject) -> JsonObject:
+    """`legacy` (the newest revision's shape) as the capabilities a `revision` client declares.
+
+    Elicitation is `{}` (form) where the revision has no modes, and absent where it has no
+    elicitation or where the client allowed only URL mode; sampling keeps `tools` and `context`
+    only where the revision defines them."""
+    shaped = dict(legacy)
+    elicitation = shaped.pop("elicitation", None)
+    if isinstance(elicitation, dict) and revision.elicitation:
+        if revision.elicitation_modes:
+            shaped["elicitation"] = elicitation
+        elif "form" in elicitation:
+            shaped["elicitation"] = {}
+    sampling = shaped.get("sampling")
+    if isinstance(sampling, dict) and not revision.sampling_tools:
+        shaped["sampling"] = {}
+    return shaped
+
+
 def capability_fingerprint(legacy_capabilities: JsonObject) -> str:
     """A short stable name for a capability set: upstream sessions are pooled per fingerprint."""
     return digest(legacy_capabilities, 6).hex()
@@ -63,6 +83,7 @@ def legacy_server_capabilities_to_modern(capabilities: JsonObject, *, listen_sup
 
 
 __all__ = [
+    "capabilities_for_revision",
     "capability_fingerprint",
     "elicitation_modes",
     "legacy_server_capabilities_to_modern",

@@ -5,9 +5,8 @@ from __future__ import annotations
 from typing import Final
 
 MODERN_VERSIONS: Final[tuple[str, ...]] = ("2026-07-28",)
-LEGACY_VERSIONS: Final[tuple[str, ...]] = ("2025-11-25",)
 MODERN_VERSION: Final = MODERN_VERSIONS[0]
-LEGACY_VERSION: Final = LEGACY_VERSIONS[0]
+LEGACY_VERSION: Final = "2025-11-25"  # offered upstream; translators.revisions lists those accepted
 
 META_PREFIX: Final = "io.modelcontextprotocol/"
 META_PROTOCOL_VERSION: Final = "io.modelcontextprotocol/protocolVersion"

@@ -85,6 +85,7 @@ class HeldCall:
     outcome: UpstreamResultArrived | UpstreamErrorArrived | None = None  # finished while WAITING_CLIENT
     reissue: bool = False  # the pending pushes are URL elicitations lifted from a -32042
     url_elicitation: bool = True  # the client declared elicitation.url (else a -32042 becomes -32021)
+    lift_url_errors: bool = True  # the session's revision has URL mode (else -32042 is a plain error)
     upstream_done: bool = False
     _batch_started: float = 0.0
     _tokens: dict[str, int] = field(default_factory=lambda: {"batch": 0, "deadline": 0})
@@ -194,7 +195,7 @@ def _final_while_attached(call: HeldCall, event: UpstreamResultArrived | Upstrea
                           now: float) -> list[Action]:
     attempt = call._attached()
     call.upstream_done = True
-    if isinstance(event, UpstreamErrorArrived) and _is_url_elicitation_required(event):
+    if isinstance(event, UpstreamErrorArrived) and call.lift_url_errors and _is_url_elicitation_required(event):
         if not call.url_elicitation:
             fault = MissingClientCapability("The server requires URL-mode elicitation, which this request did not "
                                             "declare", {"elicitation": {"url": {}}})

@@ -10,6 +10,7 @@ from typing_extensions import TypedDict  # pydantic needs this TypedDict on Pyth
 
 from translators.canonical import as_object, digest
 from translators.capabilities import elicitation_modes
+from translators.downlevel import check_elicit_answer, modern_requested_schema, sampling_answer
 from translators.eras import ELICIT, META_INPUT_KEY_HINT, PUSH_KINDS, ROOTS, SAMPLE
 from translators.errors import (
     INTERNAL_ERROR,
@@ -18,6 +19,7 @@ from translators.errors import (
     METHOD_NOT_FOUND,
     InvalidParams,
 )
+from translators.revisions import NEWEST, Revision
 
 JsonObject = dict[str, Any]
 MAX_KEY_LENGTH = 64
@@ -40,6 +42,8 @@ class PendingPush:
     method: str
     input_request: JsonObject
     elicitation_id: str | None = None
+    revision: Revision = NEWEST  # of the session the push came on: its answer must be valid there
+    requested_schema: JsonObject | None = None  # an elicitation's schema as the server sent it
 
 
 def is_push(message: JsonObject) -> bool:
@@ -64,13 +68,18 @@ def input_key(push: JsonObject, taken: set[str]) -> str:
     return key
 
 
-def legacy_push_to_input_request(push: JsonObject, client_capabilities: JsonObject) -> JsonObject | PushAnswer:
+def legacy_push_to_input_request(
+    push: JsonObject, client_capabilities: JsonObject, revision: Revision = NEWEST
+) -> JsonObject | PushAnswer:
     """The modern `InputRequest` for a push, or the refusal to send upstream when this request's
-    client did not declare what the push needs (the bridge MUST NOT forward it)."""
+    client did not declare what the push needs (the bridge MUST NOT forward it) or the session's
+    revision has no such push."""
     method = push.get("method")
     params = as_object(push.get("params"))
     if method == ELICIT:
-        return _elicitation(params, client_capabilities)
+        if not revision.elicitation:
+            return _error(METHOD_NOT_FOUND, f"Method not found: {ELICIT} does not exist in MCP {revision.version}")
+        return _elicitation(params, client_capabilities, revision)
     if method == SAMPLE:
         return _sampling(params, client_capabilities)
     if method == ROOTS:
@@ -80,14 +89,17 @@ def legacy_push_to_input_request(push: JsonObject, client_capabilities: JsonObje
     return _error(METHOD_NOT_FOUND, f"Method not found: {method}")
 
 
-def _elicitation(params: JsonObject, client_capabilities: JsonObject) -> JsonObject | PushAnswer:
+def _elicitation(params: JsonObject, client_capabilities: JsonObject, revision: Revision) -> JsonObject | PushAnswer:
     mode = params.get("mode", "form")
+    if mode != "form" and not revision.elicitation_modes:
+        return _error(INVALID_PARAMS, f"Elicitation mode {mode!r} does not exist in MCP {revision.version}")
     if not isinstance(mode, str) or mode not in elicitation_modes(client_capabilities):
         return _error(INVALID_PARAMS, f"Client does not support elicitation mode {mode!r}")
     if mode == "url":
         kept = {"mode": "url", "message": params.get("message"), "url": params.get("url")}
     else:
-        kept = {"mode": "form", "message": params.get("message"), "requestedSchema": params.get("requestedSchema")}
+        schema = modern_requested_schema(revision, params.get("requestedSchema"))
+        kept = {"mode": "form", "message": params.get("message"), "requestedSchema": schema}
     return {"method": ELICIT, "params": kept}
 
 
@@ -116,12 +128,12 @@ def refusal(method: str) -> PushAnswer:
     return _error(INTERNAL_ERROR, "The request was abandoned")
 
 
-def unowned_push_answer(push: JsonObject, roots: tuple[str, ...]) -> PushAnswer:
+def unowned_push_answer(push: JsonObject, roots: tuple[str, ...], revision: Revision = NEWEST) -> PushAnswer:
     """Policy for a push no call owns (NC-3): configured roots, decline, or an error."""
     method = push.get("method")
     if method == ROOTS:
         return PushAnswer(result={"roots": [{"uri": uri} for uri in roots]})
-    if method == ELICIT:
+    if method == ELICIT and revision.elicitation:
         return PushAnswer(result={"action": "decline"})
     if method == SAMPLE:
         return _error(LEGACY_SAMPLING_REJECTED, "No client request is waiting for this sampling request")
@@ -199,7 +211,22 @@ def input_response_to_legacy(key: str, push: PendingPush, value: Any) -> PushAns
             f"inputResponses[{key!r}] is not a valid {push.method} result: {problems}",
             {"inputKey": key},
         ) from None
-    return PushAnswer(result=dict(value))
+    return PushAnswer(result=_for_revision(key, push, dict(value)))
+
+
+def _for_revision(key: str, push: PendingPush, result: JsonObject) -> JsonObject:
+    """The answer as the push's revision takes it; refused (nothing goes upstream) when it cannot be."""
+    problem: str | None = None
+    if push.method == ELICIT:
+        problem = check_elicit_answer(push.revision, push.requested_schema, result)
+    elif push.method == SAMPLE:
+        shaped = sampling_answer(push.revision, result)
+        if isinstance(shaped, dict):
+            return shaped
+        problem = shaped
+    if problem is not None:
+        raise InvalidParams(f"inputResponses[{key!r}] cannot be sent to the server: {problem}", {"inputKey": key})
+    return result
 
 
 __all__ = [

@@ -4,16 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
+from translators.downlevel import request_params
 from translators.eras import META_PREFIX, META_PROGRESS_TOKEN, METHOD_CAPABILITY, NAMED_METHODS
 from translators.errors import MethodNotFound
+from translators.revisions import NEWEST, Revision
 
 JsonObject = dict[str, Any]
 
 _MODERN_ONLY_PARAMS = ("inputResponses", "requestState")
 
 
-def modern_params_to_legacy(params: JsonObject, *, upstream_progress_token: str | int | None) -> JsonObject:
-    """Strip the modern-only fields and reserved `_meta` keys; rewrite the progress token.
+def modern_params_to_legacy(
+    params: JsonObject, *, upstream_progress_token: str | int | None, method: str = "", revision: Revision = NEWEST
+) -> JsonObject:
+    """Strip the modern-only fields, the fields `revision` lacks for `method`, and reserved `_meta` keys;
+    rewrite the progress token.
 
     Vendor `_meta` keys and trace context (`traceparent`, `tracestate`, `baggage`) pass through."""
     legacy = {k: v for k, v in params.items() if k not in _MODERN_ONLY_PARAMS and k != "_meta"}
@@ -27,12 +32,17 @@ def modern_params_to_legacy(params: JsonObject, *, upstream_progress_token: str 
         kept[META_PROGRESS_TOKEN] = upstream_progress_token
     if kept:
         legacy["_meta"] = kept
-    return legacy
+    return request_params(revision, method, legacy)
 
 
-def require_upstream_capability(method: str, server_capabilities: JsonObject) -> None:
-    """Methods gated by an upstream server capability answer -32601 when it is absent."""
+def require_upstream_capability(method: str, server_capabilities: JsonObject, revision: Revision = NEWEST) -> None:
+    """Methods gated by an upstream server capability answer -32601 when it is absent.
+
+    Where the revision has no `completions` flag, completion is forwarded ungated: the server
+    answers it or says it has no such method."""
     needed = METHOD_CAPABILITY.get(method)
+    if needed == "completions" and not revision.completions_flag:
+        return
     if needed is not None and not isinstance(server_capabilities.get(needed), dict):
         raise MethodNotFound(f"Method not found: {method} (the server does not offer {needed})")
 

@@ -18,6 +18,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from translators.revisions import Revision
+
 JsonObject = dict[str, Any]
 
 
@@ -55,6 +57,11 @@ class UpstreamSession(Protocol):
     @property
     def init_result(self) -> JsonObject:
         """The upstream `InitializeResult` (capabilities, serverInfo, instructions, protocolVersion)."""
+        ...
+
+    @property
+    def revision(self) -> Revision:
+        """The legacy revision negotiated at `initialize`; everything sent on the session is valid in it."""
         ...
 
     @property

@@ -35,7 +35,6 @@ from proxy.upstream.http_wire import (
     is_sse,
     read_json_message,
 )
-from translators.eras import LEGACY_VERSION, LEGACY_VERSIONS
 from translators.errors import (
     BridgeBug,
     BridgeError,
@@ -46,6 +45,7 @@ from translators.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from translators.revisions import OFFERED, Revision, negotiated
 
 _log = structlog.get_logger(__name__)
 _session_refs = itertools.count(1)
@@ -75,6 +75,7 @@ class HttpUpstreamSession:
         self._capabilities = dict(capabilities)
         self._on_unrelated = on_unrelated
         self._init_result: JsonObject = {}
+        self._revision: Revision | None = None
         self._reinit_task: asyncio.Task[None] | None = None
         self._reinit_error: BridgeError | None = None
         self._tasks = TaskSet()
@@ -111,6 +112,13 @@ class HttpUpstreamSession:
     @property
     def init_result(self) -> JsonObject:
         return self._init_result
+
+    @property
+    def revision(self) -> Revision:
+        """The revision negotiated at `initialize`, spoken on this session."""
+        if self._revision is None:
+            raise BridgeBug("the session's revision is read before initialize")
+        return self._revision
 
     @property
     def is_alive(self) -> bool:
@@ -300,7 +308,7 @@ class HttpUpstreamSession:
                 await self._get_stream.start()
 
     async def _initialize(self) -> None:
-        params = {"protocolVersion": LEGACY_VERSION, "capabilities": self._capabilities, "clientInfo": client_info()}
+        params = {"protocolVersion": OFFERED, "capabilities": self._capabilities, "clientInfo": client_info()}
         call = self._new_call("initialize", params, headers={}, on_inbound=None)
         async with self._channel.exchange("POST", "initialize", body=call.request_message()) as resp:
             await self._channel.check_status(resp, self._channel.generation, "initialize")
@@ -319,13 +327,17 @@ class HttpUpstreamSession:
         self._accept_init_result(result)
 
     def _accept_init_result(self, result: JsonObject) -> None:
-        version = result.get("protocolVersion")
-        if version not in LEGACY_VERSIONS:
+        """Remember the negotiated revision; the version header is sent only where the revision has it.
+
+        A re-initialize must land on the same revision: the capabilities were shaped for it."""
+        revision = negotiated(self.upstream, result.get("protocolVersion"))
+        if self._revision is not None and revision != self._revision:
             raise UpstreamProtocolError(
-                f"Upstream {self.upstream} answered initialize with protocol version {version!r};"
-                f" the bridge speaks {', '.join(LEGACY_VERSIONS)} upstream"
+                f"Upstream {self.upstream} re-initialized with protocol version {revision.version!r}"
+                f" after {self._revision.version!r}"
             )
-        self._channel.protocol_version = version
+        self._revision = revision
+        self._channel.protocol_version = revision.version if revision.version_header else None
         self._init_result = result
 
     async def _current_generation(self) -> int:

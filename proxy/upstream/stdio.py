@@ -29,7 +29,7 @@ from proxy.upstream.base import Inbound, InboundHandler, JsonObject
 from proxy.upstream.call import OutcomeCall
 from proxy.upstream.stdio_process import exit_code, exit_message, spawn, stop_process, upstream_label
 from proxy.upstream.stdio_stderr import StderrRelay
-from translators.eras import LEGACY_PING, LEGACY_VERSION, LEGACY_VERSIONS
+from translators.eras import LEGACY_PING
 from translators.errors import (
     INVALID_REQUEST,
     BridgeBug,
@@ -40,6 +40,7 @@ from translators.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from translators.revisions import OFFERED, Revision, negotiated
 from translators.stdio_framing import FramingError, LineDecoder, frame
 
 log = structlog.get_logger(__name__)
@@ -85,6 +86,7 @@ class StdioUpstreamSession:
         self._write_lock = asyncio.Lock()
         self._tasks = TaskOwner()
         self._init_result: JsonObject = {}
+        self._revision: Revision | None = None
         self._lost: str | None = None  # why the session died, once it has
         self._closing = False
         self._closed = asyncio.Event()
@@ -135,6 +137,13 @@ class StdioUpstreamSession:
     @property
     def init_result(self) -> JsonObject:
         return self._init_result
+
+    @property
+    def revision(self) -> Revision:
+        """The revision negotiated at `initialize`, spoken on this session."""
+        if self._revision is None:
+            raise BridgeBug("the session's revision is read before initialize")
+        return self._revision
 
     @property
     def is_alive(self) -> bool:
@@ -209,7 +218,7 @@ class StdioUpstreamSession:
     # ---- lifecycle ------------------------------------------------------------------------------
 
     async def _initialize(self, capabilities: JsonObject) -> None:
-        params = {"protocolVersion": LEGACY_VERSION, "capabilities": capabilities, "clientInfo": CLIENT_INFO}
+        params = {"protocolVersion": OFFERED, "capabilities": capabilities, "clientInfo": CLIENT_INFO}
         call = self.start("initialize", params)
         timeout = self._settings.init_timeout_s
         data = upstream_label(self._program)
@@ -230,14 +239,7 @@ class StdioUpstreamSession:
             raise UpstreamUnavailable(
                 f"Legacy stdio server {self._program!r} stopped before answering initialize: {exc.message}", data
             ) from exc
-        answered = result.get("protocolVersion")
-        if answered not in LEGACY_VERSIONS:
-            raise UpstreamProtocolError(
-                f"Legacy stdio server {self._program!r} answered initialize with protocol "
-                f"version {str(answered)[:40]!r}; the bridge speaks "
-                f"{', '.join(LEGACY_VERSIONS)}",
-                data,
-            )
+        self._revision = negotiated(f"stdio server {self._program!r}", result.get("protocolVersion"), data)
         self._init_result = result
         await self.notify(INITIALIZED)
 

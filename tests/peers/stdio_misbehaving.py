@@ -83,7 +83,7 @@ class Peer:
             if self.args.mode == "silent":
                 continue
             if message["method"] == "initialize":
-                self.reply(message["id"], {"protocolVersion": PROTOCOL_VERSION, "capabilities": {"tools": {}},
+                self.reply(message["id"], {"protocolVersion": self.args.protocol_version, "capabilities": {"tools": {}},
                                            "serverInfo": {"name": f"misbehaving-{self.args.mode}", "version": "0"}})
             elif message["method"] == "tools/call":
                 self.call(message["id"], message["params"])
@@ -119,6 +119,7 @@ def _text(text: str) -> dict[str, Any]:
 def main() -> int:
     parser = argparse.ArgumentParser(description="misbehaving legacy stdio MCP server")
     parser.add_argument("--mode", choices=["normal", "garbage", "silent", "crash", "exit", "flood"], default="normal")
+    parser.add_argument("--protocol-version", default=PROTOCOL_VERSION, help="answered to initialize")
     parser.add_argument("--big-bytes", type=int, default=200_000)
     parser.add_argument("--flood-lines", type=int, default=5000)
     args = parser.parse_args()

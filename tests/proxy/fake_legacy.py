@@ -171,7 +171,8 @@ class FakeLegacy:
         self.get_status: int | None = None  # e.g. 405: no GET stream offered
         self.resume_status: int | None = None  # status for GET with Last-Event-ID
         self.delete_status = 200
-        self.protocol_version = LEGACY_VERSION
+        self.protocol_version = LEGACY_VERSION  # answered to initialize (an older revision, or an unknown one)
+        self.capabilities: JsonObject = {"tools": {}}  # the server capabilities answered to initialize
         self.hang_initialize = False
         self.hang_accept = False  # never answer notifications/responses
         self.initialize_body: bytes | None = None  # raw (garbage) initialize reply
@@ -250,7 +251,7 @@ class FakeLegacy:
             return web.Response(body=self.initialize_body, content_type="application/json", headers=headers)
         result = {
             "protocolVersion": self.protocol_version,
-            "capabilities": {"tools": {}},
+            "capabilities": self.capabilities,
             "serverInfo": {"name": "fake-legacy", "version": "1.0"},
         }
         reply = {"jsonrpc": "2.0", "id": message["id"], "result": result}
@@ -361,4 +362,15 @@ def text_result(text: str) -> JsonObject:
     return {"content": [{"type": "text", "text": text}]}
 
 
-__all__ = ["FakeCall", "FakeLegacy", "FakeRpcError", "FakeSession", "FakeStream", "text_result"]
+def echo_legacy() -> FakeLegacy:
+    """A fake whose one tool `echo` answers its `text` argument."""
+    fake = FakeLegacy()
+
+    async def echo(call: FakeCall) -> JsonObject:
+        return text_result(str(call.arguments.get("text", "")))
+
+    fake.tools["echo"] = echo
+    return fake
+
+
+__all__ = ["FakeCall", "FakeLegacy", "FakeRpcError", "FakeSession", "FakeStream", "echo_legacy", "text_result"]

@@ -28,6 +28,7 @@ from translators.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from translators.revisions import UnsupportedUpstreamVersion
 
 CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "sampling": {}}
 ServerFactory = Callable[..., Awaitable[TestServer]]
@@ -478,10 +479,16 @@ async def test_garbage_initialize_reply_fails_open(fake: FakeLegacy, url: str, c
 
 
 async def test_unsupported_version_closes_and_raises(fake: FakeLegacy, url: str, client: aiohttp.ClientSession) -> None:
-    """An initialize answered with a version outside LEGACY_VERSIONS is refused and the session deleted."""
-    fake.protocol_version = "2024-11-05"
-    with pytest.raises(UpstreamProtocolError, match="2024-11-05"):
+    """An initialize answered with a version outside the supported set is refused, naming the version and
+    the set, and the session deleted."""
+    fake.protocol_version = "2024-10-07"
+    with pytest.raises(UnsupportedUpstreamVersion) as raised:
         await open_session(client, url)
+    assert raised.value.message == (
+        f"Upstream {url} answered initialize with protocol version '2024-10-07';"
+        " the bridge supports 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05 upstream"
+    )
+    assert raised.value.data["supported"] == ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
     assert fake.deleted == ["sess-1"]
 
 

@@ -1,0 +1,241 @@
+"""Negotiating older revisions with the fake legacy server (HTTP) and a scripted stdio peer.
+
+Table-driven from the revision matrix: for each revision the server answers, the session remembers
+it, the version header is sent exactly where the revision has it, and the capabilities declared in
+`initialize` are the revision's shape."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import sys
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+from fake_legacy import FakeCall, FakeLegacy, echo_legacy, text_result
+from safety_harness import Held, bridge_settings, call, error_of, inprocess_bridge, result_of, retry, text_of
+
+from config.settings import UpstreamSettings
+from proxy.app import http_opener
+from proxy.upstream.base import Inbound
+from proxy.upstream.http import HttpUpstreamSession
+from proxy.upstream.negotiation import NegotiatingOpener
+from proxy.upstream.stdio import StdioUpstreamSession
+from translators.revisions import OFFERED, REVISIONS, SUPPORTED, UnsupportedUpstreamVersion
+
+MISBEHAVING = Path(__file__).resolve().parents[1] / "peers" / "stdio_misbehaving.py"
+# What a modern client that declared everything becomes in the newest revision's shape.
+FULL: dict[str, Any] = {
+    "elicitation": {"form": {}, "url": {}},
+    "sampling": {"context": {}, "tools": {}},
+    "roots": {},
+}
+# The capabilities each revision's `initialize` carries for FULL.
+SHAPED: dict[str, dict[str, Any]] = {
+    "2025-11-25": FULL,
+    "2025-06-18": {"elicitation": {}, "sampling": {}, "roots": {}},
+    "2025-03-26": {"sampling": {}, "roots": {}},
+    "2024-11-05": {"sampling": {}, "roots": {}},
+}
+WITH_HEADER = {"2025-11-25", "2025-06-18"}
+
+
+def _ignore(inbound: Inbound) -> None:
+    pass
+
+
+@pytest.fixture
+def fake() -> FakeLegacy:
+    return echo_legacy()
+
+
+@pytest.fixture
+async def client() -> AsyncIterator[aiohttp.ClientSession]:
+    async with aiohttp.ClientSession() as session:
+        yield session
+
+
+@pytest.fixture
+async def url(fake: FakeLegacy, aiohttp_server: Any) -> str:
+    server: TestServer = await aiohttp_server(fake.app)
+    return str(server.make_url("/mcp"))
+
+
+def _settings(url: str) -> UpstreamSettings:
+    return UpstreamSettings(url=url, init_timeout_s=5.0, connect_timeout_s=2.0)
+
+
+async def _echo(session: HttpUpstreamSession | StdioUpstreamSession, text: str) -> Any:
+    call = session.start("tools/call", {"name": "echo", "arguments": {"text": text}}, headers={}, on_inbound=None)
+    async with asyncio.timeout(10):
+        return await call.result()
+
+
+def test_the_matrix_covers_the_supported_set() -> None:
+    """The tables of this test name exactly the supported revisions, newest (offered) first."""
+    assert SUPPORTED == ("2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05") == tuple(SHAPED)
+    assert OFFERED == "2025-11-25"
+    assert {rev.version for rev in REVISIONS.values() if rev.version_header} == WITH_HEADER
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+async def test_http_session_speaks_the_answered_revision(
+    version: str, fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
+    """The bridge offers 2025-11-25, accepts the older answer, remembers it, and sends the version
+    header on every later request only from 2025-06-18 on."""
+    fake.protocol_version = version
+    session = await HttpUpstreamSession.open(client, url, {}, headers={}, on_unrelated=_ignore,
+                                             settings=_settings(url))
+    try:
+        assert session.revision is REVISIONS[version]
+        assert await _echo(session, "hi") == text_result("hi")
+    finally:
+        await session.aclose()
+    [server_session] = fake.all_sessions
+    assert server_session.init_params["protocolVersion"] == OFFERED
+    later = [headers for verb, rpc, headers in fake.requests if rpc != "initialize"]
+    assert [verb for verb, rpc, _ in fake.requests] == ["POST", "POST", "GET", "POST", "DELETE"]
+    sent = {headers.get("MCP-Protocol-Version") for headers in later}
+    assert sent == ({version} if version in WITH_HEADER else {None})
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+async def test_opener_declares_the_revisions_capabilities(
+    version: str, fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
+    """The first session learns the revision; if its shape differs the session is deleted before any
+    call and reopened with the revision's shape; the next session is shaped right at once."""
+    fake.protocol_version = version
+    opener = NegotiatingOpener(http_opener(client, _settings(url)))
+    first = await opener(FULL, {}, _ignore)
+    second = await opener(FULL, {}, _ignore)
+    try:
+        assert first.revision is second.revision is REVISIONS[version]
+        assert opener.expected is REVISIONS[version]
+    finally:
+        await first.aclose()
+        await second.aclose()
+    declared = [session.init_params["capabilities"] for session in fake.all_sessions]
+    if version == OFFERED:
+        assert declared == [FULL, FULL]
+    else:
+        assert declared == [FULL, SHAPED[version], SHAPED[version]]
+        assert fake.deleted[0] == fake.all_sessions[0].session_id
+        assert not [rpc for verb, rpc, headers in fake.requests
+                    if rpc == "tools/call" and headers.get("Mcp-Session-Id") == fake.deleted[0]]
+
+
+async def test_opener_without_capabilities_learns_at_no_cost(
+    fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
+    """A capability-less session (the readiness probe) is never reopened, and teaches the revision."""
+    fake.protocol_version = "2025-03-26"
+    opener = NegotiatingOpener(http_opener(client, _settings(url)))
+    probe = await opener({}, {}, _ignore)
+    session = await opener(FULL, {}, _ignore)
+    await probe.aclose()
+    await session.aclose()
+    assert [s.init_params["capabilities"] for s in fake.all_sessions] == [{}, SHAPED["2025-03-26"]]
+
+
+async def test_unknown_version_is_refused_by_the_opener(
+    fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
+    """A version outside the set: a clear error naming it and the set; the session is deleted."""
+    fake.protocol_version = "2026-07-28"
+    opener = NegotiatingOpener(http_opener(client, _settings(url)))
+    with pytest.raises(UnsupportedUpstreamVersion) as raised:
+        await opener(FULL, {}, _ignore)
+    assert "protocol version '2026-07-28'" in raised.value.message
+    assert "supports 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05 upstream" in raised.value.message
+    assert raised.value.verdict == (
+        "unsupported protocol version '2026-07-28' (supported: 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05)"
+    )
+    assert fake.deleted == ["sess-1"]
+
+
+def _stdio(version: str) -> UpstreamSettings:
+    command = shlex.join([sys.executable, str(MISBEHAVING), "--protocol-version", version])
+    return UpstreamSettings(command=command, init_timeout_s=15.0, kill_grace_s=1.0)
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+async def test_stdio_session_speaks_the_answered_revision(version: str) -> None:
+    """Over stdio the answered revision is accepted and remembered just the same."""
+    async with asyncio.timeout(30):
+        session = await StdioUpstreamSession.open(_stdio(version), {}, on_unrelated=_ignore)
+    try:
+        assert session.revision is REVISIONS[version]
+        assert await _echo(session, "x") == {"content": [{"type": "text", "text": "echo:x"}], "isError": False}
+    finally:
+        await session.aclose()
+
+
+async def test_stdio_unknown_version_is_refused() -> None:
+    """Over stdio too, the error names the version and the supported set, and the process is stopped."""
+    with pytest.raises(UnsupportedUpstreamVersion, match=r"protocol version '2024-01-01'; the bridge supports"):
+        async with asyncio.timeout(30):
+            await StdioUpstreamSession.open(_stdio("2024-01-01"), {}, on_unrelated=_ignore)
+
+
+async def test_readyz_names_an_unsupported_version(fake: FakeLegacy, url: str) -> None:
+    """/readyz is 503 and says which version the upstream answered and which the bridge supports."""
+    fake.protocol_version = "2099-01-01"
+    settings = bridge_settings(url, held={"keys": {"k1": "A" * 43}})
+    async with asyncio.timeout(30), inprocess_bridge(settings) as bridge:
+        status, body = await bridge.get("/readyz")
+        error = error_of(await call(bridge.poster(), "echo", text="x"))
+    verdict = "unsupported protocol version '2099-01-01' (supported: 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05)"
+    assert (status, json.loads(body)) == (503, {"status": "unavailable", "checks": {
+        "keys": "configured", "upstream": verdict}})
+    assert "protocol version '2099-01-01'; the bridge supports 2025-11-25, 2025-06-18" in error["message"]
+
+
+# ---- through the bridge: pushes and answers in the session's revision ---------------------------
+
+SIZES: dict[str, Any] = {
+    "type": "object",
+    "properties": {"size": {"type": "string", "enum": ["s", "l"], "enumNames": ["Small", "Large"]}},
+    "required": ["size"],
+}
+
+
+def _asking(fake: FakeLegacy) -> None:
+    async def pick(script: FakeCall) -> dict[str, Any]:
+        answer = await script.push("elicitation/create", {"message": "Size?", "requestedSchema": SIZES})
+        return text_result(json.dumps(answer.get("result", answer.get("error"))))
+
+    fake.tools["pick"] = pick
+
+
+async def test_2025_06_18_elicitation_end_to_end(fake: FakeLegacy, url: str) -> None:
+    """The client sees the titled single-select; a multi-select answer is refused with the reason and
+    never sent; the held call survives and a valid answer reaches the server."""
+    fake.protocol_version = "2025-06-18"
+    _asking(fake)
+    async with asyncio.timeout(30), inprocess_bridge(bridge_settings(url)) as bridge:
+        poster = bridge.poster()
+        first = result_of(await call(poster, "pick"))
+        [key] = first["inputRequests"]
+        held = Held("pick", {}, first["requestState"], (key,))
+        refused = error_of(await retry(poster, held, {key: {"action": "accept", "content": {"size": ["s", "l"]}}}))
+        final = text_of(await retry(poster, held, {key: {"action": "accept", "content": {"size": "l"}}}))
+    assert first["inputRequests"][key]["params"]["requestedSchema"] == {
+        "type": "object",
+        "properties": {"size": {"type": "string", "oneOf": [{"const": "s", "title": "Small"},
+                                                            {"const": "l", "title": "Large"}]}},
+        "required": ["size"],
+    }
+    [session] = [s for s in fake.all_sessions if s.responses]
+    assert [r["result"] for r in session.responses] == [{"action": "accept", "content": {"size": "l"}}]
+    assert json.loads(final) == {"action": "accept", "content": {"size": "l"}}
+    assert refused["code"] == -32602
+    assert refused["message"] == (
+        f"inputResponses[{key!r}] cannot be sent to the server: content['size'] is a list;"
+        " this revision takes single values only (the server speaks MCP 2025-06-18)")

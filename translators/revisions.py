@@ -1,0 +1,89 @@
+"""The legacy revisions the bridge speaks upstream, and what each one has (docs/revisions.md).
+
+The bridge offers `OFFERED` in `initialize`; a server that does not support it answers with an older
+revision, and the session then speaks that one. Every difference between revisions the bridge acts
+on is a field of `Revision`, read by the translators; nothing compares version strings by order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from translators.eras import LEGACY_VERSION
+from translators.errors import UpstreamProtocolError
+
+
+@dataclass(frozen=True)
+class Revision:
+    """One legacy revision and the features the bridge relies on."""
+
+    version: str
+    elicitation: bool  # `elicitation/create` exists (form mode)
+    elicitation_modes: bool  # `elicitation: {form, url}` capability, URL mode, -32042, .../elicitation/complete
+    rich_enums: bool  # titled / multi-select enums and defaults in elicitation schemas
+    sampling_tools: bool  # sampling `tools` / `toolChoice` / tool-use content; `sampling.{context,tools}` capability
+    progress_message: bool  # `notifications/progress` carries `message`
+    version_header: bool  # Streamable HTTP requests carry `MCP-Protocol-Version`
+    batches: bool  # a message may be a JSON array of messages
+    completions_flag: bool  # servers declare the `completions` capability
+    structured_content: bool  # `structuredContent`, `outputSchema`, `resource_link`, `title` fields
+    audio: bool  # audio content blocks
+    completion_context: bool  # `completion/complete` carries `context` (earlier arguments)
+
+
+def _revision(version: str, **features: bool) -> Revision:
+    return Revision(version=version, **features)
+
+
+REVISIONS: Final[dict[str, Revision]] = {
+    rev.version: rev
+    for rev in (
+        _revision("2025-11-25", elicitation=True, elicitation_modes=True, rich_enums=True, sampling_tools=True,
+                  progress_message=True, version_header=True, batches=False, completions_flag=True,
+                  structured_content=True, audio=True,
+                  completion_context=True),
+        _revision("2025-06-18", elicitation=True, elicitation_modes=False, rich_enums=False, sampling_tools=False,
+                  progress_message=True, version_header=True, batches=False, completions_flag=True,
+                  structured_content=True, audio=True,
+                  completion_context=True),
+        _revision("2025-03-26", elicitation=False, elicitation_modes=False, rich_enums=False, sampling_tools=False,
+                  progress_message=True, version_header=False, batches=True, completions_flag=True,
+                  structured_content=False, audio=True,
+                  completion_context=False),
+        _revision("2024-11-05", elicitation=False, elicitation_modes=False, rich_enums=False, sampling_tools=False,
+                  progress_message=False, version_header=False, batches=False, completions_flag=False,
+                  structured_content=False, audio=False,
+                  completion_context=False),
+    )
+}  # fmt: skip
+SUPPORTED: Final[tuple[str, ...]] = tuple(REVISIONS)
+OFFERED: Final = LEGACY_VERSION
+NEWEST: Final = REVISIONS[OFFERED]
+
+
+class UnsupportedUpstreamVersion(UpstreamProtocolError):
+    """The upstream answered `initialize` with a revision outside `SUPPORTED`."""
+
+    def __init__(self, upstream: str, answered: Any, data: dict[str, Any] | None = None) -> None:
+        self.answered = answered if isinstance(answered, str) else repr(answered)
+        super().__init__(
+            f"Upstream {upstream} answered initialize with protocol version {self.answered[:40]!r};"
+            f" the bridge supports {', '.join(SUPPORTED)} upstream",
+            {**(data or {}), "upstreamVersion": self.answered[:40], "supported": list(SUPPORTED)},
+        )
+
+    @property
+    def verdict(self) -> str:
+        """The same reason without the upstream's address (for `/readyz`)."""
+        return f"unsupported protocol version {self.answered[:40]!r} (supported: {', '.join(SUPPORTED)})"
+
+
+def negotiated(upstream: str, answered: Any, data: dict[str, Any] | None = None) -> Revision:
+    """The revision of a session whose server answered `initialize` with `answered`."""
+    if isinstance(answered, str) and answered in REVISIONS:
+        return REVISIONS[answered]
+    raise UnsupportedUpstreamVersion(upstream, answered, data)
+
+
+__all__ = ["NEWEST", "OFFERED", "REVISIONS", "SUPPORTED", "Revision", "UnsupportedUpstreamVersion", "negotiated"]
