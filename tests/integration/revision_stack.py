@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from .harness import PEERS_DIR, REPO_ROOT, PeerProcess, Peers, PeerStartError, bridge_env, free_port
-from .wire_records import WireLog
+from .wire_records import WireLog, messages, used_sessions
 
 REVISIONS = ("2025-06-18", "2025-03-26", "2024-11-05")
 TRANSPORTS = ("streamable-http", "stdio")
@@ -69,11 +69,18 @@ class RevisionStack:
 
     def sent_upstream(self, method: str) -> list[dict[str, Any]]:
         """Every message with `method` the bridge sent upstream so far."""
+        return [message for _, message in self._sent(method)]
+
+    def used_initializes(self) -> list[dict[str, Any]]:
+        """The `initialize` of every upstream session the bridge went on to send a request on."""
+        used = used_sessions(self.upstream_log.records())
+        return [message for session, message in self._sent("initialize") if session in used]
+
+    def _sent(self, method: str) -> list[tuple[str | None, dict[str, Any]]]:
         return [
-            message
+            (record["session"], message)
             for record in self.upstream_log.records() if record["dir"] == "sent"
-            for message in (record["message"] if isinstance(record["message"], list) else [record["message"]])
-            if isinstance(message, dict) and message.get("method") == method
+            for message in messages(record) if message.get("method") == method
         ]  # fmt: skip
 
 

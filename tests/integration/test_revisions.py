@@ -15,7 +15,7 @@ rounds; and what the bridge declared in `initialize`.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import mcp_types as types
@@ -60,10 +60,9 @@ async def answers() -> InputAnswers:
     return InputAnswers(elicit_content={"name": "Alice"}, sample_text="Paris", roots=["file:///test/root"])
 
 
-@pytest.fixture
-async def client(stack: RevisionStack, answers: InputAnswers) -> AsyncIterator[Any]:
-    async with modern_client(stack.url, **answers.client_kwargs()) as entered:
-        yield entered
+def connect(stack: RevisionStack, answers: InputAnswers) -> Any:
+    """The modern client through the front relay, answering pushes from `answers`."""
+    return modern_client(stack.url, **answers.client_kwargs())
 
 
 def has_elicitation(revision: str) -> bool:
@@ -83,8 +82,8 @@ def text_of(result: types.CallToolResult) -> str:
     return content.text
 
 
-async def test_discover_reflects_the_older_server(stack: RevisionStack, client: Any) -> None:
-    async with asyncio.timeout(T):
+async def test_discover_reflects_the_older_server(stack: RevisionStack, answers: InputAnswers) -> None:
+    async with asyncio.timeout(T), connect(stack, answers) as client:
         raw = await client.session.send_discover(MODERN_VERSION)
     assert_valid(raw, "DiscoverResult", "modern")
     assert raw["resultType"] == RESULT_COMPLETE
@@ -92,8 +91,8 @@ async def test_discover_reflects_the_older_server(stack: RevisionStack, client: 
     assert {"tools", "prompts", "resources"} <= raw["capabilities"].keys()
 
 
-async def test_lists(stack: RevisionStack, client: Any) -> None:
-    async with asyncio.timeout(T):
+async def test_lists(stack: RevisionStack, answers: InputAnswers) -> None:
+    async with asyncio.timeout(T), connect(stack, answers) as client:
         tools = await client.list_tools()
         prompts = await client.list_prompts()
         resources = await client.list_resources()
@@ -105,8 +104,8 @@ async def test_lists(stack: RevisionStack, client: Any) -> None:
     assert [template.uri_template for template in templates.resource_templates] == ["revision://item/{item_id}"]
 
 
-async def test_plain_call_prompt_and_read(stack: RevisionStack, client: Any) -> None:
-    async with asyncio.timeout(T):
+async def test_plain_call_prompt_and_read(stack: RevisionStack, answers: InputAnswers) -> None:
+    async with asyncio.timeout(T), connect(stack, answers) as client:
         echoed = await client.call_tool("echo", {"text": "hello"})
         spoken = await client.call_tool("revision", {})
         prompt = await client.get_prompt("greeting", {"name": "Ann"})
@@ -117,34 +116,31 @@ async def test_plain_call_prompt_and_read(stack: RevisionStack, client: Any) -> 
     assert [content.text for content in read.contents] == ["item 7"]
 
 
-async def test_upstream_initialize_speaks_the_revision(stack: RevisionStack, client: Any) -> None:
-    """The bridge offers 2025-11-25, accepts the older answer, and declares only what the revision has."""
-    async with asyncio.timeout(T):
+async def test_upstream_initialize_speaks_the_revision(stack: RevisionStack, answers: InputAnswers) -> None:
+    """The bridge offers 2025-11-25, accepts the older answer, and every session it uses declared only
+    what the revision has (a first session shaped for another revision is closed unused)."""
+    async with asyncio.timeout(T), connect(stack, answers) as client:
         await client.call_tool("sample", {"prompt": "warm up"})
-    initializes = stack.sent_upstream("initialize")
-    assert initializes, "no initialize reached the server"
-    for message in initializes:
-        capabilities = message["params"]["capabilities"]
-        assert message["params"]["protocolVersion"] == "2025-11-25"
-        assert "tasks" not in capabilities
-        assert "tools" not in capabilities.get("sampling", {})
-        if has_elicitation(stack.revision):
-            assert capabilities.get("elicitation", {}) == {}
-        else:
-            assert "elicitation" not in capabilities
-    assert any("sampling" in message["params"]["capabilities"] for message in initializes)
+    assert all(m["params"]["protocolVersion"] == "2025-11-25" for m in stack.sent_upstream("initialize"))
+    declared = [message["params"]["capabilities"] for message in stack.used_initializes()]
+    elicitation = {"elicitation": {}} if has_elicitation(stack.revision) else {}
+    assert {"sampling": {}, "roots": {}, **elicitation} in declared, declared
+    for capabilities in declared:
+        assert "tasks" not in capabilities and "tools" not in capabilities.get("sampling", {})
+        assert capabilities.get("elicitation", {}) == {}
+        assert has_elicitation(stack.revision) or "elicitation" not in capabilities
 
 
 async def test_elicitation_only_where_the_revision_has_it(
-    stack: RevisionStack, client: Any, answers: InputAnswers
+    stack: RevisionStack, answers: InputAnswers
 ) -> None:
     if not has_elicitation(stack.revision):
-        async with asyncio.timeout(T):
+        async with asyncio.timeout(T), connect(stack, answers) as client:
             tools = await client.list_tools()
         assert ELICITING_TOOLS.isdisjoint(tool.name for tool in tools.tools)
-        assert all("elicitation" not in m["params"]["capabilities"] for m in stack.sent_upstream("initialize"))
+        assert all("elicitation" not in m["params"]["capabilities"] for m in stack.used_initializes())
         return
-    async with asyncio.timeout(T):
+    async with asyncio.timeout(T), connect(stack, answers) as client:
         greeted = await client.call_tool("ask_name", {})
     assert text_of(greeted) == "Hello, Alice!"
     ((method, params),) = answers.asked
@@ -152,36 +148,36 @@ async def test_elicitation_only_where_the_revision_has_it(
 
 
 async def test_legacy_enum_names_reach_the_client_as_titles(
-    stack: RevisionStack, client: Any, answers: InputAnswers
+    stack: RevisionStack, answers: InputAnswers
 ) -> None:
     if not has_elicitation(stack.revision):
         assert stack.sent_upstream("elicitation/create") == []
         return
     answers.elicit_content = {"size": "m"}
-    async with asyncio.timeout(T):
+    async with asyncio.timeout(T), connect(stack, answers) as client:
         sized = await client.call_tool("ask_size", {})
     assert text_of(sized) == "size m"
     ((_, params),) = answers.asked
     assert enum_titles(params.requested_schema["properties"]["size"]) == {"s": "Small", "m": "Medium", "l": "Large"}
 
 
-async def test_sampling(client: Any, answers: InputAnswers) -> None:
-    async with asyncio.timeout(T):
+async def test_sampling(stack: RevisionStack, answers: InputAnswers) -> None:
+    async with asyncio.timeout(T), connect(stack, answers) as client:
         result = await client.call_tool("sample", {"prompt": "Capital of France?"})
     assert text_of(result) == "model said: Paris"
     ((method, params),) = answers.asked
     assert method == "sampling/createMessage" and params.max_tokens == 50
 
 
-async def test_roots(client: Any, answers: InputAnswers) -> None:
-    async with asyncio.timeout(T):
+async def test_roots(stack: RevisionStack, answers: InputAnswers) -> None:
+    async with asyncio.timeout(T), connect(stack, answers) as client:
         result = await client.call_tool("roots", {})
     assert text_of(result) == "file:///test/root"
     assert [method for method, _ in answers.asked] == ["roots/list"]
 
 
-async def test_two_input_rounds(client: Any, answers: InputAnswers) -> None:
-    async with asyncio.timeout(T):
+async def test_two_input_rounds(stack: RevisionStack, answers: InputAnswers) -> None:
+    async with asyncio.timeout(T), connect(stack, answers) as client:
         result = await client.call_tool("two_rounds", {})
     assert text_of(result) == "Paris @ file:///test/root"
     assert [method for method, _ in answers.asked] == ["sampling/createMessage", "roots/list"]
@@ -201,13 +197,13 @@ async def test_progress_and_logging(stack: RevisionStack) -> None:
         result = await client.call_tool("progress_and_log", {"steps": 3}, progress_callback=on_progress)
     assert text_of(result) == "3 steps"
     with_message = stack.revision >= "2025-03-26"
-    assert progress == [(step, 3, f"step {step}" if with_message else None) for step in (1.0, 2.0, 3.0)]
+    assert progress == [(step, 3, f"step {step}" if with_message else None) for step in (1, 2, 3)]
     assert logs == [("info", "progress_and_log started"), ("warning", "progress_and_log finished")]
 
 
-async def test_cancellation_reaches_the_older_server(stack: RevisionStack, client: Any) -> None:
+async def test_cancellation_reaches_the_older_server(stack: RevisionStack, answers: InputAnswers) -> None:
     tag = f"cancel-{stack.revision}-{stack.transport}"
-    async with asyncio.timeout(T):
+    async with asyncio.timeout(T), connect(stack, answers) as client:
         slow = asyncio.create_task(client.call_tool("slow", {"seconds": 60, "tag": tag}))
         await stack.wait_journal(tag, "slow_started")
         slow.cancel()

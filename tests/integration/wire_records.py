@@ -2,8 +2,10 @@
 `tests/peers/stdio_tee.py` (stdio), validated against the official schemas (`schema_check.py`).
 
 - `upstream_problems(records, revision)`: every message the bridge **sent** to a legacy server of
-  `revision` must be valid in that revision, closed (no member the revision does not define): a
-  request or notification against the definition of its method (a method the revision lacks is a
+  `revision` must be valid in that revision, closed (no member the revision does not define). An
+  `initialize` is valid in the revision it offers (the server's answer picks the session's revision),
+  and on every session the bridge then used (sent a request on) its capabilities are valid in
+  `revision` too. A request or notification against the definition of its method (a method the revision lacks is a
   problem), a response against the result definition of the push it answers (paired by session and
   id with the server's request), an error against the revision's error envelope. Over HTTP, from
   2025-06-18 on, every request after `initialize` carries `MCP-Protocol-Version: <revision>`, and
@@ -22,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from schema_check import definition, errors, method_definitions
+from schema_check import SCHEMA_DIR, definition, errors, method_definitions
 
 from translators.eras import MODERN_VERSION
 
@@ -93,16 +95,45 @@ def upstream_problems(all_records: list[JsonObject], revision: str, *, since: in
     }  # fmt: skip
     requests = method_definitions("ClientRequest", revision)
     notifications = method_definitions("ClientNotification", revision)
+    used = used_sessions(all_records)
     problems: list[str] = []
     for record in all_records[since:]:
         if record["dir"] != "sent":
             continue
         for message in messages(record):
-            found = _check_sent(message, revision, requests, notifications, pushes.get(
-                (record["session"], json.dumps(message.get("id")))))
+            if message.get("method") == "initialize":
+                found = _check_initialize(message, revision, used=record["session"] in used)
+            else:
+                found = _check_sent(message, revision, requests, notifications, pushes.get(
+                    (record["session"], json.dumps(message.get("id")))))
             found += _check_version_header(record, message, revision)
             problems += [f"{_where(record, message)}: {problem}" for problem in found]
     return problems
+
+
+def used_sessions(all_records: list[JsonObject]) -> set[str | None]:
+    """Sessions the bridge sent a request on after `initialize` (a first session the bridge closes at once,
+    because the server answered another revision than its capabilities were shaped for, is not one)."""
+    return {
+        record["session"]
+        for record in all_records if record["dir"] == "sent"
+        for message in messages(record) if "id" in message and message.get("method") not in (None, "initialize")
+    }  # fmt: skip
+
+
+def _check_initialize(message: JsonObject, revision: str, *, used: bool) -> list[str]:
+    """`initialize` is valid in the revision it offers; a session that went on to be used must also
+    have declared its capabilities in the shape of the revision the server answered."""
+    offered = message.get("params", {}).get("protocolVersion")
+    if not isinstance(offered, str) or not (SCHEMA_DIR / f"schema-{offered}.json").exists():
+        return [f"initialize offers {offered!r}, not a revision the tests know"]
+    found = errors(message, "JSONRPCRequest", offered)
+    found += errors(_body(message, "InitializeRequest", offered), "InitializeRequest", offered, closed=True)
+    if used:
+        capabilities = message["params"].get("capabilities")
+        found += [f"{revision} capabilities: {problem}"
+                  for problem in errors(capabilities, "ClientCapabilities", revision, closed=True)]
+    return found
 
 
 def _check_sent(

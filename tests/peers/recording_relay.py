@@ -102,7 +102,6 @@ def make_app(upstream: str, recorder: Recorder) -> web.Application:
             "xid": next(exchanges), "session": _session_of(request), "version": request.headers.get(VERSION_HEADER),
             "http": request.method, "path": request.path_qs,
         }  # fmt: skip
-        recorder.write("sent", exchange, body)
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
         client: aiohttp.ClientSession = request.app["client"]
         async with client.request(
@@ -110,6 +109,7 @@ def make_app(upstream: str, recorder: Recorder) -> web.Application:
         ) as upstream_resp:
             exchange = {**exchange, "status": upstream_resp.status}
             exchange["session"] = upstream_resp.headers.get(SESSION_HEADER) or exchange["session"]
+            recorder.write("sent", exchange, body)  # once the answer names the session an initialize opened
             response = web.StreamResponse(status=upstream_resp.status)
             for name, value in upstream_resp.headers.items():
                 if name.lower() not in HOP_BY_HOP:

@@ -26,8 +26,6 @@ Usage:
     python tests/peers/revision_server.py --transport stdio
 """
 
-from __future__ import annotations
-
 import argparse
 import asyncio
 import inspect
@@ -35,21 +33,22 @@ import json
 import logging
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import mcp.types as types
 from mcp.server.fastmcp import Context, FastMCP
 from pydantic import BaseModel, Field
 
-if TYPE_CHECKING:
-    Ctx = Context[Any, Any, Any]
-else:
-    Ctx = Context  # FastMCP finds the context parameter only by the bare class
-
+# No `from __future__ import annotations` here: FastMCP before 1.10ish finds the context parameter
+# only by a real `Context` annotation, never by a string.
+Ctx = Context
 REVISION = types.LATEST_PROTOCOL_VERSION
 HAS_ELICITATION = hasattr(Context, "elicit")
 PROGRESS_HAS_MESSAGE = "message" in inspect.signature(Context.report_progress).parameters
 STATE: dict[str, Path | None] = {"journal": None}
+# These SDKs send progress on the session's GET stream while the result goes on the call's stream, so
+# progress reported just before returning can reach the client after the result (and is then dropped).
+# A tool that reports progress works between reports; this is that work.
+WORK_S = 0.1
 
 mcp = FastMCP(name=f"mrtr-revision-server-{REVISION}")
 
@@ -112,6 +111,7 @@ async def progress_and_log(steps: int, ctx: Ctx) -> str:
             await ctx.report_progress(step, steps, message=f"step {step}")
         else:
             await ctx.report_progress(step, steps)
+        await asyncio.sleep(WORK_S)  # the work being reported on; see WORK_S
     await ctx.warning("progress_and_log finished")
     return f"{steps} steps"
 
