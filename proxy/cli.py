@@ -27,8 +27,9 @@ from proxy.front_stdio import serve_stdio
 from proxy.keys import new_key
 from proxy.logs import configure_logging
 from proxy.upstream.stdio_process import check_command
-from translators.eras import LEGACY_VERSION, MODERN_VERSION
+from translators.eras import MODERN_VERSION
 from translators.errors import BridgeError
+from translators.revisions import SUPPORTED
 
 PROG: Final = "mrtr-bridge"
 EXIT_OK: Final = 0
@@ -52,7 +53,8 @@ def _where(dotted: str) -> str:
 
 def _add_upstream_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--upstream", metavar="URL",
-                        help="legacy (2025-11-25) Streamable HTTP endpoint to front, e.g. http://127.0.0.1:8931/mcp "
+                        help=f"legacy (MCP {', '.join(SUPPORTED)}) HTTP endpoint to front, e.g. "
+                        "http://127.0.0.1:8931/mcp "
                         + _where("upstream.url"))
     parser.add_argument("--upstream-command", metavar='"CMD ARGS..."',
                         help="launch a legacy stdio server instead (one process per upstream session), split like "
@@ -98,13 +100,15 @@ def _add_serve(commands: Any) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description=f"Reverse proxy that lets MCP {MODERN_VERSION} clients use MCP {LEGACY_VERSION} servers.",
+        description=f"Reverse proxy that lets MCP {MODERN_VERSION} clients use legacy MCP servers of revisions "
+        f"{', '.join(SUPPORTED)}.",
         epilog="Precedence: command line > environment (MRTR_BRIDGE_<SECTION>_<KEY>) > config file > defaults. "
         "requestState keys come from [held.keys] or MRTR_BRIDGE_HELD_KEYS, never from the command line. "
         "Logs go to stderr.",
     )
     parser.add_argument("--version", action="version",
-                        version=f"{PROG} {version(PROG)} (modern {MODERN_VERSION} -> legacy {LEGACY_VERSION})",
+                        version=f"{PROG} {version(PROG)} (modern {MODERN_VERSION}"
+                        f" -> legacy {SUPPORTED[-1]} .. {SUPPORTED[0]})",
                         help="print the version and the protocol revisions bridged, then exit")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_serve(commands)

@@ -9,7 +9,8 @@ per `fresh_s` and one session slot (idle, so evictable when real callers need ro
 
 An upstream that answers the probe's `initialize` with an HTTP or JSON-RPC error still *answers*:
 it counts as reachable (it may want per-user credentials the probe does not have); only a
-connection failure, a timeout or a lost session make the bridge unready.
+connection failure, a timeout, a lost session or a protocol version the bridge does not speak make
+the bridge unready.
 """
 
 from __future__ import annotations

@@ -23,39 +23,24 @@ class Revision:
     elicitation_modes: bool  # `elicitation: {form, url}` capability, URL mode, -32042, .../elicitation/complete
     rich_enums: bool  # titled / multi-select enums and defaults in elicitation schemas
     sampling_tools: bool  # sampling `tools` / `toolChoice` / tool-use content; `sampling.{context,tools}` capability
-    progress_message: bool  # `notifications/progress` carries `message`
     version_header: bool  # Streamable HTTP requests carry `MCP-Protocol-Version`
     batches: bool  # a message may be a JSON array of messages
     completions_flag: bool  # servers declare the `completions` capability
-    structured_content: bool  # `structuredContent`, `outputSchema`, `resource_link`, `title` fields
     audio: bool  # audio content blocks
     completion_context: bool  # `completion/complete` carries `context` (earlier arguments)
 
 
-def _revision(version: str, **features: bool) -> Revision:
-    return Revision(version=version, **features)
-
-
+_FEATURES: Final = ("elicitation", "elicitation_modes", "rich_enums", "sampling_tools", "version_header", "batches",
+                    "completions_flag", "audio", "completion_context")
+_MATRIX: Final = {  # one column per feature, in the order of _FEATURES
+    "2025-11-25": (1, 1, 1, 1, 1, 0, 1, 1, 1),
+    "2025-06-18": (1, 0, 0, 0, 1, 0, 1, 1, 1),
+    "2025-03-26": (0, 0, 0, 0, 0, 1, 1, 1, 0),
+    "2024-11-05": (0, 0, 0, 0, 0, 0, 0, 0, 0),
+}
 REVISIONS: Final[dict[str, Revision]] = {
-    rev.version: rev
-    for rev in (
-        _revision("2025-11-25", elicitation=True, elicitation_modes=True, rich_enums=True, sampling_tools=True,
-                  progress_message=True, version_header=True, batches=False, completions_flag=True,
-                  structured_content=True, audio=True,
-                  completion_context=True),
-        _revision("2025-06-18", elicitation=True, elicitation_modes=False, rich_enums=False, sampling_tools=False,
-                  progress_message=True, version_header=True, batches=False, completions_flag=True,
-                  structured_content=True, audio=True,
-                  completion_context=True),
-        _revision("2025-03-26", elicitation=False, elicitation_modes=False, rich_enums=False, sampling_tools=False,
-                  progress_message=True, version_header=False, batches=True, completions_flag=True,
-                  structured_content=False, audio=True,
-                  completion_context=False),
-        _revision("2024-11-05", elicitation=False, elicitation_modes=False, rich_enums=False, sampling_tools=False,
-                  progress_message=False, version_header=False, batches=False, completions_flag=False,
-                  structured_content=False, audio=False,
-                  completion_context=False),
-    )
+    version: Revision(version, **{name: bool(flag) for name, flag in zip(_FEATURES, row, strict=True)})
+    for version, row in _MATRIX.items()
 }  # fmt: skip
 SUPPORTED: Final[tuple[str, ...]] = tuple(REVISIONS)
 OFFERED: Final = LEGACY_VERSION

@@ -20,6 +20,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
+from translators.batches import batch_elements
+
 JsonObject = dict[str, Any]
 MessageId = int | str
 
@@ -131,31 +133,50 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
-def decode_line(line: bytes) -> JsonObject | FramingError:
-    """One line as a JSON object, or a `FramingError` saying why not (without the content)."""
+def _decode_value(line: bytes) -> Any:
     try:
-        value = json.loads(line, parse_constant=_reject_constant)
+        return json.loads(line, parse_constant=_reject_constant)
     except RecursionError:
         return FramingError("line nests JSON too deeply", len(line))
     except ValueError:  # JSONDecodeError, bad UTF-8
         return FramingError("line is not valid JSON", len(line))
-    if not isinstance(value, dict):
-        return FramingError("line is JSON but not an object", len(line))
-    return value
+
+
+def decode_line(line: bytes) -> JsonObject | FramingError:
+    """One line as a JSON object, or a `FramingError` saying why not (without the content)."""
+    [message] = decode_messages(line, batches=False)
+    return message
+
+
+def decode_messages(line: bytes, *, batches: bool) -> list[JsonObject | FramingError]:
+    """The messages of one line: one, or each element of a batch where the revision has batches."""
+    value = _decode_value(line)
+    if isinstance(value, FramingError):
+        return [value]
+    return [
+        element if isinstance(element, dict) else FramingError("line is JSON but not an object", len(line))
+        for element in batch_elements(value, batches=batches)
+    ]
 
 
 class LineDecoder:
-    """Newline-delimited JSON: `feed(bytes)` returns the complete messages (or framing errors)."""
+    """Newline-delimited JSON: `feed(bytes)` returns the complete messages (or framing errors).
+
+    `batches` is set once the session's revision is known (translators.batches)."""
 
     def __init__(self, max_line_bytes: int) -> None:
         self._splitter = LineSplitter(max_line_bytes)
+        self.batches = False
 
     @property
     def buffered(self) -> int:
         return self._splitter.buffered
 
     def feed(self, data: bytes) -> list[JsonObject | FramingError]:
-        return [item if isinstance(item, FramingError) else decode_line(item) for item in self._splitter.feed(data)]
+        messages: list[JsonObject | FramingError] = []
+        for item in self._splitter.feed(data):
+            messages += [item] if isinstance(item, FramingError) else decode_messages(item, batches=self.batches)
+        return messages
 
 
 def frame(message: JsonObject) -> bytes:
@@ -164,4 +185,4 @@ def frame(message: JsonObject) -> bytes:
     return text.encode("utf-8") + NEWLINE
 
 
-__all__ = ["HEAD_BYTES", "FramingError", "LineDecoder", "LineSplitter", "decode_line", "frame"]
+__all__ = ["HEAD_BYTES", "FramingError", "LineDecoder", "LineSplitter", "decode_line", "decode_messages", "frame"]

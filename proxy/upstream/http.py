@@ -338,6 +338,7 @@ class HttpUpstreamSession:
             )
         self._revision = revision
         self._channel.protocol_version = revision.version if revision.version_header else None
+        self._channel.batches = revision.batches
         self._init_result = result
 
     async def _current_generation(self) -> int:

@@ -46,7 +46,8 @@ class HttpChannel:
             total=None, connect=settings.connect_timeout_s, sock_connect=settings.connect_timeout_s, sock_read=None
         )
         self.session_id: str | None = None
-        self.protocol_version: str | None = None
+        self.protocol_version: str | None = None  # sent as MCP-Protocol-Version where the revision has it
+        self.batches = False  # whether the session's revision lets a stream event carry a batch
         self.generation = 0
 
     def begin_generation(self) -> None:

@@ -46,7 +46,7 @@ class StreamRouter:
 
         A broken connection is an end like any other: the caller resumes from the cursor."""
         try:
-            async for message in iter_stream_messages(resp, cursor):
+            async for message in iter_stream_messages(resp, cursor, batches=self._channel.batches):
                 if not is_response(message):
                     self._route_inbound(message, call)
                 elif call is not None and message.get("id") == call.upstream_request_id:

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 import aiohttp
 
+from translators.batches import batch_elements
 from translators.errors import UpstreamProtocolError
 from translators.sse import SSEDecoder
 
@@ -63,10 +64,18 @@ def is_json(response: aiohttp.ClientResponse) -> bool:
 
 def parse_message(text: str | bytes) -> JsonObject:
     """One JSON-RPC 2.0 message object, or `UpstreamProtocolError`."""
+    return as_message(_parse_json(text))
+
+
+def _parse_json(text: str | bytes) -> Any:
     try:
-        message = json.loads(text)
+        return json.loads(text)
     except ValueError as exc:
         raise UpstreamProtocolError("sent a message that is not JSON") from exc
+
+
+def as_message(message: Any) -> JsonObject:
+    """`message` if it is a JSON-RPC 2.0 message object, else `UpstreamProtocolError`."""
     if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
         raise UpstreamProtocolError("sent something that is not a JSON-RPC 2.0 message object")
     return message
@@ -116,8 +125,11 @@ class StreamCursor:
         return self.retry_ms / 1000
 
 
-async def iter_stream_messages(response: aiohttp.ClientResponse, cursor: StreamCursor) -> AsyncIterator[JsonObject]:
-    """JSON-RPC messages of an SSE response, in order; priming events (empty data) are skipped.
+async def iter_stream_messages(
+    response: aiohttp.ClientResponse, cursor: StreamCursor, *, batches: bool = False
+) -> AsyncIterator[JsonObject]:
+    """JSON-RPC messages of an SSE response, in order; priming events (empty data) are skipped; where
+    the revision has `batches`, each element of an array in one event comes as a message of its own.
 
     The cursor moves as events arrive, so a caller that stops early can resume from it."""
     decoder = SSEDecoder(max_event_size=MAX_MESSAGE_BYTES)
@@ -129,7 +141,8 @@ async def iter_stream_messages(response: aiohttp.ClientResponse, cursor: StreamC
             if event.retry is not None:
                 cursor.retry_ms = min(event.retry, MAX_RETRY_MS)
             if event.event == "message" and event.data.strip():
-                yield parse_message(event.data)
+                for element in batch_elements(_parse_json(event.data), batches=batches):
+                    yield as_message(element)
         cursor.absorb(decoder)
 
 
@@ -179,6 +192,7 @@ __all__ = [
     "SSE_TYPE",
     "VERSION_HEADER",
     "StreamCursor",
+    "as_message",
     "build_headers",
     "client_info",
     "drain",

@@ -1,7 +1,8 @@
 """Legacy stdio upstream: one subprocess is one legacy session (BRIDGE-NOTES § 11, DESIGN § 3).
 
-The bridge spawns the configured command, speaks 2025-11-25 newline-delimited JSON-RPC on its
-stdin/stdout, and relays its stderr to the log (bounded, rate-limited). Nothing on stdio links a
+The bridge spawns the configured command, speaks newline-delimited JSON-RPC in the negotiated revision
+(translators.revisions; batch lines at 2025-03-26) on its stdin/stdout, and relays its stderr to the
+log (bounded, rate-limited). Nothing on stdio links a
 push or a notification to the call that caused it, so every inbound message is *unrelated*
 (`related_request_id=None`) and goes to `on_unrelated`; the pool gives it to the exclusive lease
 holder (DESIGN § 3). `ping` is answered here and never surfaces.
@@ -240,6 +241,7 @@ class StdioUpstreamSession:
                 f"Legacy stdio server {self._program!r} stopped before answering initialize: {exc.message}", data
             ) from exc
         self._revision = negotiated(f"stdio server {self._program!r}", result.get("protocolVersion"), data)
+        self._decoder.batches = self._revision.batches
         self._init_result = result
         await self.notify(INITIALIZED)
 

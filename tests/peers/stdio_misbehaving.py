@@ -7,6 +7,7 @@ and `exit`) and serves one tool set:
 * `echo` -> text content "echo:<text>"          * `slow` -> never answers (until cancelled or killed)
 * a `notifications/cancelled` is acknowledged with a `notifications/message` log "cancelled <requestId>"
 * `ask`  -> sends a `roots/list` push and a `ping`, answers with the number of roots it got back
+* `batch` -> sends a log notification and its answer as one JSON-RPC batch line (2025-03-26)
 * `big`  -> answers with a line of `--big-bytes` bytes  * `bigpush` -> sends an oversized push, answers with
   the error code the client gave it
 
@@ -103,6 +104,11 @@ class Peer:
             roots = self.ask("roots/list", {}).get("result", {}).get("roots", [])
             self.ask("ping", {})
             self.reply(request_id, _text(f"roots:{len(roots)}"))
+        elif name == "batch":  # a 2025-03-26 batch: a log and the answer on one line
+            log = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "batched"}}
+            answer = {"jsonrpc": "2.0", "id": request_id, "result": _text(f"batch:{arguments.get('text', '')}")}
+            self.stdout.write(json.dumps([log, answer]).encode() + b"\n")
+            self.stdout.flush()
         elif name == "big":
             self.reply(request_id, _text("x" * self.args.big_bytes))
         elif name == "bigpush":

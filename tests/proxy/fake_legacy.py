@@ -181,6 +181,7 @@ class FakeLegacy:
         self.sessions: dict[str, FakeSession] = {}
         self.all_sessions: list[FakeSession] = []
         self.requests: list[tuple[str, str | None, dict[str, str]]] = []  # (HTTP method, rpc method, headers)
+        self.messages: list[JsonObject] = []  # every JSON-RPC message POSTed, in order
         self.deleted: list[str] = []
         self._ids = itertools.count(1)
         self._hold = asyncio.Event()  # never set: hanging handlers wait on it
@@ -223,6 +224,8 @@ class FakeLegacy:
         message = _loads(body)
         rpc = message.get("method") if isinstance(message, dict) else None
         self.requests.append((request.method, rpc, dict(request.headers)))
+        if isinstance(message, dict):
+            self.messages.append(message)
         await self._notify_seen()
         if request.method == "POST" and rpc == "initialize":
             return await self._initialize(request, message)

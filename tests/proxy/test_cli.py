@@ -18,7 +18,8 @@ import pytest
 from config import load_settings
 from proxy.cli import build_parser, keygen_text, main, overrides_from, public_url
 from proxy.keys import decode_key, load_keyring
-from translators.eras import LEGACY_VERSION, MODERN_VERSION
+from translators.eras import MODERN_VERSION
+from translators.revisions import SUPPORTED
 
 WAIT_S = 15.0
 
@@ -29,7 +30,7 @@ def test_version_names_the_bridged_revisions(capsys: pytest.CaptureFixture[str])
         main(["--version"])
     assert caught.value.code == 0
     assert capsys.readouterr().out == (
-        f"mrtr-bridge {version('mrtr-bridge')} (modern {MODERN_VERSION} -> legacy {LEGACY_VERSION})\n"
+        f"mrtr-bridge {version('mrtr-bridge')} (modern {MODERN_VERSION} -> legacy {SUPPORTED[-1]} .. {SUPPORTED[0]})\n"
     )
 
 

@@ -19,6 +19,7 @@ import pytest
 from aiohttp.test_utils import TestServer
 from fake_legacy import FakeCall, FakeLegacy, echo_legacy, text_result
 from safety_harness import Held, bridge_settings, call, error_of, inprocess_bridge, result_of, retry, text_of
+from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
 from proxy.app import http_opener
@@ -26,6 +27,7 @@ from proxy.upstream.base import Inbound
 from proxy.upstream.http import HttpUpstreamSession
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.stdio import StdioUpstreamSession
+from translators.errors import UpstreamProtocolError
 from translators.revisions import OFFERED, REVISIONS, SUPPORTED, UnsupportedUpstreamVersion
 
 MISBEHAVING = Path(__file__).resolve().parents[1] / "peers" / "stdio_misbehaving.py"
@@ -42,6 +44,7 @@ SHAPED: dict[str, dict[str, Any]] = {
     "2025-03-26": {"sampling": {}, "roots": {}},
     "2024-11-05": {"sampling": {}, "roots": {}},
 }
+JsonObject = dict[str, Any]
 WITH_HEADER = {"2025-11-25", "2025-06-18"}
 
 
@@ -239,3 +242,123 @@ async def test_2025_06_18_elicitation_end_to_end(fake: FakeLegacy, url: str) -> 
     assert refused["message"] == (
         f"inputResponses[{key!r}] cannot be sent to the server: content['size'] is a list;"
         " this revision takes single values only (the server speaks MCP 2025-06-18)")
+
+
+# ---- 2025-03-26 batches --------------------------------------------------------------------------
+
+
+async def test_stdio_batch_line_is_split_at_2025_03_26() -> None:
+    """A batch line from a 2025-03-26 server: the log, then the answer, each handled as if alone."""
+    inbox: list[JsonObject] = []
+    async with asyncio.timeout(30):
+        session = await StdioUpstreamSession.open(_stdio("2025-03-26"), {},
+                                                  on_unrelated=lambda inbound: inbox.append(inbound.message))
+    try:
+        call = session.start("tools/call", {"name": "batch", "arguments": {"text": "b"}})
+        async with asyncio.timeout(10):
+            result = await call.result()
+    finally:
+        await session.aclose()
+    assert result == {"content": [{"type": "text", "text": "batch:b"}], "isError": False}
+    assert inbox == [{"jsonrpc": "2.0", "method": "notifications/message",
+                      "params": {"level": "info", "data": "batched"}}]
+
+
+async def test_stdio_batch_line_is_invalid_at_2025_11_25() -> None:
+    """Outside 2025-03-26 an array line is one invalid line: rejected, nothing in it is delivered."""
+    inbox: list[JsonObject] = []
+    async with asyncio.timeout(30):
+        session = await StdioUpstreamSession.open(_stdio("2025-11-25"), {},
+                                                  on_unrelated=lambda inbound: inbox.append(inbound.message))
+    try:
+        with capture_logs() as logs:
+            batched = session.start("tools/call", {"name": "batch", "arguments": {"text": "b"}})
+            assert await _echo(session, "after") == {"content": [{"type": "text", "text": "echo:after"}],
+                                                     "isError": False}
+        assert not batched.is_done  # its answer was inside the rejected line
+    finally:
+        await session.aclose()
+    assert inbox == []
+    assert [entry["reason"] for entry in logs if entry["event"] == "upstream_stdio_line_rejected"] == [
+        "line is JSON but not an object"]
+
+
+def _batching(fake: FakeLegacy) -> None:
+    async def batch(script: FakeCall) -> dict[str, Any]:
+        progress = {"jsonrpc": "2.0", "method": "notifications/progress",
+                    "params": {"progressToken": "t", "progress": 1}}
+        reply = {"jsonrpc": "2.0", "id": script.request_id, "result": text_result("batched")}
+        await script.send_raw(json.dumps([progress, reply]))
+        return text_result("never seen")
+
+    fake.tools["batch"] = batch
+
+
+@pytest.mark.parametrize("version", ["2025-03-26", "2025-06-18"])
+async def test_http_batch_event_is_split_only_at_2025_03_26(
+    version: str, fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
+    """An SSE event holding a batch: at 2025-03-26 the progress goes to the call, then its answer;
+    at any other revision the event is not a message and the call fails with a protocol error."""
+    fake.protocol_version = version
+    _batching(fake)
+    inbound: list[JsonObject] = []
+    session = await HttpUpstreamSession.open(client, url, {}, headers={}, on_unrelated=_ignore,
+                                             settings=_settings(url))
+    try:
+        call = session.start("tools/call", {"name": "batch"}, headers={},
+                             on_inbound=lambda message: inbound.append(message.message))
+        async with asyncio.timeout(10):
+            if version == "2025-03-26":
+                assert await call.result() == text_result("batched")
+            else:
+                with pytest.raises(UpstreamProtocolError, match=r"not a JSON-RPC 2\.0 message object"):
+                    await call.result()
+    finally:
+        await session.aclose()
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": 1}}
+    assert inbound == ([progress] if version == "2025-03-26" else [])
+
+
+async def test_2024_11_05_server_is_reflected_honestly(fake: FakeLegacy, url: str) -> None:
+    """discover claims exactly what the old server declared (no completions flag, nothing invented),
+    a result keeps only the fields the server sent, and completion is forwarded for the server to answer."""
+    fake.protocol_version = "2024-11-05"
+    fake.capabilities = {"tools": {}, "logging": {}}
+    async with asyncio.timeout(30), inprocess_bridge(bridge_settings(url)) as bridge:
+        poster = bridge.poster()
+        discovered = result_of(await poster.post("server/discover", {}))
+        echoed = result_of(await call(poster, "echo", text="old"))
+        completion = error_of(await poster.post("completion/complete", {
+            "ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a", "value": "x"},
+            "context": {"arguments": {"b": "y"}}}))
+    assert discovered["capabilities"] == {"tools": {}, "logging": {}}
+    assert {k: v for k, v in echoed.items() if k != "_meta"} == {**text_result("old"), "resultType": "complete"}
+    assert completion == {"code": -32601, "message": "Method not found"}
+    [sent] = [m["params"] for m in fake.messages if m.get("method") == "completion/complete"]
+    assert sent == {"ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a", "value": "x"}}
+
+
+@pytest.mark.parametrize("version", SUPPORTED)
+async def test_bridge_declares_each_revisions_capabilities(version: str, fake: FakeLegacy, url: str) -> None:
+    """Through the whole bridge: the session that serves calls declared the revision's capabilities,
+    and later requests carry the version header only from 2025-06-18 on."""
+    fake.protocol_version = version
+    async with asyncio.timeout(30), inprocess_bridge(bridge_settings(url)) as bridge:
+        poster = bridge.poster()  # elicitation.form, sampling and roots
+        assert text_of(await call(poster, "echo", text="a")) == "a"
+        assert text_of(await call(poster, "echo", text="b")) == "b"
+    expected = {
+        "2025-11-25": {"elicitation": {"form": {}}, "sampling": {}, "roots": {}},
+        "2025-06-18": {"elicitation": {}, "sampling": {}, "roots": {}},
+        "2025-03-26": {"sampling": {}, "roots": {}},
+        "2024-11-05": {"sampling": {}, "roots": {}},
+    }[version]
+    *reopened, serving = fake.all_sessions  # the first, mis-shaped for an older revision, was deleted unused
+    assert len(reopened) == (0 if version == OFFERED else 1)
+    assert [s.session_id for s in reopened] == fake.deleted[: len(reopened)]
+    assert serving.init_params["capabilities"] == expected
+    calls = [headers for verb, rpc, headers in fake.requests if rpc == "tools/call"]
+    assert len(calls) == 2
+    assert {h.get("Mcp-Session-Id") for h in calls} == {serving.session_id}
+    assert {h.get("MCP-Protocol-Version") for h in calls} == ({version} if version in WITH_HEADER else {None})

@@ -15,6 +15,7 @@ import pytest
 from jsonschema import Draft7Validator, Draft202012Validator  # type: ignore[import-untyped]
 from schema_check import assert_valid
 
+from translators.batches import batch_elements
 from translators.capabilities import capabilities_for_revision, legacy_server_capabilities_to_modern
 from translators.eras import COMPLETION_COMPLETE, ELICIT, ROOTS, SAMPLE, TOOLS_CALL
 from translators.errors import INVALID_PARAMS, METHOD_NOT_FOUND, InvalidParams, MethodNotFound
@@ -29,6 +30,7 @@ from translators.pushes import (
 )
 from translators.requests import modern_params_to_legacy, require_upstream_capability
 from translators.revisions import REVISIONS, SUPPORTED, Revision
+from translators.stdio_framing import FramingError, LineDecoder, decode_messages
 
 JsonObject = dict[str, Any]
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
@@ -298,3 +300,36 @@ def test_url_elicitation_error_is_lifted_only_where_it_exists(version: str) -> N
 def test_each_revision_is_a_frozen_record() -> None:
     """The table is keyed by version and every row names its own version."""
     assert all(isinstance(rev, Revision) and key == rev.version for key, rev in REVISIONS.items())
+
+
+# ---- batches -----------------------------------------------------------------------------------
+
+LOG = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x"}}
+ANSWER = {"jsonrpc": "2.0", "id": 1, "result": {}}
+NOT_AN_OBJECT = FramingError("line is JSON but not an object", 0)
+
+
+@pytest.mark.parametrize(("line", "split"), [
+    ([LOG, ANSWER], [LOG, ANSWER]),
+    ([ANSWER], [ANSWER]),
+    ([LOG, 3, ANSWER], [LOG, NOT_AN_OBJECT, ANSWER]),
+    ([], [NOT_AN_OBJECT]),
+    (LOG, [LOG]),
+])
+@pytest.mark.parametrize("version", SUPPORTED)
+def test_batch_lines_split_only_where_the_revision_has_batches(version: str, line: Any, split: list[Any]) -> None:
+    """A batch line becomes its elements, in order, each checked as if alone (2025-03-26 only)."""
+    raw = json.dumps(line).encode()
+    sized = [FramingError(m.reason, len(raw)) if isinstance(m, FramingError) else m for m in split]
+    expected = sized if R[version].batches or isinstance(line, dict) else [FramingError(NOT_AN_OBJECT.reason,
+                                                                                         len(raw))]
+    assert decode_messages(raw, batches=R[version].batches) == expected
+    decoder = LineDecoder(1 << 16)
+    decoder.batches = R[version].batches
+    assert decoder.feed(raw + b"\n" + json.dumps(LOG).encode() + b"\n") == [*expected, LOG]
+    assert batch_elements(line, batches=R[version].batches) == (
+        line if R[version].batches and isinstance(line, list) and line else [line])
+
+
+def test_only_2025_03_26_has_batches() -> None:
+    assert [v for v in SUPPORTED if R[v].batches] == ["2025-03-26"]
