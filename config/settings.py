@@ -60,7 +60,10 @@ class FrontSettings(_Frozen):
 class UpstreamSettings(_Frozen):
     """The legacy server behind the bridge."""
 
-    url: str | None = Field(None, description="legacy Streamable HTTP endpoint, e.g. http://127.0.0.1:8931/mcp")
+    url: str | None = Field(None, description="legacy HTTP endpoint, e.g. http://127.0.0.1:8931/mcp (or .../sse)")
+    transport: Literal["auto", "streamable-http", "sse"] = Field(
+        "auto", description="HTTP transport of url: Streamable HTTP, the old HTTP+SSE, or auto-detected"
+    )
     command: str | None = Field(
         None, description="legacy stdio server to launch instead of url: a command line, split like a shell"
     )
@@ -79,6 +82,9 @@ class UpstreamSettings(_Frozen):
     forward_authorization: bool = Field(True, description="forward the client's Authorization header upstream")
     max_sessions: int = Field(256, ge=1, description="upstream sessions open at once, all principals")
     max_sessions_per_principal: int = Field(64, ge=1, description="upstream sessions open at once per principal")
+    session_wait_s: float = Field(
+        10.0, ge=0, description="how long a call waits for a free session when upstream.max_sessions are all in use"
+    )
     session_idle_s: float = Field(300.0, gt=0, description="idle upstream sessions are closed after this")
     unowned_roots: tuple[str, ...] = Field(
         (), description="root URIs answered to a roots/list push that no call owns (empty list if none)"

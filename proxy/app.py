@@ -23,11 +23,11 @@ from proxy.health import Readiness
 from proxy.keys import load_keyring
 from proxy.logs import scrub_aiohttp_server_logs
 from proxy.metrics import CONTENT_TYPE, BridgeMetrics
-from proxy.upstream.base import InboundHandler, JsonObject, PooledSession, SessionOpener
-from proxy.upstream.http import HttpUpstreamSession
+from proxy.upstream.base import STDIO, InboundHandler, JsonObject, PooledSession, SessionOpener, TransportInfo
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.stdio_spares import SpareProcesses
+from proxy.upstream.transport import HttpTransport
 from translators.errors import UpstreamUnavailable
 
 _log = structlog.get_logger("proxy.app")
@@ -130,18 +130,10 @@ def _client(settings: Settings) -> aiohttp.ClientSession:
     )
 
 
-def http_opener(client: aiohttp.ClientSession, settings: UpstreamSettings) -> SessionOpener:
-    """The pool's way to open a legacy Streamable HTTP session at `settings.url`."""
-    url = settings.url
-    if url is None:
-        raise UpstreamUnavailable("No upstream is configured (upstream.url or upstream.command)")
-
-    async def open_session(capabilities: JsonObject, headers: Mapping[str, str],
-                           on_unrelated: InboundHandler) -> PooledSession:
-        return await HttpUpstreamSession.open(client, url, capabilities, headers=headers,
-                                              on_unrelated=on_unrelated, settings=settings)
-
-    return open_session
+def http_opener(client: aiohttp.ClientSession, settings: UpstreamSettings) -> HttpTransport:
+    """The pool's way to open a legacy HTTP session at `settings.url`, over the transport that
+    `upstream.transport` names or that detection finds (`proxy.upstream.transport`)."""
+    return HttpTransport(client, settings)
 
 
 def stdio_opener(spares: SpareProcesses) -> SessionOpener:
@@ -161,6 +153,14 @@ def stdio_opener(spares: SpareProcesses) -> SessionOpener:
     return open_session
 
 
+def _opener(client: aiohttp.ClientSession, upstream: UpstreamSettings,
+            spares: SpareProcesses | None) -> tuple[SessionOpener, TransportInfo]:
+    if spares is not None:
+        return stdio_opener(spares), STDIO
+    http = http_opener(client, upstream)
+    return http, http
+
+
 @asynccontextmanager
 async def bridge_runtime(
     settings: Settings, metrics: BridgeMetrics | None = None
@@ -174,8 +174,8 @@ async def bridge_runtime(
     spares = SpareProcesses(upstream) if upstream.command else None
     async with _client(settings) as client:
         engine: Engine  # bound just below; the pool calls back only once started
-        opener = NegotiatingOpener(stdio_opener(spares) if spares is not None else http_opener(client, upstream))
-        pool = UpstreamPool(upstream, opener,
+        opener, transport = _opener(client, upstream, spares)
+        pool = UpstreamPool(upstream, NegotiatingOpener(opener), transport=transport,
                             on_unowned=lambda session, inbound: engine.on_unowned(session, inbound))
         engine = Engine(settings, pool, keyring, metrics=metrics)
         try:
@@ -208,7 +208,7 @@ def _readiness(settings: Settings, pool: UpstreamPool) -> Readiness:
     static = settings.upstream.authorization
     headers = {"Authorization": static.get_secret_value()} if static is not None else {}
     return Readiness(pool, keys="configured" if settings.held.keys else "ephemeral", headers=headers,
-                     timeout_s=settings.upstream.init_timeout_s)
+                     timeout_s=settings.upstream.init_timeout_s, transport=pool.transport)
 
 
 async def _on_shutdown(app: web.Application) -> None:

@@ -40,6 +40,7 @@ FLAG_SETTINGS: Final[dict[str, str]] = {
     "upstream": "upstream.url",
     "upstream_command": "upstream.command",
     "upstream_cwd": "upstream.cwd",
+    "upstream_transport": "upstream.transport",
     "listen": "front.listen",
     "log_level": "log.level",
     "log_format": "log.format",
@@ -53,9 +54,12 @@ def _where(dotted: str) -> str:
 
 def _add_upstream_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--upstream", metavar="URL",
-                        help=f"legacy (MCP {', '.join(SUPPORTED)}) HTTP endpoint to front, e.g. "
-                        "http://127.0.0.1:8931/mcp "
+                        help=f"legacy (MCP {', '.join(SUPPORTED)}) HTTP endpoint to front: Streamable HTTP "
+                        "(e.g. http://127.0.0.1:8931/mcp) or HTTP+SSE (e.g. http://127.0.0.1:8931/sse) "
                         + _where("upstream.url"))
+    parser.add_argument("--upstream-transport", choices=("auto", "streamable-http", "sse"),
+                        help="HTTP transport of --upstream: auto (default) tries Streamable HTTP and falls back to "
+                        "the old HTTP+SSE on a 4xx " + _where("upstream.transport"))
     parser.add_argument("--upstream-command", metavar='"CMD ARGS..."',
                         help="launch a legacy stdio server instead (one process per upstream session), split like "
                         "a shell command line; extra environment comes from upstream.env "

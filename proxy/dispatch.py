@@ -181,10 +181,11 @@ class Engine:
 
     def _needs_own_session(self, request: FrontRequest) -> bool:
         """Whether an MRTR-capable call must lease its session exclusively (DESIGN § 3): always over
-        stdio, where nothing links a message to its call (progress and logs included); over HTTP only
-        if the session declares something a push needs. Otherwise the call shares a session: what
+        stdio and HTTP+SSE (or before auto-detection has chosen), where nothing links a message to its
+        call (progress and logs included); over Streamable HTTP only if the session declares
+        something a push needs. Otherwise the call shares a session: what
         it says arrives on its own POST stream, and any push is refused (never forwarded)."""
-        if self._settings.upstream.command:
+        if self._settings.upstream.command or not self._pool.transport.streams_per_call:
             return True
         _, legacy_caps = self._session_key(request)
         return any(name in legacy_caps for name in PUSH_CAPABILITIES)

@@ -22,6 +22,7 @@ from typing import Final
 
 import structlog
 
+from proxy.upstream.base import TransportInfo
 from proxy.upstream.pool import SessionKey, UpstreamPool
 from translators.eras import LEGACY_PING
 from translators.errors import (
@@ -50,8 +51,9 @@ class Readiness:
     """Probes the upstream through the pool, at most once per `fresh_s` seconds."""
 
     def __init__(self, pool: UpstreamPool, *, keys: str, headers: Mapping[str, str], timeout_s: float,
-                 fresh_s: float = FRESH_S) -> None:
+                 fresh_s: float = FRESH_S, transport: TransportInfo | None = None) -> None:
         self._pool = pool
+        self._transport = transport
         self._keys = keys
         self._headers = dict(headers)
         self._timeout_s = timeout_s
@@ -62,7 +64,10 @@ class Readiness:
     async def report(self) -> ReadinessReport:
         upstream = await self._upstream()
         ready = upstream.startswith("reachable")
-        return ReadinessReport(ready, {"keys": self._keys, "upstream": upstream})
+        checks = {"keys": self._keys, "upstream": upstream}
+        if self._transport is not None:
+            checks["transport"] = self._transport.name
+        return ReadinessReport(ready, checks)
 
     async def _upstream(self) -> str:
         now = asyncio.get_running_loop().time()
@@ -88,7 +93,7 @@ class Readiness:
 
     async def _ping(self) -> str:
         try:
-            lease = await self._pool.lease(PROBE_KEY, {}, exclusive=False, headers=self._headers)
+            lease = await self._pool.lease(PROBE_KEY, {}, exclusive=False, headers=self._headers, wait=False)
         except (UpstreamUnavailable, UpstreamTimeout, UpstreamSessionLost) as exc:
             _log.warning("readiness_probe_failed", error=exc.message)
             return f"unreachable: {type(exc).__name__}"

@@ -1,12 +1,12 @@
 """The seam between the engine and a legacy upstream (STYLE § 1, httpx transport idea).
 
-Every upstream transport (Streamable HTTP now, stdio later) implements `UpstreamSession`.
+Every upstream transport (Streamable HTTP, HTTP+SSE, stdio) implements `UpstreamSession`.
 Messages are plain JSON-RPC dicts in the *legacy* era; translation happens elsewhere.
 
 Routing of inbound messages (pushes and notifications from the legacy server):
 * a message that arrived on the SSE stream of a POST carries `related_request_id` = the
   upstream JSON-RPC id of that POST's request; it is handed to that call's `on_inbound`.
-* a message that arrived on the session's GET stream (or, on stdio, anywhere) has
+* a message that arrived on the session's GET stream (or, on stdio and HTTP+SSE, anywhere) has
   `related_request_id=None` and is handed to the session's `on_unrelated` callback, which
   the pool routes to the session's exclusive lease holder (DESIGN § 3) or to policy.
 * `ping` requests from the server are answered by the transport itself and never surface.
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from translators.revisions import Revision
 
@@ -101,6 +101,34 @@ class PooledSession(UpstreamSession, Protocol):
 
     @property
     def reinitialized_count(self) -> int: ...
+
+
+class TransportInfo(Protocol):
+    """What the engine and `/readyz` may know of the upstream transport (never how it works)."""
+
+    @property
+    def name(self) -> str:
+        """`stdio`, `streamable-http`, `sse`, or `auto (not detected yet)`."""
+        ...
+
+    @property
+    def streams_per_call(self) -> bool:
+        """Whether each call's pushes and notifications come on a stream of its own (Streamable HTTP), so
+        an interactive call may share its session; over stdio and HTTP+SSE only an exclusive lease
+        attributes them."""
+        ...
+
+
+@dataclass(frozen=True)
+class FixedTransport:
+    """A `TransportInfo` that never changes (stdio, or an explicit `upstream.transport`)."""
+
+    name: str
+    streams_per_call: bool
+
+
+STREAMABLE_HTTP: Final = FixedTransport("streamable-http", streams_per_call=True)
+STDIO: Final = FixedTransport("stdio", streams_per_call=False)
 
 
 # Opens one initialized session: (capabilities, headers, on_unrelated) -> session. The composition

@@ -33,7 +33,9 @@ from proxy.upstream.http_wire import (
     is_json,
     is_response,
     is_sse,
+    notification_message,
     read_json_message,
+    response_message,
 )
 from translators.errors import (
     BridgeBug,
@@ -152,16 +154,10 @@ class HttpUpstreamSession:
     async def respond(
         self, push_id: int | str, *, result: JsonObject | None = None, error: JsonObject | None = None
     ) -> None:
-        if (result is None) == (error is None):
-            raise BridgeBug("respond() needs exactly one of result or error")
-        outcome = {"result": result} if result is not None else {"error": error}
-        await self._send_bounded({"jsonrpc": "2.0", "id": push_id, **outcome}, "response to a push")
+        await self._send_bounded(response_message(push_id, result=result, error=error), "response to a push")
 
     async def notify(self, method: str, params: JsonObject | None = None) -> None:
-        message: JsonObject = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            message["params"] = params
-        await self._send_bounded(message, method)
+        await self._send_bounded(notification_message(method, params), method)
 
     async def aclose(self) -> None:
         if self._closed:

@@ -30,6 +30,15 @@ class SessionExpired(Exception):
         self.generation = generation
 
 
+class UpstreamRefused(UpstreamProtocolError):
+    """The upstream answered with an HTTP status below 500 that the request did not expect; `status`
+    tells transport detection whether to try the HTTP+SSE transport (a 4xx)."""
+
+    def __init__(self, message: str, *, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
 class HttpChannel:
     """Sends HTTP requests for one session with the transport headers (§ 10.2) and error mapping."""
 
@@ -112,22 +121,24 @@ class HttpChannel:
             raise SessionExpired(generation)
         if resp.status not in ok:
             detail = await _refusal_detail(resp)
-            fault = UpstreamUnavailable if resp.status >= 500 else UpstreamProtocolError
-            raise fault(f"Upstream {self.upstream} answered {action} with HTTP {resp.status}{detail}")
+            message = f"Upstream {self.upstream} answered {action} with HTTP {resp.status}{detail}"
+            if resp.status >= 500:
+                raise UpstreamUnavailable(message)
+            raise UpstreamRefused(message, status=resp.status)
         if content_type is not None and resp.content_type != content_type:
             raise UpstreamProtocolError(f"answered {action} with content type {resp.content_type!r}")
 
-    async def post_accepted(self, message: JsonObject, action: str) -> None:
-        """POST a notification or response; the upstream must accept it (202)."""
+    async def post_accepted(self, message: JsonObject, action: str, *, extra: Mapping[str, str] | None = None) -> None:
+        """POST a message the upstream must accept without answering in the body (202)."""
         generation = self.generation
-        async with self.exchange("POST", action, body=message) as resp:
+        async with self.exchange("POST", action, body=message, extra=extra) as resp:
             await self.check_status(resp, generation, action, ok=(200, 202, 204))
 
-    async def post_bounded(self, message: JsonObject, action: str) -> None:
+    async def post_bounded(self, message: JsonObject, action: str, *, extra: Mapping[str, str] | None = None) -> None:
         """`post_accepted` within `init_timeout_s`."""
         with map_upstream_errors(self.upstream, action):
             async with asyncio.timeout(self.settings.init_timeout_s):
-                await self.post_accepted(message, action)
+                await self.post_accepted(message, action, extra=extra)
 
     async def delete(self) -> int:
         """DELETE the session (§ 10.5); returns the status (405 = not supported)."""
@@ -173,4 +184,4 @@ class TaskSet:
             await asyncio.wait(pending)
 
 
-__all__ = ["HttpChannel", "SessionExpired", "TaskSet"]
+__all__ = ["HttpChannel", "SessionExpired", "TaskSet", "UpstreamRefused"]

@@ -13,8 +13,8 @@ from typing import Any, Final
 import aiohttp
 
 from translators.batches import batch_elements
-from translators.errors import UpstreamProtocolError
-from translators.sse import SSEDecoder
+from translators.errors import BridgeBug, UpstreamProtocolError
+from translators.sse import SSEDecoder, SSEEvent
 
 JsonObject = dict[str, Any]
 
@@ -93,6 +93,21 @@ def is_notification(message: JsonObject) -> bool:
     return isinstance(message.get("method"), str) and "id" not in message
 
 
+def response_message(push_id: int | str, *, result: JsonObject | None, error: JsonObject | None) -> JsonObject:
+    """The JSON-RPC response answering a push: exactly one of `result` or `error`."""
+    if (result is None) == (error is None):
+        raise BridgeBug("respond() needs exactly one of result or error")
+    outcome = {"result": result} if result is not None else {"error": error}
+    return {"jsonrpc": "2.0", "id": push_id, **outcome}
+
+
+def notification_message(method: str, params: JsonObject | None) -> JsonObject:
+    message: JsonObject = {"jsonrpc": "2.0", "method": method}
+    if params is not None:
+        message["params"] = params
+    return message
+
+
 async def read_json_message(response: aiohttp.ClientResponse) -> JsonObject:
     """The body of an `application/json` response as one message, read with a size bound."""
     declared = response.content_length
@@ -125,11 +140,8 @@ class StreamCursor:
         return self.retry_ms / 1000
 
 
-async def iter_stream_messages(
-    response: aiohttp.ClientResponse, cursor: StreamCursor, *, batches: bool = False
-) -> AsyncIterator[JsonObject]:
-    """JSON-RPC messages of an SSE response, in order; priming events (empty data) are skipped; where
-    the revision has `batches`, each element of an array in one event comes as a message of its own.
+async def iter_stream_events(response: aiohttp.ClientResponse, cursor: StreamCursor) -> AsyncIterator[SSEEvent]:
+    """The events of an SSE response, in order, each at most `MAX_MESSAGE_BYTES`.
 
     The cursor moves as events arrive, so a caller that stops early can resume from it."""
     decoder = SSEDecoder(max_event_size=MAX_MESSAGE_BYTES)
@@ -140,10 +152,25 @@ async def iter_stream_messages(
                 cursor.last_event_id = event.event_id
             if event.retry is not None:
                 cursor.retry_ms = min(event.retry, MAX_RETRY_MS)
-            if event.event == "message" and event.data.strip():
-                for element in batch_elements(_parse_json(event.data), batches=batches):
-                    yield as_message(element)
+            yield event
         cursor.absorb(decoder)
+
+
+def event_messages(data: str, *, batches: bool) -> list[JsonObject]:
+    """The JSON-RPC messages of one `message` event's data: one, or where the revision has `batches`,
+    each element of an array in order; `UpstreamProtocolError` if any is not a message."""
+    return [as_message(element) for element in batch_elements(_parse_json(data), batches=batches)]
+
+
+async def iter_stream_messages(
+    response: aiohttp.ClientResponse, cursor: StreamCursor, *, batches: bool = False
+) -> AsyncIterator[JsonObject]:
+    """JSON-RPC messages of an SSE response, in order; priming events (empty data) are skipped; where
+    the revision has `batches`, each element of an array in one event comes as a message of its own."""
+    async for event in iter_stream_events(response, cursor):
+        if event.event == "message" and event.data.strip():
+            for message in event_messages(event.data, batches=batches):
+                yield message
 
 
 CLIENT_NAME: Final = "mrtr-bridge"
@@ -196,12 +223,16 @@ __all__ = [
     "build_headers",
     "client_info",
     "drain",
+    "event_messages",
     "is_json",
     "is_notification",
     "is_request",
     "is_response",
     "is_sse",
+    "iter_stream_events",
     "iter_stream_messages",
+    "notification_message",
     "parse_message",
     "read_json_message",
+    "response_message",
 ]

@@ -17,7 +17,16 @@ from typing import Final
 import structlog
 
 from config.settings import UpstreamSettings
-from proxy.upstream.base import Inbound, InboundHandler, JsonObject, PooledSession, SessionOpener, UpstreamSession
+from proxy.upstream.base import (
+    STREAMABLE_HTTP,
+    Inbound,
+    InboundHandler,
+    JsonObject,
+    PooledSession,
+    SessionOpener,
+    TransportInfo,
+    UpstreamSession,
+)
 from proxy.upstream.http_call import invoke_handler
 from translators.errors import BridgeBug, BridgeError, LimitExceeded, UpstreamUnavailable
 
@@ -25,8 +34,7 @@ _log = structlog.get_logger(__name__)
 
 UnownedHandler = Callable[[UpstreamSession, Inbound], None]
 MAX_CONCURRENT_OPENS: Final = 16  # upstream initialize handshakes in flight at once
-
-
+TOTAL_LIMIT: Final = "upstream.max_sessions"
 
 
 @dataclass(frozen=True)
@@ -129,10 +137,13 @@ class _Opening:
 class UpstreamPool:
     """Warm legacy sessions per (principal, fingerprint), with limits and idle reaping."""
 
-    def __init__(self, settings: UpstreamSettings, opener: SessionOpener, *, on_unowned: UnownedHandler) -> None:
+    def __init__(self, settings: UpstreamSettings, opener: SessionOpener, *, on_unowned: UnownedHandler,
+                 transport: TransportInfo = STREAMABLE_HTTP) -> None:
         self._settings = settings
         self._opener = opener
+        self.transport = transport
         self._open_slots = asyncio.Semaphore(MAX_CONCURRENT_OPENS)
+        self._room = asyncio.Event()  # set (and replaced) whenever a session may have become available
         self._on_unowned = on_unowned
         self._entries: list[_Entry] = []
         self._opening: dict[SessionKey, _Opening] = {}
@@ -171,9 +182,13 @@ class UpstreamPool:
         )
 
     async def lease(
-        self, key: SessionKey, capabilities: JsonObject, *, exclusive: bool, headers: Mapping[str, str]
+        self, key: SessionKey, capabilities: JsonObject, *, exclusive: bool, headers: Mapping[str, str],
+        wait: bool = True,
     ) -> Lease:
-        """A session for `key`: a warm one when one fits, else a new one (within the limits)."""
+        """A session for `key`: a warm one when one fits, else a new one (within the limits). When all
+        `max_sessions` are in use, waits up to `session_wait_s` for one to free up (unless `wait` is
+        False), first come first served."""
+        deadline: float | None = None
         while True:
             self._check_open()
             entry = self._find(key, exclusive=exclusive)
@@ -182,10 +197,41 @@ class UpstreamPool:
                 return self._grant(entry, exclusive=exclusive)
             opening = None if exclusive else self._opening.get(key)
             if opening is None:
-                return await self._open(key, capabilities, exclusive=exclusive, headers=headers)
+                try:
+                    return await self._open(key, capabilities, exclusive=exclusive, headers=headers)
+                except LimitExceeded as exc:
+                    if not wait or exc.data.get("limit") != TOTAL_LIMIT:
+                        raise
+                    if deadline is None:
+                        deadline = asyncio.get_running_loop().time() + self._settings.session_wait_s
+                    await self._wait_for_room(deadline)
+                    continue
             await opening.done.wait()  # single flight: share the session being opened
             if opening.error is not None:
                 raise opening.error
+
+    async def _wait_for_room(self, deadline: float) -> None:
+        """Wait until a lease is released or a session closes, or raise the limit error at `deadline`."""
+        room = self._room
+        try:
+            async with asyncio.timeout_at(deadline):
+                await room.wait()
+        except TimeoutError:
+            raise self._busy_error() from None
+
+    def _busy_error(self) -> LimitExceeded:
+        limit, held = self._settings.max_sessions, sum(1 for e in self._entries if e.exclusive is not None)
+        by_calls = f", {held} of them held by interactive calls" if held else ""
+        return LimitExceeded(
+            f"The bridge already has {limit} upstream sessions in use (upstream.max_sessions){by_calls}; none"
+            f" became free within {self._settings.session_wait_s:g} s (upstream.session_wait_s); retry later",
+            TOTAL_LIMIT,
+        )
+
+    def _room_made(self) -> None:
+        """Wake every lease waiting for room (each then tries again, in the order they began waiting)."""
+        self._room.set()
+        self._room = asyncio.Event()
 
     # -- choosing -----------------------------------------------------------------------------------
 
@@ -240,7 +286,7 @@ class UpstreamPool:
             )
         raise LimitExceeded(
             f"The bridge already has {limit} upstream sessions in use (upstream.max_sessions); retry later",
-            "upstream.max_sessions",
+            TOTAL_LIMIT,
         )
 
     # -- opening and closing ------------------------------------------------------------------------
@@ -267,6 +313,7 @@ class UpstreamPool:
             if opening is not None:
                 del self._opening[key]
                 opening.done.set()
+            self._room_made()
 
     async def _admit(self, key: SessionKey, session: PooledSession, router: _Router, *, exclusive: bool) -> Lease:
         if self._closed:
@@ -286,6 +333,7 @@ class UpstreamPool:
             entry.shared -= 1
         if discard or not entry.session.is_alive:
             entry.retiring = True
+        self._room_made()  # a shared lease may now be exclusive, an idle session evictable
         if not entry.is_idle:
             return
         if entry.retiring:
@@ -302,6 +350,7 @@ class UpstreamPool:
         for entry in entries:
             entry.closed = True
             self._retired_reinitialized += entry.session.reinitialized_count
+        self._room_made()
         results = await asyncio.gather(*(e.session.aclose() for e in entries), return_exceptions=True)
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):

@@ -27,6 +27,7 @@ from translators.eras import (
     LOG_LEVELS,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
+    META_PROGRESS_TOKEN,
     META_PROTOCOL_VERSION,
     META_SUBSCRIPTION_ID,
     MODERN_VERSION,
@@ -171,6 +172,23 @@ def cancel_notices(journal: Journal, entry: JsonObject) -> list[str]:
     """Request ids of the `notifications/cancelled` the session of `entry` received."""
     found = journal.entries("cancel_notification", pid=entry["pid"], session=entry["session"])
     return [str(notice["request_id"]) for notice in found]
+
+
+async def assert_closing_cancels(http: aiohttp.ClientSession, url: str, journal: Journal, tag: str) -> JsonObject:
+    """Close the response stream of a running `slow` call: the legacy server must see exactly its
+    `notifications/cancelled` and stop the tool. Returns the journal's `slow_cancelled` entry."""
+    poster = poster_for(http, url, tag)
+    arguments = {"steps": 100, "interval": 0.05, "tag": tag}
+    stream = await SseStream.open(poster, TOOLS_CALL, call("slow", arguments, **{META_PROGRESS_TOKEN: f"{tag}-slow"}),
+                                  request_id=tag)
+    assert await stream.message() == progress(f"{tag}-slow", 1, 100, f"{tag} 1")
+    await stream.close()
+    (cancelled,) = await journal.wait_for("slow_cancelled", tag=tag)
+    (started,) = journal.entries("slow_started", tag=tag)
+    assert str(cancelled["request_id"]) == str(started["request_id"])
+    assert cancel_notices(journal, started) == [str(started["request_id"])]
+    assert journal.entries("slow_finished", tag=tag) == []
+    return cancelled
 
 
 def logged(process: PeerProcess, event: str, **match: Any) -> list[JsonObject]:

@@ -40,6 +40,7 @@ from .streams_helpers import (
     Journal,
     SseStream,
     acknowledgement,
+    assert_closing_cancels,
     call,
     cancel_notices,
     in_process_bridge,
@@ -176,17 +177,7 @@ async def test_closing_the_stream_cancels_the_legacy_call(
     streams: Bridged, journal: Journal, http: aiohttp.ClientSession
 ) -> None:
     """A client closing its response stream makes the bridge send notifications/cancelled for the legacy call."""
-    poster = poster_for(http, streams.url, "cancel-http")
-    arguments = {"steps": 100, "interval": 0.1, "tag": "cancel-http"}
-    stream = await SseStream.open(poster, TOOLS_CALL, call("slow", arguments, **{META_PROGRESS_TOKEN: "slow"}),
-                                  request_id="cancel-http")
-    assert await stream.message() == progress("slow", 1, 100, "cancel-http 1")
-    await stream.close()
-    (cancelled,) = await journal.wait_for("slow_cancelled", tag="cancel-http")
-    (started,) = journal.entries("slow_started", tag="cancel-http")
-    assert str(cancelled["request_id"]) == str(started["request_id"])
-    assert cancel_notices(journal, started) == [str(started["request_id"])]
-    assert journal.entries("slow_finished", tag="cancel-http") == []
+    await assert_closing_cancels(http, streams.url, journal, "cancel-http")
     await wait_logged(streams.bridge, "front_request_finished", request_id="cancel-http", cancelled=True)
 
 

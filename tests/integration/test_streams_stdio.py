@@ -41,6 +41,7 @@ from .streams_helpers import (
     SseStream,
     StdioBridge,
     acknowledgement,
+    assert_closing_cancels,
     call,
     cancel_notices,
     cancelled,
@@ -251,16 +252,7 @@ async def test_stdio_upstream_sees_the_cancellation_of_a_closed_stream(
     stdio_upstream: PeerProcess, upstream_journal: Journal, http: aiohttp.ClientSession
 ) -> None:
     """Closing the response stream sends notifications/cancelled down the legacy process's stdin."""
-    poster = poster_for(http, stdio_upstream.url, "su-cancel")
-    arguments = {"steps": 100, "interval": 0.05, "tag": "su-cancel"}
-    stream = await SseStream.open(poster, TOOLS_CALL, call("slow", arguments, **{META_PROGRESS_TOKEN: "su-slow"}),
-                                  request_id="su-cancel")
-    assert await stream.message() == progress("su-slow", 1, 100, "su-cancel 1")
-    await stream.close()
-    (stopped,) = await upstream_journal.wait_for("slow_cancelled", tag="su-cancel")
-    assert cancel_notices(upstream_journal, stopped) == [str(stopped["request_id"])]
-    assert upstream_journal.entries("slow_finished", tag="su-cancel") == []
-
+    await assert_closing_cancels(http, stdio_upstream.url, upstream_journal, "su-cancel")
 
 async def test_stdio_upstream_listeners_filters_and_reference_counting(
     stdio_upstream: PeerProcess, upstream_journal: Journal, http: aiohttp.ClientSession

@@ -34,6 +34,7 @@ Tools (each takes a `tag` that labels its journal events):
 Usage:
     python tests/peers/interactive_server.py --port 8931 --state-dir DIR   # Streamable HTTP, 127.0.0.1
     python tests/peers/interactive_server.py --transport stdio --state-dir DIR
+    python tests/peers/interactive_server.py --transport sse --port 8931 --state-dir DIR   # HTTP+SSE
 """
 
 from __future__ import annotations
@@ -362,7 +363,7 @@ async def ask_resource(tag: str, ctx: Ctx) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--transport", choices=["http", "stdio"], default="http")
+    parser.add_argument("--transport", choices=["http", "sse", "stdio"], default="http")
     parser.add_argument("--port", type=int, default=8931, help="HTTP port (binds 127.0.0.1 only)")
     parser.add_argument("--state-dir", type=Path, help="journal and URL-visit markers (default: a new temp dir)")
     parser.add_argument("--log-level", default="WARNING")
@@ -375,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     mcp.settings.port = args.port
     mcp.settings.log_level = args.log_level.upper()
-    mcp.run("streamable-http")
+    mcp.run("sse" if args.transport == "sse" else "streamable-http")
     return 0
 
 

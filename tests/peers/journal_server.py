@@ -152,7 +152,7 @@ def whoami(ctx: Context) -> str:  # type: ignore[type-arg]
 def main(argv: list[str] | None = None) -> int:
     global JOURNAL
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--transport", choices=["http", "stdio"], default="http")
+    parser.add_argument("--transport", choices=["http", "sse", "stdio"], default="http")
     parser.add_argument("--port", type=int, default=8933, help="HTTP port (binds 127.0.0.1 only)")
     parser.add_argument("--journal", type=Path, help="append JSON lines here")
     parser.add_argument("--log-level", default="WARNING")
@@ -165,8 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     mcp.settings.port = args.port
     mcp.settings.log_level = args.log_level.upper()
-    mcp.run("streamable-http")
-    journal("stopped", transport="http")
+    mcp.run("sse" if args.transport == "sse" else "streamable-http")
+    journal("stopped", transport=args.transport)
     return 0
 
 

@@ -30,6 +30,7 @@ Tools:
 Usage:
     python tests/peers/streams_server.py --port 8931 [--journal FILE]   # Streamable HTTP, 127.0.0.1
     python tests/peers/streams_server.py --transport stdio [--journal FILE] [--single-life MARKER]
+    python tests/peers/streams_server.py --transport sse --port 8931 [--journal FILE]   # HTTP+SSE
 """
 
 from __future__ import annotations
@@ -261,7 +262,7 @@ mcp._mcp_server.get_capabilities = _capabilities  # type: ignore[method-assign]
 def main(argv: list[str] | None = None) -> int:
     global JOURNAL_FILE
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--transport", choices=["http", "stdio"], default="http")
+    parser.add_argument("--transport", choices=["http", "sse", "stdio"], default="http")
     parser.add_argument("--port", type=int, default=8931, help="HTTP port (binds 127.0.0.1 only)")
     parser.add_argument("--journal", type=Path, help="also append every journal entry to this file (JSON lines)")
     parser.add_argument("--single-life", type=Path, metavar="MARKER",
@@ -280,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     mcp.settings.port = args.port
     mcp.settings.log_level = "WARNING"
-    mcp.run("streamable-http")
+    mcp.run("sse" if args.transport == "sse" else "streamable-http")
     return 0
 
 

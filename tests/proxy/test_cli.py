@@ -40,6 +40,7 @@ def test_serve_help_explains_every_flag_and_its_other_sources() -> None:
     text = commands.choices["serve"].format_help()
     for flag, variable, key in [
         ("--upstream URL", "MRTR_BRIDGE_UPSTREAM_URL", "upstream.url"),
+        ("--upstream-transport", "MRTR_BRIDGE_UPSTREAM_TRANSPORT", "upstream.transport"),
         ("--listen HOST:PORT", "MRTR_BRIDGE_FRONT_LISTEN", "front.listen"),
         ("--config FILE", "MRTR_BRIDGE_CONFIG", None),
         ("--log-level", "MRTR_BRIDGE_LOG_LEVEL", "log.level"),
@@ -58,12 +59,14 @@ def test_top_level_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -
 
 def test_flags_map_to_dotted_settings() -> None:
     """Each serve flag overrides exactly its setting; absent flags override nothing."""
-    args = build_parser().parse_args(["serve", "--upstream", "http://u/mcp", "--log-level", "debug"])
+    args = build_parser().parse_args(["serve", "--upstream", "http://u/mcp", "--log-level", "debug",
+                                      "--upstream-transport", "sse"])
     assert overrides_from(args) == {"upstream.url": "http://u/mcp", "upstream.command": None, "upstream.cwd": None,
-                                    "front.listen": None, "log.level": "debug", "log.format": None}
+                                    "upstream.transport": "sse", "front.listen": None, "log.level": "debug",
+                                    "log.format": None}
     settings = load_settings(None, {"MRTR_BRIDGE_FRONT_LISTEN": "127.0.0.1:9"}, overrides_from(args))
     assert (settings.upstream.url, settings.front.listen) == ("http://u/mcp", "127.0.0.1:9")
-    assert settings.log.level == "debug"
+    assert (settings.log.level, settings.upstream.transport) == ("debug", "sse")
 
 
 def test_keygen_prints_a_usable_key_for_file_and_environment(tmp_path: Path) -> None:

@@ -207,7 +207,7 @@ async def test_upstream_sessions_per_principal_limit(upstream: JournalPeer) -> N
 
 async def test_upstream_sessions_total_limit(upstream: JournalPeer) -> None:
     """Past upstream.max_sessions a new caller is refused while everyone else's work completes."""
-    settings = bridge_settings(upstream.url, upstream={"max_sessions": 3})
+    settings = bridge_settings(upstream.url, upstream={"max_sessions": 3, "session_wait_s": 0})
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         alice, carol = bridge.poster(ALICE), bridge.poster(CAROL)
         mine = await start_held(alice, "ask", tag="alice-pool")

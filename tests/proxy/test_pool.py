@@ -170,11 +170,15 @@ async def test_per_principal_limit_evicts_idle_then_refuses(
 
 async def test_total_limit_refuses_when_nothing_is_idle(make_pool: Callable[..., UpstreamPool]) -> None:
     """At max_sessions with every session busy, a new key gets LimitExceeded naming upstream.max_sessions."""
-    pool = make_pool(max_sessions=1)
+    pool = make_pool(max_sessions=1, session_wait_s=0)
     await lease(pool, exclusive=True)
     with pytest.raises(LimitExceeded) as info:
         await lease(pool, SessionKey("bob", KEY.fingerprint))
     assert info.value.data["limit"] == "upstream.max_sessions"
+    assert info.value.message == (
+        "The bridge already has 1 upstream sessions in use (upstream.max_sessions), 1 of them held by interactive"
+        " calls; none became free within 0 s (upstream.session_wait_s); retry later"
+    )
 
 
 async def test_idle_sessions_are_reaped(make_pool: Callable[..., UpstreamPool], fake: FakeLegacy) -> None:
@@ -324,3 +328,53 @@ async def test_aclose_closes_every_session(make_pool: Callable[..., UpstreamPool
     await one.release()
     with pytest.raises(UpstreamUnavailable, match="shutting down"):
         await lease(pool)
+
+
+async def test_one_session_scripted_shared_and_exclusive_leases_never_deadlock(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    """max_sessions = 1: shared leases join the exclusive holder, a second exclusive lease and another
+    key queue, and each gets the session as soon as the leases before it are released."""
+    pool = make_pool(max_sessions=1, session_wait_s=5)
+    shared = await lease(pool)
+    first = await lease(pool, exclusive=True)
+    assert first.session is shared.session
+    second = asyncio.create_task(lease(pool, exclusive=True))
+    bob = asyncio.create_task(lease(pool, SessionKey("bob", KEY.fingerprint)))
+    await asyncio.sleep(0.1)
+    assert not second.done() and not bob.done()
+    joined = await lease(pool)  # another shared lease joins the exclusive holder at once
+    assert joined.session is first.session
+    await first.release()
+    after = await second
+    assert after.session is shared.session
+    for alice_lease in (after, joined):
+        await alice_lease.release()
+        await asyncio.sleep(0.05)
+        assert not bob.done()  # alice's session is still in use
+    await shared.release()
+    bob_lease = await bob
+    assert bob_lease.key.principal == "bob" and bob_lease.session is not shared.session
+    assert not shared.session.is_alive  # evicted to make room
+    assert (pool.stats().created_total, pool.stats().sessions_open) == (2, 1)
+    assert fake.deleted == ["sess-1"]
+
+
+async def test_one_session_waiting_is_bounded_and_a_cancelled_waiter_leaves_no_trace(
+    make_pool: Callable[..., UpstreamPool]
+) -> None:
+    """A lease that cannot get the only session fails after session_wait_s; a cancelled waiter is gone."""
+    pool = make_pool(max_sessions=1, session_wait_s=0.2)
+    held = await lease(pool, exclusive=True)
+    with pytest.raises(LimitExceeded) as info:
+        await lease(pool, exclusive=True)
+    assert info.value.data["limit"] == "upstream.max_sessions"
+    assert "none became free within 0.2 s (upstream.session_wait_s)" in info.value.message
+    waiter = asyncio.create_task(lease(pool, SessionKey("bob", KEY.fingerprint)))
+    await asyncio.sleep(0.05)
+    waiter.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await waiter
+    await held.release()
+    assert (await lease(pool, SessionKey("bob", KEY.fingerprint))).session is not held.session
+    assert pool.stats().sessions_open == 1

@@ -1,0 +1,122 @@
+"""Which HTTP transport an upstream URL speaks: Streamable HTTP, the old HTTP+SSE, or detected.
+
+`upstream.transport = "auto"` follows the backwards-compatibility rule of the 2025-03-26 transports
+page: POST `initialize` to the URL; if that fails with an HTTP 4xx, GET the URL and expect an SSE
+stream whose first event is `endpoint` (the HTTP+SSE transport). 401 and 403 are not taken as
+"wrong transport": they mean credentials, and the caller must see them as they are. The detected
+transport is remembered for the pool's lifetime and detected anew when a session fails to open
+with it. `streamable-http` or `sse` skips detection.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final, Literal
+
+import aiohttp
+import structlog
+
+from config.settings import UpstreamSettings
+from proxy.upstream.base import InboundHandler, JsonObject, PooledSession
+from proxy.upstream.errors import safe_url
+from proxy.upstream.http import HttpUpstreamSession
+from proxy.upstream.http_channel import UpstreamRefused
+from proxy.upstream.sse import SseUpstreamSession
+from translators.errors import UpstreamFault, UpstreamProtocolError, UpstreamUnavailable
+from translators.revisions import UnsupportedUpstreamVersion
+
+_log = structlog.get_logger(__name__)
+
+HttpTransportName = Literal["streamable-http", "sse"]
+STREAMABLE: Final[HttpTransportName] = "streamable-http"
+SSE: Final[HttpTransportName] = "sse"
+NOT_DETECTED: Final = "auto (not detected yet)"
+_CREDENTIAL_STATUSES: Final = frozenset({401, 403})
+
+
+class HttpTransport:
+    """The pool's `SessionOpener` for `upstream.url`, and its `TransportInfo`."""
+
+    def __init__(self, client: aiohttp.ClientSession, settings: UpstreamSettings) -> None:
+        if settings.url is None:
+            raise UpstreamUnavailable("No upstream is configured (upstream.url or upstream.command)")
+        self._client = client
+        self._url = settings.url
+        self._settings = settings
+        self._auto = settings.transport == "auto"
+        self._chosen: HttpTransportName | None = {"sse": SSE, "streamable-http": STREAMABLE}.get(settings.transport)
+
+    @property
+    def name(self) -> str:
+        return self._chosen or NOT_DETECTED
+
+    @property
+    def streams_per_call(self) -> bool:
+        return self._chosen == STREAMABLE
+
+    async def __call__(
+        self, capabilities: JsonObject, headers: Mapping[str, str], on_unrelated: InboundHandler
+    ) -> PooledSession:
+        if self._chosen is None:
+            return await self._detect(capabilities, headers, on_unrelated)
+        if not self._auto:
+            return await self._open(self._chosen, capabilities, headers, on_unrelated)
+        try:
+            return await self._open(self._chosen, capabilities, headers, on_unrelated)
+        except UpstreamFault as exc:
+            _log.info("upstream_transport_redetecting", was=self._chosen, error=exc.message)
+            self._chosen = None
+            return await self._detect(capabilities, headers, on_unrelated)
+
+    async def _detect(
+        self, capabilities: JsonObject, headers: Mapping[str, str], on_unrelated: InboundHandler
+    ) -> PooledSession:
+        try:
+            session = await self._open(STREAMABLE, capabilities, headers, on_unrelated)
+        except UnsupportedUpstreamVersion:
+            self._remember(STREAMABLE)  # it answered initialize: the transport is right, the revision is not
+            raise
+        except UpstreamRefused as refused:
+            if refused.status in _CREDENTIAL_STATUSES:
+                raise
+            return await self._fall_back(refused, capabilities, headers, on_unrelated)
+        self._remember(STREAMABLE)
+        return session
+
+    async def _fall_back(
+        self, refused: UpstreamRefused, capabilities: JsonObject, headers: Mapping[str, str],
+        on_unrelated: InboundHandler,
+    ) -> PooledSession:
+        """After a 4xx to `POST initialize`: the HTTP+SSE transport, or an error naming both attempts."""
+        try:
+            session = await self._open(SSE, capabilities, headers, on_unrelated)
+        except UnsupportedUpstreamVersion:
+            self._remember(SSE)
+            raise
+        except UpstreamFault as exc:
+            raise UpstreamProtocolError(
+                f"Upstream {safe_url(self._url)} speaks neither MCP HTTP transport (upstream.transport = auto):"
+                f" Streamable HTTP: {refused.message}; HTTP+SSE: {exc.message}",
+                {"upstream": safe_url(self._url)},
+            ) from exc
+        self._remember(SSE)
+        return session
+
+    def _remember(self, name: HttpTransportName) -> None:
+        if self._chosen != name:
+            _log.info("upstream_transport_detected", transport=name, upstream=safe_url(self._url))
+        self._chosen = name
+
+    async def _open(
+        self,
+        name: HttpTransportName,
+        capabilities: JsonObject,
+        headers: Mapping[str, str],
+        on_unrelated: InboundHandler,
+    ) -> PooledSession:
+        kind = SseUpstreamSession if name == SSE else HttpUpstreamSession
+        return await kind.open(self._client, self._url, capabilities, headers=headers, on_unrelated=on_unrelated,
+                               settings=self._settings)
+
+
+__all__ = ["NOT_DETECTED", "SSE", "STREAMABLE", "HttpTransport"]
