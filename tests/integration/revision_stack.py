@@ -24,7 +24,7 @@ from .harness import PEERS_DIR, REPO_ROOT, PeerProcess, Peers, PeerStartError, b
 from .wire_records import WireLog, messages, used_sessions
 
 REVISIONS = ("2025-06-18", "2025-03-26", "2024-11-05")
-TRANSPORTS = ("streamable-http", "stdio")
+TRANSPORTS = ("streamable-http", "stdio", "sse")
 SERVER = PEERS_DIR / "revision_server.py"
 RELAY = PEERS_DIR / "recording_relay.py"
 TEE = PEERS_DIR / "stdio_tee.py"

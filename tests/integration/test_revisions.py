@@ -1,5 +1,6 @@
 """Older legacy servers through the bridge: `mcp` 1.12 (2025-06-18), 1.9 (2025-03-26) and 1.8 (2024-11-05),
-each over Streamable HTTP and stdio, driven by the real modern `mcp` 2.x client.
+each over Streamable HTTP, stdio and the HTTP+SSE transport (`upstream.transport = "sse"`), driven by the
+real modern `mcp` 2.x client.
 
 One stack per (revision, transport), shared by the tests of that parameter (`revision_stack.py`): the
 server from `.venv-<revision>`, the bridge, a recording relay on each side of it (a tee for stdio).
