@@ -2,7 +2,7 @@
 #
 #   make test         ruff + mypy + pytest (unit, proxy, integration)
 #   make run          legacy demo server on 127.0.0.1:8931 behind the bridge on 127.0.0.1:8080
-#   make conformance  the official MCP conformance suite through the bridge (docs/conformance.md)
+#   make conformance  the official MCP conformance suite through the bridge (docs/conformance*.md)
 #   make bench        benchmarks (bench/run.py -> bench/results/)
 #   make lint         ruff + mypy only
 #   make clean        caches and run output; `make distclean` also drops .venv* and .tools
@@ -114,8 +114,11 @@ run: venv
 	printf '%s\n' "$$RUN_BANNER"; \
 	$(BIN)/mrtr-bridge serve --upstream http://127.0.0.1:$(DEMO_PORT)/mcp --listen $(BRIDGE_LISTEN)
 
+# The 2026-07-28 suite through the bridge, in front of the fixture as a 2025-11-25 server and as a
+# 2025-06-18 one (mcp 1.12.4); UPSTREAM=stdio runs both over stdio. Reports: .conformance-results/.
 conformance: venv
 	tests/conformance/run.sh
+	REVISION=2025-06-18 OUTDIR=$(CURDIR)/.conformance-results/2025-06-18 tests/conformance/run.sh
 
 bench: venv
 	$(BIN)/python bench/run.py
