@@ -45,6 +45,7 @@ class RevisionStack:
 
     revision: str
     transport: str
+    peers: Peers
     bridge: PeerProcess
     front: PeerProcess
     upstream_log: WireLog
@@ -108,4 +109,4 @@ def start_stack(peers: Peers, revision: str, transport: str, directory: Path) ->
         path, extra = ("/sse", {"upstream": {"transport": "sse"}}) if transport == "sse" else ("/mcp", {})
         bridge = peers.bridge(f"http://127.0.0.1:{relay.port}{path}", env=bridge_env(extra))
     front = _relay(peers, "relay-front", bridge.port, front_log)
-    return RevisionStack(revision, transport, bridge, front, WireLog(upstream_log), WireLog(front_log), journal)
+    return RevisionStack(revision, transport, peers, bridge, front, WireLog(upstream_log), WireLog(front_log), journal)
