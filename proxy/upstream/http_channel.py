@@ -59,6 +59,11 @@ class HttpChannel:
         self.batches = False  # whether the session's revision lets a stream event carry a batch
         self.generation = 0
 
+    @property
+    def url(self) -> str:
+        """Where requests go: the configured URL, or where a same-origin redirect pointed."""
+        return self._url
+
     def begin_generation(self) -> None:
         """Forget the session id and version before a (re-)initialize."""
         self.generation += 1

@@ -12,6 +12,9 @@ from fake_legacy import FakeCall, FakeLegacy, text_result
 from structlog.testing import capture_logs
 from test_upstream_http import Inbox, ServerFactory, call_tool, open_session
 
+from config.settings import UpstreamSettings
+from proxy.upstream.transport import HttpTransport
+
 PROGRESS = "notifications/progress"
 
 
@@ -54,26 +57,31 @@ async def test_progress_on_the_get_stream_reaches_the_call_with_that_token(
         await session.aclose()
 
 
-async def test_a_307_to_the_slash_path_is_followed_once_then_remembered(
-    aiohttp_server: ServerFactory, client: aiohttp.ClientSession
-) -> None:
-    """Like FastMCP on mcp 1.8/1.9: POST /mcp answers 307 -> /mcp/. The body and method survive the redirect, and
-    later requests go straight to /mcp/."""
-    fake, redirected = FakeLegacy(), []
-
-    async def echo(call: FakeCall) -> dict[str, Any]:
-        return text_result(str(call.arguments["text"]))
+def redirecting(fake: FakeLegacy, redirected: list[str]) -> web.Application:
+    """Like FastMCP on mcp 1.8/1.9: `/mcp` answers 307 -> `/mcp/`, where `fake` serves."""
 
     async def redirect(request: web.Request) -> web.Response:
         redirected.append(request.method)
         raise web.HTTPTemporaryRedirect("/mcp/")
 
-    fake.tools["echo"] = echo
     app = web.Application()
     app.router.add_route("*", "/mcp", redirect)
     app.router.add_route("*", "/mcp/", fake._handle)
     app.on_shutdown.append(fake._shutdown)
-    server = await aiohttp_server(app)
+    return app
+
+
+async def test_a_307_to_the_slash_path_is_followed_once_then_remembered(
+    aiohttp_server: ServerFactory, client: aiohttp.ClientSession
+) -> None:
+    """The body and method survive the redirect, and later requests go straight to /mcp/."""
+    fake, redirected = FakeLegacy(), []
+
+    async def echo(call: FakeCall) -> dict[str, Any]:
+        return text_result(str(call.arguments["text"]))
+
+    fake.tools["echo"] = echo
+    server = await aiohttp_server(redirecting(fake, redirected))
     with capture_logs() as logs:
         session = await open_session(client, str(server.make_url("/mcp")))
         try:
@@ -86,3 +94,19 @@ async def test_a_307_to_the_slash_path_is_followed_once_then_remembered(
     assert fake.deleted and [verb for verb, _, _ in fake.requests].count("GET") >= 1
     (moved,) = [entry for entry in logs if entry["event"] == "upstream_url_redirected"]
     assert moved["to"] == str(server.make_url("/mcp/"))
+
+
+async def test_the_redirect_target_is_kept_for_later_sessions(
+    aiohttp_server: ServerFactory, client: aiohttp.ClientSession
+) -> None:
+    """The transport opens later sessions at the redirect target: one redirect per bridge, not per session."""
+    fake, redirected = FakeLegacy(), []
+    server = await aiohttp_server(redirecting(fake, redirected))
+    settings = UpstreamSettings(url=str(server.make_url("/mcp")), transport="streamable-http",
+                                init_timeout_s=2.0, connect_timeout_s=1.0)  # fmt: skip
+    transport = HttpTransport(client, settings)
+    sessions = [await transport({}, {}, Inbox()) for _ in range(2)]
+    for session in sessions:
+        await session.aclose()
+    assert redirected == ["POST"]
+    assert fake.rpc_methods().count("initialize") == 2 and len(fake.deleted) == 2
