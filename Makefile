@@ -13,6 +13,7 @@
 #   .venv-legacy  mcp 1.x, for the legacy servers in tests/peers/
 #   .venv-<rev>   an older mcp 1.x that negotiates <rev> (2024-11-05, 2025-03-26, 2025-06-18),
 #                 for tests/peers/revision_server.py (tests/peers/requirements-<rev>.txt)
+# and the TypeScript SDK test servers are installed with npm into .tools/ts-peers/ (`make ts-peers`).
 # A stamp file inside each records the install; an existing venv without a stamp is adopted
 # when it already satisfies its requirements (.ci/venv_satisfied.py), else reinstalled.
 
@@ -35,7 +36,7 @@ DEMO_PORT ?= 8931
 BRIDGE_LISTEN ?= 127.0.0.1:8080
 RUN_DIR := .run
 
-.PHONY: help venv test lint pytest run conformance bench clean distclean
+.PHONY: help venv ts-peers test lint pytest run conformance bench clean distclean
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -67,11 +68,37 @@ $(LEGACY_STAMP): $(LEGACY_REQUIREMENTS)
 
 venv: $(VENV_STAMP) $(LEGACY_STAMP) $(REVISION_STAMPS)
 
+# TypeScript SDK servers of old releases for the integration tests (tests/peers/ts_sdk_server.cjs):
+# one folder per exact SDK version (a caret range would pull in the newest 1.x), each stamped.
+# 1.12.3 speaks 2025-03-26, 1.13.3 speaks 2025-06-18. Needs npm (and node) once.
+TS_SDK_VERSIONS := 1.12.3 1.13.3
+TS_PEERS := .tools/ts-peers
+TS_STAMPS := $(foreach version,$(TS_SDK_VERSIONS),$(TS_PEERS)/sdk-$(version)/.mrtr-installed)
+
+$(TS_PEERS)/sdk-%/.mrtr-installed:
+	@command -v npm >/dev/null || { echo "npm is needed once, to install @modelcontextprotocol/sdk@$* for the tests" >&2; exit 1; }
+	npm install --prefix $(TS_PEERS)/sdk-$* --no-audit --no-fund --loglevel=error --save-exact "@modelcontextprotocol/sdk@$*"
+	@touch $@
+
+# server-everything 2025.5.12, which works with one upstream session at a time, pinned to SDK 1.12.3
+# by npm overrides (tests/peers/server-everything/package.json).
+EVERYTHING_DIR := $(TS_PEERS)/everything-2025.5.12
+EVERYTHING_STAMP := $(EVERYTHING_DIR)/.mrtr-installed
+
+$(EVERYTHING_STAMP): tests/peers/server-everything/package.json
+	@command -v npm >/dev/null || { echo "npm is needed once, to install server-everything for the tests" >&2; exit 1; }
+	mkdir -p $(EVERYTHING_DIR)
+	cp tests/peers/server-everything/package.json $(EVERYTHING_DIR)/package.json
+	npm install --prefix $(EVERYTHING_DIR) --no-audit --no-fund --loglevel=error
+	@touch $@
+
+ts-peers: $(TS_STAMPS) $(EVERYTHING_STAMP)
+
 lint: $(VENV_STAMP)
 	$(BIN)/ruff check --extend-exclude '$(LEGACY_VENV),.venv-*,.tools,.conformance-results,$(RUN_DIR)' .
 	$(BIN)/mypy
 
-pytest: venv
+pytest: venv ts-peers
 	$(BIN)/pytest -q
 
 test: lint pytest

@@ -156,10 +156,15 @@ async def iter_stream_events(response: aiohttp.ClientResponse, cursor: StreamCur
         cursor.absorb(decoder)
 
 
+def event_elements(data: str, *, batches: bool) -> list[Any]:
+    """The decoded values one `message` event's data carries: itself, or where the revision has
+    `batches`, each element of an array in order (`UpstreamProtocolError` if it is not JSON)."""
+    return batch_elements(_parse_json(data), batches=batches)
+
+
 def event_messages(data: str, *, batches: bool) -> list[JsonObject]:
-    """The JSON-RPC messages of one `message` event's data: one, or where the revision has `batches`,
-    each element of an array in order; `UpstreamProtocolError` if any is not a message."""
-    return [as_message(element) for element in batch_elements(_parse_json(data), batches=batches)]
+    """`event_elements` as JSON-RPC messages; `UpstreamProtocolError` if any is not a message."""
+    return [as_message(element) for element in event_elements(data, batches=batches)]
 
 
 async def iter_stream_messages(
@@ -223,6 +228,7 @@ __all__ = [
     "build_headers",
     "client_info",
     "drain",
+    "event_elements",
     "event_messages",
     "is_json",
     "is_notification",

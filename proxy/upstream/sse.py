@@ -33,8 +33,9 @@ from proxy.upstream.http_channel import HttpChannel, TaskSet, UpstreamRefused
 from proxy.upstream.http_wire import (
     SSE_TYPE,
     StreamCursor,
+    as_message,
     client_info,
-    event_messages,
+    event_elements,
     is_request,
     is_response,
     iter_stream_events,
@@ -231,16 +232,26 @@ class SseUpstreamSession:
         if event == ENDPOINT_EVENT and not self._endpoint.done():
             self._endpoint.set_result(resolve_endpoint(self._url, data))
         elif event == MESSAGE_EVENT and data.strip() and self._endpoint.done():
-            batches = self._revision is not None and self._revision.batches
-            try:
-                messages = event_messages(data, batches=batches)
-            except UpstreamProtocolError as exc:
-                self._log.warning("upstream_message_ignored", reason=exc.message)
-                return
-            for message in messages:
-                self._receive(message)
+            self._on_message_event(data)
         else:
             self._log.debug("upstream_sse_event_ignored", sse_event=event[:40])
+
+    def _on_message_event(self, data: str) -> None:
+        """Each message of the event (each element of a 2025-03-26 batch), in order, as if it came
+        alone: one that is not a JSON-RPC message is logged and skipped, like a lone one."""
+        batches = self._revision is not None and self._revision.batches
+        try:
+            elements = event_elements(data, batches=batches)
+        except UpstreamProtocolError as exc:
+            self._log.warning("upstream_message_ignored", reason=exc.message)
+            return
+        for element in elements:
+            try:
+                message = as_message(element)
+            except UpstreamProtocolError as exc:
+                self._log.warning("upstream_message_ignored", reason=exc.message)
+                continue
+            self._receive(message)
 
     def _receive(self, message: JsonObject) -> None:
         if is_response(message):

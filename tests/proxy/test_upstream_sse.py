@@ -228,3 +228,31 @@ async def test_an_explicit_transport_is_never_detected(fake: FakeSse, url: str, 
 
 async def _status(status: int) -> web.Response:
     return web.Response(status=status)
+
+
+@pytest.mark.parametrize(("revision", "delivered"), [("2025-03-26", 2), ("2025-11-25", 0)])
+async def test_a_batch_on_the_stream_is_split_only_where_the_revision_has_batches(
+    aiohttp_server: ServerFactory, client: aiohttp.ClientSession, revision: str, delivered: int
+) -> None:
+    """At 2025-03-26 each element of an array event is handled in order as if it came alone (an element
+    that is not a message is skipped like a lone one); in a revision without batches the array is one
+    invalid message, ignored."""
+    fake = FakeSse(protocol_version=revision)
+    one = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "one"}}
+    two = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "two"}}
+    batch: list[Any] = [one, {"not": "a message"}, two]
+
+    async def burst(session: FakeSseSession, request_id: Any) -> dict[str, Any]:
+        session.send(batch)
+        return {"content": []}
+
+    fake.tools["burst"] = burst
+    url = str((await aiohttp_server(fake.app)).make_url("/sse"))
+    seen: list[Inbound] = []
+    async with asyncio.timeout(T):
+        session = await open_session(client, url, seen)
+        assert await session.start("tools/call", {"name": "burst"}, headers={}, on_inbound=None).result() == {
+            "content": []}
+    assert [inbound.message for inbound in seen] == [one, two][:delivered]
+    assert session.revision.version == revision and session.is_alive
+    await session.aclose()

@@ -6,7 +6,9 @@ the modern schema."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -333,3 +335,18 @@ def test_batch_lines_split_only_where_the_revision_has_batches(version: str, lin
 
 def test_only_2025_03_26_has_batches() -> None:
     assert [v for v in SUPPORTED if R[v].batches] == ["2025-03-26"]
+
+
+def test_docs_table_matches_the_revision_table() -> None:
+    """docs/revisions.md lists every feature of the table with each revision's value."""
+    text = (Path(__file__).resolve().parents[2] / "docs" / "revisions.md").read_text(encoding="utf-8")
+    documented: dict[str, list[bool]] = {}
+    for line in text.splitlines():
+        found = re.match(r"^\| [^|]*\(`([a-z_]+)`\) \|(.*)\|$", line)
+        if found:
+            cells = [cell.strip() for cell in found.group(2).split("|")]
+            documented[found.group(1)] = [cell.startswith("yes") for cell in cells]
+    features = [f.name for f in dataclasses.fields(Revision) if f.name != "version"]
+    assert sorted(documented) == sorted(features)
+    for name in features:
+        assert documented[name] == [getattr(R[v], name) for v in SUPPORTED], name
