@@ -53,9 +53,25 @@ def test_a_valid_exchange_has_no_problems(revision: str) -> None:
         ("2024-11-05", {"tasks": {}}, "'tasks' was unexpected"),
     ],
 )
-def test_a_capability_the_revision_lacks_is_a_problem(revision: str, capabilities: Any, expected: str) -> None:
-    (problem,) = upstream_problems([sent(initialize(capabilities))], revision)
-    assert problem.endswith(f"params/capabilities: Additional properties are not allowed ({expected})")
+def test_a_capability_the_revision_lacks_is_a_problem_on_a_used_session(
+    revision: str, capabilities: Any, expected: str
+) -> None:
+    used = [sent(initialize(capabilities)), sent({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})]
+    (problem,) = upstream_problems(used, revision)
+    assert problem == (f"[POST /mcp session s1] initialize: {revision} capabilities: <root>: "
+                       f"Additional properties are not allowed ({expected})")  # fmt: skip
+
+
+def test_a_first_session_shaped_for_2025_11_25_and_closed_unused_is_no_problem() -> None:
+    """The opener's first initialize offers 2025-11-25 with its capabilities; on an older answer that session is
+    closed before any request, so only the offered revision's schema applies to it."""
+    first = initialize({"elicitation": {"form": {}, "url": {}}, "sampling": {}})
+    assert upstream_problems([sent(first), sent({"jsonrpc": "2.0", "method": "notifications/initialized"})],
+                             "2024-11-05") == []  # fmt: skip
+    garbled = initialize({"elicitation": "yes"})
+    assert upstream_problems([sent(garbled)], "2024-11-05") == [
+        "[POST /mcp session s1] initialize: params/capabilities/elicitation: 'yes' is not of type 'object'"
+    ]
 
 
 def test_a_multi_select_answer_is_a_problem_at_2025_06_18() -> None:
