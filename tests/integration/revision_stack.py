@@ -85,11 +85,17 @@ class RevisionStack:
         ]  # fmt: skip
 
 
-def _relay(peers: Peers, name: str, target_port: int, record: Path) -> PeerProcess:
+def recording_relay(peers: Peers, name: str, target_port: int, record: Path) -> PeerProcess:
+    """`recording_relay.py` on a free port, forwarding to 127.0.0.1:`target_port`, recording into `record`."""
     port = free_port()
     argv = [sys.executable, str(RELAY), "--port", str(port), "--upstream", f"http://127.0.0.1:{target_port}",
             "--record", str(record)]  # fmt: skip
     return peers.start(name, argv, port)
+
+
+def tee_command(record: Path, argv: list[str]) -> str:
+    """The command line that runs the stdio server `argv` under `stdio_tee.py`, recording into `record`."""
+    return shlex.join([sys.executable, str(TEE), "--record", str(record), "--", *argv])
 
 
 def start_stack(peers: Peers, revision: str, transport: str, directory: Path) -> RevisionStack:
@@ -98,15 +104,14 @@ def start_stack(peers: Peers, revision: str, transport: str, directory: Path) ->
     upstream_log, front_log, journal = (directory / name for name in ("upstream.jsonl", "front.jsonl", "journal.jsonl"))
     server_args = [str(SERVER), "--journal", str(journal)]
     if transport == "stdio":
-        tee = [sys.executable, str(TEE), "--record", str(upstream_log), "--", str(python), *server_args]
-        command = shlex.join([*tee, "--transport", "stdio"])
+        command = tee_command(upstream_log, [str(python), *server_args, "--transport", "stdio"])
         bridge = peers.bridge(None, env=bridge_env({"upstream": {"command": command}}))
     else:
         port = free_port()
         wire = "sse" if transport == "sse" else "http"
         peers.start(f"server-{revision}", [str(python), *server_args, "--transport", wire, "--port", str(port)], port)
-        relay = _relay(peers, "relay-upstream", port, upstream_log)
+        relay = recording_relay(peers, "relay-upstream", port, upstream_log)
         path, extra = ("/sse", {"upstream": {"transport": "sse"}}) if transport == "sse" else ("/mcp", {})
         bridge = peers.bridge(f"http://127.0.0.1:{relay.port}{path}", env=bridge_env(extra))
-    front = _relay(peers, "relay-front", bridge.port, front_log)
+    front = recording_relay(peers, "relay-front", bridge.port, front_log)
     return RevisionStack(revision, transport, peers, bridge, front, WireLog(upstream_log), WireLog(front_log), journal)

@@ -9,7 +9,8 @@ numbers the HTTP exchange (a request and its answer share it), `version` is the 
 `MCP-Protocol-Version` header (or null); `dir` is `"sent"` for
 a message in a request body (client to server) and `"received"` for one in the answer (a JSON body,
 or each `data:` of an SSE stream, as it streams); `session` is the `Mcp-Session-Id` of the exchange,
-or the `session_id` query parameter of the HTTP+SSE transport (its `endpoint` event names it);
+or the `session_id` (Python SDK) / `sessionId` (TypeScript SDK) query parameter of the HTTP+SSE
+transport (its `endpoint` event names it);
 `message` is the parsed JSON (an object, or a list for a batch), or `{"raw": text}` when a body or
 `data:` is not JSON (the HTTP+SSE `endpoint` event).
 
@@ -83,14 +84,15 @@ class SseTap:
             return
         data = "\n".join(self._data)
         self._data = []
-        session = parse_qs(urlsplit(data).query).get("session_id") if data.startswith("/") else None
+        query = parse_qs(urlsplit(data).query) if data.startswith("/") else {}
+        session = query.get("session_id") or query.get("sessionId")
         if session:
             self._exchange["session"] = session[0]
         self._recorder.write("received", self._exchange, data)
 
 
 def _session_of(request: web.BaseRequest) -> str | None:
-    return request.headers.get(SESSION_HEADER) or (request.query.get("session_id") or None)
+    return request.headers.get(SESSION_HEADER) or request.query.get("session_id") or request.query.get("sessionId")
 
 
 def make_app(upstream: str, recorder: Recorder) -> web.Application:
