@@ -21,7 +21,7 @@ from proxy.upstream.base import Inbound, JsonObject, UpstreamCall, UpstreamSessi
 from proxy.upstream.pool import Lease
 from translators.canonical import as_object
 from translators.capabilities import elicitation_modes
-from translators.eras import META_PROGRESS_TOKEN
+from translators.eras import CANCELLED, META_PROGRESS_TOKEN
 from translators.errors import (
     BridgeError,
     CapacityExceeded,
@@ -199,7 +199,7 @@ class CallDriver:
         if message.get("method") in SESSION_WIDE:
             self._publish(self.principal, message)
             return
-        if message.get("method") == "notifications/cancelled":
+        if message.get("method") == CANCELLED:
             params = as_object(message.get("params"))
             self.feed(UpstreamPushCancelled(params.get("requestId", "")))
             return

@@ -18,6 +18,7 @@ from typing import Final, Literal
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
+from translators.eras import PROMPTS_GET, RESOURCES_READ, TOOLS_CALL
 from translators.errors import InvalidRequestState, RejectionReason
 
 PREFIX: Final = "v1."
@@ -26,7 +27,7 @@ KEY_SIZE: Final = 32
 MAX_TOKEN_LENGTH: Final = 300
 MAX_KID_LENGTH: Final = 16
 _AAD: Final = b"mrtr-bridge/requestState/v1|"
-_METHOD_CODES: Final[dict[str, int]] = {"tools/call": 1, "prompts/get": 2, "resources/read": 3}
+_METHOD_CODES: Final[dict[str, int]] = {TOOLS_CALL: 1, PROMPTS_GET: 2, RESOURCES_READ: 3}
 _METHODS_BY_CODE: Final = {v: k for k, v in _METHOD_CODES.items()}
 # continuation(16) round(H) principal(16) method(B) params(16) keys(8) expires_ms(Q) replica_len(B)
 _LAYOUT: Final = struct.Struct(">16sH16sB16s8sQB")

@@ -13,9 +13,10 @@ import structlog
 
 from proxy.routes.context import RouteContext
 from proxy.upstream.base import Inbound, JsonObject, UpstreamSession
+from translators.eras import TOOLS_LIST_CHANGED
 from translators.pushes import is_push, unowned_push_answer
 from translators.roots import is_roots_ask
-from translators.subscriptions import SESSION_WIDE, TOOLS_LIST_CHANGED
+from translators.subscriptions import SESSION_WIDE
 
 log = structlog.get_logger()
 

@@ -13,9 +13,8 @@ from proxy.upstream.base import Inbound, InboundHandler, JsonObject
 from proxy.upstream.http_call import HttpUpstreamCall, invoke_handler
 from proxy.upstream.http_channel import HttpChannel, SessionExpired, TaskSet
 from proxy.upstream.http_wire import SSE_TYPE, StreamCursor, is_request, is_response, iter_stream_messages
-from translators.eras import LEGACY_PING, META_PROGRESS_TOKEN
+from translators.eras import LEGACY_PING, META_PROGRESS_TOKEN, PROGRESS
 from translators.errors import UpstreamFault, UpstreamProtocolError
-from translators.notifications import PROGRESS
 
 MAX_GET_FAILURES: Final = 5  # consecutive GET-stream attempts that fail, or end soon bringing nothing
 HEALTHY_STREAM_S: Final = 5.0  # a GET stream open this long counts as healthy even if it brought nothing
