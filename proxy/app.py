@@ -26,21 +26,14 @@ from proxy.health import Readiness
 from proxy.keys import load_keyring
 from proxy.logs import scrub_aiohttp_server_logs
 from proxy.metrics import BridgeMetrics
-from proxy.upstream.base import (
-    STDIO,
-    STREAMABLE_HTTP,
-    InboundHandler,
-    JsonObject,
-    PooledSession,
-    SessionOpener,
-    TransportInfo,
-)
+from proxy.upstream.base import STDIO, STREAMABLE_HTTP, InboundHandler, PooledSession, SessionOpener, TransportInfo
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.stdio_children import ChildProcesses
 from proxy.upstream.stdio_spares import SpareProcesses
 from proxy.upstream.transport import HttpTransport
 from translators.errors import UpstreamUnavailable
+from translators.jsonrpc import JsonObject
 
 _log = structlog.get_logger("proxy.app")
 UPSTREAM_KEEPALIVE_S: Final = 4.0

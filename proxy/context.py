@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
-JsonObject = dict[str, Any]
+from translators.jsonrpc import JsonObject
 
 
 class NotificationSink(Protocol):

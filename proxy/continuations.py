@@ -10,10 +10,10 @@ import time
 from config.settings import HeldCallSettings
 from proxy.context import FrontRequest
 from proxy.held_calls import CallDriver, HeldCallRegistry
-from proxy.upstream.base import JsonObject
 from translators.canonical import digest
 from translators.errors import ClientLimitExceeded, InvalidRequestState, RejectionReason
 from translators.held_call import HeldCallState, ReplyInputRequired
+from translators.jsonrpc import JsonObject
 from translators.request_state import (
     NONCE_SIZE,
     KeyRing,

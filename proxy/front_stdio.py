@@ -26,11 +26,12 @@ from typing import Any, Final, Protocol
 import structlog
 
 from config.settings import FrontSettings, Settings
-from proxy.context import FrontRequest, JsonObject, NotificationSink
+from proxy.context import FrontRequest, NotificationSink
 from proxy.stopping import BridgeStop
 from translators.eras import CANCELLED, TRACE_META_KEYS
-from translators.errors import BridgeBug, BridgeError, InvalidRequest, to_error_response
+from translators.errors import BridgeBug, BridgeError, InvalidRequest
 from translators.inbound import check_envelope, decode_json, message_id, validate_request
+from translators.jsonrpc import JsonObject, to_error_response
 from translators.stdio_framing import FramingError, LineSplitter, frame
 
 log = structlog.get_logger(__name__)

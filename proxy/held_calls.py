@@ -17,7 +17,7 @@ import structlog
 
 from proxy.context import NotificationSink
 from proxy.tasks import TaskOwner
-from proxy.upstream.base import Inbound, JsonObject, UpstreamCall, UpstreamSession
+from proxy.upstream.base import Inbound, UpstreamCall, UpstreamSession
 from proxy.upstream.pool import Lease
 from translators.canonical import as_object
 from translators.capabilities import elicitation_modes
@@ -57,6 +57,7 @@ from translators.held_call import (
     UpstreamPushCancelled,
     UpstreamResultArrived,
 )
+from translators.jsonrpc import JsonObject
 from translators.notifications import route_notification
 from translators.pushes import PendingPush, PushAnswer, input_key, is_push, legacy_push_to_input_request
 from translators.roots import is_roots_ask

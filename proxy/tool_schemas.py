@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Final
 
-from proxy.upstream.base import JsonObject
 from proxy.upstream.pool import SessionKey
 from translators.canonical import as_object
+from translators.jsonrpc import JsonObject
 
 MAX_KEYS: Final = 1024
 

@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from translators.canonical import digest
+from translators.jsonrpc import JsonObject
 from translators.revisions import Revision
-
-JsonObject = dict[str, Any]
 
 _ELICITATION_MODES = ("form", "url")
 

@@ -52,9 +52,8 @@ from translators.held_call_events import (
     UpstreamPushCancelled,
     UpstreamResultArrived,
 )
+from translators.jsonrpc import JsonObject
 from translators.pushes import PendingPush, PushAnswer, input_response_to_legacy, refusal
-
-JsonObject = dict[str, Any]
 
 
 class HeldCallState(enum.Enum):

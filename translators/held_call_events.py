@@ -4,13 +4,10 @@ events are past-tense facts, actions are imperatives."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from translators.errors import BridgeError
+from translators.jsonrpc import JsonObject
 from translators.pushes import PendingPush, PushAnswer
-
-JsonObject = dict[str, Any]
-
 
 # ---- events (past-tense facts) -------------------------------------------------------------
 

@@ -43,8 +43,8 @@ from translators.header_values import (
     echo,
     x_mcp_header_problem,
 )
+from translators.jsonrpc import JsonObject
 
-JsonObject = dict[str, Any]
 RequestId = int | str
 
 PROTOCOL_VERSION_HEADER: Final = "mcp-protocol-version"

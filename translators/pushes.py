@@ -19,9 +19,9 @@ from translators.errors import (
     METHOD_NOT_FOUND,
     InvalidParams,
 )
+from translators.jsonrpc import JsonObject
 from translators.revisions import NEWEST, Revision
 
-JsonObject = dict[str, Any]
 MAX_KEY_LENGTH = 64
 
 

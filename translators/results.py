@@ -24,8 +24,7 @@ from translators.errors import (
     MISSING_CLIENT_CAPABILITY,
     RESERVED_RANGE,
 )
-
-JsonObject = dict[str, Any]
+from translators.jsonrpc import JsonObject
 
 
 @dataclass(frozen=True)

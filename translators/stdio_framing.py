@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from translators.batches import batch_elements
+from translators.jsonrpc import JsonObject
 
-JsonObject = dict[str, Any]
 MessageId = int | str
 
 NEWLINE: Final = b"\n"

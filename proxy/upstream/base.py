@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
+from translators import jsonrpc
+from translators.jsonrpc import JsonObject
 from translators.revisions import Revision
-
-JsonObject = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,21 @@ class TransportInfo(Protocol):
         an interactive call may share its session; over stdio and HTTP+SSE only an exclusive lease
         attributes them."""
         ...
+
+
+class SendsMessages:
+    """`respond` and `notify` of an `UpstreamSession`, for a transport that sends one message
+    upstream with `_send_message` (each transport implements only that)."""
+
+    async def _send_message(self, message: JsonObject, action: str) -> None:
+        raise NotImplementedError
+
+    async def respond(self, push_id: int | str, *, result: JsonObject | None = None,
+                      error: JsonObject | None = None) -> None:
+        await self._send_message(jsonrpc.answer(push_id, result=result, error=error), "response to a push")
+
+    async def notify(self, method: str, params: JsonObject | None = None) -> None:
+        await self._send_message(jsonrpc.notification(method, params), method)
 
 
 @dataclass(frozen=True)

@@ -18,10 +18,11 @@ import aiohttp
 import structlog
 
 from config.settings import UpstreamSettings
-from proxy.upstream.base import InboundHandler, JsonObject
+from proxy.tasks import TaskOwner
+from proxy.upstream.base import InboundHandler, SendsMessages
 from proxy.upstream.errors import map_upstream_errors
 from proxy.upstream.http_call import HttpUpstreamCall
-from proxy.upstream.http_channel import HttpChannel, SessionExpired, TaskSet
+from proxy.upstream.http_channel import HttpChannel, SessionExpired
 from proxy.upstream.http_streams import GetStream, StreamRouter
 from proxy.upstream.http_wire import (
     CLIENT_NAME,
@@ -33,10 +34,9 @@ from proxy.upstream.http_wire import (
     is_json,
     is_response,
     is_sse,
-    notification_message,
     read_json_message,
-    response_message,
 )
+from translators import jsonrpc
 from translators.eras import CANCELLED, INITIALIZE, INITIALIZED
 from translators.errors import (
     BridgeBug,
@@ -48,6 +48,7 @@ from translators.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from translators.jsonrpc import JsonObject
 from translators.revisions import OFFERED, Revision, negotiated
 
 _log = structlog.get_logger(__name__)
@@ -60,7 +61,7 @@ def _is_valid_session_id(value: str) -> bool:
     return bool(value) and all(0x21 <= ord(char) <= 0x7E for char in value)
 
 
-class HttpUpstreamSession:
+class HttpUpstreamSession(SendsMessages):
     """Implements `UpstreamSession` over legacy Streamable HTTP. Build it with `open()`."""
 
     def __init__(
@@ -81,7 +82,7 @@ class HttpUpstreamSession:
         self._revision: Revision | None = None
         self._reinit_task: asyncio.Task[None] | None = None
         self._reinit_error: BridgeError | None = None
-        self._tasks = TaskSet()
+        self._tasks = TaskOwner()
         self._calls: dict[int, HttpUpstreamCall] = {}
         self._ids = itertools.count(1)
         self._closed = False
@@ -154,16 +155,11 @@ class HttpUpstreamSession:
         self._check_open()
         call = self._new_call(method, params, headers=headers, on_inbound=on_inbound)
         self._calls[call.upstream_request_id] = call
-        call.task = self._tasks.spawn(self._run_call(call), f"upstream-call-{call.upstream_request_id}")
+        call.task = self._tasks.spawn(self._run_call(call), name=f"upstream-call-{call.upstream_request_id}")
         return call
 
-    async def respond(
-        self, push_id: int | str, *, result: JsonObject | None = None, error: JsonObject | None = None
-    ) -> None:
-        await self._send_bounded(response_message(push_id, result=result, error=error), "response to a push")
-
-    async def notify(self, method: str, params: JsonObject | None = None) -> None:
-        await self._send_bounded(notification_message(method, params), method)
+    async def _send_message(self, message: JsonObject, action: str) -> None:
+        await self._send_bounded(message, action)
 
     async def aclose(self) -> None:
         if self._closed:
@@ -308,7 +304,7 @@ class HttpUpstreamSession:
                 self._get_stream = GetStream(self._channel, self._router, self._tasks, self._log,
                                              on_expired=self._get_stream_expired)
                 await self._get_stream.start()
-                initialized = {"jsonrpc": "2.0", "method": INITIALIZED}
+                initialized = jsonrpc.notification(INITIALIZED)
                 await self._channel.post_accepted(initialized, INITIALIZED)
 
     async def _initialize(self) -> None:
@@ -363,7 +359,7 @@ class HttpUpstreamSession:
         self._check_open()
         running = self._reinit_task is not None and not self._reinit_task.done()
         if not running and self._channel.generation == seen_generation:
-            self._reinit_task = self._tasks.spawn(self._run_reinitialize(), "upstream-reinitialize")
+            self._reinit_task = self._tasks.spawn(self._run_reinitialize(), name="upstream-reinitialize")
         if self._reinit_task is not None:
             await asyncio.wait({self._reinit_task})
         self._check_open()
@@ -373,7 +369,7 @@ class HttpUpstreamSession:
     def _get_stream_expired(self) -> None:
         """The GET stream met a 404: re-initialize now, not at the next call, so session-wide messages flow."""
         if not self._closed:
-            self._tasks.spawn(self._reinitialize_eagerly(self._channel.generation), "upstream-reinitialize-eager")
+            self._tasks.spawn(self._reinitialize_eagerly(self._channel.generation), name="upstream-reinitialize-eager")
 
     async def _reinitialize_eagerly(self, generation: int) -> None:
         try:

@@ -9,12 +9,14 @@ from typing import Any, Final
 
 import aiohttp
 
-from proxy.upstream.base import Inbound, InboundHandler, JsonObject
+from proxy.tasks import TaskOwner
+from proxy.upstream.base import Inbound, InboundHandler
 from proxy.upstream.http_call import HttpUpstreamCall, invoke_handler
-from proxy.upstream.http_channel import HttpChannel, SessionExpired, TaskSet
+from proxy.upstream.http_channel import HttpChannel, SessionExpired
 from proxy.upstream.http_wire import SSE_TYPE, StreamCursor, is_request, is_response, iter_stream_messages
 from translators.eras import LEGACY_PING, META_PROGRESS_TOKEN, PROGRESS
 from translators.errors import UpstreamFault, UpstreamProtocolError
+from translators.jsonrpc import JsonObject, result_response
 
 MAX_GET_FAILURES: Final = 5  # consecutive GET-stream attempts that fail, or end soon bringing nothing
 HEALTHY_STREAM_S: Final = 5.0  # a GET stream open this long counts as healthy even if it brought nothing
@@ -27,7 +29,7 @@ class StreamRouter:
     def __init__(
         self,
         channel: HttpChannel,
-        tasks: TaskSet,
+        tasks: TaskOwner,
         calls: dict[int, HttpUpstreamCall],
         on_unrelated: InboundHandler,
         log: Any,
@@ -61,7 +63,7 @@ class StreamRouter:
         if not isinstance(method, str):
             self._log.warning("upstream_message_ignored", reason="neither request, notification nor response")
         elif method == LEGACY_PING and is_request(message):
-            self._tasks.spawn(self._answer_ping(message["id"]), "upstream-ping-answer")
+            self._tasks.spawn(self._answer_ping(message["id"]), name="upstream-ping-answer")
         elif call is not None:
             self._log.debug("upstream_inbound_received", method=method, stream="post")
             call.deliver(message)
@@ -100,7 +102,7 @@ class StreamRouter:
 
     async def _answer_ping(self, ping_id: int | str) -> None:
         try:
-            await self._channel.post_bounded({"jsonrpc": "2.0", "id": ping_id, "result": {}}, "ping response")
+            await self._channel.post_bounded(result_response(ping_id, {}), "ping response")
         except (UpstreamFault, SessionExpired) as exc:
             self._log.info("upstream_ping_not_answered", error=str(exc))
 
@@ -108,7 +110,7 @@ class StreamRouter:
 class GetStream:
     """The session's GET stream for one generation (one `Mcp-Session-Id`)."""
 
-    def __init__(self, channel: HttpChannel, router: StreamRouter, tasks: TaskSet, log: Any, *,
+    def __init__(self, channel: HttpChannel, router: StreamRouter, tasks: TaskOwner, log: Any, *,
                  on_expired: Callable[[], None] | None = None) -> None:
         self._channel = channel
         self._on_expired = on_expired
@@ -127,7 +129,7 @@ class GetStream:
     async def start(self) -> None:
         """Open the stream and return once the upstream accepted it (or said 405: none offered)."""
         opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._task = self._tasks.spawn(self._run(opened), "upstream-get-stream")
+        self._task = self._tasks.spawn(self._run(opened), name="upstream-get-stream")
         await opened
 
     async def stop(self) -> None:

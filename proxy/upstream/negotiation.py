@@ -15,9 +15,10 @@ from collections.abc import Mapping
 
 import structlog
 
-from proxy.upstream.base import InboundHandler, JsonObject, PooledSession, SessionOpener
+from proxy.upstream.base import InboundHandler, PooledSession, SessionOpener
 from translators.capabilities import capabilities_for_revision
 from translators.errors import UpstreamProtocolError
+from translators.jsonrpc import JsonObject
 from translators.revisions import NEWEST, Revision
 
 _log = structlog.get_logger(__name__)

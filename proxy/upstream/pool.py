@@ -21,7 +21,6 @@ from proxy.upstream.base import (
     STREAMABLE_HTTP,
     Inbound,
     InboundHandler,
-    JsonObject,
     PooledSession,
     SessionOpener,
     TransportInfo,
@@ -35,6 +34,7 @@ from translators.errors import (
     ClientLimitExceeded,
     UpstreamUnavailable,
 )
+from translators.jsonrpc import JsonObject
 
 _log = structlog.get_logger(__name__)
 

@@ -31,6 +31,7 @@ from translators.eras import (
     SUBSCRIPTIONS_LISTEN,
     TOOLS_CALL,
 )
+from translators.jsonrpc import JsonObject
 
 from .harness import PeerProcess, Peers, bridge_env, legacy_stdio_command
 from .streams_helpers import (
@@ -57,7 +58,6 @@ from .streams_helpers import (
     wait_logged,
 )
 
-JsonObject = dict[str, Any]
 UPDATED = "notifications/resources/updated"
 
 

@@ -50,10 +50,10 @@ from translators.held_call import (
     UpstreamPushCancelled,
     UpstreamResultArrived,
 )
+from translators.jsonrpc import JsonObject
 from translators.pushes import PendingPush, PushAnswer, input_key, legacy_push_to_input_request, refusal
 from translators.results import input_required_result, legacy_error_to_modern
 
-JsonObject = dict[str, Any]
 S = HeldCallState
 QUIET, BATCH_MAX, ATTEMPT, HELD = 0.25, 1.0, 30.0, 300.0
 LIMITS = Limits(batch_quiet_s=QUIET, batch_max_s=BATCH_MAX, attempt_timeout_s=ATTEMPT, held_ttl_s=HELD,
