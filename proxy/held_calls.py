@@ -131,9 +131,8 @@ class CallDriver:
 
     async def first_attempt(self, attempt: Attempt) -> Reply:
         slot = self._attach(attempt)
-        self.machine.attempt = attempt.attempt_id
         self._worker = self._tasks.spawn(self._send_worker(), name="held-call-sends")
-        self._perform(self.machine.start(self._now()))
+        self._perform(self.machine.start(self._now(), attempt=attempt.attempt_id))
         self._start_upstream()
         return self._admit(await self._wait(attempt, slot))
 
@@ -294,12 +293,11 @@ class CallDriver:
             await self._call.cancel(action.reason)
         elif isinstance(action, ReissueUpstreamCall):
             self._start_upstream()
-        elif isinstance(action, ReleaseUpstream) and self.machine.state is HeldCallState.DONE:
-            await self._release(discard=action.discard)
-            self._registry.remove(self)
-            return True
         elif isinstance(action, ReleaseUpstream):
-            await self._release(discard=False)
+            await self._release(discard=action.discard)
+            if action.final:
+                self._registry.remove(self)
+            return action.final
         return False
 
     async def _release(self, *, discard: bool) -> None:

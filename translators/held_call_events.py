@@ -121,9 +121,12 @@ class CancelTimer:
 
 @dataclass(frozen=True)
 class ReleaseUpstream:
-    """The upstream call is over: return the session lease (`discard` after a cancellation)."""
+    """The upstream call is over: return the session lease (`discard` after a cancellation). `final`:
+    the held call is over too (the driver then leaves the registry); not final when the call ended
+    while its client has yet to retry (the retry gets the stored outcome)."""
 
     discard: bool = False
+    final: bool = False
 
 
 @dataclass(frozen=True)
