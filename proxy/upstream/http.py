@@ -10,6 +10,7 @@ session id re-initializes once and retries the request when that is safe (no pus
 from __future__ import annotations
 
 import asyncio
+import enum
 import itertools
 from collections.abc import Mapping
 from typing import Final
@@ -23,7 +24,7 @@ from proxy.upstream.base import InboundHandler, SendsMessages
 from proxy.upstream.errors import map_upstream_errors
 from proxy.upstream.http_call import HttpUpstreamCall
 from proxy.upstream.http_channel import HttpChannel, SessionExpired
-from proxy.upstream.http_streams import GetStream, StreamRouter
+from proxy.upstream.http_streams import GetStream, GetStreamState, StreamRouter
 from proxy.upstream.http_wire import (
     CLIENT_NAME,
     SESSION_HEADER,
@@ -61,6 +62,14 @@ def _is_valid_session_id(value: str) -> bool:
     return bool(value) and all(0x21 <= ord(char) <= 0x7E for char in value)
 
 
+class SessionState(enum.Enum):
+    """Where an HTTP upstream session's life stands (re-initializing in place keeps it OPEN)."""
+
+    OPEN = "open"
+    BROKEN = "broken"  # a re-initialize failed: calls get its error, the pool replaces the session
+    CLOSED = "closed"  # aclose() ran
+
+
 class HttpUpstreamSession(SendsMessages):
     """Implements `UpstreamSession` over legacy Streamable HTTP. Build it with `open()`."""
 
@@ -85,8 +94,7 @@ class HttpUpstreamSession(SendsMessages):
         self._tasks = TaskOwner()
         self._calls: dict[int, HttpUpstreamCall] = {}
         self._ids = itertools.count(1)
-        self._closed = False
-        self._broken = False
+        self._state = SessionState.OPEN
         self.reinitialized_count = 0
         self._log = _log.bind(upstream=self.upstream, upstream_session=next(_session_refs))
         self._router = StreamRouter(self._channel, self._tasks, self._calls, on_unrelated, self._log)
@@ -126,8 +134,8 @@ class HttpUpstreamSession(SendsMessages):
 
     @property
     def is_alive(self) -> bool:
-        get_lost = self._get_stream is not None and self._get_stream.lost
-        return not self._closed and not self._broken and not get_lost
+        get_lost = self._get_stream is not None and self._get_stream.state is GetStreamState.LOST
+        return self._state is SessionState.OPEN and not get_lost
 
     @property
     def url(self) -> str:
@@ -162,9 +170,9 @@ class HttpUpstreamSession(SendsMessages):
         await self._send_bounded(message, action)
 
     async def aclose(self) -> None:
-        if self._closed:
+        if self._state is SessionState.CLOSED:
             return
-        self._closed = True
+        self._state = SessionState.CLOSED
         for call in list(self._calls.values()):
             call.fail(UpstreamSessionLost(f"Upstream session to {self.upstream} was closed"))
         await self._tasks.stop()
@@ -343,7 +351,7 @@ class HttpUpstreamSession(SendsMessages):
 
     async def _current_generation(self) -> int:
         """The generation to send on, after any re-initialize that is due or under way."""
-        if self._get_stream is not None and self._get_stream.expired:
+        if self._get_stream is not None and self._get_stream.state is GetStreamState.EXPIRED:
             await self._reinitialize(self._channel.generation)
         elif self._reinit_task is not None and not self._reinit_task.done():
             await self._reinitialize(self._channel.generation)
@@ -368,7 +376,7 @@ class HttpUpstreamSession(SendsMessages):
 
     def _get_stream_expired(self) -> None:
         """The GET stream met a 404: re-initialize now, not at the next call, so session-wide messages flow."""
-        if not self._closed:
+        if self._state is not SessionState.CLOSED:
             self._tasks.spawn(self._reinitialize_eagerly(self._channel.generation), name="upstream-reinitialize-eager")
 
     async def _reinitialize_eagerly(self, generation: int) -> None:
@@ -384,7 +392,9 @@ class HttpUpstreamSession(SendsMessages):
         try:
             await self._handshake()
         except BridgeError as exc:
-            self._broken, self._reinit_error = True, exc
+            self._reinit_error = exc
+            if self._state is SessionState.OPEN:
+                self._state = SessionState.BROKEN
             self._log.warning("upstream_session_reinitialize_failed", error=exc.message)
             return
         self.reinitialized_count += 1
@@ -399,15 +409,15 @@ class HttpUpstreamSession(SendsMessages):
             await self._channel.post_bounded(message, action)
         except SessionExpired as exc:
             if self._get_stream is not None and exc.generation == self._channel.generation:
-                self._get_stream.expired = True  # re-initialize before the next call
+                self._get_stream.state = GetStreamState.EXPIRED  # re-initialize before the next call
             raise UpstreamSessionLost(
                 f"Upstream {self.upstream} ended the session; the {action} was not delivered"
             ) from None
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._state is SessionState.CLOSED:
             raise UpstreamSessionLost(f"Upstream session to {self.upstream} is closed")
 
 
-__all__ = ["CLIENT_NAME", "MAX_RESUME_ATTEMPTS", "HttpUpstreamSession", "client_info"]
+__all__ = ["CLIENT_NAME", "MAX_RESUME_ATTEMPTS", "HttpUpstreamSession", "SessionState", "client_info"]
 

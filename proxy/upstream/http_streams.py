@@ -4,6 +4,7 @@ the GET stream open (§ 10.3), reconnecting after `retry` and resuming with `Las
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -107,6 +108,14 @@ class StreamRouter:
             self._log.info("upstream_ping_not_answered", error=str(exc))
 
 
+class GetStreamState(enum.Enum):
+    """Where a GET stream's life stands (it is reopened while OPEN and the generation is current)."""
+
+    OPEN = "open"
+    EXPIRED = "expired"  # the upstream answered 404: the session is gone, re-initialize before the next call
+    LOST = "lost"  # repeated failures: pushes sent there would be dropped, so the session is not alive
+
+
 class GetStream:
     """The session's GET stream for one generation (one `Mcp-Session-Id`)."""
 
@@ -119,8 +128,7 @@ class GetStream:
         self._log = log
         self._generation = channel.generation
         self._task: asyncio.Task[None] | None = None
-        self.expired = False  # the upstream answered 404: the session is gone
-        self.lost = False  # repeated failures: pushes sent there would be dropped
+        self.state = GetStreamState.OPEN
 
     @property
     def is_open(self) -> bool:
@@ -151,7 +159,7 @@ class GetStream:
             healthy = cursor.events_seen > before or loop.time() - started >= HEALTHY_STREAM_S
             failures = 0 if healthy else failures + 1
             if failures >= MAX_GET_FAILURES:
-                self.lost = True
+                self.state = GetStreamState.LOST
                 self._log.warning("upstream_get_stream_lost", attempts=failures)
                 return
             await asyncio.sleep(cursor.retry_s)
@@ -170,7 +178,7 @@ class GetStream:
             except SessionExpired:
                 if not opened.done():
                     raise UpstreamProtocolError("answered the first GET stream with 404") from None
-                self.expired = True
+                self.state = GetStreamState.EXPIRED
                 self._log.info("upstream_session_expired", stream="get")
                 if self._on_expired is not None:
                     self._on_expired()
@@ -185,4 +193,4 @@ def _settle(opened: asyncio.Future[None]) -> None:
         opened.set_result(None)
 
 
-__all__ = ["HEALTHY_STREAM_S", "MAX_GET_FAILURES", "GetStream", "StreamRouter"]
+__all__ = ["HEALTHY_STREAM_S", "MAX_GET_FAILURES", "GetStream", "GetStreamState", "StreamRouter"]
