@@ -1,4 +1,4 @@
-"""The aiohttp application: routes, typed app keys and the lifetimes they hold (STYLE §§ 1, 8).
+"""The aiohttp application: routes, typed app keys and the lifetimes they hold (docs/decisions.md §§ 1, 6).
 
 `make_app(settings)` is the composition root of the HTTP bridge: one `cleanup_ctx` opens the one
 `aiohttp.ClientSession` for the upstream, the `UpstreamPool`, the requestState key ring and the

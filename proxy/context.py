@@ -1,4 +1,4 @@
-"""What the front hands the engine for one modern request (DESIGN § 2 step 1)."""
+"""What the front hands the engine for one modern request (docs/architecture.md, "One request", step 1)."""
 
 from __future__ import annotations
 

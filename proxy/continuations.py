@@ -1,5 +1,5 @@
 """`requestState` for held calls: sealing it, claiming a held call with it, and bounding the
-`inputResponses` that come with it (DESIGN § 5, BRIDGE-NOTES § 6.4)."""
+`inputResponses` that come with it (docs/decisions.md § 9)."""
 
 from __future__ import annotations
 

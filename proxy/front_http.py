@@ -1,4 +1,4 @@
-"""The modern Streamable HTTP endpoint, strictly 2026-07-28 (BRIDGE-NOTES §§ 8.1-8.3).
+"""The modern Streamable HTTP endpoint, strictly 2026-07-28 (2026-07-28/basic/transports/streamable-http.mdx).
 
 One POST carries one JSON-RPC message. In order: Host and Origin (403), method (405), media type
 (415), body size (413), then the validation ladder of `translators.inbound`; a rejection is a
@@ -214,7 +214,8 @@ def _host_name(host: str) -> str:
 
 
 class _Gate:
-    """Host and Origin checks against DNS rebinding (BRIDGE-NOTES § 8.1)."""
+    """Host and Origin checks against DNS rebinding (2026-07-28/basic/transports/streamable-http.mdx
+    § Security Warning)."""
 
     def __init__(self, front: FrontSettings) -> None:
         hosts = {host.lower() for host in front.allowed_hosts}

@@ -1,4 +1,4 @@
-"""Modern stdio front: the bridge launched by a local modern client (BRIDGE-NOTES § 9; spec
+"""Modern stdio front: the bridge launched by a local modern client (spec
 2026-07-28 basic/transports/stdio).
 
 stdin carries one JSON-RPC message per line. Each request is validated (the ladder of

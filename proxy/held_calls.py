@@ -1,4 +1,4 @@
-"""Held calls: the registry and the driver that performs a `HeldCall` machine's actions (STYLE § 5).
+"""Held calls: the registry and the driver that performs a `HeldCall` machine's actions (docs/decisions.md § 4).
 
 The driver is the only owner of asyncio objects for one MRTR-capable call. `feed()` runs
 `machine.handle()` and performs the actions with no `await` in between, so every transition is
@@ -176,7 +176,7 @@ class CallDriver:
     def _start_upstream(self) -> None:
         up = self._upstream
         self._call = self._lease.session.start(up.method, up.params, headers=up.headers, on_inbound=self.on_inbound)
-        if self._lease.exclusive:  # the session's GET-stream pushes are this call's (DESIGN § 3)
+        if self._lease.exclusive:  # the session's GET-stream pushes are this call's (docs/decisions.md § 7)
             self._lease.set_unrelated_handler(self.on_inbound)
         self._tasks.spawn(self._await_result(self._call), name="held-call-result")
 

@@ -1,4 +1,4 @@
-"""Tool input schemas the engine remembers for `x-mcp-header` checks (BRIDGE-NOTES § 8.4).
+"""Tool input schemas the engine remembers for `x-mcp-header` checks (2026-07-28/basic/transports/streamable-http.mdx).
 
 Keyed like upstream sessions, by (principal, capability fingerprint), because a legacy server's
 list may differ per session; bounded (least recently used goes first) and forgotten for a principal

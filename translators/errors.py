@@ -1,4 +1,4 @@
-"""The bridge's one exception hierarchy and its mapping to JSON-RPC errors (STYLE § 4)."""
+"""The bridge's one exception hierarchy and its mapping to JSON-RPC errors (docs/decisions.md § 3)."""
 
 from __future__ import annotations
 

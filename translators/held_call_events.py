@@ -1,4 +1,4 @@
-"""Events and actions of the held-call machine (`translators.held_call`), STYLE § 3 naming:
+"""Events and actions of the held-call machine (`translators.held_call`), named as in docs/decisions.md § 2:
 events are past-tense facts, actions are imperatives."""
 
 from __future__ import annotations

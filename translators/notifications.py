@@ -1,4 +1,4 @@
-"""Upstream notifications -> the front request they belong to (BRIDGE-NOTES §§ 5.3, 5.4, NC-7, NC-8)."""
+"""Upstream notifications -> the front request they belong to (docs/decisions.md § 12)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Modern request -> legacy request (BRIDGE-NOTES § 3.2)."""
+"""Modern request -> legacy request (docs/architecture.md, "One request")."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""`subscriptions/listen` on the front, fed by legacy session-wide notifications (BRIDGE-NOTES § 3.7, NC-11)."""
+"""`subscriptions/listen` on the front, fed by legacy session-wide notifications (docs/decisions.md § 14)."""
 
 from __future__ import annotations
 

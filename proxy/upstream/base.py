@@ -1,4 +1,4 @@
-"""The seam between the engine and a legacy upstream (STYLE § 1, httpx transport idea).
+"""The seam between the engine and a legacy upstream (docs/decisions.md § 1; the httpx transport idea).
 
 Every upstream transport (Streamable HTTP, HTTP+SSE, stdio) implements `UpstreamSession`.
 Messages are plain JSON-RPC dicts in the *legacy* era; translation happens elsewhere.
@@ -8,7 +8,7 @@ Routing of inbound messages (pushes and notifications from the legacy server):
   upstream JSON-RPC id of that POST's request; it is handed to that call's `on_inbound`.
 * a message that arrived on the session's GET stream (or, on stdio and HTTP+SSE, anywhere) has
   `related_request_id=None` and is handed to the session's `on_unrelated` callback, which
-  the pool routes to the session's exclusive lease holder (DESIGN § 3) or to policy.
+  the pool routes to the session's exclusive lease holder (docs/decisions.md § 7) or to policy.
 * `ping` requests from the server are answered by the transport itself and never surface.
 """
 

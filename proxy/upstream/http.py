@@ -1,4 +1,4 @@
-"""Legacy Streamable HTTP upstream session on one shared `aiohttp.ClientSession` (BRIDGE-NOTES §§ 10.1-10.5).
+"""Legacy Streamable HTTP upstream session on one shared `aiohttp.ClientSession` (2025-11-25/basic/transports.mdx).
 
 One `HttpUpstreamSession` is one `Mcp-Session-Id`: `initialize` → `notifications/initialized` → a GET
 stream kept open for pushes unrelated to a call (the `mcp` 1.x SDK sends sampling and roots there and
@@ -250,7 +250,8 @@ class HttpUpstreamSession(SendsMessages):
         return message
 
     async def _resume(self, call: HttpUpstreamCall, cursor: StreamCursor, generation: int) -> JsonObject:
-        """GET + `Last-Event-ID` after the `retry` delay until the response comes (BRIDGE-NOTES § 10.4)."""
+        """GET + `Last-Event-ID` after the `retry` delay until the response comes (2025-11-25/basic/transports.mdx
+        § Resumability and Redelivery)."""
         failures = 0
         while failures < MAX_RESUME_ATTEMPTS:
             if cursor.last_event_id is None:

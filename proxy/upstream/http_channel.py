@@ -1,5 +1,5 @@
 """The HTTP side of one legacy session: where to send, with which headers, bounded how; plus the task
-set a session owns (STYLE § 8.6: no fire-and-forget)."""
+set a session owns (docs/decisions.md § 6: no fire-and-forget)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,8 @@ _log = structlog.get_logger(__name__)
 
 
 class SessionExpired(Exception):
-    """404 on a request that carried the session id of `generation` (BRIDGE-NOTES § 10.5)."""
+    """404 on a request that carried the session id of `generation` (2025-11-25/basic/transports.mdx
+    § Session Management)."""
 
     def __init__(self, generation: int) -> None:
         super().__init__("upstream session expired")

@@ -1,4 +1,4 @@
-"""Reading a legacy session's SSE streams: routing what arrives (BRIDGE-NOTES § 5.1, NC-16) and keeping
+"""Reading a legacy session's SSE streams: routing what arrives (docs/decisions.md § 7, § 16) and keeping
 the GET stream open (§ 10.3), reconnecting after `retry` and resuming with `Last-Event-ID` (§ 10.4)."""
 
 from __future__ import annotations

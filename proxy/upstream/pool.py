@@ -1,4 +1,4 @@
-"""Which upstream session serves which call (DESIGN §§ 3, 6, 7; BRIDGE-NOTES NC-1, NC-3, NC-4).
+"""Which upstream session serves which call (docs/decisions.md §§ 7, 8, 10).
 
 Sessions are keyed by (principal, capability fingerprint, roots) and kept warm for reuse. A session carries
 at most one *exclusive* lease (an MRTR-capable call: every push on that session is then its own)

@@ -1,11 +1,11 @@
-"""Legacy stdio upstream: one subprocess is one legacy session (BRIDGE-NOTES § 11, DESIGN § 3).
+"""Legacy stdio upstream: one subprocess is one legacy session (docs/decisions.md § 7).
 
 The bridge spawns the configured command, speaks newline-delimited JSON-RPC in the negotiated revision
 (translators.revisions; batch lines at 2025-03-26) on its stdin/stdout, and relays its stderr to the
 log (bounded, rate-limited). Nothing on stdio links a
 push or a notification to the call that caused it, so every inbound message is *unrelated*
 (`related_request_id=None`) and goes to `on_unrelated`; the pool gives it to the exclusive lease
-holder (DESIGN § 3). `ping` is answered here and never surfaces.
+holder (docs/decisions.md § 7). `ping` is answered here and never surfaces.
 
 When the process exits, every pending call fails at once with `UpstreamSessionLost` naming the exit
 code, and the session is dead for good (the pool replaces it). Closing: stdin is closed, then after

@@ -1,4 +1,4 @@
-"""Capability shapes in both eras (translators.capabilities; BRIDGE-NOTES § 7)."""
+"""Capability shapes in both eras (translators.capabilities; docs/decisions.md § 8)."""
 
 from __future__ import annotations
 

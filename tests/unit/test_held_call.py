@@ -1,4 +1,4 @@
-"""The held-call state machine as scripts: events in, exact actions out, state after (STYLE § 5)."""
+"""The held-call state machine as scripts: events in, exact actions out, state after (docs/decisions.md § 4)."""
 
 from __future__ import annotations
 

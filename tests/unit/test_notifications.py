@@ -1,4 +1,4 @@
-"""Upstream notifications -> the front attempt they belong to (translators.notifications; BRIDGE-NOTES §§ 5.3-5.4)."""
+"""Upstream notifications -> the front attempt they belong to (translators.notifications; docs/decisions.md § 12)."""
 
 from __future__ import annotations
 

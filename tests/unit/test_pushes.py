@@ -1,4 +1,4 @@
-"""Legacy pushes <-> modern input requests and responses (translators.pushes; BRIDGE-NOTES §§ 5.2, 6)."""
+"""Legacy pushes <-> modern input requests and responses (translators.pushes; docs/decisions.md § 10)."""
 
 from __future__ import annotations
 

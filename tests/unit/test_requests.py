@@ -1,4 +1,4 @@
-"""Modern request -> legacy request (translators.requests; BRIDGE-NOTES § 3.2)."""
+"""Modern request -> legacy request (translators.requests)."""
 
 from __future__ import annotations
 

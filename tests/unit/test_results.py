@@ -1,4 +1,4 @@
-"""Legacy result/error -> modern result (translators.results; BRIDGE-NOTES §§ 3.3, 4)."""
+"""Legacy result/error -> modern result (translators.results)."""
 
 from __future__ import annotations
 

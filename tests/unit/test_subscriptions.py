@@ -1,4 +1,4 @@
-"""`subscriptions/listen` translation (translators.subscriptions; BRIDGE-NOTES § 3.7, NC-11)."""
+"""`subscriptions/listen` translation (translators.subscriptions; docs/decisions.md § 14)."""
 
 from __future__ import annotations
 
