@@ -38,7 +38,6 @@ FIXTURE = ROOT / "tests" / "peers" / "legacy_fixture_server.py"
 MISBEHAVING = ROOT / "tests" / "peers" / "stdio_misbehaving.py"
 CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}}, "roots": {}}
 WAIT_S = 10.0
-
 PROMPT_S = 5.0  # "promptly": far below any request timeout, generous for a loaded machine
 
 
