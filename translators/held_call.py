@@ -20,18 +20,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from translators.canonical import as_object
-from translators.eras import ELICIT
 from translators.errors import (
-    LEGACY_URL_ELICITATION_REQUIRED,
-    BridgeError,
     ClientFault,
     ClientLimitExceeded,
     InvalidRequestState,
     MissingClientCapability,
     RejectionReason,
     ShuttingDown,
-    UpstreamFault,
     UpstreamTimeout,
 )
 from translators.held_call_events import (
@@ -58,6 +53,7 @@ from translators.held_call_events import (
 )
 from translators.jsonrpc import JsonObject
 from translators.pushes import PendingPush, PushAnswer, input_response_to_legacy, refusal
+from translators.url_elicitation import any_declined, is_url_elicitation_required, lift_url_elicitations, url_declined
 
 
 class HeldCallState(enum.Enum):
@@ -229,12 +225,14 @@ def _push_cancelled(call: HeldCall, event: UpstreamPushCancelled, now: float) ->
 def _final_while_attached(call: HeldCall, event: UpstreamResultArrived | UpstreamErrorArrived, now: float) -> Step:
     attempt = call._attached()
     call.upstream_done = True
-    if isinstance(event, UpstreamErrorArrived) and call.lift_url_errors and _is_url_elicitation_required(event):
+    if isinstance(event, UpstreamErrorArrived) and call.lift_url_errors and is_url_elicitation_required(event.error):
         if not call.url_elicitation:
             fault = MissingClientCapability("The server requires URL-mode elicitation, which this request did not "
                                             "declare", {"elicitation": {"url": {}}})
             return call._finish(ReplyError(attempt, fault=fault))
-        if _lift_url_elicitations(call, event):
+        lifted = lift_url_elicitations(event.error)
+        if lifted:
+            call.pending.update(lifted)
             call.reissue = True
             return call._ask(attempt, list(call.pending))
     call.pending.clear()
@@ -252,24 +250,6 @@ def _final_reply(attempt: int, event: UpstreamResultArrived | UpstreamErrorArriv
     if isinstance(event, UpstreamResultArrived):
         return ReplyResult(attempt, event.result)
     return ReplyError(attempt, error=event.error, fault=event.fault)
-
-
-def _is_url_elicitation_required(event: UpstreamErrorArrived) -> bool:
-    return (event.error or {}).get("code") == LEGACY_URL_ELICITATION_REQUIRED
-
-
-def _lift_url_elicitations(call: HeldCall, event: UpstreamErrorArrived) -> bool:
-    """Lift a legacy -32042 (URL elicitation required) into pending URL-mode input requests."""
-    elicitations = as_object(as_object(event.error).get("data")).get("elicitations")
-    if not isinstance(elicitations, list):
-        return False
-    lifted = [e for e in elicitations if isinstance(e, dict) and isinstance(e.get("url"), str)]
-    for n, item in enumerate(lifted, start=1):
-        key = f"url-{n}"
-        params = {"mode": "url", "message": item.get("message", ""), "url": item["url"]}
-        call.pending[key] = PendingPush(key, None, ELICIT, {"method": ELICIT, "params": params},
-                                        item.get("elicitationId"))
-    return bool(lifted)
 
 
 def _batch_closed(call: HeldCall, event: BatchWindowClosed, now: float) -> Step:
@@ -314,20 +294,11 @@ def _apply_answers(call: HeldCall, attempt: int, answers: dict[str, PushAnswer])
     actions += [CancelTimer("deadline"), call._timer("deadline", call.limits.attempt_timeout_s)]
     if call.reissue:
         call.reissue = False
-        if _declined(answers):
-            return call._finish(ReplyError(attempt, fault=_url_declined()))
+        if any_declined(answers):
+            return call._finish(ReplyError(attempt, fault=url_declined()))
         call.upstream_done = False
         actions.append(ReissueUpstreamCall())
     return Step(_S.RUNNING, actions)
-
-
-def _declined(answers: dict[str, PushAnswer]) -> bool:
-    return any((a.result or {}).get("action") != "accept" for a in answers.values())
-
-
-def _url_declined() -> BridgeError:
-    return UpstreamFault("The server requires a URL interaction (elicitation) that the client did not accept",
-                         {"upstreamCode": LEGACY_URL_ELICITATION_REQUIRED}, public=True)
 
 
 def _disconnected(call: HeldCall, event: ClientDisconnected, now: float) -> Step:
