@@ -128,6 +128,10 @@ class UpstreamSettings(_Frozen):
     session_per_call: bool = Field(
         False, description="give every interactive call a fresh upstream session, closed after it"
     )
+    era_probe_timeout_s: float = Field(
+        3.0, gt=0, description="how long a server/discover era probe waits for an answer before taking the"
+        " upstream as legacy (stdio probes run in a throwaway process)"
+    )
 
     @field_validator("authorization")
     @classmethod
