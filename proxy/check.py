@@ -18,15 +18,17 @@ import aiohttp
 
 from config.settings import Settings, UpstreamSettings
 from proxy.upstream.base import Inbound, JsonObject, PooledSession, TransportInfo
-from proxy.upstream.era_probe import probe_http, probe_stdio
+from proxy.upstream.era_probe import modern_post, probe_http, probe_stdio
 from proxy.upstream.errors import safe_url
+from proxy.upstream.http_wire import client_info
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.stdio import StdioUpstreamSession
 from proxy.upstream.stdio_process import check_command
 from proxy.upstream.transport import HttpTransport
+from translators.canonical import as_object
 from translators.check_report import Observed, build_report
-from translators.era_detection import DiscoverVerdict
-from translators.eras import ROOTS
+from translators.era_detection import DiscoverVerdict, modern_request
+from translators.eras import ROOTS, TOOLS_LIST
 from translators.errors import BridgeError, UpstreamUnavailable
 from translators.revisions import UnsupportedUpstreamVersion
 
@@ -122,9 +124,27 @@ async def _check_http(settings: UpstreamSettings) -> Observed:
             seen.discover = DiscoverVerdict(False, reason=f"server/discover probe failed: {exc.message}")
         transport = HttpTransport(client, settings)
         await _legacy(seen, settings, NegotiatingOpener(transport), transport)
-    if seen.discover is not None and seen.discover.modern:
-        seen.transport = "streamable-http"
+        if seen.discover is not None and seen.discover.modern:
+            seen.transport = "streamable-http"
+            if seen.init_result is None and "tools" in seen.discover.capabilities:
+                await _modern_tools(client, settings, seen)
     return seen
+
+
+async def _modern_tools(client: aiohttp.ClientSession, settings: UpstreamSettings, seen: Observed) -> None:
+    """A modern-only upstream's tools, with one modern `tools/list` (first page)."""
+    assert settings.url is not None
+    request = modern_request(TOOLS_LIST, client_info(), request_id="mrtr-bridge-check-tools")
+    try:
+        _status, reply = await modern_post(client, settings.url, request, settings, _static_headers(settings))
+    except (TimeoutError, BridgeError) as exc:
+        seen.tools_error = getattr(exc, "message", "no answer in time")
+        return
+    tools = as_object(as_object(reply).get("result")).get("tools")
+    if isinstance(tools, list):
+        seen.tools = tools
+    else:
+        seen.tools_error = "tools/list answered without tools"
 
 
 async def _check_stdio(settings: UpstreamSettings) -> Observed:

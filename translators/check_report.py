@@ -133,6 +133,15 @@ def _verdict(seen: Observed, era: Era | None, revision: str | None) -> tuple[boo
     return True, bridges, problems
 
 
+def _tools(tools: list[Any] | None, era: Era | None) -> list[dict[str, Any]] | None:
+    if tools is None:
+        return None
+    if era == MODERN:
+        return [{**tool_entry(tool), "bridged": False, "reason": "the upstream is modern-only (see problems)"}
+                for tool in tools]
+    return [tool_entry(tool) for tool in tools]
+
+
 def build_report(seen: Observed) -> dict[str, Any]:
     """The report object `check --json` prints."""
     era = _era(seen)
@@ -151,7 +160,7 @@ def build_report(seen: Observed) -> dict[str, Any]:
         "transport": seen.transport,
         "serverInfo": server_info or None,
         "capabilities": capabilities or None,
-        "tools": [tool_entry(tool) for tool in seen.tools] if seen.tools is not None else None,
+        "tools": _tools(seen.tools, era),
         "pushesOutsideCall": {"rootsListAtInitialized": seen.roots_at_initialized},
         "bridgeable": bridgeable,
         "bridges": bridges,

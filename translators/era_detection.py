@@ -59,10 +59,16 @@ class DiscoverVerdict:
         return as_object(as_object(self.result).get("capabilities"))
 
 
-def discover_request(client_info: dict[str, Any]) -> dict[str, Any]:
-    """The probe: `server/discover` at the bridge's modern version, declaring no client capabilities."""
+def modern_request(method: str, client_info: dict[str, Any], params: dict[str, Any] | None = None,
+                   request_id: str = PROBE_ID) -> dict[str, Any]:
+    """A 2026-07-28 request at the bridge's modern version, declaring no client capabilities."""
     meta = {META_PROTOCOL_VERSION: MODERN_VERSION, META_CLIENT_CAPABILITIES: {}, META_CLIENT_INFO: client_info}
-    return {"jsonrpc": "2.0", "id": PROBE_ID, "method": DISCOVER, "params": {"_meta": meta}}
+    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**(params or {}), "_meta": meta}}
+
+
+def discover_request(client_info: dict[str, Any]) -> dict[str, Any]:
+    """The probe: `server/discover`."""
+    return modern_request(DISCOVER, client_info)
 
 
 def is_modern_error(message: Any) -> bool:
@@ -116,6 +122,7 @@ __all__ = [
     "discover_request",
     "era_of",
     "is_modern_error",
+    "modern_request",
     "verdict_of_http",
     "verdict_of_reply",
 ]

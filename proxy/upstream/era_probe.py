@@ -33,24 +33,24 @@ from translators.era_detection import (
     verdict_of_http,
     verdict_of_reply,
 )
-from translators.eras import DISCOVER, MODERN_VERSION
+from translators.eras import MODERN_VERSION
 from translators.sse import SSEDecoder
 
 _log = structlog.get_logger(__name__)
 _MAX_PROBE_BYTES: Final = 1_048_576
 _HEADERS: Final = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-                   "MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": DISCOVER}
+                   "MCP-Protocol-Version": MODERN_VERSION}
 
 
-def _probe_reply(body: bytes, content_type: str) -> Any:
-    """The probe's JSON-RPC reply in a JSON or SSE body, or None."""
+def _probe_reply(body: bytes, content_type: str, request_id: Any) -> Any:
+    """The JSON-RPC reply to `request_id` in a JSON or SSE body, or None."""
     if content_type.startswith("text/event-stream"):
         for event in SSEDecoder(max_event_size=_MAX_PROBE_BYTES).feed(body + b"\n\n"):
             try:
                 message = json.loads(event.data)
             except ValueError:
                 continue
-            if isinstance(message, dict) and message.get("id") == PROBE_ID:
+            if isinstance(message, dict) and message.get("id") == request_id:
                 return message
         return None
     try:
@@ -59,20 +59,26 @@ def _probe_reply(body: bytes, content_type: str) -> Any:
         return None
 
 
+async def modern_post(client: aiohttp.ClientSession, url: str, message: dict[str, Any], settings: UpstreamSettings,
+                      headers: Mapping[str, str]) -> tuple[int, Any]:
+    """POST one 2026-07-28 request (its headers from `message`); the status and the JSON-RPC reply (None if
+    none could be read). Raises `TimeoutError` after `upstream.era_probe_timeout_s`."""
+    timeout = aiohttp.ClientTimeout(total=settings.era_probe_timeout_s)
+    with map_upstream_errors(safe_url(url), f"{message['method']} (modern)"):
+        async with client.post(url, json=message, timeout=timeout, headers={
+                **_HEADERS, "Mcp-Method": message["method"], **headers}) as response:
+            body = await response.content.read(_MAX_PROBE_BYTES)
+            return response.status, _probe_reply(body, response.headers.get("Content-Type", ""), message["id"])
+
+
 async def probe_http(client: aiohttp.ClientSession, url: str, settings: UpstreamSettings,
                      headers: Mapping[str, str]) -> DiscoverVerdict:
     """POST `server/discover` to `url` and judge the answer."""
-    timeout = aiohttp.ClientTimeout(total=settings.era_probe_timeout_s)
     try:
-        with map_upstream_errors(safe_url(url), "server/discover era probe"):
-            async with client.post(url, json=discover_request(client_info()), headers={**_HEADERS, **headers},
-                                   timeout=timeout) as response:
-                body = await response.content.read(_MAX_PROBE_BYTES)
-                content_type = response.headers.get("Content-Type", "")
-                status = response.status
+        status, reply = await modern_post(client, url, discover_request(client_info()), settings, headers)
     except TimeoutError:
         return SILENT
-    verdict = verdict_of_http(status, _probe_reply(body, content_type))
+    verdict = verdict_of_http(status, reply)
     _log.debug("era_probe_answered", transport="http", modern=verdict.modern, status=status)
     return verdict
 
@@ -106,4 +112,4 @@ async def _read_probe_reply(stdout: asyncio.StreamReader) -> DiscoverVerdict:
     return DiscoverVerdict(False, reason="the process exited after server/discover without answering")
 
 
-__all__ = ["probe_http", "probe_stdio"]
+__all__ = ["modern_post", "probe_http", "probe_stdio"]

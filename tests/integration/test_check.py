@@ -100,6 +100,9 @@ def test_modern_only_server_is_not_bridgeable(peers: Peers) -> None:
     assert report["transport"] == "streamable-http"
     assert report["serverInfo"]["name"] == "mrtr-bridge-modern-peer"
     assert set(report["capabilities"]) == {"tools", "prompts", "resources"}
+    assert _tool(report, "wipe") == {"name": "wipe", "annotations": {"destructiveHint": True, "idempotentHint": False},
+                                     "bridged": False, "reason": "the upstream is modern-only (see problems)"}
+    assert [tool["name"] for tool in report["tools"]] == ["echo", "ask_name", "wipe"]
     assert report["bridgeable"] is False
     assert len(report["problems"]) == 1
     assert report["problems"][0].startswith("the upstream speaks only modern revisions (2026-07-28)")
