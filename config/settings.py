@@ -54,6 +54,13 @@ class FrontSettings(_Frozen):
         description="the MCP endpoint's URL as clients reach it (e.g. https://mcp.example.com/mcp), named in"
         " OAuth metadata and challenges; unset: http://<listen><path>",
     )
+    legacy_clients: Literal["pass", "refuse"] = Field(
+        "pass", description="legacy (initialize, Mcp-Session-Id) clients: relayed to the upstream as legacy"
+        " sessions, or refused with an error naming the modern version"
+    )
+    max_legacy_sessions: int = Field(
+        4096, ge=1, description="legacy client sessions relayed at once; the oldest binding is dropped beyond it"
+    )
 
     @property
     def host(self) -> str:

@@ -24,6 +24,7 @@ from proxy.drain import close_reserve_s
 from proxy.front_http import ENGINE_KEY, FrontEngine, HttpFront
 from proxy.health import Readiness
 from proxy.keys import load_keyring
+from proxy.legacy_relay import LegacyRelay
 from proxy.logs import scrub_aiohttp_server_logs
 from proxy.metrics import BridgeMetrics
 from proxy.upstream.base import (
@@ -60,6 +61,7 @@ CHILDREN_KEY: Final = web.AppKey("stdio_children", ChildProcesses)
 METRICS_KEY: Final = web.AppKey("metrics", BridgeMetrics)
 READINESS_PROBE_KEY: Final = web.AppKey("readiness_probe", Readiness)
 OPENER_KEY: Final[web.AppKey[SessionOpener]] = web.AppKey("session_opener")  # optional: replaces the transport
+LEGACY_RELAY_KEY: Final = web.AppKey("legacy_relay", LegacyRelay)
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
 METRICS_PATH: Final = "/metrics"
@@ -116,7 +118,11 @@ def _base_app(settings: Settings, keepalive_s: float) -> web.Application:
     app = web.Application(middlewares=[_count_responses], handler_args=_header_limits(settings))
     app[SETTINGS_KEY] = settings
     app[METRICS_KEY] = BridgeMetrics()
-    HttpFront(settings.front, settings.identity, keepalive_s=keepalive_s).add_routes(app)
+    legacy = LegacyRelay(settings) if settings.front.legacy_clients == "pass" else None
+    if legacy is not None:
+        app[LEGACY_RELAY_KEY] = legacy
+        app.on_cleanup.append(lambda _app: legacy.aclose())
+    HttpFront(settings.front, settings.identity, keepalive_s=keepalive_s, legacy=legacy).add_routes(app)
     if passes_challenges(settings.upstream):
         MetadataRelay(settings).add_routes(app)
     app.router.add_get(HEALTH_PATH, _healthz)

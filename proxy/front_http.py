@@ -11,6 +11,10 @@ The reply is JSON, or SSE when the client accepts it and the request can produce
 engine answer that comes first (often an error) still gets JSON and its proper HTTP status.
 Closing the stream cancels the handler task, and with it `engine.handle` (the engine turns that
 into an upstream cancel). No `Mcp-Session-Id` is ever sent; `Last-Event-ID` is ignored.
+
+A legacy client's request (`initialize` without modern `_meta`, an `Mcp-Session-Id`, a legacy
+`MCP-Protocol-Version`, a batch) goes to `proxy.legacy_relay` instead, after the Host and Origin
+checks; the modern path is unchanged.
 """
 
 from __future__ import annotations
@@ -29,8 +33,10 @@ from structlog.contextvars import bound_contextvars
 
 from config.settings import FrontSettings, IdentitySettings
 from proxy.context import FrontRequest, JsonObject, NotificationSink, NullSink
+from proxy.legacy_relay import LegacyRelay
 from proxy.principal import principal_of
 from translators import eras
+from translators.era_detection import is_legacy_client
 from translators.errors import BridgeError, ClientFault, InvalidRequest, http_status_for, to_error_response
 from translators.inbound import ModernRoute, check_envelope, decode_json, fold_headers, message_id, validate_request
 from translators.oauth import ChallengeReply
@@ -205,6 +211,13 @@ def _host_name(host: str) -> str:
     return host.split(":", 1)[0] if host.count(":") == 1 else host
 
 
+def _lower_headers(request: web.Request) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for name, value in request.headers.items():
+        headers.setdefault(name.lower(), value)  # the first line wins, as for the forwarded Authorization
+    return headers
+
+
 class _Gate:
     """Host and Origin checks against DNS rebinding (BRIDGE-NOTES § 8.1)."""
 
@@ -235,7 +248,8 @@ class HttpFront:
     """The aiohttp handler of the MCP endpoint; the engine comes from `request.app[ENGINE_KEY]`."""
 
     def __init__(self, front: FrontSettings, identity: IdentitySettings, *, keepalive_s: float = SSE_KEEPALIVE_S,
-                 queue_limit: int = SSE_QUEUE_LIMIT) -> None:
+                 queue_limit: int = SSE_QUEUE_LIMIT, legacy: LegacyRelay | None = None) -> None:
+        self._legacy = legacy  # legacy clients are relayed there (proxy.legacy_relay); None: the modern path only
         self._front = front
         self._identity = identity
         self._gate = _Gate(front)
@@ -267,7 +281,7 @@ class HttpFront:
             duration_ms=round((time.monotonic() - exchange.started) * 1000, 1),
         )
 
-    def _check_transport(self, request: web.Request, exchange: _Exchange) -> web.Response | None:
+    def _check_gate(self, request: web.Request, exchange: _Exchange) -> web.Response | None:
         if not self._gate.is_allowed_host(request.headers.get("Host")):
             host = request.headers.get("Host")
             message = f"Forbidden: Host {host!r} is not allowed (front.allowed_hosts)"
@@ -276,6 +290,9 @@ class HttpFront:
         if not self._gate.is_allowed_origin(origin):
             message = f"Forbidden: Origin {origin!r} is not allowed (front.allowed_origins)"
             return _rejection(InvalidRequest(message), None, exchange, 403)
+        return None
+
+    def _check_transport(self, request: web.Request, exchange: _Exchange) -> web.Response | None:
         if request.method != "POST":
             message = f"Method Not Allowed: the MCP endpoint accepts POST only, not {request.method}"
             response = _rejection(InvalidRequest(message), None, exchange, 405)
@@ -298,10 +315,23 @@ class HttpFront:
                 return None
         return bytes(body)
 
+    async def _to_legacy(self, request: web.Request, exchange: _Exchange, body: bytes | None,
+                         method: str | None) -> web.StreamResponse:
+        assert self._legacy is not None
+        exchange.mode, exchange.method = "legacy", method
+        principal = principal_of(_lower_headers(request), self._identity)
+        with bound_contextvars(transport="http", era="legacy", principal=principal):
+            return await self._legacy.handle(request, body, principal, method)
+
     async def _serve(self, request: web.Request, exchange: _Exchange) -> web.StreamResponse:
-        rejected = self._check_transport(request, exchange)
+        legacy_head = (self._legacy is not None and request.method in ("GET", "DELETE")
+                       and is_legacy_client(_lower_headers(request)))
+        rejected = self._check_gate(request, exchange) or (None if legacy_head else
+                                                          self._check_transport(request, exchange))
         if rejected is not None:
             return rejected
+        if legacy_head:
+            return await self._to_legacy(request, exchange, None, None)
         raw = await self._read_body(request)
         if raw is None:
             limit = self._front.max_body_bytes
@@ -309,6 +339,9 @@ class HttpFront:
             return _rejection(too_large, None, exchange, 413)
         try:
             decoded = decode_json(raw, self._front.max_json_depth)
+            if self._legacy is not None and is_legacy_client(_lower_headers(request), decoded):
+                method = decoded.get("method") if isinstance(decoded, dict) else None
+                return await self._to_legacy(request, exchange, raw, method if isinstance(method, str) else None)
             exchange.front_request_id = message_id(decoded)
             message = check_envelope(decoded)
             exchange.method = message["method"]
