@@ -139,6 +139,10 @@ class UpstreamSettings(_Frozen):
         3.0, gt=0, description="how long a server/discover era probe waits for an answer before taking the"
         " upstream as legacy (stdio probes run in a throwaway process)"
     )
+    era_probe_interval_s: float = Field(
+        60.0, ge=0, description="probe the upstream's era again this often (and soon after a failure); 0: only"
+        " at start and after failures"
+    )
 
     @field_validator("authorization")
     @classmethod

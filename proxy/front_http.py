@@ -34,6 +34,7 @@ from structlog.contextvars import bound_contextvars
 from config.settings import FrontSettings, IdentitySettings
 from proxy.context import FrontRequest, JsonObject, NotificationSink, NullSink
 from proxy.legacy_relay import LegacyRelay
+from proxy.modern_relay import ModernUpstream
 from proxy.principal import principal_of
 from translators import eras
 from translators.era_detection import is_legacy_client
@@ -248,8 +249,10 @@ class HttpFront:
     """The aiohttp handler of the MCP endpoint; the engine comes from `request.app[ENGINE_KEY]`."""
 
     def __init__(self, front: FrontSettings, identity: IdentitySettings, *, keepalive_s: float = SSE_KEEPALIVE_S,
-                 queue_limit: int = SSE_QUEUE_LIMIT, legacy: LegacyRelay | None = None) -> None:
+                 queue_limit: int = SSE_QUEUE_LIMIT, legacy: LegacyRelay | None = None,
+                 modern: ModernUpstream | None = None) -> None:
         self._legacy = legacy  # legacy clients are relayed there (proxy.legacy_relay); None: the modern path only
+        self._modern = modern  # a modern upstream takes modern requests untranslated (proxy.modern_relay)
         self._front = front
         self._identity = identity
         self._gate = _Gate(front)
@@ -319,6 +322,8 @@ class HttpFront:
                          method: str | None) -> web.StreamResponse:
         assert self._legacy is not None
         exchange.mode, exchange.method = "legacy", method
+        if self._modern is not None and self._modern.modern_only:
+            return self._modern.legacy_refusal(None)
         principal = principal_of(_lower_headers(request), self._identity)
         with bound_contextvars(transport="http", era="legacy", principal=principal):
             return await self._legacy.handle(request, body, principal, method)
@@ -343,6 +348,9 @@ class HttpFront:
                 method = decoded.get("method") if isinstance(decoded, dict) else None
                 return await self._to_legacy(request, exchange, raw, method if isinstance(method, str) else None)
             exchange.front_request_id = message_id(decoded)
+            if self._modern is not None and await self._modern.takes_modern():
+                exchange.mode = "relayed"
+                return await self._modern.relay(request, raw)
             message = check_envelope(decoded)
             exchange.method = message["method"]
             if "id" not in message:
@@ -351,7 +359,7 @@ class HttpFront:
             route = validate_request(message, fold_headers(request.headers.items()))
         except ClientFault as exc:
             return _rejection(exc, exchange.front_request_id, exchange)
-        return await self._dispatch(request, route, exchange)
+        return await self._dispatch(request, route, exchange, raw)
 
     def _front_request(self, request: web.Request, route: ModernRoute) -> FrontRequest:
         headers: dict[str, str] = {}
@@ -368,7 +376,8 @@ class HttpFront:
             param_headers=route.param_headers,
         )
 
-    async def _dispatch(self, request: web.Request, route: ModernRoute, exchange: _Exchange) -> web.StreamResponse:
+    async def _dispatch(self, request: web.Request, route: ModernRoute, exchange: _Exchange,
+                        raw: bytes) -> web.StreamResponse:
         front_request = self._front_request(request, route)
         wants_notifications = (
             route.progress_token is not None or route.log_level is not None or route.method == eras.SUBSCRIPTIONS_LISTEN
@@ -383,7 +392,12 @@ class HttpFront:
         with bound_contextvars(**context):
             if wants_notifications and sse:
                 return await self._stream(request, engine, front_request, exchange)
-            return _engine_reply(await engine.handle(front_request, NullSink()), exchange)
+            era = self._modern.era.era if self._modern is not None else None
+            reply = await engine.handle(front_request, NullSink())
+            if self._modern is not None and "error" in reply and await self._modern.became_modern_only(era):
+                exchange.mode = "relayed"  # the upstream was upgraded under the bridge: the call never reached it
+                return await self._modern.relay(request, raw)
+            return _engine_reply(reply, exchange)
 
     async def _stream(self, request: web.Request, engine: FrontEngine, front_request: FrontRequest,
                       exchange: _Exchange) -> web.StreamResponse:

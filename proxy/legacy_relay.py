@@ -19,6 +19,7 @@ With `front.legacy_clients = "refuse"` the relay is not installed: the modern pa
 from __future__ import annotations
 
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Final
 
 import aiohttp
@@ -33,7 +34,8 @@ from translators.errors import INVALID_REQUEST
 _log = structlog.get_logger("proxy.legacy_relay")
 SESSION: Final = "Mcp-Session-Id"
 _REQUEST_HEADERS: Final = ("Accept", "Content-Type", SESSION, "MCP-Protocol-Version", "Last-Event-ID",
-                           "traceparent", "tracestate", "baggage")
+                           "Mcp-Method", "Mcp-Name", "traceparent", "tracestate", "baggage")
+_PARAM_PREFIX: Final = "mcp-param-"
 _RESPONSE_HEADERS: Final = ("Content-Type", SESSION, "MCP-Protocol-Version", "Cache-Control", "WWW-Authenticate",
                             "Allow")
 NOT_FOUND: Final = -32001
@@ -67,28 +69,19 @@ class SessionBindings:
         return len(self._owners)
 
 
-class LegacyRelay:
-    """Relays one legacy client request; `aclose()` closes its upstream client."""
+class HttpRelay:
+    """Relays client requests to `upstream.url` unchanged (body bytes, protocol headers) and streams the
+    answers back; `aclose()` closes its upstream client. `on_failure` hears of a connection failure."""
 
-    def __init__(self, settings: Settings) -> None:
-        self._settings = settings
+    def __init__(self, settings: Settings, on_failure: Callable[[], None] | None = None) -> None:
         self._upstream = settings.upstream
-        self.bindings = SessionBindings(settings.front.max_legacy_sessions)
+        self._on_failure = on_failure
         self._client: aiohttp.ClientSession | None = None
-
-    async def handle(self, request: web.Request, body: bytes | None, principal: str,
-                     method: str | None) -> web.StreamResponse:
-        """Relay `request` (its body already read, or None for GET/DELETE) to the upstream."""
-        if self._upstream.url is None:
-            return _error(400, INVALID_REQUEST, "Legacy clients over HTTP are relayed only to an HTTP upstream; this"
-                          f" bridge fronts a stdio server: connect with MCP {MODERN_VERSION}, or use mrtr-bridge stdio")
-        session_id = request.headers.get(SESSION)
-        if session_id is not None and not self.bindings.owned_by(session_id, principal):
-            return _error(404, NOT_FOUND, "Session not found")
-        return await self._forward(request, body, principal, method, session_id)
 
     def _headers(self, request: web.Request) -> dict[str, str]:
         headers = {name: request.headers[name] for name in _REQUEST_HEADERS if name in request.headers}
+        headers.update({name: value for name, value in request.headers.items()
+                        if name.lower().startswith(_PARAM_PREFIX)})
         static = self._upstream.authorization
         if static is not None:
             headers["Authorization"] = static.get_secret_value()
@@ -103,19 +96,70 @@ class LegacyRelay:
                                                  auto_decompress=False)
         return self._client
 
-    async def _forward(self, request: web.Request, body: bytes | None, principal: str, method: str | None,
-                       session_id: str | None) -> web.StreamResponse:
+    async def forward(self, request: web.Request, body: bytes | None,
+                      learn: Callable[[aiohttp.ClientResponse], None] | None = None) -> web.StreamResponse:
+        """Send `request` (with its already-read `body`) upstream; `learn` sees the answer's head first."""
         url = self._upstream.url
         assert url is not None
         try:
             upstream = await self._http().request(request.method, url, data=body, headers=self._headers(request),
                                                   allow_redirects=False)
         except (aiohttp.ClientError, OSError) as exc:
-            _log.warning("legacy_relay_unreachable", upstream=safe_url(url), error=type(exc).__name__)
+            _log.warning("relay_upstream_unreachable", upstream=safe_url(url), error=type(exc).__name__)
+            if self._on_failure is not None:
+                self._on_failure()
             return _error(502, -32603, f"Upstream {safe_url(url)} cannot be reached")
         async with upstream:
+            if learn is not None:
+                learn(upstream)
+            return await _stream_back(request, upstream)
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+async def _stream_back(request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
+    headers = {name: upstream.headers[name] for name in _RESPONSE_HEADERS if name in upstream.headers}
+    if not upstream.headers.get("Content-Type", "").startswith("text/event-stream"):
+        return web.Response(status=upstream.status, body=await upstream.read(), headers=headers)
+    response = web.StreamResponse(status=upstream.status, headers={**headers, "X-Accel-Buffering": "no"})
+    await response.prepare(request)
+    try:
+        async for chunk in upstream.content.iter_any():
+            await response.write(chunk)
+    except (aiohttp.ClientError, OSError):
+        _log.info("relay_stream_ended", reason="upstream")  # a legacy client resumes with Last-Event-ID
+        return response
+    await response.write_eof()
+    return response
+
+
+class LegacyRelay:
+    """Relays one legacy client request, enforcing the session bindings; `aclose()` closes its client."""
+
+    def __init__(self, settings: Settings, on_failure: Callable[[], None] | None = None) -> None:
+        self._upstream = settings.upstream
+        self.bindings = SessionBindings(settings.front.max_legacy_sessions)
+        self._http = HttpRelay(settings, on_failure)
+
+    async def handle(self, request: web.Request, body: bytes | None, principal: str,
+                     method: str | None) -> web.StreamResponse:
+        """Relay `request` (its body already read, or None for GET/DELETE) to the upstream."""
+        if self._upstream.url is None:
+            return _error(400, INVALID_REQUEST, "Legacy clients over HTTP are relayed only to an HTTP upstream; this"
+                          f" bridge fronts a stdio server: connect with MCP {MODERN_VERSION}, or use mrtr-bridge stdio")
+        session_id = request.headers.get(SESSION)
+        if session_id is not None and not self.bindings.owned_by(session_id, principal):
+            return _error(404, NOT_FOUND, "Session not found")
+        return await self._forward(request, body, principal, method, session_id)
+
+    async def _forward(self, request: web.Request, body: bytes | None, principal: str, method: str | None,
+                       session_id: str | None) -> web.StreamResponse:
+        def learn(upstream: aiohttp.ClientResponse) -> None:
             self._learn(upstream, principal, method, session_id, request.method)
-            return await self._stream_back(request, upstream)
+
+        return await self._http.forward(request, body, learn)
 
     def _learn(self, upstream: aiohttp.ClientResponse, principal: str, method: str | None, session_id: str | None,
                http_method: str) -> None:
@@ -126,24 +170,8 @@ class LegacyRelay:
         if session_id is not None and (upstream.status == 404 or (http_method == "DELETE" and upstream.status < 300)):
             self.bindings.forget(session_id)
 
-    async def _stream_back(self, request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
-        headers = {name: upstream.headers[name] for name in _RESPONSE_HEADERS if name in upstream.headers}
-        if not upstream.headers.get("Content-Type", "").startswith("text/event-stream"):
-            return web.Response(status=upstream.status, body=await upstream.read(), headers=headers)
-        response = web.StreamResponse(status=upstream.status, headers={**headers, "X-Accel-Buffering": "no"})
-        await response.prepare(request)
-        try:
-            async for chunk in upstream.content.iter_any():
-                await response.write(chunk)
-        except (aiohttp.ClientError, OSError):
-            _log.info("legacy_relay_stream_ended", reason="upstream")  # the client resumes with Last-Event-ID
-            return response
-        await response.write_eof()
-        return response
-
     async def aclose(self) -> None:
-        if self._client is not None:
-            await self._client.close()
+        await self._http.aclose()
 
 
-__all__ = ["LegacyRelay", "SessionBindings"]
+__all__ = ["HttpRelay", "LegacyRelay", "SessionBindings"]

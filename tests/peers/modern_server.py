@@ -18,10 +18,10 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+from typing import Annotated, Any
 
 import uvicorn
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Elicit, MCPServer, Resolve
 from mcp_types import ToolAnnotations
 from pydantic import BaseModel
 
@@ -38,11 +38,14 @@ def echo(text: str) -> str:
     return text
 
 
+def _name() -> Elicit[Name]:
+    return Elicit("What is your name?", Name)
+
+
 @mcp.tool()
-async def ask_name(ctx: Context) -> str:  # type: ignore[type-arg]
-    """Ask the user for a name."""
-    answer = await ctx.elicit(message="What is your name?", schema=Name)
-    return f"Hello {answer.data.name}" if answer.action == "accept" and answer.data else f"no name ({answer.action})"
+def ask_name(name: Annotated[Name, Resolve(_name)]) -> str:
+    """Ask the user for a name (an InputRequiredResult at 2026-07-28, a push to a legacy client)."""
+    return f"Hello {name.name}"
 
 
 @mcp.tool(annotations=ToolAnnotations(destructiveHint=True, idempotentHint=False))
