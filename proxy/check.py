@@ -66,7 +66,7 @@ async def _tools(session: PooledSession) -> list[Any]:
     tools: list[Any] = []
     params: JsonObject = {}
     for _ in range(MAX_TOOL_PAGES):
-        page = await session.start("tools/list", params, headers={}, on_inbound=None).result()
+        page = await session.start(TOOLS_LIST, params, headers={}, on_inbound=None).result()
         tools.extend(page.get("tools") or [])
         cursor = page.get("nextCursor")
         if not isinstance(cursor, str):

@@ -33,7 +33,7 @@ from proxy.context import FrontRequest, JsonObject, NotificationSink
 from proxy.legacy_stdio import LegacyStdio, legacy_stdio
 from proxy.stopping import BridgeStop
 from translators.era_detection import is_legacy_client_message
-from translators.eras import TRACE_META_KEYS
+from translators.eras import CANCELLED, TRACE_META_KEYS
 from translators.errors import BridgeBug, BridgeError, InvalidRequest, to_error_response
 from translators.inbound import check_envelope, decode_json, message_id, validate_request
 from translators.stdio_framing import FramingError, LineSplitter, frame
@@ -41,7 +41,6 @@ from translators.stdio_framing import FramingError, LineSplitter, frame
 log = structlog.get_logger(__name__)
 
 STDIO_PRINCIPAL: Final = "stdio"  # one local client launched this process: a single principal
-CANCELLED: Final = "notifications/cancelled"
 READ_CHUNK: Final = 65536
 EOF_GRACE_S: Final = 0.5  # on stdin EOF, how long requests already received may take to finish
 SHUTDOWN_WAIT_S: Final = 5.0  # then how long cancelled requests get to finish their upstream cancels

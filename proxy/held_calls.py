@@ -21,11 +21,13 @@ from proxy.upstream.base import Inbound, JsonObject, UpstreamCall, UpstreamSessi
 from proxy.upstream.pool import Lease
 from translators.canonical import as_object
 from translators.capabilities import elicitation_modes
-from translators.eras import META_PROGRESS_TOKEN
+from translators.eras import CANCELLED, META_PROGRESS_TOKEN
 from translators.errors import (
     BridgeError,
+    CapacityExceeded,
+    ClientLimitExceeded,
     InvalidRequestState,
-    LimitExceeded,
+    RejectionReason,
     ShuttingDown,
     UpstreamFault,
     UpstreamReturnedError,
@@ -197,7 +199,7 @@ class CallDriver:
         if message.get("method") in SESSION_WIDE:
             self._publish(self.principal, message)
             return
-        if message.get("method") == "notifications/cancelled":
+        if message.get("method") == CANCELLED:
             params = as_object(message.get("params"))
             self.feed(UpstreamPushCancelled(params.get("requestId", "")))
             return
@@ -352,13 +354,13 @@ class HeldCallRegistry:
         if self.closing:
             raise ShuttingDown()
         if len(self._held) >= self._max_total:
-            raise LimitExceeded(
+            raise CapacityExceeded(
                 f"The bridge already holds its maximum of {self._max_total} calls waiting for input "
                 "(held.max_total); retry later",
                 "held.max_total",
             )
         if self._per_principal.get(driver.principal, 0) >= self._max_per_principal:
-            raise LimitExceeded(
+            raise ClientLimitExceeded(
                 f"This caller already has {self._max_per_principal} calls waiting for input "
                 "(held.max_per_principal); finish or abandon one first",
                 "held.max_per_principal",
@@ -375,7 +377,7 @@ class HeldCallRegistry:
     def lookup(self, continuation_id: bytes) -> CallDriver:
         driver = self._calls.get(continuation_id)
         if driver is None:
-            raise InvalidRequestState("unknown_held_call")
+            raise InvalidRequestState(RejectionReason.UNKNOWN_HELD_CALL)
         return driver
 
     def remove(self, driver: CallDriver) -> None:

@@ -28,7 +28,7 @@ from aiohttp import web
 
 from config.settings import Settings
 from proxy.upstream.errors import safe_url
-from translators.eras import MODERN_VERSION
+from translators.eras import INITIALIZE, MODERN_VERSION
 from translators.errors import INVALID_REQUEST
 
 _log = structlog.get_logger("proxy.legacy_relay")
@@ -164,7 +164,7 @@ class LegacyRelay:
     def _learn(self, upstream: aiohttp.ClientResponse, principal: str, method: str | None, session_id: str | None,
                http_method: str) -> None:
         issued = upstream.headers.get(SESSION)
-        if method == "initialize" and issued and upstream.status < 300:
+        if method == INITIALIZE and issued and upstream.status < 300:
             self.bindings.bind(issued, principal)
             _log.info("legacy_session_relayed", sessions=len(self.bindings))
         if session_id is not None and (upstream.status == 404 or (http_method == "DELETE" and upstream.status < 300)):

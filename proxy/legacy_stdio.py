@@ -28,6 +28,7 @@ import structlog
 
 from config.settings import Settings, UpstreamSettings
 from proxy.upstream.stdio_process import spawn, stop_process
+from translators.eras import INITIALIZED
 from translators.sse import SSEDecoder
 
 log = structlog.get_logger(__name__)
@@ -134,7 +135,7 @@ class _HttpSession:
             if issued and self._session_id is None:
                 self._session_id = issued
             await self._answer(response)
-        if self._get_stream is None and b'"notifications/initialized"' in line:
+        if self._get_stream is None and f'"{INITIALIZED}"'.encode() in line:
             self._get_stream = asyncio.create_task(self._listen())
 
     async def _listen(self) -> None:

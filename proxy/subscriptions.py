@@ -20,6 +20,7 @@ from proxy.context import FrontRequest, NotificationSink
 from proxy.upstream.base import JsonObject, UpstreamSession
 from proxy.upstream.pool import Lease
 from translators.canonical import as_object
+from translators.eras import RESOURCES_SUBSCRIBE, RESOURCES_UNSUBSCRIBE
 from translators.errors import BridgeError
 from translators.subscriptions import (
     LIST_CHANGED,
@@ -142,7 +143,7 @@ class ListenHub:
         held: list[str] = []
         try:
             for uri in sorted(uris):
-                if refs[uri_key(uri)] == 0 and not await self._request(session, "resources/subscribe", uri):
+                if refs[uri_key(uri)] == 0 and not await self._request(session, RESOURCES_SUBSCRIBE, uri):
                     continue
                 refs[uri_key(uri)] += 1
                 held.append(uri)
@@ -165,7 +166,7 @@ class ListenHub:
             if refs[uri_key(uri)] <= 0:
                 del refs[uri_key(uri)]
                 if upstream and session.is_alive:
-                    await self._request(session, "resources/unsubscribe", uri)
+                    await self._request(session, RESOURCES_UNSUBSCRIBE, uri)
         if not refs:
             del self._uri_refs[id(session)]
 

@@ -21,6 +21,7 @@ from typing import Any, Final, Literal
 from translators.canonical import as_object
 from translators.eras import (
     DISCOVER,
+    INITIALIZE,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,
@@ -121,14 +122,14 @@ def is_legacy_client(headers: dict[str, str], message: Any = None) -> bool:
         meta = as_object(as_object(message.get("params")).get("_meta"))
         if META_PROTOCOL_VERSION in meta:
             return False
-        if message.get("method") == "initialize":
+        if message.get("method") == INITIALIZE:
             return True
     return "mcp-session-id" in headers or version in SUPPORTED
 
 
 def is_legacy_client_message(message: Any) -> bool:
     """Whether a stdio client's first message opens a legacy session (`initialize` without modern `_meta`)."""
-    return isinstance(message, dict) and message.get("method") == "initialize" and is_legacy_client({}, message)
+    return isinstance(message, dict) and message.get("method") == INITIALIZE and is_legacy_client({}, message)
 
 
 def era_of(discover: DiscoverVerdict, answers_initialize: bool) -> Era:

@@ -77,6 +77,21 @@ ROOTS: Final = "roots/list"
 PUSH_KINDS: Final[dict[str, str]] = {ELICIT: "elicit", SAMPLE: "sample", ROOTS: "roots"}
 LEGACY_PING: Final = "ping"
 
+# Legacy lifecycle, utilities and notifications (either direction).
+INITIALIZE: Final = "initialize"
+INITIALIZED: Final = "notifications/initialized"
+CANCELLED: Final = "notifications/cancelled"
+PROGRESS: Final = "notifications/progress"
+LOG_MESSAGE: Final = "notifications/message"
+LOGGING_SET_LEVEL: Final = "logging/setLevel"
+RESOURCES_SUBSCRIBE: Final = "resources/subscribe"
+RESOURCES_UNSUBSCRIBE: Final = "resources/unsubscribe"
+RESOURCE_UPDATED: Final = "notifications/resources/updated"
+TOOLS_LIST_CHANGED: Final = "notifications/tools/list_changed"
+PROMPTS_LIST_CHANGED: Final = "notifications/prompts/list_changed"
+RESOURCES_LIST_CHANGED: Final = "notifications/resources/list_changed"
+SUBSCRIPTIONS_ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"  # modern, on a listen stream
+
 LOG_LEVELS: Final[tuple[str, ...]] = (
     "debug",
     "info",

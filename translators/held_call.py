@@ -22,9 +22,10 @@ from translators.errors import (
     LEGACY_URL_ELICITATION_REQUIRED,
     BridgeError,
     ClientFault,
+    ClientLimitExceeded,
     InvalidRequestState,
-    LimitExceeded,
     MissingClientCapability,
+    RejectionReason,
     ShuttingDown,
     UpstreamFault,
     UpstreamTimeout,
@@ -142,7 +143,7 @@ class HeldCall:
     def _ask(self, attempt: int, keys: list[str]) -> list[Action]:
         """Send an InputRequiredResult for `keys` and detach (a new round)."""
         if self.round >= self.limits.max_rounds:
-            fault = LimitExceeded(
+            fault = ClientLimitExceeded(
                 f"The call needed more than {self.limits.max_rounds} input rounds", "held.max_rounds"
             )
             return [ReplyError(attempt, fault=fault), *self._abandon("too many input rounds")]
@@ -251,12 +252,12 @@ def _stale_timer(call: HeldCall, event: BatchWindowClosed | DeadlinePassed, now:
 
 
 def _retry_while_attached(call: HeldCall, event: ClientRetried, now: float) -> list[Action]:
-    return [ReplyError(event.attempt, fault=InvalidRequestState("not_waiting"))]
+    return [ReplyError(event.attempt, fault=InvalidRequestState(RejectionReason.NOT_WAITING))]
 
 
 def _retry(call: HeldCall, event: ClientRetried, now: float) -> list[Action]:
     if event.round != call.round:
-        return [ReplyError(event.attempt, fault=InvalidRequestState("stale_round"))]
+        return [ReplyError(event.attempt, fault=InvalidRequestState(RejectionReason.STALE_ROUND))]
     if call.outcome is not None:
         call.pending.clear()
         return [_final_reply(event.attempt, call.outcome), *call._finish()]
@@ -301,7 +302,7 @@ def _url_declined() -> BridgeError:
 
 
 def _retry_after_done(call: HeldCall, event: ClientRetried, now: float) -> list[Action]:
-    return [ReplyError(event.attempt, fault=InvalidRequestState("unknown_held_call"))]
+    return [ReplyError(event.attempt, fault=InvalidRequestState(RejectionReason.UNKNOWN_HELD_CALL))]
 
 
 def _disconnected(call: HeldCall, event: ClientDisconnected, now: float) -> list[Action]:

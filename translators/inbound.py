@@ -209,7 +209,7 @@ def param_headers_of(headers: Mapping[str, str]) -> dict[str, str]:
 
 def _check_method(method: str) -> None:
     supported = ", ".join(eras.MODERN_VERSIONS)
-    if method == "initialize":
+    if method == eras.INITIALIZE:
         raise MethodNotFound(
             f"Method not found: initialize does not exist in MCP {supported}; this server is stateless "
             f"and supports protocol versions {supported} (send them in params._meta on every request)",

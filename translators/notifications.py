@@ -5,11 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 from translators.canonical import as_object
-from translators.eras import LOG_LEVELS
+from translators.eras import LOG_LEVELS, LOG_MESSAGE, PROGRESS
 
 JsonObject = dict[str, Any]
-PROGRESS: str = "notifications/progress"
-MESSAGE: str = "notifications/message"
 
 
 def log_level_admits(requested: str | None, level: Any) -> bool:
@@ -35,9 +33,9 @@ def route_notification(
         if front_token is None or upstream_token is None or params.get("progressToken") != upstream_token:
             return None
         return {"jsonrpc": "2.0", "method": PROGRESS, "params": {**params, "progressToken": front_token}}
-    if method == MESSAGE and log_level_admits(log_level, params.get("level")):
-        return {"jsonrpc": "2.0", "method": MESSAGE, "params": params}
+    if method == LOG_MESSAGE and log_level_admits(log_level, params.get("level")):
+        return {"jsonrpc": "2.0", "method": LOG_MESSAGE, "params": params}
     return None
 
 
-__all__ = ["MESSAGE", "PROGRESS", "log_level_admits", "route_notification"]
+__all__ = ["log_level_admits", "route_notification"]

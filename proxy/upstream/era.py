@@ -26,6 +26,7 @@ from proxy.upstream.era_probe import probe_http
 from proxy.upstream.errors import safe_url
 from proxy.upstream.http_wire import client_info
 from translators.era_detection import DUAL, LEGACY, MODERN, Era, era_of
+from translators.eras import INITIALIZE
 from translators.errors import BridgeError
 from translators.revisions import OFFERED
 
@@ -101,7 +102,7 @@ class UpstreamEra:
         """Whether a legacy `initialize` is answered with a result (its session is deleted at once)."""
         url = self._settings.url
         assert url is not None
-        body = {"jsonrpc": "2.0", "id": "mrtr-bridge-era-initialize", "method": "initialize",
+        body = {"jsonrpc": "2.0", "id": "mrtr-bridge-era-initialize", "method": INITIALIZE,
                 "params": {"protocolVersion": OFFERED, "capabilities": {}, "clientInfo": client_info()}}
         headers = {**self._static_headers(), "Accept": "application/json, text/event-stream"}
         timeout = aiohttp.ClientTimeout(total=self._settings.era_probe_timeout_s)

@@ -37,6 +37,7 @@ from proxy.upstream.http_wire import (
     read_json_message,
     response_message,
 )
+from translators.eras import CANCELLED, INITIALIZE, INITIALIZED
 from translators.errors import (
     BridgeBug,
     BridgeError,
@@ -126,6 +127,11 @@ class HttpUpstreamSession:
     def is_alive(self) -> bool:
         get_lost = self._get_stream is not None and self._get_stream.lost
         return not self._closed and not self._broken and not get_lost
+
+    @property
+    def url(self) -> str:
+        """Where this session sends (after a remembered same-origin redirect)."""
+        return self._channel.url
 
     @property
     def has_get_stream(self) -> bool:
@@ -284,7 +290,7 @@ class HttpUpstreamSession:
             call.task.cancel()
         params = {"requestId": call.upstream_request_id, "reason": reason}
         try:
-            await self.notify("notifications/cancelled", params)
+            await self.notify(CANCELLED, params)
         except UpstreamFault as exc:
             self._log.info("upstream_cancel_not_delivered", method=call.method, error=exc.message)
         self._log.info("upstream_call_cancelled", method=call.method)
@@ -296,20 +302,20 @@ class HttpUpstreamSession:
         The GET stream opens first so that a push the server sends on `initialized` (a `roots/list`,
         typically) has a stream to arrive on: the `mcp` 1.x SDK drops it otherwise."""
         self._channel.begin_generation()
-        with map_upstream_errors(self.upstream, "initialize"):
+        with map_upstream_errors(self.upstream, INITIALIZE):
             async with asyncio.timeout(self._channel.settings.init_timeout_s):
                 await self._initialize()
                 self._get_stream = GetStream(self._channel, self._router, self._tasks, self._log,
                                              on_expired=self._get_stream_expired)
                 await self._get_stream.start()
-                initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-                await self._channel.post_accepted(initialized, "notifications/initialized")
+                initialized = {"jsonrpc": "2.0", "method": INITIALIZED}
+                await self._channel.post_accepted(initialized, INITIALIZED)
 
     async def _initialize(self) -> None:
         params = {"protocolVersion": OFFERED, "capabilities": self._capabilities, "clientInfo": client_info()}
-        call = self._new_call("initialize", params, headers={}, on_inbound=None)
-        async with self._channel.exchange("POST", "initialize", body=call.request_message()) as resp:
-            await self._channel.check_status(resp, self._channel.generation, "initialize")
+        call = self._new_call(INITIALIZE, params, headers={}, on_inbound=None)
+        async with self._channel.exchange("POST", INITIALIZE, body=call.request_message()) as resp:
+            await self._channel.check_status(resp, self._channel.generation, INITIALIZE)
             session_id = resp.headers.get(SESSION_HEADER)
             if session_id is not None and not _is_valid_session_id(session_id):
                 raise UpstreamProtocolError("sent an Mcp-Session-Id that is not visible ASCII")

@@ -28,7 +28,13 @@ from proxy.upstream.base import (
     UpstreamSession,
 )
 from proxy.upstream.http_call import invoke_handler
-from translators.errors import BridgeBug, BridgeError, LimitExceeded, UpstreamUnavailable
+from translators.errors import (
+    BridgeBug,
+    BridgeError,
+    CapacityExceeded,
+    ClientLimitExceeded,
+    UpstreamUnavailable,
+)
 
 _log = structlog.get_logger(__name__)
 
@@ -209,8 +215,8 @@ class UpstreamPool:
             if opening is None:
                 try:
                     return await self._open(key, capabilities, exclusive=exclusive, headers=headers)
-                except LimitExceeded as exc:
-                    if not wait or exc.data.get("limit") != TOTAL_LIMIT:
+                except CapacityExceeded:
+                    if not wait:
                         raise
                     if deadline is None:
                         deadline = asyncio.get_running_loop().time() + self._settings.session_wait_s
@@ -229,10 +235,10 @@ class UpstreamPool:
         except TimeoutError:
             raise self._busy_error() from None
 
-    def _busy_error(self) -> LimitExceeded:
+    def _busy_error(self) -> CapacityExceeded:
         limit, held = self._settings.max_sessions, sum(1 for e in self._entries if e.exclusive is not None)
         by_calls = f", {held} of them held by interactive calls" if held else ""
-        return LimitExceeded(
+        return CapacityExceeded(
             f"The bridge already has {limit} upstream sessions in use (upstream.max_sessions){by_calls}; none"
             f" became free within {self._settings.session_wait_s:g} s (upstream.session_wait_s); retry later",
             TOTAL_LIMIT,
@@ -264,7 +270,7 @@ class UpstreamPool:
         return lease
 
     def _reserve(self, principal: str) -> list[_Entry]:
-        """Claim room for one more session, evicting idle ones if needed; raises `LimitExceeded`."""
+        """Claim room for one more session, evicting idle ones if needed; raises a `LimitExceeded`."""
         victims: list[_Entry] = []
         per_principal = self._settings.max_sessions_per_principal
         while self._count(principal, victims) >= per_principal:
@@ -289,12 +295,12 @@ class UpstreamPool:
         if idle:
             return min(idle, key=lambda e: e.idle_since or 0.0)
         if principal is not None:
-            raise LimitExceeded(
+            raise ClientLimitExceeded(
                 f"This caller already has {limit} upstream sessions in use"
                 " (upstream.max_sessions_per_principal); finish or cancel some calls and retry",
                 "upstream.max_sessions_per_principal",
             )
-        raise LimitExceeded(
+        raise CapacityExceeded(
             f"The bridge already has {limit} upstream sessions in use (upstream.max_sessions); retry later",
             TOTAL_LIMIT,
         )

@@ -42,7 +42,7 @@ from proxy.upstream.http_wire import (
     notification_message,
     response_message,
 )
-from translators.eras import LEGACY_PING
+from translators.eras import CANCELLED, INITIALIZE, INITIALIZED, LEGACY_PING
 from translators.errors import (
     BridgeBug,
     UpstreamFault,
@@ -118,7 +118,7 @@ class SseUpstreamSession:
         failure nothing is left open."""
         session = cls(client, url, headers=headers, on_unrelated=on_unrelated, settings=settings)
         try:
-            with map_upstream_errors(session.upstream, "initialize"):
+            with map_upstream_errors(session.upstream, INITIALIZE):
                 async with asyncio.timeout(settings.init_timeout_s):
                     await session._handshake(capabilities)
         except BaseException:
@@ -199,12 +199,12 @@ class SseUpstreamSession:
         self._poster = HttpChannel(self._client, endpoint, headers=self._headers, settings=self._settings)
         params = {"protocolVersion": OFFERED, "capabilities": capabilities, "clientInfo": client_info()}
         try:
-            result = await self.start("initialize", params, headers={}, on_inbound=None).result()
+            result = await self.start(INITIALIZE, params, headers={}, on_inbound=None).result()
         except UpstreamReturnedError as exc:
             raise UpstreamProtocolError(f"Upstream {self.upstream} refused initialize: {exc.message[:200]}") from exc
         self._revision = negotiated(self.upstream, result.get("protocolVersion"))
         self._init_result = result
-        await self.notify("notifications/initialized")
+        await self.notify(INITIALIZED)
 
     # -- the stream -------------------------------------------------------------------------------
 
@@ -293,7 +293,7 @@ class SseUpstreamSession:
         self._calls.pop(call.upstream_request_id, None)
         params = {"requestId": call.upstream_request_id, "reason": reason}
         try:
-            await self.notify("notifications/cancelled", params)
+            await self.notify(CANCELLED, params)
         except UpstreamFault as exc:
             self._log.info("upstream_cancel_not_delivered", method=call.method, error=exc.message)
         self._log.info("upstream_call_cancelled", method=call.method)

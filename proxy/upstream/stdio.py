@@ -32,7 +32,7 @@ from proxy.upstream.call import OutcomeCall
 from proxy.upstream.stdio_children import ChildProcesses
 from proxy.upstream.stdio_process import exit_code, exit_message, spawn, stop_process, upstream_label
 from proxy.upstream.stdio_stderr import StderrRelay
-from translators.eras import LEGACY_PING
+from translators.eras import CANCELLED, INITIALIZE, INITIALIZED, LEGACY_PING
 from translators.errors import (
     INVALID_REQUEST,
     BridgeBug,
@@ -51,8 +51,6 @@ log = structlog.get_logger(__name__)
 READ_CHUNK: Final = 65536
 EXIT_CODE_WAIT_S: Final = 0.5  # after stdout closes, how long to wait for the exit code
 CLIENT_INFO: Final[JsonObject] = {"name": "mrtr-bridge", "version": version("mrtr-bridge")}
-CANCELLED: Final = "notifications/cancelled"
-INITIALIZED: Final = "notifications/initialized"
 
 def _kind(message: JsonObject) -> str:
     """'response', 'request', 'notification' or 'invalid' for one decoded line."""
@@ -227,7 +225,7 @@ class StdioUpstreamSession:
 
     async def _initialize(self, capabilities: JsonObject) -> None:
         params = {"protocolVersion": OFFERED, "capabilities": capabilities, "clientInfo": CLIENT_INFO}
-        call = self.start("initialize", params)
+        call = self.start(INITIALIZE, params)
         timeout = self._settings.init_timeout_s
         data = upstream_label(self._program)
         try:

@@ -14,10 +14,11 @@ from translators.eras import ELICIT, ROOTS, SAMPLE
 from translators.errors import (
     INTERNAL_ERROR,
     LEGACY_URL_ELICITATION_REQUIRED,
+    ClientLimitExceeded,
     InvalidParams,
     InvalidRequestState,
-    LimitExceeded,
     MissingClientCapability,
+    RejectionReason,
     ShuttingDown,
     UpstreamFault,
     UpstreamTimeout,
@@ -195,7 +196,7 @@ def test_a_retry_reaching_a_finished_call_is_answered_not_dropped() -> None:
     """A retry that found the call just before the driver dropped it gets the unknown-call rejection."""
     call, _ = _in_state(S.DONE)
     actions = call.handle(ClientRetried(9, call.round, {}), 2.0)
-    expected = ReplyError(9, fault=InvalidRequestState("unknown_held_call"))
+    expected = ReplyError(9, fault=InvalidRequestState(RejectionReason.UNKNOWN_HELD_CALL))
     assert [_comparable(a) for a in actions] == [_comparable(expected)]
     assert call.state is S.DONE
 
@@ -289,7 +290,7 @@ def test_missing_answers_start_a_new_round_asking_only_for_them() -> None:
     play(call, 5.0, ClientRetried(2, 1, {P101.key: ACCEPT}),
          [_answered(P101, ACCEPT), *_asked(2, 2, [P102], 3)], S.WAITING_CLIENT)
     play(call, 6.0, ClientRetried(3, 1, {P102.key: SAMPLED}),
-         [ReplyError(3, fault=InvalidRequestState("stale_round"))], S.WAITING_CLIENT)
+         [ReplyError(3, fault=InvalidRequestState(RejectionReason.STALE_ROUND))], S.WAITING_CLIENT)
     play(call, 7.0, ClientRetried(4, 2, {P102.key: SAMPLED}),
          [_answered(P102, SAMPLED), CancelTimer("deadline"), StartTimer("deadline", ATTEMPT, 4)], S.RUNNING)
 
@@ -307,7 +308,7 @@ def test_stale_round_is_rejected_without_state_change(stale_round: int) -> None:
     """A retry naming another round is rejected and the call keeps waiting for the right one."""
     call = _waiting(P101)
     play(call, 5.0, ClientRetried(2, stale_round, {P101.key: ACCEPT}),
-         [ReplyError(2, fault=InvalidRequestState("stale_round"))], S.WAITING_CLIENT)
+         [ReplyError(2, fault=InvalidRequestState(RejectionReason.STALE_ROUND))], S.WAITING_CLIENT)
     assert (call.round, call.attempt, list(call.pending)) == (1, None, [P101.key])
 
 
@@ -315,10 +316,11 @@ def test_retry_while_running_is_rejected_without_state_change() -> None:
     """A retry reaching a call that has an attempt attached is rejected; the attached attempt is kept."""
     call = HeldCall(LIMITS, attempt=1)
     call.start(0.0)
-    play(call, 1.0, ClientRetried(2, 0, {}), [ReplyError(2, fault=InvalidRequestState("not_waiting"))], S.RUNNING)
+    play(call, 1.0, ClientRetried(2, 0, {}),
+         [ReplyError(2, fault=InvalidRequestState(RejectionReason.NOT_WAITING))], S.RUNNING)
     play(call, 1.0, UpstreamPushArrived(P101), [StartTimer("batch", QUIET, 1)], S.COLLECTING)
     play(call, 1.1, ClientRetried(3, 0, {P101.key: ACCEPT}),
-         [ReplyError(3, fault=InvalidRequestState("not_waiting"))], S.COLLECTING)
+         [ReplyError(3, fault=InvalidRequestState(RejectionReason.NOT_WAITING))], S.COLLECTING)
     assert call.attempt == 1 and list(call.pending) == [P101.key]
 
 
@@ -358,7 +360,7 @@ def test_upstream_error_while_waiting_is_handed_to_the_next_retry() -> None:
     """An upstream error that ends a held call reaches the next retry of the right round."""
     call = _waiting(P101)
     play(call, 2.0, UpstreamErrorArrived(error=UPSTREAM_ERROR), [ReleaseUpstream()], S.WAITING_CLIENT)
-    play(call, 5.0, ClientRetried(2, 0, {}), [ReplyError(2, fault=InvalidRequestState("stale_round"))],
+    play(call, 5.0, ClientRetried(2, 0, {}), [ReplyError(2, fault=InvalidRequestState(RejectionReason.STALE_ROUND))],
          S.WAITING_CLIENT)
     play(call, 5.0, ClientRetried(3, 1, {}), [ReplyError(3, error=UPSTREAM_ERROR), *_finished()], S.DONE)
 
@@ -448,7 +450,7 @@ def test_max_rounds_ends_the_call() -> None:
          [_answered(P101, ACCEPT), CancelTimer("deadline"), StartTimer("deadline", ATTEMPT, 3)], S.RUNNING)
     play(call, 6.0, UpstreamPushArrived(P102), [StartTimer("batch", QUIET, 2)], S.COLLECTING)
     play(call, 6.25, BatchWindowClosed(2),
-         [ReplyError(2, fault=LimitExceeded("", "held.max_rounds")), AnswerPush(102, refusal(SAMPLE)),
+         [ReplyError(2, fault=ClientLimitExceeded("", "held.max_rounds")), AnswerPush(102, refusal(SAMPLE)),
           CancelUpstreamCall("too many input rounds"), *_finished(True)], S.DONE)
 
 
@@ -456,7 +458,7 @@ def test_max_rounds_applies_to_re_asking_missing_answers() -> None:
     """Re-asking for missing answers is a round too and is capped the same way."""
     call = _waiting(P101, P102, limits=dataclasses.replace(LIMITS, max_rounds=1))
     play(call, 5.0, ClientRetried(2, 1, {P101.key: ACCEPT}),
-         [_answered(P101, ACCEPT), ReplyError(2, fault=LimitExceeded("", "held.max_rounds")),
+         [_answered(P101, ACCEPT), ReplyError(2, fault=ClientLimitExceeded("", "held.max_rounds")),
           AnswerPush(102, refusal(SAMPLE)), CancelUpstreamCall("too many input rounds"), *_finished(True)], S.DONE)
 
 

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 from schema_check import assert_valid
 
-from translators.eras import LOG_LEVELS, META_SUBSCRIPTION_ID
-from translators.notifications import MESSAGE, PROGRESS, log_level_admits, route_notification
+from translators.eras import LOG_LEVELS, META_SUBSCRIPTION_ID, PROGRESS
+from translators.eras import LOG_MESSAGE as MESSAGE
+from translators.notifications import log_level_admits, route_notification
 
 JsonObject = dict[str, Any]
 

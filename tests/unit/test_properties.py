@@ -31,10 +31,12 @@ from translators.eras import (
     META_PROGRESS_TOKEN,
     META_PROTOCOL_VERSION,
     MRTR_METHODS,
+    PROGRESS,
     RESULT_COMPLETE,
     ROOTS,
     SAMPLE,
 )
+from translators.eras import LOG_MESSAGE as MESSAGE
 from translators.errors import (
     INTERNAL_ERROR,
     LEGACY_RESOURCE_NOT_FOUND,
@@ -64,7 +66,7 @@ from translators.held_call import (
     UpstreamPushCancelled,
     UpstreamResultArrived,
 )
-from translators.notifications import MESSAGE, PROGRESS, route_notification
+from translators.notifications import route_notification
 from translators.pushes import (
     PendingPush,
     PushAnswer,

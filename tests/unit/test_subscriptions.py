@@ -8,12 +8,11 @@ from typing import Any
 import pytest
 from schema_check import assert_valid
 
-from translators.eras import META_SERVER_INFO, META_SUBSCRIPTION_ID, RESULT_COMPLETE
+from translators.eras import META_SERVER_INFO, META_SUBSCRIPTION_ID, RESOURCE_UPDATED, RESULT_COMPLETE
+from translators.eras import SUBSCRIPTIONS_ACKNOWLEDGED as ACKNOWLEDGED
 from translators.errors import InvalidParams
 from translators.subscriptions import (
-    ACKNOWLEDGED,
     LIST_CHANGED,
-    RESOURCE_UPDATED,
     SESSION_WIDE,
     ListenFilter,
     acknowledgement,
