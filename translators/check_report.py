@@ -112,24 +112,35 @@ def _legacy_findings(seen: Observed, revision: str | None) -> tuple[list[str], l
     return bridges, problems
 
 
+_RELAYED: Final = ("modern requests: relayed untranslated (the upstream's own InputRequiredResult and requestState "
+                   "pass untouched)")
+
+
+def _modern_only(seen: Observed) -> tuple[bool, list[str], list[str]]:
+    versions = ", ".join(seen.discover.supported_versions if seen.discover else [])
+    refused = f"refuses initialize ({seen.legacy_error or 'no legacy session'})"
+    if seen.transport == "stdio":
+        return False, [], [f"the upstream speaks only modern revisions ({versions}) and {refused}; the bridge does "
+                           "not relay a modern stdio upstream yet: modern clients can launch it directly"]
+    return True, [_RELAYED], [f"legacy clients get an error: the upstream speaks only {versions} and {refused}"]
+
+
 def _verdict(seen: Observed, era: Era | None, revision: str | None) -> tuple[bool, list[str], list[str]]:
     """(bridgeable, bridges, problems)."""
     if seen.unreachable is not None:
         return False, [], [f"unreachable: {seen.unreachable}"]
     if era == MODERN:
-        return False, [], [
-            "the upstream speaks only modern revisions "
-            f"({', '.join(seen.discover.supported_versions if seen.discover else [])}) and refuses initialize"
-            f" ({seen.legacy_error or 'no legacy session'}): modern clients can use it directly; the bridge"
-            " translates only for upstreams that answer initialize"]
+        return _modern_only(seen)
     if seen.unsupported_version is not None:
         return False, [], [f"answers initialize with protocol version {seen.unsupported_version!r}; the bridge "
                            f"supports {', '.join(SUPPORTED)} upstream"]
     if seen.init_result is None:
         return False, [], [f"initialize failed: {seen.legacy_error or 'no answer'}"]
     bridges, problems = _legacy_findings(seen, revision)
-    if era == DUAL:
-        bridges.insert(0, "dual-era upstream: served through its legacy side (initialize), like a legacy one")
+    if era == DUAL and seen.transport == "stdio":
+        bridges.insert(0, "dual-era upstream over stdio: served through its legacy side (initialize)")
+    elif era == DUAL:
+        bridges[:0] = [_RELAYED, "legacy clients: their sessions relayed to the upstream's legacy side"]
     return True, bridges, problems
 
 
@@ -137,8 +148,7 @@ def _tools(tools: list[Any] | None, era: Era | None) -> list[dict[str, Any]] | N
     if tools is None:
         return None
     if era == MODERN:
-        return [{**tool_entry(tool), "bridged": False, "reason": "the upstream is modern-only (see problems)"}
-                for tool in tools]
+        return [{**tool_entry(tool), "bridged": True} for tool in tools]  # relayed as they are
     return [tool_entry(tool) for tool in tools]
 
 

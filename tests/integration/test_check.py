@@ -89,23 +89,28 @@ def test_dual_era_sdk_server_is_bridgeable_through_its_legacy_side(peers: Peers)
     assert _tool(report, "wipe") == {"name": "wipe", "annotations": {"destructiveHint": True, "idempotentHint": False},
                                      "bridged": True}
     assert report["bridgeable"] is True
-    assert report["bridges"][0].startswith("dual-era upstream")
+    assert report["bridges"][:2] == [
+        "modern requests: relayed untranslated (the upstream's own InputRequiredResult and requestState pass"
+        " untouched)", "legacy clients: their sessions relayed to the upstream's legacy side"]
 
 
-def test_modern_only_server_is_not_bridgeable(peers: Peers) -> None:
+def test_modern_only_server_is_relayed(peers: Peers) -> None:
     server = modern_server(peers, "--modern-only")
     status, report = run_check("--upstream", server.url)
-    assert status == 1
+    assert status == 0
     assert (report["era"], report["protocolVersion"]) == ("modern", "2026-07-28")
     assert report["transport"] == "streamable-http"
     assert report["serverInfo"]["name"] == "mrtr-bridge-modern-peer"
     assert set(report["capabilities"]) == {"tools", "prompts", "resources"}
     assert _tool(report, "wipe") == {"name": "wipe", "annotations": {"destructiveHint": True, "idempotentHint": False},
-                                     "bridged": False, "reason": "the upstream is modern-only (see problems)"}
+                                     "bridged": True}
     assert [tool["name"] for tool in report["tools"]] == ["echo", "ask_name", "wipe"]
-    assert report["bridgeable"] is False
+    assert report["bridgeable"] is True
+    assert report["bridges"] == ["modern requests: relayed untranslated (the upstream's own InputRequiredResult"
+                                 " and requestState pass untouched)"]
     assert len(report["problems"]) == 1
-    assert report["problems"][0].startswith("the upstream speaks only modern revisions (2026-07-28)")
+    assert report["problems"][0].startswith("legacy clients get an error: the upstream speaks only 2026-07-28 and"
+                                            " refuses initialize")
 
 
 def test_unreachable_url_prints_one_object_and_exits_2() -> None:

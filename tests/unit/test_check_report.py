@@ -50,7 +50,10 @@ def test_unsupported_legacy_version_is_not_bridgeable() -> None:
 def test_modern_only_report_uses_the_discover_result() -> None:
     report = build_report(Observed("http://u/mcp", transport="streamable-http", discover=DISCOVERED,
                                    legacy_error="HTTP 400"))
-    assert (report["era"], report["protocolVersion"], report["bridgeable"]) == ("modern", "2026-07-28", False)
+    assert (report["era"], report["protocolVersion"], report["bridgeable"]) == ("modern", "2026-07-28", True)
+    stdio = build_report(Observed("stdio:x", transport="stdio", discover=DISCOVERED, legacy_error="-32601"))
+    assert (stdio["era"], stdio["bridgeable"]) == ("modern", False)
+    assert "does not relay a modern stdio upstream yet" in stdio["problems"][0]
     assert report["serverInfo"] == {"name": "new"}
     assert report["capabilities"] == {"tools": {}}
 
