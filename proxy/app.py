@@ -1,4 +1,4 @@
-"""The aiohttp application: routes, typed app keys and the lifetimes they hold (STYLE §§ 1, 8).
+"""The aiohttp application: routes, typed app keys and the lifetimes they hold (docs/decisions.md §§ 1, 6).
 
 `make_app(settings)` is the composition root of the HTTP bridge: one `cleanup_ctx` opens the one
 `aiohttp.ClientSession` for the upstream, the `UpstreamPool`, the requestState key ring and the
@@ -28,15 +28,7 @@ from proxy.legacy_relay import LegacyRelay
 from proxy.logs import scrub_aiohttp_server_logs
 from proxy.metrics import BridgeMetrics
 from proxy.modern_relay import ModernUpstream
-from proxy.upstream.base import (
-    STDIO,
-    STREAMABLE_HTTP,
-    InboundHandler,
-    JsonObject,
-    PooledSession,
-    SessionOpener,
-    TransportInfo,
-)
+from proxy.upstream.base import STDIO, STREAMABLE_HTTP, InboundHandler, PooledSession, SessionOpener, TransportInfo
 from proxy.upstream.era import UpstreamEra
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.pool import UpstreamPool
@@ -44,6 +36,7 @@ from proxy.upstream.stdio_children import ChildProcesses
 from proxy.upstream.stdio_spares import SpareProcesses
 from proxy.upstream.transport import HttpTransport
 from translators.errors import BridgeError, UpstreamUnavailable
+from translators.jsonrpc import JsonObject
 
 _log = structlog.get_logger("proxy.app")
 UPSTREAM_KEEPALIVE_S: Final = 4.0
@@ -229,7 +222,8 @@ async def bridge_runtime(
         chosen, transport = _opener(client, upstream, spares, opener)
         if on_open_failure is not None:
             chosen = _reporting(chosen, on_open_failure)
-        pool = UpstreamPool(upstream, NegotiatingOpener(chosen), transport=transport,
+        negotiating = NegotiatingOpener(chosen)
+        pool = UpstreamPool(upstream, negotiating, transport=transport,
                             on_unowned=lambda session, inbound: engine.on_unowned(session, inbound))
         engine = Engine(settings, pool, keyring, metrics=metrics)
         try:
@@ -241,7 +235,8 @@ async def bridge_runtime(
             finally:
                 await engine.aclose()
         finally:
-            await asyncio.gather(pool.aclose(), *([spares.aclose()] if spares is not None else []))
+            await asyncio.gather(pool.aclose(), negotiating.aclose(),
+                                 *([spares.aclose()] if spares is not None else []))
 
 
 async def _era_context(app: web.Application) -> AsyncIterator[None]:

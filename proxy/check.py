@@ -17,7 +17,7 @@ from typing import Any, Final, TextIO
 import aiohttp
 
 from config.settings import Settings, UpstreamSettings
-from proxy.upstream.base import Inbound, JsonObject, PooledSession, TransportInfo
+from proxy.upstream.base import Inbound, PooledSession, TransportInfo
 from proxy.upstream.era_probe import modern_post, probe_http, probe_stdio
 from proxy.upstream.errors import safe_url
 from proxy.upstream.http_wire import client_info
@@ -30,6 +30,7 @@ from translators.check_report import Observed, build_report
 from translators.era_detection import DiscoverVerdict, modern_request
 from translators.eras import ROOTS, TOOLS_LIST
 from translators.errors import BridgeError, UpstreamUnavailable
+from translators.jsonrpc import JsonObject
 from translators.revisions import UnsupportedUpstreamVersion
 
 EXIT_BRIDGEABLE: Final = 0

@@ -1,4 +1,4 @@
-"""Modern stdio front: the bridge launched by a local modern client (BRIDGE-NOTES § 9; spec
+"""Modern stdio front: the bridge launched by a local modern client (spec
 2026-07-28 basic/transports/stdio).
 
 stdin carries one JSON-RPC message per line. Each request is validated (the ladder of
@@ -29,13 +29,14 @@ from typing import Any, Final, Protocol
 import structlog
 
 from config.settings import FrontSettings, Settings
-from proxy.context import FrontRequest, JsonObject, NotificationSink
+from proxy.context import FrontRequest, NotificationSink
 from proxy.legacy_stdio import LegacyStdio, legacy_stdio
 from proxy.stopping import BridgeStop
 from translators.era_detection import is_legacy_client_message
 from translators.eras import CANCELLED, TRACE_META_KEYS
-from translators.errors import BridgeBug, BridgeError, InvalidRequest, to_error_response
+from translators.errors import BridgeBug, BridgeError, InvalidRequest
 from translators.inbound import check_envelope, decode_json, message_id, validate_request
+from translators.jsonrpc import JsonObject, to_error_response
 from translators.stdio_framing import FramingError, LineSplitter, frame
 
 log = structlog.get_logger(__name__)

@@ -1,4 +1,4 @@
-"""Era registry: protocol versions, `_meta` keys and method sets (BRIDGE-NOTES §§ 1, 13)."""
+"""Era registry: protocol versions, `_meta` keys and method sets (docs/revisions.md)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ LEGACY_ONLY_METHODS: Final[frozenset[str]] = frozenset(
         "tasks/cancel",
     }
 )
-# Upstream server capability that gates each forwarded method (BRIDGE-NOTES § 2, last row).
+# Upstream server capability that gates each forwarded method (2025-11-25/basic/lifecycle.mdx § Capability Negotiation).
 METHOD_CAPABILITY: Final[dict[str, str]] = {
     TOOLS_LIST: "tools",
     TOOLS_CALL: "tools",

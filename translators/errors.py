@@ -1,4 +1,4 @@
-"""The bridge's one exception hierarchy and its mapping to JSON-RPC errors (STYLE § 4)."""
+"""The bridge's one exception hierarchy and its mapping to JSON-RPC errors (docs/decisions.md § 3)."""
 
 from __future__ import annotations
 
@@ -223,20 +223,6 @@ def http_status_for(code: int) -> int:
     return HTTP_STATUS.get(code, 200)
 
 
-def error_response(request_id: Any, error: dict[str, Any]) -> dict[str, Any]:
-    """Wrap an error object in a JSON-RPC response envelope echoing the request id. When the id could
-    not be read (malformed or oversized body) it is left out: MCP ids are never null (modern
-    `basic/index.mdx` § Requests, § Error Responses; schema `JSONRPCErrorResponse`)."""
-    if request_id is None:
-        return {"jsonrpc": "2.0", "error": error}
-    return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
-def to_error_response(exc: BridgeError, request_id: Any) -> dict[str, Any]:
-    """The one place a bridge exception becomes a JSON-RPC error response."""
-    return error_response(request_id, exc.to_error())
-
-
 __all__ = [
     "BRIDGE_MARKER",
     "HEADER_MISMATCH",
@@ -276,7 +262,5 @@ __all__ = [
     "UpstreamSessionLost",
     "UpstreamTimeout",
     "UpstreamUnavailable",
-    "error_response",
     "http_status_for",
-    "to_error_response",
 ]

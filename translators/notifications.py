@@ -1,4 +1,4 @@
-"""Upstream notifications -> the front request they belong to (BRIDGE-NOTES §§ 5.3, 5.4, NC-7, NC-8)."""
+"""Upstream notifications -> the front request they belong to (docs/decisions.md § 12)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from typing import Any
 
 from translators.canonical import as_object
 from translators.eras import LOG_LEVELS, LOG_MESSAGE, PROGRESS
-
-JsonObject = dict[str, Any]
+from translators.jsonrpc import JsonObject, notification
 
 
 def log_level_admits(requested: str | None, level: Any) -> bool:
@@ -32,9 +31,9 @@ def route_notification(
     if method == PROGRESS:
         if front_token is None or upstream_token is None or params.get("progressToken") != upstream_token:
             return None
-        return {"jsonrpc": "2.0", "method": PROGRESS, "params": {**params, "progressToken": front_token}}
+        return notification(PROGRESS, {**params, "progressToken": front_token})
     if method == LOG_MESSAGE and log_level_admits(log_level, params.get("level")):
-        return {"jsonrpc": "2.0", "method": LOG_MESSAGE, "params": params}
+        return notification(LOG_MESSAGE, params)
     return None
 
 

@@ -1,4 +1,4 @@
-"""Sealing and opening `requestState` (DESIGN § 5, BRIDGE-NOTES § 6.2, 6.4).
+"""Sealing and opening `requestState` (docs/decisions.md § 9).
 
 Token: `v1.` + base64url(kid length ‖ kid ‖ 12-byte nonce ‖ AEAD ciphertext+tag). The associated
 data binds the format version and the key id. The plaintext is a fixed binary layout (compact:
@@ -37,7 +37,7 @@ Aead = Literal["aes-256-gcm", "chacha20-poly1305"]
 
 @dataclass(frozen=True)
 class StateClaims:
-    """What a `requestState` binds (DESIGN § 5)."""
+    """What a `requestState` binds (docs/decisions.md § 9)."""
 
     continuation_id: bytes
     round: int
@@ -140,7 +140,7 @@ def _decode(plaintext: bytes) -> StateClaims:
 def check_claims(
     claims: StateClaims, *, now_ms: int, principal: str, method: str, params_digest: bytes, replica_id: str
 ) -> None:
-    """The request-independent checks (BRIDGE-NOTES § 6.4 step 2); round and single use are the held
+    """The request-independent checks (docs/decisions.md § 9); round and single use are the held
     call's to check. Raises `InvalidRequestState` naming the first failed claim (log only)."""
     if claims.expires_at_ms <= now_ms:
         raise InvalidRequestState(RejectionReason.EXPIRED)

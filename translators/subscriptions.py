@@ -1,4 +1,4 @@
-"""`subscriptions/listen` on the front, fed by legacy session-wide notifications (BRIDGE-NOTES § 3.7, NC-11)."""
+"""`subscriptions/listen` on the front, fed by legacy session-wide notifications (docs/decisions.md § 14)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from translators.eras import (
     TOOLS_LIST_CHANGED,
 )
 from translators.errors import InvalidParams
+from translators.jsonrpc import JsonObject, notification
 
-JsonObject = dict[str, Any]
 # list_changed notification -> (filter field, upstream server capability that announces it)
 LIST_CHANGED: dict[str, tuple[str, str]] = {
     TOOLS_LIST_CHANGED: ("toolsListChanged", "tools"),
@@ -96,8 +96,7 @@ def _tag(params: JsonObject, listen_id: int | str) -> JsonObject:
 
 
 def acknowledgement(listen_id: int | str, honoured: ListenFilter) -> JsonObject:
-    return {"jsonrpc": "2.0", "method": SUBSCRIPTIONS_ACKNOWLEDGED,
-            "params": _tag({"notifications": honoured.to_wire()}, listen_id)}
+    return notification(SUBSCRIPTIONS_ACKNOWLEDGED, _tag({"notifications": honoured.to_wire()}, listen_id))
 
 
 def listen_notification(message: JsonObject, honoured: ListenFilter, listen_id: int | str) -> JsonObject | None:
@@ -111,7 +110,7 @@ def listen_notification(message: JsonObject, honoured: ListenFilter, listen_id: 
             return None
     elif method != RESOURCE_UPDATED or not _watched(params.get("uri"), honoured):
         return None
-    return {"jsonrpc": "2.0", "method": method, "params": _tag(params, listen_id)}
+    return notification(method, _tag(params, listen_id))
 
 
 def closing_result(listen_id: int | str, server_info: JsonObject | None) -> JsonObject:

@@ -1,4 +1,4 @@
-"""UpstreamPool against the fake legacy server: reuse, exclusivity, limits, reaping, routing (DESIGN § 3)."""
+"""UpstreamPool against the fake legacy server: reuse, exclusivity, limits, reaping, routing (docs/decisions.md § 7)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,9 @@ import re
 from pathlib import Path
 
 import pytest
+from structlog.testing import capture_logs
 
+from proxy.faults import reported_error
 from proxy.metrics import BridgeMetrics
 from translators.errors import (
     HTTP_STATUS,
@@ -71,3 +73,12 @@ def test_the_documented_rejection_reasons_are_the_enum() -> None:
     row = next(line for line in OPERATIONS.read_text(encoding="utf-8").splitlines()
                if line.startswith("| `mrtr_bridge_request_state_rejections_total`"))
     assert set(re.findall(r"`([a-z_]+)`", row.split("refused retries:")[1])) == {r.value for r in RejectionReason}
+
+
+def test_capacity_is_logged_as_the_bridges_concern_and_a_clients_limit_as_information() -> None:
+    with capture_logs() as logs:
+        full = reported_error(CapacityExceeded("The bridge is full", "upstream.max_sessions"))
+        own = reported_error(ClientLimitExceeded("Too many", "held.max_per_principal"))
+    assert [(entry["log_level"], entry.get("kind")) for entry in logs] == [("warning", "CapacityExceeded"),
+                                                                           ("info", None)]
+    assert (full["data"]["limit"], own["data"]["limit"]) == ("upstream.max_sessions", "held.max_per_principal")

@@ -1,4 +1,4 @@
-"""The held-call state machine as scripts: events in, exact actions out, state after (STYLE § 5)."""
+"""The held-call state machine as scripts: events in, exact actions out, state after (docs/decisions.md § 4)."""
 
 from __future__ import annotations
 
@@ -50,10 +50,10 @@ from translators.held_call import (
     UpstreamPushCancelled,
     UpstreamResultArrived,
 )
+from translators.jsonrpc import JsonObject
 from translators.pushes import PendingPush, PushAnswer, input_key, legacy_push_to_input_request, refusal
 from translators.results import input_required_result, legacy_error_to_modern
 
-JsonObject = dict[str, Any]
 S = HeldCallState
 QUIET, BATCH_MAX, ATTEMPT, HELD = 0.25, 1.0, 30.0, 300.0
 LIMITS = Limits(batch_quiet_s=QUIET, batch_max_s=BATCH_MAX, attempt_timeout_s=ATTEMPT, held_ttl_s=HELD,
@@ -116,7 +116,7 @@ def play(call: HeldCall, at: float, event: Event, expected: list[Action], state:
 
 
 def _finished(discard: bool = False) -> list[Action]:
-    return [CancelTimer("batch"), CancelTimer("deadline"), ReleaseUpstream(discard=discard)]
+    return [CancelTimer("batch"), CancelTimer("deadline"), ReleaseUpstream(discard=discard, final=True)]
 
 
 def _asked(attempt: int, round_: int, pushes: list[PendingPush], token: int) -> list[Action]:
@@ -212,6 +212,39 @@ def test_a_pair_missing_from_the_table_reports_a_bug_and_changes_nothing(monkeyp
     assert (call.state, call.round, call.attempt, dict(call.pending)) == before
 
 
+def test_a_target_the_table_does_not_name_reports_a_bug_and_changes_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table names where each transition may lead; a handler deciding otherwise is a BridgeBug."""
+    table = dict(held_call._TRANSITIONS)
+    table[(S.WAITING_CLIENT, ClientRetried)] = held_call.Transition(
+        table[(S.WAITING_CLIENT, ClientRetried)].handler, frozenset({S.WAITING_CLIENT, S.DONE}))
+    monkeypatch.setattr(held_call, "_TRANSITIONS", table)
+    call = _waiting(P101)
+    assert call.handle(ClientRetried(2, 1, {P101.key: ACCEPT}), 3.0) == [
+        ReportBug("ClientRetried in WAITING_CLIENT led to RUNNING")]
+    assert call.state is S.WAITING_CLIENT
+
+
+def test_the_finished_state_leads_nowhere_else() -> None:
+    """Every transition out of DONE names DONE alone; every state is some transition's target."""
+    table = held_call._TRANSITIONS
+    assert {pair for pair, row in table.items() if pair[0] is S.DONE and row.targets != {S.DONE}} == set()
+    assert set().union(*(row.targets for row in table.values())) == set(HeldCallState)
+
+
+@pytest.mark.parametrize(
+    ("state", "round_", "reason"),
+    [(S.WAITING_CLIENT, 1, None), (S.WAITING_CLIENT, 0, RejectionReason.STALE_ROUND),
+     (S.RUNNING, 0, RejectionReason.NOT_WAITING), (S.RUNNING, 1, RejectionReason.STALE_ROUND),
+     (S.DONE, 0, RejectionReason.UNKNOWN_HELD_CALL)],
+)
+def test_retry_refusal_is_the_one_check_of_a_retry(state: HeldCallState, round_: int,
+                                                   reason: RejectionReason | None) -> None:
+    """The continuation check and the machine ask the same question; the machine answers it."""
+    call = _waiting(P101) if state is S.WAITING_CLIENT else _in_state(state)[0]
+    assert call.retry_refusal(round_) is reason
+
+
 @pytest.mark.parametrize(("state", "event_type"), list(itertools.product(HeldCallState, EVENT_TYPES)),
                          ids=lambda value: getattr(value, "name", getattr(value, "__name__", "")))
 def test_every_state_event_pair(state: HeldCallState, event_type: type) -> None:
@@ -223,6 +256,7 @@ def test_every_state_event_pair(state: HeldCallState, event_type: type) -> None:
     if (state, event_type) in NEXT_STATE:
         assert not any(isinstance(action, ReportBug) for action in actions)
         assert call.state is NEXT_STATE[(state, event_type)]
+        assert call.state in held_call._TRANSITIONS[(state, event_type)].targets
         _validate_on_the_wire(actions)
     else:
         assert actions == [ReportBug(f"no transition for {event_type.__name__} in {state.name}")]

@@ -66,6 +66,7 @@ from translators.held_call import (
     UpstreamPushCancelled,
     UpstreamResultArrived,
 )
+from translators.jsonrpc import JsonObject
 from translators.notifications import route_notification
 from translators.pushes import (
     PendingPush,
@@ -93,7 +94,6 @@ from translators.results import (
     legacy_result_to_modern,
 )
 
-JsonObject = dict[str, Any]
 PROPERTY = settings(max_examples=80, deadline=None, database=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 LONE_SURROGATE = json.loads('"\\ud800"')  # what `json.loads` makes of a `\ud800` escape on the wire
