@@ -173,6 +173,8 @@ run: venv
 conformance: venv
 	tests/conformance/run.sh
 	REVISION=2025-06-18 OUTDIR=$(CURDIR)/.conformance-results/2025-06-18 tests/conformance/run.sh
+	# legacy clients through the bridge: 2025-11-25 scenarios, fixture directly vs. through the bridge (#13)
+	tests/conformance/run_legacy_clients.sh
 
 bench: venv
 	$(BIN)/python bench/run.py

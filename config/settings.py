@@ -54,6 +54,13 @@ class FrontSettings(_Frozen):
         description="the MCP endpoint's URL as clients reach it (e.g. https://mcp.example.com/mcp), named in"
         " OAuth metadata and challenges; unset: http://<listen><path>",
     )
+    legacy_clients: Literal["pass", "refuse"] = Field(
+        "pass", description="legacy (initialize, Mcp-Session-Id) clients: relayed to the upstream as legacy"
+        " sessions, or refused with an error naming the modern version"
+    )
+    max_legacy_sessions: int = Field(
+        4096, ge=1, description="legacy client sessions relayed at once; the oldest binding is dropped beyond it"
+    )
 
     @property
     def host(self) -> str:
@@ -127,6 +134,14 @@ class UpstreamSettings(_Frozen):
     )
     session_per_call: bool = Field(
         False, description="give every interactive call a fresh upstream session, closed after it"
+    )
+    era_probe_timeout_s: float = Field(
+        3.0, gt=0, description="how long a server/discover era probe waits for an answer before taking the"
+        " upstream as legacy (stdio probes run in a throwaway process)"
+    )
+    era_probe_interval_s: float = Field(
+        60.0, ge=0, description="probe the upstream's era again this often (and soon after a failure); 0: only"
+        " at start and after failures"
     )
 
     @field_validator("authorization")

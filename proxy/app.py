@@ -24,15 +24,18 @@ from proxy.drain import close_reserve_s
 from proxy.front_http import ENGINE_KEY, FrontEngine, HttpFront
 from proxy.health import Readiness
 from proxy.keys import load_keyring
+from proxy.legacy_relay import LegacyRelay
 from proxy.logs import scrub_aiohttp_server_logs
 from proxy.metrics import BridgeMetrics
+from proxy.modern_relay import ModernUpstream
 from proxy.upstream.base import STDIO, STREAMABLE_HTTP, InboundHandler, PooledSession, SessionOpener, TransportInfo
+from proxy.upstream.era import UpstreamEra
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.stdio_children import ChildProcesses
 from proxy.upstream.stdio_spares import SpareProcesses
 from proxy.upstream.transport import HttpTransport
-from translators.errors import UpstreamUnavailable
+from translators.errors import BridgeError, UpstreamUnavailable
 from translators.jsonrpc import JsonObject
 
 _log = structlog.get_logger("proxy.app")
@@ -53,6 +56,8 @@ CHILDREN_KEY: Final = web.AppKey("stdio_children", ChildProcesses)
 METRICS_KEY: Final = web.AppKey("metrics", BridgeMetrics)
 READINESS_PROBE_KEY: Final = web.AppKey("readiness_probe", Readiness)
 OPENER_KEY: Final[web.AppKey[SessionOpener]] = web.AppKey("session_opener")  # optional: replaces the transport
+LEGACY_RELAY_KEY: Final = web.AppKey("legacy_relay", LegacyRelay)
+MODERN_KEY: Final = web.AppKey("modern_upstream", ModernUpstream)
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
 METRICS_PATH: Final = "/metrics"
@@ -67,8 +72,14 @@ async def _readyz(request: web.Request) -> web.Response:
     probe = request.app.get(READINESS_PROBE_KEY)
     if probe is not None:
         report = await probe.report()
-        body = {"status": "ready" if report.ready else "unavailable", "checks": report.checks}
-        return web.json_response(body, status=200 if report.ready else 503)
+        ready, checks = report.ready, dict(report.checks)
+        modern = request.app.get(MODERN_KEY)
+        if modern is not None:
+            checks["era"] = modern.era.era or "unknown"
+            if modern.modern_only:  # no legacy session can open: reachable means the era probe answered
+                ready, checks["upstream"] = True, "reachable (modern-only: relayed untranslated)"
+        body = {"status": "ready" if ready else "unavailable", "checks": checks}
+        return web.json_response(body, status=200 if ready else 503)
     engine = request.app.get(READINESS_KEY)
     if engine is not None and engine.is_ready():
         return web.json_response({"status": "ready"})
@@ -104,12 +115,19 @@ def _header_limits(settings: Settings) -> dict[str, int]:
             "max_headers": front.max_headers}
 
 
-def _base_app(settings: Settings, keepalive_s: float) -> web.Application:
+def _base_app(settings: Settings, keepalive_s: float, modern: ModernUpstream | None = None) -> web.Application:
     scrub_aiohttp_server_logs()
     app = web.Application(middlewares=[_count_responses], handler_args=_header_limits(settings))
     app[SETTINGS_KEY] = settings
     app[METRICS_KEY] = BridgeMetrics()
-    HttpFront(settings.front, settings.identity, keepalive_s=keepalive_s).add_routes(app)
+    legacy = LegacyRelay(settings) if settings.front.legacy_clients == "pass" else None
+    if legacy is not None:
+        app[LEGACY_RELAY_KEY] = legacy
+        app.on_cleanup.append(lambda _app: legacy.aclose())
+    if modern is not None:
+        app[MODERN_KEY] = modern
+    HttpFront(settings.front, settings.identity, keepalive_s=keepalive_s, legacy=legacy,
+              modern=modern).add_routes(app)
     if passes_challenges(settings.upstream):
         MetadataRelay(settings).add_routes(app)
     app.router.add_get(HEALTH_PATH, _healthz)
@@ -172,14 +190,27 @@ def _opener(client: aiohttp.ClientSession, upstream: UpstreamSettings, spares: S
     return http, http
 
 
+def _reporting(opener: SessionOpener, on_failure: Callable[[], None]) -> SessionOpener:
+    async def open_session(capabilities: JsonObject, headers: Mapping[str, str],
+                           on_unrelated: InboundHandler) -> PooledSession:
+        try:
+            return await opener(capabilities, headers, on_unrelated)
+        except BridgeError:
+            on_failure()
+            raise
+
+    return open_session
+
+
 @asynccontextmanager
 async def bridge_runtime(
     settings: Settings, metrics: BridgeMetrics | None = None, children: ChildProcesses | None = None, *,
-    opener: SessionOpener | None = None,
+    opener: SessionOpener | None = None, on_open_failure: Callable[[], None] | None = None,
 ) -> AsyncIterator[tuple[Engine, UpstreamPool]]:
     """Key ring, upstream client, pool and engine for either front; closed in reverse on exit. Legacy
     stdio processes are recorded in `children`; the pool's and the spares are stopped in parallel.
-    `opener` replaces the configured transport (tests script an in-memory upstream with it)."""
+    `opener` replaces the configured transport (tests script an in-memory upstream with it);
+    `on_open_failure` hears of every session that would not open (the era tracker re-probes)."""
     keyring, is_ephemeral = load_keyring(settings.held)
     if is_ephemeral:
         _log.warning("request_state_key_ephemeral",
@@ -189,6 +220,8 @@ async def bridge_runtime(
     async with _client(settings) as client:
         engine: Engine  # bound just below; the pool calls back only once started
         chosen, transport = _opener(client, upstream, spares, opener)
+        if on_open_failure is not None:
+            chosen = _reporting(chosen, on_open_failure)
         negotiating = NegotiatingOpener(chosen)
         pool = UpstreamPool(upstream, negotiating, transport=transport,
                             on_unowned=lambda session, inbound: engine.on_unowned(session, inbound))
@@ -206,11 +239,22 @@ async def bridge_runtime(
                                  *([spares.aclose()] if spares is not None else []))
 
 
+async def _era_context(app: web.Application) -> AsyncIterator[None]:
+    """The upstream's era: probed before the first request, kept current until shutdown."""
+    modern = app[MODERN_KEY]
+    await modern.era.start()
+    try:
+        yield
+    finally:
+        await modern.aclose()
+
+
 async def _upstream_context(app: web.Application) -> AsyncIterator[None]:
     """The bridge runtime for the HTTP front, bound to the app's keys."""
     settings = app[SETTINGS_KEY]
-    async with bridge_runtime(settings, app[METRICS_KEY], app.get(CHILDREN_KEY),
-                              opener=app.get(OPENER_KEY)) as (engine, pool):
+    modern = app.get(MODERN_KEY)
+    async with bridge_runtime(settings, app[METRICS_KEY], app.get(CHILDREN_KEY), opener=app.get(OPENER_KEY),
+                              on_open_failure=modern.era.reprobe_soon if modern else None) as (engine, pool):
         app[READINESS_PROBE_KEY] = _readiness(settings, pool)
         app[POOL_KEY] = pool
         app[ENGINE_KEY] = engine
@@ -245,7 +289,11 @@ def make_app(settings: Settings, children: ChildProcesses | None = None, *,
     """The whole HTTP bridge for `settings`; run it with `handler_cancellation=True`. Legacy stdio
     processes are recorded in `children`; `opener` replaces the configured upstream transport
     (tests script an in-memory upstream with it)."""
-    app = _base_app(settings, settings.front.sse_keepalive_s)
+    tracked = opener is None and settings.upstream.url is not None
+    modern = ModernUpstream(settings, UpstreamEra(settings.upstream)) if tracked else None
+    app = _base_app(settings, settings.front.sse_keepalive_s, modern)
+    if modern is not None:
+        app.cleanup_ctx.append(_era_context)
     if children is not None:
         app[CHILDREN_KEY] = children
     if opener is not None:

@@ -1,4 +1,4 @@
-"""The `mrtr-bridge` command line: `serve`, `stdio`, `keygen`, `--version`.
+"""The `mrtr-bridge` command line: `serve`, `stdio`, `check`, `keygen`, `--version`.
 
 Every flag is also a config-file key and an environment variable; precedence is command line >
 environment > file > defaults. Secrets (requestState keys, static upstream credentials) come only
@@ -24,6 +24,7 @@ from aiohttp import web
 
 from config import CONFIG_ENV, ConfigError, Settings, env_name, load_settings
 from proxy.app import bridge_runtime, make_app
+from proxy.check import run_check
 from proxy.drain import close_reserve_s
 from proxy.front_stdio import serve_stdio
 from proxy.http_server import BridgeRunner
@@ -89,6 +90,20 @@ def _add_stdio(commands: Any) -> None:
     _add_common(stdio)
 
 
+def _add_check(commands: Any) -> None:
+    check = commands.add_parser(
+        "check",
+        help="connect to the upstream the way serve would and report what will bridge (exit 0 yes, 1 no, "
+        "2 unreachable)",
+        description="Probe the upstream's era (server/discover, then initialize), transport and revision; list its "
+        "serverInfo, capabilities and tools; say what will bridge and what will not, with reasons. Exit status: "
+        "0 bridgeable, 1 not bridgeable, 2 unreachable.",
+    )
+    _add_upstream_flags(check)
+    check.add_argument("--json", action="store_true", help="print one JSON object (also when unreachable)")
+    _add_common(check)
+
+
 def _add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--config", metavar="FILE", type=Path,
                         help=f"TOML settings file, see config/bridge.example.toml [env {CONFIG_ENV}]")
@@ -127,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_serve(commands)
     _add_stdio(commands)
+    _add_check(commands)
     keygen = commands.add_parser(
         "keygen",
         help="print a new requestState key (32 random bytes, base64url) for [held.keys]",
@@ -218,7 +234,8 @@ async def _serve(settings: Settings) -> None:
 
 
 def _settings(args: argparse.Namespace, env: Mapping[str, str], parser: argparse.ArgumentParser) -> Settings:
-    """Validated settings for `serve`/`stdio`; a usage error (exit 2) says what is wrong."""
+    """Validated settings for `serve`/`stdio`/`check`; a usage error (exit 2) says what is wrong (`check`
+    reports a command that cannot start as an unreachable upstream instead)."""
     try:
         settings = load_settings(args.config, env, overrides_from(args))
     except ConfigError as exc:
@@ -229,7 +246,7 @@ def _settings(args: argparse.Namespace, env: Mapping[str, str], parser: argparse
                      f" / {env_name('upstream.command')} or the config file")
     if upstream.url and upstream.command:
         parser.error("choose one upstream: --upstream URL (HTTP) or --upstream-command CMD (stdio), not both")
-    if upstream.command:
+    if upstream.command and args.command != "check":
         try:
             check_command(upstream)
         except BridgeError as exc:
@@ -270,6 +287,10 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     args = parser.parse_args(argv)
     if args.command == "keygen":
         return _keygen(args, out or sys.stdout)
+    if args.command == "check":
+        settings = _settings(args, os.environ if env is None else env, parser)
+        configure_logging(settings.log if args.log_level else settings.log.model_copy(update={"level": "warning"}))
+        return run_check(settings, args.json, out or sys.stdout)
     if args.command in ("serve", "stdio"):
         settings = _settings(args, os.environ if env is None else env, parser)
         return _run(_serve if args.command == "serve" else _stdio, settings)

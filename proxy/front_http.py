@@ -11,6 +11,10 @@ The reply is JSON, or SSE when the client accepts it and the request can produce
 engine answer that comes first (often an error) still gets JSON and its proper HTTP status.
 Closing the stream cancels the handler task, and with it `engine.handle` (the engine turns that
 into an upstream cancel). No `Mcp-Session-Id` is ever sent; `Last-Event-ID` is ignored.
+
+A legacy client's request (`initialize` without modern `_meta`, an `Mcp-Session-Id`, a legacy
+`MCP-Protocol-Version`, a batch) goes to `proxy.legacy_relay` instead, after the Host and Origin
+checks; the modern path is unchanged.
 """
 
 from __future__ import annotations
@@ -29,8 +33,11 @@ from structlog.contextvars import bound_contextvars
 
 from config.settings import FrontSettings, IdentitySettings
 from proxy.context import FrontRequest, NotificationSink, NullSink
+from proxy.legacy_relay import LegacyRelay
+from proxy.modern_relay import ModernUpstream
 from proxy.principal import principal_of
 from translators import eras
+from translators.era_detection import is_legacy_client
 from translators.errors import BridgeError, ClientFault, InvalidRequest, http_status_for
 from translators.inbound import ModernRoute, check_envelope, decode_json, fold_headers, message_id, validate_request
 from translators.jsonrpc import JsonObject, to_error_response
@@ -213,6 +220,13 @@ def _host_name(host: str) -> str:
     return host.split(":", 1)[0] if host.count(":") == 1 else host
 
 
+def _lower_headers(request: web.Request) -> dict[str, str]:
+    headers: dict[str, str] = {}
+    for name, value in request.headers.items():
+        headers.setdefault(name.lower(), value)  # the first line wins, as for the forwarded Authorization
+    return headers
+
+
 class _Gate:
     """Host and Origin checks against DNS rebinding (2026-07-28/basic/transports/streamable-http.mdx
     § Security Warning)."""
@@ -244,7 +258,10 @@ class HttpFront:
     """The aiohttp handler of the MCP endpoint; the engine comes from `request.app[ENGINE_KEY]`."""
 
     def __init__(self, front: FrontSettings, identity: IdentitySettings, *, keepalive_s: float = SSE_KEEPALIVE_S,
-                 queue_limit: int = SSE_QUEUE_LIMIT) -> None:
+                 queue_limit: int = SSE_QUEUE_LIMIT, legacy: LegacyRelay | None = None,
+                 modern: ModernUpstream | None = None) -> None:
+        self._legacy = legacy  # legacy clients are relayed there (proxy.legacy_relay); None: the modern path only
+        self._modern = modern  # a modern upstream takes modern requests untranslated (proxy.modern_relay)
         self._front = front
         self._identity = identity
         self._gate = _Gate(front)
@@ -276,7 +293,7 @@ class HttpFront:
             duration_ms=round((time.monotonic() - exchange.started) * 1000, 1),
         )
 
-    def _check_transport(self, request: web.Request, exchange: _Exchange) -> web.Response | None:
+    def _check_gate(self, request: web.Request, exchange: _Exchange) -> web.Response | None:
         if not self._gate.is_allowed_host(request.headers.get("Host")):
             host = request.headers.get("Host")
             message = f"Forbidden: Host {host!r} is not allowed (front.allowed_hosts)"
@@ -285,6 +302,9 @@ class HttpFront:
         if not self._gate.is_allowed_origin(origin):
             message = f"Forbidden: Origin {origin!r} is not allowed (front.allowed_origins)"
             return _rejection(InvalidRequest(message), None, exchange, 403)
+        return None
+
+    def _check_transport(self, request: web.Request, exchange: _Exchange) -> web.Response | None:
         if request.method != "POST":
             message = f"Method Not Allowed: the MCP endpoint accepts POST only, not {request.method}"
             response = _rejection(InvalidRequest(message), None, exchange, 405)
@@ -307,10 +327,25 @@ class HttpFront:
                 return None
         return bytes(body)
 
+    async def _to_legacy(self, request: web.Request, exchange: _Exchange, body: bytes | None,
+                         method: str | None) -> web.StreamResponse:
+        assert self._legacy is not None
+        exchange.mode, exchange.method = "legacy", method
+        if self._modern is not None and self._modern.modern_only:
+            return self._modern.legacy_refusal(None)
+        principal = principal_of(_lower_headers(request), self._identity)
+        with bound_contextvars(transport="http", era="legacy", principal=principal):
+            return await self._legacy.handle(request, body, principal, method)
+
     async def _serve(self, request: web.Request, exchange: _Exchange) -> web.StreamResponse:
-        rejected = self._check_transport(request, exchange)
+        legacy_head = (self._legacy is not None and request.method in ("GET", "DELETE")
+                       and is_legacy_client(_lower_headers(request)))
+        rejected = self._check_gate(request, exchange) or (None if legacy_head else
+                                                          self._check_transport(request, exchange))
         if rejected is not None:
             return rejected
+        if legacy_head:
+            return await self._to_legacy(request, exchange, None, None)
         raw = await self._read_body(request)
         if raw is None:
             limit = self._front.max_body_bytes
@@ -318,7 +353,13 @@ class HttpFront:
             return _rejection(too_large, None, exchange, 413)
         try:
             decoded = decode_json(raw, self._front.max_json_depth)
+            if self._legacy is not None and is_legacy_client(_lower_headers(request), decoded):
+                method = decoded.get("method") if isinstance(decoded, dict) else None
+                return await self._to_legacy(request, exchange, raw, method if isinstance(method, str) else None)
             exchange.front_request_id = message_id(decoded)
+            if self._modern is not None and await self._modern.takes_modern():
+                exchange.mode = "relayed"
+                return await self._modern.relay(request, raw)
             message = check_envelope(decoded)
             exchange.method = message["method"]
             if "id" not in message:
@@ -327,7 +368,7 @@ class HttpFront:
             route = validate_request(message, fold_headers(request.headers.items()))
         except ClientFault as exc:
             return _rejection(exc, exchange.front_request_id, exchange)
-        return await self._dispatch(request, route, exchange)
+        return await self._dispatch(request, route, exchange, raw)
 
     def _front_request(self, request: web.Request, route: ModernRoute) -> FrontRequest:
         headers: dict[str, str] = {}
@@ -344,7 +385,8 @@ class HttpFront:
             param_headers=route.param_headers,
         )
 
-    async def _dispatch(self, request: web.Request, route: ModernRoute, exchange: _Exchange) -> web.StreamResponse:
+    async def _dispatch(self, request: web.Request, route: ModernRoute, exchange: _Exchange,
+                        raw: bytes) -> web.StreamResponse:
         front_request = self._front_request(request, route)
         wants_notifications = (
             route.progress_token is not None or route.log_level is not None or route.method == eras.SUBSCRIPTIONS_LISTEN
@@ -359,7 +401,12 @@ class HttpFront:
         with bound_contextvars(**context):
             if wants_notifications and sse:
                 return await self._stream(request, engine, front_request, exchange)
-            return _engine_reply(await engine.handle(front_request, NullSink()), exchange)
+            era = self._modern.era.era if self._modern is not None else None
+            reply = await engine.handle(front_request, NullSink())
+            if self._modern is not None and "error" in reply and await self._modern.became_modern_only(era):
+                exchange.mode = "relayed"  # the upstream was upgraded under the bridge: the call never reached it
+                return await self._modern.relay(request, raw)
+            return _engine_reply(reply, exchange)
 
     async def _stream(self, request: web.Request, engine: FrontEngine, front_request: FrontRequest,
                       exchange: _Exchange) -> web.StreamResponse:

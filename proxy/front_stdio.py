@@ -9,6 +9,9 @@ stderr. `notifications/cancelled` cancels that request's task (the engine turns 
 an upstream cancel) and nothing more is written for it. At stdin EOF (or on SIGTERM/SIGINT, taken as
 EOF), requests in flight get a short grace to finish, the rest are cancelled, and the front returns.
 The bridge's stop (`proxy.stopping`) learns of the EOF at once, so its deadline counts from there.
+
+A client whose first line is a legacy `initialize` (no modern `_meta`) gets a legacy session
+relayed to the upstream instead (`proxy.legacy_stdio`).
 """
 
 from __future__ import annotations
@@ -27,7 +30,9 @@ import structlog
 
 from config.settings import FrontSettings, Settings
 from proxy.context import FrontRequest, NotificationSink
+from proxy.legacy_stdio import LegacyStdio, legacy_stdio
 from proxy.stopping import BridgeStop
+from translators.era_detection import is_legacy_client_message
 from translators.eras import CANCELLED, TRACE_META_KEYS
 from translators.errors import BridgeBug, BridgeError, InvalidRequest
 from translators.inbound import check_envelope, decode_json, message_id, validate_request
@@ -238,20 +243,49 @@ class _StdioFront:
                 log.warning("front_requests_not_stopped", count=len(pending))
 
 
+async def _first_line(reader: asyncio.StreamReader, limit: int) -> bytes:
+    """What stdin holds up to and including its first newline (or up to `limit`, or EOF)."""
+    buffer = b""
+    while b"\n" not in buffer and len(buffer) <= limit:
+        chunk = await _read(reader)
+        if not chunk:
+            break
+        buffer += chunk
+    return buffer
+
+
+def _is_legacy_opening(buffer: bytes, max_depth: int) -> bool:
+    line = buffer.split(b"\n", 1)[0]
+    try:
+        return is_legacy_client_message(decode_json(line, max_depth))
+    except BridgeError:
+        return False
+
+
 async def run_stdio_front(engine: RequestEngine, *, reader: asyncio.StreamReader, writer: LineWriter,
                           principal: str = STDIO_PRINCIPAL, max_line_bytes: int = _DEFAULTS.max_body_bytes,
                           max_depth: int = _DEFAULTS.max_json_depth, eof_grace_s: float = EOF_GRACE_S,
-                          on_eof: Callable[[], None] | None = None) -> None:
+                          on_eof: Callable[[], None] | None = None, legacy: LegacyStdio | None = None) -> None:
     """Serve modern JSON-RPC lines from `reader` until EOF, writing protocol lines to `writer`.
 
     At EOF, `on_eof` is called, then requests already received get `eof_grace_s` seconds to finish (so
     `printf ... | mrtr-bridge stdio` is answered); whatever is still running then is cancelled, and the
-    function returns."""
+    function returns. With `legacy`, a first line that opens a legacy session (`initialize` without
+    modern `_meta`) hands the whole stream to it instead (`proxy.legacy_stdio`)."""
+    first = await _first_line(reader, max_line_bytes) if legacy is not None else b""
+    if legacy is not None and _is_legacy_opening(first, max_depth):
+        with structlog.contextvars.bound_contextvars(transport="stdio"):
+            await legacy(first, reader, writer)
+            if on_eof is not None:
+                on_eof()
+        return
     output = _Output(writer)
     front = _StdioFront(engine, output, principal, max_line_bytes=max_line_bytes, max_depth=max_depth)
     splitter = LineSplitter(max_line_bytes)
     with structlog.contextvars.bound_contextvars(transport="stdio"):
         try:
+            for item in splitter.feed(first):
+                front.receive(item)
             while chunk := await _read(reader):
                 for item in splitter.feed(chunk):
                     front.receive(item)
@@ -365,7 +399,7 @@ async def serve_stdio(settings: Settings, engine: RequestEngine, stop: BridgeSto
         await run_stdio_front(engine, reader=reader, writer=writer, principal=STDIO_PRINCIPAL,
                               max_line_bytes=settings.front.max_body_bytes,
                               max_depth=settings.front.max_json_depth,
-                              on_eof=lambda: stop.request("stdin_closed"))
+                              on_eof=lambda: stop.request("stdin_closed"), legacy=legacy_stdio(settings))
     finally:
         for transport in (stdin_transport, stdout_transport):
             if transport is not None:

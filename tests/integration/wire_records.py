@@ -9,7 +9,9 @@
   problem), a response against the result definition of the push it answers (paired by session and
   id with the server's request), an error against the revision's error envelope. Over HTTP, from
   2025-06-18 on, every request after `initialize` carries `MCP-Protocol-Version: <revision>`, and
-  no request ever carries another version.
+  no request ever carries another version. The one exception is the bridge's era probe
+  (`is_era_probe`: `server/discover` at 2026-07-28, which the spec's backwards-compatibility rules
+  send to servers of every era).
 - `front_problems(records)`: every message the bridge **sent** to the modern client (the received
   side of a relay in front of it) must be valid at 2026-07-28: a result against its method's result
   definition (`InputRequiredResult` when `resultType` says so), an error against
@@ -100,6 +102,8 @@ def upstream_problems(all_records: list[JsonObject], revision: str, *, since: in
         if record["dir"] != "sent":
             continue
         for message in messages(record):
+            if is_era_probe(record, message):
+                continue
             if message.get("method") == "initialize":
                 found = _check_initialize(message, revision, used=record["session"] in used)
             else:
@@ -110,13 +114,21 @@ def upstream_problems(all_records: list[JsonObject], revision: str, *, since: in
     return problems
 
 
+def is_era_probe(record: JsonObject, message: JsonObject) -> bool:
+    """The bridge's era probe: `server/discover` at the modern version, which the 2026-07-28
+    backwards-compatibility rules send to a server of any era (a legacy one answers with an error)."""
+    return (record["dir"] == "sent" and message.get("method") == "server/discover"
+            and record.get("version") == MODERN_VERSION)
+
+
 def used_sessions(all_records: list[JsonObject]) -> set[str | None]:
     """Sessions the bridge sent a request on after `initialize` (a first session the bridge closes at once,
     because the server answered another revision than its capabilities were shaped for, is not one)."""
     return {
         record["session"]
         for record in all_records if record["dir"] == "sent"
-        for message in messages(record) if "id" in message and message.get("method") not in (None, "initialize")
+        for message in messages(record)
+        if "id" in message and message.get("method") not in (None, "initialize") and not is_era_probe(record, message)
     }  # fmt: skip
 
 

@@ -16,6 +16,7 @@ Modes (`--mode`):
   normal   well-behaved
   garbage  writes garbage lines (not JSON, JSON arrays, JSON-RPC with a wrong version) before every reply
   silent   never answers anything; ignores stdin EOF and SIGTERM (only SIGKILL stops it)
+  stunned  well-behaved until a `server/discover` arrives: that gets no answer, nor does anything after it
   crash    exits with code 3 as soon as a tools/call arrives (after a partial line on stdout)
   exit     prints "fatal: bad configuration" to stderr and exits with code 2 at once
   flood    writes `--flood-lines` lines to stderr before serving
@@ -49,6 +50,7 @@ class Peer:
         self.stdin = sys.stdin.buffer
         self.stdout = sys.stdout.buffer
         self.next_push_id = 0
+        self.stunned = False
 
     def write(self, message: dict[str, Any]) -> None:
         if self.args.mode == "garbage":
@@ -90,7 +92,10 @@ class Peer:
                 self.log(f"cancelled {message['params']['requestId']}")
             if "method" not in message or "id" not in message:
                 continue  # notifications and stray responses
-            if self.args.mode == "silent":
+            if self.args.mode == "silent" or (self.args.mode == "stunned" and self.stunned):
+                continue
+            if self.args.mode == "stunned" and message["method"] == "server/discover":
+                self.stunned = True  # like FastMCP on mcp 1.8: no answer, and deaf from now on
                 continue
             if message["method"] == "initialize":
                 self.reply(message["id"], {"protocolVersion": self.args.protocol_version, "capabilities": {"tools": {}},
@@ -135,7 +140,8 @@ def _text(text: str) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description="misbehaving legacy stdio MCP server")
-    parser.add_argument("--mode", choices=["normal", "garbage", "silent", "crash", "exit", "flood"], default="normal")
+    parser.add_argument("--mode", choices=["normal", "garbage", "silent", "stunned", "crash", "exit", "flood"],
+                        default="normal")
     parser.add_argument("--protocol-version", default=PROTOCOL_VERSION, help="answered to initialize")
     parser.add_argument("--big-bytes", type=int, default=200_000)
     parser.add_argument("--flood-lines", type=int, default=5000)

@@ -21,6 +21,7 @@ from safety_harness import InProcessBridge, inprocess_bridge
 
 from config.settings import Settings
 from translators.challenges import MAX_CHALLENGE_CHARS
+from translators.eras import DISCOVER
 from translators.errors import INTERNAL_ERROR, INVALID_REQUEST
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
@@ -41,6 +42,7 @@ class Gate:
     challenge: str | None = None  # default: invalid_token naming the fake's own metadata
     documents: dict[str, Any] = field(default_factory=dict)  # path -> JSON body (absent: 404)
     seen: list[str | None] = field(default_factory=list)
+    era_probes: list[str | None] = field(default_factory=list)
     fetched: list[str] = field(default_factory=list)  # paths other than /mcp that were asked for
 
     def refusal(self) -> web.Response:
@@ -56,6 +58,9 @@ class Gate:
             document = self.documents.get(request.path)
             return web.json_response(document) if document is not None else web.Response(status=404)
         authorization = request.headers.get("Authorization")
+        if request.headers.get("Mcp-Method") == DISCOVER:  # the bridge's own era probe: no client's credentials
+            self.era_probes.append(authorization)
+            return self.refusal()
         self.seen.append(authorization)
         body = await request.read()
         is_call = b'"tools/call"' in body
@@ -124,6 +129,7 @@ async def test_the_clients_authorization_reaches_the_upstream_unchanged() -> Non
         reply = await bridge.poster(ALICE).post("tools/list")
     assert reply.status == 200
     assert set(gate.seen) == {ALICE}
+    assert gate.era_probes == [None]  # the bridge's era probe at start carries no client's credentials
 
 
 async def test_a_403_that_is_not_a_step_up_stays_an_upstream_error() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 import pytest
 from aiohttp import ClientResponse
@@ -278,14 +278,28 @@ async def test_ladder_rejections_carry_status_code_and_id(client: TestClient[Any
     assert engine.requests == []
 
 
-async def test_initialize_gets_404_naming_the_supported_versions(client: TestClient[Any, Any]) -> None:
-    """A legacy client's initialize learns which versions this server speaks."""
-    body = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-            "params": {"protocolVersion": "2025-11-25", "capabilities": {},
-                       "clientInfo": {"name": "c", "version": "1"}}}
-    response, reply = await post(client, body, {"Content-Type": "application/json", "Accept": SSE_ACCEPT})
+LEGACY_INITIALIZE: Final = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+                             "params": {"protocolVersion": "2025-11-25", "capabilities": {},
+                                        "clientInfo": {"name": "c", "version": "1"}}}
+
+
+async def test_initialize_gets_404_naming_the_supported_versions_when_legacy_clients_are_refused(
+        aiohttp_client: ClientFactory, engine: StubEngine) -> None:
+    """With front.legacy_clients = refuse, a legacy client's initialize learns which versions this server speaks."""
+    client = await start(aiohttp_client, engine, legacy_clients="refuse")
+    response, reply = await post(client, LEGACY_INITIALIZE, {"Content-Type": "application/json", "Accept": SSE_ACCEPT})
     assert (response.status, reply["id"], reply["error"]["code"]) == (404, 1, METHOD_NOT_FOUND)
     assert reply["error"]["data"] == {"supported": list(MODERN_VERSIONS)}
+    assert engine.requests == []
+
+
+async def test_legacy_initialize_without_an_http_upstream_is_a_clear_error(client: TestClient[Any, Any],
+                                                                          engine: StubEngine) -> None:
+    """Legacy passthrough (the default) needs an HTTP upstream; the engine never sees the request."""
+    response, reply = await post(client, LEGACY_INITIALIZE, {"Content-Type": "application/json", "Accept": SSE_ACCEPT})
+    assert (response.status, reply["error"]["code"]) == (400, -32600)
+    assert reply["error"]["message"].startswith("Legacy clients over HTTP are relayed only to an HTTP upstream")
+    assert engine.requests == []
 
 
 async def raw_post(

@@ -137,7 +137,7 @@ async def test_readyz_follows_the_upstream(upstream: JournalPeer) -> None:
         again = await asyncio.gather(*(bridge.get("/readyz") for _ in range(5)))
         assert bridge.pool.stats().created_total == opened == 1
     ready = (200, json.dumps({"status": "ready", "checks": {"keys": "configured", "upstream": "reachable",
-                                                           "transport": "streamable-http"}}))
+                                                           "transport": "streamable-http", "era": "legacy"}}))
     assert first == ready
     assert again == [ready] * 5
 
@@ -150,7 +150,8 @@ async def test_readyz_is_503_when_the_upstream_is_down(upstream: JournalPeer) ->
         assert error_of(await call(bridge.poster(), "echo", text="x"))["data"]["source"] == "mrtr-bridge"
         after = parse_exposition(bridge.metrics_text())
     assert (status, json.loads(body)) == (503, {"status": "unavailable", "checks": {
-        "keys": "ephemeral", "upstream": "unreachable: UpstreamUnavailable", "transport": "auto (not detected yet)"}})
+        "keys": "ephemeral", "upstream": "unreachable: UpstreamUnavailable", "transport": "auto (not detected yet)",
+        "era": "unknown"}})
     assert after['mrtr_bridge_upstream_errors_total{kind="UpstreamUnavailable"}'] == 1
     assert after['mrtr_bridge_http_responses_total{status="503"}'] == 1
 

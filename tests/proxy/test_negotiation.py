@@ -198,7 +198,7 @@ async def test_readyz_names_an_unsupported_version(fake: FakeLegacy, url: str) -
         error = error_of(await call(bridge.poster(), "echo", text="x"))
     verdict = "unsupported protocol version '2099-01-01' (supported: 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05)"
     assert (status, json.loads(body)) == (503, {"status": "unavailable", "checks": {
-        "keys": "configured", "upstream": verdict, "transport": "streamable-http"}})
+        "keys": "configured", "upstream": verdict, "transport": "streamable-http", "era": "legacy"}})
     assert "protocol version '2099-01-01'; the bridge supports 2025-11-25, 2025-06-18" in error["message"]
 
 

@@ -1,0 +1,220 @@
+"""A legacy client on the stdio front: its whole session relayed to the upstream, untranslated.
+
+`mrtr-bridge stdio` decides on the first line: a legacy `initialize` (no modern `_meta`) makes the
+rest of the process a legacy session (`translators.era_detection.is_legacy_client_message`).
+
+- **stdio upstream**: one legacy server process is started for the client, and the bytes are
+  piped both ways as they come (the client's first line included): requests, pushes and their
+  answers, notifications. When the client closes stdin, the process gets EOF and is stopped like
+  every legacy process (`upstream.kill_grace_s`); when the process ends, so does the relay.
+- **HTTP upstream**: each line becomes a POST to `upstream.url` with the session id the upstream
+  issued; a JSON or SSE answer is written back line by line, a GET stream carries the server's
+  messages outside any request, and stdin EOF ends the session with `DELETE`.
+
+With `front.legacy_clients = "refuse"` the modern front answers the `initialize` with -32601 naming
+the modern versions.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable, Callable
+from typing import Final, Protocol
+
+import aiohttp
+import structlog
+
+from config.settings import Settings, UpstreamSettings
+from proxy.upstream.stdio_process import spawn, stop_process
+from translators.eras import INITIALIZED
+from translators.sse import SSEDecoder
+
+log = structlog.get_logger(__name__)
+READ_CHUNK: Final = 65536
+SESSION: Final = "Mcp-Session-Id"
+_ACCEPT: Final = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+class ByteWriter(Protocol):
+    def write(self, data: bytes) -> None: ...
+
+    async def drain(self) -> None: ...
+
+
+LegacyStdio = Callable[[bytes, asyncio.StreamReader, ByteWriter], Awaitable[None]]
+
+
+async def _pump(reader: asyncio.StreamReader, write: Callable[[bytes], Awaitable[None]]) -> None:
+    while chunk := await reader.read(READ_CHUNK):
+        await write(chunk)
+
+
+async def relay_to_process(settings: UpstreamSettings, first: bytes, reader: asyncio.StreamReader,
+                           writer: ByteWriter) -> None:
+    """Pipe the client to one new upstream process and back until either side ends."""
+    process, program = await spawn(settings)
+    assert process.stdin is not None and process.stdout is not None
+    stdin = process.stdin
+    log.info("legacy_stdio_session_relayed", upstream=f"stdio:{program}", pid=process.pid)
+
+    async def to_process(data: bytes) -> None:
+        stdin.write(data)
+        await stdin.drain()
+
+    async def to_client(data: bytes) -> None:
+        writer.write(data)
+        await writer.drain()
+
+    try:
+        await to_process(first)
+        up = asyncio.create_task(_pump(reader, to_process))
+        down = asyncio.create_task(_pump(process.stdout, to_client))
+        await asyncio.wait({up, down}, return_when=asyncio.FIRST_COMPLETED)
+        if up.done():  # the client closed stdin: let the server finish writing, then stop it
+            with contextlib.suppress(ConnectionError):
+                stdin.close()
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(settings.kill_grace_s):
+                    await down
+        for task in (up, down):
+            task.cancel()
+        await asyncio.gather(up, down, return_exceptions=True)
+    finally:
+        await stop_process(process, settings.kill_grace_s, log.bind(program=program, pid=process.pid))
+
+
+class _HttpSession:
+    """A legacy Streamable HTTP client session driven by the stdio client's lines."""
+
+    def __init__(self, client: aiohttp.ClientSession, settings: UpstreamSettings, writer: ByteWriter) -> None:
+        self._client = client
+        self._url = settings.url or ""
+        self._settings = settings
+        self._writer = writer
+        self._session_id: str | None = None
+        self._version: str | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._get_stream: asyncio.Task[None] | None = None
+
+    def _headers(self) -> dict[str, str]:
+        headers = dict(_ACCEPT)
+        if self._session_id is not None:
+            headers[SESSION] = self._session_id
+        if self._version is not None:
+            headers["MCP-Protocol-Version"] = self._version
+        if self._settings.authorization is not None:
+            headers["Authorization"] = self._settings.authorization.get_secret_value()
+        return headers
+
+    async def _emit(self, data: bytes) -> None:
+        if self._version is None:  # the initialize answer names the revision every later request carries
+            with contextlib.suppress(ValueError, AttributeError):
+                version = json.loads(data).get("result", {}).get("protocolVersion")
+                self._version = version if isinstance(version, str) else None
+        self._writer.write(data.rstrip(b"\n") + b"\n")
+        await self._writer.drain()
+
+    async def _answer(self, response: aiohttp.ClientResponse) -> None:
+        if response.headers.get("Content-Type", "").startswith("text/event-stream"):
+            decoder = SSEDecoder(max_event_size=self._settings.max_line_bytes)
+            async for chunk in response.content.iter_any():
+                for event in decoder.feed(chunk):
+                    if event.data:
+                        await self._emit(event.data.encode())
+        elif response.status != 202:
+            body = await response.read()
+            if body.strip():
+                await self._emit(body)
+
+    async def send(self, line: bytes) -> None:
+        """POST one client line; the first answer with a session id opens the session."""
+        async with self._client.post(self._url, data=line, headers=self._headers()) as response:
+            issued = response.headers.get(SESSION)
+            if issued and self._session_id is None:
+                self._session_id = issued
+            await self._answer(response)
+        if self._get_stream is None and f'"{INITIALIZED}"'.encode() in line:
+            self._get_stream = asyncio.create_task(self._listen())
+
+    async def _listen(self) -> None:
+        with contextlib.suppress(aiohttp.ClientError, OSError):
+            async with self._client.get(self._url, headers=self._headers()) as response:
+                if response.status == 200:
+                    await self._answer(response)
+
+    async def forward(self, line: bytes) -> None:
+        """A request runs in a task of its own (its answer may stream for long); a notification or a
+        response to a push is sent at once, so it reaches the server in the client's order."""
+        try:
+            message = json.loads(line)
+        except ValueError:
+            message = None
+        if isinstance(message, dict) and "method" in message and "id" in message:
+            self.start(line)
+        else:
+            await self._send_logged(line)
+
+    def start(self, line: bytes) -> None:
+        task = asyncio.create_task(self._send_logged(line))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _send_logged(self, line: bytes) -> None:
+        try:
+            await self.send(line)
+        except (aiohttp.ClientError, OSError) as exc:
+            log.warning("legacy_stdio_relay_failed", error=type(exc).__name__)
+
+    async def close(self) -> None:
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=self._settings.kill_grace_s)
+        for task in [*self._tasks, *([self._get_stream] if self._get_stream else [])]:
+            task.cancel()
+        if self._session_id is not None:
+            with contextlib.suppress(aiohttp.ClientError, OSError):
+                async with self._client.delete(self._url, headers=self._headers()):
+                    pass
+
+
+async def relay_to_http(settings: UpstreamSettings, first: bytes, reader: asyncio.StreamReader,
+                        writer: ByteWriter) -> None:
+    """Drive a legacy HTTP session from the client's lines until stdin ends."""
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_s)
+    async with aiohttp.ClientSession(timeout=timeout) as client:
+        session = _HttpSession(client, settings, writer)
+        log.info("legacy_stdio_session_relayed", upstream="http")
+        buffer = first
+        try:
+            await session.send(buffer.split(b"\n", 1)[0])  # initialize, answered before anything else
+            buffer = buffer.split(b"\n", 1)[1] if b"\n" in buffer else b""
+            while True:
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        await session.forward(line)
+                chunk = await reader.read(READ_CHUNK)
+                if not chunk:
+                    break
+                buffer += chunk
+        finally:
+            await session.close()
+
+
+def legacy_stdio(settings: Settings) -> LegacyStdio | None:
+    """The stdio front's handler for a legacy client (by the upstream kind); None when
+    `front.legacy_clients = "refuse"`."""
+    if settings.front.legacy_clients == "refuse":
+        return None
+    upstream = settings.upstream
+
+    async def handle(first: bytes, reader: asyncio.StreamReader, writer: ByteWriter) -> None:
+        relay = relay_to_process if upstream.command else relay_to_http
+        with structlog.contextvars.bound_contextvars(era="legacy"):
+            await relay(upstream, first, reader, writer)
+
+    return handle
+
+
+__all__ = ["LegacyStdio", "legacy_stdio", "relay_to_http", "relay_to_process"]

@@ -1,0 +1,156 @@
+"""Which era the upstream speaks, kept current while the bridge runs (docs/architecture.md, "Eras").
+
+`UpstreamEra` probes at start, again every `upstream.era_probe_interval_s` (0: never), and soon
+after a failure is reported (`reprobe_soon`: a session that would not open, a relay that could not
+connect), so upgrading the server behind a running bridge needs no restart. A probe is the
+`server/discover` probe of `proxy.upstream.era_probe` (harmless to a legacy server; a stdio upstream
+is probed in a throwaway process); a modern answer is followed by a legacy `initialize`
+(its session deleted at once) to tell a dual-era server from a modern-only one. The era is logged
+when first known (`upstream_era_detected`) and when it changes (`upstream_era_changed`), and
+`/readyz` shows it. An unreachable upstream keeps the last known era.
+
+Only an HTTP upstream is tracked: probing a stdio upstream costs a throwaway process each time, and
+a modern stdio upstream is not relayed yet (`mrtr-bridge check` probes one).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+import aiohttp
+import structlog
+
+from config.settings import UpstreamSettings
+from proxy.upstream.era_probe import probe_http
+from proxy.upstream.errors import safe_url
+from proxy.upstream.http_wire import client_info
+from translators.era_detection import DUAL, LEGACY, MODERN, Era, era_of
+from translators.eras import INITIALIZE
+from translators.errors import BridgeError
+from translators.revisions import OFFERED
+
+_log = structlog.get_logger(__name__)
+
+
+class UpstreamEra:
+    """The upstream's era (None until a probe got an answer); owns its probe task and HTTP client."""
+
+    def __init__(self, settings: UpstreamSettings) -> None:
+        self._settings = settings
+        self.era: Era | None = None
+        self._probe: asyncio.Task[Era | None] | None = None
+        self._ticker: asyncio.Task[None] | None = None
+        self._client: aiohttp.ClientSession | None = None
+
+    @property
+    def relays_modern(self) -> bool:
+        """Whether modern requests go to the upstream untranslated (an HTTP upstream that speaks modern)."""
+        return self.era in (MODERN, DUAL) and self._settings.url is not None
+
+    async def start(self) -> None:
+        """The first probe (bounded by the probe timeout), then the interval ticker."""
+        await self.probe()
+        if self._settings.era_probe_interval_s > 0:
+            self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="upstream-era-ticker")
+
+    async def settled(self) -> None:
+        """Wait for a probe in flight, if any (its failures are the probe's to log)."""
+        probe = self._probe
+        if probe is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.shield(probe)
+
+    def reprobe_soon(self) -> None:
+        """Probe again now, unless a probe runs (concurrent failures share one probe)."""
+        if self._probe is None:
+            self._start_probe()
+
+    async def probe(self) -> Era | None:
+        if self._probe is None:
+            self._start_probe()
+        assert self._probe is not None
+        return await asyncio.shield(self._probe)
+
+    def _start_probe(self) -> None:
+        self._probe = asyncio.get_running_loop().create_task(self._run_probe(), name="upstream-era-probe")
+        self._probe.add_done_callback(self._probe_done)
+
+    def _probe_done(self, task: asyncio.Task[Era | None]) -> None:
+        self._probe = None
+        if not task.cancelled() and task.exception() is not None:
+            _log.warning("upstream_era_probe_failed", error=type(task.exception()).__name__)
+
+    async def _run_probe(self) -> Era | None:
+        try:
+            era = await self._probe_http()
+        except BridgeError as exc:
+            _log.info("upstream_era_unknown", reason=exc.message, keeping=self.era)
+            return self.era
+        self._learn(era)
+        return era
+
+    async def _probe_http(self) -> Era:
+        client = self._http()
+        assert self._settings.url is not None
+        verdict = await probe_http(client, self._settings.url, self._settings, self._static_headers())
+        if not verdict.modern:
+            return LEGACY
+        return era_of(verdict, await self._answers_initialize(client))
+
+    async def _answers_initialize(self, client: aiohttp.ClientSession) -> bool:
+        """Whether a legacy `initialize` is answered with a result (its session is deleted at once)."""
+        url = self._settings.url
+        assert url is not None
+        body = {"jsonrpc": "2.0", "id": "mrtr-bridge-era-initialize", "method": INITIALIZE,
+                "params": {"protocolVersion": OFFERED, "capabilities": {}, "clientInfo": client_info()}}
+        headers = {**self._static_headers(), "Accept": "application/json, text/event-stream"}
+        timeout = aiohttp.ClientTimeout(total=self._settings.era_probe_timeout_s)
+        try:
+            async with client.post(url, json=body, headers=headers, timeout=timeout) as response:
+                session_id = response.headers.get("Mcp-Session-Id")
+                answered = response.status == 200
+            if session_id:
+                async with client.delete(url, headers={**headers, "Mcp-Session-Id": session_id}, timeout=timeout):
+                    pass
+        except (aiohttp.ClientError, OSError, TimeoutError):
+            return False
+        return answered
+
+    def _learn(self, era: Era) -> None:
+        if era == self.era:
+            return
+        where = safe_url(self._settings.url) if self._settings.url else "stdio"
+        if self.era is None:
+            _log.info("upstream_era_detected", era=era, upstream=where)
+        else:
+            _log.info("upstream_era_changed", era=era, previous=self.era, upstream=where)
+        self.era = era
+
+    def _static_headers(self) -> dict[str, str]:
+        static = self._settings.authorization
+        return {"Authorization": static.get_secret_value()} if static is not None else {}
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._client is None:
+            timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._settings.connect_timeout_s)
+            self._client = aiohttp.ClientSession(timeout=timeout)
+        return self._client
+
+    async def _tick(self) -> None:
+        while True:
+            await asyncio.sleep(self._settings.era_probe_interval_s)
+            with contextlib.suppress(Exception):
+                await self.probe()
+
+    async def aclose(self) -> None:
+        for task in (self._ticker, self._probe):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(BaseException):
+                    await task
+        if self._client is not None:
+            await self._client.close()
+
+
+__all__ = ["UpstreamEra"]

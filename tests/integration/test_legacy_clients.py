@@ -1,0 +1,135 @@
+"""Legacy clients through the bridge: an `mcp` 1.x client gets a legacy session relayed to the legacy
+server (HTTP and stdio fronts, HTTP and stdio upstreams), next to modern clients on the same
+endpoint; legacy sessions are bound to the principal that opened them; `front.legacy_clients =
+"refuse"` keeps the modern-only answer."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+from typing import Any
+
+import aiohttp
+import mcp_types as types
+
+from config import env_name
+
+from .harness import (
+    BRIDGE_EXE,
+    LEGACY_PYTHON,
+    PEERS_DIR,
+    InputAnswers,
+    LegacyPoster,
+    Peers,
+    legacy_stdio_command,
+    modern_client,
+)
+
+T = 60.0
+LEGACY_CLIENT = PEERS_DIR / "legacy_client.py"
+FIXTURE_TOOLS = 27
+
+
+async def run_legacy_client(*args: str) -> dict[str, Any]:
+    """Run tests/peers/legacy_client.py (mcp 1.x) to the end; its one JSON line."""
+    process = await asyncio.create_subprocess_exec(str(LEGACY_PYTHON), str(LEGACY_CLIENT), *args,
+                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+                                                   stdin=asyncio.subprocess.DEVNULL)
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode(errors="replace")[-3000:]
+    report: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+    return report
+
+
+def expected_text(answer: str) -> str:
+    return f'User response: action=accept, content={{"response": "{answer}"}}'
+
+
+async def modern_elicitation(url: str, answer: str) -> str:
+    answers = InputAnswers(elicit_content={"response": answer})
+    async with modern_client(url, **answers.client_kwargs()) as client:
+        result = await client.call_tool("test_elicitation", {"message": "modern asks"})
+    assert [method for method, _ in answers.asked] == ["elicitation/create"]
+    content = result.content[0]
+    assert isinstance(content, types.TextContent)
+    return content.text
+
+
+async def test_mcp1_and_mcp2_clients_elicit_at_the_same_time_through_one_bridge(peers: Peers) -> None:
+    bridged = peers.bridged()
+    async with asyncio.timeout(T):
+        legacy, modern, legacy2, modern2 = await asyncio.gather(
+            run_legacy_client("--url", bridged.url, "--answer", "old-1"),
+            modern_elicitation(bridged.url, "new-1"),
+            run_legacy_client("--url", bridged.url, "--answer", "old-2"),
+            modern_elicitation(bridged.url, "new-2"))
+    for report, answer in ((legacy, "old-1"), (legacy2, "old-2")):
+        assert report == {"protocolVersion": "2025-11-25", "server": "mcp-legacy-conformance-fixture",
+                          "text": expected_text(answer), "asked": [f"legacy says {answer}"],
+                          "tools": FIXTURE_TOOLS, "sessionId": True}
+    assert (modern, modern2) == (expected_text("new-1"), expected_text("new-2"))
+    assert '"mode": "legacy"' in bridged.bridge.log_text(200_000)
+
+
+async def test_legacy_session_is_bound_to_the_principal_that_opened_it(peers: Peers) -> None:
+    bridged = peers.bridged()
+    async with (asyncio.timeout(T), aiohttp.ClientSession(headers={"Authorization": "Bearer alice"}) as alice,
+                aiohttp.ClientSession(headers={"Authorization": "Bearer mallory"}) as mallory):
+        owner = LegacyPoster(alice, bridged.url)
+        opened = await owner.initialize()
+        assert opened.status == 200 and owner.session_id
+        assert opened.response["result"]["protocolVersion"] == "2025-11-25"
+        thief = LegacyPoster(mallory, bridged.url, session_id=owner.session_id)
+        stolen = await thief.post("tools/list")
+        assert (stolen.status, stolen.response["error"]["message"]) == (404, "Session not found")
+        assert await thief.close() == 404
+        listed = await owner.post("tools/list")
+        assert (listed.status, len(listed.response["result"]["tools"])) == (200, FIXTURE_TOOLS)
+        session_id = owner.session_id
+        assert await owner.close() == 200
+        gone = await LegacyPoster(alice, bridged.url, session_id=session_id).post("tools/list")
+        assert gone.status == 404
+
+
+async def test_legacy_get_stream_is_relayed(peers: Peers) -> None:
+    """The session's GET stream opens through the bridge (server messages outside any call)."""
+    bridged = peers.bridged()
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        owner = LegacyPoster(http, bridged.url)
+        await owner.initialize()
+        headers = {"Mcp-Session-Id": owner.session_id or "", "MCP-Protocol-Version": "2025-11-25",
+                   "Accept": "text/event-stream"}
+        async with http.get(bridged.url, headers=headers) as stream:
+            assert (stream.status, stream.content_type) == (200, "text/event-stream")
+        assert await owner.close() == 200
+
+
+async def test_refused_legacy_clients_get_the_modern_only_answer(peers: Peers) -> None:
+    legacy = peers.legacy()
+    bridge = peers.bridge(legacy.url, env={env_name("front.legacy_clients"): "refuse"})
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        reply = await LegacyPoster(http, bridge.url).post("initialize", {
+            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}})
+    assert (reply.status, reply.response["error"]["code"]) == (404, -32601)
+    assert reply.response["error"]["data"] == {"supported": ["2026-07-28"]}
+
+
+def _bridge_stdio(*upstream: str) -> str:
+    return shlex.join([str(BRIDGE_EXE), "stdio", "--log-level", "warning", *upstream])
+
+
+async def test_stdio_front_relays_a_legacy_client_to_a_stdio_upstream() -> None:
+    async with asyncio.timeout(T):
+        report = await run_legacy_client("--command", _bridge_stdio("--upstream-command", legacy_stdio_command()),
+                                         "--answer", "piped")
+    assert report == {"protocolVersion": "2025-11-25", "server": "mcp-legacy-conformance-fixture",
+                      "text": expected_text("piped"), "asked": ["legacy says piped"], "tools": FIXTURE_TOOLS}
+
+
+async def test_stdio_front_relays_a_legacy_client_to_an_http_upstream(peers: Peers) -> None:
+    legacy = peers.legacy()
+    async with asyncio.timeout(T):
+        report = await run_legacy_client("--command", _bridge_stdio("--upstream", legacy.url), "--answer", "posted")
+    assert report == {"protocolVersion": "2025-11-25", "server": "mcp-legacy-conformance-fixture",
+                      "text": expected_text("posted"), "asked": ["legacy says posted"], "tools": FIXTURE_TOOLS}
