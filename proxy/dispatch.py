@@ -9,6 +9,7 @@ import asyncio
 import itertools
 import time
 import weakref
+from collections.abc import Awaitable, Callable
 from importlib.metadata import version
 
 import structlog
@@ -29,6 +30,7 @@ from proxy.held_calls import (
     progress_meta_token,
 )
 from proxy.metrics import BridgeMetrics
+from proxy.recovery import LostCall, Recovery
 from proxy.roots import AskClient, RootsAffinity
 from proxy.subscriptions import ListenHub
 from proxy.tasks import TaskOwner
@@ -66,6 +68,7 @@ from translators.inbound import check_param_headers
 from translators.notifications import log_level_admits, route_notification
 from translators.oauth import UpstreamAuthChallenge, challenge_reply
 from translators.pushes import is_push, unowned_push_answer
+from translators.recovery_policy import needs_annotations
 from translators.request_state import (
     KeyRing,
 )
@@ -102,7 +105,7 @@ class Engine:
         self._held = settings.held
         self.registry = HeldCallRegistry(max_per_principal=settings.held.max_per_principal,
                                          max_total=settings.held.max_total)
-        self._continuations = Continuations(keyring, settings.held, self.registry)
+        self._continuations = Continuations(keyring, settings.held, self.registry, settings.recovery)
         self._tasks = TaskOwner()
         self._progress_tokens = itertools.count(1)
         self._tool_schemas = ToolSchemas()
@@ -114,6 +117,7 @@ class Engine:
         self.roots = RootsAffinity(settings.upstream, pool)
         self._fresh_sessions = itertools.count(1)
         self.metrics = metrics if metrics is not None else BridgeMetrics()
+        self.recovery = Recovery(settings.recovery, self._continuations, self.registry, self.metrics)
         self.metrics.watch(held_now=self.registry.held_now, in_progress=self.registry.__len__,
                            rounds_total=lambda: self.registry.rounds_total, pool_stats=pool.stats,
                            transport="stdio" if settings.upstream.command else "http")
@@ -337,12 +341,24 @@ class Engine:
             return
         schemas = self._tool_schemas.get(lease.key)
         if schemas is None:
-            listing = FrontRequest(request.front_request_id, TOOLS_LIST, {}, request.principal,
-                                   authorization=request.authorization, trace_headers=request.trace_headers)
-            schemas = self._tool_schemas.remember(lease.key, await self._call_through(lease, listing, NullSink()))
+            schemas = await self._list_tools(request, lease)
         arguments = request.params.get("arguments")
         check_param_headers(schemas.get(str(request.params.get("name")), {}),
                             arguments if isinstance(arguments, dict) else {}, request.param_headers)
+
+    async def _list_tools(self, request: FrontRequest, lease: Lease) -> dict[str, JsonObject]:
+        """List the upstream's tools on `lease` (first page) and remember them; name -> inputSchema."""
+        listing = FrontRequest(request.front_request_id, TOOLS_LIST, {}, request.principal,
+                               authorization=request.authorization, trace_headers=request.trace_headers)
+        return self._tool_schemas.remember(lease.key, await self._call_through(lease, listing, NullSink()))
+
+    async def _tool_annotations(self, request: FrontRequest, lease: Lease) -> JsonObject | None:
+        """The annotations of the called tool as the upstream lists it (None: not listed)."""
+        annotations = self._tool_schemas.annotations(lease.key)
+        if annotations is None:
+            await self._list_tools(request, lease)
+            annotations = self._tool_schemas.annotations(lease.key) or {}
+        return annotations.get(str(request.params.get("name")))
 
     # ---- the MRTR trio ---------------------------------------------------------------------------
 
@@ -352,7 +368,10 @@ class Engine:
             raise InvalidParams("inputResponses must be an object mapping input keys to results")
         self._continuations.check_input_responses(responses)
         if "requestState" in request.params:
-            driver, claims = self._continuations.claim(request)
+            try:
+                driver, claims = self._continuations.claim(request)
+            except InvalidRequestState as refused:
+                return await self.recover(request, sink, self.recovery.lost_call(request, refused, responses))
             level = request.meta.get(META_LOG_LEVEL)
             await self._set_log_level(driver.session, level if isinstance(level, str) else None)
             with structlog.contextvars.bound_contextvars(continuation_id=driver.continuation_id.hex()[:12],
@@ -361,13 +380,25 @@ class Engine:
             return self._reply(request, driver, reply)
         return await self._first_attempt(request, sink, responses)
 
-    async def _first_attempt(self, request: FrontRequest, sink: NotificationSink, responses: JsonObject) -> JsonObject:
+    async def recover(self, request: FrontRequest, sink: NotificationSink, lost: LostCall) -> JsonObject:
+        """Start a lost held call again if the recovery policy allows it (proxy/recovery.py); the replica
+        forwarding calls this with `Recovery.lost_call(..., owner_unreachable=True)`. Raises the fixed
+        invalid-requestState error when refused."""
+        async def authorize(lease: Lease) -> None:
+            if needs_annotations(self.recovery.settings.reexecute, request.method):
+                self.recovery.authorize(request, lost, await self._tool_annotations(request, lease))
+            self.recovery.started(lost)
+
+        return await self._first_attempt(request, sink, lost.answers, authorize=authorize)
+
+    async def _first_attempt(self, request: FrontRequest, sink: NotificationSink, responses: JsonObject, *,
+                             authorize: Callable[[Lease], Awaitable[None]] | None = None) -> JsonObject:
         roots = await self._affine_roots(request, responses)
         if isinstance(roots, AskClient):
             own = BRIDGE_INFO if self._settings.server_identity == "bridge" else None  # no session chosen yet
             return input_required_result(roots_input_requests(), None, server_info=own)
         fresh = self._settings.upstream.session_per_call
-        lease = await self._call_lease(request, roots, fresh=fresh)
+        lease = await self._call_lease(request, roots, fresh=fresh, authorize=authorize)
         caps = request.meta.get(META_CLIENT_CAPABILITIES)
         driver = CallDriver(registry=self.registry, principal=request.principal, lease=lease,
                             upstream=self._upstream_request(request, lease.session),
@@ -379,8 +410,10 @@ class Engine:
             reply = await driver.first_attempt(self._attempt(request, sink))
         return self._reply(request, driver, reply)
 
-    async def _call_lease(self, request: FrontRequest, roots: JsonObject | None, *, fresh: bool) -> Lease:
-        """The session an interactive call runs on, settled, checked and at the call's log level."""
+    async def _call_lease(self, request: FrontRequest, roots: JsonObject | None, *, fresh: bool,
+                          authorize: Callable[[Lease], Awaitable[None]] | None = None) -> Lease:
+        """The session an interactive call runs on, settled, checked (and, for a recovery, authorized)
+        and at the call's log level."""
         lease = await self._lease(request, exclusive=fresh or self._needs_own_session(request), roots=roots,
                                   fresh=fresh)
         try:
@@ -388,6 +421,8 @@ class Engine:
             require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {},
                                         lease.session.revision)
             await self._check_param_headers(request, lease)
+            if authorize is not None:
+                await authorize(lease)
             level = request.meta.get(META_LOG_LEVEL)
             await self._set_log_level(lease.session, level if isinstance(level, str) else None)
         except BaseException:
