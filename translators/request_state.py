@@ -110,7 +110,7 @@ def unpack_answers(blob: bytes) -> dict[str, Any]:
         answers = json.loads(text.decode("utf-8", "surrogatepass"))
     except (zlib.error, ValueError):
         raise InvalidRequestState("malformed") from None
-    if inflater.unconsumed_tail or not inflater.eof or not isinstance(answers, dict):
+    if inflater.unconsumed_tail or inflater.unused_data or not inflater.eof or not isinstance(answers, dict):
         raise InvalidRequestState("malformed")
     return answers
 
