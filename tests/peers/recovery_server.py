@@ -55,7 +55,8 @@ def first_question(tag: str) -> str:
 async def _ask(ctx: Ctx, message: str, schema: dict[str, Any], field: str) -> str:
     request = types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requestedSchema=schema))
     result = await ctx.request_context.session.send_request(
-        types.ServerRequest(request), types.ElicitResult, metadata=ServerMessageMetadata(related_request_id=ctx.request_id)
+        types.ServerRequest(request), types.ElicitResult,
+        metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
     )
     return str((result.content or {}).get(field, f"<{result.action}>"))
 
