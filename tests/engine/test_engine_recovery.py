@@ -14,6 +14,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from engine_harness import (
+    RecordingSink,
     ScriptedBridge,
     error_of,
     input_requests,
@@ -24,7 +25,7 @@ from engine_harness import (
 )
 from fake_upstream import FakeCall, FakeUpstream, Push
 
-from translators.eras import ELICIT
+from translators.eras import ELICIT, PROMPTS_GET
 from translators.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
 from translators.request_state import MAX_PLAIN_TOKEN_LENGTH
 
@@ -186,3 +187,44 @@ async def test_a_first_round_state_is_as_long_with_recovery_as_without() -> None
             _, reply, _ = await round_of(scripted, first, await scripted.upstream.next_call(), NAME_Q)
             lengths.append(len(reply["result"]["requestState"]))
     assert lengths[0] == lengths[1] <= MAX_PLAIN_TOKEN_LENGTH
+
+
+async def test_a_prompt_recovers_under_annotated_and_only_when_listed_under_allowlist() -> None:
+    fake = upstream()
+    async with bridge(fake) as before:
+        held = []
+        for _ in range(2):
+            request = before.request("greet", method=PROMPTS_GET)
+            first = before.start(request)
+            _, reply, key = await round_of(before, first, await before.upstream.next_call(PROMPTS_GET), NAME_Q)
+            held.append((request, reply, key))
+    prompt_result = {"messages": [{"role": "user", "content": {"type": "text", "text": "hi Ada"}}]}
+    async with bridge(fake) as after:
+        request, reply, key = held[0]
+        retry = after.start(after.retry_of(request, reply, {key: answer("Ada")}))
+        again = await after.upstream.next_call(PROMPTS_GET)
+        assert await again.push(ELICIT, NAME_Q).answered() == {"result": answer("Ada")}
+        again.finish(prompt_result)
+        assert (await retry)["result"]["messages"] == prompt_result["messages"]
+        assert [e for e in fake.all_received() if e[3] == "tools/list"] == []  # no annotations needed
+    async with bridge(fake, recovery={"reexecute": "allowlist", "tools": ["greet"]}) as strict:
+        request, reply, key = held[1]
+        assert error_of(await strict.send(strict.retry_of(request, reply, {key: answer("Ada")}))) == REFUSED_STATE
+        assert refusals(strict, "not_allowlisted") == 1 and fake.no_call_waiting()
+
+
+async def test_another_replicas_state_recovers_only_through_the_owner_unreachable_entry() -> None:
+    fake = upstream()
+    async with bridge(fake, held={"replica_id": "r1"}) as owner:
+        request, reply2, _, key2 = await held_at_second_round(owner, "survey")
+    async with bridge(fake, held={"replica_id": "r2"}) as other:
+        retry = other.retry_of(request, reply2, {key2: answer("blue")})
+        assert error_of(await other.send(retry)) == REFUSED_STATE  # no forwarding: refused as before
+        assert rejections(other, "other_replica") == 1 and fake.no_call_waiting()
+        result = asyncio.ensure_future(other.engine.recover.owner_unreachable(retry, RecordingSink()))
+        again = await other.upstream.next_call()
+        assert await again.push(ELICIT, NAME_Q).answered() == {"result": answer("Ada")}
+        assert await again.push(ELICIT, COLOR_Q).answered() == {"result": answer("blue")}
+        again.finish(text_result("Ada likes blue"))
+        assert (await result)["content"][0]["text"] == "Ada likes blue"
+        assert recovered(other, "owner_unreachable") == 1
