@@ -13,7 +13,7 @@ fixed invalid-requestState error to the client, with the policy's reason in the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NoReturn
 
 import structlog
 
@@ -27,6 +27,7 @@ from translators.errors import InvalidRequestState
 from translators.recovery_policy import (
     ALREADY_USED,
     NOT_CARRIED,
+    OFF,
     TOO_OLD,
     Refusal,
     decide,
@@ -65,6 +66,8 @@ class Recovery:
             refused.reason)
         if cause is None:
             raise refused
+        if self.settings.reexecute == "off":
+            self.refuse(OFF, refused)
         try:
             claims = self._continuations.opened(request, grace_s=self.settings.grace_s, any_replica=owner_unreachable)
         except InvalidRequestState as exc:
@@ -94,7 +97,7 @@ class Recovery:
         log.info("held_call_recovered", cause=lost.cause, round=lost.claims.round, answers=len(lost.answers))
         self._metrics.recovered_calls.labels(lost.cause).inc()
 
-    def refuse(self, refusal: Refusal, refused: InvalidRequestState) -> None:
+    def refuse(self, refusal: Refusal, refused: InvalidRequestState) -> NoReturn:
         log.info("recovery_refused", reason=refusal.text, policy=self.settings.reexecute, state_reason=refused.reason)
         self._metrics.recovery_refusals.labels(refusal.code).inc()
         raise refused

@@ -228,3 +228,13 @@ async def test_another_replicas_state_recovers_only_through_the_owner_unreachabl
         again.finish(text_result("Ada likes blue"))
         assert (await result)["content"][0]["text"] == "Ada likes blue"
         assert recovered(other, "owner_unreachable") == 1
+
+
+async def test_a_state_sealed_with_recovery_off_is_refused_naming_off() -> None:
+    fake = upstream()
+    async with bridge(fake, recovery={"reexecute": "off"}, held={"ttl_s": 0.05}) as scripted:
+        request, reply2, _, key2 = await held_at_second_round(scripted, "survey")
+        await scripted.settled()
+        assert error_of(await scripted.send(scripted.retry_of(request, reply2, {key2: answer("x")}))) == REFUSED_STATE
+        assert (refusals(scripted, "off"), rejections(scripted, "expired")) == (1, 1)
+        assert fake.no_call_waiting()
