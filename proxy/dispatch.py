@@ -64,8 +64,8 @@ class Engine:
         self._discover, self._relay, self._listen = Discover(ctx), Relay(ctx), Listen(ctx)
         self.metrics = metrics if metrics is not None else BridgeMetrics()
         self._first_call = FirstCall(ctx)
-        self.recover = Recover(ctx, self._first_call, self.metrics)  # also the replica forwarding's fallback
-        self._retry = Retry(ctx, on_lost=self.recover.after_refusal)
+        self._recover = Recover(ctx, self._first_call, self.metrics)
+        self._retry = Retry(ctx, on_lost=self._recover.after_refusal)
         self.metrics.watch(held_now=self.registry.held_now, in_progress=self.registry.__len__,
                            rounds_total=lambda: self.registry.rounds_total, pool_stats=pool.stats,
                            transport="stdio" if settings.upstream.command else "http")

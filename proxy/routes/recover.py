@@ -1,8 +1,9 @@
 """Route for a retry whose held call is gone: recovery by re-execution (docs/operations.md § Recovery).
 
 Entered from the retry route when the state opened but named no held call here
-(`after_refusal`), or from the replica forwarding when the owner replica is unreachable
-(`owner_unreachable`). proxy/recovery.py decides whether the state may start a recovery and
+(`after_refusal`). The replica forwarding, when a retry's owner replica cannot be reached, hands
+the retry to the local engine with `FrontRequest.owner_unreachable` set: its `other_replica`
+refusal then may start a recovery too. proxy/recovery.py decides whether the state may start a recovery and
 whether the policy allows the call to run again; this route starts it through the first-call route,
 pre-answered with the sealed earlier answers and this retry's `inputResponses`. A refusal raises the
 original `InvalidRequestState`, so the client gets the same fixed error as before.
@@ -15,7 +16,6 @@ from proxy.metrics import BridgeMetrics
 from proxy.recovery import LostCall, Recovery
 from proxy.routes.context import RouteContext
 from proxy.routes.first_call import FirstCall
-from proxy.routes.mrtr import input_responses
 from proxy.routes.param_headers import list_tools
 from proxy.upstream.base import JsonObject
 from proxy.upstream.pool import Lease
@@ -32,13 +32,7 @@ class Recover:
     async def after_refusal(self, request: FrontRequest, sink: NotificationSink, refused: InvalidRequestState,
                             responses: JsonObject) -> JsonObject:
         """The retry route could not claim a held call: recover it if allowed, else raise `refused`."""
-        return await self._run(request, sink, self.recovery.lost_call(request, refused, responses))
-
-    async def owner_unreachable(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
-        """For the replica forwarding: the state is another replica's and that replica cannot be reached.
-        Returns the result member, or raises the fixed invalid-requestState error."""
-        lost = self.recovery.lost_call(request, InvalidRequestState("other_replica"),
-                                       input_responses(self._ctx, request), owner_unreachable=True)
+        lost = self.recovery.lost_call(request, refused, responses, owner_unreachable=request.owner_unreachable)
         return await self._run(request, sink, lost)
 
     async def _run(self, request: FrontRequest, sink: NotificationSink, lost: LostCall) -> JsonObject:

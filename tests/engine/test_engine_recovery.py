@@ -9,12 +9,12 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import dataclasses
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 from engine_harness import (
-    RecordingSink,
     ScriptedBridge,
     error_of,
     input_requests,
@@ -213,7 +213,7 @@ async def test_a_prompt_recovers_under_annotated_and_only_when_listed_under_allo
         assert refusals(strict, "not_allowlisted") == 1 and fake.no_call_waiting()
 
 
-async def test_another_replicas_state_recovers_only_through_the_owner_unreachable_entry() -> None:
+async def test_another_replicas_state_recovers_only_when_the_forwarding_says_its_owner_is_unreachable() -> None:
     fake = upstream()
     async with bridge(fake, held={"replica_id": "r1"}) as owner:
         request, reply2, _, key2 = await held_at_second_round(owner, "survey")
@@ -221,12 +221,12 @@ async def test_another_replicas_state_recovers_only_through_the_owner_unreachabl
         retry = other.retry_of(request, reply2, {key2: answer("blue")})
         assert error_of(await other.send(retry)) == REFUSED_STATE  # no forwarding: refused as before
         assert rejections(other, "other_replica") == 1 and fake.no_call_waiting()
-        result = asyncio.ensure_future(other.engine.recover.owner_unreachable(retry, RecordingSink()))
+        result = other.start(dataclasses.replace(retry, owner_unreachable=True))
         again = await other.upstream.next_call()
         assert await again.push(ELICIT, NAME_Q).answered() == {"result": answer("Ada")}
         assert await again.push(ELICIT, COLOR_Q).answered() == {"result": answer("blue")}
         again.finish(text_result("Ada likes blue"))
-        assert (await result)["content"][0]["text"] == "Ada likes blue"
+        assert result_text(await result) == "Ada likes blue"
         assert recovered(other, "owner_unreachable") == 1
 
 
