@@ -196,7 +196,8 @@ async def bridge_runtime(
     async with _client(settings) as client:
         engine: Engine  # bound just below; the pool calls back only once started
         chosen, transport = _opener(client, upstream, spares, opener)
-        pool = UpstreamPool(upstream, NegotiatingOpener(chosen), transport=transport,
+        negotiating = NegotiatingOpener(chosen)
+        pool = UpstreamPool(upstream, negotiating, transport=transport,
                             on_unowned=lambda session, inbound: engine.on_unowned(session, inbound))
         engine = Engine(settings, pool, keyring, metrics=metrics)
         try:
@@ -208,7 +209,8 @@ async def bridge_runtime(
             finally:
                 await engine.aclose()
         finally:
-            await asyncio.gather(pool.aclose(), *([spares.aclose()] if spares is not None else []))
+            await asyncio.gather(pool.aclose(), negotiating.aclose(),
+                                 *([spares.aclose()] if spares is not None else []))
 
 
 async def _upstream_context(app: web.Application) -> AsyncIterator[None]:

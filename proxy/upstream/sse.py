@@ -316,7 +316,8 @@ class SseUpstreamSession:
     def _lost_error(self, method: str | None = None) -> UpstreamSessionLost:
         reason = self._lost or f"Upstream session to {self.upstream} is closed"
         during = f" while {method} was in flight" if method else ""
-        return UpstreamSessionLost(f"{reason}{during}", {"upstream": self.upstream})
+        return UpstreamSessionLost(f"{reason}{during}", {"upstream": self.upstream},
+                                   public=f"The upstream session was lost: its SSE stream closed{during}")
 
 
 __all__ = ["TRANSPORT_NAME", "SseUpstreamSession", "resolve_endpoint"]
