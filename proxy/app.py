@@ -1,4 +1,4 @@
-"""The aiohttp application: routes, typed app keys and the lifetimes they hold (STYLE §§ 1, 8).
+"""The aiohttp application: routes, typed app keys and the lifetimes they hold (docs/decisions.md §§ 1, 6).
 
 `make_app(settings)` is the composition root of the HTTP bridge: one `cleanup_ctx` opens the one
 `aiohttp.ClientSession` for the upstream, the `UpstreamPool`, the requestState key ring and the
@@ -26,21 +26,14 @@ from proxy.health import Readiness
 from proxy.keys import load_keyring
 from proxy.logs import scrub_aiohttp_server_logs
 from proxy.metrics import BridgeMetrics
-from proxy.upstream.base import (
-    STDIO,
-    STREAMABLE_HTTP,
-    InboundHandler,
-    JsonObject,
-    PooledSession,
-    SessionOpener,
-    TransportInfo,
-)
+from proxy.upstream.base import STDIO, STREAMABLE_HTTP, InboundHandler, PooledSession, SessionOpener, TransportInfo
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.stdio_children import ChildProcesses
 from proxy.upstream.stdio_spares import SpareProcesses
 from proxy.upstream.transport import HttpTransport
 from translators.errors import UpstreamUnavailable
+from translators.jsonrpc import JsonObject
 
 _log = structlog.get_logger("proxy.app")
 UPSTREAM_KEEPALIVE_S: Final = 4.0

@@ -22,7 +22,7 @@ from proxy.context import FrontRequest
 from proxy.continuations import Continuations
 from proxy.held_calls import HeldCallRegistry
 from proxy.metrics import BridgeMetrics
-from proxy.upstream.base import JsonObject
+from translators.jsonrpc import JsonObject
 from translators.errors import InvalidRequestState
 from translators.recovery_policy import (
     ALREADY_USED,

@@ -17,7 +17,7 @@ from proxy.recovery import LostCall, Recovery
 from proxy.routes.context import RouteContext
 from proxy.routes.first_call import FirstCall
 from proxy.routes.param_headers import list_tools
-from proxy.upstream.base import JsonObject
+from translators.jsonrpc import JsonObject
 from proxy.upstream.pool import Lease
 from translators.errors import InvalidRequestState
 from translators.recovery_policy import needs_annotations

@@ -15,8 +15,8 @@ import structlog
 from proxy.context import FrontRequest, NotificationSink
 from proxy.routes.context import RouteContext, log_level
 from proxy.routes.mrtr import input_responses, reply_result
-from proxy.upstream.base import JsonObject
 from translators.errors import InvalidRequestState
+from translators.jsonrpc import JsonObject
 
 # A state that opened but named no held call here: the recovery route's entry (proxy/routes/recover.py)
 OnLost = Callable[[FrontRequest, NotificationSink, InvalidRequestState, JsonObject], Awaitable[JsonObject]]

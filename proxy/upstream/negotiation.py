@@ -23,9 +23,10 @@ from typing import Final
 import structlog
 
 from proxy.tasks import TaskOwner
-from proxy.upstream.base import InboundHandler, JsonObject, PooledSession, SessionOpener
+from proxy.upstream.base import InboundHandler, PooledSession, SessionOpener
 from translators.capabilities import capabilities_for_revision
 from translators.errors import UpstreamProtocolError
+from translators.jsonrpc import JsonObject
 from translators.revisions import NEWEST, Revision
 
 _log = structlog.get_logger(__name__)

@@ -21,9 +21,9 @@ from engine_harness import (
 from fake_upstream import FakeUpstream
 
 from proxy.app import stdio_opener
-from proxy.upstream.base import JsonObject
 from translators.eras import DISCOVER, ELICIT, MODERN_VERSION
 from translators.errors import INTERNAL_ERROR, LEGACY_URL_ELICITATION_REQUIRED, UpstreamUnavailable
+from translators.jsonrpc import JsonObject
 
 STDIO = {"command": "fake-legacy-server", "url": None}
 BRIDGE_ERROR = {"source": "mrtr-bridge"}

@@ -28,6 +28,7 @@ from proxy.upstream.http import HttpUpstreamSession
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.stdio import StdioUpstreamSession
 from translators.errors import UpstreamProtocolError
+from translators.jsonrpc import JsonObject
 from translators.revisions import OFFERED, REVISIONS, SUPPORTED, UnsupportedUpstreamVersion
 
 MISBEHAVING = Path(__file__).resolve().parents[1] / "peers" / "stdio_misbehaving.py"
@@ -44,7 +45,6 @@ SHAPED: dict[str, dict[str, Any]] = {
     "2025-03-26": {"sampling": {}, "roots": {}},
     "2024-11-05": {"sampling": {}, "roots": {}},
 }
-JsonObject = dict[str, Any]
 WITH_HEADER = {"2025-11-25", "2025-06-18"}
 
 
