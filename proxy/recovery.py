@@ -22,8 +22,8 @@ from proxy.context import FrontRequest
 from proxy.continuations import Continuations
 from proxy.held_calls import HeldCallRegistry
 from proxy.metrics import BridgeMetrics
-from translators.jsonrpc import JsonObject
 from translators.errors import InvalidRequestState
+from translators.jsonrpc import JsonObject
 from translators.recovery_policy import (
     ALREADY_USED,
     NOT_CARRIED,

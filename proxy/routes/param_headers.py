@@ -9,10 +9,10 @@ from __future__ import annotations
 from proxy.context import FrontRequest, NullSink
 from proxy.routes.context import RouteContext
 from proxy.routes.plain_call import call_through
-from proxy.upstream.base import JsonObject
 from proxy.upstream.pool import Lease
 from translators.eras import TOOLS_CALL, TOOLS_LIST
 from translators.inbound import check_param_headers as check_against_schema
+from translators.jsonrpc import JsonObject
 
 
 async def check_param_headers(ctx: RouteContext, request: FrontRequest, lease: Lease) -> None:

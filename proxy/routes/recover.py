@@ -17,9 +17,9 @@ from proxy.recovery import LostCall, Recovery
 from proxy.routes.context import RouteContext
 from proxy.routes.first_call import FirstCall
 from proxy.routes.param_headers import list_tools
-from translators.jsonrpc import JsonObject
 from proxy.upstream.pool import Lease
 from translators.errors import InvalidRequestState
+from translators.jsonrpc import JsonObject
 from translators.recovery_policy import needs_annotations
 
 
