@@ -205,6 +205,25 @@ class HeldCallSettings(_Frozen):
     replica_id: str = Field("r0", max_length=16, description="this replica's id, sealed into requestState")
 
 
+class RecoverySettings(_Frozen):
+    """Re-executing a call whose held call is gone (restart, lost replica, expiry); docs/operations.md."""
+
+    reexecute: Literal["annotated", "allowlist", "off"] = Field(
+        "annotated", description="which calls may run again: tools annotated readOnlyHint/idempotentHint (and"
+        " prompts/get, resources/read), those matching recovery.tools, or none"
+    )
+    tools: tuple[str, ...] = Field(
+        (), description="allowlist globs: a tool name, prompts/get:<name> or resources/read:<uri>"
+    )
+    grace_s: float = Field(
+        3600.0, ge=0, description="a requestState still recovers up to this long after its held call's expiry"
+    )
+    max_answers_bytes: int = Field(
+        4096, ge=0, le=16_384, description="earlier answers sealed into requestState (compressed); above it, "
+        "recovery is not offered for that call"
+    )
+
+
 class LogSettings(_Frozen):
     level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
     format: Literal["auto", "json", "console"] = Field("auto", description="json; console on a TTY when auto")
@@ -216,6 +235,7 @@ class Settings(_Frozen):
     identity: IdentitySettings = IdentitySettings()
     cache: CacheSettings = CacheSettings()
     held: HeldCallSettings = HeldCallSettings()
+    recovery: RecoverySettings = RecoverySettings()
     log: LogSettings = LogSettings()
     server_identity: Literal["upstream", "bridge"] = Field(
         "upstream", description="serverInfo reported to clients: the upstream's or the bridge's own"

@@ -38,6 +38,9 @@ class FrontRequest:
     # `Mcp-Param-*` headers by lower-cased name without the prefix, values as received (trimmed,
     # Base64 sentinel not yet decoded): `translators.inbound.check_param_headers` decodes them.
     param_headers: Mapping[str, str] = field(default_factory=dict)
+    # Set by the replica forwarding when this retry's owner replica cannot be reached: a valid state of
+    # another replica may then start a recovery here (proxy/routes/recover.py).
+    owner_unreachable: bool = False
 
     @property
     def meta(self) -> JsonObject:

@@ -1,13 +1,17 @@
 """`requestState` for held calls: sealing it, claiming a held call with it, and bounding the
-`inputResponses` that come with it (docs/decisions.md § 9)."""
+`inputResponses` that come with it (docs/decisions.md § 9). A sealed state also carries the
+client's earlier answers for a recovery (proxy/recovery.py), within `recovery.max_answers_bytes`.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import time
+from collections import OrderedDict
+from typing import Final
 
-from config.settings import HeldCallSettings
+from config.settings import HeldCallSettings, RecoverySettings
 from proxy.context import FrontRequest
 from proxy.held_calls import CallDriver, HeldCallRegistry
 from translators.canonical import digest
@@ -21,17 +25,42 @@ from translators.request_state import (
     check_claims,
     keys_digest,
     open_state,
+    pack_answers,
     principal_digest,
     seal,
 )
 from translators.requests import salient_params
 
+MAX_USED: Final = 16_384  # claimed states remembered, so a replay of one cannot start a recovery
+
 
 class Continuations:
-    def __init__(self, keyring: KeyRing, held: HeldCallSettings, registry: HeldCallRegistry) -> None:
+    def __init__(self, keyring: KeyRing, held: HeldCallSettings, registry: HeldCallRegistry,
+                 recovery: RecoverySettings | None = None) -> None:
         self._keyring = keyring
         self._held = held
         self._registry = registry
+        self._recovery = recovery if recovery is not None else RecoverySettings()
+        self._used: OrderedDict[tuple[bytes, int], None] = OrderedDict()
+
+    def was_used(self, claims: StateClaims) -> bool:
+        """Whether this process already accepted a retry with this state (forgotten on restart)."""
+        return (claims.continuation_id, claims.round) in self._used
+
+    def mark_used(self, claims: StateClaims) -> None:
+        self._used[(claims.continuation_id, claims.round)] = None
+        while len(self._used) > MAX_USED:
+            self._used.popitem(last=False)
+
+    def opened(self, request: FrontRequest, *, grace_s: float, any_replica: bool = False) -> StateClaims:
+        """The state's claims, checked against this request; a recovery accepts `grace_s` past its expiry
+        and (its owner replica unreachable) any replica."""
+        claims = open_state(request.params.get("requestState"), self._keyring)
+        check_claims(claims, now_ms=int(time.time() * 1000), principal=request.principal,
+                     method=request.method, params_digest=digest(salient_params(request.method, request.params)),
+                     replica_id=claims.replica_id if any_replica else self._held.replica_id,
+                     grace_ms=int(grace_s * 1000))
+        return claims
 
     def check_input_responses(self, responses: JsonObject) -> None:
         """Bound the number and size of `inputResponses` before any held call is touched."""
@@ -47,10 +76,7 @@ class Continuations:
                                           "(held.max_input_response_bytes)", "held.max_input_response_bytes")
 
     def claim(self, request: FrontRequest) -> tuple[CallDriver, StateClaims]:
-        claims = open_state(request.params.get("requestState"), self._keyring)
-        check_claims(claims, now_ms=int(time.time() * 1000), principal=request.principal,
-                     method=request.method, params_digest=digest(salient_params(request.method, request.params)),
-                     replica_id=self._held.replica_id)
+        claims = self.opened(request, grace_s=0)
         driver = self._registry.lookup(claims.continuation_id)
         refusal = driver.machine.retry_refusal(claims.round)
         if refusal is not None and refusal is not RejectionReason.NOT_WAITING:
@@ -58,9 +84,14 @@ class Continuations:
             # again when fed, atomically (a doubled retry is refused there, not_waiting, once it loses)
         if driver.principal != request.principal or claims.keys_digest != keys_digest(driver.issued_keys):
             raise InvalidRequestState(RejectionReason.OTHER_REQUEST)
+        self.mark_used(claims)
+        responses = request.params.get("inputResponses")
+        if isinstance(responses, dict):  # this round's answers, sealed into the next round's state
+            driver.answers.update({key: responses[key] for key in driver.issued_keys if key in responses})
         return driver, claims
 
     def seal(self, request: FrontRequest, driver: CallDriver, reply: ReplyInputRequired) -> str:
+        answers, carried = self._sealed_answers(driver.answers)
         claims = StateClaims(
             continuation_id=driver.continuation_id,
             round=reply.round,
@@ -70,5 +101,17 @@ class Continuations:
             params_digest=digest(salient_params(request.method, request.params)),
             keys_digest=keys_digest(list(reply.input_requests)),
             expires_at_ms=int((time.time() + self._held.ttl_s) * 1000),
+            answers=answers,
+            answers_carried=carried,
         )
         return seal(claims, self._keyring, os.urandom(NONCE_SIZE))
+
+    def _sealed_answers(self, answers: JsonObject) -> tuple[bytes, bool]:
+        """The earlier answers as sealed, or not carried (recovery off, or over the cap). A call with no
+        earlier answers (its first round) adds nothing: its token is as long as without recovery."""
+        if self._recovery.reexecute == "off":
+            return b"", False
+        packed = pack_answers(answers)
+        if len(packed) > self._recovery.max_answers_bytes:
+            return b"", False
+        return packed, True

@@ -25,6 +25,7 @@ from proxy.routes.discover import Discover
 from proxy.routes.first_call import FirstCall
 from proxy.routes.listen import Listen
 from proxy.routes.outside_calls import on_unowned
+from proxy.routes.recover import Recover
 from proxy.routes.relay import Relay
 from proxy.routes.retry import Retry
 from proxy.upstream.base import Inbound, UpstreamSession
@@ -60,8 +61,10 @@ class Engine:
         self._drain = Drain()
         self._close_wait_s = HELD_ABANDON_S
         self._discover, self._relay, self._listen = Discover(ctx), Relay(ctx), Listen(ctx)
-        self._first_call, self._retry = FirstCall(ctx), Retry(ctx)
         self.metrics = metrics if metrics is not None else BridgeMetrics()
+        self._first_call = FirstCall(ctx)
+        self._recover = Recover(ctx, self._first_call, self.metrics)
+        self._retry = Retry(ctx, on_lost=self._recover.after_refusal)
         self.metrics.watch(held_now=self.registry.held_now, in_progress=self.registry.__len__,
                            rounds_total=lambda: self.registry.rounds_total, pool_stats=pool.stats,
                            transport="stdio" if settings.upstream.command else "http")

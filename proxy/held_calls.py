@@ -108,6 +108,7 @@ class CallDriver:
                                 url_elicitation="url" in elicitation_modes(client_capabilities),
                                 lift_url_errors=lease.session.revision.elicitation_modes)
         self.issued_keys: list[str] = []
+        self.answers: JsonObject = dict(pre_answers)  # every answer the client gave; sealed for a recovery
         self._registry = registry
         self._lease = lease
         self._upstream = upstream

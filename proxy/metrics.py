@@ -137,6 +137,10 @@ class BridgeMetrics:
                                        "code.", "method", "code")
         self.state_rejections = _counter(registry, "request_state_rejections_total", "Retries whose requestState "
                                          "was refused, by reason.", "reason")
+        self.recovered_calls = _counter(registry, "recovered_calls_total", "Lost held calls started again upstream "
+                                        "(recovery), by cause (lost, expired, owner_unreachable).", "cause")
+        self.recovery_refusals = _counter(registry, "recovery_refusals_total", "Lost held calls not started again, "
+                                          "by the policy that refused.", "reason")
         self.limit_rejections = _counter(registry, "limit_rejections_total", "Requests refused by a configured "
                                          "limit, by setting name.", "limit")
         self.upstream_errors = _counter(registry, "upstream_errors_total", "Failed upstream exchanges seen by "

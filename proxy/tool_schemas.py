@@ -1,4 +1,5 @@
-"""Tool input schemas the engine remembers for `x-mcp-header` checks (2026-07-28/basic/transports/streamable-http.mdx).
+"""Tool input schemas the engine remembers for `x-mcp-header` checks
+(2026-07-28/basic/transports/streamable-http.mdx), and tool annotations for the recovery policy.
 
 Keyed like upstream sessions, by (principal, capability fingerprint), because a legacy server's
 list may differ per session; bounded (least recently used goes first) and forgotten for a principal
@@ -20,6 +21,7 @@ MAX_KEYS: Final = 1024
 class ToolSchemas:
     def __init__(self, max_keys: int = MAX_KEYS) -> None:
         self._by_key: OrderedDict[SessionKey, dict[str, JsonObject]] = OrderedDict()
+        self._annotations: dict[SessionKey, dict[str, JsonObject]] = {}
         self._max_keys = max_keys
 
     def get(self, key: SessionKey) -> dict[str, JsonObject] | None:
@@ -28,23 +30,27 @@ class ToolSchemas:
             self._by_key.move_to_end(key)
         return schemas
 
+    def annotations(self, key: SessionKey) -> dict[str, JsonObject] | None:
+        """name -> annotations (empty when the tool has none) of the remembered first page."""
+        return self._annotations.get(key) if self.get(key) is not None else None
+
     def remember(self, key: SessionKey, tools_result: JsonObject) -> dict[str, JsonObject]:
         """Record the tools of a first `tools/list` page; returns name -> inputSchema."""
         tools = tools_result.get("tools")
-        schemas = {
-            tool["name"]: as_object(tool.get("inputSchema"))
-            for tool in (tools if isinstance(tools, list) else [])
-            if isinstance(tool, dict) and isinstance(tool.get("name"), str)
-        }
+        named = [tool for tool in (tools if isinstance(tools, list) else [])
+                 if isinstance(tool, dict) and isinstance(tool.get("name"), str)]
+        schemas = {tool["name"]: as_object(tool.get("inputSchema")) for tool in named}
         self._by_key[key] = schemas
+        self._annotations[key] = {tool["name"]: as_object(tool.get("annotations")) for tool in named}
         self._by_key.move_to_end(key)
         while len(self._by_key) > self._max_keys:
-            self._by_key.popitem(last=False)
+            self._annotations.pop(self._by_key.popitem(last=False)[0], None)
         return schemas
 
     def forget_principal(self, principal: str) -> None:
         for key in [key for key in self._by_key if key.principal == principal]:
             del self._by_key[key]
+            self._annotations.pop(key, None)
 
     def __len__(self) -> int:
         return len(self._by_key)

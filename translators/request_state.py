@@ -4,6 +4,11 @@ Token: `v1.` + base64url(kid length ‖ kid ‖ 12-byte nonce ‖ AEAD ciphertex
 data binds the format version and the key id. The plaintext is a fixed binary layout (compact:
 a token is ~170 characters). Key, nonce and `now` are parameters: this module reads no clock and
 draws no randomness.
+
+Recovery (docs/operations.md § Recovery): from the second round on, the client's earlier answers
+may follow the fixed layout, as zlib-compressed canonical JSON (`pack_answers`), sealed with the
+rest. A token without them is exactly as long as before. The method byte's high bit says "earlier
+answers not carried" (over the size cap, or recovery off): such a state never starts a recovery.
 """
 
 from __future__ import annotations
@@ -11,9 +16,11 @@ from __future__ import annotations
 import base64
 import binascii
 import hashlib
+import json
 import struct
+import zlib
 from dataclasses import dataclass
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
@@ -24,7 +31,11 @@ from translators.errors import InvalidRequestState, RejectionReason
 PREFIX: Final = "v1."
 NONCE_SIZE: Final = 12
 KEY_SIZE: Final = 32
-MAX_TOKEN_LENGTH: Final = 300
+MAX_ANSWERS_BYTES: Final = 16_384  # hard ceiling of recovery.max_answers_bytes (compressed)
+MAX_PLAIN_TOKEN_LENGTH: Final = 300  # a token without earlier answers
+MAX_TOKEN_LENGTH: Final = MAX_PLAIN_TOKEN_LENGTH + (MAX_ANSWERS_BYTES + 2) // 3 * 4
+MAX_ANSWERS_JSON_BYTES: Final = 8 * 1_048_576  # inflating a sealed answers blob stops here
+_NOT_CARRIED: Final = 0x80  # method byte flag: the earlier answers are not in the token
 MAX_KID_LENGTH: Final = 16
 _AAD: Final = b"mrtr-bridge/requestState/v1|"
 _METHOD_CODES: Final[dict[str, int]] = {TOOLS_CALL: 1, PROMPTS_GET: 2, RESOURCES_READ: 3}
@@ -47,6 +58,8 @@ class StateClaims:
     params_digest: bytes
     keys_digest: bytes
     expires_at_ms: int
+    answers: bytes = b""  # earlier rounds' answers, `pack_answers`; empty: none (or not carried)
+    answers_carried: bool = True  # False: over the size cap or recovery off; never recovered
 
 
 class KeyRing:
@@ -80,19 +93,44 @@ def keys_digest(keys: list[str]) -> bytes:
     return hashlib.sha256("\x00".join(sorted(keys)).encode("utf-8", "surrogatepass")).digest()[:8]
 
 
+def pack_answers(answers: dict[str, Any]) -> bytes:
+    """Earlier answers as sealed: zlib-compressed canonical JSON; b"" for none."""
+    if not answers:
+        return b""
+    text = json.dumps(answers, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return zlib.compress(text.encode("utf-8", "surrogatepass"), 9)
+
+
+def unpack_answers(blob: bytes) -> dict[str, Any]:
+    """The answers `pack_answers` sealed; a blob that does not decode raises `InvalidRequestState`."""
+    if not blob:
+        return {}
+    inflater = zlib.decompressobj()
+    try:
+        text = inflater.decompress(blob, MAX_ANSWERS_JSON_BYTES)
+        answers = json.loads(text.decode("utf-8", "surrogatepass"))
+    except (zlib.error, ValueError):
+        raise InvalidRequestState(RejectionReason.MALFORMED) from None
+    if inflater.unconsumed_tail or inflater.unused_data or not inflater.eof or not isinstance(answers, dict):
+        raise InvalidRequestState(RejectionReason.MALFORMED)
+    return answers
+
+
 def seal(claims: StateClaims, ring: KeyRing, nonce: bytes) -> str:
     """Encrypt and authenticate `claims` with the ring's active key."""
     replica = claims.replica_id.encode()
+    if len(claims.answers) > MAX_ANSWERS_BYTES:
+        raise ValueError(f"sealed answers over {MAX_ANSWERS_BYTES} bytes")
     plaintext = _LAYOUT.pack(
         claims.continuation_id,
         claims.round,
         claims.principal_digest,
-        _METHOD_CODES[claims.method],
+        _METHOD_CODES[claims.method] | (0 if claims.answers_carried else _NOT_CARRIED),
         claims.params_digest,
         claims.keys_digest,
         claims.expires_at_ms,
         len(replica),
-    ) + replica
+    ) + replica + claims.answers
     kid = ring.active.encode()
     cipher = ring.cipher(ring.active)
     assert cipher is not None
@@ -132,17 +170,25 @@ def _decode(plaintext: bytes) -> StateClaims:
         raise InvalidRequestState(RejectionReason.MALFORMED)
     cont, round_, principal, method, params, keys, expires, replica_len = _LAYOUT.unpack_from(plaintext)
     replica = plaintext[_LAYOUT.size : _LAYOUT.size + replica_len]
-    if method not in _METHODS_BY_CODE or len(replica) != replica_len:
+    code = method & ~_NOT_CARRIED
+    if code not in _METHODS_BY_CODE or len(replica) != replica_len:
         raise InvalidRequestState(RejectionReason.MALFORMED)
-    return StateClaims(cont, round_, replica.decode(), principal, _METHODS_BY_CODE[method], params, keys, expires)
+    answers = plaintext[_LAYOUT.size + replica_len :]
+    carried = not method & _NOT_CARRIED
+    if answers and not carried:
+        raise InvalidRequestState(RejectionReason.MALFORMED)
+    return StateClaims(cont, round_, replica.decode(), principal, _METHODS_BY_CODE[code], params, keys, expires,
+                       answers, carried)
 
 
 def check_claims(
-    claims: StateClaims, *, now_ms: int, principal: str, method: str, params_digest: bytes, replica_id: str
+    claims: StateClaims, *, now_ms: int, principal: str, method: str, params_digest: bytes, replica_id: str,
+    grace_ms: int = 0,
 ) -> None:
     """The request-independent checks (docs/decisions.md § 9); round and single use are the held
-    call's to check. Raises `InvalidRequestState` naming the first failed claim (log only)."""
-    if claims.expires_at_ms <= now_ms:
+    call's to check. A recovery accepts a state up to `grace_ms` past its expiry. Raises
+    `InvalidRequestState` naming the first failed claim (log only)."""
+    if claims.expires_at_ms + grace_ms <= now_ms:
         raise InvalidRequestState(RejectionReason.EXPIRED)
     if claims.principal_digest != principal_digest(principal):
         raise InvalidRequestState(RejectionReason.OTHER_PRINCIPAL)
@@ -154,6 +200,8 @@ def check_claims(
 
 __all__ = [
     "KEY_SIZE",
+    "MAX_ANSWERS_BYTES",
+    "MAX_PLAIN_TOKEN_LENGTH",
     "MAX_TOKEN_LENGTH",
     "NONCE_SIZE",
     "KeyRing",
@@ -161,6 +209,8 @@ __all__ = [
     "check_claims",
     "keys_digest",
     "open_state",
+    "pack_answers",
     "principal_digest",
     "seal",
+    "unpack_answers",
 ]

@@ -41,7 +41,7 @@ class RouteContext:
         self.cache = CacheHints(settings.cache.ttl_ms, settings.cache.scope)
         self.registry = HeldCallRegistry(max_per_principal=settings.held.max_per_principal,
                                          max_total=settings.held.max_total)
-        self.continuations = Continuations(keyring, settings.held, self.registry)
+        self.continuations = Continuations(keyring, settings.held, self.registry, settings.recovery)
         self.tasks = TaskOwner()
         self.tool_schemas = ToolSchemas()
         self.listens = ListenHub()

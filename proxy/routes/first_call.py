@@ -9,6 +9,7 @@ reply becomes the result: final, `InputRequiredResult` with a sealed `requestSta
 from __future__ import annotations
 
 import functools
+from collections.abc import Awaitable, Callable
 
 import structlog
 
@@ -34,14 +35,19 @@ class FirstCall:
         self._ctx = ctx
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
+        return await self.start(request, sink, input_responses(self._ctx, request))
+
+    async def start(self, request: FrontRequest, sink: NotificationSink, responses: JsonObject, *,
+                    authorize: Callable[[Lease], Awaitable[None]] | None = None) -> JsonObject:
+        """Start the call pre-answered with `responses`; `authorize` (a recovery's policy) may refuse it
+        once its session is leased, before anything is sent upstream."""
         ctx = self._ctx
-        responses = input_responses(ctx, request)
         roots = await self._affine_roots(request, responses)
         if isinstance(roots, AskClient):
             own = BRIDGE_INFO if ctx.settings.server_identity == "bridge" else None  # no session chosen yet
             return input_required_result(roots_input_requests(), None, server_info=own)
         fresh = ctx.settings.upstream.session_per_call
-        lease = await self._call_lease(request, roots, fresh=fresh)
+        lease = await self._call_lease(request, roots, fresh=fresh, authorize=authorize)
         driver = CallDriver(registry=ctx.registry, principal=request.principal, lease=lease,
                             upstream=ctx.upstream_request(request, lease.session),
                             client_capabilities=client_capabilities(request),
@@ -63,8 +69,9 @@ class FirstCall:
             return True
         return any(name in ctx.legacy_capabilities(request) for name in PUSH_CAPABILITIES)
 
-    async def _call_lease(self, request: FrontRequest, roots: JsonObject | None, *, fresh: bool) -> Lease:
-        """The session the call runs on, settled, checked and at the call's log level."""
+    async def _call_lease(self, request: FrontRequest, roots: JsonObject | None, *, fresh: bool,
+                          authorize: Callable[[Lease], Awaitable[None]] | None = None) -> Lease:
+        """The session the call runs on, settled, checked (and authorized) and at the call's log level."""
         ctx = self._ctx
         lease = await ctx.lease(request, exclusive=fresh or self._needs_own_session(request), roots=roots,
                                 fresh=fresh)
@@ -73,6 +80,8 @@ class FirstCall:
             require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {},
                                         lease.session.revision)
             await check_param_headers(ctx, request, lease)
+            if authorize is not None:
+                await authorize(lease)
             await ctx.log_levels.raise_to(lease.session, log_level(request))
         except BaseException:
             await lease.release()

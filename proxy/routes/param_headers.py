@@ -12,6 +12,7 @@ from proxy.routes.plain_call import call_through
 from proxy.upstream.pool import Lease
 from translators.eras import TOOLS_CALL, TOOLS_LIST
 from translators.inbound import check_param_headers as check_against_schema
+from translators.jsonrpc import JsonObject
 
 
 async def check_param_headers(ctx: RouteContext, request: FrontRequest, lease: Lease) -> None:
@@ -19,12 +20,17 @@ async def check_param_headers(ctx: RouteContext, request: FrontRequest, lease: L
         return
     schemas = ctx.tool_schemas.get(lease.key)
     if schemas is None:
-        listing = FrontRequest(request.front_request_id, TOOLS_LIST, {}, request.principal,
-                               authorization=request.authorization, trace_headers=request.trace_headers)
-        schemas = ctx.tool_schemas.remember(lease.key, await call_through(ctx, lease, listing, NullSink()))
+        schemas = await list_tools(ctx, request, lease)
     arguments = request.params.get("arguments")
     check_against_schema(schemas.get(str(request.params.get("name")), {}),
                          arguments if isinstance(arguments, dict) else {}, request.param_headers)
 
 
-__all__ = ["check_param_headers"]
+async def list_tools(ctx: RouteContext, request: FrontRequest, lease: Lease) -> dict[str, JsonObject]:
+    """List the upstream's tools on `lease` (first page) and remember them; name -> inputSchema."""
+    listing = FrontRequest(request.front_request_id, TOOLS_LIST, {}, request.principal,
+                           authorization=request.authorization, trace_headers=request.trace_headers)
+    return ctx.tool_schemas.remember(lease.key, await call_through(ctx, lease, listing, NullSink()))
+
+
+__all__ = ["check_param_headers", "list_tools"]

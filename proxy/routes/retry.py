@@ -8,22 +8,34 @@ final result, another `InputRequiredResult` with a fresh `requestState`, or an e
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+
 import structlog
 
 from proxy.context import FrontRequest, NotificationSink
 from proxy.routes.context import RouteContext, log_level
 from proxy.routes.mrtr import input_responses, reply_result
+from translators.errors import InvalidRequestState
 from translators.jsonrpc import JsonObject
+
+# A state that opened but named no held call here: the recovery route's entry (proxy/routes/recover.py)
+OnLost = Callable[[FrontRequest, NotificationSink, InvalidRequestState, JsonObject], Awaitable[JsonObject]]
 
 
 class Retry:
-    def __init__(self, ctx: RouteContext) -> None:
+    def __init__(self, ctx: RouteContext, *, on_lost: OnLost | None = None) -> None:
         self._ctx = ctx
+        self._on_lost = on_lost
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         ctx = self._ctx
         responses = input_responses(ctx, request)
-        driver, claims = ctx.continuations.claim(request)
+        try:
+            driver, claims = ctx.continuations.claim(request)
+        except InvalidRequestState as refused:
+            if self._on_lost is None:
+                raise
+            return await self._on_lost(request, sink, refused, responses)
         await ctx.log_levels.raise_to(driver.session, log_level(request))
         with structlog.contextvars.bound_contextvars(continuation_id=driver.continuation_id.hex()[:12],
                                                      round=claims.round):
@@ -31,4 +43,4 @@ class Retry:
         return reply_result(ctx, request, driver, reply)
 
 
-__all__ = ["Retry"]
+__all__ = ["OnLost", "Retry"]

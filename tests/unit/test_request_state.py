@@ -6,6 +6,7 @@ import base64
 import dataclasses
 import json
 import string
+import zlib
 from typing import Any
 
 import pytest
@@ -14,6 +15,8 @@ from translators.eras import MRTR_METHODS, PROMPTS_GET, RESOURCES_READ, TOOLS_CA
 from translators.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE, InvalidRequestState
 from translators.request_state import (
     KEY_SIZE,
+    MAX_ANSWERS_BYTES,
+    MAX_PLAIN_TOKEN_LENGTH,
     MAX_TOKEN_LENGTH,
     NONCE_SIZE,
     PREFIX,
@@ -22,8 +25,10 @@ from translators.request_state import (
     check_claims,
     keys_digest,
     open_state,
+    pack_answers,
     principal_digest,
     seal,
+    unpack_answers,
 )
 
 MAX_KID_LENGTH = 16  # KeyRing's limit on key ids
@@ -106,13 +111,13 @@ def test_token_shape() -> None:
 
 @pytest.mark.parametrize("aead", ["aes-256-gcm", "chacha20-poly1305"])
 def test_token_length_stays_within_the_limit(aead: str) -> None:
-    """With the longest key id and replica id the token still fits in MAX_TOKEN_LENGTH characters."""
+    """With the longest key id and replica id a token without earlier answers fits in 300 characters."""
     kid = "k" * MAX_KID_LENGTH
     ring = KeyRing({kid: KEY_OLD}, kid, aead)  # type: ignore[arg-type]
     claims = dataclasses.replace(CLAIMS, replica_id="é" * MAX_REPLICA_ID_LENGTH, round=65535,
                                  expires_at_ms=2**64 - 1)
     token = seal(claims, ring, NONCE)
-    assert len(token) <= MAX_TOKEN_LENGTH
+    assert len(token) <= MAX_PLAIN_TOKEN_LENGTH == 300
     assert open_state(token, ring) == claims
 
 
@@ -290,3 +295,59 @@ def test_check_claims_names_the_first_failed_claim(overrides: dict[str, Any], re
     assert caught.value.reason == reason
     assert caught.value.message == INVALID_REQUEST_STATE_MESSAGE
     assert reason not in caught.value.message
+
+
+# ---- earlier answers for a recovery ------------------------------------------------------------
+
+ANSWERS = {"elicitation-1a2b": {"action": "accept", "content": {"name": "Ada"}},
+           "sampling-3c4d": {"role": "assistant", "content": {"type": "text", "text": "é 4"}, "model": "m"}}
+
+
+def test_sealed_answers_round_trip_and_stay_bound() -> None:
+    ring = _ring()
+    claims = dataclasses.replace(CLAIMS, answers=pack_answers(ANSWERS))
+    token = seal(claims, ring, NONCE)
+    opened = open_state(token, ring)
+    assert opened == claims and unpack_answers(opened.answers) == ANSWERS
+    assert len(token) > len(seal(CLAIMS, ring, NONCE))
+    assert _reason(tampered_middle(token), ring) == "authentication_failed"
+
+
+def test_no_answers_adds_nothing_and_the_not_carried_flag_costs_no_byte() -> None:
+    ring = _ring()
+    plain = seal(CLAIMS, ring, NONCE)
+    flagged = seal(dataclasses.replace(CLAIMS, answers_carried=False), ring, NONCE)
+    assert pack_answers({}) == b"" and len(flagged) == len(plain)
+    assert open_state(flagged, ring).answers_carried is False and open_state(plain, ring).answers_carried is True
+
+
+def test_answers_over_the_hard_ceiling_are_never_sealed() -> None:
+    with pytest.raises(ValueError, match="sealed answers over"):
+        seal(dataclasses.replace(CLAIMS, answers=b"x" * (MAX_ANSWERS_BYTES + 1)), _ring(), NONCE)
+    token = seal(dataclasses.replace(CLAIMS, answers=b"x" * MAX_ANSWERS_BYTES), _ring(), NONCE)
+    assert len(token) <= MAX_TOKEN_LENGTH
+
+
+@pytest.mark.parametrize("blob", [b"not zlib", zlib.compress(b"[1, 2]"), zlib.compress(b'{"a": 1}')[:-3],
+                                  zlib.compress(b'{"a": 1}') + b"trailing"])
+def test_a_bad_answers_blob_is_malformed(blob: bytes) -> None:
+    with pytest.raises(InvalidRequestState) as caught:
+        unpack_answers(blob)
+    assert caught.value.reason == "malformed"
+
+
+def test_recovery_grace_extends_only_the_expiry() -> None:
+    late = dataclasses.replace(CLAIMS, expires_at_ms=NOW_MS - 1_000)
+    check = dict(principal=PRINCIPAL, method=TOOLS_CALL, params_digest=PARAMS_DIGEST, replica_id=REPLICA)
+    with pytest.raises(InvalidRequestState) as caught:
+        check_claims(late, now_ms=NOW_MS, **check)  # type: ignore[arg-type]
+    assert caught.value.reason == "expired"
+    check_claims(late, now_ms=NOW_MS, grace_ms=1_001, **check)  # type: ignore[arg-type]
+    with pytest.raises(InvalidRequestState) as caught:
+        check_claims(late, now_ms=NOW_MS, grace_ms=1_000, **check)  # type: ignore[arg-type]
+    assert caught.value.reason == "expired"
+
+
+def tampered_middle(token: str) -> str:
+    middle = len(token) // 2
+    return token[:middle] + ("A" if token[middle] != "A" else "B") + token[middle + 1 :]

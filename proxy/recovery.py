@@ -1,0 +1,106 @@
+"""Recovery of lost held calls: opt-in re-execution with the client's earlier answers (docs/operations.md
+§ Recovery).
+
+A retry whose `requestState` is valid (a key in the ring, untampered, this principal and request,
+at most `recovery.grace_s` past its expiry) but names no held call here (the bridge restarted, the
+call expired, or its owner replica is unreachable) may start the call again upstream when the
+policy (translators/recovery_policy.py) allows it. The new call is pre-answered with the answers
+sealed in the state plus this retry's `inputResponses`: each push whose content-derived input key
+has an answer is answered at once, a new push becomes a normal input round. Every refusal is the
+fixed invalid-requestState error to the client, with the policy's reason in the log and /metrics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, NoReturn
+
+import structlog
+
+from config.settings import RecoverySettings
+from proxy.context import FrontRequest
+from proxy.continuations import Continuations
+from proxy.held_calls import HeldCallRegistry
+from proxy.metrics import BridgeMetrics
+from translators.errors import InvalidRequestState
+from translators.jsonrpc import JsonObject
+from translators.recovery_policy import (
+    ALREADY_USED,
+    NOT_CARRIED,
+    OFF,
+    TOO_OLD,
+    Refusal,
+    decide,
+    needs_annotations,
+)
+from translators.request_state import StateClaims, unpack_answers
+
+log = structlog.get_logger()
+# claim() reasons that mean "valid state, no held call here": the cause label of a recovery
+CAUSES: Final = {"unknown_held_call": "lost", "expired": "expired"}
+OWNER_UNREACHABLE: Final = "owner_unreachable"
+
+
+@dataclass(frozen=True)
+class LostCall:
+    """A valid state whose held call is gone: what a re-execution starts from."""
+
+    claims: StateClaims
+    answers: JsonObject  # sealed earlier answers, then this retry's inputResponses
+    refused: InvalidRequestState  # what the client gets if the policy refuses
+    cause: str
+
+
+class Recovery:
+    def __init__(self, settings: RecoverySettings, continuations: Continuations, registry: HeldCallRegistry,
+                 metrics: BridgeMetrics) -> None:
+        self.settings = settings
+        self._continuations = continuations
+        self._registry = registry
+        self._metrics = metrics
+
+    def lost_call(self, request: FrontRequest, refused: InvalidRequestState, responses: JsonObject, *,
+                  owner_unreachable: bool = False) -> LostCall:
+        """The lost call `refused` names, if its state may start a recovery; else raises `refused`."""
+        cause = OWNER_UNREACHABLE if owner_unreachable and refused.reason == "other_replica" else CAUSES.get(
+            refused.reason)
+        if cause is None:
+            raise refused
+        if self.settings.reexecute == "off":
+            self.refuse(OFF, refused)
+        try:
+            claims = self._continuations.opened(request, grace_s=self.settings.grace_s, any_replica=owner_unreachable)
+        except InvalidRequestState as exc:
+            if exc.reason == "expired":
+                self.refuse(TOO_OLD, refused)
+            raise refused from None
+        if self._registry.get(claims.continuation_id) is not None:
+            raise refused  # the call is still here (finishing): this is a replay, not a lost call
+        if self._continuations.was_used(claims):
+            self.refuse(ALREADY_USED, refused)
+        if not claims.answers_carried:
+            self.refuse(NOT_CARRIED, refused)
+        lost = LostCall(claims, {**unpack_answers(claims.answers), **responses}, refused, cause)
+        if not needs_annotations(self.settings.reexecute, request.method):
+            self.authorize(request, lost, None)
+        return lost
+
+    def authorize(self, request: FrontRequest, lost: LostCall, annotations: JsonObject | None) -> None:
+        """Apply the policy (`annotations`: the tool's, None if unlisted); raises `lost.refused` if it refuses."""
+        refusal = decide(self.settings.reexecute, self.settings.tools, request.method, request.params, annotations)
+        if refusal is not None:
+            self.refuse(refusal, lost.refused)
+
+    def started(self, lost: LostCall) -> None:
+        """The re-execution is about to start upstream: the state is spent."""
+        self._continuations.mark_used(lost.claims)
+        log.info("held_call_recovered", cause=lost.cause, round=lost.claims.round, answers=len(lost.answers))
+        self._metrics.recovered_calls.labels(lost.cause).inc()
+
+    def refuse(self, refusal: Refusal, refused: InvalidRequestState) -> NoReturn:
+        log.info("recovery_refused", reason=refusal.text, policy=self.settings.reexecute, state_reason=refused.reason)
+        self._metrics.recovery_refusals.labels(refusal.code).inc()
+        raise refused
+
+
+__all__ = ["CAUSES", "OWNER_UNREACHABLE", "LostCall", "Recovery"]
