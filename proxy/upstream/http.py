@@ -55,6 +55,10 @@ from translators.revisions import OFFERED, Revision, negotiated
 _log = structlog.get_logger(__name__)
 _session_refs = itertools.count(1)
 
+# A session closed right after one of its calls was cancelled waits this long before its DELETE:
+# a FastMCP server of mcp 1.8/1.9 whose session is deleted while a cancelled handler still unwinds
+# can crash its whole session manager (every later request answered 500); see docs/revisions.md.
+CANCEL_SETTLE_S: Final = 0.5
 MAX_RESUME_ATTEMPTS: Final = 5  # consecutive resumptions of a call's stream that bring nothing new
 
 
@@ -95,6 +99,7 @@ class HttpUpstreamSession(SendsMessages):
         self._calls: dict[int, HttpUpstreamCall] = {}
         self._ids = itertools.count(1)
         self._state = SessionState.OPEN
+        self._cancelled_at: float | None = None  # when a call was last cancelled upstream
         self.reinitialized_count = 0
         self._log = _log.bind(upstream=self.upstream, upstream_session=next(_session_refs))
         self._router = StreamRouter(self._channel, self._tasks, self._calls, on_unrelated, self._log)
@@ -177,12 +182,19 @@ class HttpUpstreamSession(SendsMessages):
             call.fail(UpstreamSessionLost(f"Upstream session to {self.upstream} was closed"))
         await self._tasks.stop()
         if self._channel.session_id is not None:
+            await self._let_cancellation_settle()
             try:
                 status = await self._channel.delete()
                 self._log.debug("upstream_session_deleted", status=status)
             except UpstreamFault as exc:
                 self._log.info("upstream_session_delete_failed", error=exc.message)
         self._log.info("upstream_session_closed", reinitialized=self.reinitialized_count)
+
+    async def _let_cancellation_settle(self) -> None:
+        if self._cancelled_at is not None:
+            wait_s = self._cancelled_at + CANCEL_SETTLE_S - asyncio.get_running_loop().time()
+            if wait_s > 0:
+                await asyncio.sleep(wait_s)
 
     # -- one call ---------------------------------------------------------------------------------
 
@@ -294,6 +306,7 @@ class HttpUpstreamSession(SendsMessages):
         if call.task is not None and call.task is not asyncio.current_task():
             call.task.cancel()
         params = {"requestId": call.upstream_request_id, "reason": reason}
+        self._cancelled_at = asyncio.get_running_loop().time()
         try:
             await self.notify(CANCELLED, params)
         except UpstreamFault as exc:
