@@ -32,6 +32,7 @@ from proxy.context import FrontRequest, JsonObject, NotificationSink, NullSink
 from proxy.principal import principal_of
 from translators import eras
 from translators.errors import BridgeError, ClientFault, InvalidRequest, http_status_for, to_error_response
+from translators.forward_proof import ProofRejected
 from translators.inbound import ModernRoute, check_envelope, decode_json, fold_headers, message_id, validate_request
 from translators.oauth import ChallengeReply
 
@@ -53,7 +54,19 @@ class FrontEngine(Protocol):
     async def handle(self, request: FrontRequest, sink: NotificationSink) -> JsonObject: ...
 
 
+class ClusterHop(Protocol):
+    """Forwarding between replicas (`proxy.cluster.forward.Forwarder`), when a cluster is configured."""
+
+    def check_inbound(self, request: web.Request, body: bytes) -> object | None: ...
+
+    def owner_elsewhere(self, route: ModernRoute) -> str | None: ...
+
+    async def forward(self, request: web.Request, body: bytes, route: ModernRoute,
+                      owner: str) -> web.StreamResponse: ...
+
+
 ENGINE_KEY: Final = web.AppKey("front_engine", FrontEngine)
+HOP_KEY: Final = web.AppKey("cluster_hop", ClusterHop)
 
 
 class _Exchange:
@@ -307,6 +320,13 @@ class HttpFront:
             limit = self._front.max_body_bytes
             too_large = InvalidRequest(f"Request body too large: the limit is {limit} bytes (front.max_body_bytes)")
             return _rejection(too_large, None, exchange, 413)
+        hop = request.app.get(HOP_KEY)
+        try:
+            if hop is not None and hop.check_inbound(request, raw) is not None:
+                hop = None  # a forwarded request is served here, never forwarded again
+        except ProofRejected:
+            forged = InvalidRequest("Forbidden: this request claims to come from a replica; its proof is not valid")
+            return _rejection(forged, None, exchange, 403)
         try:
             decoded = decode_json(raw, self._front.max_json_depth)
             exchange.front_request_id = message_id(decoded)
@@ -318,6 +338,11 @@ class HttpFront:
             route = validate_request(message, fold_headers(request.headers.items()))
         except ClientFault as exc:
             return _rejection(exc, exchange.front_request_id, exchange)
+        owner = hop.owner_elsewhere(route) if hop is not None else None
+        if hop is not None and owner is not None:
+            exchange.mode = "forwarded"
+            with bound_contextvars(request_id=route.front_request_id, method=route.method, transport="http"):
+                return await hop.forward(request, raw, route, owner)
         return await self._dispatch(request, route, exchange)
 
     def _front_request(self, request: web.Request, route: ModernRoute) -> FrontRequest:
@@ -378,4 +403,5 @@ class HttpFront:
         return stream
 
 
-__all__ = ["ENGINE_KEY", "SSE_KEEPALIVE_S", "FrontEngine", "HttpFront", "SseSink", "accepts_sse"]
+__all__ = ["ENGINE_KEY", "HOP_KEY", "SSE_KEEPALIVE_S", "ClusterHop", "FrontEngine", "HttpFront", "SseSink",
+           "accepts_sse"]
