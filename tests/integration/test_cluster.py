@@ -5,6 +5,7 @@ next replica: retries are forwarded to the replica owning their held call (docs/
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Any
 
 import mcp_types as types
@@ -50,7 +51,7 @@ async def test_every_round_on_another_replica_completes(cluster: Cluster) -> Non
     async with asyncio.timeout(60):
         text, sent_to, logs = await plan_trip(cluster, 0)
     assert text == EXPECTED
-    assert all(a != b for a, b in zip(sent_to, sent_to[1:], strict=False))
+    assert all(a != b for a, b in itertools.pairwise(sent_to))
     assert len(set(sent_to)) == 3
     assert logs == ["planning for Ada", "plan: by train", "roots listed"]
     after = await _totals(cluster, FORWARDED), await _totals(cluster, RECEIVED)
