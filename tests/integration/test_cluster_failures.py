@@ -79,7 +79,8 @@ async def test_forged_forwarded_request_is_rejected(peers: Peers) -> None:
     async with aiohttp.ClientSession() as http:
         statuses = []
         for proof in (forged, moved, garbled):
-            async with http.post(f"http://127.0.0.1:{port}/mcp", data=body, headers={**headers, HEADER: proof}) as reply:
+            forwarded = {**headers, HEADER: proof}
+            async with http.post(f"http://127.0.0.1:{port}/mcp", data=body, headers=forwarded) as reply:
                 statuses.append((reply.status, (await reply.json())["error"]["message"][:9]))
         async with http.post(f"http://127.0.0.1:{port}/mcp", data=body, headers=headers) as reply:
             plain = (reply.status, (await reply.json())["result"]["content"][0]["text"])
