@@ -66,14 +66,17 @@ def start_cluster(peers: Peers, count: int = 3, extra: Mapping[str, Any] | None 
 class Rotating(httpx2.AsyncBaseTransport):
     """Sends each request to the next port in turn (round robin, no stickiness)."""
 
-    def __init__(self, ports: Sequence[int], start: int = 0) -> None:
+    def __init__(self, ports: Sequence[int], start: int = 0, authorizations: Sequence[str] = ()) -> None:
         self._ports = list(ports)
+        self._authorizations = list(authorizations)
         self._next = start
         self._inner = httpx2.AsyncHTTPTransport()
         self.sent_to: list[int] = []
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         port = self._ports[self._next % len(self._ports)]
+        if self._next < len(self._authorizations):
+            request.headers["Authorization"] = self._authorizations[self._next]
         self._next += 1
         self.sent_to.append(port)
         request.url = request.url.copy_with(port=port)
@@ -85,10 +88,11 @@ class Rotating(httpx2.AsyncBaseTransport):
 
 
 @contextlib.asynccontextmanager
-async def rotating_client(ports: Sequence[int], start: int = 0, **client_kwargs: Any
-                          ) -> AsyncIterator[tuple[Client, Rotating]]:
-    """An entered modern `mcp.Client` whose every POST goes to the next replica."""
-    transport = Rotating(ports, start)
+async def rotating_client(ports: Sequence[int], start: int = 0, authorizations: Sequence[str] = (),
+                          **client_kwargs: Any) -> AsyncIterator[tuple[Client, Rotating]]:
+    """An entered modern `mcp.Client` whose every POST goes to the next replica (the n-th with the
+    n-th of `authorizations` as its Authorization header, when given)."""
+    transport = Rotating(ports, start, authorizations)
     client_kwargs.setdefault("mode", MODERN_VERSION)
     client_kwargs.setdefault("cache", None)
     timeout = httpx2.Timeout(30.0, read=120.0)

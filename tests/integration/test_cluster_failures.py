@@ -12,7 +12,9 @@ from mcp.shared.exceptions import MCPError
 
 from proxy.keys import decode_key, new_key
 from translators.eras import MODERN_VERSION
+from translators.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
 from translators.forward_proof import HEADER, ProofKeys, sign
+from translators.request_state import KeyRing, StateClaims, principal_digest, seal
 
 from .cluster_helpers import ONE_KEY, metric, rotating_client, scrape, start_cluster, start_replica
 from .harness import InputAnswers, Peers, free_port
@@ -53,12 +55,16 @@ async def test_owner_killed_mid_call_gives_the_clear_error_in_bounded_time(peers
     assert '"reason": "owner_unreachable"' in cluster.replicas[1].log_text()
 
 
-def _call_body() -> bytes:
+HEADERS = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
+           "MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
+
+
+def _call_body(extra: dict[str, object] | None = None) -> bytes:
     meta = {"io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
             "io.modelcontextprotocol/clientInfo": {"name": "forger", "version": "1"},
             "io.modelcontextprotocol/clientCapabilities": {}}
-    return json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-                       "params": {"name": "echo", "arguments": {"text": "hi"}, "_meta": meta}}).encode()
+    params = {"name": "echo", "arguments": {"text": "hi"}, "_meta": meta, **(extra or {})}
+    return json.dumps({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": params}).encode()
 
 
 async def test_forged_forwarded_request_is_rejected(peers: Peers) -> None:
@@ -74,8 +80,7 @@ async def test_forged_forwarded_request_is_rejected(peers: Peers) -> None:
     forged = sign(outsider, sender="r2", owner="r1", now_ms=now, path="/mcp", body=body, authorization=None)
     moved = sign(shared, sender="r2", owner="r1", now_ms=now, path="/mcp", body=b"{}", authorization=None)
     garbled = "v1 kid=x from=r2"
-    headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-               "MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": "tools/call", "Mcp-Name": "echo"}
+    headers = HEADERS
     async with aiohttp.ClientSession() as http:
         statuses = []
         for proof in (forged, moved, garbled):
@@ -112,3 +117,49 @@ async def test_owner_outside_the_peer_set_is_rejected_without_connecting(peers: 
     assert metric(text, FAILURES, reason="owner_unreachable") == 0
     assert outsider.log_text(10**6).count('"front_request_finished"') == 1
     assert metric(await scrape(outside_port), "mrtr_bridge_forwarded_retries_received_total") == 0
+
+
+async def _rejected_call(ports: list[int], authorizations: list[str]) -> BaseException | None:
+    answers = InputAnswers(elicit_content={"name": "Ada"})
+    async with rotating_client(ports, 0, authorizations, **answers.client_kwargs()) as (client, _):
+        try:
+            await client.call_tool("plan_trip", {"city": "Lisbon"})
+        except MCPError as exc:
+            return exc
+    return None
+
+
+async def test_the_owner_still_checks_the_callers_credential(peers: Peers) -> None:
+    """Alice's call, retried with Mallory's token on another replica: forwarded, and the owner
+    rejects it (principal binding), counted there as other_principal."""
+    cluster = start_cluster(peers, count=2)
+    outcome = await _rejected_call(cluster.ports, ["Bearer alice-token-1", "Bearer mallory-token-2"])
+    assert_client_rejected(outcome)
+    owner, relay = await scrape(cluster.ports[0]), await scrape(cluster.ports[1])
+    assert metric(relay, "mrtr_bridge_forwarded_retries_total") == 1
+    assert metric(owner, "mrtr_bridge_forwarded_retries_received_total") == 1
+    assert metric(owner, "mrtr_bridge_request_state_rejections_total", reason="other_principal") == 1
+
+
+async def test_a_forwarded_request_is_never_forwarded_again(peers: Peers) -> None:
+    """A genuinely forwarded request to r1 whose requestState names r2 is answered by r1 (the fixed
+    rejection; the claims are checked in order and the made-up principal fails first); r1 sends
+    nothing on to r2."""
+    cluster = start_cluster(peers, count=2)
+    keys = KeyRing({ONE_KEY[0]: decode_key(*ONE_KEY)}, ONE_KEY[0])
+    claims = StateClaims(b"\x01" * 16, 1, "r2", principal_digest(""), "tools/call", b"\x02" * 16, b"\x03" * 8,
+                         int(time.time() * 1000) + 60_000)
+    body = _call_body({"requestState": seal(claims, keys, b"\x04" * 12), "inputResponses": {}})
+    shared = ProofKeys({ONE_KEY[0]: decode_key(*ONE_KEY)}, ONE_KEY[0])
+    proof = sign(shared, sender="r2", owner="r1", now_ms=int(time.time() * 1000), path="/mcp", body=body,
+                 authorization=None)
+    async with aiohttp.ClientSession() as http:
+        async with http.post(f"http://127.0.0.1:{cluster.ports[0]}/mcp", data=body,
+                             headers={**HEADERS, HEADER: proof}) as reply:
+            error = (await reply.json())["error"]
+    assert error == {"code": INVALID_PARAMS, "message": INVALID_REQUEST_STATE_MESSAGE}
+    first, second = await scrape(cluster.ports[0]), await scrape(cluster.ports[1])
+    assert metric(first, "mrtr_bridge_forwarded_retries_received_total") == 1
+    assert metric(first, "mrtr_bridge_request_state_rejections_total", reason="other_principal") == 1
+    assert metric(first, "mrtr_bridge_forwarded_retries_total") == 0
+    assert metric(second, "mrtr_bridge_forwarded_retries_received_total") == 0
