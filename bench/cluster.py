@@ -96,7 +96,7 @@ def markdown(result: dict[str, Any], facts: dict[str, Any]) -> str:
 
     return "\n".join([
         "# Replicas: forwarding cost and three replicas against one", "",
-        "`bench/cluster.py` (method in its docstring and in [bench/README.md](../README.md#replicas)).", "",
+        "`bench/cluster.py` (method: [bench/README.md](../README.md#replicas)).", "",
         "| path | p50 ms | p90 ms | per s | calls | errors |", "| --- | --- | --- | --- | --- | --- |",
         row("retry on its owner (local), c=1", result["retry_local"]),
         row("retry on another replica (forwarded), c=1", result["retry_forwarded"]),
