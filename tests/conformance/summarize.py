@@ -156,6 +156,7 @@ class Options:
     cli_version: str
     mode: str
     report: Path | None
+    upstream: str = "`tests/peers/legacy_fixture_server.py` (mcp 1.30.0)"
 
 
 def build_report(options: Options, results: dict[str, Scenario]) -> tuple[list[str], bool]:
@@ -179,7 +180,7 @@ def build_report(options: Options, results: dict[str, Scenario]) -> tuple[list[s
         f"- Date: {now}",
         f"- CLI: `@modelcontextprotocol/conformance@{options.cli_version}` "
         "(`server --suite all --spec-version 2026-07-28`)",
-        f"- Target: {options.mode}, upstream `tests/peers/legacy_fixture_server.py` (mcp 1.30.0)",
+        f"- Target: {options.mode}, upstream {options.upstream}",
         f"- Scenarios passing strictly (no FAILURE, no WARNING): **{strict} of {len(core)}**",
         f"- Checks: {sum(totals.values())} total, {totals['SUCCESS']} passed, {totals['FAILURE']} failed, "
         f"{totals['WARNING']} warnings",
@@ -211,6 +212,7 @@ def parse_args(argv: list[str] | None) -> Options:
     parser.add_argument("--cli-version", default="unknown")
     parser.add_argument("--mode", default="bridge")
     parser.add_argument("--report", type=Path, help="write the Markdown report here")
+    parser.add_argument("--upstream", default=Options.upstream, help="the upstream server, for the report")
     args = parser.parse_args(argv)
     if args.only:
         scenarios = [args.only]
@@ -219,7 +221,8 @@ def parse_args(argv: list[str] | None) -> Options:
     else:
         scenarios = []
     return Options(
-        args.outdir, scenarios, load_expected_failures(args.expected_failures), args.cli_version, args.mode, args.report
+        args.outdir, scenarios, load_expected_failures(args.expected_failures), args.cli_version, args.mode,
+        args.report, args.upstream,
     )
 
 

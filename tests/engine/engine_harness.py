@@ -138,7 +138,14 @@ async def scripted_bridge(fake: FakeUpstream | None = None, *, opener: SessionOp
     """The bridge in front of `fake` (a new `FakeUpstream` if None); `sections` override settings."""
     fake = fake if fake is not None else FakeUpstream()
     async with bridge_runtime(settings_with(**sections), opener=opener or fake.open) as (engine, pool):
-        yield ScriptedBridge(engine, pool, fake)
+        yield ScriptedBridge(known_ordinary(engine), pool, fake)
+
+
+def known_ordinary(engine: Engine) -> Engine:
+    """The fake never asks for roots outside a call: say so up front, so the one-time roots probe
+    (pinned by tests/proxy/test_roots_affinity.py) opens no session of its own in these scripts."""
+    engine.roots.keeps_roots = False
+    return engine
 
 
 @dataclass

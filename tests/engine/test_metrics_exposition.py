@@ -18,6 +18,7 @@ from engine_harness import (
     error_of,
     fault_of,
     hold,
+    known_ordinary,
     result_text,
     settings_with,
     text_result,
@@ -46,7 +47,7 @@ async def exercised_bridge(aiohttp_client: Any) -> TestClient[Any, Any]:
     fake = FakeUpstream()
     fake.open_errors.append(UpstreamUnavailable("Fake upstream refused the connection"))
     client = await aiohttp_client(make_app(settings_with(held={"max_per_principal": 1}), opener=fake.open))
-    bridge = ScriptedBridge(client.app[RUNTIME_ENGINE_KEY], client.app[POOL_KEY], fake)
+    bridge = ScriptedBridge(known_ordinary(client.app[RUNTIME_ENGINE_KEY]), client.app[POOL_KEY], fake)
     assert fault_of(await bridge.send(bridge.request("echo")))["data"] == {"source": "mrtr-bridge"}
     held = await hold(bridge)
     over = bridge.start(bridge.request("again"))

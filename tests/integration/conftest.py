@@ -49,6 +49,8 @@ def _processes_of(values: Iterable[object]) -> list[PeerProcess]:
             candidates = [value.legacy, value.bridge]
         elif isinstance(value, PeerProcess):
             candidates = [value]
+        elif isinstance(getattr(value, "peers", None), Peers):
+            candidates = value.peers.processes  # type: ignore[attr-defined]  (e.g. a RevisionStack)
         else:
             candidates = []
         for process in candidates:

@@ -6,14 +6,16 @@
 mcp 2.x client (2026-07-28) goes through `mrtr-bridge serve` (HTTP transports detected with
 `upstream.transport = auto`): discover, the tool list, a plain call, sampling, roots, and form
 elicitation where the revision has it (at 2025-03-26 the bridge declares no elicitation upstream).
+Everything the bridge sends the server is recorded and must be valid in the SDK's revision, and
+everything it answers the client valid at 2026-07-28 (`wire_records.py`).
 """
 
 from __future__ import annotations
 
 import asyncio
-import shlex
 import shutil
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from mcp import MCPError
@@ -23,6 +25,8 @@ from translators.eras import META_SERVER_INFO, MODERN_VERSION
 
 from .harness import REPO_ROOT, PeerProcess, Peers, bridge_env, free_port, modern_client
 from .mrtr_helpers import Answerer, echo_answer, json_of, text_of
+from .revision_stack import recording_relay, tee_command
+from .wire_records import WireLog, front_problems, messages, upstream_problems
 
 T = 60  # bound on every test body, seconds
 SERVER = REPO_ROOT / "tests" / "peers" / "ts_sdk_server.cjs"
@@ -52,23 +56,28 @@ def node() -> str:
     return found
 
 
-def bridge_for(peers: Peers, sdk: Sdk, transport: str) -> PeerProcess:
-    """The SDK server over `transport` (a child of the bridge over stdio), with the bridge in front."""
+def bridge_for(peers: Peers, sdk: Sdk, transport: str, records: Path) -> PeerProcess:
+    """The SDK server over `transport` (a child of the bridge over stdio), with the bridge in front and a recording
+    hop on each side of it (`records/upstream.jsonl`, `records/front.jsonl`); returns the front relay."""
     if transport == "stdio":
-        command = shlex.join([node(), str(SERVER), "--transport", "stdio"])
+        command = tee_command(records / "upstream.jsonl", [node(), str(SERVER), "--transport", "stdio"])
         env = bridge_env({"upstream": {"command": command, "env": {"NODE_PATH": sdk.node_path}}})
-        return peers.bridge(None, env=env)
-    port = free_port()
-    server = peers.start(f"ts-sdk-{sdk.version}-{transport}", [node(), str(SERVER), "--transport", transport,
-                         "--port", str(port)], port, {"NODE_PATH": sdk.node_path})
-    server.path = "/sse" if transport == "sse" else "/mcp"
-    return peers.bridge(server.url)
+        bridge = peers.bridge(None, env=env)
+    else:
+        port = free_port()
+        peers.start(f"ts-sdk-{sdk.version}-{transport}", [node(), str(SERVER), "--transport", transport,
+                    "--port", str(port)], port, {"NODE_PATH": sdk.node_path})  # fmt: skip
+        relay = recording_relay(peers, "relay-upstream", port, records / "upstream.jsonl")
+        bridge = peers.bridge(f"http://127.0.0.1:{relay.port}{'/sse' if transport == 'sse' else '/mcp'}")
+    return recording_relay(peers, "relay-front", bridge.port, records / "front.jsonl")
 
 
 @pytest.mark.parametrize("transport", ["http", "sse", "stdio"])
 @pytest.mark.parametrize("sdk", SDKS, ids=lambda sdk: f"sdk-{sdk.version}")
-async def test_old_typescript_sdk_server_through_the_bridge(peers: Peers, sdk: Sdk, transport: str) -> None:
-    bridge = bridge_for(peers, sdk, transport)
+async def test_old_typescript_sdk_server_through_the_bridge(
+    peers: Peers, sdk: Sdk, transport: str, tmp_path: Path
+) -> None:
+    bridge = bridge_for(peers, sdk, transport, tmp_path)
     answers = Answerer(roots=["file:///ts-root"], sample_text="Lyon")
     async with asyncio.timeout(T), modern_client(bridge.url, **answers.client_kwargs()) as client:
         discover = await client.session.send_discover(MODERN_VERSION)
@@ -97,3 +106,7 @@ async def test_old_typescript_sdk_server_through_the_bridge(peers: Peers, sdk: S
     else:
         assert "elicitation" not in declared  # the revision has none: the bridge never declares it
         assert f"SDK {sdk.version} has no elicitation" in refused.value.error.message
+    upstream, front = (WireLog(tmp_path / name).records() for name in ("upstream.jsonl", "front.jsonl"))
+    sent = {message.get("method") for record in upstream if record["dir"] == "sent" for message in messages(record)}
+    assert {"initialize", "tools/call"} <= sent
+    assert upstream_problems(upstream, sdk.revision) + front_problems(front) == []

@@ -114,7 +114,8 @@ async def test_a_token_refused_on_session_reinitialize_gets_the_upstreams_401() 
     assert first.status == 200 and first.response["result"]["content"][0]["text"] == "ok"
     assert second.status == 401
     assert second.headers["www-authenticate"].endswith(f'resource_metadata="{OWN_METADATA}"')
-    assert len(fake.all_sessions) == 1  # the second session's initialize was refused
+    # the one-time roots probe's session and the call's; the re-initialize was refused
+    assert len(fake.all_sessions) == 2
 
 
 async def test_the_clients_authorization_reaches_the_upstream_unchanged() -> None:

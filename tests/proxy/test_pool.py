@@ -36,12 +36,6 @@ class Unowned:
 
 
 @pytest.fixture
-async def client() -> AsyncIterator[aiohttp.ClientSession]:
-    async with aiohttp.ClientSession() as session:
-        yield session
-
-
-@pytest.fixture
 def fake() -> FakeLegacy:
     fake = FakeLegacy()
 
