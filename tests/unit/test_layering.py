@@ -62,7 +62,7 @@ def violation(relative: str, name: str) -> str | None:
         return "config/ imports the standard library and pydantic only"
     for prefix, forbidden in SEPARATED:
         if relative.startswith(prefix) and (name == forbidden or name.startswith(forbidden)):
-            return "fronts and upstream transports meet only in dispatch.py and held_calls.py"
+            return "fronts and upstream transports meet only in dispatch.py, routes/ and held_calls.py"
     return None
 
 

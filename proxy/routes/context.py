@@ -1,0 +1,118 @@
+"""What every route shares: the settings, the pool, the held-call registry, leasing and headers.
+
+One `RouteContext` is built by the dispatcher (`proxy/dispatch.py`) and handed to every route.
+It holds state only routes share; anything one route needs alone lives in that route's module.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from importlib.metadata import version
+
+from config.settings import Settings
+from proxy.context import FrontRequest, NotificationSink
+from proxy.continuations import Continuations
+from proxy.held_calls import Attempt, HeldCallRegistry, UpstreamRequest, progress_meta_token
+from proxy.roots import RootsAffinity
+from proxy.routes.log_levels import LogLevels
+from proxy.subscriptions import ListenHub
+from proxy.tasks import TaskOwner
+from proxy.tool_schemas import ToolSchemas
+from proxy.upstream.base import JsonObject, UpstreamSession
+from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
+from translators.capabilities import modern_client_capabilities_to_legacy
+from translators.eras import META_CLIENT_CAPABILITIES, META_LOG_LEVEL, MRTR_METHODS
+from translators.request_state import KeyRing
+from translators.requests import modern_params_to_legacy
+from translators.results import CacheHints
+
+BRIDGE_INFO: JsonObject = {"name": "mrtr-bridge", "version": version("mrtr-bridge")}
+
+
+class RouteContext:
+    """Shared state and the plumbing every route uses (leasing, headers, server info, attempts)."""
+
+    def __init__(self, settings: Settings, pool: UpstreamPool, keyring: KeyRing) -> None:
+        self.settings = settings
+        self.pool = pool
+        self.cache = CacheHints(settings.cache.ttl_ms, settings.cache.scope)
+        self.registry = HeldCallRegistry(max_per_principal=settings.held.max_per_principal,
+                                         max_total=settings.held.max_total)
+        self.continuations = Continuations(keyring, settings.held, self.registry)
+        self.tasks = TaskOwner()
+        self.tool_schemas = ToolSchemas()
+        self.listens = ListenHub()
+        self.roots = RootsAffinity(settings.upstream, pool)
+        self.log_levels = LogLevels(settings.upstream.init_timeout_s)
+        self.ready = False  # set by the first lease: the upstream answered once
+        self._progress_tokens = itertools.count(1)
+        self._fresh_sessions = itertools.count(1)
+
+    def legacy_capabilities(self, request: FrontRequest) -> JsonObject:
+        """The legacy client capabilities this request's modern `_meta` declares."""
+        return modern_client_capabilities_to_legacy(client_capabilities(request))
+
+    def session_key(self, request: FrontRequest, roots: JsonObject | None = None,
+                    fresh: bool = False) -> tuple[SessionKey, JsonObject]:
+        legacy = self.legacy_capabilities(request)
+        fresh_id = next(self._fresh_sessions) if fresh else None
+        return self.roots.session_key(request.principal, legacy, roots, fresh_id)
+
+    def headers(self, request: FrontRequest) -> dict[str, str]:
+        """The HTTP headers an upstream request made for `request` carries (trace, authorization)."""
+        headers = dict(request.trace_headers)
+        upstream = self.settings.upstream
+        if upstream.authorization is not None:
+            headers["Authorization"] = upstream.authorization.get_secret_value()
+        elif upstream.forward_authorization and request.authorization:
+            headers["Authorization"] = request.authorization
+        return headers
+
+    async def lease(self, request: FrontRequest, *, exclusive: bool, roots: JsonObject | None = None,
+                    fresh: bool = False) -> Lease:
+        key, legacy_caps = self.session_key(request, roots, fresh)
+        lease = await self.pool.lease(key, legacy_caps, exclusive=exclusive, headers=self.headers(request))
+        self.ready = True
+        return lease
+
+    @asynccontextmanager
+    async def shared_lease(self, request: FrontRequest) -> AsyncIterator[Lease]:
+        """A shared lease on a session of the request's key, released when the block ends."""
+        lease = await self.lease(request, exclusive=False)
+        try:
+            yield lease
+        finally:
+            await lease.release()
+
+    def server_info(self, session: UpstreamSession) -> JsonObject | None:
+        if self.settings.server_identity == "bridge":
+            return BRIDGE_INFO
+        info = session.init_result.get("serverInfo")
+        return info if isinstance(info, dict) else BRIDGE_INFO
+
+    def upstream_request(self, request: FrontRequest, session: UpstreamSession) -> UpstreamRequest:
+        token = f"mrtr-{next(self._progress_tokens)}"
+        # An interactive call always gets an upstream token: a later round may ask for progress.
+        wants = request.method in MRTR_METHODS or progress_meta_token(request.params) is not None
+        params = modern_params_to_legacy(request.params, upstream_progress_token=token if wants else None,
+                                         method=request.method, revision=session.revision)
+        return UpstreamRequest(request.method, params, self.headers(request), token)
+
+    def attempt(self, request: FrontRequest, sink: NotificationSink) -> Attempt:
+        return Attempt(self.registry.next_attempt_id(), sink, progress_meta_token(request.params),
+                       log_level(request))
+
+
+def client_capabilities(request: FrontRequest) -> JsonObject:
+    caps = request.meta.get(META_CLIENT_CAPABILITIES)
+    return caps if isinstance(caps, dict) else {}
+
+
+def log_level(request: FrontRequest) -> str | None:
+    level = request.meta.get(META_LOG_LEVEL)
+    return level if isinstance(level, str) else None
+
+
+__all__ = ["BRIDGE_INFO", "RouteContext", "client_capabilities", "log_level"]

@@ -1,0 +1,40 @@
+"""What both MRTR routes (first attempt and retry) share: the input responses and the reply.
+
+A `tools/call`, `prompts/get` or `resources/read` may be answered with `InputRequiredResult`;
+proxy/routes/first_call.py starts such a call, proxy/routes/retry.py continues it.
+"""
+
+from __future__ import annotations
+
+from proxy.context import FrontRequest
+from proxy.held_calls import CallDriver, Reply
+from proxy.routes.context import RouteContext
+from proxy.upstream.base import JsonObject
+from translators.errors import BridgeBug, InvalidParams, UpstreamReturnedError
+from translators.held_call import ReplyError, ReplyResult
+from translators.results import input_required_result, legacy_result_to_modern
+
+
+def input_responses(ctx: RouteContext, request: FrontRequest) -> JsonObject:
+    """The request's `inputResponses`, checked for shape and size."""
+    responses = request.params.get("inputResponses", {})
+    if not isinstance(responses, dict):
+        raise InvalidParams("inputResponses must be an object mapping input keys to results")
+    ctx.continuations.check_input_responses(responses)
+    return responses
+
+
+def reply_result(ctx: RouteContext, request: FrontRequest, driver: CallDriver, reply: Reply) -> JsonObject:
+    """The modern `result` for a driver's reply: final result, input required, or a raised error."""
+    server_info = ctx.server_info(driver.session)
+    if isinstance(reply, ReplyResult):
+        return legacy_result_to_modern(request.method, reply.result, server_info=server_info, cache=ctx.cache)
+    if isinstance(reply, ReplyError):
+        if reply.error is not None:
+            raise UpstreamReturnedError(reply.error)
+        raise reply.fault if reply.fault is not None else BridgeBug("error reply without an error")
+    return input_required_result(reply.input_requests, ctx.continuations.seal(request, driver, reply),
+                                 server_info=server_info)
+
+
+__all__ = ["input_responses", "reply_result"]

@@ -1,0 +1,30 @@
+"""The `x-mcp-header` check: a `tools/call` over HTTP must mirror the parameters its tool's schema marks.
+
+The tool's schema comes from the session's `tools/list` (remembered per session key in
+proxy/tool_schemas.py; listed once on demand when not yet known).
+"""
+
+from __future__ import annotations
+
+from proxy.context import FrontRequest, NullSink
+from proxy.routes.context import RouteContext
+from proxy.routes.plain_call import call_through
+from proxy.upstream.pool import Lease
+from translators.eras import TOOLS_CALL, TOOLS_LIST
+from translators.inbound import check_param_headers as check_against_schema
+
+
+async def check_param_headers(ctx: RouteContext, request: FrontRequest, lease: Lease) -> None:
+    if request.transport != "http" or request.method != TOOLS_CALL:
+        return
+    schemas = ctx.tool_schemas.get(lease.key)
+    if schemas is None:
+        listing = FrontRequest(request.front_request_id, TOOLS_LIST, {}, request.principal,
+                               authorization=request.authorization, trace_headers=request.trace_headers)
+        schemas = ctx.tool_schemas.remember(lease.key, await call_through(ctx, lease, listing, NullSink()))
+    arguments = request.params.get("arguments")
+    check_against_schema(schemas.get(str(request.params.get("name")), {}),
+                         arguments if isinstance(arguments, dict) else {}, request.param_headers)
+
+
+__all__ = ["check_param_headers"]

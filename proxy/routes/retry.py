@@ -1,0 +1,34 @@
+"""Route for an MRTR retry: a request that carries `requestState`.
+
+Everything that happens to a retry is here: the state is opened and checked, and the held call
+it names is claimed (proxy/continuations.py); the session is raised to the retry's log level; the
+answers are fed to the held call (`CallDriver.retry`), and its reply becomes the result — the
+final result, another `InputRequiredResult` with a fresh `requestState`, or an error.
+"""
+
+from __future__ import annotations
+
+import structlog
+
+from proxy.context import FrontRequest, NotificationSink
+from proxy.routes.context import RouteContext, log_level
+from proxy.routes.mrtr import input_responses, reply_result
+from proxy.upstream.base import JsonObject
+
+
+class Retry:
+    def __init__(self, ctx: RouteContext) -> None:
+        self._ctx = ctx
+
+    async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
+        ctx = self._ctx
+        responses = input_responses(ctx, request)
+        driver, claims = ctx.continuations.claim(request)
+        await ctx.log_levels.raise_to(driver.session, log_level(request))
+        with structlog.contextvars.bound_contextvars(continuation_id=driver.continuation_id.hex()[:12],
+                                                     round=claims.round):
+            reply = await driver.retry(ctx.attempt(request, sink), claims.round, responses)
+        return reply_result(ctx, request, driver, reply)
+
+
+__all__ = ["Retry"]
