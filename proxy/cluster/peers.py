@@ -36,6 +36,15 @@ def replica_handler(replica_id: str) -> Callable[[web.Request], Awaitable[web.Re
     return whoami
 
 
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+
+
+async def _getaddrinfo(host: str, port: int) -> list[str]:
+    """The addresses `host` resolves to now (the system resolver: /etc/hosts, DNS)."""
+    infos = await asyncio.get_running_loop().getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
+
+
 def _url(host: str, port: int) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
@@ -43,8 +52,10 @@ def _url(host: str, port: int) -> str:
 class PeerDirectory:
     """Replica id -> base URL, for the addresses of the peer set only."""
 
-    def __init__(self, cluster: ClusterSettings, me: str, client: aiohttp.ClientSession) -> None:
+    def __init__(self, cluster: ClusterSettings, me: str, client: aiohttp.ClientSession,
+                 resolve: Resolver | None = None) -> None:
         self._cluster = cluster
+        self._resolve = resolve or _getaddrinfo
         self._me = me
         self._client = client
         self._owners: dict[str, str] = {}
@@ -58,12 +69,11 @@ class PeerDirectory:
         if self._cluster.peers_dns is not None:
             host, _, port = self._cluster.peers_dns.rpartition(":")
             try:
-                infos = await asyncio.get_running_loop().getaddrinfo(host.strip("[]"), int(port),
-                                                                     type=socket.SOCK_STREAM)
+                hosts = await self._resolve(host.strip("[]"), int(port))
             except OSError as exc:
                 _log.warning("cluster_dns_failed", name=host, error=str(exc))
-                infos = []
-            urls += sorted({_url(str(info[4][0]), int(port)) for info in infos})
+                hosts = []
+            urls += sorted({_url(address, int(port)) for address in hosts})
         own = self._cluster.advertise_url
         return [url for url in dict.fromkeys(urls) if url != own]
 
@@ -111,4 +121,4 @@ class PeerDirectory:
             await asyncio.gather(self._task, return_exceptions=True)
 
 
-__all__ = ["REPLICA_PATH", "PeerDirectory", "replica_handler"]
+__all__ = ["REPLICA_PATH", "PeerDirectory", "Resolver", "replica_handler"]
