@@ -1,4 +1,4 @@
-"""The bridge's settings: the model and the one way to load it (STYLE § 1)."""
+"""The bridge's settings: the model and the one way to load it (docs/decisions.md § 1)."""
 
 from config.loader import CONFIG_ENV, ENV_PREFIX, ConfigError, env_name, load_settings
 from config.settings import Settings

@@ -1,4 +1,4 @@
-"""Settings from defaults < TOML file < environment < command line, validated once (STYLE § 1).
+"""Settings from defaults < TOML file < environment < command line, validated once (docs/decisions.md § 1).
 
 Environment variables are `MRTR_BRIDGE_<SECTION>_<FIELD>` (e.g. `MRTR_BRIDGE_UPSTREAM_URL`), or
 `MRTR_BRIDGE_<FIELD>` for top-level fields; `MRTR_BRIDGE_CONFIG` names the file. Tuples are

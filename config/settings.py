@@ -1,4 +1,4 @@
-"""The bridge's settings: one frozen pydantic model, safe defaults (DESIGN § 1, STYLE § 1)."""
+"""The bridge's settings: one frozen pydantic model, safe defaults (docs/decisions.md § 1)."""
 
 from __future__ import annotations
 
@@ -148,7 +148,7 @@ class UpstreamSettings(_Frozen):
 
 
 class IdentitySettings(_Frozen):
-    """Who the caller is (DESIGN § 7)."""
+    """Who the caller is (docs/decisions.md § 8)."""
 
     principal: Literal["authorization", "header", "none"] = Field(
         "authorization", description="principal source: digest of Authorization, a trusted header, or none"
@@ -162,14 +162,14 @@ class IdentitySettings(_Frozen):
 
 
 class CacheSettings(_Frozen):
-    """Cache hints stamped on cacheable modern results (BRIDGE-NOTES NC-14)."""
+    """Cache hints stamped on cacheable modern results (docs/decisions.md § 15)."""
 
     ttl_ms: int = Field(0, ge=0, description="ttlMs on discover, list and read results")
     scope: Literal["private", "public"] = Field("private", description="cacheScope on those results")
 
 
 class HeldCallSettings(_Frozen):
-    """Held calls and requestState (DESIGN §§ 2-5)."""
+    """Held calls and requestState (docs/decisions.md §§ 4, 9)."""
 
     ttl_s: float = Field(600.0, gt=0, description="a held call not resumed within this is cancelled")
     max_per_principal: int = Field(

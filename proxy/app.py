@@ -1,4 +1,4 @@
-"""The aiohttp application: routes, typed app keys and the lifetimes they hold (STYLE §§ 1, 8).
+"""The aiohttp application: routes, typed app keys and the lifetimes they hold (docs/decisions.md §§ 1, 6).
 
 `make_app(settings)` is the composition root of the HTTP bridge: one `cleanup_ctx` opens the one
 `aiohttp.ClientSession` for the upstream, the `UpstreamPool`, the requestState key ring and the
@@ -28,21 +28,14 @@ from proxy.health import Readiness
 from proxy.keys import load_keyring
 from proxy.logs import scrub_aiohttp_server_logs
 from proxy.metrics import BridgeMetrics
-from proxy.upstream.base import (
-    STDIO,
-    STREAMABLE_HTTP,
-    InboundHandler,
-    JsonObject,
-    PooledSession,
-    SessionOpener,
-    TransportInfo,
-)
+from proxy.upstream.base import STDIO, STREAMABLE_HTTP, InboundHandler, PooledSession, SessionOpener, TransportInfo
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.stdio_children import ChildProcesses
 from proxy.upstream.stdio_spares import SpareProcesses
 from proxy.upstream.transport import HttpTransport
 from translators.errors import UpstreamUnavailable
+from translators.jsonrpc import JsonObject
 
 _log = structlog.get_logger("proxy.app")
 UPSTREAM_KEEPALIVE_S: Final = 4.0
@@ -198,7 +191,8 @@ async def bridge_runtime(
     async with _client(settings) as client:
         engine: Engine  # bound just below; the pool calls back only once started
         chosen, transport = _opener(client, upstream, spares, opener)
-        pool = UpstreamPool(upstream, NegotiatingOpener(chosen), transport=transport,
+        negotiating = NegotiatingOpener(chosen)
+        pool = UpstreamPool(upstream, negotiating, transport=transport,
                             on_unowned=lambda session, inbound: engine.on_unowned(session, inbound))
         engine = Engine(settings, pool, keyring, metrics=metrics)
         try:
@@ -210,7 +204,8 @@ async def bridge_runtime(
             finally:
                 await engine.aclose()
         finally:
-            await asyncio.gather(pool.aclose(), *([spares.aclose()] if spares is not None else []))
+            await asyncio.gather(pool.aclose(), negotiating.aclose(),
+                                 *([spares.aclose()] if spares is not None else []))
 
 
 async def _cluster_context(app: web.Application) -> AsyncIterator[None]:

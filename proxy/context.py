@@ -1,12 +1,12 @@
-"""What the front hands the engine for one modern request (DESIGN § 2 step 1)."""
+"""What the front hands the engine for one modern request (docs/architecture.md, "One request", step 1)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
-JsonObject = dict[str, Any]
+from translators.jsonrpc import JsonObject
 
 
 class NotificationSink(Protocol):

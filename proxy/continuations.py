@@ -1,5 +1,5 @@
 """`requestState` for held calls: sealing it, claiming a held call with it, and bounding the
-`inputResponses` that come with it (DESIGN § 5, BRIDGE-NOTES § 6.4)."""
+`inputResponses` that come with it (docs/decisions.md § 9)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,10 @@ import time
 from config.settings import HeldCallSettings
 from proxy.context import FrontRequest
 from proxy.held_calls import CallDriver, HeldCallRegistry
-from proxy.upstream.base import JsonObject
 from translators.canonical import digest
-from translators.errors import InvalidRequestState, LimitExceeded
-from translators.held_call import HeldCallState, ReplyInputRequired
+from translators.errors import ClientLimitExceeded, InvalidRequestState, RejectionReason
+from translators.held_call import ReplyInputRequired
+from translators.jsonrpc import JsonObject
 from translators.request_state import (
     NONCE_SIZE,
     KeyRing,
@@ -37,14 +37,14 @@ class Continuations:
         """Bound the number and size of `inputResponses` before any held call is touched."""
         held = self._held
         if len(responses) > held.max_input_responses:
-            raise LimitExceeded(f"inputResponses has {len(responses)} entries; the limit is "
+            raise ClientLimitExceeded(f"inputResponses has {len(responses)} entries; the limit is "
                                 f"{held.max_input_responses} (held.max_input_responses)", "held.max_input_responses")
         for key, value in responses.items():
             size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
             if size > held.max_input_response_bytes:
-                raise LimitExceeded(f"inputResponses[{json.dumps(key[:64])}] is {size} bytes of JSON; the limit is "
-                                    f"{held.max_input_response_bytes} (held.max_input_response_bytes)",
-                                    "held.max_input_response_bytes")
+                raise ClientLimitExceeded(f"inputResponses[{json.dumps(key[:64])}] is {size} bytes of JSON; "
+                                          f"the limit is {held.max_input_response_bytes} "
+                                          "(held.max_input_response_bytes)", "held.max_input_response_bytes")
 
     def claim(self, request: FrontRequest) -> tuple[CallDriver, StateClaims]:
         claims = open_state(request.params.get("requestState"), self._keyring)
@@ -52,12 +52,12 @@ class Continuations:
                      method=request.method, params_digest=digest(salient_params(request.method, request.params)),
                      replica_id=self._held.replica_id)
         driver = self._registry.lookup(claims.continuation_id)
-        if driver.machine.state is HeldCallState.DONE:
-            raise InvalidRequestState("unknown_held_call")  # finished; the registry drops it shortly
-        if claims.round != driver.machine.round:
-            raise InvalidRequestState("stale_round")  # the machine re-checks atomically when fed
+        refusal = driver.machine.retry_refusal(claims.round)
+        if refusal is not None and refusal is not RejectionReason.NOT_WAITING:
+            raise InvalidRequestState(refusal)  # early, before the log level is raised; the machine asks
+            # again when fed, atomically (a doubled retry is refused there, not_waiting, once it loses)
         if driver.principal != request.principal or claims.keys_digest != keys_digest(driver.issued_keys):
-            raise InvalidRequestState("other_request")
+            raise InvalidRequestState(RejectionReason.OTHER_REQUEST)
         return driver, claims
 
     def seal(self, request: FrontRequest, driver: CallDriver, reply: ReplyInputRequired) -> str:

@@ -27,7 +27,7 @@ from proxy.routes.listen import Listen
 from proxy.routes.outside_calls import on_unowned
 from proxy.routes.relay import Relay
 from proxy.routes.retry import Retry
-from proxy.upstream.base import Inbound, JsonObject, UpstreamSession
+from proxy.upstream.base import Inbound, UpstreamSession
 from proxy.upstream.pool import UpstreamPool
 from translators.eras import DISCOVER, FORWARDED_METHODS, MRTR_METHODS, RESOURCES_READ, SUBSCRIPTIONS_LISTEN
 from translators.errors import (
@@ -38,9 +38,8 @@ from translators.errors import (
     MethodNotFound,
     ShuttingDown,
     UpstreamReturnedError,
-    error_response,
-    to_error_response,
 )
+from translators.jsonrpc import JsonObject, error_response, result_response, to_error_response
 from translators.oauth import UpstreamAuthChallenge, challenge_reply
 from translators.request_state import KeyRing
 from translators.results import legacy_error_to_modern
@@ -104,7 +103,7 @@ class Engine:
         with structlog.contextvars.bound_contextvars(request_id=rid, method=request.method,
                                                      principal=request.principal[:12]):
             try:
-                return {"jsonrpc": "2.0", "id": rid, "result": await self._choose(request).run(request, sink)}
+                return result_response(rid, await self._choose(request).run(request, sink))
             except UpstreamReturnedError as exc:
                 self.metrics.observe_error(exc)
                 uri = request.params.get("uri") if request.method == RESOURCES_READ else None

@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from translators.errors import BridgeError, UpstreamFault
+from translators.errors import BridgeError, CapacityExceeded, UpstreamFault
 
 log = structlog.get_logger("proxy.faults")
 
@@ -25,6 +25,9 @@ def new_correlation_id() -> str:
 
 def reported_error(exc: BridgeError) -> dict[str, Any]:
     """Log `exc` and return the JSON-RPC error object the client receives for it."""
+    if isinstance(exc, CapacityExceeded):  # the bridge is full: an operator's concern, not the client's
+        log.warning("front_request_failed", code=exc.code, error=exc.message, kind="CapacityExceeded")
+        return exc.to_error()
     if not isinstance(exc, UpstreamFault):
         log.info("front_request_failed", code=exc.code, error=exc.message)
         return exc.to_error()

@@ -1,4 +1,4 @@
-"""The modern Streamable HTTP endpoint, strictly 2026-07-28 (BRIDGE-NOTES §§ 8.1-8.3).
+"""The modern Streamable HTTP endpoint, strictly 2026-07-28 (2026-07-28/basic/transports/streamable-http.mdx).
 
 One POST carries one JSON-RPC message. In order: Host and Origin (403), method (405), media type
 (415), body size (413), then the validation ladder of `translators.inbound`; a rejection is a
@@ -28,13 +28,15 @@ from aiohttp import web
 from structlog.contextvars import bound_contextvars
 
 from config.settings import FrontSettings, IdentitySettings
-from proxy.context import FrontRequest, JsonObject, NotificationSink, NullSink
+from proxy.context import FrontRequest, NotificationSink, NullSink
 from proxy.principal import principal_of
 from translators import eras
-from translators.errors import BridgeError, ClientFault, InvalidRequest, http_status_for, to_error_response
+from translators.errors import BridgeError, ClientFault, InvalidRequest, http_status_for
 from translators.forward_proof import ProofRejected
 from translators.inbound import ModernRoute, check_envelope, decode_json, fold_headers, message_id, validate_request
+from translators.jsonrpc import JsonObject, to_error_response
 from translators.oauth import ChallengeReply
+from translators.sse import encode_event
 
 SSE_KEEPALIVE_S: Final = 15.0
 SSE_QUEUE_LIMIT: Final = 256
@@ -82,13 +84,19 @@ class _Exchange:
         self.mode = "json"
 
 
-def _json_bytes(message: JsonObject) -> bytes:
-    """Compact UTF-8 JSON; with `\\u` escapes when a string holds a lone surrogate (an echoed id,
-    say), which UTF-8 cannot carry."""
+def _json_text(message: JsonObject) -> str:
+    """Compact JSON that UTF-8 can carry; with `\\u` escapes when a string holds a lone surrogate
+    (an echoed id, say)."""
+    text = json.dumps(message, separators=(",", ":"), ensure_ascii=False)
     try:
-        return json.dumps(message, separators=(",", ":"), ensure_ascii=False).encode()
+        text.encode()
     except UnicodeEncodeError:
-        return json.dumps(message, separators=(",", ":")).encode()
+        return json.dumps(message, separators=(",", ":"))
+    return text
+
+
+def _json_bytes(message: JsonObject) -> bytes:
+    return _json_text(message).encode()
 
 
 def _json_reply(message: JsonObject, status: int, exchange: _Exchange) -> web.Response:
@@ -113,7 +121,7 @@ def _engine_reply(message: JsonObject, exchange: _Exchange) -> web.Response:
 
 
 def _sse_event(message: JsonObject) -> bytes:
-    return b"event: message\ndata: " + _json_bytes(message) + b"\n\n"
+    return encode_event(_json_text(message), event="message")
 
 
 class SseSink:
@@ -219,7 +227,8 @@ def _host_name(host: str) -> str:
 
 
 class _Gate:
-    """Host and Origin checks against DNS rebinding (BRIDGE-NOTES § 8.1)."""
+    """Host and Origin checks against DNS rebinding (2026-07-28/basic/transports/streamable-http.mdx
+    § Security Warning)."""
 
     def __init__(self, front: FrontSettings) -> None:
         hosts = {host.lower() for host in front.allowed_hosts}

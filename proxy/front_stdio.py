@@ -1,4 +1,4 @@
-"""Modern stdio front: the bridge launched by a local modern client (BRIDGE-NOTES § 9; spec
+"""Modern stdio front: the bridge launched by a local modern client (spec
 2026-07-28 basic/transports/stdio).
 
 stdin carries one JSON-RPC message per line. Each request is validated (the ladder of
@@ -26,17 +26,17 @@ from typing import Any, Final, Protocol
 import structlog
 
 from config.settings import FrontSettings, Settings
-from proxy.context import FrontRequest, JsonObject, NotificationSink
+from proxy.context import FrontRequest, NotificationSink
 from proxy.stopping import BridgeStop
-from translators.eras import TRACE_META_KEYS
-from translators.errors import BridgeBug, BridgeError, InvalidRequest, to_error_response
+from translators.eras import CANCELLED, TRACE_META_KEYS
+from translators.errors import BridgeBug, BridgeError, InvalidRequest
 from translators.inbound import check_envelope, decode_json, message_id, validate_request
+from translators.jsonrpc import JsonObject, to_error_response
 from translators.stdio_framing import FramingError, LineSplitter, frame
 
 log = structlog.get_logger(__name__)
 
 STDIO_PRINCIPAL: Final = "stdio"  # one local client launched this process: a single principal
-CANCELLED: Final = "notifications/cancelled"
 READ_CHUNK: Final = 65536
 EOF_GRACE_S: Final = 0.5  # on stdin EOF, how long requests already received may take to finish
 SHUTDOWN_WAIT_S: Final = 5.0  # then how long cancelled requests get to finish their upstream cancels

@@ -1,4 +1,4 @@
-"""Readiness: the requestState keys are loaded and the upstream answers (DESIGN § 10).
+"""Readiness: the requestState keys are loaded and the upstream answers (docs/decisions.md § 17).
 
 `/readyz` must not lie in either direction: a bridge whose upstream is down is not ready, and a
 bridge that has served no traffic yet is ready as soon as its upstream answers. So readiness is

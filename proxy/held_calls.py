@@ -1,4 +1,4 @@
-"""Held calls: the registry and the driver that performs a `HeldCall` machine's actions (STYLE § 5).
+"""Held calls: the registry and the driver that performs a `HeldCall` machine's actions (docs/decisions.md § 4).
 
 The driver is the only owner of asyncio objects for one MRTR-capable call. `feed()` runs
 `machine.handle()` and performs the actions with no `await` in between, so every transition is
@@ -17,15 +17,17 @@ import structlog
 
 from proxy.context import NotificationSink
 from proxy.tasks import TaskOwner
-from proxy.upstream.base import Inbound, JsonObject, UpstreamCall, UpstreamSession
+from proxy.upstream.base import Inbound, UpstreamCall, UpstreamSession
 from proxy.upstream.pool import Lease
 from translators.canonical import as_object
 from translators.capabilities import elicitation_modes
-from translators.eras import META_PROGRESS_TOKEN
+from translators.eras import CANCELLED, META_PROGRESS_TOKEN
 from translators.errors import (
     BridgeError,
+    CapacityExceeded,
+    ClientLimitExceeded,
     InvalidRequestState,
-    LimitExceeded,
+    RejectionReason,
     ShuttingDown,
     UpstreamFault,
     UpstreamReturnedError,
@@ -55,6 +57,7 @@ from translators.held_call import (
     UpstreamPushCancelled,
     UpstreamResultArrived,
 )
+from translators.jsonrpc import JsonObject
 from translators.notifications import route_notification
 from translators.pushes import PendingPush, PushAnswer, input_key, is_push, legacy_push_to_input_request
 from translators.roots import is_roots_ask
@@ -128,9 +131,8 @@ class CallDriver:
 
     async def first_attempt(self, attempt: Attempt) -> Reply:
         slot = self._attach(attempt)
-        self.machine.attempt = attempt.attempt_id
         self._worker = self._tasks.spawn(self._send_worker(), name="held-call-sends")
-        self._perform(self.machine.start(self._now()))
+        self._perform(self.machine.start(self._now(), attempt=attempt.attempt_id))
         self._start_upstream()
         return self._admit(await self._wait(attempt, slot))
 
@@ -174,7 +176,7 @@ class CallDriver:
     def _start_upstream(self) -> None:
         up = self._upstream
         self._call = self._lease.session.start(up.method, up.params, headers=up.headers, on_inbound=self.on_inbound)
-        if self._lease.exclusive:  # the session's GET-stream pushes are this call's (DESIGN § 3)
+        if self._lease.exclusive:  # the session's GET-stream pushes are this call's (docs/decisions.md § 7)
             self._lease.set_unrelated_handler(self.on_inbound)
         self._tasks.spawn(self._await_result(self._call), name="held-call-result")
 
@@ -197,7 +199,7 @@ class CallDriver:
         if message.get("method") in SESSION_WIDE:
             self._publish(self.principal, message)
             return
-        if message.get("method") == "notifications/cancelled":
+        if message.get("method") == CANCELLED:
             params = as_object(message.get("params"))
             self.feed(UpstreamPushCancelled(params.get("requestId", "")))
             return
@@ -291,12 +293,11 @@ class CallDriver:
             await self._call.cancel(action.reason)
         elif isinstance(action, ReissueUpstreamCall):
             self._start_upstream()
-        elif isinstance(action, ReleaseUpstream) and self.machine.state is HeldCallState.DONE:
-            await self._release(discard=action.discard)
-            self._registry.remove(self)
-            return True
         elif isinstance(action, ReleaseUpstream):
-            await self._release(discard=False)
+            await self._release(discard=action.discard)
+            if action.final:
+                self._registry.remove(self)
+            return action.final
         return False
 
     async def _release(self, *, discard: bool) -> None:
@@ -352,13 +353,13 @@ class HeldCallRegistry:
         if self.closing:
             raise ShuttingDown()
         if len(self._held) >= self._max_total:
-            raise LimitExceeded(
+            raise CapacityExceeded(
                 f"The bridge already holds its maximum of {self._max_total} calls waiting for input "
                 "(held.max_total); retry later",
                 "held.max_total",
             )
         if self._per_principal.get(driver.principal, 0) >= self._max_per_principal:
-            raise LimitExceeded(
+            raise ClientLimitExceeded(
                 f"This caller already has {self._max_per_principal} calls waiting for input "
                 "(held.max_per_principal); finish or abandon one first",
                 "held.max_per_principal",
@@ -375,7 +376,7 @@ class HeldCallRegistry:
     def lookup(self, continuation_id: bytes) -> CallDriver:
         driver = self._calls.get(continuation_id)
         if driver is None:
-            raise InvalidRequestState("unknown_held_call")
+            raise InvalidRequestState(RejectionReason.UNKNOWN_HELD_CALL)
         return driver
 
     def remove(self, driver: CallDriver) -> None:

@@ -1,4 +1,4 @@
-"""The requestState key ring from settings; an ephemeral key when none is configured (DESIGN § 5)."""
+"""The requestState key ring from settings; an ephemeral key when none is configured (docs/decisions.md § 9)."""
 
 from __future__ import annotations
 

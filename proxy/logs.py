@@ -1,4 +1,4 @@
-"""structlog configuration and the redaction safety net (STYLE § 6).
+"""structlog configuration and the redaction safety net (docs/decisions.md § 5).
 
 Configured once at startup by `configure_logging`: context variables first, then timestamp and
 level, then `redact`, then JSON (or the console renderer on a terminal). Always stderr: in stdio

@@ -41,11 +41,6 @@ OTHER: Final = "other"
 LATENCY_BUCKETS: Final[tuple[float, ...]] = (
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 )  # fmt: skip
-REQUEST_STATE_REASONS: Final[frozenset[str]] = frozenset(
-    {"malformed", "unknown_key", "authentication_failed", "expired", "other_principal", "other_request",
-     "other_replica", "stale_round", "unknown_held_call", "not_waiting", "already_used", "owner_unreachable",
-     "owner_not_in_peer_set"}
-)  # fmt: skip
 Labels = tuple[str, ...]
 Reading = Callable[[], Mapping[Labels, float]]
 
@@ -214,10 +209,9 @@ class BridgeMetrics:
     def observe_error(self, exc: BridgeError) -> None:
         """Classify a bridge error: requestState rejection, limit, or upstream failure."""
         if isinstance(exc, InvalidRequestState):
-            self.state_rejections.labels(exc.reason if exc.reason in REQUEST_STATE_REASONS else OTHER).inc()
+            self.state_rejections.labels(exc.reason.value).inc()  # a RejectionReason: a bounded set
         elif isinstance(exc, LimitExceeded):
-            limit = exc.data.get("limit") if isinstance(exc.data, dict) else None
-            self.limit_rejections.labels(limit if isinstance(limit, str) and len(limit) <= 64 else OTHER).inc()
+            self.limit_rejections.labels(exc.limit if len(exc.limit) <= 64 else OTHER).inc()
         elif isinstance(exc, UpstreamReturnedError):
             self.upstream_errors.labels("jsonrpc_error").inc()
         elif isinstance(exc, UpstreamFault):
@@ -248,7 +242,6 @@ __all__ = [
     "LATENCY_BUCKETS",
     "MAX_SERIES",
     "OVERFLOW",
-    "REQUEST_STATE_REASONS",
     "Bounded",
     "BridgeMetrics",
     "PoolStatsSource",

@@ -1,4 +1,4 @@
-"""Who is calling: a digest of the caller's credential, never the credential (DESIGN § 7).
+"""Who is calling: a digest of the caller's credential, never the credential (docs/decisions.md § 8).
 
 Upstream sessions, held calls and `requestState` are keyed by this principal, so one user's state
 is never reachable from another's. Each source has its own prefix inside the digest, so a header

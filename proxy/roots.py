@@ -22,9 +22,10 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from config.settings import UpstreamSettings
-from proxy.upstream.base import JsonObject, UpstreamSession
+from proxy.upstream.base import UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from translators.capabilities import capability_fingerprint
+from translators.jsonrpc import JsonObject
 from translators.pushes import PushAnswer
 from translators.roots import PROBE, client_roots, declares_roots, legacy_capabilities_without_roots, roots_digest
 

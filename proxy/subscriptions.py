@@ -17,10 +17,12 @@ from dataclasses import dataclass, field
 import structlog
 
 from proxy.context import FrontRequest, NotificationSink
-from proxy.upstream.base import JsonObject, UpstreamSession
+from proxy.upstream.base import UpstreamSession
 from proxy.upstream.pool import Lease
 from translators.canonical import as_object
+from translators.eras import RESOURCES_SUBSCRIBE, RESOURCES_UNSUBSCRIBE
 from translators.errors import BridgeError
+from translators.jsonrpc import JsonObject, notification
 from translators.subscriptions import (
     LIST_CHANGED,
     ListenFilter,
@@ -123,7 +125,7 @@ class ListenHub:
             listener.subscribed = await self._subscribe(listener.lease.session, listener.honoured.resource_uris)
             log.warning("listen_upstream_reestablished", resources=len(listener.subscribed))
             for method in LIST_CHANGED:  # changes in the gap are lost: say so
-                tagged = listen_notification({"jsonrpc": "2.0", "method": method}, listener.honoured,
+                tagged = listen_notification(notification(method), listener.honoured,
                                              listener.listen_id)
                 if tagged is not None:
                     listener.sink.send(tagged)
@@ -142,7 +144,7 @@ class ListenHub:
         held: list[str] = []
         try:
             for uri in sorted(uris):
-                if refs[uri_key(uri)] == 0 and not await self._request(session, "resources/subscribe", uri):
+                if refs[uri_key(uri)] == 0 and not await self._request(session, RESOURCES_SUBSCRIBE, uri):
                     continue
                 refs[uri_key(uri)] += 1
                 held.append(uri)
@@ -165,7 +167,7 @@ class ListenHub:
             if refs[uri_key(uri)] <= 0:
                 del refs[uri_key(uri)]
                 if upstream and session.is_alive:
-                    await self._request(session, "resources/unsubscribe", uri)
+                    await self._request(session, RESOURCES_UNSUBSCRIBE, uri)
         if not refs:
             del self._uri_refs[id(session)]
 

@@ -1,9 +1,9 @@
-"""Owned background tasks: every task the bridge starts is cancelled and awaited on close (STYLE § 8.6)."""
+"""Owned background tasks: every task the bridge starts is cancelled and awaited on close (docs/decisions.md § 6)."""
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
+from collections.abc import Collection, Coroutine
 from typing import Any
 
 import structlog
@@ -31,8 +31,15 @@ class TaskOwner:
     def __len__(self) -> int:
         return len(self._tasks)
 
-    async def aclose(self) -> None:
-        tasks = list(self._tasks)
-        for task in tasks:
+    async def stop(self, tasks: Collection[asyncio.Task[Any]] | None = None) -> None:
+        """Cancel and await `tasks` (default: all owned), never the calling task itself."""
+        current = asyncio.current_task()
+        chosen = list(self._tasks if tasks is None else tasks)
+        pending = [task for task in chosen if task is not current and not task.done()]
+        for task in pending:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        if pending:
+            await asyncio.wait(pending)
+
+    async def aclose(self) -> None:
+        await self.stop()

@@ -1,4 +1,4 @@
-"""Tool input schemas the engine remembers for `x-mcp-header` checks (BRIDGE-NOTES § 8.4).
+"""Tool input schemas the engine remembers for `x-mcp-header` checks (2026-07-28/basic/transports/streamable-http.mdx).
 
 Keyed like upstream sessions, by (principal, capability fingerprint), because a legacy server's
 list may differ per session; bounded (least recently used goes first) and forgotten for a principal
@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Final
 
-from proxy.upstream.base import JsonObject
 from proxy.upstream.pool import SessionKey
 from translators.canonical import as_object
+from translators.jsonrpc import JsonObject
 
 MAX_KEYS: Final = 1024
 

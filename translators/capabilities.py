@@ -1,13 +1,10 @@
-"""Capability shapes in both eras (BRIDGE-NOTES § 7, NC-4, NC-5)."""
+"""Capability shapes in both eras (docs/decisions.md §§ 8, 10)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from translators.canonical import digest
+from translators.jsonrpc import JsonObject
 from translators.revisions import Revision
-
-JsonObject = dict[str, Any]
 
 _ELICITATION_MODES = ("form", "url")
 
@@ -25,7 +22,7 @@ def modern_client_capabilities_to_legacy(client_capabilities: JsonObject) -> Jso
     """The legacy `initialize` capabilities that declare exactly what this modern request declared.
 
     Roots never carry `listChanged` (modern clients cannot report root changes); tasks and
-    extensions are never declared upstream (NC-9)."""
+    extensions are never declared upstream (docs/decisions.md § 13)."""
     legacy: JsonObject = {}
     modes = elicitation_modes(client_capabilities)
     if modes:
@@ -66,7 +63,7 @@ def capability_fingerprint(legacy_capabilities: JsonObject) -> str:
 
 
 def legacy_server_capabilities_to_modern(capabilities: JsonObject, *, listen_supported: bool) -> JsonObject:
-    """Translate upstream server capabilities for `server/discover` (BRIDGE-NOTES § 7.2).
+    """Translate upstream server capabilities for `server/discover` (2026-07-28/server/discover.mdx).
 
     `tasks` is dropped (not core any more); `listChanged`/`subscribe` are kept only when the
     bridge can deliver them on `subscriptions/listen` streams."""

@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from translators.eras import COMPLETION_COMPLETE
+from translators.jsonrpc import JsonObject
 from translators.revisions import Revision
-
-JsonObject = dict[str, Any]
 
 _MEDIA_BLOCKS: Final = frozenset({"text", "image", "audio"})
 _VALUE_TYPES: Final[dict[str, tuple[type, ...]]] = {

@@ -1,4 +1,4 @@
-"""Era registry: protocol versions, `_meta` keys and method sets (BRIDGE-NOTES §§ 1, 13)."""
+"""Era registry: protocol versions, `_meta` keys and method sets (docs/revisions.md)."""
 
 from __future__ import annotations
 
@@ -58,7 +58,7 @@ LEGACY_ONLY_METHODS: Final[frozenset[str]] = frozenset(
         "tasks/cancel",
     }
 )
-# Upstream server capability that gates each forwarded method (BRIDGE-NOTES § 2, last row).
+# Upstream server capability that gates each forwarded method (2025-11-25/basic/lifecycle.mdx § Capability Negotiation).
 METHOD_CAPABILITY: Final[dict[str, str]] = {
     TOOLS_LIST: "tools",
     TOOLS_CALL: "tools",
@@ -76,6 +76,21 @@ SAMPLE: Final = "sampling/createMessage"
 ROOTS: Final = "roots/list"
 PUSH_KINDS: Final[dict[str, str]] = {ELICIT: "elicit", SAMPLE: "sample", ROOTS: "roots"}
 LEGACY_PING: Final = "ping"
+
+# Legacy lifecycle, utilities and notifications (either direction).
+INITIALIZE: Final = "initialize"
+INITIALIZED: Final = "notifications/initialized"
+CANCELLED: Final = "notifications/cancelled"
+PROGRESS: Final = "notifications/progress"
+LOG_MESSAGE: Final = "notifications/message"
+LOGGING_SET_LEVEL: Final = "logging/setLevel"
+RESOURCES_SUBSCRIBE: Final = "resources/subscribe"
+RESOURCES_UNSUBSCRIBE: Final = "resources/unsubscribe"
+RESOURCE_UPDATED: Final = "notifications/resources/updated"
+TOOLS_LIST_CHANGED: Final = "notifications/tools/list_changed"
+PROMPTS_LIST_CHANGED: Final = "notifications/prompts/list_changed"
+RESOURCES_LIST_CHANGED: Final = "notifications/resources/list_changed"
+SUBSCRIPTIONS_ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"  # modern, on a listen stream
 
 LOG_LEVELS: Final[tuple[str, ...]] = (
     "debug",

@@ -1,7 +1,8 @@
-"""The bridge's one exception hierarchy and its mapping to JSON-RPC errors (STYLE § 4)."""
+"""The bridge's one exception hierarchy and its mapping to JSON-RPC errors (docs/decisions.md § 3)."""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from typing import Any, ClassVar, Final
 
 from translators.eras import MODERN_VERSIONS
@@ -19,21 +20,31 @@ LEGACY_URL_ELICITATION_REQUIRED: Final = -32042
 LEGACY_SAMPLING_REJECTED: Final = -1
 RESERVED_RANGE: Final = range(-32099, -32019)  # -32099 .. -32020 inclusive
 
-# One status table: HTTP status follows the JSON-RPC code, whatever produced the error.
-HTTP_STATUS: Final[dict[int, int]] = {
-    PARSE_ERROR: 400,
-    INVALID_REQUEST: 400,
-    METHOD_NOT_FOUND: 404,
-    HEADER_MISMATCH: 400,
-    MISSING_CLIENT_CAPABILITY: 400,
-    UNSUPPORTED_VERSION: 400,
-}
 BRIDGE_MARKER: Final = "mrtr-bridge"
 INVALID_REQUEST_STATE_MESSAGE: Final = "Invalid requestState: start the request again without it"
 
 
+class RejectionReason(StrEnum):
+    """Why a `requestState` was refused: for the log and the `reason` label of
+    `mrtr_bridge_request_state_rejections_total`, never for the client (docs/operations.md)."""
+
+    MALFORMED = "malformed"
+    UNKNOWN_KEY = "unknown_key"
+    AUTHENTICATION_FAILED = "authentication_failed"
+    EXPIRED = "expired"
+    OTHER_PRINCIPAL = "other_principal"
+    OTHER_REQUEST = "other_request"
+    OTHER_REPLICA = "other_replica"
+    STALE_ROUND = "stale_round"
+    UNKNOWN_HELD_CALL = "unknown_held_call"
+    NOT_WAITING = "not_waiting"
+    OWNER_UNREACHABLE = "owner_unreachable"  # replicas: the owner did not accept the forwarded retry
+    OWNER_NOT_IN_PEER_SET = "owner_not_in_peer_set"  # replicas: no peer answers to the owner's id
+
+
 class BridgeError(Exception):
-    """Base of every error the bridge raises on purpose."""
+    """Base of every error the bridge raises on purpose. `http_status` is the one source of the HTTP
+    status an error gets; `http_status_for()` derives the status of an error known only by its code."""
 
     code: ClassVar[int] = INTERNAL_ERROR
     http_status: ClassVar[int] = 200
@@ -70,7 +81,9 @@ class InvalidParams(ClientFault):
 
 
 class InvalidMeta(InvalidParams):
-    """A required `_meta` field is missing or malformed: 400 per the modern transport."""
+    """A required `_meta` field is missing or malformed: -32602 with HTTP 400 (modern
+    `basic/index.mdx` § General fields, `_meta`). Raised only by the front's validation, which answers
+    with the class's status; an engine error known only by its code -32602 is plain `InvalidParams`."""
 
     http_status = 400
 
@@ -78,7 +91,7 @@ class InvalidMeta(InvalidParams):
 class InvalidRequestState(InvalidParams):
     """A `requestState` failed a check. The public message is fixed; `reason` is for the log only."""
 
-    def __init__(self, reason: str) -> None:
+    def __init__(self, reason: RejectionReason) -> None:
         super().__init__(INVALID_REQUEST_STATE_MESSAGE)
         self.reason = reason
 
@@ -112,13 +125,27 @@ class UnsupportedVersion(ClientFault):
         )
 
 
-class LimitExceeded(ClientFault):
-    """A configured limit was hit (held calls, rounds, sizes). JSON-RPC -32603 with a precise message."""
+class LimitExceeded(BridgeError):
+    """A configured limit was hit; `limit` names the setting. JSON-RPC -32603 with a precise message.
+    Raise one of the two kinds below: whose fault it is decides how it is logged."""
 
     code = INTERNAL_ERROR
 
     def __init__(self, message: str, limit: str) -> None:
         super().__init__(message, {"source": BRIDGE_MARKER, "limit": limit})
+
+    @property
+    def limit(self) -> str:
+        return str(self.data["limit"])
+
+
+class ClientLimitExceeded(LimitExceeded, ClientFault):
+    """The request or its caller went past a limit of its own (sizes, rounds, per-principal caps)."""
+
+
+class CapacityExceeded(LimitExceeded):
+    """The bridge as a whole is full (`upstream.max_sessions`, `held.max_total`): the bridge's fault,
+    not the client's; the same request succeeds later."""
 
 
 class UpstreamFault(BridgeError):
@@ -186,23 +213,16 @@ class BridgeBug(BridgeError):
         self.detail = detail
 
 
+# The classes whose JSON-RPC code alone decides the HTTP status (InvalidMeta shares -32602 with
+# InvalidParams, so its 400 comes from the class, never from the code).
+_BY_CODE: Final = (ParseError, InvalidRequest, MethodNotFound, HeaderMismatch, MissingClientCapability,
+                   UnsupportedVersion)
+HTTP_STATUS: Final[dict[int, int]] = {cls.code: cls.http_status for cls in _BY_CODE}
+
+
 def http_status_for(code: int) -> int:
-    """HTTP status of a front reply that carries JSON-RPC error `code`."""
+    """HTTP status of a front reply that carries JSON-RPC error `code` (engine replies)."""
     return HTTP_STATUS.get(code, 200)
-
-
-def error_response(request_id: Any, error: dict[str, Any]) -> dict[str, Any]:
-    """Wrap an error object in a JSON-RPC response envelope echoing the request id. When the id could
-    not be read (malformed or oversized body) it is left out: MCP ids are never null (modern
-    `basic/index.mdx` § Requests, § Error Responses; schema `JSONRPCErrorResponse`)."""
-    if request_id is None:
-        return {"jsonrpc": "2.0", "error": error}
-    return {"jsonrpc": "2.0", "id": request_id, "error": error}
-
-
-def to_error_response(exc: BridgeError, request_id: Any) -> dict[str, Any]:
-    """The one place a bridge exception becomes a JSON-RPC error response."""
-    return error_response(request_id, exc.to_error())
 
 
 __all__ = [
@@ -223,7 +243,9 @@ __all__ = [
     "UNSUPPORTED_VERSION",
     "BridgeBug",
     "BridgeError",
+    "CapacityExceeded",
     "ClientFault",
+    "ClientLimitExceeded",
     "HeaderMismatch",
     "InvalidMeta",
     "InvalidParams",
@@ -233,6 +255,7 @@ __all__ = [
     "MethodNotFound",
     "MissingClientCapability",
     "ParseError",
+    "RejectionReason",
     "ShuttingDown",
     "UnsupportedVersion",
     "UpstreamFault",
@@ -241,7 +264,5 @@ __all__ = [
     "UpstreamSessionLost",
     "UpstreamTimeout",
     "UpstreamUnavailable",
-    "error_response",
     "http_status_for",
-    "to_error_response",
 ]

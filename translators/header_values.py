@@ -1,4 +1,4 @@
-"""HTTP header values of the modern transport (BRIDGE-NOTES §§ 8.3-8.4).
+"""HTTP header values of the modern transport (2026-07-28/basic/transports/streamable-http.mdx).
 
 The Base64 sentinel codec (`=?base64?...?=`) shared by `Mcp-Name` and `Mcp-Param-*`, and the
 `x-mcp-header` rules: which tool arguments a client mirrors into `Mcp-Param-<Name>` headers, and

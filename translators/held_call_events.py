@@ -1,16 +1,13 @@
-"""Events and actions of the held-call machine (`translators.held_call`), STYLE § 3 naming:
+"""Events and actions of the held-call machine (`translators.held_call`), named as in docs/decisions.md § 2:
 events are past-tense facts, actions are imperatives."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from translators.errors import BridgeError
+from translators.jsonrpc import JsonObject
 from translators.pushes import PendingPush, PushAnswer
-
-JsonObject = dict[str, Any]
-
 
 # ---- events (past-tense facts) -------------------------------------------------------------
 
@@ -124,9 +121,12 @@ class CancelTimer:
 
 @dataclass(frozen=True)
 class ReleaseUpstream:
-    """The upstream call is over: return the session lease (`discard` after a cancellation)."""
+    """The upstream call is over: return the session lease (`discard` after a cancellation). `final`:
+    the held call is over too (the driver then leaves the registry); not final when the call ended
+    while its client has yet to retry (the retry gets the stored outcome)."""
 
     discard: bool = False
+    final: bool = False
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""The validation ladder for one modern request (BRIDGE-NOTES §§ 3.1, 3.9, 8.2-8.4; STYLE § 1).
+"""The validation ladder for one modern request (2026-07-28/basic/index.mdx and
+basic/transports/streamable-http.mdx; docs/decisions.md § 1).
 
 Pure: bytes and dictionaries in, a `ModernRoute` out or a `ClientFault` raised. The rungs run in
 this order, first failure wins:
@@ -43,8 +44,8 @@ from translators.header_values import (
     echo,
     x_mcp_header_problem,
 )
+from translators.jsonrpc import JsonObject
 
-JsonObject = dict[str, Any]
 RequestId = int | str
 
 PROTOCOL_VERSION_HEADER: Final = "mcp-protocol-version"
@@ -209,7 +210,7 @@ def param_headers_of(headers: Mapping[str, str]) -> dict[str, str]:
 
 def _check_method(method: str) -> None:
     supported = ", ".join(eras.MODERN_VERSIONS)
-    if method == "initialize":
+    if method == eras.INITIALIZE:
         raise MethodNotFound(
             f"Method not found: initialize does not exist in MCP {supported}; this server is stateless "
             f"and supports protocol versions {supported} (send them in params._meta on every request)",

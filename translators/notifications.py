@@ -1,15 +1,12 @@
-"""Upstream notifications -> the front request they belong to (BRIDGE-NOTES §§ 5.3, 5.4, NC-7, NC-8)."""
+"""Upstream notifications -> the front request they belong to (docs/decisions.md § 12)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from translators.canonical import as_object
-from translators.eras import LOG_LEVELS
-
-JsonObject = dict[str, Any]
-PROGRESS: str = "notifications/progress"
-MESSAGE: str = "notifications/message"
+from translators.eras import LOG_LEVELS, LOG_MESSAGE, PROGRESS
+from translators.jsonrpc import JsonObject, notification
 
 
 def log_level_admits(requested: str | None, level: Any) -> bool:
@@ -34,10 +31,10 @@ def route_notification(
     if method == PROGRESS:
         if front_token is None or upstream_token is None or params.get("progressToken") != upstream_token:
             return None
-        return {"jsonrpc": "2.0", "method": PROGRESS, "params": {**params, "progressToken": front_token}}
-    if method == MESSAGE and log_level_admits(log_level, params.get("level")):
-        return {"jsonrpc": "2.0", "method": MESSAGE, "params": params}
+        return notification(PROGRESS, {**params, "progressToken": front_token})
+    if method == LOG_MESSAGE and log_level_admits(log_level, params.get("level")):
+        return notification(LOG_MESSAGE, params)
     return None
 
 
-__all__ = ["MESSAGE", "PROGRESS", "log_level_admits", "route_notification"]
+__all__ = ["log_level_admits", "route_notification"]

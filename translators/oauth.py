@@ -19,7 +19,8 @@ import json
 from typing import Any, Final
 
 from translators.challenges import rewrite_challenge
-from translators.errors import INVALID_REQUEST, UpstreamFault, error_response
+from translators.errors import INVALID_REQUEST, UpstreamFault
+from translators.jsonrpc import error_response
 from translators.public_urls import PublicUrls, canonical_resource, origin_of
 
 MAX_METADATA_BYTES: Final = 65_536

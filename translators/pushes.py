@@ -1,4 +1,4 @@
-"""Legacy pushes <-> modern input requests and responses (BRIDGE-NOTES §§ 5.2, 6, NC-2, NC-3, NC-5)."""
+"""Legacy pushes <-> modern input requests and responses (docs/decisions.md §§ 10, 11)."""
 
 from __future__ import annotations
 
@@ -19,9 +19,9 @@ from translators.errors import (
     METHOD_NOT_FOUND,
     InvalidParams,
 )
+from translators.jsonrpc import JsonObject
 from translators.revisions import NEWEST, Revision
 
-JsonObject = dict[str, Any]
 MAX_KEY_LENGTH = 64
 
 
@@ -120,7 +120,7 @@ def _error(code: int, message: str) -> PushAnswer:
 
 
 def refusal(method: str) -> PushAnswer:
-    """How a held push is refused when its call is abandoned or cancelled (BRIDGE-NOTES § 6.5)."""
+    """How a held push is refused when its call is abandoned or cancelled (docs/decisions.md § 10)."""
     if method == ELICIT:
         return PushAnswer(result={"action": "cancel"})
     if method == SAMPLE:
@@ -129,7 +129,7 @@ def refusal(method: str) -> PushAnswer:
 
 
 def unowned_push_answer(push: JsonObject, roots: tuple[str, ...], revision: Revision = NEWEST) -> PushAnswer:
-    """Policy for a push no call owns (NC-3): configured roots, decline, or an error."""
+    """Policy for a push no call owns (docs/decisions.md § 10): configured roots, decline, or an error."""
     method = push.get("method")
     if method == ROOTS:
         return PushAnswer(result={"roots": [{"uri": uri} for uri in roots]})

@@ -1,4 +1,4 @@
-"""Sealing and opening `requestState` (DESIGN § 5, BRIDGE-NOTES § 6.2, 6.4).
+"""Sealing and opening `requestState` (docs/decisions.md § 9).
 
 Token: `v1.` + base64url(kid length ‖ kid ‖ 12-byte nonce ‖ AEAD ciphertext+tag). The associated
 data binds the format version and the key id. The plaintext is a fixed binary layout (compact:
@@ -18,7 +18,8 @@ from typing import Final, Literal
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
-from translators.errors import InvalidRequestState
+from translators.eras import PROMPTS_GET, RESOURCES_READ, TOOLS_CALL
+from translators.errors import InvalidRequestState, RejectionReason
 
 PREFIX: Final = "v1."
 NONCE_SIZE: Final = 12
@@ -26,7 +27,7 @@ KEY_SIZE: Final = 32
 MAX_TOKEN_LENGTH: Final = 300
 MAX_KID_LENGTH: Final = 16
 _AAD: Final = b"mrtr-bridge/requestState/v1|"
-_METHOD_CODES: Final[dict[str, int]] = {"tools/call": 1, "prompts/get": 2, "resources/read": 3}
+_METHOD_CODES: Final[dict[str, int]] = {TOOLS_CALL: 1, PROMPTS_GET: 2, RESOURCES_READ: 3}
 _METHODS_BY_CODE: Final = {v: k for k, v in _METHOD_CODES.items()}
 # continuation(16) round(H) principal(16) method(B) params(16) keys(8) expires_ms(Q) replica_len(B)
 _LAYOUT: Final = struct.Struct(">16sH16sB16s8sQB")
@@ -36,7 +37,7 @@ Aead = Literal["aes-256-gcm", "chacha20-poly1305"]
 
 @dataclass(frozen=True)
 class StateClaims:
-    """What a `requestState` binds (DESIGN § 5)."""
+    """What a `requestState` binds (docs/decisions.md § 9)."""
 
     continuation_id: bytes
     round: int
@@ -103,51 +104,52 @@ def seal(claims: StateClaims, ring: KeyRing, nonce: bytes) -> str:
 def open_state(token: object, ring: KeyRing) -> StateClaims:
     """Authenticate and decode a token; any failure raises `InvalidRequestState(reason)`."""
     if not isinstance(token, str) or not token.startswith(PREFIX) or len(token) > MAX_TOKEN_LENGTH:
-        raise InvalidRequestState("malformed")
+        raise InvalidRequestState(RejectionReason.MALFORMED)
     body = token[len(PREFIX):]
     try:
         blob = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
     except (binascii.Error, ValueError):
-        raise InvalidRequestState("malformed") from None
+        raise InvalidRequestState(RejectionReason.MALFORMED) from None
     if base64.urlsafe_b64encode(blob).rstrip(b"=").decode() != body:
-        raise InvalidRequestState("malformed")  # one spelling per token: no '+', '/', padding or stray bits
+        # one spelling per token: no '+', '/', padding or stray bits
+        raise InvalidRequestState(RejectionReason.MALFORMED)
     if not blob or len(blob) < 1 + blob[0] + NONCE_SIZE + 16:
-        raise InvalidRequestState("malformed")
+        raise InvalidRequestState(RejectionReason.MALFORMED)
     kid = blob[1 : 1 + blob[0]]
     cipher = ring.cipher(kid.decode(errors="replace"))
     if cipher is None:
-        raise InvalidRequestState("unknown_key")
+        raise InvalidRequestState(RejectionReason.UNKNOWN_KEY)
     nonce_end = 1 + len(kid) + NONCE_SIZE
     try:
         plaintext = cipher.decrypt(blob[1 + len(kid) : nonce_end], blob[nonce_end:], _AAD + kid)
     except InvalidTag:
-        raise InvalidRequestState("authentication_failed") from None
+        raise InvalidRequestState(RejectionReason.AUTHENTICATION_FAILED) from None
     return _decode(plaintext)
 
 
 def _decode(plaintext: bytes) -> StateClaims:
     if len(plaintext) < _LAYOUT.size:
-        raise InvalidRequestState("malformed")
+        raise InvalidRequestState(RejectionReason.MALFORMED)
     cont, round_, principal, method, params, keys, expires, replica_len = _LAYOUT.unpack_from(plaintext)
     replica = plaintext[_LAYOUT.size : _LAYOUT.size + replica_len]
     if method not in _METHODS_BY_CODE or len(replica) != replica_len:
-        raise InvalidRequestState("malformed")
+        raise InvalidRequestState(RejectionReason.MALFORMED)
     return StateClaims(cont, round_, replica.decode(), principal, _METHODS_BY_CODE[method], params, keys, expires)
 
 
 def check_claims(
     claims: StateClaims, *, now_ms: int, principal: str, method: str, params_digest: bytes, replica_id: str
 ) -> None:
-    """The request-independent checks (BRIDGE-NOTES § 6.4 step 2); round and single use are the held
+    """The request-independent checks (docs/decisions.md § 9); round and single use are the held
     call's to check. Raises `InvalidRequestState` naming the first failed claim (log only)."""
     if claims.expires_at_ms <= now_ms:
-        raise InvalidRequestState("expired")
+        raise InvalidRequestState(RejectionReason.EXPIRED)
     if claims.principal_digest != principal_digest(principal):
-        raise InvalidRequestState("other_principal")
+        raise InvalidRequestState(RejectionReason.OTHER_PRINCIPAL)
     if claims.method != method or claims.params_digest != params_digest:
-        raise InvalidRequestState("other_request")
+        raise InvalidRequestState(RejectionReason.OTHER_REQUEST)
     if claims.replica_id != replica_id:
-        raise InvalidRequestState("other_replica")
+        raise InvalidRequestState(RejectionReason.OTHER_REPLICA)
 
 
 __all__ = [

@@ -1,15 +1,12 @@
-"""Modern request -> legacy request (BRIDGE-NOTES § 3.2)."""
+"""Modern request -> legacy request (docs/architecture.md, "One request")."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from translators.downlevel import request_params
 from translators.eras import META_PREFIX, META_PROGRESS_TOKEN, METHOD_CAPABILITY, NAMED_METHODS
 from translators.errors import MethodNotFound
+from translators.jsonrpc import JsonObject
 from translators.revisions import NEWEST, Revision
-
-JsonObject = dict[str, Any]
 
 _MODERN_ONLY_PARAMS = ("inputResponses", "requestState")
 

@@ -1,4 +1,4 @@
-"""Legacy result/error -> modern result (BRIDGE-NOTES §§ 3.3, 4)."""
+"""Legacy result/error -> modern result (docs/decisions.md §§ 3, 11, 15)."""
 
 from __future__ import annotations
 
@@ -24,8 +24,7 @@ from translators.errors import (
     MISSING_CLIENT_CAPABILITY,
     RESERVED_RANGE,
 )
-
-JsonObject = dict[str, Any]
+from translators.jsonrpc import JsonObject
 
 
 @dataclass(frozen=True)
@@ -63,7 +62,7 @@ def legacy_result_to_modern(
 
 def _needs_tasks(tool: Any) -> bool:
     """A legacy tool that runs only as a task cannot be called without the tasks extension: hidden
-    (BRIDGE-NOTES NC-9 a), since the bridge never task-augments a call."""
+    (docs/decisions.md § 13), since the bridge never task-augments a call."""
     return isinstance(tool, dict) and as_object(tool.get("execution")).get("taskSupport") == "required"
 
 
@@ -89,7 +88,7 @@ def input_required_result(
 def discover_result(
     init_result: JsonObject, *, server_info: JsonObject | None, cache: CacheHints, listen_supported: bool
 ) -> JsonObject:
-    """`server/discover` synthesized from the upstream `InitializeResult` (BRIDGE-NOTES § 3.3)."""
+    """`server/discover` synthesized from the upstream `InitializeResult` (docs/decisions.md § 15)."""
     capabilities = init_result.get("capabilities")
     result: JsonObject = {
         "resultType": RESULT_COMPLETE,
@@ -106,7 +105,7 @@ def discover_result(
 
 
 def legacy_error_to_modern(error: JsonObject, *, request_uri: str | None = None) -> JsonObject:
-    """Map an upstream JSON-RPC error object to one a modern server may send (BRIDGE-NOTES § 4.2)."""
+    """Map an upstream JSON-RPC error object to one a modern server may send (docs/decisions.md § 3)."""
     code = error.get("code")
     message = error.get("message") if isinstance(error.get("message"), str) else "Upstream error"
     data = error.get("data")

@@ -10,13 +10,10 @@ client that pre-answers it in its first attempt pays no extra round either way.
 
 from __future__ import annotations
 
-from typing import Any
-
 from translators.canonical import as_object, canonical_json, digest
 from translators.eras import ROOTS
+from translators.jsonrpc import JsonObject
 from translators.pushes import PendingPush, input_key, input_response_to_legacy
-
-JsonObject = dict[str, Any]
 
 ROOTS_REQUEST: JsonObject = {"method": ROOTS, "params": {}}
 ROOTS_INPUT_KEY = input_key(ROOTS_REQUEST, set())

@@ -1,4 +1,4 @@
-"""Newline-delimited JSON framing for stdio, both eras (BRIDGE-NOTES §§ 9, 11; spec basic/transports/stdio).
+"""Newline-delimited JSON framing for stdio, both eras (spec basic/transports/stdio).
 
 Pure and incremental, in the manner of h11's `receive_data`: bytes go in as they arrive, whole
 messages come out. Two layers:
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from translators.batches import batch_elements
+from translators.jsonrpc import JsonObject
 
-JsonObject = dict[str, Any]
 MessageId = int | str
 
 NEWLINE: Final = b"\n"

@@ -1,4 +1,4 @@
-"""`subscriptions/listen` on the front, fed by legacy session-wide notifications (BRIDGE-NOTES § 3.7, NC-11)."""
+"""`subscriptions/listen` on the front, fed by legacy session-wide notifications (docs/decisions.md § 14)."""
 
 from __future__ import annotations
 
@@ -6,18 +6,24 @@ from dataclasses import dataclass
 from typing import Any
 
 from translators.canonical import as_object
-from translators.eras import META_SERVER_INFO, META_SUBSCRIPTION_ID, RESULT_COMPLETE
+from translators.eras import (
+    META_SERVER_INFO,
+    META_SUBSCRIPTION_ID,
+    PROMPTS_LIST_CHANGED,
+    RESOURCE_UPDATED,
+    RESOURCES_LIST_CHANGED,
+    RESULT_COMPLETE,
+    SUBSCRIPTIONS_ACKNOWLEDGED,
+    TOOLS_LIST_CHANGED,
+)
 from translators.errors import InvalidParams
+from translators.jsonrpc import JsonObject, notification
 
-JsonObject = dict[str, Any]
-ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
-RESOURCE_UPDATED = "notifications/resources/updated"
-TOOLS_LIST_CHANGED = "notifications/tools/list_changed"
 # list_changed notification -> (filter field, upstream server capability that announces it)
 LIST_CHANGED: dict[str, tuple[str, str]] = {
     TOOLS_LIST_CHANGED: ("toolsListChanged", "tools"),
-    "notifications/prompts/list_changed": ("promptsListChanged", "prompts"),
-    "notifications/resources/list_changed": ("resourcesListChanged", "resources"),
+    PROMPTS_LIST_CHANGED: ("promptsListChanged", "prompts"),
+    RESOURCES_LIST_CHANGED: ("resourcesListChanged", "resources"),
 }
 SESSION_WIDE = frozenset(LIST_CHANGED) | {RESOURCE_UPDATED}
 
@@ -90,8 +96,7 @@ def _tag(params: JsonObject, listen_id: int | str) -> JsonObject:
 
 
 def acknowledgement(listen_id: int | str, honoured: ListenFilter) -> JsonObject:
-    return {"jsonrpc": "2.0", "method": ACKNOWLEDGED,
-            "params": _tag({"notifications": honoured.to_wire()}, listen_id)}
+    return notification(SUBSCRIPTIONS_ACKNOWLEDGED, _tag({"notifications": honoured.to_wire()}, listen_id))
 
 
 def listen_notification(message: JsonObject, honoured: ListenFilter, listen_id: int | str) -> JsonObject | None:
@@ -105,7 +110,7 @@ def listen_notification(message: JsonObject, honoured: ListenFilter, listen_id: 
             return None
     elif method != RESOURCE_UPDATED or not _watched(params.get("uri"), honoured):
         return None
-    return {"jsonrpc": "2.0", "method": method, "params": _tag(params, listen_id)}
+    return notification(method, _tag(params, listen_id))
 
 
 def closing_result(listen_id: int | str, server_info: JsonObject | None) -> JsonObject:
@@ -117,11 +122,8 @@ def closing_result(listen_id: int | str, server_info: JsonObject | None) -> Json
 
 
 __all__ = [
-    "ACKNOWLEDGED",
     "LIST_CHANGED",
-    "RESOURCE_UPDATED",
     "SESSION_WIDE",
-    "TOOLS_LIST_CHANGED",
     "ListenFilter",
     "acknowledgement",
     "closing_result",

@@ -30,9 +30,10 @@ from proxy.cluster.peers import PeerDirectory
 from proxy.keys import decode_key
 from proxy.metrics import BridgeMetrics
 from translators.eras import MRTR_METHODS
-from translators.errors import InvalidRequestState, LimitExceeded, http_status_for, to_error_response
+from translators.errors import InvalidRequestState, LimitExceeded, RejectionReason, http_status_for
 from translators.forward_proof import HEADER, ForwardedFrom, ProofKeys, ProofRejected, sign, verify
 from translators.inbound import ModernRoute
+from translators.jsonrpc import to_error_response
 from translators.request_state import KeyRing, open_state
 
 _log = structlog.get_logger("proxy.cluster.forward")
@@ -47,8 +48,8 @@ STREAM_MARGIN_S: Final = 10.0
 class OwnerUnreachable(Exception):
     """The owner of a retry cannot be reached: `reason` is owner_not_in_peer_set or owner_unreachable."""
 
-    def __init__(self, owner: str, reason: str) -> None:
-        super().__init__(f"owner {owner} of the held call: {reason}")
+    def __init__(self, owner: str, reason: RejectionReason) -> None:
+        super().__init__(f"owner {owner} of the held call: {reason.value}")
         self.owner = owner
         self.reason = reason
 
@@ -118,7 +119,7 @@ class Forwarder:
             try:
                 return await self._relay(request, body, owner)
             except OwnerUnreachable as exc:
-                self._failed(owner, exc.reason)
+                self._failed(owner, exc.reason.value)
                 if self.on_owner_unreachable is not None:
                     recovered = await self.on_owner_unreachable(request, route, exc)
                     if recovered is not None:
@@ -140,7 +141,7 @@ class Forwarder:
     async def _relay(self, request: web.Request, body: bytes, owner: str) -> web.StreamResponse:
         base = await self._directory.owner_url(owner)
         if base is None:
-            raise OwnerUnreachable(owner, "owner_not_in_peer_set")
+            raise OwnerUnreachable(owner, RejectionReason.OWNER_NOT_IN_PEER_SET)
         front = self._settings.front
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._settings.cluster.connect_timeout_s,
                                         sock_read=front.request_timeout_s + front.sse_keepalive_s + STREAM_MARGIN_S)
@@ -150,7 +151,7 @@ class Forwarder:
                                                timeout=timeout, allow_redirects=False, auto_decompress=False)
         except (aiohttp.ClientConnectionError, TimeoutError):
             self._directory.forget(owner)
-            raise OwnerUnreachable(owner, "owner_unreachable") from None
+            raise OwnerUnreachable(owner, RejectionReason.OWNER_UNREACHABLE) from None
         self._metrics.forwarded.inc()
         _log.info("retry_forwarded", owner=owner, status=upstream.status)
         async with upstream:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from proxy.context import FrontRequest, NotificationSink
-from proxy.upstream.base import JsonObject
+from translators.jsonrpc import JsonObject
 
 
 class Route(Protocol):

@@ -20,10 +20,11 @@ from proxy.routes.log_levels import LogLevels
 from proxy.subscriptions import ListenHub
 from proxy.tasks import TaskOwner
 from proxy.tool_schemas import ToolSchemas
-from proxy.upstream.base import JsonObject, UpstreamSession
+from proxy.upstream.base import UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from translators.capabilities import modern_client_capabilities_to_legacy
 from translators.eras import META_CLIENT_CAPABILITIES, META_LOG_LEVEL, MRTR_METHODS
+from translators.jsonrpc import JsonObject
 from translators.request_state import KeyRing
 from translators.requests import modern_params_to_legacy
 from translators.results import CacheHints

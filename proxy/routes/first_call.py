@@ -19,9 +19,9 @@ from proxy.routes.context import BRIDGE_INFO, RouteContext, client_capabilities,
 from proxy.routes.mrtr import input_responses, reply_result
 from proxy.routes.outside_calls import publish
 from proxy.routes.param_headers import check_param_headers
-from proxy.upstream.base import JsonObject
 from proxy.upstream.pool import Lease, SessionKey
 from translators.held_call import Limits
+from translators.jsonrpc import JsonObject
 from translators.requests import require_upstream_capability
 from translators.results import input_required_result
 from translators.roots import PROBE, roots_input_requests

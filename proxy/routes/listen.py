@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from proxy.context import FrontRequest, NotificationSink
 from proxy.routes.context import RouteContext
-from proxy.upstream.base import JsonObject
+from translators.jsonrpc import JsonObject
 
 
 class Listen:

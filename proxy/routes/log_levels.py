@@ -15,6 +15,7 @@ import structlog
 
 from proxy.upstream.base import UpstreamSession
 from translators.canonical import as_object
+from translators.eras import LOGGING_SET_LEVEL
 from translators.errors import BridgeError
 from translators.notifications import log_level_admits
 
@@ -38,7 +39,7 @@ class LogLevels:
         self._levels[session] = wanted
         try:
             async with asyncio.timeout(self._timeout_s):
-                await session.start("logging/setLevel", {"level": wanted}, headers={}, on_inbound=None).result()
+                await session.start(LOGGING_SET_LEVEL, {"level": wanted}, headers={}, on_inbound=None).result()
         except (BridgeError, TimeoutError):
             log.warning("upstream_set_level_failed", level=wanted)
 

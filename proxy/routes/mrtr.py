@@ -9,9 +9,9 @@ from __future__ import annotations
 from proxy.context import FrontRequest
 from proxy.held_calls import CallDriver, Reply
 from proxy.routes.context import RouteContext
-from proxy.upstream.base import JsonObject
 from translators.errors import BridgeBug, InvalidParams, UpstreamReturnedError
 from translators.held_call import ReplyError, ReplyResult
+from translators.jsonrpc import JsonObject
 from translators.results import input_required_result, legacy_result_to_modern
 
 

@@ -12,10 +12,12 @@ from __future__ import annotations
 import structlog
 
 from proxy.routes.context import RouteContext
-from proxy.upstream.base import Inbound, JsonObject, UpstreamSession
+from proxy.upstream.base import Inbound, UpstreamSession
+from translators.eras import TOOLS_LIST_CHANGED
+from translators.jsonrpc import JsonObject
 from translators.pushes import is_push, unowned_push_answer
 from translators.roots import is_roots_ask
-from translators.subscriptions import SESSION_WIDE, TOOLS_LIST_CHANGED
+from translators.subscriptions import SESSION_WIDE
 
 log = structlog.get_logger()
 

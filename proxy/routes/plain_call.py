@@ -11,9 +11,10 @@ import asyncio
 from proxy.context import FrontRequest, NotificationSink
 from proxy.routes.context import RouteContext
 from proxy.routes.outside_calls import publish, refuse_push
-from proxy.upstream.base import Inbound, JsonObject
+from proxy.upstream.base import Inbound
 from proxy.upstream.pool import Lease
 from translators.errors import UpstreamTimeout
+from translators.jsonrpc import JsonObject
 from translators.notifications import route_notification
 from translators.pushes import is_push
 from translators.subscriptions import SESSION_WIDE

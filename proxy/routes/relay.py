@@ -9,8 +9,8 @@ from __future__ import annotations
 from proxy.context import FrontRequest, NotificationSink
 from proxy.routes.context import RouteContext
 from proxy.routes.plain_call import call_through
-from proxy.upstream.base import JsonObject
 from translators.eras import TOOLS_LIST
+from translators.jsonrpc import JsonObject
 from translators.requests import require_upstream_capability
 from translators.results import legacy_result_to_modern
 

@@ -13,7 +13,7 @@ import structlog
 from proxy.context import FrontRequest, NotificationSink
 from proxy.routes.context import RouteContext, log_level
 from proxy.routes.mrtr import input_responses, reply_result
-from proxy.upstream.base import JsonObject
+from translators.jsonrpc import JsonObject
 
 
 class Retry:

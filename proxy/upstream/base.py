@@ -1,4 +1,4 @@
-"""The seam between the engine and a legacy upstream (STYLE § 1, httpx transport idea).
+"""The seam between the engine and a legacy upstream (docs/decisions.md § 1; the httpx transport idea).
 
 Every upstream transport (Streamable HTTP, HTTP+SSE, stdio) implements `UpstreamSession`.
 Messages are plain JSON-RPC dicts in the *legacy* era; translation happens elsewhere.
@@ -8,7 +8,7 @@ Routing of inbound messages (pushes and notifications from the legacy server):
   upstream JSON-RPC id of that POST's request; it is handed to that call's `on_inbound`.
 * a message that arrived on the session's GET stream (or, on stdio and HTTP+SSE, anywhere) has
   `related_request_id=None` and is handed to the session's `on_unrelated` callback, which
-  the pool routes to the session's exclusive lease holder (DESIGN § 3) or to policy.
+  the pool routes to the session's exclusive lease holder (docs/decisions.md § 7) or to policy.
 * `ping` requests from the server are answered by the transport itself and never surface.
 """
 
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Final, Protocol
 
+from translators import jsonrpc
+from translators.jsonrpc import JsonObject
 from translators.revisions import Revision
-
-JsonObject = dict[str, Any]
 
 
 @dataclass(frozen=True)
@@ -117,6 +117,21 @@ class TransportInfo(Protocol):
         an interactive call may share its session; over stdio and HTTP+SSE only an exclusive lease
         attributes them."""
         ...
+
+
+class SendsMessages:
+    """`respond` and `notify` of an `UpstreamSession`, for a transport that sends one message
+    upstream with `_send_message` (each transport implements only that)."""
+
+    async def _send_message(self, message: JsonObject, action: str) -> None:
+        raise NotImplementedError
+
+    async def respond(self, push_id: int | str, *, result: JsonObject | None = None,
+                      error: JsonObject | None = None) -> None:
+        await self._send_message(jsonrpc.answer(push_id, result=result, error=error), "response to a push")
+
+    async def notify(self, method: str, params: JsonObject | None = None) -> None:
+        await self._send_message(jsonrpc.notification(method, params), method)
 
 
 @dataclass(frozen=True)

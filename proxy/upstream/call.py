@@ -9,8 +9,8 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from proxy.upstream.base import JsonObject
 from translators.errors import BridgeBug, BridgeError, UpstreamFault, UpstreamProtocolError, UpstreamReturnedError
+from translators.jsonrpc import JsonObject
 
 CancelSender = Callable[[Any, str], Awaitable[None]]
 

@@ -1,4 +1,4 @@
-"""Legacy Streamable HTTP upstream session on one shared `aiohttp.ClientSession` (BRIDGE-NOTES §§ 10.1-10.5).
+"""Legacy Streamable HTTP upstream session on one shared `aiohttp.ClientSession` (2025-11-25/basic/transports.mdx).
 
 One `HttpUpstreamSession` is one `Mcp-Session-Id`: `initialize` → `notifications/initialized` → a GET
 stream kept open for pushes unrelated to a call (the `mcp` 1.x SDK sends sampling and roots there and
@@ -10,6 +10,7 @@ session id re-initializes once and retries the request when that is safe (no pus
 from __future__ import annotations
 
 import asyncio
+import enum
 import itertools
 from collections.abc import Mapping
 from typing import Final
@@ -18,11 +19,12 @@ import aiohttp
 import structlog
 
 from config.settings import UpstreamSettings
-from proxy.upstream.base import InboundHandler, JsonObject
+from proxy.tasks import TaskOwner
+from proxy.upstream.base import InboundHandler, SendsMessages
 from proxy.upstream.errors import map_upstream_errors
 from proxy.upstream.http_call import HttpUpstreamCall
-from proxy.upstream.http_channel import HttpChannel, SessionExpired, TaskSet
-from proxy.upstream.http_streams import GetStream, StreamRouter
+from proxy.upstream.http_channel import HttpChannel, SessionExpired
+from proxy.upstream.http_streams import GetStream, GetStreamState, StreamRouter
 from proxy.upstream.http_wire import (
     CLIENT_NAME,
     SESSION_HEADER,
@@ -33,10 +35,10 @@ from proxy.upstream.http_wire import (
     is_json,
     is_response,
     is_sse,
-    notification_message,
     read_json_message,
-    response_message,
 )
+from translators import jsonrpc
+from translators.eras import CANCELLED, INITIALIZE, INITIALIZED
 from translators.errors import (
     BridgeBug,
     BridgeError,
@@ -47,6 +49,7 @@ from translators.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from translators.jsonrpc import JsonObject
 from translators.revisions import OFFERED, Revision, negotiated
 
 _log = structlog.get_logger(__name__)
@@ -59,7 +62,15 @@ def _is_valid_session_id(value: str) -> bool:
     return bool(value) and all(0x21 <= ord(char) <= 0x7E for char in value)
 
 
-class HttpUpstreamSession:
+class SessionState(enum.Enum):
+    """Where an HTTP upstream session's life stands (re-initializing in place keeps it OPEN)."""
+
+    OPEN = "open"
+    BROKEN = "broken"  # a re-initialize failed: calls get its error, the pool replaces the session
+    CLOSED = "closed"  # aclose() ran
+
+
+class HttpUpstreamSession(SendsMessages):
     """Implements `UpstreamSession` over legacy Streamable HTTP. Build it with `open()`."""
 
     def __init__(
@@ -80,11 +91,10 @@ class HttpUpstreamSession:
         self._revision: Revision | None = None
         self._reinit_task: asyncio.Task[None] | None = None
         self._reinit_error: BridgeError | None = None
-        self._tasks = TaskSet()
+        self._tasks = TaskOwner()
         self._calls: dict[int, HttpUpstreamCall] = {}
         self._ids = itertools.count(1)
-        self._closed = False
-        self._broken = False
+        self._state = SessionState.OPEN
         self.reinitialized_count = 0
         self._log = _log.bind(upstream=self.upstream, upstream_session=next(_session_refs))
         self._router = StreamRouter(self._channel, self._tasks, self._calls, on_unrelated, self._log)
@@ -124,8 +134,8 @@ class HttpUpstreamSession:
 
     @property
     def is_alive(self) -> bool:
-        get_lost = self._get_stream is not None and self._get_stream.lost
-        return not self._closed and not self._broken and not get_lost
+        get_lost = self._get_stream is not None and self._get_stream.state is GetStreamState.LOST
+        return self._state is SessionState.OPEN and not get_lost
 
     @property
     def url(self) -> str:
@@ -153,21 +163,16 @@ class HttpUpstreamSession:
         self._check_open()
         call = self._new_call(method, params, headers=headers, on_inbound=on_inbound)
         self._calls[call.upstream_request_id] = call
-        call.task = self._tasks.spawn(self._run_call(call), f"upstream-call-{call.upstream_request_id}")
+        call.task = self._tasks.spawn(self._run_call(call), name=f"upstream-call-{call.upstream_request_id}")
         return call
 
-    async def respond(
-        self, push_id: int | str, *, result: JsonObject | None = None, error: JsonObject | None = None
-    ) -> None:
-        await self._send_bounded(response_message(push_id, result=result, error=error), "response to a push")
-
-    async def notify(self, method: str, params: JsonObject | None = None) -> None:
-        await self._send_bounded(notification_message(method, params), method)
+    async def _send_message(self, message: JsonObject, action: str) -> None:
+        await self._send_bounded(message, action)
 
     async def aclose(self) -> None:
-        if self._closed:
+        if self._state is SessionState.CLOSED:
             return
-        self._closed = True
+        self._state = SessionState.CLOSED
         for call in list(self._calls.values()):
             call.fail(UpstreamSessionLost(f"Upstream session to {self.upstream} was closed"))
         await self._tasks.stop()
@@ -245,7 +250,8 @@ class HttpUpstreamSession:
         return message
 
     async def _resume(self, call: HttpUpstreamCall, cursor: StreamCursor, generation: int) -> JsonObject:
-        """GET + `Last-Event-ID` after the `retry` delay until the response comes (BRIDGE-NOTES § 10.4)."""
+        """GET + `Last-Event-ID` after the `retry` delay until the response comes (2025-11-25/basic/transports.mdx
+        § Resumability and Redelivery)."""
         failures = 0
         while failures < MAX_RESUME_ATTEMPTS:
             if cursor.last_event_id is None:
@@ -289,7 +295,7 @@ class HttpUpstreamSession:
             call.task.cancel()
         params = {"requestId": call.upstream_request_id, "reason": reason}
         try:
-            await self.notify("notifications/cancelled", params)
+            await self.notify(CANCELLED, params)
         except UpstreamFault as exc:
             self._log.info("upstream_cancel_not_delivered", method=call.method, error=exc.message)
         self._log.info("upstream_call_cancelled", method=call.method)
@@ -301,20 +307,20 @@ class HttpUpstreamSession:
         The GET stream opens first so that a push the server sends on `initialized` (a `roots/list`,
         typically) has a stream to arrive on: the `mcp` 1.x SDK drops it otherwise."""
         self._channel.begin_generation()
-        with map_upstream_errors(self.upstream, "initialize"):
+        with map_upstream_errors(self.upstream, INITIALIZE):
             async with asyncio.timeout(self._channel.settings.init_timeout_s):
                 await self._initialize()
                 self._get_stream = GetStream(self._channel, self._router, self._tasks, self._log,
                                              on_expired=self._get_stream_expired)
                 await self._get_stream.start()
-                initialized = {"jsonrpc": "2.0", "method": "notifications/initialized"}
-                await self._channel.post_accepted(initialized, "notifications/initialized")
+                initialized = jsonrpc.notification(INITIALIZED)
+                await self._channel.post_accepted(initialized, INITIALIZED)
 
     async def _initialize(self) -> None:
         params = {"protocolVersion": OFFERED, "capabilities": self._capabilities, "clientInfo": client_info()}
-        call = self._new_call("initialize", params, headers={}, on_inbound=None)
-        async with self._channel.exchange("POST", "initialize", body=call.request_message()) as resp:
-            await self._channel.check_status(resp, self._channel.generation, "initialize")
+        call = self._new_call(INITIALIZE, params, headers={}, on_inbound=None)
+        async with self._channel.exchange("POST", INITIALIZE, body=call.request_message()) as resp:
+            await self._channel.check_status(resp, self._channel.generation, INITIALIZE)
             session_id = resp.headers.get(SESSION_HEADER)
             if session_id is not None and not _is_valid_session_id(session_id):
                 raise UpstreamProtocolError("sent an Mcp-Session-Id that is not visible ASCII")
@@ -346,7 +352,7 @@ class HttpUpstreamSession:
 
     async def _current_generation(self) -> int:
         """The generation to send on, after any re-initialize that is due or under way."""
-        if self._get_stream is not None and self._get_stream.expired:
+        if self._get_stream is not None and self._get_stream.state is GetStreamState.EXPIRED:
             await self._reinitialize(self._channel.generation)
         elif self._reinit_task is not None and not self._reinit_task.done():
             await self._reinitialize(self._channel.generation)
@@ -362,7 +368,7 @@ class HttpUpstreamSession:
         self._check_open()
         running = self._reinit_task is not None and not self._reinit_task.done()
         if not running and self._channel.generation == seen_generation:
-            self._reinit_task = self._tasks.spawn(self._run_reinitialize(), "upstream-reinitialize")
+            self._reinit_task = self._tasks.spawn(self._run_reinitialize(), name="upstream-reinitialize")
         if self._reinit_task is not None:
             await asyncio.wait({self._reinit_task})
         self._check_open()
@@ -371,8 +377,8 @@ class HttpUpstreamSession:
 
     def _get_stream_expired(self) -> None:
         """The GET stream met a 404: re-initialize now, not at the next call, so session-wide messages flow."""
-        if not self._closed:
-            self._tasks.spawn(self._reinitialize_eagerly(self._channel.generation), "upstream-reinitialize-eager")
+        if self._state is not SessionState.CLOSED:
+            self._tasks.spawn(self._reinitialize_eagerly(self._channel.generation), name="upstream-reinitialize-eager")
 
     async def _reinitialize_eagerly(self, generation: int) -> None:
         try:
@@ -387,7 +393,9 @@ class HttpUpstreamSession:
         try:
             await self._handshake()
         except BridgeError as exc:
-            self._broken, self._reinit_error = True, exc
+            self._reinit_error = exc
+            if self._state is SessionState.OPEN:
+                self._state = SessionState.BROKEN
             self._log.warning("upstream_session_reinitialize_failed", error=exc.message)
             return
         self.reinitialized_count += 1
@@ -402,15 +410,15 @@ class HttpUpstreamSession:
             await self._channel.post_bounded(message, action)
         except SessionExpired as exc:
             if self._get_stream is not None and exc.generation == self._channel.generation:
-                self._get_stream.expired = True  # re-initialize before the next call
+                self._get_stream.state = GetStreamState.EXPIRED  # re-initialize before the next call
             raise UpstreamSessionLost(
                 f"Upstream {self.upstream} ended the session; the {action} was not delivered"
             ) from None
 
     def _check_open(self) -> None:
-        if self._closed:
+        if self._state is SessionState.CLOSED:
             raise UpstreamSessionLost(f"Upstream session to {self.upstream} is closed")
 
 
-__all__ = ["CLIENT_NAME", "MAX_RESUME_ATTEMPTS", "HttpUpstreamSession", "client_info"]
+__all__ = ["CLIENT_NAME", "MAX_RESUME_ATTEMPTS", "HttpUpstreamSession", "SessionState", "client_info"]
 

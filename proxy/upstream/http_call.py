@@ -6,9 +6,11 @@ import asyncio
 
 import structlog
 
-from proxy.upstream.base import Inbound, InboundHandler, JsonObject
+from proxy.upstream.base import Inbound, InboundHandler
 from proxy.upstream.call import CancelSender, OutcomeCall
 from proxy.upstream.http_wire import is_request
+from translators import jsonrpc
+from translators.jsonrpc import JsonObject
 
 _log = structlog.get_logger(__name__)
 
@@ -45,7 +47,7 @@ class HttpUpstreamCall(OutcomeCall):
         self.task: asyncio.Task[None] | None = None
 
     def request_message(self) -> JsonObject:
-        return {"jsonrpc": "2.0", "id": self._upstream_request_id, "method": self.method, "params": self.params}
+        return jsonrpc.request(self._upstream_request_id, self.method, self.params)
 
     def deliver(self, message: JsonObject) -> None:
         """A push or notification from this call's own stream (POST, or its resumption)."""

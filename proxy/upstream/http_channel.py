@@ -1,13 +1,12 @@
 """The HTTP side of one legacy session: where to send, with which headers, bounded how; plus the task
-set a session owns (STYLE § 8.6: no fire-and-forget)."""
+set a session owns (docs/decisions.md § 6: no fire-and-forget)."""
 
 from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Collection, Coroutine, Mapping
+from collections.abc import AsyncIterator, Collection, Mapping
 from contextlib import asynccontextmanager
-from typing import Any
 
 import aiohttp
 import structlog
@@ -15,16 +14,17 @@ from yarl import URL
 
 from config.settings import UpstreamSettings
 from proxy.auth_passthrough import upstream_challenge
-from proxy.upstream.base import JsonObject
 from proxy.upstream.errors import map_upstream_errors, safe_url
 from proxy.upstream.http_wire import JSON_TYPE, POST_ACCEPT, SESSION_HEADER, build_headers, is_json
 from translators.errors import UpstreamProtocolError, UpstreamUnavailable
+from translators.jsonrpc import JsonObject
 
 _log = structlog.get_logger(__name__)
 
 
 class SessionExpired(Exception):
-    """404 on a request that carried the session id of `generation` (BRIDGE-NOTES § 10.5)."""
+    """404 on a request that carried the session id of `generation` (2025-11-25/basic/transports.mdx
+    § Session Management)."""
 
     def __init__(self, generation: int) -> None:
         super().__init__("upstream session expired")
@@ -170,27 +170,4 @@ async def _refusal_detail(resp: aiohttp.ClientResponse) -> str:
     return f": {message[:200]}" if isinstance(message, str) else ""
 
 
-class TaskSet:
-    """Tasks owned by one object; `stop()` cancels and awaits them."""
-
-    def __init__(self) -> None:
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    def spawn(self, coro: Coroutine[Any, Any, None], name: str) -> asyncio.Task[None]:
-        task = asyncio.get_running_loop().create_task(coro, name=name)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
-
-    async def stop(self, tasks: Collection[asyncio.Task[None]] | None = None) -> None:
-        """Cancel and await `tasks` (default: all), never the calling task itself."""
-        current = asyncio.current_task()
-        chosen = list(self._tasks if tasks is None else tasks)
-        pending = [task for task in chosen if task is not current and not task.done()]
-        for task in pending:
-            task.cancel()
-        if pending:
-            await asyncio.wait(pending)
-
-
-__all__ = ["HttpChannel", "SessionExpired", "TaskSet", "UpstreamRefused"]
+__all__ = ["HttpChannel", "SessionExpired", "UpstreamRefused"]

@@ -1,21 +1,23 @@
-"""Reading a legacy session's SSE streams: routing what arrives (BRIDGE-NOTES § 5.1, NC-16) and keeping
+"""Reading a legacy session's SSE streams: routing what arrives (docs/decisions.md § 7, § 16) and keeping
 the GET stream open (§ 10.3), reconnecting after `retry` and resuming with `Last-Event-ID` (§ 10.4)."""
 
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import Callable
 from typing import Any, Final
 
 import aiohttp
 
-from proxy.upstream.base import Inbound, InboundHandler, JsonObject
+from proxy.tasks import TaskOwner
+from proxy.upstream.base import Inbound, InboundHandler
 from proxy.upstream.http_call import HttpUpstreamCall, invoke_handler
-from proxy.upstream.http_channel import HttpChannel, SessionExpired, TaskSet
+from proxy.upstream.http_channel import HttpChannel, SessionExpired
 from proxy.upstream.http_wire import SSE_TYPE, StreamCursor, is_request, is_response, iter_stream_messages
-from translators.eras import LEGACY_PING, META_PROGRESS_TOKEN
+from translators.eras import LEGACY_PING, META_PROGRESS_TOKEN, PROGRESS
 from translators.errors import UpstreamFault, UpstreamProtocolError
-from translators.notifications import PROGRESS
+from translators.jsonrpc import JsonObject, result_response
 
 MAX_GET_FAILURES: Final = 5  # consecutive GET-stream attempts that fail, or end soon bringing nothing
 HEALTHY_STREAM_S: Final = 5.0  # a GET stream open this long counts as healthy even if it brought nothing
@@ -28,7 +30,7 @@ class StreamRouter:
     def __init__(
         self,
         channel: HttpChannel,
-        tasks: TaskSet,
+        tasks: TaskOwner,
         calls: dict[int, HttpUpstreamCall],
         on_unrelated: InboundHandler,
         log: Any,
@@ -62,7 +64,7 @@ class StreamRouter:
         if not isinstance(method, str):
             self._log.warning("upstream_message_ignored", reason="neither request, notification nor response")
         elif method == LEGACY_PING and is_request(message):
-            self._tasks.spawn(self._answer_ping(message["id"]), "upstream-ping-answer")
+            self._tasks.spawn(self._answer_ping(message["id"]), name="upstream-ping-answer")
         elif call is not None:
             self._log.debug("upstream_inbound_received", method=method, stream="post")
             call.deliver(message)
@@ -101,15 +103,23 @@ class StreamRouter:
 
     async def _answer_ping(self, ping_id: int | str) -> None:
         try:
-            await self._channel.post_bounded({"jsonrpc": "2.0", "id": ping_id, "result": {}}, "ping response")
+            await self._channel.post_bounded(result_response(ping_id, {}), "ping response")
         except (UpstreamFault, SessionExpired) as exc:
             self._log.info("upstream_ping_not_answered", error=str(exc))
+
+
+class GetStreamState(enum.Enum):
+    """Where a GET stream's life stands (it is reopened while OPEN and the generation is current)."""
+
+    OPEN = "open"
+    EXPIRED = "expired"  # the upstream answered 404: the session is gone, re-initialize before the next call
+    LOST = "lost"  # repeated failures: pushes sent there would be dropped, so the session is not alive
 
 
 class GetStream:
     """The session's GET stream for one generation (one `Mcp-Session-Id`)."""
 
-    def __init__(self, channel: HttpChannel, router: StreamRouter, tasks: TaskSet, log: Any, *,
+    def __init__(self, channel: HttpChannel, router: StreamRouter, tasks: TaskOwner, log: Any, *,
                  on_expired: Callable[[], None] | None = None) -> None:
         self._channel = channel
         self._on_expired = on_expired
@@ -118,8 +128,7 @@ class GetStream:
         self._log = log
         self._generation = channel.generation
         self._task: asyncio.Task[None] | None = None
-        self.expired = False  # the upstream answered 404: the session is gone
-        self.lost = False  # repeated failures: pushes sent there would be dropped
+        self.state = GetStreamState.OPEN
 
     @property
     def is_open(self) -> bool:
@@ -128,7 +137,7 @@ class GetStream:
     async def start(self) -> None:
         """Open the stream and return once the upstream accepted it (or said 405: none offered)."""
         opened: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._task = self._tasks.spawn(self._run(opened), "upstream-get-stream")
+        self._task = self._tasks.spawn(self._run(opened), name="upstream-get-stream")
         await opened
 
     async def stop(self) -> None:
@@ -150,7 +159,7 @@ class GetStream:
             healthy = cursor.events_seen > before or loop.time() - started >= HEALTHY_STREAM_S
             failures = 0 if healthy else failures + 1
             if failures >= MAX_GET_FAILURES:
-                self.lost = True
+                self.state = GetStreamState.LOST
                 self._log.warning("upstream_get_stream_lost", attempts=failures)
                 return
             await asyncio.sleep(cursor.retry_s)
@@ -169,7 +178,7 @@ class GetStream:
             except SessionExpired:
                 if not opened.done():
                     raise UpstreamProtocolError("answered the first GET stream with 404") from None
-                self.expired = True
+                self.state = GetStreamState.EXPIRED
                 self._log.info("upstream_session_expired", stream="get")
                 if self._on_expired is not None:
                     self._on_expired()
@@ -184,4 +193,4 @@ def _settle(opened: asyncio.Future[None]) -> None:
         opened.set_result(None)
 
 
-__all__ = ["HEALTHY_STREAM_S", "MAX_GET_FAILURES", "GetStream", "StreamRouter"]
+__all__ = ["HEALTHY_STREAM_S", "MAX_GET_FAILURES", "GetStream", "GetStreamState", "StreamRouter"]

@@ -1,4 +1,4 @@
-"""Wire details of the legacy Streamable HTTP transport (BRIDGE-NOTES §§ 10.2-10.4): headers, bounded
+"""Wire details of the legacy Streamable HTTP transport (2025-11-25/basic/transports.mdx): headers, bounded
 JSON bodies, SSE message streams with their resumption cursor, and JSON-RPC message shapes."""
 
 from __future__ import annotations
@@ -13,10 +13,9 @@ from typing import Any, Final
 import aiohttp
 
 from translators.batches import batch_elements
-from translators.errors import BridgeBug, UpstreamProtocolError
+from translators.errors import UpstreamProtocolError
+from translators.jsonrpc import JsonObject
 from translators.sse import SSEDecoder, SSEEvent
-
-JsonObject = dict[str, Any]
 
 SESSION_HEADER: Final = "Mcp-Session-Id"
 VERSION_HEADER: Final = "MCP-Protocol-Version"
@@ -91,21 +90,6 @@ def is_request(message: JsonObject) -> bool:
 
 def is_notification(message: JsonObject) -> bool:
     return isinstance(message.get("method"), str) and "id" not in message
-
-
-def response_message(push_id: int | str, *, result: JsonObject | None, error: JsonObject | None) -> JsonObject:
-    """The JSON-RPC response answering a push: exactly one of `result` or `error`."""
-    if (result is None) == (error is None):
-        raise BridgeBug("respond() needs exactly one of result or error")
-    outcome = {"result": result} if result is not None else {"error": error}
-    return {"jsonrpc": "2.0", "id": push_id, **outcome}
-
-
-def notification_message(method: str, params: JsonObject | None) -> JsonObject:
-    message: JsonObject = {"jsonrpc": "2.0", "method": method}
-    if params is not None:
-        message["params"] = params
-    return message
 
 
 async def read_json_message(response: aiohttp.ClientResponse) -> JsonObject:
@@ -237,8 +221,6 @@ __all__ = [
     "is_sse",
     "iter_stream_events",
     "iter_stream_messages",
-    "notification_message",
     "parse_message",
     "read_json_message",
-    "response_message",
 ]

@@ -1,4 +1,4 @@
-"""Which upstream session serves which call (DESIGN §§ 3, 6, 7; BRIDGE-NOTES NC-1, NC-3, NC-4).
+"""Which upstream session serves which call (docs/decisions.md §§ 7, 8, 10).
 
 Sessions are keyed by (principal, capability fingerprint, roots) and kept warm for reuse. A session carries
 at most one *exclusive* lease (an MRTR-capable call: every push on that session is then its own)
@@ -10,6 +10,7 @@ Limits are enforced by evicting idle sessions first; idle sessions are reaped af
 from __future__ import annotations
 
 import asyncio
+import enum
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
@@ -21,14 +22,20 @@ from proxy.upstream.base import (
     STREAMABLE_HTTP,
     Inbound,
     InboundHandler,
-    JsonObject,
     PooledSession,
     SessionOpener,
     TransportInfo,
     UpstreamSession,
 )
 from proxy.upstream.http_call import invoke_handler
-from translators.errors import BridgeBug, BridgeError, LimitExceeded, UpstreamUnavailable
+from translators.errors import (
+    BridgeBug,
+    BridgeError,
+    CapacityExceeded,
+    ClientLimitExceeded,
+    UpstreamUnavailable,
+)
+from translators.jsonrpc import JsonObject
 
 _log = structlog.get_logger(__name__)
 
@@ -55,6 +62,15 @@ class PoolStats:
     reinitialized_total: int
 
 
+class EntryState(enum.Enum):
+    """Where a pooled session's life stands. Who holds it is separate: `exclusive` (one lease) or
+    `shared` (a count of leases); idle when neither."""
+
+    SERVING = "serving"  # may be handed out
+    RETIRING = "retiring"  # never handed out again; closed when its last lease is released
+    CLOSED = "closed"  # its session is closed (or closing)
+
+
 class _Entry:
     """The pool's record of one open session."""
 
@@ -64,8 +80,7 @@ class _Entry:
         self.shared = 0
         self.exclusive: Lease | None = None
         self.idle_since: float | None = now
-        self.retiring = False  # never handed out again; closed when its last lease is released
-        self.closed = False
+        self.state = EntryState.SERVING
 
     @property
     def is_idle(self) -> bool:
@@ -73,7 +88,11 @@ class _Entry:
 
     @property
     def can_serve(self) -> bool:
-        return not self.retiring and self.session.is_alive
+        return self.state is EntryState.SERVING and self.session.is_alive
+
+    def retire(self) -> None:
+        if self.state is EntryState.SERVING:
+            self.state = EntryState.RETIRING
 
 
 class Lease:
@@ -180,7 +199,7 @@ class UpstreamPool:
         """Never hand `session` out again; it is closed when its last lease is released (or reaped)."""
         for entry in self._entries:
             if entry.session is session:
-                entry.retiring = True
+                entry.retire()
 
     def stats(self) -> PoolStats:
         reinitialized = sum(entry.session.reinitialized_count for entry in self._entries)
@@ -209,8 +228,8 @@ class UpstreamPool:
             if opening is None:
                 try:
                     return await self._open(key, capabilities, exclusive=exclusive, headers=headers)
-                except LimitExceeded as exc:
-                    if not wait or exc.data.get("limit") != TOTAL_LIMIT:
+                except CapacityExceeded:
+                    if not wait:
                         raise
                     if deadline is None:
                         deadline = asyncio.get_running_loop().time() + self._settings.session_wait_s
@@ -229,10 +248,10 @@ class UpstreamPool:
         except TimeoutError:
             raise self._busy_error() from None
 
-    def _busy_error(self) -> LimitExceeded:
+    def _busy_error(self) -> CapacityExceeded:
         limit, held = self._settings.max_sessions, sum(1 for e in self._entries if e.exclusive is not None)
         by_calls = f", {held} of them held by interactive calls" if held else ""
-        return LimitExceeded(
+        return CapacityExceeded(
             f"The bridge already has {limit} upstream sessions in use (upstream.max_sessions){by_calls}; none"
             f" became free within {self._settings.session_wait_s:g} s (upstream.session_wait_s); retry later",
             TOTAL_LIMIT,
@@ -264,7 +283,7 @@ class UpstreamPool:
         return lease
 
     def _reserve(self, principal: str) -> list[_Entry]:
-        """Claim room for one more session, evicting idle ones if needed; raises `LimitExceeded`."""
+        """Claim room for one more session, evicting idle ones if needed; raises a `LimitExceeded`."""
         victims: list[_Entry] = []
         per_principal = self._settings.max_sessions_per_principal
         while self._count(principal, victims) >= per_principal:
@@ -289,12 +308,12 @@ class UpstreamPool:
         if idle:
             return min(idle, key=lambda e: e.idle_since or 0.0)
         if principal is not None:
-            raise LimitExceeded(
+            raise ClientLimitExceeded(
                 f"This caller already has {limit} upstream sessions in use"
                 " (upstream.max_sessions_per_principal); finish or cancel some calls and retry",
                 "upstream.max_sessions_per_principal",
             )
-        raise LimitExceeded(
+        raise CapacityExceeded(
             f"The bridge already has {limit} upstream sessions in use (upstream.max_sessions); retry later",
             TOTAL_LIMIT,
         )
@@ -342,11 +361,11 @@ class UpstreamPool:
         else:
             entry.shared -= 1
         if discard or not entry.session.is_alive:
-            entry.retiring = True
+            entry.retire()
         self._room_made()  # a shared lease may now be exclusive, an idle session evictable
         if not entry.is_idle:
             return
-        if entry.retiring:
+        if entry.state is not EntryState.SERVING:
             if entry in self._entries:
                 self._entries.remove(entry)
             await self._close_all([entry], "discarded")
@@ -354,11 +373,11 @@ class UpstreamPool:
             entry.idle_since = asyncio.get_running_loop().time()
 
     async def _close_all(self, entries: list[_Entry], reason: str) -> None:
-        entries = [entry for entry in entries if not entry.closed]
+        entries = [entry for entry in entries if entry.state is not EntryState.CLOSED]
         if not entries:
             return
         for entry in entries:
-            entry.closed = True
+            entry.state = EntryState.CLOSED
             self._retired_reinitialized += entry.session.reinitialized_count
         self._room_made()
         results = await asyncio.gather(*(e.session.aclose() for e in entries), return_exceptions=True)

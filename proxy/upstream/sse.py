@@ -25,11 +25,12 @@ import structlog
 from yarl import URL
 
 from config.settings import UpstreamSettings
-from proxy.upstream.base import Inbound, InboundHandler, JsonObject
+from proxy.tasks import TaskOwner
+from proxy.upstream.base import Inbound, InboundHandler, SendsMessages
 from proxy.upstream.call import OutcomeCall
 from proxy.upstream.errors import map_upstream_errors
 from proxy.upstream.http_call import invoke_handler
-from proxy.upstream.http_channel import HttpChannel, TaskSet, UpstreamRefused
+from proxy.upstream.http_channel import HttpChannel, UpstreamRefused
 from proxy.upstream.http_wire import (
     SSE_TYPE,
     StreamCursor,
@@ -39,10 +40,9 @@ from proxy.upstream.http_wire import (
     is_request,
     is_response,
     iter_stream_events,
-    notification_message,
-    response_message,
 )
-from translators.eras import LEGACY_PING
+from translators import jsonrpc
+from translators.eras import CANCELLED, INITIALIZE, INITIALIZED, LEGACY_PING
 from translators.errors import (
     BridgeBug,
     UpstreamFault,
@@ -50,6 +50,7 @@ from translators.errors import (
     UpstreamReturnedError,
     UpstreamSessionLost,
 )
+from translators.jsonrpc import JsonObject
 from translators.revisions import OFFERED, Revision, negotiated
 
 _log = structlog.get_logger(__name__)
@@ -72,7 +73,7 @@ def resolve_endpoint(sse_url: str, data: str) -> str:
     return str(target)
 
 
-class SseUpstreamSession:
+class SseUpstreamSession(SendsMessages):
     """Implements `UpstreamSession` over one legacy HTTP+SSE connection. Build it with `open()`."""
 
     def __init__(
@@ -95,7 +96,7 @@ class SseUpstreamSession:
         self._endpoint: asyncio.Future[str] = asyncio.get_running_loop().create_future()
         self._calls: dict[int, OutcomeCall] = {}
         self._ids = itertools.count(1)
-        self._tasks = TaskSet()
+        self._tasks = TaskOwner()
         self._reader: asyncio.Task[None] | None = None
         self._init_result: JsonObject = {}
         self._revision: Revision | None = None
@@ -118,7 +119,7 @@ class SseUpstreamSession:
         failure nothing is left open."""
         session = cls(client, url, headers=headers, on_unrelated=on_unrelated, settings=settings)
         try:
-            with map_upstream_errors(session.upstream, "initialize"):
+            with map_upstream_errors(session.upstream, INITIALIZE):
                 async with asyncio.timeout(settings.init_timeout_s):
                     await session._handshake(capabilities)
         except BaseException:
@@ -168,17 +169,13 @@ class SseUpstreamSession:
             call.fail(self._lost_error())
             return call
         self._calls[call.upstream_request_id] = call
-        message = {"jsonrpc": "2.0", "id": call.upstream_request_id, "method": method, "params": params}
-        self._tasks.spawn(self._post_request(call, message, dict(headers)), f"sse-request-{call.upstream_request_id}")
+        message = jsonrpc.request(call.upstream_request_id, method, params)
+        self._tasks.spawn(self._post_request(call, message, dict(headers)),
+                          name=f"sse-request-{call.upstream_request_id}")
         return call
 
-    async def respond(
-        self, push_id: int | str, *, result: JsonObject | None = None, error: JsonObject | None = None
-    ) -> None:
-        await self._send(response_message(push_id, result=result, error=error), "response to a push")
-
-    async def notify(self, method: str, params: JsonObject | None = None) -> None:
-        await self._send(notification_message(method, params), method)
+    async def _send_message(self, message: JsonObject, action: str) -> None:
+        await self._send(message, action)
 
     async def aclose(self) -> None:
         """Fail the calls in flight and close the stream (which ends the session on the server)."""
@@ -194,17 +191,17 @@ class SseUpstreamSession:
     # -- the handshake ----------------------------------------------------------------------------
 
     async def _handshake(self, capabilities: JsonObject) -> None:
-        self._reader = self._tasks.spawn(self._read_stream(), "sse-stream")
+        self._reader = self._tasks.spawn(self._read_stream(), name="sse-stream")
         endpoint = await self._endpoint
         self._poster = HttpChannel(self._client, endpoint, headers=self._headers, settings=self._settings)
         params = {"protocolVersion": OFFERED, "capabilities": capabilities, "clientInfo": client_info()}
         try:
-            result = await self.start("initialize", params, headers={}, on_inbound=None).result()
+            result = await self.start(INITIALIZE, params, headers={}, on_inbound=None).result()
         except UpstreamReturnedError as exc:
             raise UpstreamProtocolError(f"Upstream {self.upstream} refused initialize: {exc.message[:200]}") from exc
         self._revision = negotiated(self.upstream, result.get("protocolVersion"))
         self._init_result = result
-        await self.notify("notifications/initialized")
+        await self.notify(INITIALIZED)
 
     # -- the stream -------------------------------------------------------------------------------
 
@@ -262,7 +259,7 @@ class SseUpstreamSession:
             else:
                 call.resolve(message)
         elif message.get("method") == LEGACY_PING and is_request(message):
-            self._tasks.spawn(self._answer_ping(message["id"]), "sse-ping-answer")
+            self._tasks.spawn(self._answer_ping(message["id"]), name="sse-ping-answer")
         elif isinstance(message.get("method"), str):
             self._log.debug("upstream_inbound_received", method=message["method"], stream="sse")
             invoke_handler(self._on_unrelated, Inbound(message=message, related_request_id=None))
@@ -293,7 +290,7 @@ class SseUpstreamSession:
         self._calls.pop(call.upstream_request_id, None)
         params = {"requestId": call.upstream_request_id, "reason": reason}
         try:
-            await self.notify("notifications/cancelled", params)
+            await self.notify(CANCELLED, params)
         except UpstreamFault as exc:
             self._log.info("upstream_cancel_not_delivered", method=call.method, error=exc.message)
         self._log.info("upstream_call_cancelled", method=call.method)
@@ -316,7 +313,8 @@ class SseUpstreamSession:
     def _lost_error(self, method: str | None = None) -> UpstreamSessionLost:
         reason = self._lost or f"Upstream session to {self.upstream} is closed"
         during = f" while {method} was in flight" if method else ""
-        return UpstreamSessionLost(f"{reason}{during}", {"upstream": self.upstream})
+        return UpstreamSessionLost(f"{reason}{during}", {"upstream": self.upstream},
+                                   public=f"The upstream session was lost: its SSE stream closed{during}")
 
 
 __all__ = ["TRANSPORT_NAME", "SseUpstreamSession", "resolve_endpoint"]

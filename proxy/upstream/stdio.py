@@ -1,11 +1,11 @@
-"""Legacy stdio upstream: one subprocess is one legacy session (BRIDGE-NOTES § 11, DESIGN § 3).
+"""Legacy stdio upstream: one subprocess is one legacy session (docs/decisions.md § 7).
 
 The bridge spawns the configured command, speaks newline-delimited JSON-RPC in the negotiated revision
 (translators.revisions; batch lines at 2025-03-26) on its stdin/stdout, and relays its stderr to the
 log (bounded, rate-limited). Nothing on stdio links a
 push or a notification to the call that caused it, so every inbound message is *unrelated*
 (`related_request_id=None`) and goes to `on_unrelated`; the pool gives it to the exclusive lease
-holder (DESIGN § 3). `ping` is answered here and never surfaces.
+holder (docs/decisions.md § 7). `ping` is answered here and never surfaces.
 
 When the process exits, every pending call fails at once with `UpstreamSessionLost` naming the exit
 code, and the session is dead for good (the pool replaces it). Closing: stdin is closed, then after
@@ -27,12 +27,13 @@ import structlog
 
 from config.settings import UpstreamSettings
 from proxy.tasks import TaskOwner
-from proxy.upstream.base import Inbound, InboundHandler, JsonObject
+from proxy.upstream.base import Inbound, InboundHandler, SendsMessages
 from proxy.upstream.call import OutcomeCall
 from proxy.upstream.stdio_children import ChildProcesses
 from proxy.upstream.stdio_process import exit_code, exit_message, spawn, stop_process, upstream_label
 from proxy.upstream.stdio_stderr import StderrRelay
-from translators.eras import LEGACY_PING
+from translators import jsonrpc
+from translators.eras import CANCELLED, INITIALIZE, INITIALIZED, LEGACY_PING
 from translators.errors import (
     INVALID_REQUEST,
     BridgeBug,
@@ -43,6 +44,7 @@ from translators.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from translators.jsonrpc import JsonObject
 from translators.revisions import OFFERED, Revision, negotiated
 from translators.stdio_framing import FramingError, LineDecoder, frame
 
@@ -51,8 +53,6 @@ log = structlog.get_logger(__name__)
 READ_CHUNK: Final = 65536
 EXIT_CODE_WAIT_S: Final = 0.5  # after stdout closes, how long to wait for the exit code
 CLIENT_INFO: Final[JsonObject] = {"name": "mrtr-bridge", "version": version("mrtr-bridge")}
-CANCELLED: Final = "notifications/cancelled"
-INITIALIZED: Final = "notifications/initialized"
 
 def _kind(message: JsonObject) -> str:
     """'response', 'request', 'notification' or 'invalid' for one decoded line."""
@@ -69,7 +69,7 @@ def _nobody(inbound: Inbound) -> None:
     """The inbound handler of a spare process: it has no session yet, so it says nothing."""
 
 
-class StdioUpstreamSession:
+class StdioUpstreamSession(SendsMessages):
     """Implements `UpstreamSession` over one legacy server subprocess. Build it with `open()`."""
 
     def __init__(
@@ -187,22 +187,11 @@ class StdioUpstreamSession:
             call.fail(self._lost_error())
             return call
         self._calls[call.upstream_request_id] = call
-        message = {"jsonrpc": "2.0", "id": call.upstream_request_id, "method": method, "params": params}
+        message = jsonrpc.request(call.upstream_request_id, method, params)
         self._tasks.spawn(self._send_request(call, message), name=f"stdio-request-{call.upstream_request_id}")
         return call
 
-    async def respond(
-        self, push_id: int | str, *, result: JsonObject | None = None, error: JsonObject | None = None
-    ) -> None:
-        if (result is None) == (error is None):
-            raise BridgeBug("respond() needs exactly one of result and error")
-        outcome = {"result": result} if error is None else {"error": error}
-        await self._write({"jsonrpc": "2.0", "id": push_id, **outcome})
-
-    async def notify(self, method: str, params: JsonObject | None = None) -> None:
-        message: JsonObject = {"jsonrpc": "2.0", "method": method}
-        if params is not None:
-            message["params"] = params
+    async def _send_message(self, message: JsonObject, action: str) -> None:
         await self._write(message)
 
     async def aclose(self) -> None:
@@ -227,7 +216,7 @@ class StdioUpstreamSession:
 
     async def _initialize(self, capabilities: JsonObject) -> None:
         params = {"protocolVersion": OFFERED, "capabilities": capabilities, "clientInfo": CLIENT_INFO}
-        call = self.start("initialize", params)
+        call = self.start(INITIALIZE, params)
         timeout = self._settings.init_timeout_s
         data = upstream_label(self._program)
         try:

@@ -17,12 +17,13 @@ import aiohttp
 import structlog
 
 from config.settings import UpstreamSettings
-from proxy.upstream.base import InboundHandler, JsonObject, PooledSession
+from proxy.upstream.base import InboundHandler, PooledSession
 from proxy.upstream.errors import safe_url
 from proxy.upstream.http import HttpUpstreamSession
 from proxy.upstream.http_channel import UpstreamRefused
 from proxy.upstream.sse import SseUpstreamSession
 from translators.errors import UpstreamFault, UpstreamProtocolError, UpstreamUnavailable
+from translators.jsonrpc import JsonObject
 from translators.revisions import UnsupportedUpstreamVersion
 
 _log = structlog.get_logger(__name__)

@@ -23,7 +23,7 @@ from config.settings import Settings
 from proxy.app import bridge_runtime
 from proxy.context import FrontRequest
 from proxy.dispatch import Engine
-from proxy.upstream.base import JsonObject, SessionOpener
+from proxy.upstream.base import SessionOpener
 from proxy.upstream.pool import UpstreamPool
 from translators.eras import (
     ELICIT,
@@ -34,6 +34,7 @@ from translators.eras import (
     RESULT_INPUT_REQUIRED,
     TOOLS_CALL,
 )
+from translators.jsonrpc import JsonObject
 
 ALL_CAPABILITIES: JsonObject = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
 ELICIT_PARAMS: JsonObject = {"message": "Your name?", "requestedSchema": {

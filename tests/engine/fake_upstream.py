@@ -26,10 +26,11 @@ import itertools
 from collections.abc import Mapping
 from typing import Any
 
-from proxy.upstream.base import Inbound, InboundHandler, JsonObject
+from proxy.upstream.base import Inbound, InboundHandler
 from proxy.upstream.call import OutcomeCall
 from translators.eras import LEGACY_VERSION, META_INPUT_KEY_HINT
 from translators.errors import BridgeError, UpstreamSessionLost, UpstreamUnavailable
+from translators.jsonrpc import JsonObject
 from translators.revisions import REVISIONS, Revision
 
 WAIT_S = 5.0  # a generous ceiling for anything a test waits for; a pass takes milliseconds

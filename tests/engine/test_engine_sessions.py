@@ -21,9 +21,9 @@ from engine_harness import (
 from fake_upstream import FakeUpstream
 
 from proxy.app import stdio_opener
-from proxy.upstream.base import JsonObject
 from translators.eras import DISCOVER, ELICIT, MODERN_VERSION
 from translators.errors import INTERNAL_ERROR, LEGACY_URL_ELICITATION_REQUIRED, UpstreamUnavailable
+from translators.jsonrpc import JsonObject
 
 STDIO = {"command": "fake-legacy-server", "url": None}
 BRIDGE_ERROR = {"source": "mrtr-bridge"}
@@ -197,10 +197,11 @@ async def test_discover_reports_the_upstreams_initialize(get_stream: bool, tools
             "resultType": "complete", "supportedVersions": [MODERN_VERSION], "capabilities": {"tools": tools},
             "ttlMs": 0, "cacheScope": "private",
             "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "fake-legacy", "version": "1.0"}}}}
-        # the first initialize declared 2025-11-25 shapes; that session is closed unused, and the
-        # one that serves is opened with the 2025-06-18 shape
-        assert [session.received for session in upstream.sessions] == [[("close", None, None)], []]
+        # the first initialize declared 2025-11-25 shapes; that session is left unused (and closed a
+        # moment later), and the one that serves is opened with the 2025-06-18 shape
+        assert [session.received for session in upstream.sessions] == [[], []]
         assert upstream.sessions[-1].init_result["protocolVersion"] == "2025-06-18"
+    assert upstream.sessions[0].received == [("close", None, None)]
 
 
 async def test_answers_of_one_round_go_upstream_in_push_order() -> None:

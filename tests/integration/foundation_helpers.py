@@ -29,6 +29,7 @@ from mcp.shared.message import SessionMessage
 from schema_check import assert_valid
 
 from translators.eras import META_SERVER_INFO, MODERN_VERSION, RESULT_COMPLETE
+from translators.jsonrpc import JsonObject
 
 from .harness import (
     BRIDGE_EXE,
@@ -40,7 +41,6 @@ from .harness import (
 )
 from .raw_http import HTTP_TIMEOUT_S
 
-JsonObject = dict[str, Any]
 Side = Literal["http", "stdio"]
 
 FIXTURE_NAME = "mcp-legacy-conformance-fixture"

@@ -24,6 +24,7 @@ from mcp.shared.exceptions import MCPError
 
 from translators.eras import ELICIT, MODERN_VERSION, RESULT_COMPLETE, RESULT_INPUT_REQUIRED, ROOTS, SAMPLE, TOOLS_CALL
 from translators.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
+from translators.jsonrpc import JsonObject
 
 from .harness import (
     BRIDGE_EXE,
@@ -38,7 +39,6 @@ from .harness import (
 )
 
 INTERACTIVE = "interactive_server.py"
-JsonObject = dict[str, Any]
 FULL_CAPABILITIES: JsonObject = {
     "elicitation": {"form": {}, "url": {}},
     "sampling": {"tools": {}},

@@ -23,10 +23,10 @@ from translators.eras import (
     MODERN_VERSION,
     NAMED_METHODS,
 )
+from translators.jsonrpc import JsonObject
 
 HTTP_TIMEOUT_S = 30.0
 CLIENT_INFO: dict[str, str] = {"name": "mrtr-bridge-tests", "version": "0.0.0"}
-JsonObject = dict[str, Any]
 
 
 def encode_header_value(value: str) -> str:

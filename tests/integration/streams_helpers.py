@@ -34,6 +34,7 @@ from translators.eras import (
     RESULT_COMPLETE,
     TOOLS_CALL,
 )
+from translators.jsonrpc import JsonObject
 
 from .harness import BRIDGE_EXE, CLIENT_INFO, ModernPoster, PeerProcess, RawReply
 
@@ -42,7 +43,6 @@ WAIT_S = 10.0  # bound of every wait for something that must happen
 ABSENCE_S = 3.0  # how long a test waits for something that should have arrived by now
 ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 FORM_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}}}
-JsonObject = dict[str, Any]
 
 
 # ---- reading streams as they arrive ---------------------------------------------------------------

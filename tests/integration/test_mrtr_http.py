@@ -173,7 +173,7 @@ async def test_url_elicitation_required_declined(server: Interactive) -> None:
         no = {key: {"action": "decline"} for key in requests}
         declined = await call_tool(post, "authorize", {"tag": "auth-no"}, responses=no, state=state)
     assert server.journal.events("auth-no") == ["call"]
-    error = declined.response["error"]  # a bridge-local error, marked as such (BRIDGE-NOTES § 4.2)
+    error = declined.response["error"]  # a bridge-local error, marked as such (docs/decisions.md § 3)
     assert (error["code"], error.get("data", {}).get("source")) == (INTERNAL_ERROR, BRIDGE_MARKER)
 
 

@@ -27,7 +27,7 @@ from .mrtr_helpers import json_of, text_of
 
 T = 60  # bound on every test body, seconds
 SERVER = "roots_keeping_server.py"
-ROOTS_A = ["file:///work/client-a", "file:///shared/a-docs"]
+ROOTS_A = ["file:///work/client-a", "file:///srv/a-docs"]
 ROOTS_B = ["file:///work/client-b"]
 # A generous bound for the server's ask (probe and fresh sessions end as soon as it comes), so a
 # loaded machine cannot make the probe miss it; the default settle wait is kept.

@@ -390,6 +390,7 @@ async def test_serve_second_sigterm_stops_the_servers_at_once(
         os.kill(bridge.popen.pid, signal.SIGTERM)
         assert await asyncio.to_thread(bridge.popen.wait, TIMEOUT_S) == 0
         reply = await attached
-    assert reply.response["error"]["message"].startswith("legacy server process exited with code -9")
+    assert reply.response["error"]["message"].startswith(
+        "The upstream session was lost: legacy server process exited with code -9")
     await asyncio.sleep(LEFT_AFTER_S)
     assert tree_pids(marker) == []

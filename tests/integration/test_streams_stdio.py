@@ -31,6 +31,7 @@ from translators.eras import (
     SUBSCRIPTIONS_LISTEN,
     TOOLS_CALL,
 )
+from translators.jsonrpc import JsonObject
 
 from .harness import PeerProcess, Peers, bridge_env, legacy_stdio_command
 from .streams_helpers import (
@@ -57,7 +58,6 @@ from .streams_helpers import (
     wait_logged,
 )
 
-JsonObject = dict[str, Any]
 UPDATED = "notifications/resources/updated"
 
 
@@ -341,7 +341,7 @@ async def test_a_listener_whose_upstream_cannot_be_replaced_is_closed_gracefully
         rest = [item for item in await listener.rest() if isinstance(item, dict)]
     finally:
         await listener.close()
-    assert len(rest) == 1 and "error" not in rest[0], rest  # BRIDGE-NOTES § 3.7: upstream gone -> closing result
+    assert len(rest) == 1 and "error" not in rest[0], rest  # docs/decisions.md § 14: upstream gone -> closing result
     assert rest[0]["id"] == "gone-1"
     assert rest[0]["result"]["resultType"] == RESULT_COMPLETE
     assert rest[0]["result"]["_meta"][META_SUBSCRIPTION_ID] == "gone-1"

@@ -212,7 +212,7 @@ async def test_a_dropped_sse_connection_fails_its_calls_at_once_and_is_replaced(
     assert delay < PROMPT_FAILURE_S
     for error in (lost_attached.response["error"], lost_held.response["error"]):
         assert error["data"]["source"] == BRIDGE_MARKER
-        assert "closed the SSE stream" in error["message"] or "session is lost" in error["message"], error
+        assert error["message"].startswith("The upstream session was lost: its SSE stream closed"), error
     assert json.loads(complete_text(fresh)) == {"action": "accept", "content": {"answer": "ok"}}
     assert len(logged(bridge, "upstream_session_opened")) > opened
     assert logged(bridge, "upstream_sse_stream_lost")

@@ -27,8 +27,7 @@ from typing import Any
 from schema_check import SCHEMA_DIR, definition, errors, method_definitions
 
 from translators.eras import MODERN_VERSION
-
-JsonObject = dict[str, Any]
+from translators.jsonrpc import JsonObject
 
 PUSH_RESULTS = {
     "elicitation/create": "ElicitResult",

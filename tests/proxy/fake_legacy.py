@@ -20,9 +20,9 @@ from typing import Any
 from aiohttp import web
 
 from translators.eras import LEGACY_VERSION
+from translators.jsonrpc import JsonObject
 from translators.sse import encode_event
 
-JsonObject = dict[str, Any]
 ToolScript = Callable[["FakeCall"], Awaitable[JsonObject]]
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
 

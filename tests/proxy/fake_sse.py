@@ -18,9 +18,9 @@ from typing import Any
 
 from aiohttp import web
 
+from translators.jsonrpc import JsonObject
 from translators.sse import encode_event
 
-JsonObject = dict[str, Any]
 ToolScript = Callable[["FakeSseSession", Any], Awaitable[JsonObject]]
 
 

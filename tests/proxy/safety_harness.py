@@ -29,8 +29,8 @@ from proxy.front_http import ENGINE_KEY
 from proxy.http_server import BridgeRunner
 from proxy.upstream.pool import UpstreamPool
 from translators.eras import RESULT_COMPLETE, RESULT_INPUT_REQUIRED, TOOLS_CALL
+from translators.jsonrpc import JsonObject
 
-JsonObject = dict[str, Any]
 JOURNAL_SERVER = "journal_server.py"
 CAPABILITIES: JsonObject = {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
 WAIT_S = 20.0

@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 
 from proxy.held_calls import CallDriver, HeldCallRegistry
-from translators.errors import LimitExceeded, ShuttingDown
+from translators.errors import CapacityExceeded, ClientLimitExceeded, ShuttingDown
 
 
 @dataclass
@@ -39,11 +39,11 @@ def test_only_admitted_calls_count_against_the_caps() -> None:
     for call in (first, second, first):  # admitting the same call twice counts it once
         registry.add(call)
         registry.admit_held(call)
-    with pytest.raises(LimitExceeded) as caught:
+    with pytest.raises(ClientLimitExceeded) as caught:  # the caller's own cap: its fault
         registry.admit_held(driver("alice"))
     assert limit_of(caught) == "held.max_per_principal"
     registry.admit_held(driver("bob"))
-    with pytest.raises(LimitExceeded) as caught:
+    with pytest.raises(CapacityExceeded) as caught:  # the bridge is full: not the caller's fault
         registry.admit_held(driver("carol"))
     assert limit_of(caught) == "held.max_total"
     registry.remove(first)

@@ -34,8 +34,8 @@ from safety_harness import (
 )
 
 from translators.errors import BRIDGE_MARKER, INTERNAL_ERROR, PARSE_ERROR
+from translators.jsonrpc import JsonObject
 
-JsonObject = dict[str, Any]
 TIMEOUT_S = 30.0
 ALICE = "Bearer alice"
 BOB = "Bearer bob"

@@ -28,6 +28,7 @@ from proxy.upstream.http import HttpUpstreamSession
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.stdio import StdioUpstreamSession
 from translators.errors import UpstreamProtocolError
+from translators.jsonrpc import JsonObject
 from translators.revisions import OFFERED, REVISIONS, SUPPORTED, UnsupportedUpstreamVersion
 
 MISBEHAVING = Path(__file__).resolve().parents[1] / "peers" / "stdio_misbehaving.py"
@@ -44,7 +45,6 @@ SHAPED: dict[str, dict[str, Any]] = {
     "2025-03-26": {"sampling": {}, "roots": {}},
     "2024-11-05": {"sampling": {}, "roots": {}},
 }
-JsonObject = dict[str, Any]
 WITH_HEADER = {"2025-11-25", "2025-06-18"}
 
 
@@ -113,16 +113,17 @@ async def test_http_session_speaks_the_answered_revision(
 async def test_opener_declares_the_revisions_capabilities(
     version: str, fake: FakeLegacy, url: str, client: aiohttp.ClientSession
 ) -> None:
-    """The first session learns the revision; if its shape differs the session is deleted before any
-    call and reopened with the revision's shape; the next session is shaped right at once."""
+    """The first session learns the revision; if its shape differs the session is deleted unused (a
+    moment later) and reopened with the revision's shape; the next session is shaped right at once."""
     fake.protocol_version = version
-    opener = NegotiatingOpener(http_opener(client, _settings(url)))
+    opener = NegotiatingOpener(http_opener(client, _settings(url)), retire_after_s=0.0)
     first = await opener(FULL, {}, _ignore)
     second = await opener(FULL, {}, _ignore)
     try:
         assert first.revision is second.revision is REVISIONS[version]
         assert opener.expected is REVISIONS[version]
     finally:
+        await opener.aclose()
         await first.aclose()
         await second.aclose()
     declared = [session.init_params["capabilities"] for session in fake.all_sessions]

@@ -1,4 +1,4 @@
-"""UpstreamPool against the fake legacy server: reuse, exclusivity, limits, reaping, routing (DESIGN § 3)."""
+"""UpstreamPool against the fake legacy server: reuse, exclusivity, limits, reaping, routing (docs/decisions.md § 7)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,13 @@ from proxy.app import http_opener
 from proxy.upstream.base import Inbound, UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from translators.eras import ROOTS
-from translators.errors import BridgeBug, LimitExceeded, UpstreamTimeout, UpstreamUnavailable
+from translators.errors import (
+    BridgeBug,
+    CapacityExceeded,
+    ClientLimitExceeded,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
 
 ServerFactory = Callable[..., Awaitable[TestServer]]
 KEY = SessionKey(principal="alice", fingerprint="elicit")
@@ -153,7 +159,7 @@ async def test_concurrent_first_exclusive_leases_open_one_each(make_pool: Callab
 async def test_per_principal_limit_evicts_idle_then_refuses(
     make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
 ) -> None:
-    """At the per-principal limit an idle session is evicted; with none idle, LimitExceeded names the limit."""
+    """At the per-principal limit an idle session is evicted; with none idle, ClientLimitExceeded names the limit."""
     pool = make_pool(max_sessions_per_principal=2)
     held = await lease(pool, exclusive=True)
     idle = await lease(pool, exclusive=True)
@@ -161,7 +167,7 @@ async def test_per_principal_limit_evicts_idle_then_refuses(
     other = await lease(pool, SessionKey(KEY.principal, "other"), exclusive=True)
     assert fake.deleted == ["sess-2"]
     assert pool.stats().sessions_open == 2
-    with pytest.raises(LimitExceeded) as info:
+    with pytest.raises(ClientLimitExceeded) as info:
         await lease(pool, exclusive=True)
     assert info.value.data["limit"] == "upstream.max_sessions_per_principal"
     assert "max_sessions_per_principal" in info.value.message
@@ -169,10 +175,10 @@ async def test_per_principal_limit_evicts_idle_then_refuses(
 
 
 async def test_total_limit_refuses_when_nothing_is_idle(make_pool: Callable[..., UpstreamPool]) -> None:
-    """At max_sessions with every session busy, a new key gets LimitExceeded naming upstream.max_sessions."""
+    """At max_sessions with every session busy, a new key gets CapacityExceeded naming upstream.max_sessions."""
     pool = make_pool(max_sessions=1, session_wait_s=0)
     await lease(pool, exclusive=True)
-    with pytest.raises(LimitExceeded) as info:
+    with pytest.raises(CapacityExceeded) as info:
         await lease(pool, SessionKey("bob", KEY.fingerprint))
     assert info.value.data["limit"] == "upstream.max_sessions"
     assert info.value.message == (
@@ -366,7 +372,7 @@ async def test_one_session_waiting_is_bounded_and_a_cancelled_waiter_leaves_no_t
     """A lease that cannot get the only session fails after session_wait_s; a cancelled waiter is gone."""
     pool = make_pool(max_sessions=1, session_wait_s=0.2)
     held = await lease(pool, exclusive=True)
-    with pytest.raises(LimitExceeded) as info:
+    with pytest.raises(CapacityExceeded) as info:
         await lease(pool, exclusive=True)
     assert info.value.data["limit"] == "upstream.max_sessions"
     assert "none became free within 0.2 s (upstream.session_wait_s)" in info.value.message

@@ -11,9 +11,10 @@ import pytest
 
 from config.settings import UpstreamSettings
 from proxy.roots import AskClient, RootsAffinity
-from proxy.upstream.base import JsonObject, UpstreamSession
+from proxy.upstream.base import UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from translators.errors import InvalidParams, UpstreamUnavailable
+from translators.jsonrpc import JsonObject
 from translators.roots import PROBE, ROOTS_INPUT_KEY, roots_digest
 
 ROOTS: JsonObject = {"roots": [{"uri": "file:///a"}]}

@@ -1,4 +1,4 @@
-"""No secret ever reaches a log line (issue 6, STYLE § 6): not the bearer token, a `requestState`, a
+"""No secret ever reaches a log line (issue 6, docs/decisions.md § 5): not the bearer token, a `requestState`, a
 requestState key, an `Mcp-Session-Id` value, an elicited answer or a sampled text.
 
 The same full flow runs twice against a real legacy server (`tests/peers/journal_server.py`,

@@ -1,4 +1,4 @@
-"""HttpUpstreamSession against the scriptable fake legacy server (BRIDGE-NOTES §§ 10.1-10.5)."""
+"""HttpUpstreamSession against the scriptable fake legacy server (2025-11-25/basic/transports.mdx)."""
 
 from __future__ import annotations
 

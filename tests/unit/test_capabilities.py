@@ -1,8 +1,6 @@
-"""Capability shapes in both eras (translators.capabilities; BRIDGE-NOTES § 7)."""
+"""Capability shapes in both eras (translators.capabilities; docs/decisions.md § 8)."""
 
 from __future__ import annotations
-
-from typing import Any
 
 import pytest
 from schema_check import assert_valid
@@ -14,8 +12,7 @@ from translators.capabilities import (
     modern_client_capabilities_to_legacy,
 )
 from translators.eras import META_PREFIX
-
-JsonObject = dict[str, Any]
+from translators.jsonrpc import JsonObject
 
 # (modern client capabilities declared on a request, legacy `initialize` capabilities)
 CLIENT_CAPABILITIES: list[tuple[JsonObject, JsonObject]] = [

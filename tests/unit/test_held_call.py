@@ -1,4 +1,4 @@
-"""The held-call state machine as scripts: events in, exact actions out, state after (STYLE § 5)."""
+"""The held-call state machine as scripts: events in, exact actions out, state after (docs/decisions.md § 4)."""
 
 from __future__ import annotations
 
@@ -14,10 +14,11 @@ from translators.eras import ELICIT, ROOTS, SAMPLE
 from translators.errors import (
     INTERNAL_ERROR,
     LEGACY_URL_ELICITATION_REQUIRED,
+    ClientLimitExceeded,
     InvalidParams,
     InvalidRequestState,
-    LimitExceeded,
     MissingClientCapability,
+    RejectionReason,
     ShuttingDown,
     UpstreamFault,
     UpstreamTimeout,
@@ -49,10 +50,10 @@ from translators.held_call import (
     UpstreamPushCancelled,
     UpstreamResultArrived,
 )
+from translators.jsonrpc import JsonObject
 from translators.pushes import PendingPush, PushAnswer, input_key, legacy_push_to_input_request, refusal
 from translators.results import input_required_result, legacy_error_to_modern
 
-JsonObject = dict[str, Any]
 S = HeldCallState
 QUIET, BATCH_MAX, ATTEMPT, HELD = 0.25, 1.0, 30.0, 300.0
 LIMITS = Limits(batch_quiet_s=QUIET, batch_max_s=BATCH_MAX, attempt_timeout_s=ATTEMPT, held_ttl_s=HELD,
@@ -115,7 +116,7 @@ def play(call: HeldCall, at: float, event: Event, expected: list[Action], state:
 
 
 def _finished(discard: bool = False) -> list[Action]:
-    return [CancelTimer("batch"), CancelTimer("deadline"), ReleaseUpstream(discard=discard)]
+    return [CancelTimer("batch"), CancelTimer("deadline"), ReleaseUpstream(discard=discard, final=True)]
 
 
 def _asked(attempt: int, round_: int, pushes: list[PendingPush], token: int) -> list[Action]:
@@ -195,7 +196,7 @@ def test_a_retry_reaching_a_finished_call_is_answered_not_dropped() -> None:
     """A retry that found the call just before the driver dropped it gets the unknown-call rejection."""
     call, _ = _in_state(S.DONE)
     actions = call.handle(ClientRetried(9, call.round, {}), 2.0)
-    expected = ReplyError(9, fault=InvalidRequestState("unknown_held_call"))
+    expected = ReplyError(9, fault=InvalidRequestState(RejectionReason.UNKNOWN_HELD_CALL))
     assert [_comparable(a) for a in actions] == [_comparable(expected)]
     assert call.state is S.DONE
 
@@ -211,6 +212,39 @@ def test_a_pair_missing_from_the_table_reports_a_bug_and_changes_nothing(monkeyp
     assert (call.state, call.round, call.attempt, dict(call.pending)) == before
 
 
+def test_a_target_the_table_does_not_name_reports_a_bug_and_changes_nothing(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The table names where each transition may lead; a handler deciding otherwise is a BridgeBug."""
+    table = dict(held_call._TRANSITIONS)
+    table[(S.WAITING_CLIENT, ClientRetried)] = held_call.Transition(
+        table[(S.WAITING_CLIENT, ClientRetried)].handler, frozenset({S.WAITING_CLIENT, S.DONE}))
+    monkeypatch.setattr(held_call, "_TRANSITIONS", table)
+    call = _waiting(P101)
+    assert call.handle(ClientRetried(2, 1, {P101.key: ACCEPT}), 3.0) == [
+        ReportBug("ClientRetried in WAITING_CLIENT led to RUNNING")]
+    assert call.state is S.WAITING_CLIENT
+
+
+def test_the_finished_state_leads_nowhere_else() -> None:
+    """Every transition out of DONE names DONE alone; every state is some transition's target."""
+    table = held_call._TRANSITIONS
+    assert {pair for pair, row in table.items() if pair[0] is S.DONE and row.targets != {S.DONE}} == set()
+    assert set().union(*(row.targets for row in table.values())) == set(HeldCallState)
+
+
+@pytest.mark.parametrize(
+    ("state", "round_", "reason"),
+    [(S.WAITING_CLIENT, 1, None), (S.WAITING_CLIENT, 0, RejectionReason.STALE_ROUND),
+     (S.RUNNING, 0, RejectionReason.NOT_WAITING), (S.RUNNING, 1, RejectionReason.STALE_ROUND),
+     (S.DONE, 0, RejectionReason.UNKNOWN_HELD_CALL)],
+)
+def test_retry_refusal_is_the_one_check_of_a_retry(state: HeldCallState, round_: int,
+                                                   reason: RejectionReason | None) -> None:
+    """The continuation check and the machine ask the same question; the machine answers it."""
+    call = _waiting(P101) if state is S.WAITING_CLIENT else _in_state(state)[0]
+    assert call.retry_refusal(round_) is reason
+
+
 @pytest.mark.parametrize(("state", "event_type"), list(itertools.product(HeldCallState, EVENT_TYPES)),
                          ids=lambda value: getattr(value, "name", getattr(value, "__name__", "")))
 def test_every_state_event_pair(state: HeldCallState, event_type: type) -> None:
@@ -222,6 +256,7 @@ def test_every_state_event_pair(state: HeldCallState, event_type: type) -> None:
     if (state, event_type) in NEXT_STATE:
         assert not any(isinstance(action, ReportBug) for action in actions)
         assert call.state is NEXT_STATE[(state, event_type)]
+        assert call.state in held_call._TRANSITIONS[(state, event_type)].targets
         _validate_on_the_wire(actions)
     else:
         assert actions == [ReportBug(f"no transition for {event_type.__name__} in {state.name}")]
@@ -289,7 +324,7 @@ def test_missing_answers_start_a_new_round_asking_only_for_them() -> None:
     play(call, 5.0, ClientRetried(2, 1, {P101.key: ACCEPT}),
          [_answered(P101, ACCEPT), *_asked(2, 2, [P102], 3)], S.WAITING_CLIENT)
     play(call, 6.0, ClientRetried(3, 1, {P102.key: SAMPLED}),
-         [ReplyError(3, fault=InvalidRequestState("stale_round"))], S.WAITING_CLIENT)
+         [ReplyError(3, fault=InvalidRequestState(RejectionReason.STALE_ROUND))], S.WAITING_CLIENT)
     play(call, 7.0, ClientRetried(4, 2, {P102.key: SAMPLED}),
          [_answered(P102, SAMPLED), CancelTimer("deadline"), StartTimer("deadline", ATTEMPT, 4)], S.RUNNING)
 
@@ -307,7 +342,7 @@ def test_stale_round_is_rejected_without_state_change(stale_round: int) -> None:
     """A retry naming another round is rejected and the call keeps waiting for the right one."""
     call = _waiting(P101)
     play(call, 5.0, ClientRetried(2, stale_round, {P101.key: ACCEPT}),
-         [ReplyError(2, fault=InvalidRequestState("stale_round"))], S.WAITING_CLIENT)
+         [ReplyError(2, fault=InvalidRequestState(RejectionReason.STALE_ROUND))], S.WAITING_CLIENT)
     assert (call.round, call.attempt, list(call.pending)) == (1, None, [P101.key])
 
 
@@ -315,10 +350,11 @@ def test_retry_while_running_is_rejected_without_state_change() -> None:
     """A retry reaching a call that has an attempt attached is rejected; the attached attempt is kept."""
     call = HeldCall(LIMITS, attempt=1)
     call.start(0.0)
-    play(call, 1.0, ClientRetried(2, 0, {}), [ReplyError(2, fault=InvalidRequestState("not_waiting"))], S.RUNNING)
+    play(call, 1.0, ClientRetried(2, 0, {}),
+         [ReplyError(2, fault=InvalidRequestState(RejectionReason.NOT_WAITING))], S.RUNNING)
     play(call, 1.0, UpstreamPushArrived(P101), [StartTimer("batch", QUIET, 1)], S.COLLECTING)
     play(call, 1.1, ClientRetried(3, 0, {P101.key: ACCEPT}),
-         [ReplyError(3, fault=InvalidRequestState("not_waiting"))], S.COLLECTING)
+         [ReplyError(3, fault=InvalidRequestState(RejectionReason.NOT_WAITING))], S.COLLECTING)
     assert call.attempt == 1 and list(call.pending) == [P101.key]
 
 
@@ -358,7 +394,7 @@ def test_upstream_error_while_waiting_is_handed_to_the_next_retry() -> None:
     """An upstream error that ends a held call reaches the next retry of the right round."""
     call = _waiting(P101)
     play(call, 2.0, UpstreamErrorArrived(error=UPSTREAM_ERROR), [ReleaseUpstream()], S.WAITING_CLIENT)
-    play(call, 5.0, ClientRetried(2, 0, {}), [ReplyError(2, fault=InvalidRequestState("stale_round"))],
+    play(call, 5.0, ClientRetried(2, 0, {}), [ReplyError(2, fault=InvalidRequestState(RejectionReason.STALE_ROUND))],
          S.WAITING_CLIENT)
     play(call, 5.0, ClientRetried(3, 1, {}), [ReplyError(3, error=UPSTREAM_ERROR), *_finished()], S.DONE)
 
@@ -448,7 +484,7 @@ def test_max_rounds_ends_the_call() -> None:
          [_answered(P101, ACCEPT), CancelTimer("deadline"), StartTimer("deadline", ATTEMPT, 3)], S.RUNNING)
     play(call, 6.0, UpstreamPushArrived(P102), [StartTimer("batch", QUIET, 2)], S.COLLECTING)
     play(call, 6.25, BatchWindowClosed(2),
-         [ReplyError(2, fault=LimitExceeded("", "held.max_rounds")), AnswerPush(102, refusal(SAMPLE)),
+         [ReplyError(2, fault=ClientLimitExceeded("", "held.max_rounds")), AnswerPush(102, refusal(SAMPLE)),
           CancelUpstreamCall("too many input rounds"), *_finished(True)], S.DONE)
 
 
@@ -456,7 +492,7 @@ def test_max_rounds_applies_to_re_asking_missing_answers() -> None:
     """Re-asking for missing answers is a round too and is capped the same way."""
     call = _waiting(P101, P102, limits=dataclasses.replace(LIMITS, max_rounds=1))
     play(call, 5.0, ClientRetried(2, 1, {P101.key: ACCEPT}),
-         [_answered(P101, ACCEPT), ReplyError(2, fault=LimitExceeded("", "held.max_rounds")),
+         [_answered(P101, ACCEPT), ReplyError(2, fault=ClientLimitExceeded("", "held.max_rounds")),
           AnswerPush(102, refusal(SAMPLE)), CancelUpstreamCall("too many input rounds"), *_finished(True)], S.DONE)
 
 

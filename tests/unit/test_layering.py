@@ -1,4 +1,4 @@
-"""The dependency rules of STYLE § 2, checked on every module's imports (AST, no execution)."""
+"""The dependency rules of docs/decisions.md § 1, checked on every module's imports (AST, no execution)."""
 
 from __future__ import annotations
 
@@ -74,7 +74,7 @@ def test_every_package_is_scanned() -> None:
 
 @pytest.mark.parametrize("path", list(modules()), ids=lambda path: str(path.relative_to(ROOT)))
 def test_module_imports_follow_the_layering(path: Path) -> None:
-    """No module imports across a layer boundary of STYLE § 2."""
+    """No module imports across a layer boundary of docs/decisions.md § 1."""
     relative = path.relative_to(ROOT).as_posix()
     problems = [
         f"{relative}:{line} imports {name}: {reason}"
@@ -119,5 +119,5 @@ def test_no_module_prints(path: Path) -> None:
     ],
 )
 def test_the_rules_themselves(relative: str, name: str, allowed: bool) -> None:
-    """The guard allows and forbids what STYLE § 2 says."""
+    """The guard allows and forbids what docs/decisions.md § 1 says."""
     assert (violation(relative, name) is None) is allowed

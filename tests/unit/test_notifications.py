@@ -1,4 +1,4 @@
-"""Upstream notifications -> the front attempt they belong to (translators.notifications; BRIDGE-NOTES §§ 5.3-5.4)."""
+"""Upstream notifications -> the front attempt they belong to (translators.notifications; docs/decisions.md § 12)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 from schema_check import assert_valid
 
-from translators.eras import LOG_LEVELS, META_SUBSCRIPTION_ID
-from translators.notifications import MESSAGE, PROGRESS, log_level_admits, route_notification
-
-JsonObject = dict[str, Any]
+from translators.eras import LOG_LEVELS, META_SUBSCRIPTION_ID, PROGRESS
+from translators.eras import LOG_MESSAGE as MESSAGE
+from translators.jsonrpc import JsonObject
+from translators.notifications import log_level_admits, route_notification
 
 
 def _progress(token: Any, **extra: Any) -> JsonObject:

@@ -31,10 +31,12 @@ from translators.eras import (
     META_PROGRESS_TOKEN,
     META_PROTOCOL_VERSION,
     MRTR_METHODS,
+    PROGRESS,
     RESULT_COMPLETE,
     ROOTS,
     SAMPLE,
 )
+from translators.eras import LOG_MESSAGE as MESSAGE
 from translators.errors import (
     INTERNAL_ERROR,
     LEGACY_RESOURCE_NOT_FOUND,
@@ -64,7 +66,8 @@ from translators.held_call import (
     UpstreamPushCancelled,
     UpstreamResultArrived,
 )
-from translators.notifications import MESSAGE, PROGRESS, route_notification
+from translators.jsonrpc import JsonObject
+from translators.notifications import route_notification
 from translators.pushes import (
     PendingPush,
     PushAnswer,
@@ -91,7 +94,6 @@ from translators.results import (
     legacy_result_to_modern,
 )
 
-JsonObject = dict[str, Any]
 PROPERTY = settings(max_examples=80, deadline=None, database=None, derandomize=True,
                     suppress_health_check=[HealthCheck.too_slow])
 LONE_SURROGATE = json.loads('"\\ud800"')  # what `json.loads` makes of a `\ud800` escape on the wire

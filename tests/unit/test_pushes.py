@@ -1,4 +1,4 @@
-"""Legacy pushes <-> modern input requests and responses (translators.pushes; BRIDGE-NOTES §§ 5.2, 6)."""
+"""Legacy pushes <-> modern input requests and responses (translators.pushes; docs/decisions.md § 10)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from translators.errors import (
     METHOD_NOT_FOUND,
     InvalidParams,
 )
+from translators.jsonrpc import JsonObject
 from translators.pushes import (
     MAX_KEY_LENGTH,
     PendingPush,
@@ -29,7 +30,6 @@ from translators.pushes import (
     unowned_push_answer,
 )
 
-JsonObject = dict[str, Any]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PAIRS: list[JsonObject] = json.loads((FIXTURES / "pushes.json").read_text(encoding="utf-8"))["pairs"]
 REQUEST_DEFS = {ELICIT: "ElicitRequest", SAMPLE: "CreateMessageRequest", ROOTS: "ListRootsRequest"}

@@ -1,4 +1,4 @@
-"""Sealing and opening `requestState` (translators.request_state; DESIGN § 5, BRIDGE-NOTES § 6.4)."""
+"""Sealing and opening `requestState` (translators.request_state; docs/decisions.md § 9)."""
 
 from __future__ import annotations
 

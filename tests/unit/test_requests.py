@@ -1,4 +1,4 @@
-"""Modern request -> legacy request (translators.requests; BRIDGE-NOTES § 3.2)."""
+"""Modern request -> legacy request (translators.requests)."""
 
 from __future__ import annotations
 
@@ -34,9 +34,9 @@ from translators.eras import (
     TRACE_META_KEYS,
 )
 from translators.errors import METHOD_NOT_FOUND, MethodNotFound
+from translators.jsonrpc import JsonObject
 from translators.requests import modern_params_to_legacy, require_upstream_capability, salient_params
 
-JsonObject = dict[str, Any]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PAIRS: list[JsonObject] = json.loads((FIXTURES / "requests.json").read_text(encoding="utf-8"))["pairs"]
 

@@ -1,4 +1,4 @@
-"""Legacy result/error -> modern result (translators.results; BRIDGE-NOTES §§ 3.3, 4)."""
+"""Legacy result/error -> modern result (translators.results)."""
 
 from __future__ import annotations
 
@@ -43,6 +43,7 @@ from translators.errors import (
     RESERVED_RANGE,
     UNSUPPORTED_VERSION,
 )
+from translators.jsonrpc import JsonObject
 from translators.results import (
     CacheHints,
     discover_result,
@@ -51,7 +52,6 @@ from translators.results import (
     legacy_result_to_modern,
 )
 
-JsonObject = dict[str, Any]
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FIXTURE: JsonObject = json.loads((FIXTURES / "results.json").read_text(encoding="utf-8"))
 PAIRS: list[JsonObject] = FIXTURE["pairs"]

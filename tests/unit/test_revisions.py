@@ -23,6 +23,7 @@ from translators.eras import COMPLETION_COMPLETE, ELICIT, ROOTS, SAMPLE, TOOLS_C
 from translators.errors import INVALID_PARAMS, METHOD_NOT_FOUND, InvalidParams, MethodNotFound
 from translators.held_call import HeldCall, Limits
 from translators.held_call_events import ReplyError, UpstreamErrorArrived
+from translators.jsonrpc import JsonObject
 from translators.pushes import (
     PendingPush,
     PushAnswer,
@@ -34,7 +35,6 @@ from translators.requests import modern_params_to_legacy, require_upstream_capab
 from translators.revisions import REVISIONS, SUPPORTED, Revision
 from translators.stdio_framing import FramingError, LineDecoder, decode_messages
 
-JsonObject = dict[str, Any]
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 EVERYTHING: JsonObject = {"elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}, "context": {}},
                           "roots": {}}

@@ -11,6 +11,7 @@ from schema_check import assert_valid
 
 from translators.eras import ROOTS
 from translators.errors import InvalidParams
+from translators.jsonrpc import JsonObject
 from translators.pushes import input_key
 from translators.results import input_required_result
 from translators.roots import (
@@ -23,7 +24,6 @@ from translators.roots import (
     roots_input_requests,
 )
 
-JsonObject = dict[str, Any]
 A: JsonObject = {"roots": [{"uri": "file:///a", "name": "A"}, {"uri": "file:///shared"}]}
 
 

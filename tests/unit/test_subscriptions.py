@@ -1,4 +1,4 @@
-"""`subscriptions/listen` translation (translators.subscriptions; BRIDGE-NOTES § 3.7, NC-11)."""
+"""`subscriptions/listen` translation (translators.subscriptions; docs/decisions.md § 14)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ from typing import Any
 import pytest
 from schema_check import assert_valid
 
-from translators.eras import META_SERVER_INFO, META_SUBSCRIPTION_ID, RESULT_COMPLETE
+from translators.eras import META_SERVER_INFO, META_SUBSCRIPTION_ID, RESOURCE_UPDATED, RESULT_COMPLETE
+from translators.eras import SUBSCRIPTIONS_ACKNOWLEDGED as ACKNOWLEDGED
 from translators.errors import InvalidParams
+from translators.jsonrpc import JsonObject
 from translators.subscriptions import (
-    ACKNOWLEDGED,
     LIST_CHANGED,
-    RESOURCE_UPDATED,
     SESSION_WIDE,
     ListenFilter,
     acknowledgement,
@@ -23,7 +23,6 @@ from translators.subscriptions import (
     parse_listen_filter,
 )
 
-JsonObject = dict[str, Any]
 FLAGS = ("promptsListChanged", "resourcesListChanged", "toolsListChanged")
 EVERYTHING: JsonObject = {"tools": {"listChanged": True}, "prompts": {"listChanged": True},
                           "resources": {"listChanged": True, "subscribe": True}}

@@ -40,13 +40,13 @@ from translators.inbound import (
     param_headers_of,
     validate_request,
 )
+from translators.jsonrpc import JsonObject
 from translators.pushes import PushAnswer, refusal, unowned_push_answer
 from translators.request_state import KEY_SIZE, NONCE_SIZE, PREFIX, KeyRing, StateClaims, open_state, seal
 from translators.sse import SSEDecoder
 from translators.stdio_framing import FramingError, LineDecoder, decode_line, frame
 from translators.subscriptions import ListenFilter, honoured_filter, listen_notification, parse_listen_filter
 
-JsonObject = dict[str, Any]
 FUZZ = settings(max_examples=150, deadline=None, database=None, derandomize=True,
                 suppress_health_check=[HealthCheck.too_slow])
 

@@ -1,0 +1,37 @@
+"""Every package the runtime code imports is declared in pyproject.toml, and every package ships."""
+
+from __future__ import annotations
+
+import ast
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+OWN = ("proxy", "translators", "config")
+PYPROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+
+
+def imported_tops() -> set[str]:
+    tops: set[str] = set()
+    for package in OWN:
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.Import):
+                    tops.update(alias.name.split(".")[0] for alias in node.names)
+                elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                    tops.add(node.module.split(".")[0])
+    return {top for top in tops if top not in sys.stdlib_module_names and top not in OWN}
+
+
+def test_every_directly_imported_package_is_declared() -> None:
+    declared = {re.split(r"[<>=!~ \[;]", spec, maxsplit=1)[0].replace("-", "_").lower()
+                for spec in PYPROJECT["project"]["dependencies"]}
+    assert imported_tops() - declared == set()
+
+
+def test_every_package_directory_is_listed_for_setuptools() -> None:
+    found = {".".join(init.parent.relative_to(ROOT).parts)
+             for package in OWN for init in (ROOT / package).rglob("__init__.py")}
+    assert found == set(PYPROJECT["tool"]["setuptools"]["packages"])
