@@ -23,7 +23,6 @@ from typing import Final
 import aiohttp
 import structlog
 from aiohttp import web
-from multidict import CIMultiDict
 
 from config.settings import Settings
 from proxy.cluster.peers import PeerDirectory
@@ -131,12 +130,12 @@ class Forwarder:
         _log.warning("forward_failed", owner=owner, reason=reason)
         self._metrics.forward_failures.labels(reason).inc()
 
-    def _headers(self, request: web.Request, body: bytes, owner: str) -> CIMultiDict[str]:
-        headers = CIMultiDict((name, value) for name, value in request.headers.items()
-                              if name.lower() not in _HOP_BY_HOP)
-        headers[HEADER] = sign(self._proof_keys, sender=self._me, owner=owner, now_ms=int(time.time() * 1000),
-                               path=request.path, body=body, authorization=request.headers.get("Authorization"))
-        return headers
+    def _headers(self, request: web.Request, body: bytes, owner: str) -> list[tuple[str, str]]:
+        """The client's headers as received (repeated ones kept, hop-by-hop ones dropped), plus the proof."""
+        headers = [(name, value) for name, value in request.headers.items() if name.lower() not in _HOP_BY_HOP]
+        proof = sign(self._proof_keys, sender=self._me, owner=owner, now_ms=int(time.time() * 1000),
+                     path=request.path, body=body, authorization=request.headers.get("Authorization"))
+        return [*headers, (HEADER, proof)]
 
     async def _relay(self, request: web.Request, body: bytes, owner: str) -> web.StreamResponse:
         base = await self._directory.owner_url(owner)
