@@ -2,6 +2,7 @@
 #
 #   make test         ruff + mypy + pytest (unit, proxy, integration)
 #   make run          legacy demo server on 127.0.0.1:8931 behind the bridge on 127.0.0.1:8080
+#   make test-lb      replicas behind a real HAProxy, and the deploy files checked by their tools
 #   make conformance  the official MCP conformance suite through the bridge (docs/conformance*.md)
 #   make bench        benchmarks (bench/run.py -> bench/results/)
 #   make lint         ruff + mypy only
@@ -43,7 +44,7 @@ DEMO_PORT ?= 8931
 BRIDGE_LISTEN ?= 127.0.0.1:8080
 RUN_DIR := .run
 
-.PHONY: help venv ts-peers test-tools test lint pytest run conformance bench clean distclean
+.PHONY: help venv ts-peers test-tools test test-lb lint pytest run conformance bench clean distclean
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -126,9 +127,16 @@ lint: $(VENV_STAMP)
 	$(BIN)/mypy
 
 pytest: venv ts-peers test-tools $(OAUTH_AS_STAMP)
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q --ignore=tests/integration/lb
 
 test: lint pytest
+
+# Needs haproxy and docker-compose on the PATH (Debian: apt-get install haproxy docker-compose;
+# .ci/run installs them when missing).
+test-lb: venv
+	@for tool in haproxy docker-compose; do command -v $$tool >/dev/null || \
+		{ echo "make test-lb needs $$tool (apt-get install -y haproxy docker-compose)" >&2; exit 1; }; done
+	$(BIN)/pytest -q tests/integration/lb
 
 # A literal backslash for the banner (a backslash before a newline would join the lines).
 BS := $(subst x,,\x)

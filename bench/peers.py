@@ -128,6 +128,11 @@ class Processes:
         argv = [str(BRIDGE_EXE), "serve", *upstream, "--listen", f"127.0.0.1:{port}"]
         return self._spawn(name, argv, env, port)
 
+    def replica(self, name: str, upstream_url: str, port: int, env: dict[str, str]) -> Proc:
+        """`mrtr-bridge serve` on a given port (a cluster replica lists every port as a peer)."""
+        argv = [str(BRIDGE_EXE), "serve", "--upstream", upstream_url, "--listen", f"127.0.0.1:{port}"]
+        return self._spawn(name, argv, env, port)
+
     def relay(self, upstream_url: str) -> Proc:
         """The bare aiohttp relay (calibration: one extra hop with no bridge logic)."""
         port = free_port()

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 from typing import Final, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
 
 # An absolute http(s) URL with a host, no userinfo, query or fragment (front.public_url).
 _PUBLIC_URL: Final = re.compile(r"https?://[^/?#@\s]+(/[^?#\s]*)?", re.IGNORECASE)
@@ -202,7 +203,62 @@ class HeldCallSettings(_Frozen):
     )
     active_key: str | None = Field(None, description="key id that seals; defaults to the only key")
     aead: Literal["aes-256-gcm", "chacha20-poly1305"] = Field("aes-256-gcm", description="requestState AEAD")
-    replica_id: str = Field("r0", max_length=16, description="this replica's id, sealed into requestState")
+    replica_id: str = Field(
+        "r0", min_length=1, max_length=16,
+        description="this replica's id, sealed into requestState; 'auto': a random id at each start (replicas)",
+    )
+
+    @field_validator("replica_id")
+    @classmethod
+    def _auto_replica_id(cls, value: str) -> str:
+        return "r" + os.urandom(6).hex() if value == "auto" else value
+
+
+class ClusterSettings(_Frozen):
+    """Replicas behind a load balancer: a retry reaching a replica other than its owner is forwarded
+    to the owner (docs/operations.md § Replicas). Off while neither `peers` nor `peers_dns` is set."""
+
+    advertise_url: str | None = Field(
+        None, description="this replica's base URL as the other replicas reach it (e.g. http://10.0.0.5:8080)"
+    )
+    peers: tuple[str, ...] = Field((), description="base URLs of every replica (this one may be listed too)")
+    peers_dns: str | None = Field(
+        None, description="HOST:PORT of a DNS name resolving to every replica (headless Service); re-resolved"
+    )
+    refresh_s: float = Field(5.0, gt=0, description="how often the peer set is re-resolved and asked for ids")
+    connect_timeout_s: float = Field(2.0, gt=0, description="longest a forwarded retry waits to connect to its owner")
+    max_forwards: int = Field(256, ge=1, description="forwarded retries in flight at once from this replica")
+    proof_max_age_s: float = Field(30.0, gt=0, description="oldest accepted replica proof on a forwarded retry")
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.peers) or self.peers_dns is not None
+
+    @field_validator("advertise_url")
+    @classmethod
+    def _check_advertise(cls, value: str | None) -> str | None:
+        return None if value is None else _base_url(value)
+
+    @field_validator("peers")
+    @classmethod
+    def _check_peers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(_base_url(url) for url in value))
+
+    @field_validator("peers_dns")
+    @classmethod
+    def _check_dns(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        host, sep, port = value.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("peers_dns must be HOST:PORT, e.g. bridge-peers.default.svc.cluster.local:8080")
+        return value
+
+
+def _base_url(value: str) -> str:
+    if _PUBLIC_URL.fullmatch(value) is None or urlsplit(value).path not in ("", "/"):
+        raise ValueError(f"{value!r} is not a base URL like http://10.0.0.5:8080 (no path, credentials or query)")
+    return value.rstrip("/")
 
 
 class RecoverySettings(_Frozen):
@@ -236,7 +292,15 @@ class Settings(_Frozen):
     cache: CacheSettings = CacheSettings()
     held: HeldCallSettings = HeldCallSettings()
     recovery: RecoverySettings = RecoverySettings()
+    cluster: ClusterSettings = ClusterSettings()
     log: LogSettings = LogSettings()
     server_identity: Literal["upstream", "bridge"] = Field(
         "upstream", description="serverInfo reported to clients: the upstream's or the bridge's own"
     )
+
+    @model_validator(mode="after")
+    def _cluster_needs_shared_keys(self) -> Settings:
+        if self.cluster.enabled and not self.held.keys:
+            raise ValueError("cluster.peers / cluster.peers_dns need held.keys shared by every replica "
+                             "(an ephemeral key cannot open another replica's requestState)")
+        return self

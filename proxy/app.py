@@ -19,9 +19,11 @@ from aiohttp import web
 
 from config.settings import Settings, UpstreamSettings
 from proxy.auth_passthrough import MetadataRelay, passes_challenges
+from proxy.cluster.forward import Forwarder
+from proxy.cluster.peers import REPLICA_PATH, PeerDirectory, replica_handler
 from proxy.dispatch import Engine
 from proxy.drain import close_reserve_s
-from proxy.front_http import ENGINE_KEY, FrontEngine, HttpFront
+from proxy.front_http import ENGINE_KEY, HOP_KEY, FrontEngine, HttpFront
 from proxy.health import Readiness
 from proxy.keys import load_keyring
 from proxy.legacy_relay import LegacyRelay
@@ -249,6 +251,25 @@ async def _era_context(app: web.Application) -> AsyncIterator[None]:
         await modern.aclose()
 
 
+async def _cluster_context(app: web.Application) -> AsyncIterator[None]:
+    """The peer set and the forwarding hop, when `cluster.peers` or `cluster.peers_dns` is set."""
+    settings = app[SETTINGS_KEY]
+    if not settings.cluster.enabled:
+        yield
+        return
+    connector = aiohttp.TCPConnector(limit=settings.cluster.max_forwards + 16, keepalive_timeout=UPSTREAM_KEEPALIVE_S)
+    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None)) as client:
+        directory = PeerDirectory(settings.cluster, settings.held.replica_id, client)
+        app[HOP_KEY] = Forwarder(settings, load_keyring(settings.held)[0], directory, client, app[METRICS_KEY])
+        directory.start()
+        _log.info("cluster_enabled", replica_id=settings.held.replica_id, peers=len(settings.cluster.peers),
+                  peers_dns=settings.cluster.peers_dns)
+        try:
+            yield
+        finally:
+            await directory.aclose()
+
+
 async def _upstream_context(app: web.Application) -> AsyncIterator[None]:
     """The bridge runtime for the HTTP front, bound to the app's keys."""
     settings = app[SETTINGS_KEY]
@@ -299,6 +320,9 @@ def make_app(settings: Settings, children: ChildProcesses | None = None, *,
     if opener is not None:
         app[OPENER_KEY] = opener
     app.cleanup_ctx.append(_upstream_context)
+    if settings.cluster.enabled:
+        app.router.add_route("GET", REPLICA_PATH, replica_handler(settings.held.replica_id))
+        app.cleanup_ctx.append(_cluster_context)
     app.on_shutdown.append(_on_shutdown)
     return app
 

@@ -53,6 +53,10 @@ FLAG_SETTINGS: Final[dict[str, str]] = {
     "upstream_cwd": "upstream.cwd",
     "upstream_transport": "upstream.transport",
     "listen": "front.listen",
+    "replica_id": "held.replica_id",
+    "advertise_url": "cluster.advertise_url",
+    "peers": "cluster.peers",
+    "peers_dns": "cluster.peers_dns",
     "log_level": "log.level",
     "log_format": "log.format",
 }
@@ -123,7 +127,24 @@ def _add_serve(commands: Any) -> None:
     serve.add_argument("--listen", metavar="HOST:PORT",
                        help="where the modern endpoint listens; its path is /mcp (default 127.0.0.1:8080) "
                        + _where("front.listen"))
+    _add_cluster_flags(serve)
     _add_common(serve)
+
+
+def _comma_list(value: str) -> tuple[str, ...]:
+    return tuple(filter(None, (part.strip() for part in value.split(","))))
+
+
+def _add_cluster_flags(serve: argparse.ArgumentParser) -> None:
+    """Replicas behind a load balancer (docs/operations.md § Replicas)."""
+    serve.add_argument("--replica-id", metavar="ID",
+                       help="this replica's id, or 'auto' for a random one " + _where("held.replica_id"))
+    serve.add_argument("--advertise-url", metavar="URL",
+                       help="this replica's base URL as the others reach it " + _where("cluster.advertise_url"))
+    serve.add_argument("--peers", metavar="URL,URL,...", type=_comma_list,
+                       help="every replica's base URL, comma-separated " + _where("cluster.peers"))
+    serve.add_argument("--peers-dns", metavar="HOST:PORT",
+                       help="a DNS name resolving to every replica, re-resolved " + _where("cluster.peers_dns"))
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -23,6 +23,7 @@ import asyncio
 import json
 import time
 from collections import deque
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Any, Final, Protocol
 from urllib.parse import urlsplit
@@ -39,6 +40,7 @@ from proxy.principal import principal_of
 from translators import eras
 from translators.era_detection import is_legacy_client
 from translators.errors import BridgeError, ClientFault, InvalidRequest, http_status_for
+from translators.forward_proof import ProofRejected
 from translators.inbound import ModernRoute, check_envelope, decode_json, fold_headers, message_id, validate_request
 from translators.jsonrpc import JsonObject, to_error_response
 from translators.oauth import ChallengeReply
@@ -62,7 +64,20 @@ class FrontEngine(Protocol):
     async def handle(self, request: FrontRequest, sink: NotificationSink) -> JsonObject: ...
 
 
+class ClusterHop(Protocol):
+    """Forwarding between replicas (`proxy.cluster.forward.Forwarder`), when a cluster is configured."""
+
+    def check_inbound(self, request: web.Request, body: bytes) -> object | None: ...
+
+    def owner_elsewhere(self, route: ModernRoute) -> str | None: ...
+
+    async def forward(self, request: web.Request, body: bytes, route: ModernRoute, owner: str, *,
+                      on_unreachable: Callable[[web.Request, ModernRoute, Any], Awaitable[web.StreamResponse]]
+                      | None = None) -> web.StreamResponse: ...
+
+
 ENGINE_KEY: Final = web.AppKey("front_engine", FrontEngine)
+HOP_KEY: Final = web.AppKey("cluster_hop", ClusterHop)
 
 
 class _Exchange:
@@ -351,6 +366,13 @@ class HttpFront:
             limit = self._front.max_body_bytes
             too_large = InvalidRequest(f"Request body too large: the limit is {limit} bytes (front.max_body_bytes)")
             return _rejection(too_large, None, exchange, 413)
+        hop = request.app.get(HOP_KEY)
+        try:
+            if hop is not None and hop.check_inbound(request, raw) is not None:
+                hop = None  # a forwarded request is served here, never forwarded again
+        except ProofRejected:
+            forged = InvalidRequest("Forbidden: this request claims to come from a replica; its proof is not valid")
+            return _rejection(forged, None, exchange, 403)
         try:
             decoded = decode_json(raw, self._front.max_json_depth)
             if self._legacy is not None and is_legacy_client(_lower_headers(request), decoded):
@@ -368,9 +390,20 @@ class HttpFront:
             route = validate_request(message, fold_headers(request.headers.items()))
         except ClientFault as exc:
             return _rejection(exc, exchange.front_request_id, exchange)
+        owner = hop.owner_elsewhere(route) if hop is not None else None
+        if hop is not None and owner is not None:
+            exchange.mode = "forwarded"
+
+            async def recover_here(request: web.Request, route: ModernRoute, _: object) -> web.StreamResponse:
+                # the owner is gone: serve the retry here, where recovery may re-execute it
+                return await self._dispatch(request, route, exchange, raw, owner_unreachable=True)
+
+            with bound_contextvars(request_id=route.front_request_id, method=route.method, transport="http"):
+                return await hop.forward(request, raw, route, owner, on_unreachable=recover_here)
         return await self._dispatch(request, route, exchange, raw)
 
-    def _front_request(self, request: web.Request, route: ModernRoute) -> FrontRequest:
+    def _front_request(self, request: web.Request, route: ModernRoute, *,
+                       owner_unreachable: bool = False) -> FrontRequest:
         headers: dict[str, str] = {}
         for name, value in request.headers.items():
             headers.setdefault(name.lower(), value)  # the first line wins, as for the forwarded Authorization
@@ -383,11 +416,12 @@ class HttpFront:
             trace_headers={name: headers[name] for name in _TRACE_HEADERS if name in headers},
             transport="http",
             param_headers=route.param_headers,
+            owner_unreachable=owner_unreachable,
         )
 
     async def _dispatch(self, request: web.Request, route: ModernRoute, exchange: _Exchange,
-                        raw: bytes) -> web.StreamResponse:
-        front_request = self._front_request(request, route)
+                        raw: bytes, *, owner_unreachable: bool = False) -> web.StreamResponse:
+        front_request = self._front_request(request, route, owner_unreachable=owner_unreachable)
         wants_notifications = (
             route.progress_token is not None or route.log_level is not None or route.method == eras.SUBSCRIPTIONS_LISTEN
         )
@@ -434,4 +468,5 @@ class HttpFront:
         return stream
 
 
-__all__ = ["ENGINE_KEY", "SSE_KEEPALIVE_S", "FrontEngine", "HttpFront", "SseSink", "accepts_sse"]
+__all__ = ["ENGINE_KEY", "HOP_KEY", "SSE_KEEPALIVE_S", "ClusterHop", "FrontEngine", "HttpFront", "SseSink",
+           "accepts_sse"]

@@ -147,6 +147,15 @@ class BridgeMetrics:
                                         "front requests, by kind.", "kind")
         self.http_responses = _counter(registry, "http_responses_total", "HTTP responses of the modern endpoint "
                                        "and health routes, by status.", "status")
+        self.forwarded = Counter(PREFIX + "forwarded_retries_total", "Retries this replica forwarded to the "
+                                 "replica owning their held call (the owner answered).", registry=registry)
+        self.forwarded_received = Counter(PREFIX + "forwarded_retries_received_total", "Forwarded retries "
+                                          "this replica accepted with a valid replica proof.", registry=registry)
+        self.forward_failures = _counter(registry, "forward_failures_total", "Retries that could not be "
+                                         "forwarded to their owner, by reason.", "reason")
+        self.forward_proof_rejections = _counter(registry, "forward_proof_rejections_total", "Requests "
+                                                 "claiming to be forwarded whose replica proof failed, by reason.",
+                                                 "reason")
         self.scraped = self._runtime_families()
         registry.register(self.scraped)
         Gauge(PREFIX + "build_info", "The bridge's version (value 1).", ("version",),

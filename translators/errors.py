@@ -38,6 +38,8 @@ class RejectionReason(StrEnum):
     STALE_ROUND = "stale_round"
     UNKNOWN_HELD_CALL = "unknown_held_call"
     NOT_WAITING = "not_waiting"
+    OWNER_UNREACHABLE = "owner_unreachable"  # replicas: the owner did not accept the forwarded retry
+    OWNER_NOT_IN_PEER_SET = "owner_not_in_peer_set"  # replicas: no peer answers to the owner's id
 
 
 class BridgeError(Exception):

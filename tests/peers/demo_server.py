@@ -8,6 +8,8 @@ stateful legacy protocol and asks for input the legacy way, with server-initiate
 - tool `book_table(restaurant)`: pushes a form `elicitation/create` (party size and name);
 - tool `summarize(text)`: pushes `sampling/createMessage`;
 - tool `list_workspace()`: pushes `roots/list`;
+- tool `plan_trip(city)`: three input rounds in one call, one after the other: a form elicitation
+  (a name), `sampling/createMessage`, `roots/list`; logs one info message after each answer;
 - prompt `greeting(name, style)`, resource `demo://readme`, resource template
   `demo://notes/{topic}`, and completion for the prompt's `style` and the template's `topic`.
 
@@ -76,6 +78,28 @@ async def list_workspace(ctx: Context) -> str:  # type: ignore[type-arg]
     roots = await ctx.session.list_roots()
     names = [str(root.uri) for root in roots.roots]
     return "Roots: " + (", ".join(names) if names else "(none)")
+
+
+class Traveller(BaseModel):
+    name: str = Field(description="Who travels?")
+
+
+@mcp.tool()
+async def plan_trip(city: str, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Plan a trip: asks for a name, then the client's model, then the workspace roots."""
+    who = await ctx.elicit(message=f"Trip to {city}: who travels?", schema=Traveller)
+    name = who.data.name if who.action == "accept" else "nobody"
+    await ctx.info(f"planning for {name}")
+    sampled = await ctx.session.create_message(
+        messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text=f"Plan {city}"))],
+        max_tokens=100,
+        related_request_id=ctx.request_id,
+    )
+    plan = sampled.content.text if isinstance(sampled.content, types.TextContent) else "?"
+    await ctx.info(f"plan: {plan}")
+    roots = await ctx.session.list_roots()
+    await ctx.info("roots listed")
+    return f"{name} goes to {city}: {plan}; saved in {', '.join(str(root.uri) for root in roots.roots)}"
 
 
 @mcp.prompt()

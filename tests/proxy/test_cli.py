@@ -63,10 +63,24 @@ def test_flags_map_to_dotted_settings() -> None:
                                       "--upstream-transport", "sse"])
     assert overrides_from(args) == {"upstream.url": "http://u/mcp", "upstream.command": None, "upstream.cwd": None,
                                     "upstream.transport": "sse", "front.listen": None, "log.level": "debug",
-                                    "log.format": None}
+                                    "log.format": None, "held.replica_id": None, "cluster.advertise_url": None,
+                                    "cluster.peers": None, "cluster.peers_dns": None}
     settings = load_settings(None, {"MRTR_BRIDGE_FRONT_LISTEN": "127.0.0.1:9"}, overrides_from(args))
     assert (settings.upstream.url, settings.front.listen) == ("http://u/mcp", "127.0.0.1:9")
     assert (settings.log.level, settings.upstream.transport) == ("debug", "sse")
+
+
+def test_cluster_flags_configure_a_replica() -> None:
+    """--replica-id, --advertise-url, --peers (comma-separated) and --peers-dns reach their settings."""
+    args = build_parser().parse_args(["serve", "--upstream", "http://u/mcp", "--replica-id", "r2",
+                                      "--advertise-url", "http://10.0.0.6:8080",
+                                      "--peers", "http://10.0.0.5:8080,http://10.0.0.6:8080",
+                                      "--peers-dns", "peers.local:8080"])
+    settings = load_settings(None, {"MRTR_BRIDGE_HELD_KEYS": "k1=" + "A" * 43}, overrides_from(args))
+    assert settings.held.replica_id == "r2"
+    assert settings.cluster.advertise_url == "http://10.0.0.6:8080"
+    assert settings.cluster.peers == ("http://10.0.0.5:8080", "http://10.0.0.6:8080")
+    assert settings.cluster.peers_dns == "peers.local:8080"
 
 
 def test_keygen_prints_a_usable_key_for_file_and_environment(tmp_path: Path) -> None:

@@ -162,4 +162,4 @@ def test_every_documented_metric_is_registered() -> None:
     operations = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text(encoding="utf-8")
     documented = set(re.findall(r"^\| `(mrtr_bridge_[a-z_]+)` \|", operations, flags=re.MULTILINE))
     assert documented == registered
-    assert len(registered) == 18
+    assert len(registered) == 22

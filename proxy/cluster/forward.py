@@ -1,0 +1,179 @@
+"""Forwarding a retry to the replica that owns its held call (docs/architecture.md § Replicas).
+
+On the HTTP front only. A request is forwarded when it is a retry (an MRTR method with a
+`requestState`), its `requestState` opens with the shared keys and names another replica, and the
+request did not itself arrive forwarded. It goes out as received (body and headers, hop-by-hop
+headers aside, with the original `Host`) plus the replica proof (`translators.forward_proof`); the
+owner's status, headers and body stream back unchanged, SSE included. The owner checks everything
+again (the proof, principal binding, round, single use) as for any retry.
+
+When the owner is outside the peer set, or does not accept a connection within
+`cluster.connect_timeout_s`, the retry gets the fixed invalid-`requestState` error, logged and
+counted with reason `owner_not_in_peer_set` / `owner_unreachable`; the front's `on_unreachable`
+then serves the retry locally, where recovery by re-execution may answer instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import aiohttp
+import structlog
+from aiohttp import web
+
+from config.settings import Settings
+from proxy.cluster.peers import PeerDirectory
+from proxy.keys import decode_key
+from proxy.metrics import BridgeMetrics
+from translators.eras import MRTR_METHODS
+from translators.errors import InvalidRequestState, LimitExceeded, RejectionReason, http_status_for
+from translators.forward_proof import HEADER, ForwardedFrom, ProofKeys, ProofRejected, sign, verify
+from translators.inbound import ModernRoute
+from translators.jsonrpc import to_error_response
+from translators.request_state import KeyRing, open_state
+
+_log = structlog.get_logger("proxy.cluster.forward")
+_HOP_BY_HOP: Final = frozenset({
+    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
+    "transfer-encoding", "upgrade", "content-length", HEADER.lower(),
+})
+_RESPONSE_HEADERS: Final = ("Content-Type", "Cache-Control", "X-Accel-Buffering", "WWW-Authenticate")
+STREAM_MARGIN_S: Final = 10.0
+
+
+class OwnerUnreachable(Exception):
+    """The owner of a retry cannot be reached: `reason` is owner_not_in_peer_set or owner_unreachable."""
+
+    def __init__(self, owner: str, reason: RejectionReason) -> None:
+        super().__init__(f"owner {owner} of the held call: {reason.value}")
+        self.owner = owner
+        self.reason = reason
+
+
+UnreachableHandler = Callable[[web.Request, ModernRoute, OwnerUnreachable], Awaitable[web.StreamResponse | None]]
+
+
+def proof_keys(settings: Settings) -> ProofKeys:
+    held = settings.held
+    keys = {kid: decode_key(kid, secret.get_secret_value()) for kid, secret in held.keys.items()}
+    return ProofKeys(keys, held.active_key or next(iter(keys)))
+
+
+def _error(route: ModernRoute, exc: InvalidRequestState | LimitExceeded) -> web.Response:
+    return web.json_response(to_error_response(exc, route.front_request_id), status=http_status_for(exc.code))
+
+
+class Forwarder:
+    """The HTTP front's cluster hop: checks inbound proofs and forwards retries owned elsewhere."""
+
+    def __init__(self, settings: Settings, keyring: KeyRing, directory: PeerDirectory,
+                 client: aiohttp.ClientSession, metrics: BridgeMetrics) -> None:
+        self._settings = settings
+        self._me = settings.held.replica_id
+        self._keyring = keyring
+        self._proof_keys = proof_keys(settings)
+        self._directory = directory
+        self._client = client
+        self._metrics = metrics
+        self._slots = asyncio.Semaphore(settings.cluster.max_forwards)
+
+    def check_inbound(self, request: web.Request, body: bytes) -> ForwardedFrom | None:
+        """The proof of a request that claims to be forwarded (None when it does not claim it);
+        raises `ProofRejected` for a claim that does not hold."""
+        value = request.headers.get(HEADER)
+        if value is None:
+            return None
+        try:
+            forwarded = verify(value, self._proof_keys, me=self._me, now_ms=int(time.time() * 1000),
+                               max_age_ms=int(self._settings.cluster.proof_max_age_s * 1000), path=request.path,
+                               body=body, authorization=request.headers.get("Authorization"))
+        except ProofRejected as exc:
+            _log.warning("forward_proof_rejected", reason=exc.reason)
+            self._metrics.forward_proof_rejections.labels(exc.reason).inc()
+            raise
+        self._metrics.forwarded_received.inc()
+        return forwarded
+
+    def owner_elsewhere(self, route: ModernRoute) -> str | None:
+        """The owner replica of a retry when it is another replica; None to serve here."""
+        if route.method not in MRTR_METHODS or "requestState" not in route.params:
+            return None
+        try:
+            owner = open_state(route.params["requestState"], self._keyring).replica_id
+        except InvalidRequestState:
+            return None  # the engine rejects it, here
+        return owner if owner != self._me else None
+
+    async def forward(self, request: web.Request, body: bytes, route: ModernRoute, owner: str, *,
+                      on_unreachable: UnreachableHandler | None = None) -> web.StreamResponse:
+        """Forward a retry to `owner` and stream its answer back (or answer why it cannot be);
+        `on_unreachable` may answer instead when the owner cannot be reached (recovery)."""
+        if self._slots.locked():
+            self._failed(owner, "busy")
+            return _error(route, LimitExceeded(f"{self._settings.cluster.max_forwards} forwarded retries are in "
+                                               "flight; the limit is cluster.max_forwards", "cluster.max_forwards"))
+        async with self._slots:
+            try:
+                return await self._relay(request, body, owner)
+            except OwnerUnreachable as exc:
+                self._failed(owner, exc.reason.value)
+                if on_unreachable is not None:
+                    recovered = await on_unreachable(request, route, exc)
+                    if recovered is not None:
+                        return recovered
+                self._metrics.observe_error(InvalidRequestState(exc.reason))
+                return _error(route, InvalidRequestState(exc.reason))
+
+    def _failed(self, owner: str, reason: str) -> None:
+        _log.warning("forward_failed", owner=owner, reason=reason)
+        self._metrics.forward_failures.labels(reason).inc()
+
+    def _headers(self, request: web.Request, body: bytes, owner: str) -> list[tuple[str, str]]:
+        """The client's headers as received (repeated ones kept, hop-by-hop ones dropped), plus the proof."""
+        headers = [(name, value) for name, value in request.headers.items() if name.lower() not in _HOP_BY_HOP]
+        proof = sign(self._proof_keys, sender=self._me, owner=owner, now_ms=int(time.time() * 1000),
+                     path=request.path, body=body, authorization=request.headers.get("Authorization"))
+        return [*headers, (HEADER, proof)]
+
+    async def _relay(self, request: web.Request, body: bytes, owner: str) -> web.StreamResponse:
+        base = await self._directory.owner_url(owner)
+        if base is None:
+            raise OwnerUnreachable(owner, RejectionReason.OWNER_NOT_IN_PEER_SET)
+        front = self._settings.front
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._settings.cluster.connect_timeout_s,
+                                        sock_read=front.request_timeout_s + front.sse_keepalive_s + STREAM_MARGIN_S)
+        try:
+            headers = self._headers(request, body, owner)
+            upstream = await self._client.post(base + front.path, data=body, headers=headers,
+                                               timeout=timeout, allow_redirects=False, auto_decompress=False)
+        except (aiohttp.ClientConnectionError, TimeoutError):
+            self._directory.forget(owner)
+            raise OwnerUnreachable(owner, RejectionReason.OWNER_UNREACHABLE) from None
+        self._metrics.forwarded.inc()
+        _log.info("retry_forwarded", owner=owner, status=upstream.status)
+        async with upstream:
+            return await self._stream_back(request, upstream, owner)
+
+    async def _stream_back(self, request: web.Request, upstream: aiohttp.ClientResponse,
+                           owner: str) -> web.StreamResponse:
+        response = web.StreamResponse(status=upstream.status)
+        for name in _RESPONSE_HEADERS:
+            for value in upstream.headers.getall(name, ()):
+                response.headers.add(name, value)
+        if "Content-Encoding" in upstream.headers:
+            response.headers["Content-Encoding"] = upstream.headers["Content-Encoding"]
+        await response.prepare(request)
+        try:
+            async for chunk in upstream.content.iter_any():
+                await response.write(chunk)
+        except (aiohttp.ClientError, TimeoutError):
+            self._failed(owner, "owner_stream_broken")  # the client sees its stream end early
+            return response
+        await response.write_eof()
+        return response
+
+
+__all__ = ["Forwarder", "OwnerUnreachable", "UnreachableHandler", "proof_keys"]
