@@ -325,7 +325,7 @@ def static_binary() -> bytes:
 
 
 @mcp.resource("test://template/{id}/data", mime_type="application/json")
-def template_data(id: str) -> str:  # noqa: A002 - the template's variable name
+def template_data(id: str) -> str:
     """A templated JSON resource."""
     return json.dumps({"id": id, "templateTest": True, "data": f"Data for ID: {id}"})
 
@@ -353,7 +353,7 @@ def test_prompt_with_arguments(arg1: str, arg2: str) -> list[UserMessage]:
 
 
 @mcp.prompt()
-def test_prompt_with_embedded_resource(resourceUri: str) -> list[UserMessage]:  # noqa: N803 - wire name
+def test_prompt_with_embedded_resource(resourceUri: str) -> list[UserMessage]:
     """A prompt embedding the named resource."""
     embedded = _embedded(resourceUri, "text/plain", "Embedded resource content for testing.")
     return [UserMessage(role="user", content=embedded), _user("Please process the embedded resource above.")]
