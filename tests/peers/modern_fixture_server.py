@@ -366,7 +366,7 @@ def test_prompt_with_image() -> list[UserMessage]:
     return [UserMessage(role="user", content=image), _user("Please analyze the image above.")]
 
 
-@mcp.completion()
+@mcp.completion()  # type: ignore[no-untyped-call, untyped-decorator]
 async def complete(ref: object, argument: object, context: object) -> Completion:
     """Answers every completion request with no suggestions."""
     return Completion(values=[], total=0, has_more=False)
