@@ -183,6 +183,8 @@ conformance: venv
 	REVISION=2025-06-18 OUTDIR=$(CURDIR)/.conformance-results/2025-06-18 tests/conformance/run.sh
 	# legacy clients through the bridge: 2025-11-25 scenarios, fixture directly vs. through the bridge (#13)
 	tests/conformance/run_legacy_clients.sh
+	# a modern upstream (mcp 2.x SDK server): the 2026-07-28 suite directly vs. through the bridge (#13)
+	MODERN=1 OUTDIR=$(CURDIR)/.conformance-results/modern tests/conformance/run.sh
 
 bench: venv
 	$(BIN)/python bench/run.py

