@@ -22,7 +22,7 @@ from proxy.context import FrontRequest
 from proxy.continuations import Continuations
 from proxy.held_calls import HeldCallRegistry
 from proxy.metrics import BridgeMetrics
-from translators.errors import InvalidRequestState
+from translators.errors import InvalidRequestState, RejectionReason
 from translators.jsonrpc import JsonObject
 from translators.recovery_policy import (
     ALREADY_USED,
@@ -62,7 +62,9 @@ class Recovery:
     def lost_call(self, request: FrontRequest, refused: InvalidRequestState, responses: JsonObject, *,
                   owner_unreachable: bool = False) -> LostCall:
         """The lost call `refused` names, if its state may start a recovery; else raises `refused`."""
-        cause = OWNER_UNREACHABLE if owner_unreachable and refused.reason == "other_replica" else CAUSES.get(
+        if owner_unreachable and refused.reason == "other_replica":
+            refused = InvalidRequestState(RejectionReason.OWNER_UNREACHABLE)  # a refusal says why it is here
+        cause = OWNER_UNREACHABLE if owner_unreachable and refused.reason == "owner_unreachable" else CAUSES.get(
             refused.reason)
         if cause is None:
             raise refused

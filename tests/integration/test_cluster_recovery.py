@@ -43,6 +43,7 @@ async def test_retry_on_another_replica_recovers_when_the_owner_was_killed(peers
         text = await scrape(other.port)
     assert metric(text, "mrtr_bridge_recovered_calls_total", cause="owner_unreachable") == 1
     assert metric(text, "mrtr_bridge_recovery_refusals_total", reason="not_annotated_idempotent") == 1
+    assert metric(text, "mrtr_bridge_request_state_rejections_total", reason="owner_unreachable") == 1
     # the first retry's failed connection makes r2 forget r1, so the second finds it outside the peer set
     failures = [metric(text, FAILURES, reason=reason) for reason in ("owner_unreachable", "owner_not_in_peer_set")]
     assert failures == [1, 1]
