@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Final, Protocol
 
 from translators import jsonrpc
+from translators.errors import BridgeBug
 from translators.jsonrpc import JsonObject
 from translators.revisions import Revision
 
@@ -117,6 +118,25 @@ class TransportInfo(Protocol):
         an interactive call may share its session; over stdio and HTTP+SSE only an exclusive lease
         attributes them."""
         ...
+
+
+class Negotiated:
+    """`init_result` and `revision` of an `UpstreamSession`, for a transport that stores what
+    `initialize` answered in `_init_result` and the negotiated revision in `_revision`."""
+
+    _init_result: JsonObject
+    _revision: Revision | None
+
+    @property
+    def init_result(self) -> JsonObject:
+        return self._init_result
+
+    @property
+    def revision(self) -> Revision:
+        """The revision negotiated at `initialize`, spoken on this session."""
+        if self._revision is None:
+            raise BridgeBug("the session's revision is read before initialize")
+        return self._revision
 
 
 class SendsMessages:

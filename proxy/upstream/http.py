@@ -20,7 +20,7 @@ import structlog
 
 from config.settings import UpstreamSettings
 from proxy.tasks import TaskOwner
-from proxy.upstream.base import InboundHandler, SendsMessages
+from proxy.upstream.base import InboundHandler, Negotiated, SendsMessages
 from proxy.upstream.errors import map_upstream_errors
 from proxy.upstream.http_call import HttpUpstreamCall
 from proxy.upstream.http_channel import HttpChannel, SessionExpired
@@ -74,7 +74,7 @@ class SessionState(enum.Enum):
     CLOSED = "closed"  # aclose() ran
 
 
-class HttpUpstreamSession(SendsMessages):
+class HttpUpstreamSession(Negotiated, SendsMessages):
     """Implements `UpstreamSession` over legacy Streamable HTTP. Build it with `open()`."""
 
     def __init__(
@@ -125,17 +125,6 @@ class HttpUpstreamSession(SendsMessages):
             raise
         session._log.info("upstream_session_opened", has_get_stream=session.has_get_stream)
         return session
-
-    @property
-    def init_result(self) -> JsonObject:
-        return self._init_result
-
-    @property
-    def revision(self) -> Revision:
-        """The revision negotiated at `initialize`, spoken on this session."""
-        if self._revision is None:
-            raise BridgeBug("the session's revision is read before initialize")
-        return self._revision
 
     @property
     def is_alive(self) -> bool:

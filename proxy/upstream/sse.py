@@ -26,7 +26,7 @@ from yarl import URL
 
 from config.settings import UpstreamSettings
 from proxy.tasks import TaskOwner
-from proxy.upstream.base import Inbound, InboundHandler, SendsMessages
+from proxy.upstream.base import Inbound, InboundHandler, Negotiated, SendsMessages
 from proxy.upstream.call import OutcomeCall
 from proxy.upstream.errors import map_upstream_errors
 from proxy.upstream.http_call import invoke_handler
@@ -44,7 +44,6 @@ from proxy.upstream.http_wire import (
 from translators import jsonrpc
 from translators.eras import CANCELLED, INITIALIZE, INITIALIZED, LEGACY_PING
 from translators.errors import (
-    BridgeBug,
     UpstreamFault,
     UpstreamProtocolError,
     UpstreamReturnedError,
@@ -73,7 +72,7 @@ def resolve_endpoint(sse_url: str, data: str) -> str:
     return str(target)
 
 
-class SseUpstreamSession(SendsMessages):
+class SseUpstreamSession(Negotiated, SendsMessages):
     """Implements `UpstreamSession` over one legacy HTTP+SSE connection. Build it with `open()`."""
 
     def __init__(
@@ -129,17 +128,6 @@ class SseUpstreamSession(SendsMessages):
         return session
 
     # -- the UpstreamSession surface --------------------------------------------------------------
-
-    @property
-    def init_result(self) -> JsonObject:
-        return self._init_result
-
-    @property
-    def revision(self) -> Revision:
-        """The revision negotiated at `initialize` (HTTP+SSE never sends `MCP-Protocol-Version`)."""
-        if self._revision is None:
-            raise BridgeBug("the session's revision is read before initialize")
-        return self._revision
 
     @property
     def is_alive(self) -> bool:

@@ -27,7 +27,7 @@ import structlog
 
 from config.settings import UpstreamSettings
 from proxy.tasks import TaskOwner
-from proxy.upstream.base import Inbound, InboundHandler, SendsMessages
+from proxy.upstream.base import Inbound, InboundHandler, Negotiated, SendsMessages
 from proxy.upstream.call import OutcomeCall
 from proxy.upstream.stdio_children import ChildProcesses
 from proxy.upstream.stdio_process import exit_code, exit_message, spawn, stop_process, upstream_label
@@ -69,7 +69,7 @@ def _nobody(inbound: Inbound) -> None:
     """The inbound handler of a spare process: it has no session yet, so it says nothing."""
 
 
-class StdioUpstreamSession(SendsMessages):
+class StdioUpstreamSession(Negotiated, SendsMessages):
     """Implements `UpstreamSession` over one legacy server subprocess. Build it with `open()`."""
 
     def __init__(
@@ -139,17 +139,6 @@ class StdioUpstreamSession(SendsMessages):
         )
 
     # ---- UpstreamSession ------------------------------------------------------------------------
-
-    @property
-    def init_result(self) -> JsonObject:
-        return self._init_result
-
-    @property
-    def revision(self) -> Revision:
-        """The revision negotiated at `initialize`, spoken on this session."""
-        if self._revision is None:
-            raise BridgeBug("the session's revision is read before initialize")
-        return self._revision
 
     @property
     def is_alive(self) -> bool:
