@@ -124,6 +124,7 @@ test-tools: $(FS_SERVER_STAMP)
 
 lint: $(VENV_STAMP)
 	$(BIN)/ruff check --extend-exclude '$(LEGACY_VENV),.venv-*,.tools,.conformance-results,$(RUN_DIR)' .
+	$(BIN)/ruff format --check --extend-exclude '$(LEGACY_VENV),.venv-*,.tools,.conformance-results,$(RUN_DIR)' .
 	$(BIN)/mypy
 
 pytest: venv ts-peers test-tools $(OAUTH_AS_STAMP)

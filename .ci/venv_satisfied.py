@@ -1,7 +1,7 @@
 """Exit 0 if the running interpreter already satisfies a requirement source, else 1.
 
-    .venv/bin/python .ci/venv_satisfied.py pyproject.toml test      # project (editable here) + extra
-    .venv-legacy/bin/python .ci/venv_satisfied.py tests/peers/requirements-legacy.txt
+    .venv/bin/python .ci/venv_satisfied.py pyproject.toml test      # project (editable here) +
+    extra .venv-legacy/bin/python .ci/venv_satisfied.py tests/peers/requirements-legacy.txt
 
 Used by the Makefile to adopt a virtualenv that exists without its stamp file (created by
 hand with the same pip command) instead of reinstalling it. Anything it cannot judge counts
@@ -52,20 +52,32 @@ def pyproject_ok(path: Path, extra: str) -> bool:
     lines = list(project.get("dependencies", []))
     if extra:
         lines += project.get("optional-dependencies", {}).get(extra, [])
-    scripts_ok = all((Path(sys.executable).parent / script).exists() for script in project.get("scripts", {}))
-    return editable_here(project["name"], path.parent) and scripts_ok and all(satisfied(line) for line in lines)
+    scripts_ok = all(
+        (Path(sys.executable).parent / script).exists() for script in project.get("scripts", {})
+    )
+    return (
+        editable_here(project["name"], path.parent)
+        and scripts_ok
+        and all(satisfied(line) for line in lines)
+    )
 
 
 def requirements_ok(path: Path) -> bool:
-    lines = [line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines()]
+    lines = [
+        line.split("#", 1)[0].strip() for line in path.read_text(encoding="utf-8").splitlines()
+    ]
     lines = [line for line in lines if line]
-    return not any(line.startswith("-") for line in lines) and all(satisfied(line) for line in lines)
+    return not any(line.startswith("-") for line in lines) and all(
+        satisfied(line) for line in lines
+    )
 
 
 def main(argv: list[str]) -> int:
     path = Path(argv[0])
     ok = (
-        pyproject_ok(path, argv[1] if len(argv) > 1 else "") if path.name == "pyproject.toml" else requirements_ok(path)
+        pyproject_ok(path, argv[1] if len(argv) > 1 else "")
+        if path.name == "pyproject.toml"
+        else requirements_ok(path)
     )
     return 0 if ok else 1
 

@@ -29,7 +29,10 @@ LEGACY_VERSION: Final = "2025-11-25"
 CLIENT_INFO: Final = {"name": "mrtr-bench", "version": "0"}
 ELICIT_FORM: Final[JsonObject] = {"elicitation": {"form": {}}}
 ANSWER: Final[JsonObject] = {"action": "accept", "content": {"choice": "blue"}}
-_JSON_HEADERS: Final = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+_JSON_HEADERS: Final = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+}
 
 
 class CallFailed(RuntimeError):
@@ -86,8 +89,13 @@ async def read_response(response: aiohttp.ClientResponse) -> JsonObject:
     return message
 
 
-def modern_request(request_id: int, name: str, arguments: JsonObject, capabilities: JsonObject,
-                   extra: JsonObject | None = None) -> JsonObject:
+def modern_request(
+    request_id: int,
+    name: str,
+    arguments: JsonObject,
+    capabilities: JsonObject,
+    extra: JsonObject | None = None,
+) -> JsonObject:
     """A modern tools/call with the three `_meta` entries every 2026-07-28 request carries."""
     meta = {
         "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
@@ -101,8 +109,13 @@ def modern_request(request_id: int, name: str, arguments: JsonObject, capabiliti
 class ModernHttp:
     """Modern POSTs to the bridge's endpoint on one shared `aiohttp.ClientSession`."""
 
-    def __init__(self, http: aiohttp.ClientSession, url: str, capabilities: JsonObject | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        http: aiohttp.ClientSession,
+        url: str,
+        capabilities: JsonObject | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
         self._http = http
         self._url = url
         self._capabilities = capabilities or {}
@@ -110,13 +123,22 @@ class ModernHttp:
         self._ids = itertools.count(1)
 
     async def _post(self, message: JsonObject) -> JsonObject:
-        headers = {**_JSON_HEADERS, "MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": "tools/call",
-                   "Mcp-Name": message["params"]["name"], **self._extra_headers}
+        headers = {
+            **_JSON_HEADERS,
+            "MCP-Protocol-Version": MODERN_VERSION,
+            "Mcp-Method": "tools/call",
+            "Mcp-Name": message["params"]["name"],
+            **self._extra_headers,
+        }
         timeout = aiohttp.ClientTimeout(total=TIMEOUT_S)
-        async with self._http.post(self._url, data=_dumps(message), headers=headers, timeout=timeout) as response:
+        async with self._http.post(
+            self._url, data=_dumps(message), headers=headers, timeout=timeout
+        ) as response:
             return await read_response(response)
 
-    async def call(self, name: str, arguments: JsonObject, extra: JsonObject | None = None) -> JsonObject:
+    async def call(
+        self, name: str, arguments: JsonObject, extra: JsonObject | None = None
+    ) -> JsonObject:
         """One tools/call; returns the modern result (any resultType)."""
         request = modern_request(next(self._ids), name, arguments, self._capabilities, extra)
         return result_of(await self._post(request))
@@ -150,7 +172,9 @@ class ModernHttp:
 class LegacyHttp:
     """One legacy session straight to the server (raw POSTs; no GET stream, as it needs none)."""
 
-    def __init__(self, http: aiohttp.ClientSession, url: str, capabilities: JsonObject | None = None) -> None:
+    def __init__(
+        self, http: aiohttp.ClientSession, url: str, capabilities: JsonObject | None = None
+    ) -> None:
         self._http = http
         self._url = url
         self._capabilities = capabilities or {}
@@ -160,14 +184,28 @@ class LegacyHttp:
     def _headers(self) -> dict[str, str]:
         if self._session_id is None:
             return dict(_JSON_HEADERS)
-        return {**_JSON_HEADERS, "Mcp-Session-Id": self._session_id, "MCP-Protocol-Version": LEGACY_VERSION}
+        return {
+            **_JSON_HEADERS,
+            "Mcp-Session-Id": self._session_id,
+            "MCP-Protocol-Version": LEGACY_VERSION,
+        }
 
     async def initialize(self) -> None:
-        params = {"protocolVersion": LEGACY_VERSION, "capabilities": self._capabilities, "clientInfo": CLIENT_INFO}
-        message = {"jsonrpc": "2.0", "id": next(self._ids), "method": "initialize", "params": params}
+        params = {
+            "protocolVersion": LEGACY_VERSION,
+            "capabilities": self._capabilities,
+            "clientInfo": CLIENT_INFO,
+        }
+        message = {
+            "jsonrpc": "2.0",
+            "id": next(self._ids),
+            "method": "initialize",
+            "params": params,
+        }
         timeout = aiohttp.ClientTimeout(total=TIMEOUT_S)
-        async with self._http.post(self._url, data=_dumps(message), headers=self._headers(),
-                                   timeout=timeout) as response:
+        async with self._http.post(
+            self._url, data=_dumps(message), headers=self._headers(), timeout=timeout
+        ) as response:
             result_of(await read_response(response))
             self._session_id = response.headers.get("Mcp-Session-Id")
         await self._send({"jsonrpc": "2.0", "method": "notifications/initialized"})
@@ -175,35 +213,45 @@ class LegacyHttp:
     async def _send(self, message: JsonObject) -> None:
         """POST a notification or a response (202 expected)."""
         timeout = aiohttp.ClientTimeout(total=TIMEOUT_S)
-        async with self._http.post(self._url, data=_dumps(message), headers=self._headers(),
-                                   timeout=timeout) as response:
+        async with self._http.post(
+            self._url, data=_dumps(message), headers=self._headers(), timeout=timeout
+        ) as response:
             await response.read()
             if response.status != 202:
                 raise CallFailed(f"expected 202, got HTTP {response.status}")
 
     def _call_message(self, name: str, arguments: JsonObject) -> JsonObject:
-        return {"jsonrpc": "2.0", "id": next(self._ids), "method": "tools/call",
-                "params": {"name": name, "arguments": arguments}}
+        return {
+            "jsonrpc": "2.0",
+            "id": next(self._ids),
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        }
 
     async def echo(self, text: str) -> str:
         timeout = aiohttp.ClientTimeout(total=TIMEOUT_S)
         message = self._call_message("echo", {"text": text})
-        async with self._http.post(self._url, data=_dumps(message), headers=self._headers(),
-                                   timeout=timeout) as response:
+        async with self._http.post(
+            self._url, data=_dumps(message), headers=self._headers(), timeout=timeout
+        ) as response:
             return tool_text(result_of(await read_response(response)))
 
     async def push_round_trip(self, topic: str) -> str:
         """tools/call `ask`; answer its elicitation push; return the result from the same stream."""
         message = self._call_message("ask", {"topic": topic})
         async with asyncio.timeout(TIMEOUT_S):
-            async with self._http.post(self._url, data=_dumps(message), headers=self._headers()) as response:
+            async with self._http.post(
+                self._url, data=_dumps(message), headers=self._headers()
+            ) as response:
                 if response.content_type != "text/event-stream":
                     raise CallFailed(f"expected an SSE reply, got {response.content_type}")
                 async for inbound in sse_messages(response):
                     if inbound.get("method") == "elicitation/create":
                         await self._send({"jsonrpc": "2.0", "id": inbound["id"], "result": ANSWER})
                     elif inbound.get("id") == message["id"]:
-                        await response.read()  # to the end of the stream, so the connection is kept alive
+                        await (
+                            response.read()
+                        )  # to the end of the stream, so the connection is kept alive
                         return tool_text(result_of(inbound))
         raise CallFailed("the call's stream ended without a result")
 
@@ -226,8 +274,13 @@ class StdioPeer:
 
     async def start(self) -> None:
         self._process = await asyncio.create_subprocess_exec(
-            *self._argv, stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.DEVNULL, env=self._env, limit=1 << 24)
+            *self._argv,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.DEVNULL,
+            env=self._env,
+            limit=1 << 24,
+        )
         self._reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
@@ -290,7 +343,11 @@ class LegacyStdio:
         self.peer.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
 
     async def call_text(self, name: str, arguments: JsonObject) -> str:
-        message = {"jsonrpc": "2.0", "method": "tools/call", "params": {"name": name, "arguments": arguments}}
+        message = {
+            "jsonrpc": "2.0",
+            "method": "tools/call",
+            "params": {"name": name, "arguments": arguments},
+        }
         return tool_text(await self.peer.request(message))
 
     async def echo(self, text: str) -> str:

@@ -55,21 +55,51 @@ def verdict(value: float | None, check: Check | None, errors: int = 0) -> str:
     return "PASS" if check(value) else "MISS"
 
 
-def compare(key: str, label: str, unit: str, bridge: float, direct: float, *, comparison: str,
-            target: str = "", check: Check | None = None, errors: dict[str, int] | None = None,
-            note: str = "", extra: dict[str, Any] | None = None, detail: str = "") -> Figure:
+def compare(
+    key: str,
+    label: str,
+    unit: str,
+    bridge: float,
+    direct: float,
+    *,
+    comparison: str,
+    target: str = "",
+    check: Check | None = None,
+    errors: dict[str, int] | None = None,
+    note: str = "",
+    extra: dict[str, Any] | None = None,
+    detail: str = "",
+) -> Figure:
     """A figure comparing `bridge` with `direct` as a ratio or a delta, judged by `check`."""
     value = bridge / direct if comparison == "ratio" and direct else bridge - direct
     counted = errors or {}
-    return Figure(key, label, unit, bridge, direct, comparison, value, target,
-                  verdict(value, check, sum(counted.values())), counted, note, extra or {}, detail)
+    return Figure(
+        key,
+        label,
+        unit,
+        bridge,
+        direct,
+        comparison,
+        value,
+        target,
+        verdict(value, check, sum(counted.values())),
+        counted,
+        note,
+        extra or {},
+        detail,
+    )
 
 
 def latency_summary(sample: Sample) -> dict[str, float]:
     """Median, p90 and p99 latency of a sample, in ms."""
     values = sample.latencies_ms
-    return {"p50_ms": median(values), "p90_ms": percentile(values, 90), "p99_ms": percentile(values, 99),
-            "calls": float(sample.calls), "errors": float(sample.errors)}
+    return {
+        "p50_ms": median(values),
+        "p90_ms": percentile(values, 90),
+        "p99_ms": percentile(values, 99),
+        "calls": float(sample.calls),
+        "errors": float(sample.errors),
+    }
 
 
 def errors_of(bridge: Sample, direct: Sample) -> dict[str, int]:

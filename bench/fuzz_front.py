@@ -41,19 +41,63 @@ from integration.harness import ModernPoster, PeerProcess, Peers, bridge_env  # 
 JsonObject = dict[str, Any]
 CAPS: Final[JsonObject] = {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
 TOOLS: Final = ("echo", "ask", "sample", "whoami", "ask_rounds", "nope", "")
-METHODS: Final = ("tools/call", "tools/list", "prompts/get", "prompts/list", "resources/read", "resources/list",
-                  "resources/templates/list", "completion/complete", "server/discover", "initialize", "ping", "x/y")
-CRASH_EVENTS: Final = ("front_request_crashed", "bridge_bug", "background_task_failed", "held_call_bug",
-                       "front_engine_crashed", "upstream_call_crashed", "Task exception was never retrieved")
-ODD_VALUES: Final[list[Any]] = [None, True, -1, 0, 2**70, 1e308, -0.0, "", "\u0000", "\ud800", "é東", [], {},
-                                "x" * 5000, "=?base64?!!?=", {"_meta": None}, [[[[[[]]]]]]]
+METHODS: Final = (
+    "tools/call",
+    "tools/list",
+    "prompts/get",
+    "prompts/list",
+    "resources/read",
+    "resources/list",
+    "resources/templates/list",
+    "completion/complete",
+    "server/discover",
+    "initialize",
+    "ping",
+    "x/y",
+)
+CRASH_EVENTS: Final = (
+    "front_request_crashed",
+    "bridge_bug",
+    "background_task_failed",
+    "held_call_bug",
+    "front_engine_crashed",
+    "upstream_call_crashed",
+    "Task exception was never retrieved",
+)
+ODD_VALUES: Final[list[Any]] = [
+    None,
+    True,
+    -1,
+    0,
+    2**70,
+    1e308,
+    -0.0,
+    "",
+    "\u0000",
+    "\ud800",
+    "é東",
+    [],
+    {},
+    "x" * 5000,
+    "=?base64?!!?=",
+    {"_meta": None},
+    [[[[[[]]]]]],
+]
 FUZZ_AUTH: Final = ("Bearer fuzz-a", "Bearer fuzz-b", "Bearer fuzz-c", None)
 ANSWERS: Final[list[Any]] = [
-    {"action": "accept", "content": {"answer": "a"}}, {"action": "decline"}, {"action": "cancel"},
-    {"role": "assistant", "content": {"type": "text", "text": "s"}, "model": "m"}, {"roots": []},
-    {"action": "accept", "content": {"answer": ["not", "a", "string"]}}, {"action": 7}, None, "x" * 3000,
+    {"action": "accept", "content": {"answer": "a"}},
+    {"action": "decline"},
+    {"action": "cancel"},
+    {"role": "assistant", "content": {"type": "text", "text": "s"}, "model": "m"},
+    {"roots": []},
+    {"action": "accept", "content": {"answer": ["not", "a", "string"]}},
+    {"action": 7},
+    None,
+    "x" * 3000,
 ]
-Held = tuple[JsonObject, str, list[str]]  # the params that got an InputRequiredResult, its state, its keys
+Held = tuple[
+    JsonObject, str, list[str]
+]  # the params that got an InputRequiredResult, its state, its keys
 REQUEST_TIMEOUT_S: Final = 30.0
 
 
@@ -72,7 +116,10 @@ class Fuzzer:
         method = "tools/call" if rng.random() < 0.5 else rng.choice(METHODS[:9])
         params: JsonObject = {}
         if method == "tools/call":
-            params = {"name": rng.choice(TOOLS[:5]), "arguments": {"text": "t", "tag": f"f{rng.randrange(99)}"}}
+            params = {
+                "name": rng.choice(TOOLS[:5]),
+                "arguments": {"text": "t", "tag": f"f{rng.randrange(99)}"},
+            }
         elif method in ("prompts/get", "resources/read"):
             params = {"name": "p"} if method == "prompts/get" else {"uri": "demo://x"}
         return self.poster.body(method, params)
@@ -93,15 +140,26 @@ class Fuzzer:
             if choice < 0.2:
                 return {k: v for k, v in node.items() if k != key}
             if choice < 0.35:
-                return {**node, rng.choice(["id", "method", "params", "jsonrpc", "_meta", "zz"]): rng.choice(
-                    ODD_VALUES)}
+                return {
+                    **node,
+                    rng.choice(["id", "method", "params", "jsonrpc", "_meta", "zz"]): rng.choice(
+                        ODD_VALUES
+                    ),
+                }
             return {**node, key: self.mutate_json(node[key], depth + 1)}
         if isinstance(node, list) and node and rng.random() < 0.5:
             index = rng.randrange(len(node))
-            return [*node[:index], self.mutate_json(node[index], depth + 1), *node[index + 1:]]
+            return [*node[:index], self.mutate_json(node[index], depth + 1), *node[index + 1 :]]
         if isinstance(node, str) and rng.random() < 0.5:
-            return rng.choice([node[::-1], node * 3, node + "\u202e", rng.choice(METHODS), base64.b64encode(
-                node.encode()).decode()])
+            return rng.choice(
+                [
+                    node[::-1],
+                    node * 3,
+                    node + "\u202e",
+                    rng.choice(METHODS),
+                    base64.b64encode(node.encode()).decode(),
+                ]
+            )
         return self.rng.choice([*ODD_VALUES, self.deep(rng.randrange(2, 200))])
 
     def deep(self, levels: int) -> Any:
@@ -118,9 +176,11 @@ class Fuzzer:
             if op < 0.4 and data:
                 data[min(at, len(data) - 1)] = self.rng.randrange(256)
             elif op < 0.6:
-                data[at:at] = bytes(self.rng.randrange(256) for _ in range(self.rng.randrange(1, 8)))
+                data[at:at] = bytes(
+                    self.rng.randrange(256) for _ in range(self.rng.randrange(1, 8))
+                )
             elif op < 0.8:
-                del data[at:at + self.rng.randrange(1, 16)]
+                del data[at : at + self.rng.randrange(1, 16)]
             else:
                 data = data[:at]
         return bytes(data)
@@ -128,10 +188,32 @@ class Fuzzer:
     def mutate_headers(self, headers: dict[str, str]) -> dict[str, str]:
         rng = self.rng
         headers = dict(headers)
-        name = rng.choice(["Mcp-Method", "Mcp-Name", "MCP-Protocol-Version", "Content-Type", "Accept", "Origin",
-                           "Mcp-Param-Text", "Last-Event-ID", "Authorization"])
-        headers[name] = rng.choice(["", "tools/list", "2025-11-25", "text/plain", "=?base64?AAAA?=", "=?base64?%?=",
-                                    "http://evil.example", "x" * rng.choice([10, 9000]), "Bearer fuzz-a"])
+        name = rng.choice(
+            [
+                "Mcp-Method",
+                "Mcp-Name",
+                "MCP-Protocol-Version",
+                "Content-Type",
+                "Accept",
+                "Origin",
+                "Mcp-Param-Text",
+                "Last-Event-ID",
+                "Authorization",
+            ]
+        )
+        headers[name] = rng.choice(
+            [
+                "",
+                "tools/list",
+                "2025-11-25",
+                "text/plain",
+                "=?base64?AAAA?=",
+                "=?base64?%?=",
+                "http://evil.example",
+                "x" * rng.choice([10, 9000]),
+                "Bearer fuzz-a",
+            ]
+        )
         if rng.random() < 0.2:
             headers.pop(rng.choice(list(headers)), None)
         return headers
@@ -142,8 +224,11 @@ class Fuzzer:
             headers = self.poster.request_headers(message)
         except (AttributeError, KeyError, TypeError, ValueError):  # no shape left, or not encodable
             return fallback
-        return {name: value for name, value in headers.items()  # only what HTTP can carry
-                if isinstance(value, str) and value.isprintable() and value.isascii()}
+        return {
+            name: value
+            for name, value in headers.items()  # only what HTTP can carry
+            if isinstance(value, str) and value.isprintable() and value.isascii()
+        }
 
     def next(self) -> tuple[str, bytes, dict[str, str]]:
         """(HTTP method, body, headers) of the next fuzzed request."""
@@ -165,7 +250,9 @@ class Fuzzer:
         if kind < 0.96:
             return rng.choice(["GET", "DELETE", "PUT", "PATCH", "OPTIONS"]), b"", headers
         forged = self.seed()
-        forged["params"]["requestState"] = "v1." + base64.urlsafe_b64encode(rng.randbytes(120)).decode().rstrip("=")
+        forged["params"]["requestState"] = "v1." + base64.urlsafe_b64encode(
+            rng.randbytes(120)
+        ).decode().rstrip("=")
         return "POST", json.dumps(forged).encode(), self.poster.request_headers(forged)
 
 
@@ -184,7 +271,9 @@ class Tally:
         if content_type.startswith("application/json") and status != 202:
             try:
                 reply = json.loads(body)
-                assert reply["jsonrpc"] == "2.0" and reply.get("id", 0) is not None  # never a null id
+                assert (
+                    reply["jsonrpc"] == "2.0" and reply.get("id", 0) is not None
+                )  # never a null id
                 assert ("result" in reply) != ("error" in reply)
             except (ValueError, KeyError, TypeError, AssertionError):
                 self.crashes.append(f"not one JSON-RPC response (HTTP {status}): {body[:200]!r}")
@@ -199,7 +288,11 @@ def remember(fuzzer: Fuzzer, body: bytes, reply: JsonObject) -> None:
     if not isinstance(result, dict) or result.get("resultType") != "input_required":
         return
     params = json.loads(body).get("params", {})
-    clean = {key: value for key, value in params.items() if key not in ("requestState", "inputResponses", "_meta")}
+    clean = {
+        key: value
+        for key, value in params.items()
+        if key not in ("requestState", "inputResponses", "_meta")
+    }
     fuzzer.states.append((clean, result["requestState"], list(result["inputRequests"])))
 
 
@@ -207,29 +300,53 @@ async def send(http: aiohttp.ClientSession, url: str, fuzzer: Fuzzer, tally: Tal
     method, body, headers = fuzzer.next()
     started = time.monotonic()
     try:
-        async with http.request(method, url, data=body, headers=headers,
-                                timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S)) as response:
+        async with http.request(
+            method,
+            url,
+            data=body,
+            headers=headers,
+            timeout=aiohttp.ClientTimeout(total=REQUEST_TIMEOUT_S),
+        ) as response:
             raw = await response.read()
-            tally.check(response.status, response.headers.get("Content-Type", ""), raw, time.monotonic() - started)
+            tally.check(
+                response.status,
+                response.headers.get("Content-Type", ""),
+                raw,
+                time.monotonic() - started,
+            )
             if b'"input_required"' in raw and response.content_type == "application/json":
                 remember(fuzzer, body, json.loads(raw))
-    except aiohttp.ClientResponseError as exc:  # e.g. aiohttp refusing an oversized head: still an answer
+    except (
+        aiohttp.ClientResponseError
+    ) as exc:  # e.g. aiohttp refusing an oversized head: still an answer
         tally.check(exc.status, "", b"", time.monotonic() - started)
     except (aiohttp.ClientError, TimeoutError) as exc:
         tally.crashes.append(f"{type(exc).__name__} on {method}: {exc}")
 
 
-async def open_held(http: aiohttp.ClientSession, url: str, count: int) -> list[tuple[ModernPoster, JsonObject]]:
+async def open_held(
+    http: aiohttp.ClientSession, url: str, count: int
+) -> list[tuple[ModernPoster, JsonObject]]:
     poster = ModernPoster(http, url, capabilities=CAPS, headers={"Authorization": "Bearer keeper"})
     held = []
     for n in range(count):
         reply = await poster.post("tools/call", {"name": "ask", "arguments": {"tag": f"keep-{n}"}})
         result = reply.response["result"]
         assert result["resultType"] == "input_required", result
-        held.append((poster, {"name": "ask", "arguments": {"tag": f"keep-{n}"},
-                              "requestState": result["requestState"],
-                              "inputResponses": {key: {"action": "accept", "content": {"answer": f"kept-{n}"}}
-                                                 for key in result["inputRequests"]}}))
+        held.append(
+            (
+                poster,
+                {
+                    "name": "ask",
+                    "arguments": {"tag": f"keep-{n}"},
+                    "requestState": result["requestState"],
+                    "inputResponses": {
+                        key: {"action": "accept", "content": {"answer": f"kept-{n}"}}
+                        for key in result["inputRequests"]
+                    },
+                },
+            )
+        )
     return held
 
 
@@ -251,10 +368,16 @@ async def health(http: aiohttp.ClientSession, bridge: PeerProcess) -> dict[str, 
             checks[path] = response.status
             if path == "/metrics":
                 text = await response.text()
-                checks["metrics_lines"] = len([line for line in text.splitlines() if not line.startswith("#")])
-    fresh = ModernPoster(http, bridge.url, capabilities=CAPS, headers={"Authorization": "Bearer after"})
+                checks["metrics_lines"] = len(
+                    [line for line in text.splitlines() if not line.startswith("#")]
+                )
+    fresh = ModernPoster(
+        http, bridge.url, capabilities=CAPS, headers={"Authorization": "Bearer after"}
+    )
     echo = await fresh.post("tools/call", {"name": "echo", "arguments": {"text": "after"}})
-    checks["echo_after"] = echo.response.get("result", {}).get("content", [{}])[0].get("text") == "after"
+    checks["echo_after"] = (
+        echo.response.get("result", {}).get("content", [{}])[0].get("text") == "after"
+    )
     return checks
 
 
@@ -265,12 +388,24 @@ async def run(args: argparse.Namespace, peers: Peers) -> JsonObject:
     rng = random.Random(args.seed)
     deadline = time.monotonic() + args.max_seconds
     connector = aiohttp.TCPConnector(limit=args.concurrency)
-    async with aiohttp.ClientSession(connector=connector, skip_auto_headers=("Content-Type",)) as http:
+    async with aiohttp.ClientSession(
+        connector=connector, skip_auto_headers=("Content-Type",)
+    ) as http:
         held = await open_held(http, bridge.url, args.held)
         states: list[Held] = []
-        fuzzers = [Fuzzer(rng, ModernPoster(http, bridge.url, capabilities=rng.choice([CAPS, {}]),
-                                            headers={"Authorization": auth} if auth else {}), states)
-                   for auth in FUZZ_AUTH]
+        fuzzers = [
+            Fuzzer(
+                rng,
+                ModernPoster(
+                    http,
+                    bridge.url,
+                    capabilities=rng.choice([CAPS, {}]),
+                    headers={"Authorization": auth} if auth else {},
+                ),
+                states,
+            )
+            for auth in FUZZ_AUTH
+        ]
         tally, sent, started = Tally(), 0, time.monotonic()
         queue = iter(range(args.messages))
 
@@ -287,35 +422,56 @@ async def run(args: argparse.Namespace, peers: Peers) -> JsonObject:
         checks = await health(http, bridge)
         completed = await finish_held(held)
     log = bridge.log_text(50_000_000)
-    crash_lines = [line[:300] for line in log.splitlines() if any(event in line for event in CRASH_EVENTS)]
+    crash_lines = [
+        line[:300] for line in log.splitlines() if any(event in line for event in CRASH_EVENTS)
+    ]
     latencies = sorted(tally.latencies) or [0.0]
     return {
-        "messages_sent": sent, "seconds": round(fuzz_s, 1), "rate_per_s": round(sent / fuzz_s, 1) if fuzz_s else 0,
+        "messages_sent": sent,
+        "seconds": round(fuzz_s, 1),
+        "rate_per_s": round(sent / fuzz_s, 1) if fuzz_s else 0,
         "crashes": len(tally.crashes) + len(crash_lines) + (not checks["alive"]),
         "crash_samples": (tally.crashes + crash_lines)[:10],
-        "held_opened": args.held, "held_completed": completed,
-        "statuses": dict(sorted(tally.statuses.items())), "error_codes": dict(sorted(tally.codes.items(),
-                                                                                    key=lambda kv: str(kv[0]))),
+        "held_opened": args.held,
+        "held_completed": completed,
+        "statuses": dict(sorted(tally.statuses.items())),
+        "error_codes": dict(sorted(tally.codes.items(), key=lambda kv: str(kv[0]))),
         "request_states_collected": len(states),
         "p50_ms": round(latencies[len(latencies) // 2] * 1000, 1),
         "p99_ms": round(latencies[int(len(latencies) * 0.99)] * 1000, 1),
-        "health": checks, "seed": args.seed, "bridge_log": str(bridge.log_path),
+        "health": checks,
+        "seed": args.seed,
+        "bridge_log": str(bridge.log_path),
     }
 
 
 def verdict(summary: JsonObject) -> bool:
     checks = summary["health"]
-    healthy = checks["alive"] and checks["/healthz"] == checks["/readyz"] == checks["/metrics"] == 200
-    return summary["crashes"] == 0 and summary["held_completed"] == summary["held_opened"] and healthy and bool(
-        checks["echo_after"])
+    healthy = (
+        checks["alive"] and checks["/healthz"] == checks["/readyz"] == checks["/metrics"] == 200
+    )
+    return (
+        summary["crashes"] == 0
+        and summary["held_completed"] == summary["held_opened"]
+        and healthy
+        and bool(checks["echo_after"])
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--messages", type=int, default=10_000, help="fuzzed requests to send (default 10000)")
-    parser.add_argument("--held", type=int, default=8, help="held calls kept open during the run (default 8)")
-    parser.add_argument("--concurrency", type=int, default=16, help="requests in flight (default 16)")
-    parser.add_argument("--max-seconds", type=float, default=600.0, help="stop sending after this (default 600)")
+    parser.add_argument(
+        "--messages", type=int, default=10_000, help="fuzzed requests to send (default 10000)"
+    )
+    parser.add_argument(
+        "--held", type=int, default=8, help="held calls kept open during the run (default 8)"
+    )
+    parser.add_argument(
+        "--concurrency", type=int, default=16, help="requests in flight (default 16)"
+    )
+    parser.add_argument(
+        "--max-seconds", type=float, default=600.0, help="stop sending after this (default 600)"
+    )
     parser.add_argument("--seed", type=int, default=20260728, help="RNG seed (default 20260728)")
     parser.add_argument("--json", action="store_true", help="print the summary as one JSON line")
     args = parser.parse_args(argv)

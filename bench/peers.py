@@ -81,7 +81,9 @@ class Proc:
         deadline = time.monotonic() + START_TIMEOUT_S
         while time.monotonic() < deadline:
             if self.popen.poll() is not None:
-                raise RuntimeError(f"{self.name} exited ({self.popen.returncode}); log: {self.log_path}")
+                raise RuntimeError(
+                    f"{self.name} exited ({self.popen.returncode}); log: {self.log_path}"
+                )
             if _listening(self.port):
                 return
             time.sleep(0.05)
@@ -107,11 +109,19 @@ class Processes:
     log_dir: Path = field(default_factory=lambda: Path(tempfile.mkdtemp(prefix="mrtr-bench-")))
     procs: list[Proc] = field(default_factory=list)
 
-    def _spawn(self, name: str, argv: list[str], env: dict[str, str] | None, port: int | None) -> Proc:
+    def _spawn(
+        self, name: str, argv: list[str], env: dict[str, str] | None, port: int | None
+    ) -> Proc:
         log_path = self.log_dir / f"{name}.log"
         with log_path.open("wb") as log:
-            popen = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                     env={**os.environ, **(env or {})}, start_new_session=True)
+            popen = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **(env or {})},
+                start_new_session=True,
+            )
         proc = Proc(name, popen, log_path, port)
         self.procs.append(proc)
         if port is not None:
@@ -123,21 +133,33 @@ class Processes:
         return self._spawn(name, [str(LEGACY_PYTHON), str(server), "--port", str(port)], None, port)
 
     def bridge(self, name: str, upstream: list[str], env: dict[str, str] | None = None) -> Proc:
-        """`mrtr-bridge serve` with `upstream` flags (`--upstream URL` or `--upstream-command CMD`)."""
+        """`mrtr-bridge serve` with `upstream` flags (`--upstream URL` or
+        `--upstream-command CMD`)."""
         port = free_port()
         argv = [str(BRIDGE_EXE), "serve", *upstream, "--listen", f"127.0.0.1:{port}"]
         return self._spawn(name, argv, env, port)
 
     def replica(self, name: str, upstream_url: str, port: int, env: dict[str, str]) -> Proc:
         """`mrtr-bridge serve` on a given port (a cluster replica lists every port as a peer)."""
-        argv = [str(BRIDGE_EXE), "serve", "--upstream", upstream_url, "--listen", f"127.0.0.1:{port}"]
+        argv = [
+            str(BRIDGE_EXE),
+            "serve",
+            "--upstream",
+            upstream_url,
+            "--listen",
+            f"127.0.0.1:{port}",
+        ]
         return self._spawn(name, argv, env, port)
 
     def relay(self, upstream_url: str) -> Proc:
         """The bare aiohttp relay (calibration: one extra hop with no bridge logic)."""
         port = free_port()
-        return self._spawn("relay", [str(BRIDGE_PYTHON), str(RELAY), "--upstream", upstream_url, "--port", str(port)],
-                           None, port)
+        return self._spawn(
+            "relay",
+            [str(BRIDGE_PYTHON), str(RELAY), "--upstream", upstream_url, "--port", str(port)],
+            None,
+            port,
+        )
 
     def close(self) -> None:
         for proc in reversed(self.procs):

@@ -1,4 +1,5 @@
-"""Writes a run's figures to `bench/results/latest.json` and `bench/results/latest.md` (or `<name>.*`)."""
+"""Writes a run's figures to `bench/results/latest.json` and `bench/results/latest.md` (or
+`<name>.*`)."""
 
 from __future__ import annotations
 
@@ -20,12 +21,16 @@ RESULTS = REPO / "bench" / "results"
 
 def _version(python: Path, package: str) -> str:
     code = f"import importlib.metadata as m; print(m.version({package!r}))"
-    done = subprocess.run([str(python), "-c", code], capture_output=True, text=True, timeout=30, check=False)
+    done = subprocess.run(
+        [str(python), "-c", code], capture_output=True, text=True, timeout=30, check=False
+    )
     return done.stdout.strip() or "?"
 
 
 def _git(*args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True, timeout=30, check=False)
+    done = subprocess.run(
+        ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=30, check=False
+    )
     return done.stdout.strip()
 
 
@@ -75,20 +80,35 @@ def _comparison(figure: Figure) -> str:
 
 def _row(figure: Figure) -> str:
     errors = sum(figure.errors.values())
-    cells = [figure.label, figure.unit, _number(figure.bridge, figure.unit), _number(figure.direct, figure.unit),
-             _comparison(figure), figure.target or "-", figure.verdict, str(errors), figure.detail]
+    cells = [
+        figure.label,
+        figure.unit,
+        _number(figure.bridge, figure.unit),
+        _number(figure.direct, figure.unit),
+        _comparison(figure),
+        figure.target or "-",
+        figure.verdict,
+        str(errors),
+        figure.detail,
+    ]
     return "| " + " | ".join(cells) + " |"
 
 
-BUSY_WARNING: Final = 0.25  # CPU share used by other work before the run that makes the numbers suspect
+BUSY_WARNING: Final = (
+    0.25  # CPU share used by other work before the run that makes the numbers suspect
+)
 
 
 def cpu_busy(seconds: float = 1.0) -> float:
     """The share of all CPUs not idle over `seconds` (from /proc/stat), before anything starts."""
+
     def sample() -> tuple[int, int]:
-        fields = [int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+        fields = [
+            int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]
+        ]
         idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
         return sum(fields), idle
+
     total0, idle0 = sample()
     time.sleep(seconds)
     total1, idle1 = sample()
@@ -100,25 +120,38 @@ def _busy_warning(facts: dict[str, Any]) -> list[str]:
     busy = float(facts["cpu_busy_before"])
     if busy <= BUSY_WARNING:
         return []
-    return [f"**Caution:** other work used {busy:.0%} of the CPUs just before the run: absolute numbers are low "
-            "and noisy; compare the ratios, and re-run on a quiet machine before drawing conclusions.", ""]
+    return [
+        f"**Caution:** other work used {busy:.0%} of the CPUs just before the run: absolute "
+        "numbers are low "
+        "and noisy; compare the ratios, and re-run on a quiet machine before drawing conclusions.",
+        "",
+    ]
 
 
-def markdown(figures: Sequence[Figure], facts: dict[str, Any], elapsed_s: float, method_notes: str,
-             name: str = "latest") -> str:
+def markdown(
+    figures: Sequence[Figure],
+    facts: dict[str, Any],
+    elapsed_s: float,
+    method_notes: str,
+    name: str = "latest",
+) -> str:
     lines = [
         "# mrtr-bridge benchmark results",
         "",
-        f"Measured {facts['date_utc']} on {facts['cores']} cores ({facts['cpu']}), Python {facts['python']}, "
-        f"aiohttp {facts['aiohttp']}, legacy server `mcp` {facts['legacy_mcp']}, bridge {facts['bridge']} "
-        f"at commit {facts['commit']}{' (with uncommitted changes)' if facts['worktree_dirty'] else ''}; "
+        f"Measured {facts['date_utc']} on {facts['cores']} cores ({facts['cpu']}), Python "
+        f"{facts['python']}, "
+        f"aiohttp {facts['aiohttp']}, legacy server `mcp` {facts['legacy_mcp']}, bridge "
+        f"{facts['bridge']} "
+        "at commit "
+        f"{facts['commit']}{' (with uncommitted changes)' if facts['worktree_dirty'] else ''}; "
         f"CPUs {facts['cpu_busy_before']:.0%} busy with other work just before; "
         f"load average before {facts['loadavg_before']}, after {' '.join(facts['loadavg_after'])}; "
         f"whole run {elapsed_s:.0f} s. Method and how to run: [bench/README.md](../README.md). "
         f"Raw numbers (p90, per-round ratios, RSS readings): [{name}.json]({name}.json).",
         "",
         *_busy_warning(facts),
-        "| figure | unit | bridge | direct | bridge vs direct | target | verdict | errors | details |",
+        "| figure | unit | bridge | direct | bridge vs direct | target | verdict | errors | "
+        "details |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
         *(_row(figure) for figure in figures),
         "",
@@ -131,11 +164,20 @@ def markdown(figures: Sequence[Figure], facts: dict[str, Any], elapsed_s: float,
     return "\n".join(lines)
 
 
-def write(figures: Sequence[Figure], facts: dict[str, Any], elapsed_s: float, method_notes: str,
-          name: str = "latest") -> Path:
+def write(
+    figures: Sequence[Figure],
+    facts: dict[str, Any],
+    elapsed_s: float,
+    method_notes: str,
+    name: str = "latest",
+) -> Path:
     """`results/<name>.md` and `results/<name>.json`."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    payload = {"machine": facts, "elapsed_s": round(elapsed_s, 1), "figures": [f.as_json() for f in figures]}
+    payload = {
+        "machine": facts,
+        "elapsed_s": round(elapsed_s, 1),
+        "figures": [f.as_json() for f in figures],
+    }
     (RESULTS / f"{name}.json").write_text(json.dumps(payload, indent=2, allow_nan=False) + "\n")
     path = RESULTS / f"{name}.md"
     path.write_text(markdown(figures, facts, elapsed_s, method_notes, name))

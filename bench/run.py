@@ -57,8 +57,9 @@ async def _http_sections(procs: Processes, sections: set[str]) -> list[Figure]:
     if sections & {"echo", "mrtr"}:
         legacy = procs.legacy_http()
         bridge = procs.bridge("bridge", ["--upstream", legacy.url])
-        quiet = procs.bridge("bridge-quiet-1ms", ["--upstream", legacy.url],
-                             {"MRTR_BRIDGE_HELD_BATCH_QUIET_MS": "1"})
+        quiet = procs.bridge(
+            "bridge-quiet-1ms", ["--upstream", legacy.url], {"MRTR_BRIDGE_HELD_BATCH_QUIET_MS": "1"}
+        )
         ends = Endpoints(legacy.url, bridge.url, quiet.url, procs.relay(legacy.url).url)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
             if "echo" in sections:
@@ -78,8 +79,12 @@ async def _section(name: str, work: Awaitable[list[Figure]]) -> list[Figure]:
     print(f"bench: {name} ...", file=sys.stderr, flush=True)
     figures = await work
     for figure in figures:
-        print(f"  {figure.key}: bridge={figure.bridge} direct={figure.direct} value={figure.value} "
-              f"{figure.verdict} errors={figure.errors}", file=sys.stderr, flush=True)
+        print(
+            f"  {figure.key}: bridge={figure.bridge} direct={figure.direct} value={figure.value} "
+            f"{figure.verdict} errors={figure.errors}",
+            file=sys.stderr,
+            flush=True,
+        )
     print(f"bench: {name} done in {time.monotonic() - started:.1f} s", file=sys.stderr, flush=True)
     return figures
 
@@ -99,7 +104,9 @@ async def _run(sections: set[str]) -> list[Figure]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}")
+    parser.add_argument(
+        "--only", default=",".join(SECTIONS), help=f"comma-separated sections of {SECTIONS}"
+    )
     parser.add_argument("--name", default="latest", help="write results/<name>.md and .json")
     args = parser.parse_args(argv)
     sections = {name.strip() for name in args.only.split(",") if name.strip()}
@@ -110,9 +117,18 @@ def main(argv: list[str] | None = None) -> int:
     busy_before = cpu_busy()
     started = time.monotonic()
     figures = asyncio.run(_run(sections))
-    path = write(figures, machine_facts(load_before, busy_before), time.monotonic() - started, NOTES, args.name)
+    path = write(
+        figures,
+        machine_facts(load_before, busy_before),
+        time.monotonic() - started,
+        NOTES,
+        args.name,
+    )
     misses = [figure.key for figure in figures if figure.verdict == "MISS"]
-    print(f"bench: wrote {path} ({len(figures)} figures, {len(misses)} missed: {', '.join(misses) or 'none'})")
+    print(
+        f"bench: wrote {path} ({len(figures)} figures, {len(misses)} missed: "
+        f"{', '.join(misses) or 'none'})"
+    )
     return 0
 
 

@@ -62,7 +62,9 @@ async def _finish(modern: ModernHttp, held: dict[str, object], index: int) -> st
     return await modern.finish_held(f"burst {index}", held)
 
 
-async def _echo_paths(http: aiohttp.ClientSession, ends: Endpoints, concurrency: int) -> tuple[list[Call], list[Call]]:
+async def _echo_paths(
+    http: aiohttp.ClientSession, ends: Endpoints, concurrency: int
+) -> tuple[list[Call], list[Call]]:
     """Per-worker calls: a legacy session per direct worker; stateless POSTs through the bridge."""
     sessions = [LegacyHttp(http, ends.legacy) for _ in range(concurrency)]
     await asyncio.gather(*(session.initialize() for session in sessions))
@@ -74,7 +76,9 @@ async def _echo_paths(http: aiohttp.ClientSession, ends: Endpoints, concurrency:
     return direct, bridge
 
 
-async def _echo_rounds(direct: list[Call], bridge: list[Call], calls: int) -> tuple[Sample, Sample, list[float]]:
+async def _echo_rounds(
+    direct: list[Call], bridge: list[Call], calls: int
+) -> tuple[Sample, Sample, list[float]]:
     """Interleaved rounds; returns the merged samples and each round's throughput ratio."""
     merged_direct, merged_bridge, ratios = Sample(), Sample(), []
     for index in range(ROUNDS):
@@ -95,21 +99,43 @@ def _echo_figures(concurrency: int, d: Sample, b: Sample, ratios: list[float]) -
     gated = concurrency > 1
     rounds = "/".join(f"{r:.2f}" for r in ratios)
     throughput = compare(
-        f"echo_c{concurrency}_throughput", f"echo, c={concurrency}: throughput", "calls/s",
-        b.throughput, d.throughput, comparison="ratio",
+        f"echo_c{concurrency}_throughput",
+        f"echo, c={concurrency}: throughput",
+        "calls/s",
+        b.throughput,
+        d.throughput,
+        comparison="ratio",
         target=f">= {THROUGHPUT_TARGET}x direct" if gated else "",
-        check=(lambda v: v >= THROUGHPUT_TARGET) if gated else None, errors=errors, note=note, extra=extra,
-        detail=f"{b.calls} calls per path; per-round ratios {rounds}" if gated else
-        f"{b.calls} calls per path, alternating call by call")
+        check=(lambda v: v >= THROUGHPUT_TARGET) if gated else None,
+        errors=errors,
+        note=note,
+        extra=extra,
+        detail=f"{b.calls} calls per path; per-round ratios {rounds}"
+        if gated
+        else f"{b.calls} calls per path, alternating call by call",
+    )
     p50 = compare(
-        f"echo_c{concurrency}_p50", f"echo, c={concurrency}: p50 latency", "ms",
-        median(b.latencies_ms), median(d.latencies_ms), comparison="delta",
+        f"echo_c{concurrency}_p50",
+        f"echo, c={concurrency}: p50 latency",
+        "ms",
+        median(b.latencies_ms),
+        median(d.latencies_ms),
+        comparison="delta",
         target="" if gated else f"<= +{ADDED_P50_TARGET_MS:g} ms",
-        check=None if gated else (lambda v: v <= ADDED_P50_TARGET_MS), errors=errors,
-        detail=f"p90 {percentile(b.latencies_ms, 90):.2f} vs {percentile(d.latencies_ms, 90):.2f} ms")
+        check=None if gated else (lambda v: v <= ADDED_P50_TARGET_MS),
+        errors=errors,
+        detail=f"p90 {percentile(b.latencies_ms, 90):.2f} vs {percentile(d.latencies_ms, 90):.2f} "
+        "ms",
+    )
     p99 = compare(
-        f"echo_c{concurrency}_p99", f"echo, c={concurrency}: p99 latency", "ms",
-        percentile(b.latencies_ms, 99), percentile(d.latencies_ms, 99), comparison="delta", errors=errors)
+        f"echo_c{concurrency}_p99",
+        f"echo, c={concurrency}: p99 latency",
+        "ms",
+        percentile(b.latencies_ms, 99),
+        percentile(d.latencies_ms, 99),
+        comparison="delta",
+        errors=errors,
+    )
     return [throughput, p50, p99]
 
 
@@ -123,7 +149,9 @@ async def echo_figures(http: aiohttp.ClientSession, ends: Endpoints) -> list[Fig
             relay = functools.partial(_legacy_echo, relayed)
             await closed_loop([relay], WARMUP_CALLS)
             d, b, r = await alternating([direct[0], bridge[0], relay], calls)
-            figures += _echo_figures(concurrency, d, b, [b.throughput / d.throughput if d.throughput else float("nan")])
+            figures += _echo_figures(
+                concurrency, d, b, [b.throughput / d.throughput if d.throughput else float("nan")]
+            )
             figures.append(_relay_figure(d, r))
         else:
             d, b, ratios = await _echo_rounds(direct, bridge, calls)
@@ -134,10 +162,18 @@ async def echo_figures(http: aiohttp.ClientSession, ends: Endpoints) -> list[Fig
 def _relay_figure(d: Sample, r: Sample) -> Figure:
     """Calibration: what one bare aiohttp hop adds (the *bridge* column is the relay here)."""
     return compare(
-        "echo_c1_p50_bare_relay", "calibration: echo, c=1: p50 through a bare aiohttp relay, no bridge", "ms",
-        median(r.latencies_ms), median(d.latencies_ms), comparison="delta", errors=errors_of(r, d),
-        note=first_errors(r, d), extra={"relay": latency_summary(r), "direct": latency_summary(d)},
-        detail="bench/servers/relay.py: forwards bytes, no parsing or logging; the floor for one extra hop")
+        "echo_c1_p50_bare_relay",
+        "calibration: echo, c=1: p50 through a bare aiohttp relay, no bridge",
+        "ms",
+        median(r.latencies_ms),
+        median(d.latencies_ms),
+        comparison="delta",
+        errors=errors_of(r, d),
+        note=first_errors(r, d),
+        extra={"relay": latency_summary(r), "direct": latency_summary(d)},
+        detail="bench/servers/relay.py: forwards bytes, no parsing or logging; the floor for one "
+        "extra hop",
+    )
 
 
 async def mrtr_figures(http: aiohttp.ClientSession, ends: Endpoints) -> list[Figure]:
@@ -146,20 +182,42 @@ async def mrtr_figures(http: aiohttp.ClientSession, ends: Endpoints) -> list[Fig
     await direct.initialize()
     default = ModernHttp(http, ends.bridge, capabilities=ELICIT_FORM)
     quiet = ModernHttp(http, ends.bridge_quiet_1ms, capabilities=ELICIT_FORM)
-    calls: list[Call] = [lambda i: direct.push_round_trip(f"t{i}"), lambda i: default.mrtr_round_trip(f"t{i}"),
-                         lambda i: quiet.mrtr_round_trip(f"t{i}")]
+    calls: list[Call] = [
+        lambda i: direct.push_round_trip(f"t{i}"),
+        lambda i: default.mrtr_round_trip(f"t{i}"),
+        lambda i: quiet.mrtr_round_trip(f"t{i}"),
+    ]
     await alternating(calls, 10)  # warm-up
     d, b, q = await alternating(calls, MRTR_ROUNDS)
     figures = []
-    for key, quiet_ms, sample in (("mrtr_default_quiet", DEFAULT_QUIET_MS, b), ("mrtr_quiet_1ms", 1.0, q)):
+    for key, quiet_ms, sample in (
+        ("mrtr_default_quiet", DEFAULT_QUIET_MS, b),
+        ("mrtr_quiet_1ms", 1.0, q),
+    ):
         delta = median(sample.latencies_ms) - median(d.latencies_ms)
-        figures.append(compare(
-            key, f"1 elicitation, c=1: round trip (batch_quiet_ms={quiet_ms:g})", "ms", median(sample.latencies_ms),
-            median(d.latencies_ms), comparison="delta", target=f"<= +{MRTR_TARGET_MS:g} ms",
-            check=lambda v: v <= MRTR_TARGET_MS, errors=errors_of(sample, d), note=first_errors(sample, d),
-            extra={"bridge": latency_summary(sample), "direct": latency_summary(d), "batch_quiet_ms": quiet_ms},
-            detail=f"{sample.calls} round trips; {delta - quiet_ms:+.2f} ms beyond the {quiet_ms:g} ms window; "
-            f"p99 {percentile(sample.latencies_ms, 99):.1f} vs {percentile(d.latencies_ms, 99):.1f} ms"))
+        figures.append(
+            compare(
+                key,
+                f"1 elicitation, c=1: round trip (batch_quiet_ms={quiet_ms:g})",
+                "ms",
+                median(sample.latencies_ms),
+                median(d.latencies_ms),
+                comparison="delta",
+                target=f"<= +{MRTR_TARGET_MS:g} ms",
+                check=lambda v: v <= MRTR_TARGET_MS,
+                errors=errors_of(sample, d),
+                note=first_errors(sample, d),
+                extra={
+                    "bridge": latency_summary(sample),
+                    "direct": latency_summary(d),
+                    "batch_quiet_ms": quiet_ms,
+                },
+                detail=f"{sample.calls} round trips; {delta - quiet_ms:+.2f} ms beyond the "
+                f"{quiet_ms:g} ms window; "
+                f"p99 {percentile(sample.latencies_ms, 99):.1f} vs "
+                f"{percentile(d.latencies_ms, 99):.1f} ms",
+            )
+        )
     return figures
 
 
@@ -180,7 +238,8 @@ async def _open_burst(modern: ModernHttp) -> tuple[Sample, list[tuple[int, dict[
 
 
 async def burst_figures(procs: Processes) -> list[Figure]:
-    """1,000 held calls at once on a fresh legacy server and bridge; RSS from /proc before and after."""
+    """1,000 held calls at once on a fresh legacy server and bridge; RSS from /proc before and
+    after."""
     legacy = procs.legacy_http("legacy-burst")
     bridge = procs.bridge("bridge-burst", ["--upstream", legacy.url], burst_env())
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
@@ -192,28 +251,63 @@ async def burst_figures(procs: Processes) -> list[Figure]:
         after = rss_kib(bridge.pid)
         finished = Sample()
         async with asyncio.timeout(120):
-            await asyncio.gather(*(timed(functools.partial(_finish, modern, held), index, finished)
-                                   for index, held in opened))
+            await asyncio.gather(
+                *(
+                    timed(functools.partial(_finish, modern, held), index, finished)
+                    for index, held in opened
+                )
+            )
         settled = rss_kib(bridge.pid)
     return _burst_report(before, after, settled, opened_sample, finished)
 
 
-def _burst_report(before: int, after: int, settled: int, opened: Sample, finished: Sample) -> list[Figure]:
+def _burst_report(
+    before: int, after: int, settled: int, opened: Sample, finished: Sample
+) -> list[Figure]:
     per_call_kb = (after - before) * 1024 / 1000 / BURST
     errors = opened.errors + finished.errors + (BURST - opened.calls)
-    extra = {"rss_before_kib": before, "rss_held_kib": after, "rss_after_completing_kib": settled,
-             "burst_wall_s": round(opened.elapsed_s, 3), "open": latency_summary(opened),
-             "complete": latency_summary(finished)}
+    extra = {
+        "rss_before_kib": before,
+        "rss_held_kib": after,
+        "rss_after_completing_kib": settled,
+        "burst_wall_s": round(opened.elapsed_s, 3),
+        "open": latency_summary(opened),
+        "complete": latency_summary(finished),
+    }
     note = first_errors(opened, finished)
     held = opened.calls - opened.errors
-    memory = Figure("held_call_memory", f"memory per held call ({BURST} held at once)", "KB", per_call_kb, None, "",
-                    None, f"<= {HELD_KB_TARGET:g} KB", verdict(per_call_kb, lambda v: v <= HELD_KB_TARGET, errors),
-                    {"bridge": errors}, note, extra,
-                    f"bridge RSS {before / 1024:.1f} -> {after / 1024:.1f} MiB with {held} calls held")
-    open_p50, open_p99 = median(opened.latencies_ms) / 1000, percentile(opened.latencies_ms, 99) / 1000
-    failures = Figure("held_burst_errors", f"errors opening and completing {BURST} held calls", "calls",
-                      float(errors), None, "", None, "= 0", verdict(errors, lambda v: v == 0),
-                      {"open": opened.errors, "complete": finished.errors}, note,
-                      detail=f"burst {opened.elapsed_s:.1f} s; open p50/p99 {open_p50:.1f}/{open_p99:.1f} s "
-                      "(upstream.init_timeout_s is 10 s)")
+    memory = Figure(
+        "held_call_memory",
+        f"memory per held call ({BURST} held at once)",
+        "KB",
+        per_call_kb,
+        None,
+        "",
+        None,
+        f"<= {HELD_KB_TARGET:g} KB",
+        verdict(per_call_kb, lambda v: v <= HELD_KB_TARGET, errors),
+        {"bridge": errors},
+        note,
+        extra,
+        f"bridge RSS {before / 1024:.1f} -> {after / 1024:.1f} MiB with {held} calls held",
+    )
+    open_p50, open_p99 = (
+        median(opened.latencies_ms) / 1000,
+        percentile(opened.latencies_ms, 99) / 1000,
+    )
+    failures = Figure(
+        "held_burst_errors",
+        f"errors opening and completing {BURST} held calls",
+        "calls",
+        float(errors),
+        None,
+        "",
+        None,
+        "= 0",
+        verdict(errors, lambda v: v == 0),
+        {"open": opened.errors, "complete": finished.errors},
+        note,
+        detail=f"burst {opened.elapsed_s:.1f} s; open p50/p99 {open_p50:.1f}/{open_p99:.1f} s "
+        "(upstream.init_timeout_s is 10 s)",
+    )
     return [memory, failures]

@@ -1,4 +1,5 @@
-"""Issue 10 figures: what roots-affine sessions and `upstream.session_per_call` cost, over HTTP, c=1.
+"""Issue 10 figures: what roots-affine sessions and `upstream.session_per_call` cost, over HTTP,
+c=1.
 
 Every figure compares two kinds of modern client through the same bridge, interleaved call by call:
 a client that declares roots against one that declares none (the baseline: no roots, no affinity).
@@ -49,14 +50,18 @@ class Client:
     _fresh: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
 
     def _answer(self) -> JsonObject:
-        roots = [f"file:///bench/fresh-{next(self._fresh)}"] if self.new_roots_each_call else self.roots
+        roots = (
+            [f"file:///bench/fresh-{next(self._fresh)}"] if self.new_roots_each_call else self.roots
+        )
         return {ROOTS_INPUT_KEY: {"roots": [{"uri": uri} for uri in roots]}}
 
     async def call(self, index: int) -> None:
         extra = {"inputResponses": self._answer()} if self.pre_answer else None
         result = await self._send(extra)
         if result.get("resultType") == "input_required":
-            if "requestState" in result or list(result.get("inputRequests", {})) != [ROOTS_INPUT_KEY]:
+            if "requestState" in result or list(result.get("inputRequests", {})) != [
+                ROOTS_INPUT_KEY
+            ]:
                 raise CallFailed(f"expected the bridge's roots question, got {result}")
             result = await self._send({"inputResponses": self._answer()})
         if result.get("resultType", "complete") != "complete":
@@ -75,11 +80,18 @@ class Client:
         return (self.requests - self.completed) / self.completed if self.completed else float("nan")
 
 
-def _client(http: aiohttp.ClientSession, url: str, tool: str, *, roots: bool, **options: bool) -> Client:
+def _client(
+    http: aiohttp.ClientSession, url: str, tool: str, *, roots: bool, **options: bool
+) -> Client:
     arguments: JsonObject = {"text": "hi"} if tool == "echo" else {}
     caps = ROOTS_CAPS if roots else {}
-    return Client(ModernHttp(http, url, capabilities=caps), tool, arguments,
-                  roots=["file:///bench/a"] if roots else (), **options)
+    return Client(
+        ModernHttp(http, url, capabilities=caps),
+        tool,
+        arguments,
+        roots=["file:///bench/a"] if roots else (),
+        **options,
+    )
 
 
 async def _measure(clients: Sequence[Client], rounds: int) -> list[Sample]:
@@ -90,19 +102,39 @@ async def _measure(clients: Sequence[Client], rounds: int) -> list[Sample]:
     return await alternating(calls, rounds)
 
 
-def _ratio(key: str, label: str, client: Client, sample: Sample, base: Client, baseline: Sample,
-           *, target_rounds: float) -> Figure:
+def _ratio(
+    key: str,
+    label: str,
+    client: Client,
+    sample: Sample,
+    base: Client,
+    baseline: Sample,
+    *,
+    target_rounds: float,
+) -> Figure:
     """p50 ratio against the baseline, reported; the verdict is on the extra rounds per call."""
-    figure = compare(key, label, "ms", median(sample.latencies_ms), median(baseline.latencies_ms),
-                     comparison="ratio", errors=errors_of(sample, baseline), note=first_errors(sample, baseline),
-                     extra={"roots_client": latency_summary(sample), "baseline": latency_summary(baseline),
-                            "extra_rounds_per_call": client.extra_rounds,
-                            "baseline_extra_rounds_per_call": base.extra_rounds},
-                     detail=f"{client.extra_rounds:g} extra rounds per call (baseline {base.extra_rounds:g}); "
-                     f"{sample.calls} calls")
+    figure = compare(
+        key,
+        label,
+        "ms",
+        median(sample.latencies_ms),
+        median(baseline.latencies_ms),
+        comparison="ratio",
+        errors=errors_of(sample, baseline),
+        note=first_errors(sample, baseline),
+        extra={
+            "roots_client": latency_summary(sample),
+            "baseline": latency_summary(baseline),
+            "extra_rounds_per_call": client.extra_rounds,
+            "baseline_extra_rounds_per_call": base.extra_rounds,
+        },
+        detail=f"{client.extra_rounds:g} extra rounds per call (baseline {base.extra_rounds:g}); "
+        f"{sample.calls} calls",
+    )
     figure.target = f"{target_rounds:g} extra rounds per call"
-    figure.verdict = verdict(client.extra_rounds, lambda rounds: rounds == target_rounds,
-                             sample.errors + baseline.errors)
+    figure.verdict = verdict(
+        client.extra_rounds, lambda rounds: rounds == target_rounds, sample.errors + baseline.errors
+    )
     return figure
 
 
@@ -111,8 +143,11 @@ async def roots_figures(procs: Processes, http: aiohttp.ClientSession) -> list[F
     keeping = procs.legacy_http("legacy-roots-keeping", ROOTS_KEEPING_SERVER)
     plain_bridge = procs.bridge("bridge-roots-ordinary", ["--upstream", ordinary.url])
     keeping_bridge = procs.bridge("bridge-roots-keeping", ["--upstream", keeping.url])
-    per_call = procs.bridge("bridge-session-per-call", ["--upstream", ordinary.url],
-                            {"MRTR_BRIDGE_UPSTREAM_SESSION_PER_CALL": "true"})
+    per_call = procs.bridge(
+        "bridge-session-per-call",
+        ["--upstream", ordinary.url],
+        {"MRTR_BRIDGE_UPSTREAM_SESSION_PER_CALL": "true"},
+    )
     figures = await _ordinary(http, plain_bridge.url)
     figures += await _keeping(http, keeping_bridge.url)
     figures.append(await _session_per_call(http, plain_bridge.url, per_call.url))
@@ -122,8 +157,17 @@ async def roots_figures(procs: Processes, http: aiohttp.ClientSession) -> list[F
 async def _ordinary(http: aiohttp.ClientSession, url: str) -> list[Figure]:
     base, roots = _client(http, url, "echo", roots=False), _client(http, url, "echo", roots=True)
     b, r = await _measure([base, roots], ROUNDS)
-    return [_ratio("roots_ordinary", "ordinary server, echo: client with roots / without", roots, r, base, b,
-                   target_rounds=0)]
+    return [
+        _ratio(
+            "roots_ordinary",
+            "ordinary server, echo: client with roots / without",
+            roots,
+            r,
+            base,
+            b,
+            target_rounds=0,
+        )
+    ]
 
 
 async def _keeping(http: aiohttp.ClientSession, url: str) -> list[Figure]:
@@ -132,19 +176,41 @@ async def _keeping(http: aiohttp.ClientSession, url: str) -> list[Figure]:
     asked = _client(http, url, "kept_roots", roots=True)
     b, p, a = await _measure([base, pre, asked], ROUNDS)
     figures = [
-        _ratio("roots_keeping_pre_answered", "roots-keeping server: roots pre-answered (warm session) / no roots",
-               pre, p, base, b, target_rounds=0),
-        _ratio("roots_keeping_asked", "roots-keeping server: roots asked by the bridge / no roots",
-               asked, a, base, b, target_rounds=1),
+        _ratio(
+            "roots_keeping_pre_answered",
+            "roots-keeping server: roots pre-answered (warm session) / no roots",
+            pre,
+            p,
+            base,
+            b,
+            target_rounds=0,
+        ),
+        _ratio(
+            "roots_keeping_asked",
+            "roots-keeping server: roots asked by the bridge / no roots",
+            asked,
+            a,
+            base,
+            b,
+            target_rounds=1,
+        ),
     ]
     fresh = _client(http, url, "kept_roots", roots=True, pre_answer=True, new_roots_each_call=True)
     b2, f = await _measure([base, fresh], NEW_ROOTS_ROUNDS)
-    figures.append(compare(
-        "roots_keeping_new_roots", "roots-keeping server: new roots on every call (fresh session) - no roots",
-        "ms", median(f.latencies_ms), median(b2.latencies_ms), comparison="delta",
-        errors=errors_of(f, b2), note=first_errors(f, b2),
-        extra={"roots_client": latency_summary(f), "baseline": latency_summary(b2)},
-        detail=f"{f.calls} calls; includes upstream.roots_settle_ms (50 ms)"))
+    figures.append(
+        compare(
+            "roots_keeping_new_roots",
+            "roots-keeping server: new roots on every call (fresh session) - no roots",
+            "ms",
+            median(f.latencies_ms),
+            median(b2.latencies_ms),
+            comparison="delta",
+            errors=errors_of(f, b2),
+            note=first_errors(f, b2),
+            extra={"roots_client": latency_summary(f), "baseline": latency_summary(b2)},
+            detail=f"{f.calls} calls; includes upstream.roots_settle_ms (50 ms)",
+        )
+    )
     return figures
 
 
@@ -153,7 +219,15 @@ async def _session_per_call(http: aiohttp.ClientSession, shared_url: str, fresh_
     fresh = _client(http, fresh_url, "echo", roots=False)
     s, f = await _measure([shared, fresh], ROUNDS)
     return compare(
-        "session_per_call", "upstream.session_per_call, echo: fresh session per call / shared", "ms",
-        median(f.latencies_ms), median(s.latencies_ms), comparison="ratio", errors=errors_of(f, s),
-        note=first_errors(f, s), extra={"fresh": latency_summary(f), "shared": latency_summary(s)},
-        detail=f"{f.calls} calls; +{median(f.latencies_ms) - median(s.latencies_ms):.1f} ms per call")
+        "session_per_call",
+        "upstream.session_per_call, echo: fresh session per call / shared",
+        "ms",
+        median(f.latencies_ms),
+        median(s.latencies_ms),
+        comparison="ratio",
+        errors=errors_of(f, s),
+        note=first_errors(f, s),
+        extra={"fresh": latency_summary(f), "shared": latency_summary(s)},
+        detail=f"{f.calls} calls; +{median(f.latencies_ms) - median(s.latencies_ms):.1f} ms per "
+        "call",
+    )

@@ -51,8 +51,9 @@ class StdioPaths:
         self.direct = LegacyStdio(legacy_stdio_argv())
         self.http_front = ModernHttp(http, bridge_url)
         command = legacy_stdio_command()
-        self.stdio_front = ModernStdio([str(BRIDGE_EXE), "stdio", "--upstream-command", command,
-                                        "--log-level", "warning"])
+        self.stdio_front = ModernStdio(
+            [str(BRIDGE_EXE), "stdio", "--upstream-command", command, "--log-level", "warning"]
+        )
 
     async def start(self) -> None:
         await asyncio.gather(self.direct.start(), self.stdio_front.start())
@@ -61,8 +62,11 @@ class StdioPaths:
         await asyncio.gather(self.direct.peer.aclose(), self.stdio_front.peer.aclose())
 
     def calls(self, concurrency: int) -> list[list[Call]]:
-        paths: list[Call] = [lambda i: self.direct.echo(f"echo {i}"), lambda i: self.http_front.echo(f"echo {i}"),
-                             lambda i: self.stdio_front.echo(f"echo {i}")]
+        paths: list[Call] = [
+            lambda i: self.direct.echo(f"echo {i}"),
+            lambda i: self.http_front.echo(f"echo {i}"),
+            lambda i: self.stdio_front.echo(f"echo {i}"),
+        ]
         return [[path] * concurrency for path in paths]
 
 
@@ -85,14 +89,41 @@ def _echo_figures(concurrency: int, direct: Sample, bridged: Sample, front: str)
     name = f"stdio_{front}_c{concurrency}"
     label = f"echo over stdio upstream, {front} front, c={concurrency}"
     return [
-        compare(f"{name}_throughput", f"{label}: throughput", "calls/s", bridged.throughput, direct.throughput,
-                comparison="ratio", errors=errors, note=first_errors(bridged, direct), extra=extra,
-                detail=f"{bridged.calls} calls per path" + (", alternating call by call" if concurrency == 1 else
-                                                            "; direct: one process, bridge: a pool")),
-        compare(f"{name}_p50", f"{label}: p50 latency", "ms", median(bridged.latencies_ms),
-                median(direct.latencies_ms), comparison="delta", errors=errors),
-        compare(f"{name}_p99", f"{label}: p99 latency", "ms", percentile(bridged.latencies_ms, 99),
-                percentile(direct.latencies_ms, 99), comparison="delta", errors=errors),
+        compare(
+            f"{name}_throughput",
+            f"{label}: throughput",
+            "calls/s",
+            bridged.throughput,
+            direct.throughput,
+            comparison="ratio",
+            errors=errors,
+            note=first_errors(bridged, direct),
+            extra=extra,
+            detail=f"{bridged.calls} calls per path"
+            + (
+                ", alternating call by call"
+                if concurrency == 1
+                else "; direct: one process, bridge: a pool"
+            ),
+        ),
+        compare(
+            f"{name}_p50",
+            f"{label}: p50 latency",
+            "ms",
+            median(bridged.latencies_ms),
+            median(direct.latencies_ms),
+            comparison="delta",
+            errors=errors,
+        ),
+        compare(
+            f"{name}_p99",
+            f"{label}: p99 latency",
+            "ms",
+            percentile(bridged.latencies_ms, 99),
+            percentile(direct.latencies_ms, 99),
+            comparison="delta",
+            errors=errors,
+        ),
     ]
 
 
@@ -124,13 +155,22 @@ async def spawn_figure(http: aiohttp.ClientSession, url: str) -> Figure:
     for index in range(SPAWNS):
         await _direct_spawn(direct)
         await _bridge_spawn(http, url, index, bridged)
-    return compare("stdio_spawn_first_answer", "stdio: fresh process, time to first answer", "ms",
-                   median(bridged.latencies_ms), median(direct.latencies_ms), comparison="delta",
-                   errors=errors_of(bridged, direct), note=first_errors(bridged, direct),
-                   extra={"bridge_ms": bridged.latencies_ms, "direct_ms": direct.latencies_ms},
-                   detail=f"{SPAWNS} samples each; direct: spawn + initialize + echo; bridge: a new principal's first "
-                   "call (a spare process started ahead, upstream.spare_processes=2, then initialize + tools/list"
-                   " + echo)")
+    return compare(
+        "stdio_spawn_first_answer",
+        "stdio: fresh process, time to first answer",
+        "ms",
+        median(bridged.latencies_ms),
+        median(direct.latencies_ms),
+        comparison="delta",
+        errors=errors_of(bridged, direct),
+        note=first_errors(bridged, direct),
+        extra={"bridge_ms": bridged.latencies_ms, "direct_ms": direct.latencies_ms},
+        detail=f"{SPAWNS} samples each; direct: spawn + initialize + echo; bridge: a new "
+        "principal's first "
+        "call (a spare process started ahead, upstream.spare_processes=2, then initialize + "
+        "tools/list"
+        " + echo)",
+    )
 
 
 async def pool_counters(http: aiohttp.ClientSession, mcp_url: str) -> dict[str, float]:
@@ -175,14 +215,33 @@ async def reuse_figures(http: aiohttp.ClientSession, url: str, bridge_pid: int) 
         after, counted_after = bridge_children(bridge_pid), await pool_counters(http, url)
         spawned = (set(pids) | after) - before
         reused = 1 - len(spawned) / len(pids) if pids else float("nan")
-        metrics = {name: counted_after[name] - counted[name] for name in counted if name in counted_after}
-        figures.append(Figure(
-            f"stdio_pool_reuse_c{concurrency}", f"stdio pool: calls needing no new process, c={concurrency}",
-            "share", reused, None, "", None, errors={"bridge": sample.errors}, note=first_errors(sample),
-            extra={"calls": len(pids), "processes_answering": len(set(pids)), "processes_spawned": len(spawned),
-                   "pool_before": len(before), "pool_after": len(after), "bridge_metrics_delta": metrics},
-            detail=f"{len(pids)} calls; {len(spawned)} processes spawned, {len(set(pids))} answered; "
-            f"pool {len(before)} -> {len(after)}; /metrics: {_metrics_text(metrics)}"))
+        metrics = {
+            name: counted_after[name] - counted[name] for name in counted if name in counted_after
+        }
+        figures.append(
+            Figure(
+                f"stdio_pool_reuse_c{concurrency}",
+                f"stdio pool: calls needing no new process, c={concurrency}",
+                "share",
+                reused,
+                None,
+                "",
+                None,
+                errors={"bridge": sample.errors},
+                note=first_errors(sample),
+                extra={
+                    "calls": len(pids),
+                    "processes_answering": len(set(pids)),
+                    "processes_spawned": len(spawned),
+                    "pool_before": len(before),
+                    "pool_after": len(after),
+                    "bridge_metrics_delta": metrics,
+                },
+                detail=f"{len(pids)} calls; {len(spawned)} processes spawned, {len(set(pids))} "
+                "answered; "
+                f"pool {len(before)} -> {len(after)}; /metrics: {_metrics_text(metrics)}",
+            )
+        )
     return figures
 
 
@@ -193,9 +252,13 @@ async def stdio_figures(procs: Processes) -> list[Figure]:
         paths = StdioPaths(http, bridge.url)
         await paths.start()
         try:
-            figures += await reuse_figures(http, bridge.url, bridge.pid)  # first: the pool starts cold
+            figures += await reuse_figures(
+                http, bridge.url, bridge.pid
+            )  # first: the pool starts cold
             for concurrency in CONCURRENCY:
-                direct, http_front, stdio_front = await _measure(paths.calls(concurrency), concurrency)
+                direct, http_front, stdio_front = await _measure(
+                    paths.calls(concurrency), concurrency
+                )
                 figures += _echo_figures(concurrency, direct, http_front, "http")
                 figures += _echo_figures(concurrency, direct, stdio_front, "stdio")
             figures.append(await spawn_figure(http, bridge.url))

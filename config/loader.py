@@ -1,4 +1,5 @@
-"""Settings from defaults < TOML file < environment < command line, validated once (docs/decisions.md § 1).
+"""Settings from defaults < TOML file < environment < command line, validated once
+(docs/decisions.md § 1).
 
 Environment variables are `MRTR_BRIDGE_<SECTION>_<FIELD>` (e.g. `MRTR_BRIDGE_UPSTREAM_URL`), or
 `MRTR_BRIDGE_<FIELD>` for top-level fields; `MRTR_BRIDGE_CONFIG` names the file. Tuples are
@@ -39,7 +40,8 @@ class ConfigError(ValueError):
 
 
 def env_name(dotted: str) -> str:
-    """The environment variable of a dotted setting name: `held.ttl_s` -> `MRTR_BRIDGE_HELD_TTL_S`."""
+    """The environment variable of a dotted setting name: `held.ttl_s` ->
+    `MRTR_BRIDGE_HELD_TTL_S`."""
     return ENV_PREFIX + dotted.replace(".", "_").upper()
 
 
@@ -57,9 +59,9 @@ def setting_fields() -> dict[str, Any]:
 
 
 def _is_optional(annotation: Any) -> bool:
-    return typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(None) in typing.get_args(
-        annotation
-    )
+    return typing.get_origin(annotation) in (typing.Union, types.UnionType) and type(
+        None
+    ) in typing.get_args(annotation)
 
 
 def _pairs(dotted: str, raw: str, source: str) -> dict[str, str]:
@@ -159,25 +161,34 @@ def _validate(merged: Layer, sources: Mapping[str, str]) -> Settings:
         raise ConfigError(dotted, first["msg"], _source_of(dotted, sources)) from None
     if settings.identity.principal == "header" and not settings.identity.principal_header:
         source = _source_of("identity.principal", sources)
-        raise ConfigError("identity.principal_header", 'required when identity.principal is "header"', source)
+        raise ConfigError(
+            "identity.principal_header", 'required when identity.principal is "header"', source
+        )
     return _with_authorization_file(settings, sources)
 
 
 def _with_authorization_file(settings: Settings, sources: Mapping[str, str]) -> Settings:
-    """Read `upstream.authorization_file` into `upstream.authorization` (the value is never echoed)."""
+    """Read `upstream.authorization_file` into `upstream.authorization` (the value is never
+    echoed)."""
     upstream = settings.upstream
     if upstream.authorization_file is None:
         return settings
     key, source = "upstream.authorization_file", _source_of("upstream.authorization_file", sources)
     if upstream.authorization is not None:
-        raise ConfigError(key, "give upstream.authorization or upstream.authorization_file, not both", source)
+        raise ConfigError(
+            key, "give upstream.authorization or upstream.authorization_file, not both", source
+        )
     try:
         value = Path(upstream.authorization_file).read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
-        raise ConfigError(key, f"cannot read {upstream.authorization_file}: {reason}", source) from None
+        raise ConfigError(
+            key, f"cannot read {upstream.authorization_file}: {reason}", source
+        ) from None
     try:
-        checked = UpstreamSettings.model_validate({**dict(upstream), "authorization": SecretStr(value)})
+        checked = UpstreamSettings.model_validate(
+            {**dict(upstream), "authorization": SecretStr(value)}
+        )
     except ValidationError as exc:
         message = exc.errors(include_input=False)[0]["msg"]
         raise ConfigError(key, f"its content is not usable: {message}", source) from None

@@ -24,7 +24,9 @@ class FrontSettings(_Frozen):
 
     listen: str = Field("127.0.0.1:8080", description="HOST:PORT the modern endpoint binds to")
     path: str = Field("/mcp", description="URL path of the MCP endpoint")
-    max_body_bytes: int = Field(1_048_576, ge=1024, description="largest accepted POST body (413 beyond)")
+    max_body_bytes: int = Field(
+        1_048_576, ge=1024, description="largest accepted POST body (413 beyond)"
+    )
     max_json_depth: int = Field(64, ge=4, description="deepest accepted JSON nesting")
     allowed_hosts: tuple[str, ...] = Field(
         ("127.0.0.1", "localhost", "[::1]", "::1"),
@@ -33,34 +35,49 @@ class FrontSettings(_Frozen):
     allowed_origins: tuple[str, ...] = Field(
         (), description="extra Origin values accepted besides http(s)://<allowed host>[:port]"
     )
-    sse_keepalive_s: float = Field(15.0, gt=0, description="SSE comment keep-alive interval on quiet streams")
+    sse_keepalive_s: float = Field(
+        15.0, gt=0, description="SSE comment keep-alive interval on quiet streams"
+    )
     shutdown_grace_s: float = Field(
-        10.0, ge=0, description="on SIGTERM, the whole shutdown: attached requests finish, the rest is cut off"
+        10.0,
+        ge=0,
+        description="on SIGTERM, the whole shutdown: attached requests finish, the rest is cut off",
     )
     request_timeout_s: float = Field(
         60.0, gt=0, description="longest a front request waits for the upstream before -32603"
     )
     max_header_line_bytes: int = Field(
-        8190, ge=1024, description="longest request line or header name (aiohttp max_line_size); 400 beyond"
+        8190,
+        ge=1024,
+        description="longest request line or header name (aiohttp max_line_size); 400 beyond",
     )
     max_header_field_bytes: int = Field(
         8190, ge=1024, description="longest header value (aiohttp max_field_size); 400 beyond"
     )
-    max_headers: int = Field(128, ge=16, description="most header lines in one request (aiohttp max_headers)")
+    max_headers: int = Field(
+        128, ge=16, description="most header lines in one request (aiohttp max_headers)"
+    )
     ready_timeout_s: float = Field(
-        2.0, gt=0, description="longest /readyz waits for an upstream check; past it, the last known state"
+        2.0,
+        gt=0,
+        description="longest /readyz waits for an upstream check; past it, the last known state",
     )
     public_url: str | None = Field(
         None,
-        description="the MCP endpoint's URL as clients reach it (e.g. https://mcp.example.com/mcp), named in"
+        description="the MCP endpoint's URL as clients reach it (e.g. "
+        "https://mcp.example.com/mcp), named in"
         " OAuth metadata and challenges; unset: http://<listen><path>",
     )
     legacy_clients: Literal["pass", "refuse"] = Field(
-        "pass", description="legacy (initialize, Mcp-Session-Id) clients: relayed to the upstream as legacy"
-        " sessions, or refused with an error naming the modern version"
+        "pass",
+        description="legacy (initialize, Mcp-Session-Id) clients: relayed to the upstream as legacy"
+        " sessions, or refused with an error naming the modern version",
     )
     max_legacy_sessions: int = Field(
-        4096, ge=1, description="legacy client sessions relayed at once; the oldest binding is dropped beyond it"
+        4096,
+        ge=1,
+        description="legacy client sessions relayed at once; the oldest binding is dropped beyond "
+        "it",
     )
 
     @property
@@ -83,28 +100,45 @@ class FrontSettings(_Frozen):
     @classmethod
     def _check_public_url(cls, value: str | None) -> str | None:
         if value is not None and _PUBLIC_URL.fullmatch(value) is None:
-            raise ValueError("public_url must be an absolute http(s) URL without credentials, query or fragment")
+            raise ValueError(
+                "public_url must be an absolute http(s) URL without credentials, query or fragment"
+            )
         return value
 
 
 class UpstreamSettings(_Frozen):
     """The legacy server behind the bridge."""
 
-    url: str | None = Field(None, description="legacy HTTP endpoint, e.g. http://127.0.0.1:8931/mcp (or .../sse)")
+    url: str | None = Field(
+        None, description="legacy HTTP endpoint, e.g. http://127.0.0.1:8931/mcp (or .../sse)"
+    )
     transport: Literal["auto", "streamable-http", "sse"] = Field(
-        "auto", description="HTTP transport of url: Streamable HTTP, the old HTTP+SSE, or auto-detected"
+        "auto",
+        description="HTTP transport of url: Streamable HTTP, the old HTTP+SSE, or auto-detected",
     )
     command: str | None = Field(
-        None, description="legacy stdio server to launch instead of url: a command line, split like a shell"
+        None,
+        description="legacy stdio server to launch instead of url: a command line, split like a "
+        "shell",
     )
-    env: dict[str, str] = Field(default_factory=dict, description="extra environment for the stdio command")
+    env: dict[str, str] = Field(
+        default_factory=dict, description="extra environment for the stdio command"
+    )
     cwd: str | None = Field(None, description="working directory for the stdio command")
-    max_line_bytes: int = Field(16_777_216, ge=1024, description="longest accepted stdio line from the server")
+    max_line_bytes: int = Field(
+        16_777_216, ge=1024, description="longest accepted stdio line from the server"
+    )
     kill_grace_s: float = Field(
-        0.75, gt=0, description="stdio shutdown: wait after closing stdin, then SIGTERM, the same again, then SIGKILL"
+        0.75,
+        gt=0,
+        description="stdio shutdown: wait after closing stdin, then SIGTERM, the same again, then "
+        "SIGKILL",
     )
     spare_processes: int = Field(
-        2, ge=0, le=64, description="stdio: processes kept started ahead of need, so a new session skips the spawn"
+        2,
+        ge=0,
+        le=64,
+        description="stdio: processes kept started ahead of need, so a new session skips the spawn",
     )
     connect_timeout_s: float = Field(5.0, gt=0, description="TCP connect timeout to the upstream")
     init_timeout_s: float = Field(10.0, gt=0, description="longest an upstream initialize may take")
@@ -114,42 +148,69 @@ class UpstreamSettings(_Frozen):
     authorization_file: str | None = Field(
         None, description="file holding that static Authorization header value (read at start-up)"
     )
-    forward_authorization: bool = Field(True, description="forward the client's Authorization header upstream")
-    max_sessions: int = Field(256, ge=1, description="upstream sessions open at once, all principals")
-    max_sessions_per_principal: int = Field(64, ge=1, description="upstream sessions open at once per principal")
-    session_wait_s: float = Field(
-        10.0, ge=0, description="how long a call waits for a free session when upstream.max_sessions are all in use"
+    forward_authorization: bool = Field(
+        True, description="forward the client's Authorization header upstream"
     )
-    session_idle_s: float = Field(300.0, gt=0, description="idle upstream sessions are closed after this")
+    max_sessions: int = Field(
+        256, ge=1, description="upstream sessions open at once, all principals"
+    )
+    max_sessions_per_principal: int = Field(
+        64, ge=1, description="upstream sessions open at once per principal"
+    )
+    session_wait_s: float = Field(
+        10.0,
+        ge=0,
+        description="how long a call waits for a free session when upstream.max_sessions are all "
+        "in use",
+    )
+    session_idle_s: float = Field(
+        300.0, gt=0, description="idle upstream sessions are closed after this"
+    )
     unowned_roots: tuple[str, ...] = Field(
-        (), description="root URIs answered to a roots/list push that no call owns (empty list if none)"
+        (),
+        description="root URIs answered to a roots/list push that no call owns (empty list if "
+        "none)",
     )
     roots_affinity: Literal["auto", "always"] = Field(
-        "auto", description="roots-affine sessions: learn (probe once) whether the upstream keeps roots, or always"
+        "auto",
+        description="roots-affine sessions: learn (probe once) whether the upstream keeps roots, "
+        "or always",
     )
     roots_probe_ms: float = Field(
-        500.0, gt=0, description="how long the one-time probe (and a fresh roots-affine session) waits for a roots ask"
+        500.0,
+        gt=0,
+        description="how long the one-time probe (and a fresh roots-affine session) waits for a "
+        "roots ask",
     )
     roots_settle_ms: float = Field(
-        50.0, ge=0, description="after a fresh session's roots ask is answered, wait this long before its first call"
+        50.0,
+        ge=0,
+        description="after a fresh session's roots ask is answered, wait this long before its "
+        "first call",
     )
     session_per_call: bool = Field(
         False, description="give every interactive call a fresh upstream session, closed after it"
     )
     era_probe_timeout_s: float = Field(
-        3.0, gt=0, description="how long a server/discover era probe waits for an answer before taking the"
-        " upstream as legacy (stdio probes run in a throwaway process)"
+        3.0,
+        gt=0,
+        description="how long a server/discover era probe waits for an answer before taking the"
+        " upstream as legacy (stdio probes run in a throwaway process)",
     )
     era_probe_interval_s: float = Field(
-        60.0, ge=0, description="probe the upstream's era again this often (and soon after a failure); 0: only"
-        " at start and after failures"
+        60.0,
+        ge=0,
+        description="probe the upstream's era again this often (and soon after a failure); 0: only"
+        " at start and after failures",
     )
 
     @field_validator("authorization")
     @classmethod
     def _check_authorization(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and _HEADER_VALUE.fullmatch(value.get_secret_value()) is None:
-            raise ValueError("authorization must be one line of visible ASCII (an HTTP header value)")
+            raise ValueError(
+                "authorization must be one line of visible ASCII (an HTTP header value)"
+            )
         return value
 
     @field_validator("url")
@@ -157,8 +218,11 @@ class UpstreamSettings(_Frozen):
     def _no_credentials_in_url(cls, value: str | None) -> str | None:
         # Refused rather than turned into a header: see docs/security.md § Upstream credentials.
         if value is not None and "@" in urlsplit(value).netloc:
-            raise ValueError("must not carry credentials (user:password@host); give them as upstream.authorization "
-                             "(config file or MRTR_BRIDGE_UPSTREAM_AUTHORIZATION), e.g. \"Basic <base64>\"")
+            raise ValueError(
+                "must not carry credentials (user:password@host); give them as "
+                "upstream.authorization "
+                '(config file or MRTR_BRIDGE_UPSTREAM_AUTHORIZATION), e.g. "Basic <base64>"'
+            )
         return value
 
 
@@ -166,7 +230,8 @@ class IdentitySettings(_Frozen):
     """Who the caller is (docs/decisions.md § 8)."""
 
     principal: Literal["authorization", "header", "none"] = Field(
-        "authorization", description="principal source: digest of Authorization, a trusted header, or none"
+        "authorization",
+        description="principal source: digest of Authorization, a trusted header, or none",
     )
     principal_header: str | None = Field(None, description="trusted header naming the principal")
 
@@ -180,32 +245,54 @@ class CacheSettings(_Frozen):
     """Cache hints stamped on cacheable modern results (docs/decisions.md § 15)."""
 
     ttl_ms: int = Field(0, ge=0, description="ttlMs on discover, list and read results")
-    scope: Literal["private", "public"] = Field("private", description="cacheScope on those results")
+    scope: Literal["private", "public"] = Field(
+        "private", description="cacheScope on those results"
+    )
 
 
 class HeldCallSettings(_Frozen):
     """Held calls and requestState (docs/decisions.md §§ 4, 9)."""
 
-    ttl_s: float = Field(600.0, gt=0, description="a held call not resumed within this is cancelled")
+    ttl_s: float = Field(
+        600.0, gt=0, description="a held call not resumed within this is cancelled"
+    )
     max_per_principal: int = Field(
-        64, ge=1, description="held calls (asked for input, not ended) at once per principal; plain calls not counted"
+        64,
+        ge=1,
+        description="held calls (asked for input, not ended) at once per principal; plain calls "
+        "not counted",
     )
-    max_total: int = Field(4096, ge=1, description="held calls at once, all principals; plain calls not counted")
+    max_total: int = Field(
+        4096, ge=1, description="held calls at once, all principals; plain calls not counted"
+    )
     max_rounds: int = Field(32, ge=1, description="input rounds one call may take")
-    max_input_responses: int = Field(64, ge=1, description="entries accepted in one request's inputResponses")
-    max_input_response_bytes: int = Field(
-        524_288, ge=256, description="largest accepted inputResponses entry (its JSON in UTF-8 bytes)"
+    max_input_responses: int = Field(
+        64, ge=1, description="entries accepted in one request's inputResponses"
     )
-    batch_quiet_ms: float = Field(10.0, ge=0, description="pushes are batched until quiet for this long")
-    batch_max_ms: float = Field(100.0, ge=0, description="longest a batch stays open after its first push")
+    max_input_response_bytes: int = Field(
+        524_288,
+        ge=256,
+        description="largest accepted inputResponses entry (its JSON in UTF-8 bytes)",
+    )
+    batch_quiet_ms: float = Field(
+        10.0, ge=0, description="pushes are batched until quiet for this long"
+    )
+    batch_max_ms: float = Field(
+        100.0, ge=0, description="longest a batch stays open after its first push"
+    )
     keys: dict[str, SecretStr] = Field(
         default_factory=dict, description="requestState keys by key id (base64url of 32 bytes)"
     )
     active_key: str | None = Field(None, description="key id that seals; defaults to the only key")
-    aead: Literal["aes-256-gcm", "chacha20-poly1305"] = Field("aes-256-gcm", description="requestState AEAD")
+    aead: Literal["aes-256-gcm", "chacha20-poly1305"] = Field(
+        "aes-256-gcm", description="requestState AEAD"
+    )
     replica_id: str = Field(
-        "r0", min_length=1, max_length=16,
-        description="this replica's id, sealed into requestState; 'auto': a random id at each start (replicas)",
+        "r0",
+        min_length=1,
+        max_length=16,
+        description="this replica's id, sealed into requestState; 'auto': a random id at each "
+        "start (replicas)",
     )
 
     @field_validator("replica_id")
@@ -216,19 +303,34 @@ class HeldCallSettings(_Frozen):
 
 class ClusterSettings(_Frozen):
     """Replicas behind a load balancer: a retry reaching a replica other than its owner is forwarded
-    to the owner (docs/operations.md § Replicas). Off while neither `peers` nor `peers_dns` is set."""
+    to the owner (docs/operations.md § Replicas). Off while neither `peers` nor `peers_dns` is set.
+    """
 
     advertise_url: str | None = Field(
-        None, description="this replica's base URL as the other replicas reach it (e.g. http://10.0.0.5:8080)"
+        None,
+        description="this replica's base URL as the other replicas reach it (e.g. "
+        "http://10.0.0.5:8080)",
     )
-    peers: tuple[str, ...] = Field((), description="base URLs of every replica (this one may be listed too)")
+    peers: tuple[str, ...] = Field(
+        (), description="base URLs of every replica (this one may be listed too)"
+    )
     peers_dns: str | None = Field(
-        None, description="HOST:PORT of a DNS name resolving to every replica (headless Service); re-resolved"
+        None,
+        description="HOST:PORT of a DNS name resolving to every replica (headless Service); "
+        "re-resolved",
     )
-    refresh_s: float = Field(5.0, gt=0, description="how often the peer set is re-resolved and asked for ids")
-    connect_timeout_s: float = Field(2.0, gt=0, description="longest a forwarded retry waits to connect to its owner")
-    max_forwards: int = Field(256, ge=1, description="forwarded retries in flight at once from this replica")
-    proof_max_age_s: float = Field(30.0, gt=0, description="oldest accepted replica proof on a forwarded retry")
+    refresh_s: float = Field(
+        5.0, gt=0, description="how often the peer set is re-resolved and asked for ids"
+    )
+    connect_timeout_s: float = Field(
+        2.0, gt=0, description="longest a forwarded retry waits to connect to its owner"
+    )
+    max_forwards: int = Field(
+        256, ge=1, description="forwarded retries in flight at once from this replica"
+    )
+    proof_max_age_s: float = Field(
+        30.0, gt=0, description="oldest accepted replica proof on a forwarded retry"
+    )
 
     @property
     def enabled(self) -> bool:
@@ -251,38 +353,51 @@ class ClusterSettings(_Frozen):
             return None
         host, sep, port = value.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError("peers_dns must be HOST:PORT, e.g. bridge-peers.default.svc.cluster.local:8080")
+            raise ValueError(
+                "peers_dns must be HOST:PORT, e.g. bridge-peers.default.svc.cluster.local:8080"
+            )
         return value
 
 
 def _base_url(value: str) -> str:
     if _PUBLIC_URL.fullmatch(value) is None or urlsplit(value).path not in ("", "/"):
-        raise ValueError(f"{value!r} is not a base URL like http://10.0.0.5:8080 (no path, credentials or query)")
+        raise ValueError(
+            f"{value!r} is not a base URL like http://10.0.0.5:8080 (no path, credentials or query)"
+        )
     return value.rstrip("/")
 
 
 class RecoverySettings(_Frozen):
-    """Re-executing a call whose held call is gone (restart, lost replica, expiry); docs/operations.md."""
+    """Re-executing a call whose held call is gone (restart, lost replica, expiry);
+    docs/operations.md."""
 
     reexecute: Literal["annotated", "allowlist", "off"] = Field(
-        "annotated", description="which calls may run again: tools annotated readOnlyHint/idempotentHint (and"
-        " prompts/get, resources/read), those matching recovery.tools, or none"
+        "annotated",
+        description="which calls may run again: tools annotated readOnlyHint/idempotentHint (and"
+        " prompts/get, resources/read), those matching recovery.tools, or none",
     )
     tools: tuple[str, ...] = Field(
         (), description="allowlist globs: a tool name, prompts/get:<name> or resources/read:<uri>"
     )
     grace_s: float = Field(
-        3600.0, ge=0, description="a requestState still recovers up to this long after its held call's expiry"
+        3600.0,
+        ge=0,
+        description="a requestState still recovers up to this long after its held call's expiry",
     )
     max_answers_bytes: int = Field(
-        4096, ge=0, le=16_384, description="earlier answers sealed into requestState (compressed); above it, "
-        "recovery is not offered for that call"
+        4096,
+        ge=0,
+        le=16_384,
+        description="earlier answers sealed into requestState (compressed); above it, "
+        "recovery is not offered for that call",
     )
 
 
 class LogSettings(_Frozen):
     level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
-    format: Literal["auto", "json", "console"] = Field("auto", description="json; console on a TTY when auto")
+    format: Literal["auto", "json", "console"] = Field(
+        "auto", description="json; console on a TTY when auto"
+    )
 
 
 class Settings(_Frozen):
@@ -301,6 +416,8 @@ class Settings(_Frozen):
     @model_validator(mode="after")
     def _cluster_needs_shared_keys(self) -> Settings:
         if self.cluster.enabled and not self.held.keys:
-            raise ValueError("cluster.peers / cluster.peers_dns need held.keys shared by every replica "
-                             "(an ephemeral key cannot open another replica's requestState)")
+            raise ValueError(
+                "cluster.peers / cluster.peers_dns need held.keys shared by every replica "
+                "(an ephemeral key cannot open another replica's requestState)"
+            )
         return self

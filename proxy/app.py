@@ -1,4 +1,5 @@
-"""The aiohttp application: routes, typed app keys and the lifetimes they hold (docs/decisions.md §§ 1, 6).
+"""The aiohttp application: routes, typed app keys and the lifetimes they hold (docs/decisions.md §§
+1, 6).
 
 `make_app(settings)` is the composition root of the HTTP bridge: one `cleanup_ctx` opens the one
 `aiohttp.ClientSession` for the upstream, the `UpstreamPool`, the requestState key ring and the
@@ -30,7 +31,14 @@ from proxy.legacy_relay import LegacyRelay
 from proxy.logs import scrub_aiohttp_server_logs
 from proxy.metrics import BridgeMetrics
 from proxy.modern_relay import ModernUpstream
-from proxy.upstream.base import STDIO, STREAMABLE_HTTP, InboundHandler, PooledSession, SessionOpener, TransportInfo
+from proxy.upstream.base import (
+    STDIO,
+    STREAMABLE_HTTP,
+    InboundHandler,
+    PooledSession,
+    SessionOpener,
+    TransportInfo,
+)
 from proxy.upstream.era import UpstreamEra
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.pool import UpstreamPool
@@ -57,7 +65,9 @@ RUNTIME_ENGINE_KEY: Final = web.AppKey("engine", Engine)
 CHILDREN_KEY: Final = web.AppKey("stdio_children", ChildProcesses)
 METRICS_KEY: Final = web.AppKey("metrics", BridgeMetrics)
 READINESS_PROBE_KEY: Final = web.AppKey("readiness_probe", Readiness)
-OPENER_KEY: Final[web.AppKey[SessionOpener]] = web.AppKey("session_opener")  # optional: replaces the transport
+OPENER_KEY: Final[web.AppKey[SessionOpener]] = web.AppKey(
+    "session_opener"
+)  # optional: replaces the transport
 LEGACY_RELAY_KEY: Final = web.AppKey("legacy_relay", LegacyRelay)
 MODERN_KEY: Final = web.AppKey("modern_upstream", ModernUpstream)
 HEALTH_PATH: Final = "/healthz"
@@ -78,7 +88,9 @@ async def _readyz(request: web.Request) -> web.Response:
         modern = request.app.get(MODERN_KEY)
         if modern is not None:
             checks["era"] = modern.era.era or "unknown"
-            if modern.modern_only:  # no legacy session can open: reachable means the era probe answered
+            if (
+                modern.modern_only
+            ):  # no legacy session can open: reachable means the era probe answered
                 ready, checks["upstream"] = True, "reachable (modern-only: relayed untranslated)"
         body = {"status": "ready" if ready else "unavailable", "checks": checks}
         return web.json_response(body, status=200 if ready else 503)
@@ -113,11 +125,16 @@ async def _count_responses(request: web.Request, handler: Handler) -> web.Stream
 def _header_limits(settings: Settings) -> dict[str, int]:
     """aiohttp's request-head limits (its parser answers 400 beyond them)."""
     front = settings.front
-    return {"max_line_size": front.max_header_line_bytes, "max_field_size": front.max_header_field_bytes,
-            "max_headers": front.max_headers}
+    return {
+        "max_line_size": front.max_header_line_bytes,
+        "max_field_size": front.max_header_field_bytes,
+        "max_headers": front.max_headers,
+    }
 
 
-def _base_app(settings: Settings, keepalive_s: float, modern: ModernUpstream | None = None) -> web.Application:
+def _base_app(
+    settings: Settings, keepalive_s: float, modern: ModernUpstream | None = None
+) -> web.Application:
     scrub_aiohttp_server_logs()
     app = web.Application(middlewares=[_count_responses], handler_args=_header_limits(settings))
     app[SETTINGS_KEY] = settings
@@ -128,8 +145,9 @@ def _base_app(settings: Settings, keepalive_s: float, modern: ModernUpstream | N
         app.on_cleanup.append(lambda _app: legacy.aclose())
     if modern is not None:
         app[MODERN_KEY] = modern
-    HttpFront(settings.front, settings.identity, keepalive_s=keepalive_s, legacy=legacy,
-              modern=modern).add_routes(app)
+    HttpFront(
+        settings.front, settings.identity, keepalive_s=keepalive_s, legacy=legacy, modern=modern
+    ).add_routes(app)
     if passes_challenges(settings.upstream):
         MetadataRelay(settings).add_routes(app)
     app.router.add_get(HEALTH_PATH, _healthz)
@@ -142,7 +160,9 @@ def make_front_app(
     settings: Settings, engine: ServedEngine, *, keepalive_s: float | None = None
 ) -> web.Application:
     """The front and health routes around an existing engine (no upstream lifetimes)."""
-    app = _base_app(settings, settings.front.sse_keepalive_s if keepalive_s is None else keepalive_s)
+    app = _base_app(
+        settings, settings.front.sse_keepalive_s if keepalive_s is None else keepalive_s
+    )
     app[ENGINE_KEY] = engine
     app[READINESS_KEY] = engine
     return app
@@ -166,15 +186,19 @@ def http_opener(client: aiohttp.ClientSession, settings: UpstreamSettings) -> Ht
 
 
 def stdio_opener(spares: SpareProcesses) -> SessionOpener:
-    """The pool's way to open a legacy session: a started process (a spare if one is ready), initialized
+    """The pool's way to open a legacy session: a started process (a spare if one is ready),
+    initialized
     with the request's capabilities."""
 
-    async def open_session(capabilities: JsonObject, headers: Mapping[str, str],
-                           on_unrelated: InboundHandler) -> PooledSession:
+    async def open_session(
+        capabilities: JsonObject, headers: Mapping[str, str], on_unrelated: InboundHandler
+    ) -> PooledSession:
         session = await spares.take()
         try:
             await session.initialize(capabilities, on_unrelated=on_unrelated)
-        except UpstreamUnavailable:  # it died before answering (a spare may die while it waits): one more try
+        except (
+            UpstreamUnavailable
+        ):  # it died before answering (a spare may die while it waits): one more try
             session = await spares.take()
             await session.initialize(capabilities, on_unrelated=on_unrelated)
         return session
@@ -182,9 +206,15 @@ def stdio_opener(spares: SpareProcesses) -> SessionOpener:
     return open_session
 
 
-def _opener(client: aiohttp.ClientSession, upstream: UpstreamSettings, spares: SpareProcesses | None,
-            scripted: SessionOpener | None) -> tuple[SessionOpener, TransportInfo]:
-    if scripted is not None:  # a test's in-memory upstream, with the sharing rules of the configured kind
+def _opener(
+    client: aiohttp.ClientSession,
+    upstream: UpstreamSettings,
+    spares: SpareProcesses | None,
+    scripted: SessionOpener | None,
+) -> tuple[SessionOpener, TransportInfo]:
+    if (
+        scripted is not None
+    ):  # a test's in-memory upstream, with the sharing rules of the configured kind
         return scripted, STDIO if upstream.command else STREAMABLE_HTTP
     if spares is not None:
         return stdio_opener(spares), STDIO
@@ -193,8 +223,9 @@ def _opener(client: aiohttp.ClientSession, upstream: UpstreamSettings, spares: S
 
 
 def _reporting(opener: SessionOpener, on_failure: Callable[[], None]) -> SessionOpener:
-    async def open_session(capabilities: JsonObject, headers: Mapping[str, str],
-                           on_unrelated: InboundHandler) -> PooledSession:
+    async def open_session(
+        capabilities: JsonObject, headers: Mapping[str, str], on_unrelated: InboundHandler
+    ) -> PooledSession:
         try:
             return await opener(capabilities, headers, on_unrelated)
         except BridgeError:
@@ -206,17 +237,25 @@ def _reporting(opener: SessionOpener, on_failure: Callable[[], None]) -> Session
 
 @asynccontextmanager
 async def bridge_runtime(
-    settings: Settings, metrics: BridgeMetrics | None = None, children: ChildProcesses | None = None, *,
-    opener: SessionOpener | None = None, on_open_failure: Callable[[], None] | None = None,
+    settings: Settings,
+    metrics: BridgeMetrics | None = None,
+    children: ChildProcesses | None = None,
+    *,
+    opener: SessionOpener | None = None,
+    on_open_failure: Callable[[], None] | None = None,
 ) -> AsyncIterator[tuple[Engine, UpstreamPool]]:
-    """Key ring, upstream client, pool and engine for either front; closed in reverse on exit. Legacy
+    """Key ring, upstream client, pool and engine for either front; closed in reverse on exit.
+    Legacy
     stdio processes are recorded in `children`; the pool's and the spares are stopped in parallel.
     `opener` replaces the configured transport (tests script an in-memory upstream with it);
     `on_open_failure` hears of every session that would not open (the era tracker re-probes)."""
     keyring, is_ephemeral = load_keyring(settings.held)
     if is_ephemeral:
-        _log.warning("request_state_key_ephemeral",
-                     hint="no held.keys configured: held calls will not survive a restart (see mrtr-bridge keygen)")
+        _log.warning(
+            "request_state_key_ephemeral",
+            hint="no held.keys configured: held calls will not survive a restart (see mrtr-bridge "
+            "keygen)",
+        )
     upstream = settings.upstream
     spares = SpareProcesses(upstream, children) if upstream.command and opener is None else None
     async with _client(settings) as client:
@@ -225,8 +264,12 @@ async def bridge_runtime(
         if on_open_failure is not None:
             chosen = _reporting(chosen, on_open_failure)
         negotiating = NegotiatingOpener(chosen)
-        pool = UpstreamPool(upstream, negotiating, transport=transport,
-                            on_unowned=lambda session, inbound: engine.on_unowned(session, inbound))
+        pool = UpstreamPool(
+            upstream,
+            negotiating,
+            transport=transport,
+            on_unowned=lambda session, inbound: engine.on_unowned(session, inbound),
+        )
         engine = Engine(settings, pool, keyring, metrics=metrics)
         try:
             await pool.start()
@@ -237,8 +280,11 @@ async def bridge_runtime(
             finally:
                 await engine.aclose()
         finally:
-            await asyncio.gather(pool.aclose(), negotiating.aclose(),
-                                 *([spares.aclose()] if spares is not None else []))
+            await asyncio.gather(
+                pool.aclose(),
+                negotiating.aclose(),
+                *([spares.aclose()] if spares is not None else []),
+            )
 
 
 async def _era_context(app: web.Application) -> AsyncIterator[None]:
@@ -257,13 +303,23 @@ async def _cluster_context(app: web.Application) -> AsyncIterator[None]:
     if not settings.cluster.enabled:
         yield
         return
-    connector = aiohttp.TCPConnector(limit=settings.cluster.max_forwards + 16, keepalive_timeout=UPSTREAM_KEEPALIVE_S)
-    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=None)) as client:
+    connector = aiohttp.TCPConnector(
+        limit=settings.cluster.max_forwards + 16, keepalive_timeout=UPSTREAM_KEEPALIVE_S
+    )
+    async with aiohttp.ClientSession(
+        connector=connector, timeout=aiohttp.ClientTimeout(total=None)
+    ) as client:
         directory = PeerDirectory(settings.cluster, settings.held.replica_id, client)
-        app[HOP_KEY] = Forwarder(settings, load_keyring(settings.held)[0], directory, client, app[METRICS_KEY])
+        app[HOP_KEY] = Forwarder(
+            settings, load_keyring(settings.held)[0], directory, client, app[METRICS_KEY]
+        )
         directory.start()
-        _log.info("cluster_enabled", replica_id=settings.held.replica_id, peers=len(settings.cluster.peers),
-                  peers_dns=settings.cluster.peers_dns)
+        _log.info(
+            "cluster_enabled",
+            replica_id=settings.held.replica_id,
+            peers=len(settings.cluster.peers),
+            peers_dns=settings.cluster.peers_dns,
+        )
         try:
             yield
         finally:
@@ -274,8 +330,13 @@ async def _upstream_context(app: web.Application) -> AsyncIterator[None]:
     """The bridge runtime for the HTTP front, bound to the app's keys."""
     settings = app[SETTINGS_KEY]
     modern = app.get(MODERN_KEY)
-    async with bridge_runtime(settings, app[METRICS_KEY], app.get(CHILDREN_KEY), opener=app.get(OPENER_KEY),
-                              on_open_failure=modern.era.reprobe_soon if modern else None) as (engine, pool):
+    async with bridge_runtime(
+        settings,
+        app[METRICS_KEY],
+        app.get(CHILDREN_KEY),
+        opener=app.get(OPENER_KEY),
+        on_open_failure=modern.era.reprobe_soon if modern else None,
+    ) as (engine, pool):
         app[READINESS_PROBE_KEY] = _readiness(settings, pool)
         app[POOL_KEY] = pool
         app[ENGINE_KEY] = engine
@@ -287,13 +348,19 @@ async def _upstream_context(app: web.Application) -> AsyncIterator[None]:
 def _readiness(settings: Settings, pool: UpstreamPool) -> Readiness:
     static = settings.upstream.authorization
     headers = {"Authorization": static.get_secret_value()} if static is not None else {}
-    return Readiness(pool, keys="configured" if settings.held.keys else "ephemeral", headers=headers,
-                     timeout_s=settings.upstream.init_timeout_s, answer_within_s=settings.front.ready_timeout_s,
-                     transport=pool.transport)
+    return Readiness(
+        pool,
+        keys="configured" if settings.held.keys else "ephemeral",
+        headers=headers,
+        timeout_s=settings.upstream.init_timeout_s,
+        answer_within_s=settings.front.ready_timeout_s,
+        transport=pool.transport,
+    )
 
 
 async def _on_shutdown(app: web.Application) -> None:
-    """SIGTERM (the listening socket is already closed): refuse new work, end listen streams, abandon
+    """SIGTERM (the listening socket is already closed): refuse new work, end listen streams,
+    abandon
     waiting held calls, let attached requests finish until the grace minus its closing reserve, then
     cut off the rest with a shutting-down error (timeline: docs/operations.md § Shutdown)."""
     engine = app.get(RUNTIME_ENGINE_KEY)
@@ -302,11 +369,17 @@ async def _on_shutdown(app: web.Application) -> None:
     grace_s = app[SETTINGS_KEY].front.shutdown_grace_s
     reserve_s = close_reserve_s(grace_s)
     deadline = asyncio.get_running_loop().time() + grace_s - reserve_s
-    await engine.drain(deadline, cut_wait_s=reserve_s / 2)  # then aiohttp (R/4) and held calls (R/4)
+    await engine.drain(
+        deadline, cut_wait_s=reserve_s / 2
+    )  # then aiohttp (R/4) and held calls (R/4)
 
 
-def make_app(settings: Settings, children: ChildProcesses | None = None, *,
-             opener: SessionOpener | None = None) -> web.Application:
+def make_app(
+    settings: Settings,
+    children: ChildProcesses | None = None,
+    *,
+    opener: SessionOpener | None = None,
+) -> web.Application:
     """The whole HTTP bridge for `settings`; run it with `handler_cancellation=True`. Legacy stdio
     processes are recorded in `children`; `opener` replaces the configured upstream transport
     (tests script an in-memory upstream with it)."""

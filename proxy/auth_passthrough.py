@@ -36,16 +36,27 @@ from translators.oauth import (
 from translators.public_urls import PublicUrls, public_endpoint
 
 _log = structlog.get_logger("proxy.auth_passthrough")
-METADATA_FRESH_S: Final = 30.0  # a found (or absent) document is reused this long: no fetch per request
+METADATA_FRESH_S: Final = (
+    30.0  # a found (or absent) document is reused this long: no fetch per request
+)
 _METADATA_HEADERS: Final = {"Cache-Control": "no-store", "Access-Control-Allow-Origin": "*"}
 # Browser clients send MCP-Protocol-Version with their metadata GET, which needs a CORS preflight.
-_PREFLIGHT_HEADERS: Final = {"Access-Control-Allow-Origin": "*", "Access-Control-Allow-Methods": "GET",
-                             "Access-Control-Allow-Headers": "*", "Access-Control-Max-Age": "600"}
+_PREFLIGHT_HEADERS: Final = {
+    "Access-Control-Allow-Origin": "*",
+    "Access-Control-Allow-Methods": "GET",
+    "Access-Control-Allow-Headers": "*",
+    "Access-Control-Max-Age": "600",
+}
 
 
 def passes_challenges(upstream: UpstreamSettings) -> bool:
-    """Whether the client's own token goes upstream, so the upstream's challenges are the client's."""
-    return upstream.authorization is None and upstream.forward_authorization and upstream.url is not None
+    """Whether the client's own token goes upstream, so the upstream's challenges are the
+    client's."""
+    return (
+        upstream.authorization is None
+        and upstream.forward_authorization
+        and upstream.url is not None
+    )
 
 
 def public_urls_of(settings: Settings) -> PublicUrls:
@@ -54,13 +65,17 @@ def public_urls_of(settings: Settings) -> PublicUrls:
     return PublicUrls(endpoint, settings.upstream.url or "")
 
 
-def upstream_challenge(resp: aiohttp.ClientResponse, upstream: UpstreamSettings) -> UpstreamAuthChallenge | None:
+def upstream_challenge(
+    resp: aiohttp.ClientResponse, upstream: UpstreamSettings
+) -> UpstreamAuthChallenge | None:
     """The challenge in an upstream refusal that the client must see, or None."""
     if resp.status not in (401, 403) or not passes_challenges(upstream):
         return None
     lines = resp.headers.getall("WWW-Authenticate", [])
     value = ", ".join(lines) if lines else None
-    return UpstreamAuthChallenge(resp.status, value) if is_auth_challenge(resp.status, value) else None
+    return (
+        UpstreamAuthChallenge(resp.status, value) if is_auth_challenge(resp.status, value) else None
+    )
 
 
 class _Unavailable(Exception):
@@ -68,13 +83,16 @@ class _Unavailable(Exception):
 
 
 class MetadataRelay:
-    """Serves the bridge's Protected Resource Metadata, fetched from the upstream on each request."""
+    """Serves the bridge's Protected Resource Metadata, fetched from the upstream on each
+    request."""
 
     def __init__(self, settings: Settings) -> None:
         self._urls = public_urls_of(settings)
         self._front_path = settings.front.path
         upstream = settings.upstream
-        self._timeout = aiohttp.ClientTimeout(total=upstream.init_timeout_s, sock_connect=upstream.connect_timeout_s)
+        self._timeout = aiohttp.ClientTimeout(
+            total=upstream.init_timeout_s, sock_connect=upstream.connect_timeout_s
+        )
         self._client: aiohttp.ClientSession | None = None
         self._fresh: tuple[float, dict[str, Any] | None] | None = None
 
@@ -98,16 +116,27 @@ class MetadataRelay:
             document = await self._cached_document()
         except _Unavailable as exc:
             _log.warning("oauth_metadata_unavailable", reason=str(exc))
-            body = {"error": "temporarily_unavailable",
-                    "error_description": "The upstream server's protected resource metadata is unavailable"}
+            body = {
+                "error": "temporarily_unavailable",
+                "error_description": "The upstream server's protected resource metadata is "
+                "unavailable",
+            }
             return web.json_response(body, status=502, headers=_METADATA_HEADERS)
         if document is None:
-            return web.json_response({"error": "not_found", "error_description": "The upstream server publishes"
-                                      " no protected resource metadata"}, status=404, headers=_METADATA_HEADERS)
+            return web.json_response(
+                {
+                    "error": "not_found",
+                    "error_description": "The upstream server publishes"
+                    " no protected resource metadata",
+                },
+                status=404,
+                headers=_METADATA_HEADERS,
+            )
         return web.json_response(document, headers=_METADATA_HEADERS)
 
     async def _cached_document(self) -> dict[str, Any] | None:
-        """The document (None: there is none), fetched at most once per `METADATA_FRESH_S`; failures are
+        """The document (None: there is none), fetched at most once per `METADATA_FRESH_S`; failures
+        are
         not remembered, so the next request tries again."""
         now = asyncio.get_running_loop().time()
         if self._fresh is not None and now - self._fresh[0] < METADATA_FRESH_S:
@@ -123,7 +152,11 @@ class MetadataRelay:
                 return self._use(relay_metadata, body, "protected resource metadata")
         issuer_url = self._urls.upstream_issuer_metadata_url
         body = await self._fetch(issuer_url) if issuer_url is not None else None
-        return self._use(metadata_from_issuer, body, "authorization server metadata") if body is not None else None
+        return (
+            self._use(metadata_from_issuer, body, "authorization server metadata")
+            if body is not None
+            else None
+        )
 
     def _use(self, rule: Any, body: bytes, what: str) -> dict[str, Any]:
         try:
@@ -137,14 +170,26 @@ class MetadataRelay:
         if self._client is None:
             raise _Unavailable("the bridge is not running")
         try:
-            async with self._client.get(url, allow_redirects=False, headers={"Accept": "application/json"}) as resp:
+            async with self._client.get(
+                url, allow_redirects=False, headers={"Accept": "application/json"}
+            ) as resp:
                 if resp.status == 404:
                     return None
                 if resp.status != 200:
-                    raise _Unavailable(f"the upstream answered a metadata request with HTTP {resp.status}")
+                    raise _Unavailable(
+                        f"the upstream answered a metadata request with HTTP {resp.status}"
+                    )
                 return await resp.content.read(MAX_METADATA_BYTES + 1)
         except (aiohttp.ClientError, TimeoutError, OSError) as exc:
-            raise _Unavailable(f"the upstream could not be reached for metadata: {type(exc).__name__}") from None
+            raise _Unavailable(
+                f"the upstream could not be reached for metadata: {type(exc).__name__}"
+            ) from None
 
 
-__all__ = ["METADATA_FRESH_S", "MetadataRelay", "passes_challenges", "public_urls_of", "upstream_challenge"]
+__all__ = [
+    "METADATA_FRESH_S",
+    "MetadataRelay",
+    "passes_challenges",
+    "public_urls_of",
+    "upstream_challenge",
+]

@@ -76,7 +76,9 @@ async def _tools(session: PooledSession) -> list[Any]:
     return tools
 
 
-async def _look(session: PooledSession, seen: Observed, watch: _RootsWatch, window_s: float) -> None:
+async def _look(
+    session: PooledSession, seen: Observed, watch: _RootsWatch, window_s: float
+) -> None:
     """What a legacy session shows: its InitializeResult, roots asks at initialized, its tools."""
     seen.init_result = session.init_result
     seen.roots_at_initialized = await watch.answer(session, window_s)
@@ -87,7 +89,9 @@ async def _look(session: PooledSession, seen: Observed, watch: _RootsWatch, wind
             seen.tools_error = exc.message
 
 
-async def _legacy(seen: Observed, settings: UpstreamSettings, opener: Any, transport: TransportInfo | None) -> None:
+async def _legacy(
+    seen: Observed, settings: UpstreamSettings, opener: Any, transport: TransportInfo | None
+) -> None:
     watch = _RootsWatch()
     try:
         session: PooledSession = await opener(dict(_CAPABILITIES), _static_headers(settings), watch)
@@ -117,12 +121,18 @@ async def _check_http(settings: UpstreamSettings) -> Observed:
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_s)
     async with aiohttp.ClientSession(timeout=timeout) as client:
         try:
-            seen.discover = await probe_http(client, settings.url, settings, _static_headers(settings))
+            seen.discover = await probe_http(
+                client, settings.url, settings, _static_headers(settings)
+            )
         except UpstreamUnavailable as exc:
             seen.unreachable = exc.message
             return seen
-        except BridgeError as exc:  # not a modern answer: judged legacy, as the spec's fallback says
-            seen.discover = DiscoverVerdict(False, reason=f"server/discover probe failed: {exc.message}")
+        except (
+            BridgeError
+        ) as exc:  # not a modern answer: judged legacy, as the spec's fallback says
+            seen.discover = DiscoverVerdict(
+                False, reason=f"server/discover probe failed: {exc.message}"
+            )
         transport = HttpTransport(client, settings)
         await _legacy(seen, settings, NegotiatingOpener(transport), transport)
         if seen.discover is not None and seen.discover.modern:
@@ -132,12 +142,16 @@ async def _check_http(settings: UpstreamSettings) -> Observed:
     return seen
 
 
-async def _modern_tools(client: aiohttp.ClientSession, settings: UpstreamSettings, seen: Observed) -> None:
+async def _modern_tools(
+    client: aiohttp.ClientSession, settings: UpstreamSettings, seen: Observed
+) -> None:
     """A modern-only upstream's tools, with one modern `tools/list` (first page)."""
     assert settings.url is not None
     request = modern_request(TOOLS_LIST, client_info(), request_id="mrtr-bridge-check-tools")
     try:
-        _status, reply = await modern_post(client, settings.url, request, settings, _static_headers(settings))
+        _status, reply = await modern_post(
+            client, settings.url, request, settings, _static_headers(settings)
+        )
     except (TimeoutError, BridgeError) as exc:
         seen.tools_error = getattr(exc, "message", "no answer in time")
         return
@@ -149,7 +163,9 @@ async def _modern_tools(client: aiohttp.ClientSession, settings: UpstreamSetting
 
 
 async def _check_stdio(settings: UpstreamSettings) -> Observed:
-    seen = Observed(upstream=f"stdio:{(settings.command or '').split(maxsplit=1)[0]}", transport="stdio")
+    seen = Observed(
+        upstream=f"stdio:{(settings.command or '').split(maxsplit=1)[0]}", transport="stdio"
+    )
     try:
         check_command(settings)
         seen.discover = await probe_stdio(settings)
@@ -157,7 +173,9 @@ async def _check_stdio(settings: UpstreamSettings) -> Observed:
         seen.unreachable = exc.message
         return seen
 
-    async def open_stdio(capabilities: JsonObject, headers: Any, on_unrelated: Any) -> PooledSession:
+    async def open_stdio(
+        capabilities: JsonObject, headers: Any, on_unrelated: Any
+    ) -> PooledSession:
         return await StdioUpstreamSession.open(settings, capabilities, on_unrelated=on_unrelated)
 
     await _legacy(seen, settings, NegotiatingOpener(open_stdio), None)
@@ -180,19 +198,28 @@ def exit_status(report: dict[str, Any]) -> int:
 def render_text(report: dict[str, Any]) -> str:
     """The report for a person."""
     info = report["serverInfo"] or {}
-    lines = [f"upstream:   {report['upstream']}",
-             f"era:        {report['era'] or 'unknown'}" + (f" (supports {', '.join(report['supportedVersions'])})"
-                                                          if report["supportedVersions"] else ""),
-             f"revision:   {report['protocolVersion'] or 'unknown'}",
-             f"transport:  {report['transport'] or 'unknown'}",
-             f"server:     {info.get('name', '?')} {info.get('version', '')}".rstrip(),
-             f"capabilities: {', '.join(sorted(report['capabilities'] or {})) or 'none'}"]
+    lines = [
+        f"upstream:   {report['upstream']}",
+        f"era:        {report['era'] or 'unknown'}"
+        + (
+            f" (supports {', '.join(report['supportedVersions'])})"
+            if report["supportedVersions"]
+            else ""
+        ),
+        f"revision:   {report['protocolVersion'] or 'unknown'}",
+        f"transport:  {report['transport'] or 'unknown'}",
+        f"server:     {info.get('name', '?')} {info.get('version', '')}".rstrip(),
+        f"capabilities: {', '.join(sorted(report['capabilities'] or {})) or 'none'}",
+    ]
     for tool in report["tools"] or []:
         hints = ", ".join(f"{k}={v}" for k, v in tool["annotations"].items())
         state = "bridged" if tool["bridged"] else f"NOT bridged: {tool['reason']}"
         lines.append(f"  tool {tool['name']}{f' [{hints}]' if hints else ''}: {state}")
     roots = report["pushesOutsideCall"]["rootsListAtInitialized"]
-    lines.append(f"asks roots/list at initialized: {'unknown' if roots is None else 'yes' if roots else 'no'}")
+    lines.append(
+        "asks roots/list at initialized: "
+        f"{'unknown' if roots is None else 'yes' if roots else 'no'}"
+    )
     lines += [f"will bridge: {item}" for item in report["bridges"]]
     lines += [f"problem:     {item}" for item in report["problems"]]
     lines += [f"note:        {item}" for item in report["notes"]]
@@ -208,4 +235,11 @@ def run_check(settings: Settings, as_json: bool, out: TextIO) -> int:
     return exit_status(report)
 
 
-__all__ = ["EXIT_BRIDGEABLE", "EXIT_NOT_BRIDGEABLE", "EXIT_UNREACHABLE", "inspect", "render_text", "run_check"]
+__all__ = [
+    "EXIT_BRIDGEABLE",
+    "EXIT_NOT_BRIDGEABLE",
+    "EXIT_UNREACHABLE",
+    "inspect",
+    "render_text",
+    "run_check",
+]

@@ -42,8 +42,8 @@ PROG: Final = "mrtr-bridge"
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
 EXIT_USAGE: Final = 2
-# A stdio client closes the bridge's stdin, waits 2 s, then sends SIGTERM: the bridge's legacy processes
-# get SIGTERM at this deadline after the stop began, and SIGKILL `HURRY_GRACE_S` later.
+# A stdio client closes the bridge's stdin, waits 2 s, then sends SIGTERM: the bridge's legacy
+# processes get SIGTERM at this deadline after the stop began, and SIGKILL `HURRY_GRACE_S` later.
 STDIO_STOP_DEADLINE_S: Final = 0.75
 HURRY_GRACE_S: Final = 0.25
 # Command-line flag -> dotted setting it overrides.
@@ -68,26 +68,40 @@ def _where(dotted: str) -> str:
 
 
 def _add_upstream_flags(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--upstream", metavar="URL",
-                        help=f"legacy (MCP {', '.join(SUPPORTED)}) HTTP endpoint to front: Streamable HTTP "
-                        "(e.g. http://127.0.0.1:8931/mcp) or HTTP+SSE (e.g. http://127.0.0.1:8931/sse) "
-                        + _where("upstream.url"))
-    parser.add_argument("--upstream-transport", choices=("auto", "streamable-http", "sse"),
-                        help="HTTP transport of --upstream: auto (default) tries Streamable HTTP and falls back to "
-                        "the old HTTP+SSE on a 4xx " + _where("upstream.transport"))
-    parser.add_argument("--upstream-command", metavar='"CMD ARGS..."',
-                        help="launch a legacy stdio server instead (one process per upstream session), split like "
-                        "a shell command line; extra environment comes from upstream.env "
-                        + _where("upstream.command"))
-    parser.add_argument("--upstream-cwd", metavar="DIR",
-                        help="working directory of --upstream-command " + _where("upstream.cwd"))
+    parser.add_argument(
+        "--upstream",
+        metavar="URL",
+        help=f"legacy (MCP {', '.join(SUPPORTED)}) HTTP endpoint to front: Streamable HTTP "
+        "(e.g. http://127.0.0.1:8931/mcp) or HTTP+SSE (e.g. http://127.0.0.1:8931/sse) "
+        + _where("upstream.url"),
+    )
+    parser.add_argument(
+        "--upstream-transport",
+        choices=("auto", "streamable-http", "sse"),
+        help="HTTP transport of --upstream: auto (default) tries Streamable HTTP and falls back to "
+        "the old HTTP+SSE on a 4xx " + _where("upstream.transport"),
+    )
+    parser.add_argument(
+        "--upstream-command",
+        metavar='"CMD ARGS..."',
+        help="launch a legacy stdio server instead (one process per upstream session), split like "
+        "a shell command line; extra environment comes from upstream.env "
+        + _where("upstream.command"),
+    )
+    parser.add_argument(
+        "--upstream-cwd",
+        metavar="DIR",
+        help="working directory of --upstream-command " + _where("upstream.cwd"),
+    )
 
 
 def _add_stdio(commands: Any) -> None:
     stdio = commands.add_parser(
         "stdio",
-        help="serve one modern client on this process's stdin/stdout (for clients that launch the bridge)",
-        description="Speak modern (2026-07-28) stdio on stdin/stdout and bridge every request to the legacy "
+        help="serve one modern client on this process's stdin/stdout (for clients that launch the "
+        "bridge)",
+        description="Speak modern (2026-07-28) stdio on stdin/stdout and bridge every request to "
+        "the legacy "
         "upstream. stdout carries protocol messages only; logs go to stderr.",
     )
     _add_upstream_flags(stdio)
@@ -97,36 +111,56 @@ def _add_stdio(commands: Any) -> None:
 def _add_check(commands: Any) -> None:
     check = commands.add_parser(
         "check",
-        help="connect to the upstream the way serve would and report what will bridge (exit 0 yes, 1 no, "
+        help="connect to the upstream the way serve would and report what will bridge (exit 0 "
+        "yes, 1 no, "
         "2 unreachable)",
-        description="Probe the upstream's era (server/discover, then initialize), transport and revision; list its "
-        "serverInfo, capabilities and tools; say what will bridge and what will not, with reasons. Exit status: "
+        description="Probe the upstream's era (server/discover, then initialize), transport and "
+        "revision; list its "
+        "serverInfo, capabilities and tools; say what will bridge and what will not, with "
+        "reasons. Exit status: "
         "0 bridgeable, 1 not bridgeable, 2 unreachable.",
     )
     _add_upstream_flags(check)
-    check.add_argument("--json", action="store_true", help="print one JSON object (also when unreachable)")
+    check.add_argument(
+        "--json", action="store_true", help="print one JSON object (also when unreachable)"
+    )
     _add_common(check)
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--config", metavar="FILE", type=Path,
-                        help=f"TOML settings file, see config/bridge.example.toml [env {CONFIG_ENV}]")
-    parser.add_argument("--log-level", choices=("debug", "info", "warning", "error"),
-                        help="log level (default info) " + _where("log.level"))
-    parser.add_argument("--log-format", choices=("auto", "json", "console"),
-                        help="log format on stderr: auto is console on a terminal, else json " + _where("log.format"))
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        type=Path,
+        help=f"TOML settings file, see config/bridge.example.toml [env {CONFIG_ENV}]",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        help="log level (default info) " + _where("log.level"),
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("auto", "json", "console"),
+        help="log format on stderr: auto is console on a terminal, else json "
+        + _where("log.format"),
+    )
 
 
 def _add_serve(commands: Any) -> None:
     serve = commands.add_parser(
         "serve",
         help="serve modern (2026-07-28) clients over Streamable HTTP, fronting a legacy upstream",
-        description="Serve the modern Streamable HTTP endpoint and bridge every request to the legacy upstream.",
+        description="Serve the modern Streamable HTTP endpoint and bridge every request to the "
+        "legacy upstream.",
     )
     _add_upstream_flags(serve)
-    serve.add_argument("--listen", metavar="HOST:PORT",
-                       help="where the modern endpoint listens; its path is /mcp (default 127.0.0.1:8080) "
-                       + _where("front.listen"))
+    serve.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="where the modern endpoint listens; its path is /mcp (default 127.0.0.1:8080) "
+        + _where("front.listen"),
+    )
     _add_cluster_flags(serve)
     _add_common(serve)
 
@@ -137,29 +171,48 @@ def _comma_list(value: str) -> tuple[str, ...]:
 
 def _add_cluster_flags(serve: argparse.ArgumentParser) -> None:
     """Replicas behind a load balancer (docs/operations.md § Replicas)."""
-    serve.add_argument("--replica-id", metavar="ID",
-                       help="this replica's id, or 'auto' for a random one " + _where("held.replica_id"))
-    serve.add_argument("--advertise-url", metavar="URL",
-                       help="this replica's base URL as the others reach it " + _where("cluster.advertise_url"))
-    serve.add_argument("--peers", metavar="URL,URL,...", type=_comma_list,
-                       help="every replica's base URL, comma-separated " + _where("cluster.peers"))
-    serve.add_argument("--peers-dns", metavar="HOST:PORT",
-                       help="a DNS name resolving to every replica, re-resolved " + _where("cluster.peers_dns"))
+    serve.add_argument(
+        "--replica-id",
+        metavar="ID",
+        help="this replica's id, or 'auto' for a random one " + _where("held.replica_id"),
+    )
+    serve.add_argument(
+        "--advertise-url",
+        metavar="URL",
+        help="this replica's base URL as the others reach it " + _where("cluster.advertise_url"),
+    )
+    serve.add_argument(
+        "--peers",
+        metavar="URL,URL,...",
+        type=_comma_list,
+        help="every replica's base URL, comma-separated " + _where("cluster.peers"),
+    )
+    serve.add_argument(
+        "--peers-dns",
+        metavar="HOST:PORT",
+        help="a DNS name resolving to every replica, re-resolved " + _where("cluster.peers_dns"),
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description=f"Reverse proxy that lets MCP {MODERN_VERSION} clients use legacy MCP servers of revisions "
+        description=f"Reverse proxy that lets MCP {MODERN_VERSION} clients use legacy MCP servers "
+        "of revisions "
         f"{', '.join(SUPPORTED)}.",
-        epilog="Precedence: command line > environment (MRTR_BRIDGE_<SECTION>_<KEY>) > config file > defaults. "
-        "requestState keys come from [held.keys] or MRTR_BRIDGE_HELD_KEYS, never from the command line. "
+        epilog="Precedence: command line > environment (MRTR_BRIDGE_<SECTION>_<KEY>) > config "
+        "file > defaults. "
+        "requestState keys come from [held.keys] or MRTR_BRIDGE_HELD_KEYS, never from the command "
+        "line. "
         "Logs go to stderr.",
     )
-    parser.add_argument("--version", action="version",
-                        version=f"{PROG} {version(PROG)} (modern {MODERN_VERSION}"
-                        f" -> legacy {SUPPORTED[-1]} .. {SUPPORTED[0]})",
-                        help="print the version and the protocol revisions bridged, then exit")
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"{PROG} {version(PROG)} (modern {MODERN_VERSION}"
+        f" -> legacy {SUPPORTED[-1]} .. {SUPPORTED[0]})",
+        help="print the version and the protocol revisions bridged, then exit",
+    )
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_serve(commands)
     _add_stdio(commands)
@@ -167,9 +220,12 @@ def build_parser() -> argparse.ArgumentParser:
     keygen = commands.add_parser(
         "keygen",
         help="print a new requestState key (32 random bytes, base64url) for [held.keys]",
-        description="Print a new requestState key as a TOML snippet for [held.keys] and as environment variables.",
+        description="Print a new requestState key as a TOML snippet for [held.keys] and as "
+        "environment variables.",
     )
-    keygen.add_argument("--kid", metavar="ID", help="key id to print (default: k<date><random hex>)")
+    keygen.add_argument(
+        "--kid", metavar="ID", help="key id to print (default: k<date><random hex>)"
+    )
     return parser
 
 
@@ -207,7 +263,8 @@ def public_url(url: str) -> str:
 
 
 def upstream_label(settings: Settings) -> str:
-    """What the bridge fronts, for the startup line: the URL without credentials, or the stdio program."""
+    """What the bridge fronts, for the startup line: the URL without credentials, or the stdio
+    program."""
     if settings.upstream.url:
         return public_url(settings.upstream.url)
     program = (settings.upstream.command or "").split(maxsplit=1)
@@ -219,7 +276,9 @@ def _listen_url(host: str, port: int, path: str) -> str:
 
 
 @contextlib.asynccontextmanager
-async def _children_stop(deadline_s: float | None) -> AsyncIterator[tuple[ChildProcesses, BridgeStop]]:
+async def _children_stop(
+    deadline_s: float | None,
+) -> AsyncIterator[tuple[ChildProcesses, BridgeStop]]:
     """The bridge's legacy stdio processes and its stop, with SIGTERM and SIGINT handled throughout:
     when the block ends, a hurry under way has finished and any process still alive gets SIGKILL."""
     children = ChildProcesses(GroupKeeper())
@@ -237,25 +296,36 @@ async def _serve(settings: Settings) -> None:
     """Run the HTTP bridge until SIGINT or SIGTERM, then shut down gracefully (a second signal stops
     the legacy stdio processes at once)."""
     # The app's on_shutdown drains within the grace (proxy.drain); aiohttp's own per-connection wait
-    # (which it spends twice) only collects handlers that have already answered (0 would mean no limit).
+    # (which it spends twice) only collects handlers that have already answered (0 would mean no
+    # limit).
     async with _children_stop(None) as (children, stop):
-        runner = BridgeRunner(make_app(settings, children), handler_cancellation=True, access_log=None,
-                              shutdown_timeout=max(0.05, close_reserve_s(settings.front.shutdown_grace_s) / 8))
+        runner = BridgeRunner(
+            make_app(settings, children),
+            handler_cancellation=True,
+            access_log=None,
+            shutdown_timeout=max(0.05, close_reserve_s(settings.front.shutdown_grace_s) / 8),
+        )
         await runner.setup()
         try:
             site = web.TCPSite(runner, settings.front.host, settings.front.port)
             await site.start()
             port = runner.addresses[0][1] if runner.addresses else settings.front.port
-            _log.info("bridge_started", listen=_listen_url(settings.front.host, port, settings.front.path),
-                      upstream=upstream_label(settings))
+            _log.info(
+                "bridge_started",
+                listen=_listen_url(settings.front.host, port, settings.front.path),
+                upstream=upstream_label(settings),
+            )
             await stop.wait()
             _log.info("bridge_stopping")
         finally:
             await runner.cleanup()
 
 
-def _settings(args: argparse.Namespace, env: Mapping[str, str], parser: argparse.ArgumentParser) -> Settings:
-    """Validated settings for `serve`/`stdio`/`check`; a usage error (exit 2) says what is wrong (`check`
+def _settings(
+    args: argparse.Namespace, env: Mapping[str, str], parser: argparse.ArgumentParser
+) -> Settings:
+    """Validated settings for `serve`/`stdio`/`check`; a usage error (exit 2) says what is wrong
+    (`check`
     reports a command that cannot start as an unreachable upstream instead)."""
     try:
         settings = load_settings(args.config, env, overrides_from(args))
@@ -263,10 +333,15 @@ def _settings(args: argparse.Namespace, env: Mapping[str, str], parser: argparse
         parser.error(str(exc))
     upstream = settings.upstream
     if not (upstream.url or upstream.command):
-        parser.error(f"no upstream: pass --upstream URL or --upstream-command CMD, or set {env_name('upstream.url')}"
-                     f" / {env_name('upstream.command')} or the config file")
+        parser.error(
+            "no upstream: pass --upstream URL or --upstream-command CMD, or set "
+            f"{env_name('upstream.url')}"
+            f" / {env_name('upstream.command')} or the config file"
+        )
     if upstream.url and upstream.command:
-        parser.error("choose one upstream: --upstream URL (HTTP) or --upstream-command CMD (stdio), not both")
+        parser.error(
+            "choose one upstream: --upstream URL (HTTP) or --upstream-command CMD (stdio), not both"
+        )
     if upstream.command and args.command != "check":
         try:
             check_command(upstream)
@@ -278,8 +353,10 @@ def _settings(args: argparse.Namespace, env: Mapping[str, str], parser: argparse
 async def _stdio(settings: Settings) -> None:
     """Serve one client on stdin/stdout until stdin EOF, SIGTERM or SIGINT; the legacy processes are
     gone `STDIO_STOP_DEADLINE_S` + `HURRY_GRACE_S` after that at the latest."""
-    async with (_children_stop(STDIO_STOP_DEADLINE_S) as (children, stop),
-                bridge_runtime(settings, children=children) as (engine, _pool)):
+    async with (
+        _children_stop(STDIO_STOP_DEADLINE_S) as (children, stop),
+        bridge_runtime(settings, children=children) as (engine, _pool),
+    ):
         _log.info("bridge_started", listen="stdio", upstream=upstream_label(settings))
         await serve_stdio(settings, engine, stop)
 
@@ -289,9 +366,9 @@ def _run(command: Any, settings: Settings) -> int:
     configure_logging(settings.log)
     try:
         asyncio.run(command(settings))
-        # Exiting next, the interpreter would collect the whole heap: up to 0.8 s on a loaded machine,
-        # much of the 2 s a stdio client allows between closing stdin and SIGTERM. Frozen objects are
-        # not collected; the operating system reclaims them.
+        # Exiting next, the interpreter would collect the whole heap: up to 0.8 s on a loaded
+        # machine, much of the 2 s a stdio client allows between closing stdin and SIGTERM. Frozen
+        # objects are not collected; the operating system reclaims them.
         gc.freeze()
     except OSError as exc:  # e.g. the address is in use
         _log.error("bridge_failed", error=str(exc))
@@ -302,7 +379,11 @@ def _run(command: Any, settings: Settings) -> int:
     return EXIT_OK
 
 
-def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None, out: TextIO | None = None) -> int:
+def main(
+    argv: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    out: TextIO | None = None,
+) -> int:
     """Entry point of `mrtr-bridge` and `python -m proxy`; returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -310,7 +391,9 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
         return _keygen(args, out or sys.stdout)
     if args.command == "check":
         settings = _settings(args, os.environ if env is None else env, parser)
-        configure_logging(settings.log if args.log_level else settings.log.model_copy(update={"level": "warning"}))
+        configure_logging(
+            settings.log if args.log_level else settings.log.model_copy(update={"level": "warning"})
+        )
         return run_check(settings, args.json, out or sys.stdout)
     if args.command in ("serve", "stdio"):
         settings = _settings(args, os.environ if env is None else env, parser)
@@ -319,4 +402,12 @@ def main(argv: Sequence[str] | None = None, env: Mapping[str, str] | None = None
     return EXIT_USAGE
 
 
-__all__ = ["FLAG_SETTINGS", "build_parser", "keygen_text", "main", "overrides_from", "public_url", "upstream_label"]
+__all__ = [
+    "FLAG_SETTINGS",
+    "build_parser",
+    "keygen_text",
+    "main",
+    "overrides_from",
+    "public_url",
+    "upstream_label",
+]

@@ -1,4 +1,5 @@
-"""What the front hands the engine for one modern request (docs/architecture.md, "One request", step 1)."""
+"""What the front hands the engine for one modern request (docs/architecture.md, "One request", step
+1)."""
 
 from __future__ import annotations
 
@@ -32,14 +33,18 @@ class FrontRequest:
     method: str
     params: JsonObject
     principal: str  # digest, never the credential
-    authorization: str | None = None  # the client's Authorization header value, forwarded upstream by policy
-    trace_headers: Mapping[str, str] = field(default_factory=dict)  # traceparent / tracestate / baggage
+    authorization: str | None = (
+        None  # the client's Authorization header value, forwarded upstream by policy
+    )
+    trace_headers: Mapping[str, str] = field(
+        default_factory=dict
+    )  # traceparent / tracestate / baggage
     transport: str = "http"
     # `Mcp-Param-*` headers by lower-cased name without the prefix, values as received (trimmed,
     # Base64 sentinel not yet decoded): `translators.inbound.check_param_headers` decodes them.
     param_headers: Mapping[str, str] = field(default_factory=dict)
-    # Set by the replica forwarding when this retry's owner replica cannot be reached: a valid state of
-    # another replica may then start a recovery here (proxy/routes/recover.py).
+    # Set by the replica forwarding when this retry's owner replica cannot be reached: a valid state
+    # of another replica may then start a recovery here (proxy/routes/recover.py).
     owner_unreachable: bool = False
 
     @property

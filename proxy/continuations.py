@@ -35,8 +35,13 @@ MAX_USED: Final = 16_384  # claimed states remembered, so a replay of one cannot
 
 
 class Continuations:
-    def __init__(self, keyring: KeyRing, held: HeldCallSettings, registry: HeldCallRegistry,
-                 recovery: RecoverySettings | None = None) -> None:
+    def __init__(
+        self,
+        keyring: KeyRing,
+        held: HeldCallSettings,
+        registry: HeldCallRegistry,
+        recovery: RecoverySettings | None = None,
+    ) -> None:
         self._keyring = keyring
         self._held = held
         self._registry = registry
@@ -52,42 +57,67 @@ class Continuations:
         while len(self._used) > MAX_USED:
             self._used.popitem(last=False)
 
-    def opened(self, request: FrontRequest, *, grace_s: float, any_replica: bool = False) -> StateClaims:
-        """The state's claims, checked against this request; a recovery accepts `grace_s` past its expiry
+    def opened(
+        self, request: FrontRequest, *, grace_s: float, any_replica: bool = False
+    ) -> StateClaims:
+        """The state's claims, checked against this request; a recovery accepts `grace_s` past its
+        expiry
         and (its owner replica unreachable) any replica."""
         claims = open_state(request.params.get("requestState"), self._keyring)
-        check_claims(claims, now_ms=int(time.time() * 1000), principal=request.principal,
-                     method=request.method, params_digest=digest(salient_params(request.method, request.params)),
-                     replica_id=claims.replica_id if any_replica else self._held.replica_id,
-                     grace_ms=int(grace_s * 1000))
+        check_claims(
+            claims,
+            now_ms=int(time.time() * 1000),
+            principal=request.principal,
+            method=request.method,
+            params_digest=digest(salient_params(request.method, request.params)),
+            replica_id=claims.replica_id if any_replica else self._held.replica_id,
+            grace_ms=int(grace_s * 1000),
+        )
         return claims
 
     def check_input_responses(self, responses: JsonObject) -> None:
         """Bound the number and size of `inputResponses` before any held call is touched."""
         held = self._held
         if len(responses) > held.max_input_responses:
-            raise ClientLimitExceeded(f"inputResponses has {len(responses)} entries; the limit is "
-                                f"{held.max_input_responses} (held.max_input_responses)", "held.max_input_responses")
+            raise ClientLimitExceeded(
+                f"inputResponses has {len(responses)} entries; the limit is "
+                f"{held.max_input_responses} (held.max_input_responses)",
+                "held.max_input_responses",
+            )
         for key, value in responses.items():
-            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8", "surrogatepass"))
+            size = len(
+                json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode(
+                    "utf-8", "surrogatepass"
+                )
+            )
             if size > held.max_input_response_bytes:
-                raise ClientLimitExceeded(f"inputResponses[{json.dumps(key[:64])}] is {size} bytes of JSON; "
-                                          f"the limit is {held.max_input_response_bytes} "
-                                          "(held.max_input_response_bytes)", "held.max_input_response_bytes")
+                raise ClientLimitExceeded(
+                    f"inputResponses[{json.dumps(key[:64])}] is {size} bytes of JSON; "
+                    f"the limit is {held.max_input_response_bytes} "
+                    "(held.max_input_response_bytes)",
+                    "held.max_input_response_bytes",
+                )
 
     def claim(self, request: FrontRequest) -> tuple[CallDriver, StateClaims]:
         claims = self.opened(request, grace_s=0)
         driver = self._registry.lookup(claims.continuation_id)
         refusal = driver.machine.retry_refusal(claims.round)
         if refusal is not None and refusal is not RejectionReason.NOT_WAITING:
-            raise InvalidRequestState(refusal)  # early, before the log level is raised; the machine asks
-            # again when fed, atomically (a doubled retry is refused there, not_waiting, once it loses)
-        if driver.principal != request.principal or claims.keys_digest != keys_digest(driver.issued_keys):
+            raise InvalidRequestState(
+                refusal
+            )  # early, before the log level is raised; the machine asks
+            # again when fed, atomically (a doubled retry is refused there, not_waiting, once it
+            # loses)
+        if driver.principal != request.principal or claims.keys_digest != keys_digest(
+            driver.issued_keys
+        ):
             raise InvalidRequestState(RejectionReason.OTHER_REQUEST)
         self.mark_used(claims)
         responses = request.params.get("inputResponses")
         if isinstance(responses, dict):  # this round's answers, sealed into the next round's state
-            driver.answers.update({key: responses[key] for key in driver.issued_keys if key in responses})
+            driver.answers.update(
+                {key: responses[key] for key in driver.issued_keys if key in responses}
+            )
         return driver, claims
 
     def seal(self, request: FrontRequest, driver: CallDriver, reply: ReplyInputRequired) -> str:
@@ -107,7 +137,8 @@ class Continuations:
         return seal(claims, self._keyring, os.urandom(NONCE_SIZE))
 
     def _sealed_answers(self, answers: JsonObject) -> tuple[bytes, bool]:
-        """The earlier answers as sealed, or not carried (recovery off, or over the cap). A call with no
+        """The earlier answers as sealed, or not carried (recovery off, or over the cap). A call
+        with no
         earlier answers (its first round) adds nothing: its token is as long as without recovery."""
         if self._recovery.reexecute == "off":
             return b"", False

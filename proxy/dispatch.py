@@ -30,7 +30,13 @@ from proxy.routes.relay import Relay
 from proxy.routes.retry import Retry
 from proxy.upstream.base import Inbound, UpstreamSession
 from proxy.upstream.pool import UpstreamPool
-from translators.eras import DISCOVER, FORWARDED_METHODS, MRTR_METHODS, RESOURCES_READ, SUBSCRIPTIONS_LISTEN
+from translators.eras import (
+    DISCOVER,
+    FORWARDED_METHODS,
+    MRTR_METHODS,
+    RESOURCES_READ,
+    SUBSCRIPTIONS_LISTEN,
+)
 from translators.errors import (
     INTERNAL_ERROR,
     BridgeBug,
@@ -51,8 +57,14 @@ log = structlog.get_logger()
 class Engine:
     """Chooses the route of each validated modern request and turns its outcome into a response."""
 
-    def __init__(self, settings: Settings, pool: UpstreamPool, keyring: KeyRing, *,
-                 metrics: BridgeMetrics | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: UpstreamPool,
+        keyring: KeyRing,
+        *,
+        metrics: BridgeMetrics | None = None,
+    ) -> None:
         self._ctx = ctx = RouteContext(settings, pool, keyring)
         self._public_urls = public_urls_of(settings)
         self.registry = ctx.registry
@@ -65,9 +77,13 @@ class Engine:
         self._first_call = FirstCall(ctx)
         self._recover = Recover(ctx, self._first_call, self.metrics)
         self._retry = Retry(ctx, on_lost=self._recover.after_refusal)
-        self.metrics.watch(held_now=self.registry.held_now, in_progress=self.registry.__len__,
-                           rounds_total=lambda: self.registry.rounds_total, pool_stats=pool.stats,
-                           transport="stdio" if settings.upstream.command else "http")
+        self.metrics.watch(
+            held_now=self.registry.held_now,
+            in_progress=self.registry.__len__,
+            rounds_total=lambda: self.registry.rounds_total,
+            pool_stats=pool.stats,
+            transport="stdio" if settings.upstream.command else "http",
+        )
 
     def _choose(self, request: FrontRequest) -> Route:
         """The route `request` takes; a new route adds one branch here and its own module."""
@@ -84,7 +100,8 @@ class Engine:
     # ---- the boundary ---------------------------------------------------------------------------
 
     async def handle(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
-        """Answer one modern request with one JSON-RPC response; never raises (but propagates cancellation)."""
+        """Answer one modern request with one JSON-RPC response; never raises (but propagates
+        cancellation)."""
         if self._drain.stopping:
             return to_error_response(ShuttingDown(), request.front_request_id)
         started = time.monotonic()
@@ -103,8 +120,9 @@ class Engine:
 
     async def _answer(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         rid = request.front_request_id
-        with structlog.contextvars.bound_contextvars(request_id=rid, method=request.method,
-                                                     principal=request.principal[:12]):
+        with structlog.contextvars.bound_contextvars(
+            request_id=rid, method=request.method, principal=request.principal[:12]
+        ):
             try:
                 return result_response(rid, await self._choose(request).run(request, sink))
             except UpstreamReturnedError as exc:
@@ -118,7 +136,9 @@ class Engine:
             except BridgeBug as exc:
                 log.error("bridge_bug", detail=exc.detail)
                 return to_error_response(exc, rid)
-            except UpstreamAuthChallenge as exc:  # the HTTP front answers with the upstream's status
+            except (
+                UpstreamAuthChallenge
+            ) as exc:  # the HTTP front answers with the upstream's status
                 log.info("front_request_challenged", status=exc.status)
                 self.metrics.observe_error(exc)
                 return challenge_reply(exc, rid, self._public_urls)
@@ -139,7 +159,8 @@ class Engine:
         return self._ctx.ready
 
     def begin_shutdown(self) -> None:
-        """Refuse new work, end every listen stream gracefully, and abandon the held calls waiting for
+        """Refuse new work, end every listen stream gracefully, and abandon the held calls waiting
+        for
         their clients (their retries would be refused): pushes refused, calls cancelled upstream."""
         if self._drain.stopping:
             return
@@ -151,7 +172,9 @@ class Engine:
     async def drain(self, deadline: float, cut_wait_s: float) -> None:
         """Let the requests in flight finish until `deadline` (loop time), then cut them off."""
         self.begin_shutdown()
-        await self._drain.drain(deadline, cut_wait_s, lambda: self.registry.abort_all("bridge shutting down"))
+        await self._drain.drain(
+            deadline, cut_wait_s, lambda: self.registry.abort_all("bridge shutting down")
+        )
         self._close_wait_s = cut_wait_s / 2  # what is left of the closing reserve for held calls
 
     async def aclose(self) -> None:

@@ -1,4 +1,5 @@
-"""Shutdown within one grace period: refuse new work, let attached requests finish, cut off the rest.
+"""Shutdown within one grace period: refuse new work, let attached requests finish, cut off the
+rest.
 
 `Drain` tracks the engine requests in flight (the tasks inside `Engine.handle`). `stop()` refuses
 new work from then on; `drain(deadline)` waits for the requests in flight until `deadline` (loop
@@ -16,8 +17,8 @@ from typing import Final
 
 import structlog
 
-# The part of the grace kept, after the drain, for cutting off what is left, abandoning held calls and
-# closing upstream sessions: a quarter of it, at most this.
+# The part of the grace kept, after the drain, for cutting off what is left, abandoning held calls
+# and closing upstream sessions: a quarter of it, at most this.
 CLOSE_RESERVE_MAX_S: Final = 2.0
 _log = structlog.get_logger("proxy.drain")
 
@@ -64,10 +65,13 @@ class Drain:
         """From now on new requests are refused."""
         self.stopping = True
 
-    async def drain(self, deadline: float, cut_wait_s: float, before_cut: Callable[[], None]) -> None:
-        """Wait for the requests in flight until `deadline` (loop time); then `before_cut()` (which answers
-        what it can itself), cut off the rest, and give them `cut_wait_s` to send their upstream cancels
-        and answer their clients."""
+    async def drain(
+        self, deadline: float, cut_wait_s: float, before_cut: Callable[[], None]
+    ) -> None:
+        """Wait for the requests in flight until `deadline` (loop time); then `before_cut()` (which
+        answers
+        what it can itself), cut off the rest, and give them `cut_wait_s` to send their upstream
+        cancels and answer their clients."""
         try:
             async with asyncio.timeout_at(deadline):
                 await self._idle.wait()

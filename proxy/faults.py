@@ -25,15 +25,24 @@ def new_correlation_id() -> str:
 
 def reported_error(exc: BridgeError) -> dict[str, Any]:
     """Log `exc` and return the JSON-RPC error object the client receives for it."""
-    if isinstance(exc, CapacityExceeded):  # the bridge is full: an operator's concern, not the client's
-        log.warning("front_request_failed", code=exc.code, error=exc.message, kind="CapacityExceeded")
+    if isinstance(
+        exc, CapacityExceeded
+    ):  # the bridge is full: an operator's concern, not the client's
+        log.warning(
+            "front_request_failed", code=exc.code, error=exc.message, kind="CapacityExceeded"
+        )
         return exc.to_error()
     if not isinstance(exc, UpstreamFault):
         log.info("front_request_failed", code=exc.code, error=exc.message)
         return exc.to_error()
     correlation_id = new_correlation_id()
-    log.warning("front_request_failed", code=exc.code, error=exc.message, kind=type(exc).__name__,
-                correlation_id=correlation_id)
+    log.warning(
+        "front_request_failed",
+        code=exc.code,
+        error=exc.message,
+        kind=type(exc).__name__,
+        correlation_id=correlation_id,
+    )
     return exc.public_error(correlation_id)
 
 

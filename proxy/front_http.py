@@ -1,4 +1,5 @@
-"""The modern Streamable HTTP endpoint, strictly 2026-07-28 (2026-07-28/basic/transports/streamable-http.mdx).
+"""The modern Streamable HTTP endpoint, strictly 2026-07-28 (2026-07-28/basic/transports/streamable-
+http.mdx).
 
 One POST carries one JSON-RPC message. In order: Host and Origin (403), method (405), media type
 (415), body size (413), then the validation ladder of `translators.inbound`; a rejection is a
@@ -41,7 +42,14 @@ from translators import eras
 from translators.era_detection import is_legacy_client
 from translators.errors import BridgeError, ClientFault, InvalidRequest, http_status_for
 from translators.forward_proof import ProofRejected
-from translators.inbound import ModernRoute, check_envelope, decode_json, fold_headers, message_id, validate_request
+from translators.inbound import (
+    ModernRoute,
+    check_envelope,
+    decode_json,
+    fold_headers,
+    message_id,
+    validate_request,
+)
 from translators.jsonrpc import JsonObject, to_error_response
 from translators.oauth import ChallengeReply
 from translators.sse import encode_event
@@ -65,15 +73,23 @@ class FrontEngine(Protocol):
 
 
 class ClusterHop(Protocol):
-    """Forwarding between replicas (`proxy.cluster.forward.Forwarder`), when a cluster is configured."""
+    """Forwarding between replicas (`proxy.cluster.forward.Forwarder`), when a cluster is
+    configured."""
 
     def check_inbound(self, request: web.Request, body: bytes) -> object | None: ...
 
     def owner_elsewhere(self, route: ModernRoute) -> str | None: ...
 
-    async def forward(self, request: web.Request, body: bytes, route: ModernRoute, owner: str, *,
-                      on_unreachable: Callable[[web.Request, ModernRoute, Any], Awaitable[web.StreamResponse]]
-                      | None = None) -> web.StreamResponse: ...
+    async def forward(
+        self,
+        request: web.Request,
+        body: bytes,
+        route: ModernRoute,
+        owner: str,
+        *,
+        on_unreachable: Callable[[web.Request, ModernRoute, Any], Awaitable[web.StreamResponse]]
+        | None = None,
+    ) -> web.StreamResponse: ...
 
 
 ENGINE_KEY: Final = web.AppKey("front_engine", FrontEngine)
@@ -115,8 +131,12 @@ def _json_reply(message: JsonObject, status: int, exchange: _Exchange) -> web.Re
     return web.Response(body=body, status=status, content_type="application/json")
 
 
-def _rejection(exc: BridgeError, front_request_id: Any, exchange: _Exchange, status: int | None = None) -> web.Response:
-    return _json_reply(to_error_response(exc, front_request_id), status or exc.http_status, exchange)
+def _rejection(
+    exc: BridgeError, front_request_id: Any, exchange: _Exchange, status: int | None = None
+) -> web.Response:
+    return _json_reply(
+        to_error_response(exc, front_request_id), status or exc.http_status, exchange
+    )
 
 
 def _engine_reply(message: JsonObject, exchange: _Exchange) -> web.Response:
@@ -138,7 +158,9 @@ class SseSink:
 
     `send` never blocks and never raises; past the limit notifications are dropped and counted."""
 
-    def __init__(self, request: web.Request, owner: asyncio.Task[Any], keepalive_s: float, limit: int) -> None:
+    def __init__(
+        self, request: web.Request, owner: asyncio.Task[Any], keepalive_s: float, limit: int
+    ) -> None:
         self._request = request
         self._owner = owner
         self._keepalive_s = keepalive_s
@@ -160,7 +182,8 @@ class SseSink:
         self._wakeup.set()
 
     def finish(self, response: JsonObject) -> None:
-        """The final response: written as the last event, or returned as JSON if nothing was sent."""
+        """The final response: written as the last event, or returned as JSON if nothing was
+        sent."""
         self._closed = True
         self._final = response
         self._wakeup.set()
@@ -213,7 +236,10 @@ class SseSink:
             try:
                 event = _sse_event(notification)
             except (TypeError, ValueError):
-                _log.warning("front_notification_unserializable", notification_method=notification.get("method"))
+                _log.warning(
+                    "front_notification_unserializable",
+                    notification_method=notification.get("method"),
+                )
                 continue
             await stream.write(event)
 
@@ -224,7 +250,9 @@ def _media_types(header: str) -> set[str]:
 
 def accepts_sse(accept: str | None) -> bool:
     """Whether an Accept header admits `text/event-stream`."""
-    return accept is not None and bool(_media_types(accept) & {"text/event-stream", "text/*", "*/*"})
+    return accept is not None and bool(
+        _media_types(accept) & {"text/event-stream", "text/*", "*/*"}
+    )
 
 
 def _host_name(host: str) -> str:
@@ -238,7 +266,9 @@ def _host_name(host: str) -> str:
 def _lower_headers(request: web.Request) -> dict[str, str]:
     headers: dict[str, str] = {}
     for name, value in request.headers.items():
-        headers.setdefault(name.lower(), value)  # the first line wins, as for the forwarded Authorization
+        headers.setdefault(
+            name.lower(), value
+        )  # the first line wins, as for the forwarded Authorization
     return headers
 
 
@@ -251,7 +281,9 @@ class _Gate:
         if front.host not in ("0.0.0.0", "::", ""):
             hosts.add(front.host.lower())
         self._any_host = "*" in hosts
-        self._hosts = hosts | {f"[{host}]" for host in hosts if ":" in host and not host.startswith("[")}
+        self._hosts = hosts | {
+            f"[{host}]" for host in hosts if ":" in host and not host.startswith("[")
+        }
         self._origins = {origin.lower().rstrip("/") for origin in front.allowed_origins}
 
     def is_allowed_host(self, host: str | None) -> bool:
@@ -266,17 +298,29 @@ class _Gate:
             return False
         if parts.scheme not in ("http", "https") or not parts.hostname:
             return False
-        return self._any_host or parts.hostname in self._hosts or f"[{parts.hostname}]" in self._hosts
+        return (
+            self._any_host or parts.hostname in self._hosts or f"[{parts.hostname}]" in self._hosts
+        )
 
 
 class HttpFront:
     """The aiohttp handler of the MCP endpoint; the engine comes from `request.app[ENGINE_KEY]`."""
 
-    def __init__(self, front: FrontSettings, identity: IdentitySettings, *, keepalive_s: float = SSE_KEEPALIVE_S,
-                 queue_limit: int = SSE_QUEUE_LIMIT, legacy: LegacyRelay | None = None,
-                 modern: ModernUpstream | None = None) -> None:
-        self._legacy = legacy  # legacy clients are relayed there (proxy.legacy_relay); None: the modern path only
-        self._modern = modern  # a modern upstream takes modern requests untranslated (proxy.modern_relay)
+    def __init__(
+        self,
+        front: FrontSettings,
+        identity: IdentitySettings,
+        *,
+        keepalive_s: float = SSE_KEEPALIVE_S,
+        queue_limit: int = SSE_QUEUE_LIMIT,
+        legacy: LegacyRelay | None = None,
+        modern: ModernUpstream | None = None,
+    ) -> None:
+        # legacy clients are relayed there (proxy.legacy_relay); None: the modern path only
+        self._legacy = legacy
+        self._modern = (
+            modern  # a modern upstream takes modern requests untranslated (proxy.modern_relay)
+        )
         self._front = front
         self._identity = identity
         self._gate = _Gate(front)
@@ -296,7 +340,9 @@ class HttpFront:
         self._log_finished(exchange, status=response.status)
         return response
 
-    def _log_finished(self, exchange: _Exchange, status: int | None, cancelled: bool = False) -> None:
+    def _log_finished(
+        self, exchange: _Exchange, status: int | None, cancelled: bool = False
+    ) -> None:
         _log.info(
             "front_request_finished",
             request_id=exchange.front_request_id,
@@ -321,12 +367,17 @@ class HttpFront:
 
     def _check_transport(self, request: web.Request, exchange: _Exchange) -> web.Response | None:
         if request.method != "POST":
-            message = f"Method Not Allowed: the MCP endpoint accepts POST only, not {request.method}"
+            message = (
+                f"Method Not Allowed: the MCP endpoint accepts POST only, not {request.method}"
+            )
             response = _rejection(InvalidRequest(message), None, exchange, 405)
             response.headers["Allow"] = "POST"
             return response
         if request.content_type != "application/json":
-            message = f"Unsupported Media Type: the body must be application/json, not {request.content_type!r}"
+            message = (
+                "Unsupported Media Type: the body must be application/json, not "
+                f"{request.content_type!r}"
+            )
             return _rejection(InvalidRequest(message), None, exchange, 415)
         return None
 
@@ -342,8 +393,9 @@ class HttpFront:
                 return None
         return bytes(body)
 
-    async def _to_legacy(self, request: web.Request, exchange: _Exchange, body: bytes | None,
-                         method: str | None) -> web.StreamResponse:
+    async def _to_legacy(
+        self, request: web.Request, exchange: _Exchange, body: bytes | None, method: str | None
+    ) -> web.StreamResponse:
         assert self._legacy is not None
         exchange.mode, exchange.method = "legacy", method
         if self._modern is not None and self._modern.modern_only:
@@ -353,10 +405,14 @@ class HttpFront:
             return await self._legacy.handle(request, body, principal, method)
 
     async def _serve(self, request: web.Request, exchange: _Exchange) -> web.StreamResponse:
-        legacy_head = (self._legacy is not None and request.method in ("GET", "DELETE")
-                       and is_legacy_client(_lower_headers(request)))
-        rejected = self._check_gate(request, exchange) or (None if legacy_head else
-                                                          self._check_transport(request, exchange))
+        legacy_head = (
+            self._legacy is not None
+            and request.method in ("GET", "DELETE")
+            and is_legacy_client(_lower_headers(request))
+        )
+        rejected = self._check_gate(request, exchange) or (
+            None if legacy_head else self._check_transport(request, exchange)
+        )
         if rejected is not None:
             return rejected
         if legacy_head:
@@ -364,20 +420,26 @@ class HttpFront:
         raw = await self._read_body(request)
         if raw is None:
             limit = self._front.max_body_bytes
-            too_large = InvalidRequest(f"Request body too large: the limit is {limit} bytes (front.max_body_bytes)")
+            too_large = InvalidRequest(
+                f"Request body too large: the limit is {limit} bytes (front.max_body_bytes)"
+            )
             return _rejection(too_large, None, exchange, 413)
         hop = request.app.get(HOP_KEY)
         try:
             if hop is not None and hop.check_inbound(request, raw) is not None:
                 hop = None  # a forwarded request is served here, never forwarded again
         except ProofRejected:
-            forged = InvalidRequest("Forbidden: this request claims to come from a replica; its proof is not valid")
+            forged = InvalidRequest(
+                "Forbidden: this request claims to come from a replica; its proof is not valid"
+            )
             return _rejection(forged, None, exchange, 403)
         try:
             decoded = decode_json(raw, self._front.max_json_depth)
             if self._legacy is not None and is_legacy_client(_lower_headers(request), decoded):
                 method = decoded.get("method") if isinstance(decoded, dict) else None
-                return await self._to_legacy(request, exchange, raw, method if isinstance(method, str) else None)
+                return await self._to_legacy(
+                    request, exchange, raw, method if isinstance(method, str) else None
+                )
             exchange.front_request_id = message_id(decoded)
             if self._modern is not None and await self._modern.takes_modern():
                 exchange.mode = "relayed"
@@ -394,19 +456,26 @@ class HttpFront:
         if hop is not None and owner is not None:
             exchange.mode = "forwarded"
 
-            async def recover_here(request: web.Request, route: ModernRoute, _: object) -> web.StreamResponse:
+            async def recover_here(
+                request: web.Request, route: ModernRoute, _: object
+            ) -> web.StreamResponse:
                 # the owner is gone: serve the retry here, where recovery may re-execute it
                 return await self._dispatch(request, route, exchange, raw, owner_unreachable=True)
 
-            with bound_contextvars(request_id=route.front_request_id, method=route.method, transport="http"):
+            with bound_contextvars(
+                request_id=route.front_request_id, method=route.method, transport="http"
+            ):
                 return await hop.forward(request, raw, route, owner, on_unreachable=recover_here)
         return await self._dispatch(request, route, exchange, raw)
 
-    def _front_request(self, request: web.Request, route: ModernRoute, *,
-                       owner_unreachable: bool = False) -> FrontRequest:
+    def _front_request(
+        self, request: web.Request, route: ModernRoute, *, owner_unreachable: bool = False
+    ) -> FrontRequest:
         headers: dict[str, str] = {}
         for name, value in request.headers.items():
-            headers.setdefault(name.lower(), value)  # the first line wins, as for the forwarded Authorization
+            headers.setdefault(
+                name.lower(), value
+            )  # the first line wins, as for the forwarded Authorization
         return FrontRequest(
             front_request_id=route.front_request_id,
             method=route.method,
@@ -419,31 +488,57 @@ class HttpFront:
             owner_unreachable=owner_unreachable,
         )
 
-    async def _dispatch(self, request: web.Request, route: ModernRoute, exchange: _Exchange,
-                        raw: bytes, *, owner_unreachable: bool = False) -> web.StreamResponse:
+    async def _dispatch(
+        self,
+        request: web.Request,
+        route: ModernRoute,
+        exchange: _Exchange,
+        raw: bytes,
+        *,
+        owner_unreachable: bool = False,
+    ) -> web.StreamResponse:
         front_request = self._front_request(request, route, owner_unreachable=owner_unreachable)
         wants_notifications = (
-            route.progress_token is not None or route.log_level is not None or route.method == eras.SUBSCRIPTIONS_LISTEN
+            route.progress_token is not None
+            or route.log_level is not None
+            or route.method == eras.SUBSCRIPTIONS_LISTEN
         )
         sse = accepts_sse(request.headers.get("Accept"))
         if route.method == eras.SUBSCRIPTIONS_LISTEN and not sse:
-            message = "Not Acceptable: subscriptions/listen replies with an SSE stream; send Accept: text/event-stream"
+            message = (
+                "Not Acceptable: subscriptions/listen replies with an SSE stream; send "
+                "Accept: text/event-stream"
+            )
             return _rejection(InvalidRequest(message), route.front_request_id, exchange, 406)
         engine = request.app[ENGINE_KEY]
-        context = {"request_id": route.front_request_id, "method": route.method, "transport": "http",
-                   "principal": front_request.principal}
+        context = {
+            "request_id": route.front_request_id,
+            "method": route.method,
+            "transport": "http",
+            "principal": front_request.principal,
+        }
         with bound_contextvars(**context):
             if wants_notifications and sse:
                 return await self._stream(request, engine, front_request, exchange)
             era = self._modern.era.era if self._modern is not None else None
             reply = await engine.handle(front_request, NullSink())
-            if self._modern is not None and "error" in reply and await self._modern.became_modern_only(era):
-                exchange.mode = "relayed"  # the upstream was upgraded under the bridge: the call never reached it
+            if (
+                self._modern is not None
+                and "error" in reply
+                and await self._modern.became_modern_only(era)
+            ):
+                # the upstream was upgraded under the bridge: the call never reached it
+                exchange.mode = "relayed"
                 return await self._modern.relay(request, raw)
             return _engine_reply(reply, exchange)
 
-    async def _stream(self, request: web.Request, engine: FrontEngine, front_request: FrontRequest,
-                      exchange: _Exchange) -> web.StreamResponse:
+    async def _stream(
+        self,
+        request: web.Request,
+        engine: FrontEngine,
+        front_request: FrontRequest,
+        exchange: _Exchange,
+    ) -> web.StreamResponse:
         owner = asyncio.current_task()
         assert owner is not None  # aiohttp runs every handler in a task
         sink = SseSink(request, owner, self._keepalive_s, self._queue_limit)
@@ -459,7 +554,9 @@ class HttpFront:
                 with suppress(asyncio.CancelledError):
                     await writer
             if sink.dropped:
-                _log.warning("front_notifications_dropped", dropped=sink.dropped, limit=self._queue_limit)
+                _log.warning(
+                    "front_notifications_dropped", dropped=sink.dropped, limit=self._queue_limit
+                )
         if stream is None:
             return _engine_reply(response, exchange)
         exchange.mode = "sse"
@@ -468,5 +565,13 @@ class HttpFront:
         return stream
 
 
-__all__ = ["ENGINE_KEY", "HOP_KEY", "SSE_KEEPALIVE_S", "ClusterHop", "FrontEngine", "HttpFront", "SseSink",
-           "accepts_sse"]
+__all__ = [
+    "ENGINE_KEY",
+    "HOP_KEY",
+    "SSE_KEEPALIVE_S",
+    "ClusterHop",
+    "FrontEngine",
+    "HttpFront",
+    "SseSink",
+    "accepts_sse",
+]

@@ -5,10 +5,11 @@ stdin carries one JSON-RPC message per line. Each request is validated (the ladd
 `translators.inbound`, without the HTTP header rung) and handed to the engine in its own task, so
 requests run concurrently and are answered as they finish. stdout carries protocol lines only:
 responses and the notifications of in-flight requests, each written whole by one writer; logs go to
-stderr. `notifications/cancelled` cancels that request's task (the engine turns the cancellation into
-an upstream cancel) and nothing more is written for it. At stdin EOF (or on SIGTERM/SIGINT, taken as
-EOF), requests in flight get a short grace to finish, the rest are cancelled, and the front returns.
-The bridge's stop (`proxy.stopping`) learns of the EOF at once, so its deadline counts from there.
+stderr. `notifications/cancelled` cancels that request's task (the engine turns the cancellation
+into an upstream cancel) and nothing more is written for it. At stdin EOF (or on SIGTERM/SIGINT,
+taken as EOF), requests in flight get a short grace to finish, the rest are cancelled, and the front
+returns. The bridge's stop (`proxy.stopping`) learns of the EOF at once, so its deadline counts from
+there.
 
 A client whose first line is a legacy `initialize` (no modern `_meta`) gets a legacy session
 relayed to the upstream instead (`proxy.legacy_stdio`).
@@ -44,7 +45,9 @@ log = structlog.get_logger(__name__)
 STDIO_PRINCIPAL: Final = "stdio"  # one local client launched this process: a single principal
 READ_CHUNK: Final = 65536
 EOF_GRACE_S: Final = 0.5  # on stdin EOF, how long requests already received may take to finish
-SHUTDOWN_WAIT_S: Final = 5.0  # then how long cancelled requests get to finish their upstream cancels
+SHUTDOWN_WAIT_S: Final = (
+    5.0  # then how long cancelled requests get to finish their upstream cancels
+)
 _DEFAULTS: Final = FrontSettings()
 RequestId = int | str
 
@@ -65,7 +68,8 @@ class LineWriter(Protocol):
 
 class _Output:
     """The one writer of protocol lines. `send` writes a whole line synchronously, so lines never
-    interleave; `flush` drains under a lock. A broken stdout (the client went away) is logged once."""
+    interleave; `flush` drains under a lock. A broken stdout (the client went away) is logged once.
+    """
 
     def __init__(self, writer: LineWriter) -> None:
         self._writer = writer
@@ -122,8 +126,15 @@ class _InFlight:
 class _StdioFront:
     """Routes each inbound line: requests to engine tasks, cancellations to those tasks."""
 
-    def __init__(self, engine: RequestEngine, output: _Output, principal: str, *,
-                 max_line_bytes: int, max_depth: int) -> None:
+    def __init__(
+        self,
+        engine: RequestEngine,
+        output: _Output,
+        principal: str,
+        *,
+        max_line_bytes: int,
+        max_depth: int,
+    ) -> None:
         self._engine = engine
         self._output = output
         self._principal = principal
@@ -146,8 +157,14 @@ class _StdioFront:
             log.info("front_line_rejected", code=exc.code, size=len(item))
             self._output.send(to_error_response(exc, None))
             return
-        if isinstance(decoded, dict) and "method" not in decoded and ("result" in decoded or "error" in decoded):
-            log.info("front_response_ignored")  # this server never sends requests, so no response is due
+        if (
+            isinstance(decoded, dict)
+            and "method" not in decoded
+            and ("result" in decoded or "error" in decoded)
+        ):
+            log.info(
+                "front_response_ignored"
+            )  # this server never sends requests, so no response is due
             return
         try:
             message = check_envelope(decoded)
@@ -166,27 +183,43 @@ class _StdioFront:
         if error.is_response_head:
             return  # a client response: nothing is due (as for one of normal size)
         request_id = error.head_id if error.head_key == "method" else None
-        self._output.send(to_error_response(InvalidRequest(
-            f"Invalid request: message larger than the limit of {self._max_line_bytes} bytes"), request_id))
+        self._output.send(
+            to_error_response(
+                InvalidRequest(
+                    f"Invalid request: message larger than the limit of {self._max_line_bytes} "
+                    "bytes"
+                ),
+                request_id,
+            )
+        )
 
     def _start(self, message: JsonObject) -> None:
         request_id = message_id(message)
         try:
             route = validate_request(message, None)
             if route.front_request_id in self._in_flight:
-                raise InvalidRequest(f"Invalid request: id {route.front_request_id!r} is already in use by a "
-                                     "request in flight")
+                raise InvalidRequest(
+                    f"Invalid request: id {route.front_request_id!r} is already in use by a "
+                    "request in flight"
+                )
         except BridgeError as exc:
             log.info("front_request_rejected", code=exc.code, method=message.get("method"))
             self._output.send(to_error_response(exc, request_id))
             return
         meta = route.params.get("_meta") or {}
         trace = {key: value for key in TRACE_META_KEYS if isinstance(value := meta.get(key), str)}
-        request = FrontRequest(front_request_id=route.front_request_id, method=route.method, params=route.params,
-                               principal=self._principal, trace_headers=trace, transport="stdio")
+        request = FrontRequest(
+            front_request_id=route.front_request_id,
+            method=route.method,
+            params=route.params,
+            principal=self._principal,
+            trace_headers=trace,
+            transport="stdio",
+        )
         sink = _RequestSink(self._output)
-        task = asyncio.get_running_loop().create_task(self._serve(request, sink),
-                                                       name=f"stdio-front-{route.front_request_id}")
+        task = asyncio.get_running_loop().create_task(
+            self._serve(request, sink), name=f"stdio-front-{route.front_request_id}"
+        )
         self._in_flight[route.front_request_id] = _InFlight(task, sink)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
@@ -206,12 +239,17 @@ class _StdioFront:
         self._output.send(response)
         await self._output.flush()
         error = response.get("error")
-        log.debug("front_request_answered", request_id=request.front_request_id, method=request.method,
-                  code=error.get("code") if isinstance(error, dict) else None,
-                  duration_s=round(time.monotonic() - started, 4))
+        log.debug(
+            "front_request_answered",
+            request_id=request.front_request_id,
+            method=request.method,
+            code=error.get("code") if isinstance(error, dict) else None,
+            duration_s=round(time.monotonic() - started, 4),
+        )
 
     def _cancel(self, params: Any) -> None:
-        """Cancel one request; unknown or finished ids are ignored (spec: cancellation § Error Handling)."""
+        """Cancel one request; unknown or finished ids are ignored (spec: cancellation § Error
+        Handling)."""
         request_id = params.get("requestId") if isinstance(params, dict) else None
         if isinstance(request_id, bool) or not isinstance(request_id, int | str):
             log.debug("front_cancel_ignored")
@@ -230,7 +268,8 @@ class _StdioFront:
             await asyncio.wait(list(self._tasks), timeout=grace_s)
 
     async def shutdown(self) -> None:
-        """Cancel every request in flight and wait (bounded) for them to finish cancelling upstream."""
+        """Cancel every request in flight and wait (bounded) for them to finish cancelling
+        upstream."""
         for entry in self._in_flight.values():
             entry.sink.is_open = False
         self._in_flight.clear()
@@ -262,16 +301,24 @@ def _is_legacy_opening(buffer: bytes, max_depth: int) -> bool:
         return False
 
 
-async def run_stdio_front(engine: RequestEngine, *, reader: asyncio.StreamReader, writer: LineWriter,
-                          principal: str = STDIO_PRINCIPAL, max_line_bytes: int = _DEFAULTS.max_body_bytes,
-                          max_depth: int = _DEFAULTS.max_json_depth, eof_grace_s: float = EOF_GRACE_S,
-                          on_eof: Callable[[], None] | None = None, legacy: LegacyStdio | None = None) -> None:
+async def run_stdio_front(
+    engine: RequestEngine,
+    *,
+    reader: asyncio.StreamReader,
+    writer: LineWriter,
+    principal: str = STDIO_PRINCIPAL,
+    max_line_bytes: int = _DEFAULTS.max_body_bytes,
+    max_depth: int = _DEFAULTS.max_json_depth,
+    eof_grace_s: float = EOF_GRACE_S,
+    on_eof: Callable[[], None] | None = None,
+    legacy: LegacyStdio | None = None,
+) -> None:
     """Serve modern JSON-RPC lines from `reader` until EOF, writing protocol lines to `writer`.
 
-    At EOF, `on_eof` is called, then requests already received get `eof_grace_s` seconds to finish (so
-    `printf ... | mrtr-bridge stdio` is answered); whatever is still running then is cancelled, and the
-    function returns. With `legacy`, a first line that opens a legacy session (`initialize` without
-    modern `_meta`) hands the whole stream to it instead (`proxy.legacy_stdio`)."""
+    At EOF, `on_eof` is called, then requests already received get `eof_grace_s` seconds to finish
+    (so `printf ... | mrtr-bridge stdio` is answered); whatever is still running then is cancelled,
+    and the function returns. With `legacy`, a first line that opens a legacy session (`initialize`
+    without modern `_meta`) hands the whole stream to it instead (`proxy.legacy_stdio`)."""
     first = await _first_line(reader, max_line_bytes) if legacy is not None else b""
     if legacy is not None and _is_legacy_opening(first, max_depth):
         with structlog.contextvars.bound_contextvars(transport="stdio"):
@@ -280,7 +327,9 @@ async def run_stdio_front(engine: RequestEngine, *, reader: asyncio.StreamReader
                 on_eof()
         return
     output = _Output(writer)
-    front = _StdioFront(engine, output, principal, max_line_bytes=max_line_bytes, max_depth=max_depth)
+    front = _StdioFront(
+        engine, output, principal, max_line_bytes=max_line_bytes, max_depth=max_depth
+    )
     splitter = LineSplitter(max_line_bytes)
     with structlog.contextvars.bound_contextvars(transport="stdio"):
         try:
@@ -305,13 +354,15 @@ async def _read(reader: asyncio.StreamReader) -> bytes:
         return b""
 
 
-# ---- wiring the process's own stdin and stdout -----------------------------------------------------
+# ---- wiring the process's own stdin and stdout
+# -----------------------------------------------------
 
 
 class _BlockingWriter:
     """A `LineWriter` over a file descriptor that is not a pipe (a file, a terminal, /dev/null).
 
-    Such descriptors are not switched to non-blocking mode, which on a terminal would also change stderr."""
+    Such descriptors are not switched to non-blocking mode, which on a terminal would also change
+    stderr."""
 
     def __init__(self, fd: int) -> None:
         self._fd = fd
@@ -339,10 +390,14 @@ def _claim_stdout() -> int:
     return protocol_fd
 
 
-async def _open_stdin(loop: asyncio.AbstractEventLoop) -> tuple[asyncio.StreamReader, asyncio.BaseTransport | None]:
+async def _open_stdin(
+    loop: asyncio.AbstractEventLoop,
+) -> tuple[asyncio.StreamReader, asyncio.BaseTransport | None]:
     reader = asyncio.StreamReader()
     if _is_pipe(0):
-        transport, _ = await loop.connect_read_pipe(lambda: asyncio.StreamReaderProtocol(reader), sys.stdin)
+        transport, _ = await loop.connect_read_pipe(
+            lambda: asyncio.StreamReaderProtocol(reader), sys.stdin
+        )
         return reader, transport
 
     def pump() -> None:  # files and terminals cannot be polled: read them in a daemon thread
@@ -350,15 +405,21 @@ async def _open_stdin(loop: asyncio.AbstractEventLoop) -> tuple[asyncio.StreamRe
             while chunk := os.read(0, READ_CHUNK):
                 loop.call_soon_threadsafe(reader.feed_data, chunk)
             loop.call_soon_threadsafe(reader.feed_eof)
-        except (OSError, RuntimeError):  # stdin unreadable, or the loop already closed on the way out
+        except (
+            OSError,
+            RuntimeError,
+        ):  # stdin unreadable, or the loop already closed on the way out
             return
 
     threading.Thread(target=pump, name="stdio-front-stdin", daemon=True).start()
     return reader, None
 
 
-async def _open_stdout(loop: asyncio.AbstractEventLoop, fd: int) -> tuple[LineWriter, asyncio.BaseTransport | None]:
-    """A writer for the protocol fd. On a pipe the write buffer limit is 0, so `drain()` returns only
+async def _open_stdout(
+    loop: asyncio.AbstractEventLoop, fd: int
+) -> tuple[LineWriter, asyncio.BaseTransport | None]:
+    """A writer for the protocol fd. On a pipe the write buffer limit is 0, so `drain()` returns
+    only
     once every line has reached the pipe: backpressure per response, and nothing lost at exit."""
     if not _is_pipe(fd):
         return _BlockingWriter(fd), None
@@ -368,7 +429,9 @@ async def _open_stdout(loop: asyncio.AbstractEventLoop, fd: int) -> tuple[LineWr
     return asyncio.StreamWriter(transport, protocol, None, loop), transport
 
 
-def _end_input(reader: asyncio.StreamReader, stdin_transport: asyncio.BaseTransport | None) -> Callable[[], None]:
+def _end_input(
+    reader: asyncio.StreamReader, stdin_transport: asyncio.BaseTransport | None
+) -> Callable[[], None]:
     """What a stop signal does to the front: end the input as EOF does."""
 
     def end() -> None:
@@ -380,10 +443,13 @@ def _end_input(reader: asyncio.StreamReader, stdin_transport: asyncio.BaseTransp
     return end
 
 
-async def serve_stdio(settings: Settings, engine: RequestEngine, stop: BridgeStop | None = None) -> None:
-    """Serve the modern stdio front on this process's stdin and stdout until stdin reaches EOF (or the
-    stop is requested: SIGTERM or SIGINT). stdin EOF requests the `stop` in turn. Without a `stop`, the
-    front handles the stop signals itself."""
+async def serve_stdio(
+    settings: Settings, engine: RequestEngine, stop: BridgeStop | None = None
+) -> None:
+    """Serve the modern stdio front on this process's stdin and stdout until stdin reaches EOF (or
+    the
+    stop is requested: SIGTERM or SIGINT). stdin EOF requests the `stop` in turn. Without a `stop`,
+    the front handles the stop signals itself."""
     if stop is None:
         stop = BridgeStop()
         with stop.signals():
@@ -396,10 +462,16 @@ async def serve_stdio(settings: Settings, engine: RequestEngine, stop: BridgeSto
     log.info("front_stdio_started", max_line_bytes=settings.front.max_body_bytes)
     stop.on_request(_end_input(reader, stdin_transport))
     try:
-        await run_stdio_front(engine, reader=reader, writer=writer, principal=STDIO_PRINCIPAL,
-                              max_line_bytes=settings.front.max_body_bytes,
-                              max_depth=settings.front.max_json_depth,
-                              on_eof=lambda: stop.request("stdin_closed"), legacy=legacy_stdio(settings))
+        await run_stdio_front(
+            engine,
+            reader=reader,
+            writer=writer,
+            principal=STDIO_PRINCIPAL,
+            max_line_bytes=settings.front.max_body_bytes,
+            max_depth=settings.front.max_json_depth,
+            on_eof=lambda: stop.request("stdin_closed"),
+            legacy=legacy_stdio(settings),
+        )
     finally:
         for transport in (stdin_transport, stdout_transport):
             if transport is not None:
@@ -408,4 +480,11 @@ async def serve_stdio(settings: Settings, engine: RequestEngine, stop: BridgeSto
             os.close(protocol_fd)
 
 
-__all__ = ["EOF_GRACE_S", "STDIO_PRINCIPAL", "LineWriter", "RequestEngine", "run_stdio_front", "serve_stdio"]
+__all__ = [
+    "EOF_GRACE_S",
+    "STDIO_PRINCIPAL",
+    "LineWriter",
+    "RequestEngine",
+    "run_stdio_front",
+    "serve_stdio",
+]

@@ -54,9 +54,17 @@ class ReadinessReport:
 class Readiness:
     """Probes the upstream through the pool, at most once per `fresh_s` seconds."""
 
-    def __init__(self, pool: UpstreamPool, *, keys: str, headers: Mapping[str, str], timeout_s: float,
-                 answer_within_s: float = ANSWER_WITHIN_S, fresh_s: float = FRESH_S,
-                 transport: TransportInfo | None = None) -> None:
+    def __init__(
+        self,
+        pool: UpstreamPool,
+        *,
+        keys: str,
+        headers: Mapping[str, str],
+        timeout_s: float,
+        answer_within_s: float = ANSWER_WITHIN_S,
+        fresh_s: float = FRESH_S,
+        transport: TransportInfo | None = None,
+    ) -> None:
         self._pool = pool
         self._transport = transport
         self._keys = keys
@@ -69,12 +77,17 @@ class Readiness:
         self._winding_down: set[asyncio.Task[str]] = set()
 
     async def report(self) -> ReadinessReport:
-        """The verdict within `answer_within_s`: a fresh check's, or else the last known one while the
+        """The verdict within `answer_within_s`: a fresh check's, or else the last known one while
+        the
         check goes on in the background (a hung upstream must not make `/readyz` hang)."""
         checks = {"keys": self._keys}
         upstream = await self._upstream()
         if upstream is None:
-            upstream = self._verdict[1] if self._verdict is not None else "unknown: first check still running"
+            upstream = (
+                self._verdict[1]
+                if self._verdict is not None
+                else "unknown: first check still running"
+            )
             checks["upstream_checked"] = self._age() + ", a check is running"
         checks["upstream"] = upstream
         if self._transport is not None:
@@ -92,7 +105,9 @@ class Readiness:
         if self._verdict is not None and now - self._verdict[0] < self._fresh_s:
             return self._verdict[1]
         if self._probe is None:
-            self._probe = asyncio.get_running_loop().create_task(self._run_probe(), name="readiness-probe")
+            self._probe = asyncio.get_running_loop().create_task(
+                self._run_probe(), name="readiness-probe"
+            )
             self._probe.add_done_callback(self._probe_done)
         try:
             return await asyncio.wait_for(asyncio.shield(self._probe), self._answer_within_s)
@@ -108,8 +123,8 @@ class Readiness:
         try:
             verdict = await asyncio.wait_for(asyncio.shield(ping), self._timeout_s)
         except TimeoutError:
-            # The verdict is recorded now; the ping winds down on its own (closing its session may wait
-            # on the same hung upstream).
+            # The verdict is recorded now; the ping winds down on its own (closing its session may
+            # wait on the same hung upstream).
             verdict = "unreachable: UpstreamTimeout"
             ping.cancel()
             self._winding_down.add(ping)
@@ -119,7 +134,9 @@ class Readiness:
 
     async def _ping(self) -> str:
         try:
-            lease = await self._pool.lease(PROBE_KEY, {}, exclusive=False, headers=self._headers, wait=False)
+            lease = await self._pool.lease(
+                PROBE_KEY, {}, exclusive=False, headers=self._headers, wait=False
+            )
         except (UpstreamUnavailable, UpstreamTimeout, UpstreamSessionLost) as exc:
             _log.warning("readiness_probe_failed", error=exc.message)
             return f"unreachable: {type(exc).__name__}"
@@ -133,7 +150,9 @@ class Readiness:
             return f"reachable (it refused the probe session: {type(exc).__name__})"
         verdict = "unreachable: UpstreamTimeout"  # unless the ping ends before the probe's deadline
         try:
-            await lease.session.start(LEGACY_PING, {}, headers=self._headers, on_inbound=None).result()
+            await lease.session.start(
+                LEGACY_PING, {}, headers=self._headers, on_inbound=None
+            ).result()
             verdict = "reachable"
         except (UpstreamUnavailable, UpstreamTimeout, UpstreamSessionLost) as exc:
             _log.warning("readiness_probe_failed", error=exc.message)

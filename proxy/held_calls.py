@@ -1,4 +1,5 @@
-"""Held calls: the registry and the driver that performs a `HeldCall` machine's actions (docs/decisions.md § 4).
+"""Held calls: the registry and the driver that performs a `HeldCall` machine's actions
+(docs/decisions.md § 4).
 
 The driver is the only owner of asyncio objects for one MRTR-capable call. `feed()` runs
 `machine.handle()` and performs the actions with no `await` in between, so every transition is
@@ -59,7 +60,13 @@ from translators.held_call import (
 )
 from translators.jsonrpc import JsonObject
 from translators.notifications import route_notification
-from translators.pushes import PendingPush, PushAnswer, input_key, is_push, legacy_push_to_input_request
+from translators.pushes import (
+    PendingPush,
+    PushAnswer,
+    input_key,
+    is_push,
+    legacy_push_to_input_request,
+)
 from translators.roots import is_roots_ask
 from translators.subscriptions import SESSION_WIDE
 
@@ -104,11 +111,17 @@ class CallDriver:
     ) -> None:
         self.continuation_id = os.urandom(16)
         self.principal = principal
-        self.machine = HeldCall(limits, attempt=None, pre_answers=dict(pre_answers),
-                                url_elicitation="url" in elicitation_modes(client_capabilities),
-                                lift_url_errors=lease.session.revision.elicitation_modes)
+        self.machine = HeldCall(
+            limits,
+            attempt=None,
+            pre_answers=dict(pre_answers),
+            url_elicitation="url" in elicitation_modes(client_capabilities),
+            lift_url_errors=lease.session.revision.elicitation_modes,
+        )
         self.issued_keys: list[str] = []
-        self.answers: JsonObject = dict(pre_answers)  # every answer the client gave; sealed for a recovery
+        self.answers: JsonObject = dict(
+            pre_answers
+        )  # every answer the client gave; sealed for a recovery
         self._registry = registry
         self._lease = lease
         self._upstream = upstream
@@ -176,8 +189,12 @@ class CallDriver:
 
     def _start_upstream(self) -> None:
         up = self._upstream
-        self._call = self._lease.session.start(up.method, up.params, headers=up.headers, on_inbound=self.on_inbound)
-        if self._lease.exclusive:  # the session's GET-stream pushes are this call's (docs/decisions.md § 7)
+        self._call = self._lease.session.start(
+            up.method, up.params, headers=up.headers, on_inbound=self.on_inbound
+        )
+        if (
+            self._lease.exclusive
+        ):  # the session's GET-stream pushes are this call's (docs/decisions.md § 7)
             self._lease.set_unrelated_handler(self.on_inbound)
         self._tasks.spawn(self._await_result(self._call), name="held-call-result")
 
@@ -204,7 +221,9 @@ class CallDriver:
             params = as_object(message.get("params"))
             self.feed(UpstreamPushCancelled(params.get("requestId", "")))
             return
-        attached = self._attempts.get(self.machine.attempt) if self.machine.attempt is not None else None
+        attached = (
+            self._attempts.get(self.machine.attempt) if self.machine.attempt is not None else None
+        )
         if attached is not None:
             routed = route_notification(
                 message, self._upstream.progress_token, attached.progress_token, attached.log_level
@@ -216,8 +235,13 @@ class CallDriver:
         revision = self._lease.session.revision
         translated = legacy_push_to_input_request(push, self._client_capabilities, revision)
         affine_roots = self._lease.key.roots_answer
-        if is_roots_ask(push) and affine_roots is not None and not isinstance(translated, PushAnswer):
-            # a roots-affine session: the client gave these roots for this very call (proxy/roots.py)
+        if (
+            is_roots_ask(push)
+            and affine_roots is not None
+            and not isinstance(translated, PushAnswer)
+        ):
+            # a roots-affine session: the client gave these roots for this very call
+            # (proxy/roots.py)
             self._sends.put_nowait(AnswerPush(push["id"], PushAnswer(result=affine_roots)))
             return
         if isinstance(translated, PushAnswer):
@@ -228,9 +252,15 @@ class CallDriver:
         params = as_object(push.get("params"))
         elicitation_id = params.get("elicitationId")
         schema = params.get("requestedSchema")
-        pending = PendingPush(key, push["id"], str(push["method"]), translated,
-                              elicitation_id if isinstance(elicitation_id, str) else None, revision,
-                              schema if isinstance(schema, dict) else None)
+        pending = PendingPush(
+            key,
+            push["id"],
+            str(push["method"]),
+            translated,
+            elicitation_id if isinstance(elicitation_id, str) else None,
+            revision,
+            schema if isinstance(schema, dict) else None,
+        )
         self.feed(UpstreamPushArrived(pending))
 
     # ---- the machine ---------------------------------------------------------------------------
@@ -239,8 +269,12 @@ class CallDriver:
         before = self.machine.state
         self._perform(self.machine.handle(event, self._now()))
         if self.machine.state is not before:
-            self._log.debug("held_call_moved", held_event=type(event).__name__,
-                            state=self.machine.state.value, round=self.machine.round)
+            self._log.debug(
+                "held_call_moved",
+                held_event=type(event).__name__,
+                state=self.machine.state.value,
+                round=self.machine.round,
+            )
 
     def _perform(self, actions: list[Action]) -> None:
         for action in actions:
@@ -268,9 +302,14 @@ class CallDriver:
         old = self._timers.pop(action.name, None)
         if old is not None:
             old.cancel()
-        event: Event = (BatchWindowClosed(action.token) if action.name == "batch"
-                        else DeadlinePassed(action.token))
-        self._timers[action.name] = asyncio.get_running_loop().call_later(action.delay_s, self.feed, event)
+        event: Event = (
+            BatchWindowClosed(action.token)
+            if action.name == "batch"
+            else DeadlinePassed(action.token)
+        )
+        self._timers[action.name] = asyncio.get_running_loop().call_later(
+            action.delay_s, self.feed, event
+        )
 
     async def _send_worker(self) -> None:
         while True:
@@ -279,16 +318,25 @@ class CallDriver:
                 if await self._send(action):
                     return
             except BridgeError as exc:
-                self._log.warning("upstream_send_failed", action=type(action).__name__, error=exc.message)
+                self._log.warning(
+                    "upstream_send_failed", action=type(action).__name__, error=exc.message
+                )
                 if isinstance(action, AnswerPush):  # the call cannot go on: say why it ended
-                    fault = exc if isinstance(exc, UpstreamFault) else UpstreamFault(
-                        f"Lost the upstream call while answering its request: {exc.message}")
+                    fault = (
+                        exc
+                        if isinstance(exc, UpstreamFault)
+                        else UpstreamFault(
+                            f"Lost the upstream call while answering its request: {exc.message}"
+                        )
+                    )
                     self.feed(UpstreamErrorArrived(fault=fault))
 
     async def _send(self, action: Action) -> bool:
         """Perform one upstream action; True when the call is over."""
         if isinstance(action, AnswerPush):
-            await self._lease.session.respond(action.push_id, result=action.answer.result, error=action.answer.error)
+            await self._lease.session.respond(
+                action.push_id, result=action.answer.result, error=action.answer.error
+            )
         elif isinstance(action, CancelUpstreamCall) and self._call is not None:
             self._log.info("upstream_call_cancelled", reason=action.reason)
             await self._call.cancel(action.reason)
@@ -302,18 +350,22 @@ class CallDriver:
         return False
 
     async def _release(self, *, discard: bool) -> None:
-        """Return the lease; a session is discarded after a cancel only if it was this call's alone (a
+        """Return the lease; a session is discarded after a cancel only if it was this call's alone
+        (a
         late push from the cancelled call must not reach its next holder)."""
         if self._lease.exclusive:
             self._lease.set_unrelated_handler(None)
-        await self._lease.release(discard=(discard or self._discard_session) and self._lease.exclusive)
+        await self._lease.release(
+            discard=(discard or self._discard_session) and self._lease.exclusive
+        )
 
     @staticmethod
     def _now() -> float:
         return asyncio.get_running_loop().time()
 
     def abort(self, reason: str) -> None:
-        """Answer any attached attempt with the shutting-down error, refuse held pushes and cancel the
+        """Answer any attached attempt with the shutting-down error, refuse held pushes and cancel
+        the
         upstream call (queued; `abandon` waits for them)."""
         self._perform(self.machine.abort(reason, self._now()))
 
@@ -330,7 +382,8 @@ class CallDriver:
 
 
 class HeldCallRegistry:
-    """Live MRTR-capable calls by `continuation_id`; the caps count only held ones (`admit_held`)."""
+    """Live MRTR-capable calls by `continuation_id`; the caps count only held ones
+    (`admit_held`)."""
 
     def __init__(self, *, max_per_principal: int, max_total: int) -> None:
         self._calls: dict[bytes, CallDriver] = {}
@@ -355,7 +408,8 @@ class HeldCallRegistry:
             raise ShuttingDown()
         if len(self._held) >= self._max_total:
             raise CapacityExceeded(
-                f"The bridge already holds its maximum of {self._max_total} calls waiting for input "
+                f"The bridge already holds its maximum of {self._max_total} calls waiting for "
+                "input "
                 "(held.max_total); retry later",
                 "held.max_total",
             )
@@ -394,7 +448,9 @@ class HeldCallRegistry:
         self.rounds_total += 1
 
     def held_now(self) -> int:
-        return sum(1 for d in self._calls.values() if d.machine.state is HeldCallState.WAITING_CLIENT)
+        return sum(
+            1 for d in self._calls.values() if d.machine.state is HeldCallState.WAITING_CLIENT
+        )
 
     def __len__(self) -> int:
         return len(self._calls)
@@ -405,16 +461,22 @@ class HeldCallRegistry:
             driver.abort(reason)
 
     async def abandon_waiting(self) -> None:
-        """Shutdown: abandon every call that no request is attached to (its retry would be refused)."""
+        """Shutdown: abandon every call that no request is attached to (its retry would be
+        refused)."""
         waiting = [d for d in self._calls.values() if d.machine.attempt is None]
-        await asyncio.gather(*(d.abandon("bridge shutting down") for d in waiting), return_exceptions=True)
+        await asyncio.gather(
+            *(d.abandon("bridge shutting down") for d in waiting), return_exceptions=True
+        )
 
     async def aclose(self, wait_s: float = HELD_ABANDON_S) -> None:
-        """Abandon every call left, waiting at most `wait_s` for their upstream refusals and cancels."""
+        """Abandon every call left, waiting at most `wait_s` for their upstream refusals and
+        cancels."""
         drivers = list(self._calls.values())
         if drivers:
-            await asyncio.wait([asyncio.ensure_future(d.abandon("bridge shutting down", wait_s)) for d in drivers],
-                               timeout=wait_s)
+            await asyncio.wait(
+                [asyncio.ensure_future(d.abandon("bridge shutting down", wait_s)) for d in drivers],
+                timeout=wait_s,
+            )
         self._calls.clear()
         self._held.clear()
         self._per_principal.clear()

@@ -1,11 +1,12 @@
 """The aiohttp runner of `mrtr-bridge serve`: aiohttp's own error pages never echo the request.
 
-When aiohttp's HTTP parser rejects a request head (a header line over `front.max_header_field_bytes`,
-too many headers, a malformed request line) it answers 400 itself, before any handler or middleware
-runs, with the parser's message as the body, and that message quotes the offending bytes: an
-oversized `Authorization` header came back in the body. `BridgeRunner` serves the app with a
-connection handler whose error responses carry only the status line's reason phrase. The details
-stay in the server log, which the log scrubber (`proxy.logs`) cleans of credentials.
+When aiohttp's HTTP parser rejects a request head (a header line over
+`front.max_header_field_bytes`, too many headers, a malformed request line) it answers 400 itself,
+before any handler or middleware runs, with the parser's message as the body, and that message
+quotes the offending bytes: an oversized `Authorization` header came back in the body.
+`BridgeRunner` serves the app with a connection handler whose error responses carry only the status
+line's reason phrase. The details stay in the server log, which the log scrubber (`proxy.logs`)
+cleans of credentials.
 """
 
 from __future__ import annotations
@@ -29,8 +30,13 @@ def public_error_text(status: int) -> str:
 class _QuietRequestHandler(RequestHandler):
     """aiohttp's connection handler, with error pages that say only the status."""
 
-    def handle_error(self, request: BaseRequest, status: int = 500, exc: BaseException | None = None,
-                     message: str | None = None) -> web.StreamResponse:
+    def handle_error(
+        self,
+        request: BaseRequest,
+        status: int = 500,
+        exc: BaseException | None = None,
+        message: str | None = None,
+    ) -> web.StreamResponse:
         return super().handle_error(request, status, exc, public_error_text(status))
 
 

@@ -1,4 +1,5 @@
-"""The requestState key ring from settings; an ephemeral key when none is configured (docs/decisions.md § 9)."""
+"""The requestState key ring from settings; an ephemeral key when none is configured
+(docs/decisions.md § 9)."""
 
 from __future__ import annotations
 
@@ -28,13 +29,18 @@ def decode_key(kid: str, encoded: str) -> bytes:
 
 
 def load_keyring(settings: HeldCallSettings) -> tuple[KeyRing, bool]:
-    """(key ring, is_ephemeral). With no key configured a random one is made for this process only."""
+    """(key ring, is_ephemeral). With no key configured a random one is made for this
+    process only."""
     if not settings.keys:
         return KeyRing({"ephemeral": os.urandom(KEY_SIZE)}, "ephemeral", settings.aead), True
-    keys = {kid: decode_key(kid, secret.get_secret_value()) for kid, secret in settings.keys.items()}
+    keys = {
+        kid: decode_key(kid, secret.get_secret_value()) for kid, secret in settings.keys.items()
+    }
     active = settings.active_key
     if active is None:
         if len(keys) != 1:
-            raise ValueError("held.active_key must name the sealing key when several keys are configured")
+            raise ValueError(
+                "held.active_key must name the sealing key when several keys are configured"
+            )
         active = next(iter(keys))
     return KeyRing(keys, active, settings.aead), False

@@ -34,7 +34,10 @@ from translators.sse import SSEDecoder
 log = structlog.get_logger(__name__)
 READ_CHUNK: Final = 65536
 SESSION: Final = "Mcp-Session-Id"
-_ACCEPT: Final = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+_ACCEPT: Final = {
+    "Accept": "application/json, text/event-stream",
+    "Content-Type": "application/json",
+}
 
 
 class ByteWriter(Protocol):
@@ -51,8 +54,9 @@ async def _pump(reader: asyncio.StreamReader, write: Callable[[bytes], Awaitable
         await write(chunk)
 
 
-async def relay_to_process(settings: UpstreamSettings, first: bytes, reader: asyncio.StreamReader,
-                           writer: ByteWriter) -> None:
+async def relay_to_process(
+    settings: UpstreamSettings, first: bytes, reader: asyncio.StreamReader, writer: ByteWriter
+) -> None:
     """Pipe the client to one new upstream process and back until either side ends."""
     process, program = await spawn(settings)
     assert process.stdin is not None and process.stdout is not None
@@ -82,13 +86,17 @@ async def relay_to_process(settings: UpstreamSettings, first: bytes, reader: asy
             task.cancel()
         await asyncio.gather(up, down, return_exceptions=True)
     finally:
-        await stop_process(process, settings.kill_grace_s, log.bind(program=program, pid=process.pid))
+        await stop_process(
+            process, settings.kill_grace_s, log.bind(program=program, pid=process.pid)
+        )
 
 
 class _HttpSession:
     """A legacy Streamable HTTP client session driven by the stdio client's lines."""
 
-    def __init__(self, client: aiohttp.ClientSession, settings: UpstreamSettings, writer: ByteWriter) -> None:
+    def __init__(
+        self, client: aiohttp.ClientSession, settings: UpstreamSettings, writer: ByteWriter
+    ) -> None:
         self._client = client
         self._url = settings.url or ""
         self._settings = settings
@@ -109,7 +117,9 @@ class _HttpSession:
         return headers
 
     async def _emit(self, data: bytes) -> None:
-        if self._version is None:  # the initialize answer names the revision every later request carries
+        if (
+            self._version is None
+        ):  # the initialize answer names the revision every later request carries
             with contextlib.suppress(ValueError, AttributeError):
                 version = json.loads(data).get("result", {}).get("protocolVersion")
                 self._version = version if isinstance(version, str) else None
@@ -178,8 +188,9 @@ class _HttpSession:
                     pass
 
 
-async def relay_to_http(settings: UpstreamSettings, first: bytes, reader: asyncio.StreamReader,
-                        writer: ByteWriter) -> None:
+async def relay_to_http(
+    settings: UpstreamSettings, first: bytes, reader: asyncio.StreamReader, writer: ByteWriter
+) -> None:
     """Drive a legacy HTTP session from the client's lines until stdin ends."""
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_s)
     async with aiohttp.ClientSession(timeout=timeout) as client:
@@ -187,7 +198,9 @@ async def relay_to_http(settings: UpstreamSettings, first: bytes, reader: asynci
         log.info("legacy_stdio_session_relayed", upstream="http")
         buffer = first
         try:
-            await session.send(buffer.split(b"\n", 1)[0])  # initialize, answered before anything else
+            await session.send(
+                buffer.split(b"\n", 1)[0]
+            )  # initialize, answered before anything else
             buffer = buffer.split(b"\n", 1)[1] if b"\n" in buffer else b""
             while True:
                 while b"\n" in buffer:

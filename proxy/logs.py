@@ -75,7 +75,10 @@ def _scrub(value: Any, depth: int) -> Any:
     if depth >= _MAX_DEPTH and isinstance(value, Mapping | list | tuple):
         return "[truncated]"
     if isinstance(value, Mapping):
-        return {key: REDACTED if is_secret_key(key) else _scrub(item, depth + 1) for key, item in value.items()}
+        return {
+            key: REDACTED if is_secret_key(key) else _scrub(item, depth + 1)
+            for key, item in value.items()
+        }
     if isinstance(value, list | tuple):
         return [_scrub(item, depth + 1) for item in value]
     return value
@@ -83,7 +86,10 @@ def _scrub(value: Any, depth: int) -> Any:
 
 def redact(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
     """structlog processor: mask secret keys at any depth and credentials inside strings."""
-    return {key: REDACTED if is_secret_key(key) else _scrub(value, 1) for key, value in event_dict.items()}
+    return {
+        key: REDACTED if is_secret_key(key) else _scrub(value, 1)
+        for key, value in event_dict.items()
+    }
 
 
 def _renderer(settings: LogSettings, stream: TextIO) -> Processor:
@@ -109,14 +115,22 @@ def _shared_processors() -> list[Processor]:
 def _scrub_aiohttp_server(record: logging.LogRecord) -> bool:
     """aiohttp's server logs a bad request with the start of the offending line (an oversized header
     may be a credential): keep the event and the error class, drop the text."""
-    if record.name.startswith("aiohttp.server") and record.exc_info and record.exc_info[1] is not None:
-        record.msg, record.args = "aiohttp_bad_request error=%s", (type(record.exc_info[1]).__name__,)
+    if (
+        record.name.startswith("aiohttp.server")
+        and record.exc_info
+        and record.exc_info[1] is not None
+    ):
+        record.msg, record.args = (
+            "aiohttp_bad_request error=%s",
+            (type(record.exc_info[1]).__name__,),
+        )
         record.exc_info, record.exc_text = None, None
     return True
 
 
 def scrub_aiohttp_server_logs() -> None:
-    """Filter aiohttp's server logger itself, so every handler (ours, or a test's) gets scrubbed records."""
+    """Filter aiohttp's server logger itself, so every handler (ours, or a test's) gets scrubbed
+    records."""
     logger = logging.getLogger("aiohttp.server")
     if _scrub_aiohttp_server not in logger.filters:
         logger.addFilter(_scrub_aiohttp_server)
@@ -136,7 +150,8 @@ def _route_stdlib(level: int, renderer: Processor, stream: TextIO) -> None:
 
 
 def configure_logging(settings: LogSettings, stream: TextIO | None = None) -> None:
-    """Configure structlog and the standard library once, writing to `stream` (stderr by default)."""
+    """Configure structlog and the standard library once, writing to `stream` (stderr by
+    default)."""
     out = stream if stream is not None else sys.stderr
     level = logging.getLevelNamesMapping()[settings.level.upper()]
     renderer = _renderer(settings, out)

@@ -39,8 +39,22 @@ MAX_SERIES: Final = 512  # distinct label sets per family; beyond it, samples fo
 OVERFLOW: Final = "_overflow"
 OTHER: Final = "other"
 LATENCY_BUCKETS: Final[tuple[float, ...]] = (
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-)  # fmt: skip
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+)
 Labels = tuple[str, ...]
 Reading = Callable[[], Mapping[Labels, float]]
 
@@ -68,10 +82,17 @@ class ScrapeTimeFamilies(Collector):
     """Families whose samples are read from functions at scrape time (label values -> value)."""
 
     def __init__(self) -> None:
-        self._families: dict[str, tuple[type[CounterMetricFamily | GaugeMetricFamily], str, Labels, Reading]] = {}
+        self._families: dict[
+            str, tuple[type[CounterMetricFamily | GaugeMetricFamily], str, Labels, Reading]
+        ] = {}
 
-    def add(self, kind: type[CounterMetricFamily | GaugeMetricFamily], name: str, help_text: str,
-            labels: Labels = ()) -> None:
+    def add(
+        self,
+        kind: type[CounterMetricFamily | GaugeMetricFamily],
+        name: str,
+        help_text: str,
+        labels: Labels = (),
+    ) -> None:
         self._families[name] = (kind, help_text, labels, dict)
 
     def read_from(self, name: str, reading: Reading) -> None:
@@ -128,72 +149,168 @@ class BridgeMetrics:
 
     def __init__(self) -> None:
         registry = self.registry = CollectorRegistry()
-        self.requests = _counter(registry, "requests_total", "Modern requests answered by the engine, by method "
-                                 "and outcome (complete, input_required, error, cancelled).", "method", "outcome")
-        self.request_seconds = Bounded(Histogram(
-            PREFIX + "request_duration_seconds", "Time the engine took to answer one modern request.",
-            ("method", "outcome"), buckets=LATENCY_BUCKETS, registry=registry))
-        self.request_errors = _counter(registry, "request_errors_total", "Error responses by method and JSON-RPC "
-                                       "code.", "method", "code")
-        self.state_rejections = _counter(registry, "request_state_rejections_total", "Retries whose requestState "
-                                         "was refused, by reason.", "reason")
-        self.recovered_calls = _counter(registry, "recovered_calls_total", "Lost held calls started again upstream "
-                                        "(recovery), by cause (lost, expired, owner_unreachable).", "cause")
-        self.recovery_refusals = _counter(registry, "recovery_refusals_total", "Lost held calls not started again, "
-                                          "by the policy that refused.", "reason")
-        self.limit_rejections = _counter(registry, "limit_rejections_total", "Requests refused by a configured "
-                                         "limit, by setting name.", "limit")
-        self.upstream_errors = _counter(registry, "upstream_errors_total", "Failed upstream exchanges seen by "
-                                        "front requests, by kind.", "kind")
-        self.http_responses = _counter(registry, "http_responses_total", "HTTP responses of the modern endpoint "
-                                       "and health routes, by status.", "status")
-        self.forwarded = Counter(PREFIX + "forwarded_retries_total", "Retries this replica forwarded to the "
-                                 "replica owning their held call (the owner answered).", registry=registry)
-        self.forwarded_received = Counter(PREFIX + "forwarded_retries_received_total", "Forwarded retries "
-                                          "this replica accepted with a valid replica proof.", registry=registry)
-        self.forward_failures = _counter(registry, "forward_failures_total", "Retries that could not be "
-                                         "forwarded to their owner, by reason.", "reason")
-        self.forward_proof_rejections = _counter(registry, "forward_proof_rejections_total", "Requests "
-                                                 "claiming to be forwarded whose replica proof failed, by reason.",
-                                                 "reason")
+        self.requests = _counter(
+            registry,
+            "requests_total",
+            "Modern requests answered by the engine, by method "
+            "and outcome (complete, input_required, error, cancelled).",
+            "method",
+            "outcome",
+        )
+        self.request_seconds = Bounded(
+            Histogram(
+                PREFIX + "request_duration_seconds",
+                "Time the engine took to answer one modern request.",
+                ("method", "outcome"),
+                buckets=LATENCY_BUCKETS,
+                registry=registry,
+            )
+        )
+        self.request_errors = _counter(
+            registry,
+            "request_errors_total",
+            "Error responses by method and JSON-RPC code.",
+            "method",
+            "code",
+        )
+        self.state_rejections = _counter(
+            registry,
+            "request_state_rejections_total",
+            "Retries whose requestState was refused, by reason.",
+            "reason",
+        )
+        self.recovered_calls = _counter(
+            registry,
+            "recovered_calls_total",
+            "Lost held calls started again upstream "
+            "(recovery), by cause (lost, expired, owner_unreachable).",
+            "cause",
+        )
+        self.recovery_refusals = _counter(
+            registry,
+            "recovery_refusals_total",
+            "Lost held calls not started again, by the policy that refused.",
+            "reason",
+        )
+        self.limit_rejections = _counter(
+            registry,
+            "limit_rejections_total",
+            "Requests refused by a configured limit, by setting name.",
+            "limit",
+        )
+        self.upstream_errors = _counter(
+            registry,
+            "upstream_errors_total",
+            "Failed upstream exchanges seen by front requests, by kind.",
+            "kind",
+        )
+        self.http_responses = _counter(
+            registry,
+            "http_responses_total",
+            "HTTP responses of the modern endpoint and health routes, by status.",
+            "status",
+        )
+        self.forwarded = Counter(
+            PREFIX + "forwarded_retries_total",
+            "Retries this replica forwarded to the "
+            "replica owning their held call (the owner answered).",
+            registry=registry,
+        )
+        self.forwarded_received = Counter(
+            PREFIX + "forwarded_retries_received_total",
+            "Forwarded retries this replica accepted with a valid replica proof.",
+            registry=registry,
+        )
+        self.forward_failures = _counter(
+            registry,
+            "forward_failures_total",
+            "Retries that could not be forwarded to their owner, by reason.",
+            "reason",
+        )
+        self.forward_proof_rejections = _counter(
+            registry,
+            "forward_proof_rejections_total",
+            "Requests claiming to be forwarded whose replica proof failed, by reason.",
+            "reason",
+        )
         self.scraped = self._runtime_families()
         registry.register(self.scraped)
-        Gauge(PREFIX + "build_info", "The bridge's version (value 1).", ("version",),
-              registry=registry).labels(version("mrtr-bridge")).set(1)
-        Gauge(PREFIX + "start_time_seconds", "Start time, seconds since the epoch.",
-              registry=registry).set(round(time.time(), 3))
+        Gauge(
+            PREFIX + "build_info",
+            "The bridge's version (value 1).",
+            ("version",),
+            registry=registry,
+        ).labels(version("mrtr-bridge")).set(1)
+        Gauge(
+            PREFIX + "start_time_seconds", "Start time, seconds since the epoch.", registry=registry
+        ).set(round(time.time(), 3))
 
     @staticmethod
     def _runtime_families() -> ScrapeTimeFamilies:
         families = ScrapeTimeFamilies()
         counter, gauge = CounterMetricFamily, GaugeMetricFamily
         families.add(gauge, PREFIX + "held_calls", "Held calls waiting for the client's retry now.")
-        families.add(gauge, PREFIX + "interactive_calls", "MRTR-capable calls in progress now (running or held).")
+        families.add(
+            gauge,
+            PREFIX + "interactive_calls",
+            "MRTR-capable calls in progress now (running or held).",
+        )
         families.add(counter, PREFIX + "input_rounds_total", "InputRequiredResult rounds issued.")
-        families.add(gauge, PREFIX + "upstream_sessions", "Open upstream sessions (one process each on stdio).",
-                     ("transport",))
-        families.add(counter, PREFIX + "upstream_sessions_opened_total",
-                     "Upstream sessions initialized (processes started on stdio).", ("transport",))
-        families.add(counter, PREFIX + "upstream_session_reuses_total", "Leases served by a warm upstream session.",
-                     ("transport",))
-        families.add(counter, PREFIX + "upstream_session_reinitializations_total",
-                     "Expired upstream sessions re-initialized transparently.", ("transport",))
+        families.add(
+            gauge,
+            PREFIX + "upstream_sessions",
+            "Open upstream sessions (one process each on stdio).",
+            ("transport",),
+        )
+        families.add(
+            counter,
+            PREFIX + "upstream_sessions_opened_total",
+            "Upstream sessions initialized (processes started on stdio).",
+            ("transport",),
+        )
+        families.add(
+            counter,
+            PREFIX + "upstream_session_reuses_total",
+            "Leases served by a warm upstream session.",
+            ("transport",),
+        )
+        families.add(
+            counter,
+            PREFIX + "upstream_session_reinitializations_total",
+            "Expired upstream sessions re-initialized transparently.",
+            ("transport",),
+        )
         return families
 
     # ---- feeding --------------------------------------------------------------------------------
 
-    def watch(self, *, held_now: Callable[[], int], in_progress: Callable[[], int],
-              rounds_total: Callable[[], int], pool_stats: Callable[[], PoolStatsSource], transport: str) -> None:
+    def watch(
+        self,
+        *,
+        held_now: Callable[[], int],
+        in_progress: Callable[[], int],
+        rounds_total: Callable[[], int],
+        pool_stats: Callable[[], PoolStatsSource],
+        transport: str,
+    ) -> None:
         """Read the held-call registry and the upstream pool at scrape time."""
         read = self.scraped.read_from
         read(PREFIX + "held_calls", lambda: {(): held_now()})
         read(PREFIX + "interactive_calls", lambda: {(): in_progress()})
         read(PREFIX + "input_rounds_total", lambda: {(): rounds_total()})
         read(PREFIX + "upstream_sessions", lambda: {(transport,): pool_stats().sessions_open})
-        read(PREFIX + "upstream_sessions_opened_total", lambda: {(transport,): pool_stats().created_total})
-        read(PREFIX + "upstream_session_reuses_total", lambda: {(transport,): pool_stats().reused_total})
-        read(PREFIX + "upstream_session_reinitializations_total",
-             lambda: {(transport,): pool_stats().reinitialized_total})
+        read(
+            PREFIX + "upstream_sessions_opened_total",
+            lambda: {(transport,): pool_stats().created_total},
+        )
+        read(
+            PREFIX + "upstream_session_reuses_total",
+            lambda: {(transport,): pool_stats().reused_total},
+        )
+        read(
+            PREFIX + "upstream_session_reinitializations_total",
+            lambda: {(transport,): pool_stats().reinitialized_total},
+        )
 
     def observe_response(self, method: str, response: Mapping[str, Any], seconds: float) -> None:
         """One engine answer: its outcome, its latency and, for an error, its code."""
@@ -232,7 +349,8 @@ class BridgeMetrics:
         return 0.0 if value is None else value
 
     def exposition(self, accept: str) -> tuple[bytes, str]:
-        """(body, content type) for a scrape: OpenMetrics when `accept` asks for it, else text 0.0.4."""
+        """(body, content type) for a scrape: OpenMetrics when `accept` asks for it, else text
+        0.0.4."""
         encoder, content_type = choose_encoder(accept)
         return encoder(self.registry), content_type
 

@@ -1,4 +1,5 @@
-"""A modern (or dual-era) upstream: modern requests relayed untranslated (docs/architecture.md, "Eras").
+"""A modern (or dual-era) upstream: modern requests relayed untranslated (docs/architecture.md,
+"Eras").
 
 While `proxy.upstream.era.UpstreamEra` knows the HTTP upstream speaks 2026-07-28, the front hands
 every modern request here instead of to the engine: the body bytes and protocol headers go to the
@@ -56,10 +57,23 @@ class ModernUpstream:
 
     def legacy_refusal(self, request_id: object) -> web.Response:
         supported = list(MODERN_VERSIONS)
-        message = (f"The upstream server speaks only MCP {', '.join(supported)} and does not accept legacy clients "
-                   "(initialize); use a client that supports that version")
-        return web.json_response({"jsonrpc": "2.0", "id": request_id, "error": {
-            "code": INVALID_REQUEST, "message": message, "data": {"supported": supported}}}, status=400)
+        message = (
+            f"The upstream server speaks only MCP {', '.join(supported)} and does not accept "
+            "legacy clients "
+            "(initialize); use a client that supports that version"
+        )
+        return web.json_response(
+            {
+                "jsonrpc": "2.0",
+                "id": request_id,
+                "error": {
+                    "code": INVALID_REQUEST,
+                    "message": message,
+                    "data": {"supported": supported},
+                },
+            },
+            status=400,
+        )
 
     async def aclose(self) -> None:
         await self._relay.aclose()

@@ -1,4 +1,5 @@
-"""Who is calling: a digest of the caller's credential, never the credential (docs/decisions.md § 8).
+"""Who is calling: a digest of the caller's credential, never the credential (docs/decisions.md §
+8).
 
 Upstream sessions, held calls and `requestState` are keyed by this principal, so one user's state
 is never reachable from another's. Each source has its own prefix inside the digest, so a header
@@ -19,7 +20,9 @@ DIGEST_HEX_CHARS: Final = 32
 
 def _digest(source: str, value: str | None) -> str:
     material = f"{source}:{value}" if value is not None else "anonymous:"
-    return hashlib.sha256(material.encode("utf-8", "surrogateescape")).hexdigest()[:DIGEST_HEX_CHARS]
+    return hashlib.sha256(material.encode("utf-8", "surrogateescape")).hexdigest()[
+        :DIGEST_HEX_CHARS
+    ]
 
 
 def principal_of(headers: Mapping[str, str], identity: IdentitySettings) -> str:

@@ -1,4 +1,5 @@
-"""Recovery of lost held calls: opt-in re-execution with the client's earlier answers (docs/operations.md
+"""Recovery of lost held calls: opt-in re-execution with the client's earlier answers
+(docs/operations.md
 § Recovery).
 
 A retry whose `requestState` is valid (a key in the ring, untampered, this principal and request,
@@ -52,26 +53,45 @@ class LostCall:
 
 
 class Recovery:
-    def __init__(self, settings: RecoverySettings, continuations: Continuations, registry: HeldCallRegistry,
-                 metrics: BridgeMetrics) -> None:
+    def __init__(
+        self,
+        settings: RecoverySettings,
+        continuations: Continuations,
+        registry: HeldCallRegistry,
+        metrics: BridgeMetrics,
+    ) -> None:
         self.settings = settings
         self._continuations = continuations
         self._registry = registry
         self._metrics = metrics
 
-    def lost_call(self, request: FrontRequest, refused: InvalidRequestState, responses: JsonObject, *,
-                  owner_unreachable: bool = False) -> LostCall:
-        """The lost call `refused` names, if its state may start a recovery; else raises `refused`."""
+    def lost_call(
+        self,
+        request: FrontRequest,
+        refused: InvalidRequestState,
+        responses: JsonObject,
+        *,
+        owner_unreachable: bool = False,
+    ) -> LostCall:
+        """The lost call `refused` names, if its state may start a recovery; else raises
+        `refused`."""
         if owner_unreachable and refused.reason == RejectionReason.OTHER_REPLICA:
-            refused = InvalidRequestState(RejectionReason.OWNER_UNREACHABLE)  # what a refusal reports
-        cause = OWNER_UNREACHABLE if refused.reason == RejectionReason.OWNER_UNREACHABLE else CAUSES.get(
-            refused.reason)
+            refused = InvalidRequestState(
+                RejectionReason.OWNER_UNREACHABLE
+            )  # what a refusal reports
+        cause = (
+            OWNER_UNREACHABLE
+            if refused.reason == RejectionReason.OWNER_UNREACHABLE
+            else CAUSES.get(refused.reason)
+        )
         if cause is None:
             raise refused
         if self.settings.reexecute == "off":
             self.refuse(OFF, refused)
         try:
-            claims = self._continuations.opened(request, grace_s=self.settings.grace_s, any_replica=owner_unreachable)
+            claims = self._continuations.opened(
+                request, grace_s=self.settings.grace_s, any_replica=owner_unreachable
+            )
         except InvalidRequestState as exc:
             if exc.reason == "expired":
                 self.refuse(TOO_OLD, refused)
@@ -87,20 +107,39 @@ class Recovery:
             self.authorize(request, lost, None)
         return lost
 
-    def authorize(self, request: FrontRequest, lost: LostCall, annotations: JsonObject | None) -> None:
-        """Apply the policy (`annotations`: the tool's, None if unlisted); raises `lost.refused` if it refuses."""
-        refusal = decide(self.settings.reexecute, self.settings.tools, request.method, request.params, annotations)
+    def authorize(
+        self, request: FrontRequest, lost: LostCall, annotations: JsonObject | None
+    ) -> None:
+        """Apply the policy (`annotations`: the tool's, None if unlisted); raises `lost.refused` if
+        it refuses."""
+        refusal = decide(
+            self.settings.reexecute,
+            self.settings.tools,
+            request.method,
+            request.params,
+            annotations,
+        )
         if refusal is not None:
             self.refuse(refusal, lost.refused)
 
     def started(self, lost: LostCall) -> None:
         """The re-execution is about to start upstream: the state is spent."""
         self._continuations.mark_used(lost.claims)
-        log.info("held_call_recovered", cause=lost.cause, round=lost.claims.round, answers=len(lost.answers))
+        log.info(
+            "held_call_recovered",
+            cause=lost.cause,
+            round=lost.claims.round,
+            answers=len(lost.answers),
+        )
         self._metrics.recovered_calls.labels(lost.cause).inc()
 
     def refuse(self, refusal: Refusal, refused: InvalidRequestState) -> NoReturn:
-        log.info("recovery_refused", reason=refusal.text, policy=self.settings.reexecute, state_reason=refused.reason)
+        log.info(
+            "recovery_refused",
+            reason=refusal.text,
+            policy=self.settings.reexecute,
+            state_reason=refused.reason,
+        )
         self._metrics.recovery_refusals.labels(refusal.code).inc()
         raise refused
 

@@ -1,5 +1,6 @@
 """Roots-affine upstream sessions: learning whether the upstream keeps roots per session, answering
-its outside-call `roots/list` asks, and letting a fresh session settle (docs/architecture.md, "Roots").
+its outside-call `roots/list` asks, and letting a fresh session settle (docs/architecture.md,
+"Roots").
 
 - **Learning.** With `upstream.roots_affinity = "auto"`, the first interactive call whose client
   declares roots waits for a one-time *probe*: a session that declares only roots, opened and
@@ -27,15 +28,24 @@ from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from translators.capabilities import capability_fingerprint
 from translators.jsonrpc import JsonObject
 from translators.pushes import PushAnswer
-from translators.roots import PROBE, client_roots, declares_roots, legacy_capabilities_without_roots, roots_digest
+from translators.roots import (
+    PROBE,
+    client_roots,
+    declares_roots,
+    legacy_capabilities_without_roots,
+    roots_digest,
+)
 
 log = structlog.get_logger()
 ProbeLeaser = Callable[[], Awaitable[Lease]]
-KeyedProbeLeaser = Callable[[JsonObject, str], Awaitable[Lease]]  # (capabilities, fingerprint) -> lease
+KeyedProbeLeaser = Callable[
+    [JsonObject, str], Awaitable[Lease]
+]  # (capabilities, fingerprint) -> lease
 
 
 class AskClient:
-    """The call must first ask its client for its roots (`translators.roots.roots_input_requests`)."""
+    """The call must first ask its client for its roots
+    (`translators.roots.roots_input_requests`)."""
 
 
 class _SessionRoots:
@@ -57,24 +67,33 @@ class RootsAffinity:
         self.keeps_roots: bool | None = None if self._auto else True
         self._probe: asyncio.Task[bool] | None = None
         self._probe_asked = asyncio.Event()
-        self._sessions: weakref.WeakKeyDictionary[UpstreamSession, _SessionRoots] = weakref.WeakKeyDictionary()
+        self._sessions: weakref.WeakKeyDictionary[UpstreamSession, _SessionRoots] = (
+            weakref.WeakKeyDictionary()
+        )
 
     async def roots_for_call(
-        self, client_capabilities: JsonObject, input_responses: JsonObject, lease_probe: KeyedProbeLeaser
+        self,
+        client_capabilities: JsonObject,
+        input_responses: JsonObject,
+        lease_probe: KeyedProbeLeaser,
     ) -> JsonObject | AskClient | None:
-        """The roots answer an interactive call's session must hold; None when any session of its key
-        will do (no roots declared, or an upstream that does not keep roots); `AskClient` when the
-        client did not pre-answer `ROOTS_INPUT_KEY`. Raises `InvalidParams` for a malformed answer."""
+        """The roots answer an interactive call's session must hold; None when any session of its
+        key will do (no roots declared, or an upstream that does not keep roots); `AskClient` when
+        the client did not pre-answer `ROOTS_INPUT_KEY`. Raises `InvalidParams` for a malformed
+        answer."""
         if not declares_roots(client_capabilities):
             return None
         legacy: JsonObject = {"roots": {}}  # the probe session declares roots and nothing else
-        if not await self.upstream_keeps_roots(lambda: lease_probe(legacy, capability_fingerprint(legacy))):
+        if not await self.upstream_keeps_roots(
+            lambda: lease_probe(legacy, capability_fingerprint(legacy))
+        ):
             return None
         roots = client_roots(input_responses)
         return AskClient() if roots is None else roots
 
-    def session_key(self, principal: str, legacy: JsonObject, roots: JsonObject | None,
-                    fresh: int | None = None) -> tuple[SessionKey, JsonObject]:
+    def session_key(
+        self, principal: str, legacy: JsonObject, roots: JsonObject | None, fresh: int | None = None
+    ) -> tuple[SessionKey, JsonObject]:
         """The pool key and upstream capabilities of a request: a roots-affine call's key names the
         roots it gave (`fresh`: a key no other call shares, for `upstream.session_per_call`); any
         other request declares no roots to an upstream that keeps them."""
@@ -90,7 +109,9 @@ class RootsAffinity:
         if self.keeps_roots is not None:
             return self.keeps_roots
         if self._probe is None:
-            self._probe = asyncio.get_running_loop().create_task(self._run_probe(lease_probe), name="roots-probe")
+            self._probe = asyncio.get_running_loop().create_task(
+                self._run_probe(lease_probe), name="roots-probe"
+            )
         probe = self._probe
         try:
             return await asyncio.shield(probe)

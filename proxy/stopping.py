@@ -1,12 +1,13 @@
-"""How a bridge process stops: the first request to stop is graceful, the deadline or a later signal is not.
+"""How a bridge process stops: the first request to stop is graceful, the deadline or a later signal
+is not.
 
-A stop is requested by stdin EOF (the stdio front) or by SIGTERM / SIGINT. The first request runs the
-front's graceful stop (`on_request` callbacks: end the input, or end `serve`) and arms the deadline,
-if there is one. When the deadline passes, or another SIGTERM / SIGINT arrives while the bridge is
-already stopping, `hurry` runs once: it stops the legacy processes at once instead of one session's
-grace after another, so the rest of the shutdown finishes quickly. A stdio client gives the bridge
-2 s after closing its stdin, then sends SIGTERM; the stdio front's deadline keeps the bridge inside
-that window (docs/operations.md, "Shutdown").
+A stop is requested by stdin EOF (the stdio front) or by SIGTERM / SIGINT. The first request runs
+the front's graceful stop (`on_request` callbacks: end the input, or end `serve`) and arms the
+deadline, if there is one. When the deadline passes, or another SIGTERM / SIGINT arrives while the
+bridge is already stopping, `hurry` runs once: it stops the legacy processes at once instead of one
+session's grace after another, so the rest of the shutdown finishes quickly. A stdio client gives
+the bridge 2 s after closing its stdin, then sends SIGTERM; the stdio front's deadline keeps the
+bridge inside that window (docs/operations.md, "Shutdown").
 
 The handlers are installed for the bridge's whole life (`signals()`), from before the first process
 is spawned until the last one is gone, so a signal never finds the bridge without them and kills it
@@ -60,7 +61,9 @@ class BridgeStop:
         self._requested.set()
         log.info("bridge_stop_requested", reason=reason, deadline_s=self._deadline_s)
         if self._deadline_s is not None:
-            self._timer = asyncio.get_running_loop().call_later(self._deadline_s, self.hurry, "deadline")
+            self._timer = asyncio.get_running_loop().call_later(
+                self._deadline_s, self.hurry, "deadline"
+            )
         for callback in list(self._callbacks):
             callback()
 
@@ -69,7 +72,9 @@ class BridgeStop:
         if self._hurry is None or self._hurrying is not None:
             return
         log.info("bridge_stop_hurried", reason=reason)
-        self._hurrying = asyncio.get_running_loop().create_task(self._hurry(), name="bridge-stop-hurry")
+        self._hurrying = asyncio.get_running_loop().create_task(
+            self._hurry(), name="bridge-stop-hurry"
+        )
 
     def _on_signal(self, signum: signal.Signals) -> None:
         if self.is_requested:
@@ -79,7 +84,8 @@ class BridgeStop:
 
     @contextlib.contextmanager
     def signals(self) -> Iterator[None]:
-        """SIGTERM and SIGINT request the stop (the first) or hurry it (any later one) while inside."""
+        """SIGTERM and SIGINT request the stop (the first) or hurry it (any later one) while
+        inside."""
         loop = asyncio.get_running_loop()
         for signum in STOP_SIGNALS:
             loop.add_signal_handler(signum, self._on_signal, signum)

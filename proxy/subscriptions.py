@@ -1,4 +1,5 @@
-"""`subscriptions/listen`: legacy session-wide notifications fanned out to modern listen streams (issue 5).
+"""`subscriptions/listen`: legacy session-wide notifications fanned out to modern listen streams
+(issue 5).
 
 Each listen stream holds a shared lease on an upstream session of its (principal, capabilities) for
 its whole life; `resources/subscribe` is sent once per (session, URI) and reference-counted across
@@ -48,7 +49,9 @@ class _Listener:
     lease: Lease
     subscribed: frozenset[str]  # URIs this listener holds a reference to on `lease.session`
     generation: int  # the session's re-initialization count when subscribed
-    ended: asyncio.Future[str] = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+    ended: asyncio.Future[str] = field(
+        default_factory=lambda: asyncio.get_running_loop().create_future()
+    )
 
 
 def _generation(session: UpstreamSession) -> int:
@@ -71,9 +74,15 @@ class ListenHub:
             if tagged is not None:
                 listener.sink.send(tagged)
 
-    async def listen(self, request: FrontRequest, sink: NotificationSink, open_lease: LeaseOpener,
-                     server_info: Callable[[UpstreamSession], JsonObject | None]) -> JsonObject:
-        """Acknowledge, then deliver until the client goes away (cancellation) or the bridge closes it.
+    async def listen(
+        self,
+        request: FrontRequest,
+        sink: NotificationSink,
+        open_lease: LeaseOpener,
+        server_info: Callable[[UpstreamSession], JsonObject | None],
+    ) -> JsonObject:
+        """Acknowledge, then deliver until the client goes away (cancellation) or the bridge closes
+        it.
 
         A URI the upstream refuses to subscribe is left out of the acknowledged filter."""
         wanted = parse_listen_filter(request.params)
@@ -85,8 +94,15 @@ class ListenHub:
             await lease.release()
             raise
         honoured = ListenFilter(offered.list_changed, subscribed)
-        listener = _Listener(request.front_request_id, request.principal, sink, honoured, lease, subscribed,
-                             _generation(lease.session))
+        listener = _Listener(
+            request.front_request_id,
+            request.principal,
+            sink,
+            honoured,
+            lease,
+            subscribed,
+            _generation(lease.session),
+        )
         try:
             sink.send(acknowledgement(listener.listen_id, honoured))
             self._listeners.setdefault(request.principal, set()).add(listener)
@@ -104,7 +120,8 @@ class ListenHub:
         return honoured_filter(wanted, capabilities, session_stream=session.has_get_stream)
 
     async def _watch(self, listener: _Listener, open_lease: LeaseOpener) -> None:
-        """Wait for the end; replace a lost (or silently re-initialized) upstream session and re-make
+        """Wait for the end; replace a lost (or silently re-initialized) upstream session and re-
+        make
         its subscriptions. If no replacement can be had, the stream ends gracefully."""
         while True:
             done, _ = await asyncio.wait({listener.ended}, timeout=HEALTH_CHECK_S)
@@ -113,7 +130,9 @@ class ListenHub:
             session = listener.lease.session
             if session.is_alive and _generation(session) == listener.generation:
                 continue
-            await self._unsubscribe(session, listener.subscribed, upstream=False)  # they died with it
+            await self._unsubscribe(
+                session, listener.subscribed, upstream=False
+            )  # they died with it
             listener.subscribed = frozenset()
             await listener.lease.release(discard=True)
             try:
@@ -122,11 +141,14 @@ class ListenHub:
                 log.warning("listen_upstream_lost", error=exc.message)
                 return
             listener.generation = _generation(listener.lease.session)
-            listener.subscribed = await self._subscribe(listener.lease.session, listener.honoured.resource_uris)
+            listener.subscribed = await self._subscribe(
+                listener.lease.session, listener.honoured.resource_uris
+            )
             log.warning("listen_upstream_reestablished", resources=len(listener.subscribed))
             for method in LIST_CHANGED:  # changes in the gap are lost: say so
-                tagged = listen_notification(notification(method), listener.honoured,
-                                             listener.listen_id)
+                tagged = listen_notification(
+                    notification(method), listener.honoured, listener.listen_id
+                )
                 if tagged is not None:
                     listener.sink.send(tagged)
 
@@ -144,7 +166,9 @@ class ListenHub:
         held: list[str] = []
         try:
             for uri in sorted(uris):
-                if refs[uri_key(uri)] == 0 and not await self._request(session, RESOURCES_SUBSCRIBE, uri):
+                if refs[uri_key(uri)] == 0 and not await self._request(
+                    session, RESOURCES_SUBSCRIBE, uri
+                ):
                     continue
                 refs[uri_key(uri)] += 1
                 held.append(uri)
@@ -156,7 +180,9 @@ class ListenHub:
                 self._uri_refs.pop(id(session), None)
         return frozenset(held)
 
-    async def _unsubscribe(self, session: UpstreamSession, uris: frozenset[str], *, upstream: bool = True) -> None:
+    async def _unsubscribe(
+        self, session: UpstreamSession, uris: frozenset[str], *, upstream: bool = True
+    ) -> None:
         """Give back references; the last one for a URI unsubscribes upstream (unless `upstream` is
         False: the session lost its subscriptions already)."""
         refs = self._uri_refs.get(id(session))
@@ -178,8 +204,11 @@ class ListenHub:
             async with asyncio.timeout(10):
                 await session.start(method, {"uri": uri}, headers={}, on_inbound=None).result()
         except (BridgeError, TimeoutError) as exc:
-            log.warning("upstream_resource_subscription_failed", upstream_method=method,
-                        error=getattr(exc, "message", "timed out"))
+            log.warning(
+                "upstream_resource_subscription_failed",
+                upstream_method=method,
+                error=getattr(exc, "message", "timed out"),
+            )
             return False
         log.info("upstream_resource_subscription_changed", upstream_method=method)
         return True

@@ -1,4 +1,5 @@
-"""Owned background tasks: every task the bridge starts is cancelled and awaited on close (docs/decisions.md § 6)."""
+"""Owned background tasks: every task the bridge starts is cancelled and awaited on close
+(docs/decisions.md § 6)."""
 
 from __future__ import annotations
 

@@ -37,11 +37,16 @@ class ToolSchemas:
     def remember(self, key: SessionKey, tools_result: JsonObject) -> dict[str, JsonObject]:
         """Record the tools of a first `tools/list` page; returns name -> inputSchema."""
         tools = tools_result.get("tools")
-        named = [tool for tool in (tools if isinstance(tools, list) else [])
-                 if isinstance(tool, dict) and isinstance(tool.get("name"), str)]
+        named = [
+            tool
+            for tool in (tools if isinstance(tools, list) else [])
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str)
+        ]
         schemas = {tool["name"]: as_object(tool.get("inputSchema")) for tool in named}
         self._by_key[key] = schemas
-        self._annotations[key] = {tool["name"]: as_object(tool.get("annotations")) for tool in named}
+        self._annotations[key] = {
+            tool["name"]: as_object(tool.get("annotations")) for tool in named
+        }
         self._by_key.move_to_end(key)
         while len(self._by_key) > self._max_keys:
             self._annotations.pop(self._by_key.popitem(last=False)[0], None)

@@ -52,7 +52,9 @@ def _defs_key(schema: dict[str, Any]) -> str:
 @cache
 def _schema(era: Era) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(_file(era).read_text(encoding="utf-8"))
-    validator_for(loaded).check_schema(loaded)  # once per file: the metaschema check is the slow part
+    validator_for(loaded).check_schema(
+        loaded
+    )  # once per file: the metaschema check is the slow part
     return loaded
 
 
@@ -105,8 +107,14 @@ def validator(def_name: str, era: Era, closed: bool = False) -> Any:
 
 def errors(instance: Any, def_name: str, era: Era, *, closed: bool = False) -> list[str]:
     """Every violation as `path: message`, best match first; empty when valid."""
-    found = sorted(validator(def_name, era, closed).iter_errors(instance), key=lambda e: (len(e.path), e.message))
-    return [f"{'/'.join(str(p) for p in error.absolute_path) or '<root>'}: {error.message}" for error in found]
+    found = sorted(
+        validator(def_name, era, closed).iter_errors(instance),
+        key=lambda e: (len(e.path), e.message),
+    )
+    return [
+        f"{'/'.join(str(p) for p in error.absolute_path) or '<root>'}: {error.message}"
+        for error in found
+    ]
 
 
 def assert_valid(instance: Any, def_name: str, era: Era, *, closed: bool = False) -> None:
@@ -115,15 +123,22 @@ def assert_valid(instance: Any, def_name: str, era: Era, *, closed: bool = False
     if problems:
         listing = "\n  ".join(problems[:20])
         kind = "closed " if closed else ""
-        raise AssertionError(f"not a valid {kind}{era} {def_name} ({_file(era).name}):\n  {listing}")
+        raise AssertionError(
+            f"not a valid {kind}{era} {def_name} ({_file(era).name}):\n  {listing}"
+        )
 
 
 def method_definitions(union: str, era: Era) -> dict[str, str]:
-    """`{method: definition name}` for the members of a union such as `ClientRequest` or `ServerNotification`."""
+    """`{method: definition name}` for the members of a union such as `ClientRequest` or
+    `ServerNotification`."""
     schema = _schema(era)
     defs = schema[_defs_key(schema)]
     found: dict[str, str] = {}
-    members = [m["$ref"].rsplit("/", 1)[-1] for m in defs[union]["anyOf"]] if "anyOf" in defs[union] else [union]
+    members = (
+        [m["$ref"].rsplit("/", 1)[-1] for m in defs[union]["anyOf"]]
+        if "anyOf" in defs[union]
+        else [union]
+    )
     for name in members:
         method = defs[name].get("properties", {}).get("method", {}).get("const")
         if isinstance(method, str):

@@ -1,4 +1,5 @@
-"""What must never appear in a log line, whatever the test: sealed `requestState`s and bearer tokens.
+"""What must never appear in a log line, whatever the test: sealed `requestState`s and bearer
+tokens.
 
 `tests/conftest.py` applies it to the captured output (stdout, stderr, logging) of every test in the
 suite, and `tests/integration/harness.py` to the log file of every bridge process a test started.
@@ -18,5 +19,8 @@ PATTERNS: Final[dict[str, re.Pattern[str]]] = {
 
 def secrets_in(text: str) -> list[str]:
     """A description of each secret found in `text` (empty when clean); never the secret itself."""
-    return [f"{what} at offset {match.start()}" for what, pattern in PATTERNS.items()
-            for match in pattern.finditer(text)]
+    return [
+        f"{what} at offset {match.start()}"
+        for what, pattern in PATTERNS.items()
+        for match in pattern.finditer(text)
+    ]

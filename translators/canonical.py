@@ -20,10 +20,9 @@ def digest(value: Any, size: int = 16) -> bytes:
     return hashlib.sha256(canonical_json(value)).digest()[:size]
 
 
-
-
-
 def as_object(value: Any) -> dict[str, Any]:
     """`value` if it is a JSON object, else an empty one (for optional `params` / `_meta`)."""
     return value if isinstance(value, dict) else {}
+
+
 __all__ = ["as_object", "canonical_json", "digest"]

@@ -29,7 +29,9 @@ def modern_client_capabilities_to_legacy(client_capabilities: JsonObject) -> Jso
         legacy["elicitation"] = {mode: {} for mode in sorted(modes)}
     sampling = client_capabilities.get("sampling")
     if isinstance(sampling, dict):
-        legacy["sampling"] = {k: {} for k in ("context", "tools") if isinstance(sampling.get(k), dict)}
+        legacy["sampling"] = {
+            k: {} for k in ("context", "tools") if isinstance(sampling.get(k), dict)
+        }
     if isinstance(client_capabilities.get("roots"), dict):
         legacy["roots"] = {}
     experimental = client_capabilities.get("experimental")
@@ -62,8 +64,11 @@ def capability_fingerprint(legacy_capabilities: JsonObject) -> str:
     return digest(legacy_capabilities, 6).hex()
 
 
-def legacy_server_capabilities_to_modern(capabilities: JsonObject, *, listen_supported: bool) -> JsonObject:
-    """Translate upstream server capabilities for `server/discover` (2026-07-28/server/discover.mdx).
+def legacy_server_capabilities_to_modern(
+    capabilities: JsonObject, *, listen_supported: bool
+) -> JsonObject:
+    """Translate upstream server capabilities for `server/discover`
+    (2026-07-28/server/discover.mdx).
 
     `tasks` is dropped (not core any more); `listChanged`/`subscribe` are kept only when the
     bridge can deliver them on `subscriptions/listen` streams."""

@@ -152,7 +152,9 @@ def serialize_challenges(challenges: list[Challenge]) -> str:
         if challenge.token68 is not None:
             parts.append(f"{challenge.scheme} {challenge.token68}")
         elif challenge.params:
-            parts.append(challenge.scheme + " " + ", ".join(f"{k}={_quote(v)}" for k, v in challenge.params))
+            parts.append(
+                challenge.scheme + " " + ", ".join(f"{k}={_quote(v)}" for k, v in challenge.params)
+            )
         else:
             parts.append(challenge.scheme)
     return ", ".join(parts)
@@ -198,7 +200,9 @@ def is_step_up(status: int, value: str | None) -> bool:
         challenges = parse_challenges(value)
     except MalformedChallenge:
         return False
-    return any(c.scheme.lower() == "bearer" and c.param("error") == INSUFFICIENT_SCOPE for c in challenges)
+    return any(
+        c.scheme.lower() == "bearer" and c.param("error") == INSUFFICIENT_SCOPE for c in challenges
+    )
 
 
 def is_auth_challenge(status: int, value: str | None) -> bool:

@@ -1,4 +1,5 @@
-"""What `mrtr-bridge check` reports, from what it saw of the upstream (pure; `proxy.check` does the I/O).
+"""What `mrtr-bridge check` reports, from what it saw of the upstream (pure; `proxy.check` does the
+I/O).
 
 The report is one JSON object (docs/operations.md, "Checking an upstream"): the upstream's era and
 negotiated revision, its transport, `serverInfo` and capabilities, its tools with the annotations
@@ -18,14 +19,18 @@ from translators.header_values import x_mcp_header_problem
 from translators.revisions import REVISIONS, SUPPORTED
 
 _HINTS: Final = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
-_SERVED: Final = (("tools", "tools (tools/list, tools/call)"), ("prompts", "prompts (prompts/list, prompts/get)"),
-                  ("resources", "resources (resources/list, resources/templates/list, resources/read)"),
-                  ("completions", "completion/complete"))
+_SERVED: Final = (
+    ("tools", "tools (tools/list, tools/call)"),
+    ("prompts", "prompts (prompts/list, prompts/get)"),
+    ("resources", "resources (resources/list, resources/templates/list, resources/read)"),
+    ("completions", "completion/complete"),
+)
 
 
 @dataclass
 class Observed:
-    """What `check` saw. `legacy_error` is why a legacy `initialize` failed (None if it was not tried
+    """What `check` saw. `legacy_error` is why a legacy `initialize` failed (None if it was not
+    tried
     or succeeded); `unreachable` is why nothing could be asked at all."""
 
     upstream: str
@@ -44,7 +49,9 @@ class Observed:
 def _era(seen: Observed) -> Era | None:
     if seen.unreachable is not None or seen.discover is None:
         return None
-    return era_of(seen.discover, seen.init_result is not None or seen.unsupported_version is not None)
+    return era_of(
+        seen.discover, seen.init_result is not None or seen.unsupported_version is not None
+    )
 
 
 def _protocol_version(seen: Observed, era: Era | None) -> str | None:
@@ -60,21 +67,28 @@ def _protocol_version(seen: Observed, era: Era | None) -> str | None:
 
 
 def tool_entry(tool: Any) -> dict[str, Any]:
-    """One tool as reported: its name, the hints among its annotations, and what the bridge does with it."""
+    """One tool as reported: its name, the hints among its annotations, and what the bridge does
+    with it."""
     tool = as_object(tool)
     annotations = as_object(tool.get("annotations"))
-    entry: dict[str, Any] = {"name": tool.get("name"),
-                             "annotations": {hint: annotations[hint] for hint in _HINTS if hint in annotations}}
+    entry: dict[str, Any] = {
+        "name": tool.get("name"),
+        "annotations": {hint: annotations[hint] for hint in _HINTS if hint in annotations},
+    }
     task_support = as_object(tool.get("execution")).get("taskSupport")
     if task_support is not None:
         entry["taskSupport"] = task_support
     header_problem = x_mcp_header_problem(tool.get("inputSchema"))
     if task_support == "required":
-        entry["bridged"], entry["reason"] = False, "runs only as a task; the bridge never task-augments a call, so " \
-            "tools/list hides it"
+        entry["bridged"], entry["reason"] = (
+            False,
+            "runs only as a task; the bridge never task-augments a call, so tools/list hides it",
+        )
     elif header_problem is not None:
-        entry["bridged"], entry["reason"] = False, f"invalid x-mcp-header annotation ({header_problem}); " \
-            "modern clients drop the tool"
+        entry["bridged"], entry["reason"] = (
+            False,
+            f"invalid x-mcp-header annotation ({header_problem}); modern clients drop the tool",
+        )
     else:
         entry["bridged"] = True
     return entry
@@ -91,19 +105,30 @@ def _legacy_findings(seen: Observed, revision: str | None) -> tuple[list[str], l
     problems: list[str] = []
     info = REVISIONS.get(revision or "")
     if info is not None and info.elicitation:
-        bridges.append("elicitation/create, sampling/createMessage and roots/list pushes during a call: "
-                       "InputRequiredResult to the client, answers relayed back")
+        bridges.append(
+            "elicitation/create, sampling/createMessage and roots/list pushes during a call: "
+            "InputRequiredResult to the client, answers relayed back"
+        )
     elif info is not None:
-        bridges.append("sampling/createMessage and roots/list pushes during a call: InputRequiredResult")
-        problems.append(f"revision {revision} has no elicitation: the server cannot ask the user for input")
+        bridges.append(
+            "sampling/createMessage and roots/list pushes during a call: InputRequiredResult"
+        )
+        problems.append(
+            f"revision {revision} has no elicitation: the server cannot ask the user for input"
+        )
     if "logging" in capabilities:
         bridges.append("log messages during a call: relayed at the client's _meta logLevel")
     if seen.roots_at_initialized:
-        bridges.append("asks roots/list right after initialized (outside any call): calls of clients that declare "
-                       "roots get upstream sessions of their own (upstream.roots_affinity)")
+        bridges.append(
+            "asks roots/list right after initialized (outside any call): calls of clients that "
+            "declare "
+            "roots get upstream sessions of their own (upstream.roots_affinity)"
+        )
     if seen.transport == "sse":
-        problems.append("HTTP+SSE transport: a call that asks for input needs an upstream session of its own "
-                        "(pushes carry no request to attribute them to)")
+        problems.append(
+            "HTTP+SSE transport: a call that asks for input needs an upstream session of its own "
+            "(pushes carry no request to attribute them to)"
+        )
     for entry in (tool_entry(tool) for tool in seen.tools or []):
         if not entry["bridged"]:
             problems.append(f"tool {entry['name']!r}: {entry['reason']}")
@@ -112,35 +137,63 @@ def _legacy_findings(seen: Observed, revision: str | None) -> tuple[list[str], l
     return bridges, problems
 
 
-_RELAYED: Final = ("modern requests: relayed untranslated (the upstream's own InputRequiredResult and requestState "
-                   "pass untouched)")
+_RELAYED: Final = (
+    "modern requests: relayed untranslated (the upstream's own InputRequiredResult and "
+    "requestState "
+    "pass untouched)"
+)
 
 
 def _modern_only(seen: Observed) -> tuple[bool, list[str], list[str]]:
     versions = ", ".join(seen.discover.supported_versions if seen.discover else [])
     refused = f"refuses initialize ({seen.legacy_error or 'no legacy session'})"
     if seen.transport == "stdio":
-        return False, [], [f"the upstream speaks only modern revisions ({versions}) and {refused}; the bridge does "
-                           "not relay a modern stdio upstream yet: modern clients can launch it directly"]
-    return True, [_RELAYED], [f"legacy clients get an error: the upstream speaks only {versions} and {refused}"]
+        return (
+            False,
+            [],
+            [
+                f"the upstream speaks only modern revisions ({versions}) and {refused}; the "
+                "bridge does "
+                "not relay a modern stdio upstream yet: modern clients can launch it directly"
+            ],
+        )
+    return (
+        True,
+        [_RELAYED],
+        [f"legacy clients get an error: the upstream speaks only {versions} and {refused}"],
+    )
 
 
-def _verdict(seen: Observed, era: Era | None, revision: str | None) -> tuple[bool, list[str], list[str]]:
+def _verdict(
+    seen: Observed, era: Era | None, revision: str | None
+) -> tuple[bool, list[str], list[str]]:
     """(bridgeable, bridges, problems)."""
     if seen.unreachable is not None:
         return False, [], [f"unreachable: {seen.unreachable}"]
     if era == MODERN:
         return _modern_only(seen)
     if seen.unsupported_version is not None:
-        return False, [], [f"answers initialize with protocol version {seen.unsupported_version!r}; the bridge "
-                           f"supports {', '.join(SUPPORTED)} upstream"]
+        return (
+            False,
+            [],
+            [
+                f"answers initialize with protocol version {seen.unsupported_version!r}; the "
+                "bridge "
+                f"supports {', '.join(SUPPORTED)} upstream"
+            ],
+        )
     if seen.init_result is None:
         return False, [], [f"initialize failed: {seen.legacy_error or 'no answer'}"]
     bridges, problems = _legacy_findings(seen, revision)
     if era == DUAL and seen.transport == "stdio":
-        bridges.insert(0, "dual-era upstream over stdio: served through its legacy side (initialize)")
+        bridges.insert(
+            0, "dual-era upstream over stdio: served through its legacy side (initialize)"
+        )
     elif era == DUAL:
-        bridges[:0] = [_RELAYED, "legacy clients: their sessions relayed to the upstream's legacy side"]
+        bridges[:0] = [
+            _RELAYED,
+            "legacy clients: their sessions relayed to the upstream's legacy side",
+        ]
     return True, bridges, problems
 
 
@@ -160,7 +213,9 @@ def build_report(seen: Observed) -> dict[str, Any]:
     init = as_object(seen.init_result)
     discover = seen.discover
     server_info = as_object(init.get("serverInfo")) or (discover.server_info if discover else {})
-    capabilities = as_object(init.get("capabilities")) or (discover.capabilities if discover else {})
+    capabilities = as_object(init.get("capabilities")) or (
+        discover.capabilities if discover else {}
+    )
     return {
         "upstream": seen.upstream,
         "reachable": seen.unreachable is None,

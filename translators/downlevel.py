@@ -33,9 +33,14 @@ def request_params(revision: Revision, method: str, params: JsonObject) -> JsonO
 
 
 def modern_requested_schema(revision: Revision, schema: Any) -> Any:
-    """An elicitation schema from a `revision` server, with its `enum` + `enumNames` properties in the
+    """An elicitation schema from a `revision` server, with its `enum` + `enumNames` properties in
+    the
     titled single-select form (`oneOf` of `const` / `title`). Other properties are kept as sent."""
-    if revision.rich_enums or not isinstance(schema, dict) or not isinstance(schema.get("properties"), dict):
+    if (
+        revision.rich_enums
+        or not isinstance(schema, dict)
+        or not isinstance(schema.get("properties"), dict)
+    ):
         return schema
     properties = {name: _titled_enum(prop) for name, prop in schema["properties"].items()}
     return {**schema, "properties": properties}
@@ -45,15 +50,24 @@ def _titled_enum(prop: Any) -> Any:
     if not isinstance(prop, dict) or "enumNames" not in prop:
         return prop
     values, names = prop.get("enum"), prop.get("enumNames")
-    if not (isinstance(values, list) and isinstance(names, list) and len(values) == len(names)) or not all(
-        isinstance(x, str) for x in [*values, *names]
-    ):
-        return {k: v for k, v in prop.items() if k != "enumNames"}  # titles that do not line up: untitled
+    if not (
+        isinstance(values, list) and isinstance(names, list) and len(values) == len(names)
+    ) or not all(isinstance(x, str) for x in [*values, *names]):
+        return {
+            k: v for k, v in prop.items() if k != "enumNames"
+        }  # titles that do not line up: untitled
     rest = {k: v for k, v in prop.items() if k not in ("enum", "enumNames")}
-    return {**rest, "oneOf": [{"const": value, "title": name} for value, name in zip(values, names, strict=True)]}
+    return {
+        **rest,
+        "oneOf": [
+            {"const": value, "title": name} for value, name in zip(values, names, strict=True)
+        ],
+    }
 
 
-def check_elicit_answer(revision: Revision, requested_schema: Any, result: JsonObject) -> str | None:
+def check_elicit_answer(
+    revision: Revision, requested_schema: Any, result: JsonObject
+) -> str | None:
     """Why an accepted `ElicitResult` cannot go to a `revision` server, or None when it can.
 
     Below the revision with rich enums, every value must be a single primitive of its property's
@@ -71,7 +85,10 @@ def check_elicit_answer(revision: Revision, requested_schema: Any, result: JsonO
     required = requested_schema.get("required") if isinstance(requested_schema, dict) else None
     missing = [n for n in (required if isinstance(required, list) else []) if n not in content]
     if missing:
-        return f"content lacks required {', '.join(map(repr, missing))} (the server speaks MCP {revision.version})"
+        return (
+            f"content lacks required {', '.join(map(repr, missing))} (the server speaks MCP "
+            f"{revision.version})"
+        )
     return None
 
 
@@ -82,7 +99,11 @@ def _value_problem(prop: Any, value: Any) -> str | None:
         return "is a list; this revision takes single values only"
     kind = prop.get("type")
     allowed = _VALUE_TYPES.get(kind) if isinstance(kind, str) else None
-    if allowed is None or not isinstance(value, allowed) or (kind != "boolean" and isinstance(value, bool)):
+    if (
+        allowed is None
+        or not isinstance(value, allowed)
+        or (kind != "boolean" and isinstance(value, bool))
+    ):
         return f"is not of type {kind}"
     if isinstance(value, float) and not value.is_integer():
         return "is a fractional number; this revision takes integers only"

@@ -1,4 +1,5 @@
-"""Which era a server speaks, from its answer to a `server/discover` probe (docs/architecture.md, "Eras").
+"""Which era a server speaks, from its answer to a `server/discover` probe (docs/architecture.md,
+"Eras").
 
 The 2026-07-28 backwards-compatibility rules: a client probes with `server/discover` carrying its
 modern version in `_meta` (and, over HTTP, the modern headers).
@@ -36,13 +37,16 @@ Era = Literal["legacy", "modern", "dual"]
 LEGACY: Final[Era] = "legacy"
 MODERN: Final[Era] = "modern"
 DUAL: Final[Era] = "dual"
-MODERN_ERROR_CODES: Final = frozenset({HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_VERSION})
+MODERN_ERROR_CODES: Final = frozenset(
+    {HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_VERSION}
+)
 PROBE_ID: Final = "mrtr-bridge-era-probe"
 
 
 @dataclass(frozen=True)
 class DiscoverVerdict:
-    """What a `server/discover` probe showed: modern or not, and what a modern server said of itself."""
+    """What a `server/discover` probe showed: modern or not, and what a modern server said of
+    itself."""
 
     modern: bool
     result: dict[str, Any] | None = None  # the DiscoverResult, when there was one
@@ -62,11 +66,24 @@ class DiscoverVerdict:
         return as_object(as_object(self.result).get("capabilities"))
 
 
-def modern_request(method: str, client_info: dict[str, Any], params: dict[str, Any] | None = None,
-                   request_id: str = PROBE_ID) -> dict[str, Any]:
+def modern_request(
+    method: str,
+    client_info: dict[str, Any],
+    params: dict[str, Any] | None = None,
+    request_id: str = PROBE_ID,
+) -> dict[str, Any]:
     """A 2026-07-28 request at the bridge's modern version, declaring no client capabilities."""
-    meta = {META_PROTOCOL_VERSION: MODERN_VERSION, META_CLIENT_CAPABILITIES: {}, META_CLIENT_INFO: client_info}
-    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**(params or {}), "_meta": meta}}
+    meta = {
+        META_PROTOCOL_VERSION: MODERN_VERSION,
+        META_CLIENT_CAPABILITIES: {},
+        META_CLIENT_INFO: client_info,
+    }
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": method,
+        "params": {**(params or {}), "_meta": meta},
+    }
 
 
 def discover_request(client_info: dict[str, Any]) -> dict[str, Any]:
@@ -85,23 +102,30 @@ def verdict_of_reply(message: Any) -> DiscoverVerdict:
     reply = as_object(message)
     if is_modern_error(reply):
         error = as_object(reply.get("error"))
-        return DiscoverVerdict(True, reason=f"modern error {error.get('code')}: {str(error.get('message'))[:200]}")
+        return DiscoverVerdict(
+            True, reason=f"modern error {error.get('code')}: {str(error.get('message'))[:200]}"
+        )
     result = reply.get("result")
     if isinstance(result, dict) and isinstance(result.get("supportedVersions"), list):
         return DiscoverVerdict(True, result=result)
     if "error" in reply:
         error = as_object(reply.get("error"))
-        return DiscoverVerdict(False, reason=f"server/discover refused with error {error.get('code')}")
+        return DiscoverVerdict(
+            False, reason=f"server/discover refused with error {error.get('code')}"
+        )
     return DiscoverVerdict(False, reason="server/discover answered without a DiscoverResult")
 
 
 def verdict_of_http(status: int, body: Any) -> DiscoverVerdict:
-    """The verdict from an HTTP answer to the probe POST; `body` is its parsed JSON (None if not JSON)."""
+    """The verdict from an HTTP answer to the probe POST; `body` is its parsed JSON (None if not
+    JSON)."""
     if is_modern_error(body):
         return verdict_of_reply(body)
     if status == 200 and isinstance(body, dict):
         return verdict_of_reply(body)
-    return DiscoverVerdict(False, reason=f"server/discover answered HTTP {status} without a modern error")
+    return DiscoverVerdict(
+        False, reason=f"server/discover answered HTTP {status} without a modern error"
+    )
 
 
 SILENT: Final = DiscoverVerdict(False, reason="server/discover got no answer in time")
@@ -128,8 +152,13 @@ def is_legacy_client(headers: dict[str, str], message: Any = None) -> bool:
 
 
 def is_legacy_client_message(message: Any) -> bool:
-    """Whether a stdio client's first message opens a legacy session (`initialize` without modern `_meta`)."""
-    return isinstance(message, dict) and message.get("method") == INITIALIZE and is_legacy_client({}, message)
+    """Whether a stdio client's first message opens a legacy session (`initialize` without modern
+    `_meta`)."""
+    return (
+        isinstance(message, dict)
+        and message.get("method") == INITIALIZE
+        and is_legacy_client({}, message)
+    )
 
 
 def era_of(discover: DiscoverVerdict, answers_initialize: bool) -> Era:

@@ -43,7 +43,11 @@ CACHEABLE_METHODS: Final[frozenset[str]] = LIST_METHODS | {RESOURCES_READ, DISCO
 FORWARDED_METHODS: Final[frozenset[str]] = LIST_METHODS | MRTR_METHODS | {COMPLETION_COMPLETE}
 MODERN_METHODS: Final[frozenset[str]] = FORWARDED_METHODS | {DISCOVER, SUBSCRIPTIONS_LISTEN}
 # Methods that carry a name or uri mirrored in the `Mcp-Name` header.
-NAMED_METHODS: Final[dict[str, str]] = {TOOLS_CALL: "name", PROMPTS_GET: "name", RESOURCES_READ: "uri"}
+NAMED_METHODS: Final[dict[str, str]] = {
+    TOOLS_CALL: "name",
+    PROMPTS_GET: "name",
+    RESOURCES_READ: "uri",
+}
 # Legacy-only methods a modern server must answer with -32601.
 LEGACY_ONLY_METHODS: Final[frozenset[str]] = frozenset(
     {
@@ -58,7 +62,8 @@ LEGACY_ONLY_METHODS: Final[frozenset[str]] = frozenset(
         "tasks/cancel",
     }
 )
-# Upstream server capability that gates each forwarded method (2025-11-25/basic/lifecycle.mdx § Capability Negotiation).
+# Upstream server capability that gates each forwarded method (2025-11-25/basic/lifecycle.mdx §
+# Capability Negotiation).
 METHOD_CAPABILITY: Final[dict[str, str]] = {
     TOOLS_LIST: "tools",
     TOOLS_CALL: "tools",
@@ -90,7 +95,9 @@ RESOURCE_UPDATED: Final = "notifications/resources/updated"
 TOOLS_LIST_CHANGED: Final = "notifications/tools/list_changed"
 PROMPTS_LIST_CHANGED: Final = "notifications/prompts/list_changed"
 RESOURCES_LIST_CHANGED: Final = "notifications/resources/list_changed"
-SUBSCRIPTIONS_ACKNOWLEDGED: Final = "notifications/subscriptions/acknowledged"  # modern, on a listen stream
+SUBSCRIPTIONS_ACKNOWLEDGED: Final = (
+    "notifications/subscriptions/acknowledged"  # modern, on a listen stream
+)
 
 LOG_LEVELS: Final[tuple[str, ...]] = (
     "debug",

@@ -1,4 +1,5 @@
-"""The bridge's one exception hierarchy and its mapping to JSON-RPC errors (docs/decisions.md § 3)."""
+"""The bridge's one exception hierarchy and its mapping to JSON-RPC errors
+(docs/decisions.md § 3)."""
 
 from __future__ import annotations
 
@@ -38,13 +39,16 @@ class RejectionReason(StrEnum):
     STALE_ROUND = "stale_round"
     UNKNOWN_HELD_CALL = "unknown_held_call"
     NOT_WAITING = "not_waiting"
-    OWNER_UNREACHABLE = "owner_unreachable"  # replicas: the owner did not accept the forwarded retry
+    OWNER_UNREACHABLE = (
+        "owner_unreachable"  # replicas: the owner did not accept the forwarded retry
+    )
     OWNER_NOT_IN_PEER_SET = "owner_not_in_peer_set"  # replicas: no peer answers to the owner's id
 
 
 class BridgeError(Exception):
     """Base of every error the bridge raises on purpose. `http_status` is the one source of the HTTP
-    status an error gets; `http_status_for()` derives the status of an error known only by its code."""
+    status an error gets; `http_status_for()` derives the status of an error known only by its code.
+    """
 
     code: ClassVar[int] = INTERNAL_ERROR
     http_status: ClassVar[int] = 200
@@ -82,14 +86,16 @@ class InvalidParams(ClientFault):
 
 class InvalidMeta(InvalidParams):
     """A required `_meta` field is missing or malformed: -32602 with HTTP 400 (modern
-    `basic/index.mdx` § General fields, `_meta`). Raised only by the front's validation, which answers
-    with the class's status; an engine error known only by its code -32602 is plain `InvalidParams`."""
+    `basic/index.mdx` § General fields, `_meta`). Raised only by the front's validation, which
+    answers with the class's status; an engine error known only by its code -32602 is plain
+    `InvalidParams`."""
 
     http_status = 400
 
 
 class InvalidRequestState(InvalidParams):
-    """A `requestState` failed a check. The public message is fixed; `reason` is for the log only."""
+    """A `requestState` failed a check. The public message is fixed; `reason` is for the log
+    only."""
 
     def __init__(self, reason: RejectionReason) -> None:
         super().__init__(INVALID_REQUEST_STATE_MESSAGE)
@@ -120,13 +126,15 @@ class UnsupportedVersion(ClientFault):
 
     def __init__(self, requested: Any) -> None:
         super().__init__(
-            f"Unsupported protocol version {requested!r}; this server supports {', '.join(MODERN_VERSIONS)}",
+            f"Unsupported protocol version {requested!r}; this server supports "
+            f"{', '.join(MODERN_VERSIONS)}",
             {"supported": list(MODERN_VERSIONS), "requested": requested},
         )
 
 
 class LimitExceeded(BridgeError):
-    """A configured limit was hit; `limit` names the setting. JSON-RPC -32603 with a precise message.
+    """A configured limit was hit; `limit` names the setting. JSON-RPC -32603 with a precise
+    message.
     Raise one of the two kinds below: whose fault it is decides how it is logged."""
 
     code = INTERNAL_ERROR
@@ -140,11 +148,13 @@ class LimitExceeded(BridgeError):
 
 
 class ClientLimitExceeded(LimitExceeded, ClientFault):
-    """The request or its caller went past a limit of its own (sizes, rounds, per-principal caps)."""
+    """The request or its caller went past a limit of its own (sizes, rounds, per-principal
+    caps)."""
 
 
 class CapacityExceeded(LimitExceeded):
-    """The bridge as a whole is full (`upstream.max_sessions`, `held.max_total`): the bridge's fault,
+    """The bridge as a whole is full (`upstream.max_sessions`, `held.max_total`): the bridge's
+    fault,
     not the client's; the same request succeeds later."""
 
 
@@ -161,13 +171,18 @@ class UpstreamFault(BridgeError):
     def __init__(self, message: str, data: Any = None, *, public: str | bool = False) -> None:
         marked = {"source": BRIDGE_MARKER, **(data or {})}
         super().__init__(message, marked)
-        self.public = message if public is True else public or None  # True: `message` is itself public
+        self.public = (
+            message if public is True else public or None
+        )  # True: `message` is itself public
 
     def public_error(self, correlation_id: str) -> dict[str, Any]:
         """The client's error object: the failure named, no internals."""
         data = {key: value for key, value in self.data.items() if key != "upstream"}
-        return {"code": self.code, "message": self.public or self.PUBLIC,
-                "data": {**data, "correlationId": correlation_id}}
+        return {
+            "code": self.code,
+            "message": self.public or self.PUBLIC,
+            "data": {**data, "correlationId": correlation_id},
+        }
 
 
 class UpstreamUnavailable(UpstreamFault):
@@ -198,7 +213,8 @@ class ShuttingDown(BridgeError):
 
 
 class UpstreamReturnedError(BridgeError):
-    """The legacy server answered with a JSON-RPC error; `results.py` decides what the front sees."""
+    """The legacy server answered with a JSON-RPC error; `results.py` decides what the front
+    sees."""
 
     def __init__(self, error: dict[str, Any]) -> None:
         super().__init__(str(error.get("message", "")), error.get("data"))
@@ -215,8 +231,14 @@ class BridgeBug(BridgeError):
 
 # The classes whose JSON-RPC code alone decides the HTTP status (InvalidMeta shares -32602 with
 # InvalidParams, so its 400 comes from the class, never from the code).
-_BY_CODE: Final = (ParseError, InvalidRequest, MethodNotFound, HeaderMismatch, MissingClientCapability,
-                   UnsupportedVersion)
+_BY_CODE: Final = (
+    ParseError,
+    InvalidRequest,
+    MethodNotFound,
+    HeaderMismatch,
+    MissingClientCapability,
+    UnsupportedVersion,
+)
 HTTP_STATUS: Final[dict[int, int]] = {cls.code: cls.http_status for cls in _BY_CODE}
 
 

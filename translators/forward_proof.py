@@ -1,4 +1,5 @@
-"""The proof that a forwarded retry comes from a replica (docs/security.md § Forwarding between replicas).
+"""The proof that a forwarded retry comes from a replica (docs/security.md § Forwarding between
+replicas).
 
 A replica that forwards a retry to its owner adds one header, `Mrtr-Bridge-Forwarded`:
 
@@ -52,24 +53,54 @@ class ProofKeys:
     def __init__(self, keys: dict[str, bytes], active: str) -> None:
         if active not in keys:
             raise ValueError(f"active key id {active!r} is not among the keys")
-        self._keys = {kid: hmac.new(key, _DERIVE_LABEL, hashlib.sha256).digest() for kid, key in keys.items()}
+        self._keys = {
+            kid: hmac.new(key, _DERIVE_LABEL, hashlib.sha256).digest() for kid, key in keys.items()
+        }
         self.active = active
 
     def key(self, kid: str) -> bytes | None:
         return self._keys.get(kid)
 
 
-def _mac(key: bytes, kid: str, sender: str, owner: str, ts_ms: int, path: str, body: bytes,
-         authorization: str | None) -> str:
-    message = "\n".join((
-        VERSION, kid, sender, owner, str(ts_ms), path, hashlib.sha256(body).hexdigest(),
-        hashlib.sha256((authorization or "").encode("utf-8", "surrogateescape")).hexdigest(),
-    )).encode("utf-8", "surrogateescape")
-    return base64.urlsafe_b64encode(hmac.new(key, message, hashlib.sha256).digest()).rstrip(b"=").decode()
+def _mac(
+    key: bytes,
+    kid: str,
+    sender: str,
+    owner: str,
+    ts_ms: int,
+    path: str,
+    body: bytes,
+    authorization: str | None,
+) -> str:
+    message = "\n".join(
+        (
+            VERSION,
+            kid,
+            sender,
+            owner,
+            str(ts_ms),
+            path,
+            hashlib.sha256(body).hexdigest(),
+            hashlib.sha256((authorization or "").encode("utf-8", "surrogateescape")).hexdigest(),
+        )
+    ).encode("utf-8", "surrogateescape")
+    return (
+        base64.urlsafe_b64encode(hmac.new(key, message, hashlib.sha256).digest())
+        .rstrip(b"=")
+        .decode()
+    )
 
 
-def sign(keys: ProofKeys, *, sender: str, owner: str, now_ms: int, path: str, body: bytes,
-         authorization: str | None) -> str:
+def sign(
+    keys: ProofKeys,
+    *,
+    sender: str,
+    owner: str,
+    now_ms: int,
+    path: str,
+    body: bytes,
+    authorization: str | None,
+) -> str:
     """The header value proving that replica `sender` forwards this request to `owner`."""
     key = keys.key(keys.active)
     assert key is not None
@@ -81,7 +112,7 @@ def _fields(value: str) -> dict[str, str]:
     if len(value) > MAX_HEADER_LENGTH or not value.startswith(VERSION + " "):
         raise ProofRejected("malformed")
     fields: dict[str, str] = {}
-    for part in value[len(VERSION) + 1:].split(" "):
+    for part in value[len(VERSION) + 1 :].split(" "):
         match = _FIELD.fullmatch(part)
         if match is None or match[1] in fields:
             raise ProofRejected("malformed")
@@ -91,14 +122,33 @@ def _fields(value: str) -> dict[str, str]:
     return fields
 
 
-def verify(value: str, keys: ProofKeys, *, me: str, now_ms: int, max_age_ms: int, path: str, body: bytes,
-           authorization: str | None) -> ForwardedFrom:
-    """Check a proof header; raises `ProofRejected(reason)` (for the log and a metric) unless it holds."""
+def verify(
+    value: str,
+    keys: ProofKeys,
+    *,
+    me: str,
+    now_ms: int,
+    max_age_ms: int,
+    path: str,
+    body: bytes,
+    authorization: str | None,
+) -> ForwardedFrom:
+    """Check a proof header; raises `ProofRejected(reason)` (for the log and a metric) unless it
+    holds."""
     fields = _fields(value)
     key = keys.key(fields["kid"])
     if key is None:
         raise ProofRejected("unknown_key")
-    expected = _mac(key, fields["kid"], fields["from"], fields["to"], int(fields["ts"]), path, body, authorization)
+    expected = _mac(
+        key,
+        fields["kid"],
+        fields["from"],
+        fields["to"],
+        int(fields["ts"]),
+        path,
+        body,
+        authorization,
+    )
     try:
         genuine = hmac.compare_digest(expected.encode(), fields["mac"].encode())
     except (TypeError, binascii.Error):

@@ -53,16 +53,31 @@ def decode_header_value(value: str, *, header: str = "header") -> str:
         ) from None
 
 
-_SUBSCHEMA: Final = frozenset({
-    "items", "additionalItems", "contains", "unevaluatedItems", "additionalProperties", "propertyNames",
-    "unevaluatedProperties", "not", "if", "then", "else", "contentSchema",
-})  # fmt: skip
+_SUBSCHEMA: Final = frozenset(
+    {
+        "items",
+        "additionalItems",
+        "contains",
+        "unevaluatedItems",
+        "additionalProperties",
+        "propertyNames",
+        "unevaluatedProperties",
+        "not",
+        "if",
+        "then",
+        "else",
+        "contentSchema",
+    }
+)
 _SUBSCHEMA_LISTS: Final = frozenset({"allOf", "anyOf", "oneOf", "prefixItems", "items"})
-_SUBSCHEMA_MAPS: Final = frozenset({"patternProperties", "dependentSchemas", "dependencies", "$defs", "definitions"})
+_SUBSCHEMA_MAPS: Final = frozenset(
+    {"patternProperties", "dependentSchemas", "dependencies", "$defs", "definitions"}
+)
 
 
 def _subschemas(keyword: str, value: Any) -> list[Any]:
-    """The schemas inside one applicator keyword (JSON Schema 2020-12 and draft-07); data is skipped."""
+    """The schemas inside one applicator keyword (JSON Schema 2020-12 and draft-07); data is
+    skipped."""
     if keyword in _SUBSCHEMA and isinstance(value, dict):
         return [value]
     if keyword in _SUBSCHEMA_LISTS and isinstance(value, list):
@@ -73,7 +88,8 @@ def _subschemas(keyword: str, value: Any) -> list[Any]:
 
 
 def _annotations(schema: Any) -> Iterator[tuple[tuple[str, ...] | None, Mapping[str, Any]]]:
-    """Every schema position with an `x-mcp-header` key, with its pure `properties` path (or None)."""
+    """Every schema position with an `x-mcp-header` key, with its pure `properties` path (or
+    None)."""
     stack: list[tuple[tuple[str, ...] | None, Any]] = [((), schema)]
     while stack:
         path, node = stack.pop()
@@ -83,7 +99,9 @@ def _annotations(schema: Any) -> Iterator[tuple[tuple[str, ...] | None, Mapping[
             yield path, node
         for keyword, value in node.items():
             if keyword == "properties" and isinstance(value, dict):
-                stack.extend(((*path, key) if path is not None else None, sub) for key, sub in value.items())
+                stack.extend(
+                    ((*path, key) if path is not None else None, sub) for key, sub in value.items()
+                )
             else:
                 stack.extend((None, sub) for sub in _subschemas(keyword, value))
 
@@ -93,15 +111,24 @@ def x_mcp_header_problem(input_schema: Any) -> str | None:
     seen: dict[str, str] = {}
     for path, node in _annotations(input_schema):
         if not path:
-            return f"{X_MCP_HEADER} is only allowed on a property reached through a chain of properties"
+            return (
+                f"{X_MCP_HEADER} is only allowed on a property reached through a chain of "
+                "properties"
+            )
         where = ".".join(path)
         token = node[X_MCP_HEADER]
         if not isinstance(token, str) or _TOKEN.fullmatch(token) is None:
             return f"property {where!r}: {X_MCP_HEADER} must be a non-empty header-name token"
         if node.get("type") not in _X_MCP_TYPES:
-            return f"property {where!r}: {X_MCP_HEADER} is only allowed on string, integer or boolean types"
+            return (
+                f"property {where!r}: {X_MCP_HEADER} is only allowed on string, integer or "
+                "boolean types"
+            )
         if token.lower() in seen:
-            return f"property {where!r}: {X_MCP_HEADER} {token!r} duplicates property {seen[token.lower()]!r}"
+            return (
+                f"property {where!r}: {X_MCP_HEADER} {token!r} duplicates property "
+                f"{seen[token.lower()]!r}"
+            )
         seen[token.lower()] = where
     return None
 
@@ -126,7 +153,9 @@ def _rendered(value: Any) -> str | None:
 
 
 def _is_integral(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer()
+    return (
+        isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer()
+    )
 
 
 def _matches(declared_type: Any, value: Any, decoded: str) -> bool:
@@ -136,22 +165,28 @@ def _matches(declared_type: Any, value: Any, decoded: str) -> bool:
     return decoded == _rendered(value)
 
 
-def _check_one_param(title: str, argument: str, schema: Mapping[str, Any],
-                     value: Any, raw: str | None) -> None:
+def _check_one_param(
+    title: str, argument: str, schema: Mapping[str, Any], value: Any, raw: str | None
+) -> None:
     """One annotated argument against its header; a value with no header form needs no header."""
     mirrored = value is not None and (_rendered(value) is not None or _is_integral(value))
     if not mirrored:
         if raw is not None:
-            raise HeaderMismatch(f"Header mismatch: {title} header is present without argument {argument!r}")
+            raise HeaderMismatch(
+                f"Header mismatch: {title} header is present without argument {argument!r}"
+            )
         return
     if raw is None:
-        raise HeaderMismatch(f"Header mismatch: {title} header is missing for argument {argument!r}")
+        raise HeaderMismatch(
+            f"Header mismatch: {title} header is missing for argument {argument!r}"
+        )
     if HEADER_SAFE.fullmatch(raw) is None:
         raise HeaderMismatch(f"Header mismatch: the {title} header contains invalid characters")
     decoded = decode_header_value(raw, header=title)
     if not _matches(schema.get("type"), value, decoded):
         raise HeaderMismatch(
-            f"Header mismatch: {title} header value {echo(decoded)} does not match argument {argument!r}"
+            f"Header mismatch: {title} header value {echo(decoded)} does not match argument "
+            f"{argument!r}"
         )
 
 
@@ -172,4 +207,11 @@ def check_param_headers(
         _check_one_param(title, ".".join(path), node, _value_at(arguments, path), raw)
 
 
-__all__ = ["HEADER_SAFE", "X_MCP_HEADER", "check_param_headers", "decode_header_value", "echo", "x_mcp_header_problem"]
+__all__ = [
+    "HEADER_SAFE",
+    "X_MCP_HEADER",
+    "check_param_headers",
+    "decode_header_value",
+    "echo",
+    "x_mcp_header_problem",
+]

@@ -53,7 +53,12 @@ from translators.held_call_events import (
 )
 from translators.jsonrpc import JsonObject
 from translators.pushes import PendingPush, PushAnswer, input_response_to_legacy, refusal
-from translators.url_elicitation import any_declined, is_url_elicitation_required, lift_url_elicitations, url_declined
+from translators.url_elicitation import (
+    any_declined,
+    is_url_elicitation_required,
+    lift_url_elicitations,
+    url_declined,
+)
 
 
 class HeldCallState(enum.Enum):
@@ -85,10 +90,16 @@ class HeldCall:
     state: HeldCallState = HeldCallState.RUNNING
     round: int = 0
     pending: dict[str, PendingPush] = field(default_factory=dict)
-    outcome: UpstreamResultArrived | UpstreamErrorArrived | None = None  # finished while WAITING_CLIENT
+    outcome: UpstreamResultArrived | UpstreamErrorArrived | None = (
+        None  # finished while WAITING_CLIENT
+    )
     reissue: bool = False  # the pending pushes are URL elicitations lifted from a -32042
-    url_elicitation: bool = True  # the client declared elicitation.url (else a -32042 becomes -32021)
-    lift_url_errors: bool = True  # the session's revision has URL mode (else -32042 is a plain error)
+    url_elicitation: bool = (
+        True  # the client declared elicitation.url (else a -32042 becomes -32021)
+    )
+    lift_url_errors: bool = (
+        True  # the session's revision has URL mode (else -32042 is a plain error)
+    )
     upstream_done: bool = False
     _batch_started: float = 0.0
     _tokens: dict[str, int] = field(default_factory=lambda: {"batch": 0, "deadline": 0})
@@ -105,7 +116,9 @@ class HeldCall:
             return [ReportBug(f"no transition for {type(event).__name__} in {self.state.name}")]
         step = transition.handler(self, event, now)
         if step.target not in transition.targets:
-            return [ReportBug(f"{type(event).__name__} in {self.state.name} led to {step.target.name}")]
+            return [
+                ReportBug(f"{type(event).__name__} in {self.state.name} led to {step.target.name}")
+            ]
         self.state = step.target
         return step.actions
 
@@ -121,7 +134,8 @@ class HeldCall:
         return None
 
     def abort(self, reason: str, now: float) -> list[Action]:
-        """Abandon the call now (shutdown, or a held-call cap refused it): an attached attempt is told the
+        """Abandon the call now (shutdown, or a held-call cap refused it): an attached attempt is
+        told the
         bridge is shutting down, pending pushes are refused and the upstream call is cancelled."""
         if self.state is _S.DONE:
             return []
@@ -143,13 +157,22 @@ class HeldCall:
     def _finish(self, *actions: Action, discard: bool = False) -> Step:
         """`actions`, then the end: timers cancelled, the lease released for good."""
         self.attempt = None
-        return Step(_S.DONE, [*actions, CancelTimer("batch"), CancelTimer("deadline"),
-                              ReleaseUpstream(discard=discard, final=True)])
+        return Step(
+            _S.DONE,
+            [
+                *actions,
+                CancelTimer("batch"),
+                CancelTimer("deadline"),
+                ReleaseUpstream(discard=discard, final=True),
+            ],
+        )
 
     def _abandon(self, reason: str, *actions: Action) -> Step:
         """`actions`, then refuse every held push, cancel the upstream call, end."""
         refusals: list[Action] = [
-            AnswerPush(p.push_id, refusal(p.method)) for p in self.pending.values() if p.push_id is not None
+            AnswerPush(p.push_id, refusal(p.method))
+            for p in self.pending.values()
+            if p.push_id is not None
         ]
         self.pending.clear()
         if not self.upstream_done:
@@ -167,18 +190,22 @@ class HeldCall:
         """`before`, then an InputRequiredResult for `keys`, detached (a new round)."""
         if self.round >= self.limits.max_rounds:
             fault = ClientLimitExceeded(
-                f"The call needed more than {self.limits.max_rounds} input rounds", "held.max_rounds"
+                f"The call needed more than {self.limits.max_rounds} input rounds",
+                "held.max_rounds",
             )
             return self._abandon("too many input rounds", *before, ReplyError(attempt, fault=fault))
         self.round += 1
         self.attempt = None
         requests = {key: self.pending[key].input_request for key in keys}
-        return Step(_S.WAITING_CLIENT, [
-            *before,
-            CancelTimer("batch"),
-            ReplyInputRequired(attempt, self.round, requests),
-            self._timer("deadline", self.limits.held_ttl_s),
-        ])
+        return Step(
+            _S.WAITING_CLIENT,
+            [
+                *before,
+                CancelTimer("batch"),
+                ReplyInputRequired(attempt, self.round, requests),
+                self._timer("deadline", self.limits.held_ttl_s),
+            ],
+        )
 
 
 @dataclass(frozen=True)
@@ -189,7 +216,8 @@ class Step:
     actions: list[Action]
 
 
-# ---- transitions: each handler returns the `Step` it decided; `HeldCall.handle` moves the state ----
+# ---- transitions: each handler returns the `Step` it decided; `HeldCall.handle` moves the state
+# ----
 
 
 def _push_while_attached(call: HeldCall, event: UpstreamPushArrived, now: float) -> Step:
@@ -222,13 +250,21 @@ def _push_cancelled(call: HeldCall, event: UpstreamPushCancelled, now: float) ->
     return call._stay()
 
 
-def _final_while_attached(call: HeldCall, event: UpstreamResultArrived | UpstreamErrorArrived, now: float) -> Step:
+def _final_while_attached(
+    call: HeldCall, event: UpstreamResultArrived | UpstreamErrorArrived, now: float
+) -> Step:
     attempt = call._attached()
     call.upstream_done = True
-    if isinstance(event, UpstreamErrorArrived) and call.lift_url_errors and is_url_elicitation_required(event.error):
+    if (
+        isinstance(event, UpstreamErrorArrived)
+        and call.lift_url_errors
+        and is_url_elicitation_required(event.error)
+    ):
         if not call.url_elicitation:
-            fault = MissingClientCapability("The server requires URL-mode elicitation, which this request did not "
-                                            "declare", {"elicitation": {"url": {}}})
+            fault = MissingClientCapability(
+                "The server requires URL-mode elicitation, which this request did not declare",
+                {"elicitation": {"url": {}}},
+            )
             return call._finish(ReplyError(attempt, fault=fault))
         lifted = lift_url_elicitations(event.error)
         if lifted:
@@ -239,14 +275,19 @@ def _final_while_attached(call: HeldCall, event: UpstreamResultArrived | Upstrea
     return call._finish(_final_reply(attempt, event))
 
 
-def _final_while_waiting(call: HeldCall, event: UpstreamResultArrived | UpstreamErrorArrived, now: float) -> Step:
-    """The upstream call ended while held (e.g. the server timed its push out): the retry gets it."""
+def _final_while_waiting(
+    call: HeldCall, event: UpstreamResultArrived | UpstreamErrorArrived, now: float
+) -> Step:
+    """The upstream call ended while held (e.g. the server timed its push out): the retry
+    gets it."""
     call.upstream_done = True
     call.outcome = event
     return call._stay([ReleaseUpstream()])
 
 
-def _final_reply(attempt: int, event: UpstreamResultArrived | UpstreamErrorArrived) -> ReplyResult | ReplyError:
+def _final_reply(
+    attempt: int, event: UpstreamResultArrived | UpstreamErrorArrived
+) -> ReplyResult | ReplyError:
     if isinstance(event, UpstreamResultArrived):
         return ReplyResult(attempt, event.result)
     return ReplyError(attempt, error=event.error, fault=event.fault)
@@ -314,8 +355,9 @@ def _ignore(call: HeldCall, event: Event, now: float) -> Step:
 def _attempt_deadline(call: HeldCall, event: DeadlinePassed, now: float) -> Step:
     if not call._is_current("deadline", event.token):
         return call._stay()
-    fault = UpstreamTimeout(f"The upstream call did not finish within {call.limits.attempt_timeout_s:g} s",
-                            public=True)
+    fault = UpstreamTimeout(
+        f"The upstream call did not finish within {call.limits.attempt_timeout_s:g} s", public=True
+    )
     return call._abandon("request timed out", ReplyError(call._attached(), fault=fault))
 
 
@@ -342,19 +384,25 @@ def _to(handler: _Handler, *targets: HeldCallState) -> Transition:
 
 RUN, COLLECT, WAIT, DONE = _S.RUNNING, _S.COLLECTING, _S.WAITING_CLIENT, _S.DONE
 _TRANSITIONS: dict[tuple[HeldCallState, type], Transition] = {
-    (RUN, UpstreamPushArrived): _to(_push_while_attached, RUN, COLLECT),  # RUN: answered from pre-answers
+    (RUN, UpstreamPushArrived): _to(
+        _push_while_attached, RUN, COLLECT
+    ),  # RUN: answered from pre-answers
     (RUN, UpstreamPushCancelled): _to(_push_cancelled, RUN),
     (RUN, UpstreamResultArrived): _to(_final_while_attached, DONE),
     (RUN, UpstreamErrorArrived): _to(_final_while_attached, DONE, WAIT),  # WAIT: a lifted -32042
     (RUN, BatchWindowClosed): _to(_stale_timer, RUN),
     (RUN, ClientRetried): _to(_retry, RUN),  # refused: not waiting
-    (RUN, ClientDisconnected): _to(_disconnected, RUN, DONE),  # RUN: an earlier attempt's disconnect
+    (RUN, ClientDisconnected): _to(
+        _disconnected, RUN, DONE
+    ),  # RUN: an earlier attempt's disconnect
     (RUN, DeadlinePassed): _to(_attempt_deadline, RUN, DONE),  # RUN: a stale timer
     (COLLECT, UpstreamPushArrived): _to(_push_while_attached, COLLECT),
     (COLLECT, UpstreamPushCancelled): _to(_push_cancelled, COLLECT, RUN),  # RUN: no push left
     (COLLECT, UpstreamResultArrived): _to(_final_while_attached, DONE),
     (COLLECT, UpstreamErrorArrived): _to(_final_while_attached, DONE, WAIT),
-    (COLLECT, BatchWindowClosed): _to(_batch_closed, COLLECT, WAIT, DONE),  # DONE: past held.max_rounds
+    (COLLECT, BatchWindowClosed): _to(
+        _batch_closed, COLLECT, WAIT, DONE
+    ),  # DONE: past held.max_rounds
     (COLLECT, ClientRetried): _to(_retry, COLLECT),
     (COLLECT, ClientDisconnected): _to(_disconnected, COLLECT, DONE),
     (COLLECT, DeadlinePassed): _to(_attempt_deadline, COLLECT, DONE),
@@ -379,8 +427,14 @@ _TRANSITIONS: dict[tuple[HeldCallState, type], Transition] = {
 }
 
 EVENT_TYPES: tuple[type, ...] = (
-    UpstreamPushArrived, UpstreamPushCancelled, UpstreamResultArrived, UpstreamErrorArrived,
-    BatchWindowClosed, ClientRetried, ClientDisconnected, DeadlinePassed,
+    UpstreamPushArrived,
+    UpstreamPushCancelled,
+    UpstreamResultArrived,
+    UpstreamErrorArrived,
+    BatchWindowClosed,
+    ClientRetried,
+    ClientDisconnected,
+    DeadlinePassed,
 )
 
 __all__ = [

@@ -52,7 +52,9 @@ PROTOCOL_VERSION_HEADER: Final = "mcp-protocol-version"
 METHOD_HEADER: Final = "mcp-method"
 NAME_HEADER: Final = "mcp-name"
 PARAM_HEADER_PREFIX: Final = "mcp-param-"
-ROUTING_HEADERS: Final[frozenset[str]] = frozenset({PROTOCOL_VERSION_HEADER, METHOD_HEADER, NAME_HEADER})
+ROUTING_HEADERS: Final[frozenset[str]] = frozenset(
+    {PROTOCOL_VERSION_HEADER, METHOD_HEADER, NAME_HEADER}
+)
 # Spelling used in messages, as the spec writes them.
 HEADER_TITLES: Final[dict[str, str]] = {
     PROTOCOL_VERSION_HEADER: "MCP-Protocol-Version",
@@ -97,7 +99,9 @@ def decode_json(raw: bytes, max_depth: int) -> Any:
     try:
         value = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
     except RecursionError:
-        raise ParseError(f"Parse error: JSON nesting exceeds the limit of {max_depth} levels") from None
+        raise ParseError(
+            f"Parse error: JSON nesting exceeds the limit of {max_depth} levels"
+        ) from None
     except ValueError as exc:  # JSONDecodeError, bad UTF-8, oversized integer literals
         raise ParseError(f"Parse error: body is not valid JSON ({exc})") from None
     if _depth_exceeds(value, max_depth):
@@ -112,7 +116,9 @@ def _depth_exceeds(value: Any, max_depth: int) -> bool:
         if isinstance(node, dict | list):
             if depth > max_depth:
                 return True
-            stack.extend((child, depth + 1) for child in (node.values() if isinstance(node, dict) else node))
+            stack.extend(
+                (child, depth + 1) for child in (node.values() if isinstance(node, dict) else node)
+            )
     return False
 
 
@@ -129,15 +135,21 @@ def message_id(message: Any) -> RequestId | None:
 def check_envelope(message: Any) -> JsonObject:
     """Check the JSON-RPC 2.0 shape of one request or notification; return it as a dict."""
     if isinstance(message, list):
-        raise InvalidRequest("Invalid request: batches are not supported; send one JSON-RPC message per POST")
+        raise InvalidRequest(
+            "Invalid request: batches are not supported; send one JSON-RPC message per POST"
+        )
     if not isinstance(message, dict):
         raise InvalidRequest("Invalid request: the body must be a JSON-RPC 2.0 request object")
     if message.get("jsonrpc") != "2.0":
         raise InvalidRequest('Invalid request: "jsonrpc" must be "2.0"')
     if "method" not in message and ("result" in message or "error" in message):
-        raise InvalidRequest("Invalid request: clients must not send JSON-RPC responses to this server")
+        raise InvalidRequest(
+            "Invalid request: clients must not send JSON-RPC responses to this server"
+        )
     if "id" in message and message_id(message) is None:
-        raise InvalidRequest('Invalid request: "id" must be a string or an integer (never null or boolean)')
+        raise InvalidRequest(
+            'Invalid request: "id" must be a string or an integer (never null or boolean)'
+        )
     if not isinstance(message.get("method"), str) or not message["method"]:
         raise InvalidRequest('Invalid request: "method" must be a non-empty string')
     return message
@@ -160,7 +172,9 @@ def fold_headers(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
     for name, raw in pairs:
         key, value = name.lower(), raw.strip(_OWS)
         if key in folded and key in ROUTING_HEADERS:
-            raise HeaderMismatch(f"Header mismatch: the {HEADER_TITLES[key]} header appears more than once")
+            raise HeaderMismatch(
+                f"Header mismatch: the {HEADER_TITLES[key]} header appears more than once"
+            )
         folded[key] = f"{folded[key]}, {value}" if key in folded else value
     return folded
 
@@ -187,8 +201,12 @@ def check_headers(message: Mapping[str, Any], headers: Mapping[str, str]) -> Non
     """HTTP only: the routing headers must be present and equal the body (`headers` folded)."""
     meta = _meta_of(message)
     version = _header(headers, PROTOCOL_VERSION_HEADER)
-    _require_equal("MCP-Protocol-Version", version, meta.get(eras.META_PROTOCOL_VERSION),
-                   f"params._meta[{eras.META_PROTOCOL_VERSION!r}]")
+    _require_equal(
+        "MCP-Protocol-Version",
+        version,
+        meta.get(eras.META_PROTOCOL_VERSION),
+        f"params._meta[{eras.META_PROTOCOL_VERSION!r}]",
+    )
     method = message["method"]
     _require_equal("Mcp-Method", _header(headers, METHOD_HEADER), method, "method")
     name_key = eras.NAMED_METHODS.get(method)
@@ -202,7 +220,9 @@ def check_headers(message: Mapping[str, Any], headers: Mapping[str, str]) -> Non
 def param_headers_of(headers: Mapping[str, str]) -> dict[str, str]:
     """The `Mcp-Param-*` headers by lower-cased name without the prefix, values still encoded."""
     size = len(PARAM_HEADER_PREFIX)
-    return {key[size:]: value for key, value in headers.items() if key.startswith(PARAM_HEADER_PREFIX)}
+    return {
+        key[size:]: value for key, value in headers.items() if key.startswith(PARAM_HEADER_PREFIX)
+    }
 
 
 # --- rungs 2-7 ----------------------------------------------------------------------------------
@@ -212,8 +232,10 @@ def _check_method(method: str) -> None:
     supported = ", ".join(eras.MODERN_VERSIONS)
     if method == eras.INITIALIZE:
         raise MethodNotFound(
-            f"Method not found: initialize does not exist in MCP {supported}; this server is stateless "
-            f"and supports protocol versions {supported} (send them in params._meta on every request)",
+            f"Method not found: initialize does not exist in MCP {supported}; this server is "
+            "stateless "
+            f"and supports protocol versions {supported} (send them in params._meta on every "
+            "request)",
             {"supported": list(eras.MODERN_VERSIONS)},
         )
     if method in eras.LEGACY_ONLY_METHODS:
@@ -238,13 +260,23 @@ def _check_meta(message: Mapping[str, Any]) -> JsonObject:
             f"Invalid params: params._meta is required and must carry {eras.META_PROTOCOL_VERSION} "
             f"and {eras.META_CLIENT_CAPABILITIES}"
         )
-    missing = [key for key in (eras.META_PROTOCOL_VERSION, eras.META_CLIENT_CAPABILITIES) if key not in meta]
+    missing = [
+        key
+        for key in (eras.META_PROTOCOL_VERSION, eras.META_CLIENT_CAPABILITIES)
+        if key not in meta
+    ]
     if missing:
-        raise InvalidMeta(f"Invalid params: params._meta is missing the required key(s) {', '.join(missing)}")
+        raise InvalidMeta(
+            f"Invalid params: params._meta is missing the required key(s) {', '.join(missing)}"
+        )
     if not isinstance(meta[eras.META_PROTOCOL_VERSION], str):
-        raise InvalidMeta(f"Invalid params: params._meta.{eras.META_PROTOCOL_VERSION} must be a string")
+        raise InvalidMeta(
+            f"Invalid params: params._meta.{eras.META_PROTOCOL_VERSION} must be a string"
+        )
     if not isinstance(meta[eras.META_CLIENT_CAPABILITIES], dict):
-        raise InvalidMeta(f"Invalid params: params._meta.{eras.META_CLIENT_CAPABILITIES} must be an object")
+        raise InvalidMeta(
+            f"Invalid params: params._meta.{eras.META_CLIENT_CAPABILITIES} must be an object"
+        )
     return meta
 
 
@@ -252,11 +284,16 @@ def _check_optional_meta(meta: Mapping[str, Any]) -> None:
     level = meta.get(eras.META_LOG_LEVEL)
     if eras.META_LOG_LEVEL in meta and level not in eras.LOG_LEVELS:
         raise InvalidMeta(
-            f"Invalid params: params._meta.{eras.META_LOG_LEVEL} must be one of {', '.join(eras.LOG_LEVELS)}"
+            f"Invalid params: params._meta.{eras.META_LOG_LEVEL} must be one of "
+            f"{', '.join(eras.LOG_LEVELS)}"
         )
     token = meta.get(eras.META_PROGRESS_TOKEN)
-    if eras.META_PROGRESS_TOKEN in meta and (isinstance(token, bool) or not isinstance(token, int | str)):
-        raise InvalidParams("Invalid params: params._meta.progressToken must be a string or an integer")
+    if eras.META_PROGRESS_TOKEN in meta and (
+        isinstance(token, bool) or not isinstance(token, int | str)
+    ):
+        raise InvalidParams(
+            "Invalid params: params._meta.progressToken must be a string or an integer"
+        )
 
 
 _MRTR_FIELDS: Final = (("inputResponses", dict, "an object"), ("requestState", str, "a string"))
@@ -265,7 +302,10 @@ _PARAM_SHAPES: Final[dict[str, tuple[tuple[str, type, str, bool], ...]]] = {
     eras.TOOLS_CALL: (("name", str, "a string", True), ("arguments", dict, "an object", False)),
     eras.PROMPTS_GET: (("name", str, "a string", True), ("arguments", dict, "an object", False)),
     eras.RESOURCES_READ: (("uri", str, "a string", True),),
-    eras.COMPLETION_COMPLETE: (("ref", dict, "an object", True), ("argument", dict, "an object", True)),
+    eras.COMPLETION_COMPLETE: (
+        ("ref", dict, "an object", True),
+        ("argument", dict, "an object", True),
+    ),
     eras.SUBSCRIPTIONS_LISTEN: (("notifications", dict, "an object", True),),
     **{method: (("cursor", str, "a string", False),) for method in eras.LIST_METHODS},
 }
@@ -316,9 +356,23 @@ def validate_request(message: Mapping[str, Any], headers: Mapping[str, str] | No
 
 
 __all__ = [
-    "HEADER_TITLES", "METHOD_HEADER", "NAME_HEADER", "PARAM_HEADER_PREFIX", "PROTOCOL_VERSION_HEADER",
-    "ROUTING_HEADERS", "X_MCP_HEADER", "ModernRoute", "check_envelope", "check_headers",
+    "HEADER_TITLES",
+    "METHOD_HEADER",
+    "NAME_HEADER",
+    "PARAM_HEADER_PREFIX",
+    "PROTOCOL_VERSION_HEADER",
+    "ROUTING_HEADERS",
+    "X_MCP_HEADER",
+    "ModernRoute",
+    "check_envelope",
+    "check_headers",
     "check_param_headers",
-    "decode_header_value", "decode_json", "fold_headers", "message_id", "param_headers_of", "parse_body",
-    "validate_request", "x_mcp_header_problem",
-]  # fmt: skip
+    "decode_header_value",
+    "decode_json",
+    "fold_headers",
+    "message_id",
+    "param_headers_of",
+    "parse_body",
+    "validate_request",
+    "x_mcp_header_problem",
+]

@@ -45,11 +45,17 @@ def to_error_response(exc: BridgeError, request_id: Any) -> JsonObject:
     return error_response(request_id, exc.to_error())
 
 
-def answer(push_id: int | str, *, result: JsonObject | None, error: JsonObject | None) -> JsonObject:
+def answer(
+    push_id: int | str, *, result: JsonObject | None, error: JsonObject | None
+) -> JsonObject:
     """The response answering a server's request (a push): exactly one of `result` or `error`."""
     if (result is None) == (error is None):
         raise BridgeBug("a response carries exactly one of result or error")
-    return result_response(push_id, result) if result is not None else error_response(push_id, error or {})
+    return (
+        result_response(push_id, result)
+        if result is not None
+        else error_response(push_id, error or {})
+    )
 
 
 __all__ = [

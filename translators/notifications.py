@@ -10,7 +10,8 @@ from translators.jsonrpc import JsonObject, notification
 
 
 def log_level_admits(requested: str | None, level: Any) -> bool:
-    """A log message reaches a modern request only if it asked (`logLevel`) and the level is at or above."""
+    """A log message reaches a modern request only if it asked (`logLevel`) and the level is at or
+    above."""
     if requested not in LOG_LEVELS or level not in LOG_LEVELS:
         return False
     return LOG_LEVELS.index(level) >= LOG_LEVELS.index(requested)
@@ -29,7 +30,11 @@ def route_notification(
     method = message.get("method")
     params = as_object(message.get("params"))
     if method == PROGRESS:
-        if front_token is None or upstream_token is None or params.get("progressToken") != upstream_token:
+        if (
+            front_token is None
+            or upstream_token is None
+            or params.get("progressToken") != upstream_token
+        ):
             return None
         return notification(PROGRESS, {**params, "progressToken": front_token})
     if method == LOG_MESSAGE and log_level_admits(log_level, params.get("level")):

@@ -55,7 +55,9 @@ class ChallengeReply(dict[str, Any]):
         self.www_authenticate = www_authenticate
 
 
-def challenge_reply(exc: UpstreamAuthChallenge, request_id: Any, urls: PublicUrls) -> ChallengeReply:
+def challenge_reply(
+    exc: UpstreamAuthChallenge, request_id: Any, urls: PublicUrls
+) -> ChallengeReply:
     """The front's answer to an upstream challenge: same status, rewritten challenge."""
     response = error_response(request_id, exc.to_error())
     return ChallengeReply(response, exc.status, rewrite_challenge(exc.challenge, urls))
@@ -78,7 +80,8 @@ def _json_object(body: bytes) -> dict[str, Any]:
 
 
 def relay_metadata(body: bytes, urls: PublicUrls) -> dict[str, Any]:
-    """The upstream's Protected Resource Metadata as the bridge serves it; raises `MetadataRefused`."""
+    """The upstream's Protected Resource Metadata as the bridge serves it; raises
+    `MetadataRefused`."""
     document = _json_object(body)
     resource = document.get("resource")
     if not isinstance(resource, str):
@@ -93,7 +96,11 @@ def metadata_from_issuer(body: bytes, urls: PublicUrls) -> dict[str, Any]:
     must be on the upstream's origin); raises `MetadataRefused`."""
     document = _json_object(body)
     issuer = document.get("issuer")
-    if not isinstance(issuer, str) or origin_of(issuer) is None or origin_of(issuer) != urls.upstream_origin:
+    if (
+        not isinstance(issuer, str)
+        or origin_of(issuer) is None
+        or origin_of(issuer) != urls.upstream_origin
+    ):
         raise MetadataRefused("its issuer is not on the upstream's origin")
     metadata: dict[str, Any] = {
         "resource": urls.endpoint,

@@ -146,11 +146,14 @@ class PublicUrls:
         if self._upstream is None:
             return ()
         origin = self._upstream.origin
-        return tuple(dict.fromkeys((_metadata_url(origin, self._upstream.path), origin + PRM_WELL_KNOWN)))
+        return tuple(
+            dict.fromkeys((_metadata_url(origin, self._upstream.path), origin + PRM_WELL_KNOWN))
+        )
 
     @property
     def upstream_issuer_metadata_url(self) -> str | None:
-        """RFC 8414 metadata at the upstream's origin: the 2025-03-26 server as its own authorization server."""
+        """RFC 8414 metadata at the upstream's origin: the 2025-03-26 server as its own
+        authorization server."""
         return self._upstream.origin + AS_WELL_KNOWN if self._upstream is not None else None
 
 

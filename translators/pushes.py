@@ -78,7 +78,10 @@ def legacy_push_to_input_request(
     params = as_object(push.get("params"))
     if method == ELICIT:
         if not revision.elicitation:
-            return _error(METHOD_NOT_FOUND, f"Method not found: {ELICIT} does not exist in MCP {revision.version}")
+            return _error(
+                METHOD_NOT_FOUND,
+                f"Method not found: {ELICIT} does not exist in MCP {revision.version}",
+            )
         return _elicitation(params, client_capabilities, revision)
     if method == SAMPLE:
         return _sampling(params, client_capabilities)
@@ -89,10 +92,14 @@ def legacy_push_to_input_request(
     return _error(METHOD_NOT_FOUND, f"Method not found: {method}")
 
 
-def _elicitation(params: JsonObject, client_capabilities: JsonObject, revision: Revision) -> JsonObject | PushAnswer:
+def _elicitation(
+    params: JsonObject, client_capabilities: JsonObject, revision: Revision
+) -> JsonObject | PushAnswer:
     mode = params.get("mode", "form")
     if mode != "form" and not revision.elicitation_modes:
-        return _error(INVALID_PARAMS, f"Elicitation mode {mode!r} does not exist in MCP {revision.version}")
+        return _error(
+            INVALID_PARAMS, f"Elicitation mode {mode!r} does not exist in MCP {revision.version}"
+        )
     if not isinstance(mode, str) or mode not in elicitation_modes(client_capabilities):
         return _error(INVALID_PARAMS, f"Client does not support elicitation mode {mode!r}")
     if mode == "url":
@@ -107,10 +114,14 @@ def _sampling(params: JsonObject, client_capabilities: JsonObject) -> JsonObject
     sampling = client_capabilities.get("sampling")
     if not isinstance(sampling, dict):
         return _error(LEGACY_SAMPLING_REJECTED, "Client does not support sampling")
-    if ("tools" in params or "toolChoice" in params) and not isinstance(sampling.get("tools"), dict):
+    if ("tools" in params or "toolChoice" in params) and not isinstance(
+        sampling.get("tools"), dict
+    ):
         return _error(LEGACY_SAMPLING_REJECTED, "Client does not support tools in sampling")
     kept = {k: v for k, v in params.items() if k not in ("_meta", "task")}
-    if kept.get("includeContext") in ("thisServer", "allServers") and not isinstance(sampling.get("context"), dict):
+    if kept.get("includeContext") in ("thisServer", "allServers") and not isinstance(
+        sampling.get("context"), dict
+    ):
         kept["includeContext"] = "none"
     return {"method": SAMPLE, "params": kept}
 
@@ -120,7 +131,8 @@ def _error(code: int, message: str) -> PushAnswer:
 
 
 def refusal(method: str) -> PushAnswer:
-    """How a held push is refused when its call is abandoned or cancelled (docs/decisions.md § 10)."""
+    """How a held push is refused when its call is abandoned or cancelled (docs/decisions.md
+    § 10)."""
     if method == ELICIT:
         return PushAnswer(result={"action": "cancel"})
     if method == SAMPLE:
@@ -128,15 +140,20 @@ def refusal(method: str) -> PushAnswer:
     return _error(INTERNAL_ERROR, "The request was abandoned")
 
 
-def unowned_push_answer(push: JsonObject, roots: tuple[str, ...], revision: Revision = NEWEST) -> PushAnswer:
-    """Policy for a push no call owns (docs/decisions.md § 10): configured roots, decline, or an error."""
+def unowned_push_answer(
+    push: JsonObject, roots: tuple[str, ...], revision: Revision = NEWEST
+) -> PushAnswer:
+    """Policy for a push no call owns (docs/decisions.md § 10): configured roots, decline, or an
+    error."""
     method = push.get("method")
     if method == ROOTS:
         return PushAnswer(result={"roots": [{"uri": uri} for uri in roots]})
     if method == ELICIT and revision.elicitation:
         return PushAnswer(result={"action": "decline"})
     if method == SAMPLE:
-        return _error(LEGACY_SAMPLING_REJECTED, "No client request is waiting for this sampling request")
+        return _error(
+            LEGACY_SAMPLING_REJECTED, "No client request is waiting for this sampling request"
+        )
     return _error(METHOD_NOT_FOUND, f"Method not found: {method}")
 
 
@@ -200,12 +217,14 @@ _RESULT_SHAPES: dict[str, TypeAdapter[Any]] = {
 
 
 def input_response_to_legacy(key: str, push: PendingPush, value: Any) -> PushAnswer:
-    """Validate `inputResponses[key]` for the kind of push it answers and build the legacy response."""
+    """Validate `inputResponses[key]` for the kind of push it answers and build the legacy
+    response."""
     try:
         _RESULT_SHAPES[push.method].validate_python(value, strict=True)
     except ValidationError as exc:
         problems = "; ".join(
-            f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}" for err in exc.errors()[:3]
+            f"{'.'.join(str(p) for p in err['loc']) or 'value'}: {err['msg']}"
+            for err in exc.errors()[:3]
         )
         raise InvalidParams(
             f"inputResponses[{key!r}] is not a valid {push.method} result: {problems}",
@@ -215,7 +234,8 @@ def input_response_to_legacy(key: str, push: PendingPush, value: Any) -> PushAns
 
 
 def _for_revision(key: str, push: PendingPush, result: JsonObject) -> JsonObject:
-    """The answer as the push's revision takes it; refused (nothing goes upstream) when it cannot be."""
+    """The answer as the push's revision takes it; refused (nothing goes upstream) when it cannot
+    be."""
     problem: str | None = None
     if push.method == ELICIT:
         problem = check_elicit_answer(push.revision, push.requested_schema, result)
@@ -225,7 +245,9 @@ def _for_revision(key: str, push: PendingPush, result: JsonObject) -> JsonObject
             return shaped
         problem = shaped
     if problem is not None:
-        raise InvalidParams(f"inputResponses[{key!r}] cannot be sent to the server: {problem}", {"inputKey": key})
+        raise InvalidParams(
+            f"inputResponses[{key!r}] cannot be sent to the server: {problem}", {"inputKey": key}
+        )
     return result
 
 

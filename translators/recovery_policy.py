@@ -24,20 +24,37 @@ class Refusal:
 
 
 OFF: Final = Refusal("off", "recovery.reexecute is off")
-NOT_ANNOTATED: Final = Refusal("not_annotated_idempotent",
-                               "not annotated idempotent (neither readOnlyHint nor idempotentHint is true)")
-NOT_LISTED_TOOL: Final = Refusal("tool_not_listed", "not annotated idempotent (the upstream does not list the tool)")
+NOT_ANNOTATED: Final = Refusal(
+    "not_annotated_idempotent",
+    "not annotated idempotent (neither readOnlyHint nor idempotentHint is true)",
+)
+NOT_LISTED_TOOL: Final = Refusal(
+    "tool_not_listed", "not annotated idempotent (the upstream does not list the tool)"
+)
 NOT_ALLOWLISTED: Final = Refusal("not_allowlisted", "not in the recovery.tools allowlist")
-NOT_CARRIED: Final = Refusal("answers_not_carried",
-                             "the earlier answers were not sealed (over recovery.max_answers_bytes, or recovery off)")
+NOT_CARRIED: Final = Refusal(
+    "answers_not_carried",
+    "the earlier answers were not sealed (over recovery.max_answers_bytes, or recovery off)",
+)
 TOO_OLD: Final = Refusal("too_old", "older than held.ttl_s + recovery.grace_s")
 ALREADY_USED: Final = Refusal("already_used", "this requestState was already used")
-REFUSAL_CODES: Final = frozenset(r.code for r in (OFF, NOT_ANNOTATED, NOT_LISTED_TOOL, NOT_ALLOWLISTED, NOT_CARRIED,
-                                                   TOO_OLD, ALREADY_USED))
+REFUSAL_CODES: Final = frozenset(
+    r.code
+    for r in (
+        OFF,
+        NOT_ANNOTATED,
+        NOT_LISTED_TOOL,
+        NOT_ALLOWLISTED,
+        NOT_CARRIED,
+        TOO_OLD,
+        ALREADY_USED,
+    )
+)
 
 
 def subject(method: str, params: dict[str, Any]) -> str:
-    """What `recovery.tools` patterns match: a tool's name, `prompts/get:<name>`, `resources/read:<uri>`."""
+    """What `recovery.tools` patterns match: a tool's name, `prompts/get:<name>`,
+    `resources/read:<uri>`."""
     if method == TOOLS_CALL:
         return str(params.get("name"))
     if method == PROMPTS_GET:
@@ -55,8 +72,13 @@ def needs_annotations(mode: Mode, method: str) -> bool:
     return mode == "annotated" and method == TOOLS_CALL
 
 
-def decide(mode: Mode, patterns: tuple[str, ...], method: str, params: dict[str, Any],
-           annotations: dict[str, Any] | None = None) -> Refusal | None:
+def decide(
+    mode: Mode,
+    patterns: tuple[str, ...],
+    method: str,
+    params: dict[str, Any],
+    annotations: dict[str, Any] | None = None,
+) -> Refusal | None:
     """None when the call may run again; else the refusal. `annotations` is the tool's (None: the
     upstream does not list it); only read for `tools/call` under `annotated`."""
     if mode == "off":

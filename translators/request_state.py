@@ -102,7 +102,8 @@ def pack_answers(answers: dict[str, Any]) -> bytes:
 
 
 def unpack_answers(blob: bytes) -> dict[str, Any]:
-    """The answers `pack_answers` sealed; a blob that does not decode raises `InvalidRequestState`."""
+    """The answers `pack_answers` sealed; a blob that does not decode raises
+    `InvalidRequestState`."""
     if not blob:
         return {}
     inflater = zlib.decompressobj()
@@ -111,7 +112,12 @@ def unpack_answers(blob: bytes) -> dict[str, Any]:
         answers = json.loads(text.decode("utf-8", "surrogatepass"))
     except (zlib.error, ValueError):
         raise InvalidRequestState(RejectionReason.MALFORMED) from None
-    if inflater.unconsumed_tail or inflater.unused_data or not inflater.eof or not isinstance(answers, dict):
+    if (
+        inflater.unconsumed_tail
+        or inflater.unused_data
+        or not inflater.eof
+        or not isinstance(answers, dict)
+    ):
         raise InvalidRequestState(RejectionReason.MALFORMED)
     return answers
 
@@ -121,16 +127,20 @@ def seal(claims: StateClaims, ring: KeyRing, nonce: bytes) -> str:
     replica = claims.replica_id.encode()
     if len(claims.answers) > MAX_ANSWERS_BYTES:
         raise ValueError(f"sealed answers over {MAX_ANSWERS_BYTES} bytes")
-    plaintext = _LAYOUT.pack(
-        claims.continuation_id,
-        claims.round,
-        claims.principal_digest,
-        _METHOD_CODES[claims.method] | (0 if claims.answers_carried else _NOT_CARRIED),
-        claims.params_digest,
-        claims.keys_digest,
-        claims.expires_at_ms,
-        len(replica),
-    ) + replica + claims.answers
+    plaintext = (
+        _LAYOUT.pack(
+            claims.continuation_id,
+            claims.round,
+            claims.principal_digest,
+            _METHOD_CODES[claims.method] | (0 if claims.answers_carried else _NOT_CARRIED),
+            claims.params_digest,
+            claims.keys_digest,
+            claims.expires_at_ms,
+            len(replica),
+        )
+        + replica
+        + claims.answers
+    )
     kid = ring.active.encode()
     cipher = ring.cipher(ring.active)
     assert cipher is not None
@@ -143,7 +153,7 @@ def open_state(token: object, ring: KeyRing) -> StateClaims:
     """Authenticate and decode a token; any failure raises `InvalidRequestState(reason)`."""
     if not isinstance(token, str) or not token.startswith(PREFIX) or len(token) > MAX_TOKEN_LENGTH:
         raise InvalidRequestState(RejectionReason.MALFORMED)
-    body = token[len(PREFIX):]
+    body = token[len(PREFIX) :]
     try:
         blob = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
     except (binascii.Error, ValueError):
@@ -168,7 +178,9 @@ def open_state(token: object, ring: KeyRing) -> StateClaims:
 def _decode(plaintext: bytes) -> StateClaims:
     if len(plaintext) < _LAYOUT.size:
         raise InvalidRequestState(RejectionReason.MALFORMED)
-    cont, round_, principal, method, params, keys, expires, replica_len = _LAYOUT.unpack_from(plaintext)
+    cont, round_, principal, method, params, keys, expires, replica_len = _LAYOUT.unpack_from(
+        plaintext
+    )
     replica = plaintext[_LAYOUT.size : _LAYOUT.size + replica_len]
     code = method & ~_NOT_CARRIED
     if code not in _METHODS_BY_CODE or len(replica) != replica_len:
@@ -177,12 +189,28 @@ def _decode(plaintext: bytes) -> StateClaims:
     carried = not method & _NOT_CARRIED
     if answers and not carried:
         raise InvalidRequestState(RejectionReason.MALFORMED)
-    return StateClaims(cont, round_, replica.decode(), principal, _METHODS_BY_CODE[code], params, keys, expires,
-                       answers, carried)
+    return StateClaims(
+        cont,
+        round_,
+        replica.decode(),
+        principal,
+        _METHODS_BY_CODE[code],
+        params,
+        keys,
+        expires,
+        answers,
+        carried,
+    )
 
 
 def check_claims(
-    claims: StateClaims, *, now_ms: int, principal: str, method: str, params_digest: bytes, replica_id: str,
+    claims: StateClaims,
+    *,
+    now_ms: int,
+    principal: str,
+    method: str,
+    params_digest: bytes,
+    replica_id: str,
     grace_ms: int = 0,
 ) -> None:
     """The request-independent checks (docs/decisions.md § 9); round and single use are the held

@@ -12,9 +12,14 @@ _MODERN_ONLY_PARAMS = ("inputResponses", "requestState")
 
 
 def modern_params_to_legacy(
-    params: JsonObject, *, upstream_progress_token: str | int | None, method: str = "", revision: Revision = NEWEST
+    params: JsonObject,
+    *,
+    upstream_progress_token: str | int | None,
+    method: str = "",
+    revision: Revision = NEWEST,
 ) -> JsonObject:
-    """Strip the modern-only fields, the fields `revision` lacks for `method`, and reserved `_meta` keys;
+    """Strip the modern-only fields, the fields `revision` lacks for `method`, and reserved `_meta`
+    keys;
     rewrite the progress token.
 
     Vendor `_meta` keys and trace context (`traceparent`, `tracestate`, `baggage`) pass through."""
@@ -32,7 +37,9 @@ def modern_params_to_legacy(
     return request_params(revision, method, legacy)
 
 
-def require_upstream_capability(method: str, server_capabilities: JsonObject, revision: Revision = NEWEST) -> None:
+def require_upstream_capability(
+    method: str, server_capabilities: JsonObject, revision: Revision = NEWEST
+) -> None:
     """Methods gated by an upstream server capability answer -32601 when it is absent.
 
     Where the revision has no `completions` flag, completion is forwarded ungated: the server

@@ -35,7 +35,9 @@ class CacheHints:
 
 def _with_meta(result: JsonObject, server_info: JsonObject | None) -> JsonObject:
     meta = result.get("_meta")
-    meta = {k: v for k, v in meta.items() if k != META_RELATED_TASK} if isinstance(meta, dict) else {}
+    meta = (
+        {k: v for k, v in meta.items() if k != META_RELATED_TASK} if isinstance(meta, dict) else {}
+    )
     if server_info is not None:
         meta[META_SERVER_INFO] = server_info
     if meta:
@@ -63,7 +65,9 @@ def legacy_result_to_modern(
 def _needs_tasks(tool: Any) -> bool:
     """A legacy tool that runs only as a task cannot be called without the tasks extension: hidden
     (docs/decisions.md § 13), since the bridge never task-augments a call."""
-    return isinstance(tool, dict) and as_object(tool.get("execution")).get("taskSupport") == "required"
+    return (
+        isinstance(tool, dict) and as_object(tool.get("execution")).get("taskSupport") == "required"
+    )
 
 
 def _modern_tool(tool: Any) -> Any:
@@ -73,7 +77,10 @@ def _modern_tool(tool: Any) -> Any:
 
 
 def input_required_result(
-    input_requests: dict[str, JsonObject], request_state: str | None, *, server_info: JsonObject | None
+    input_requests: dict[str, JsonObject],
+    request_state: str | None,
+    *,
+    server_info: JsonObject | None,
 ) -> JsonObject:
     """An `InputRequiredResult` (no cache hints: interim results are never cached); without
     `requestState` the client's retry is a new first attempt carrying its `inputResponses`."""
@@ -86,15 +93,21 @@ def input_required_result(
 
 
 def discover_result(
-    init_result: JsonObject, *, server_info: JsonObject | None, cache: CacheHints, listen_supported: bool
+    init_result: JsonObject,
+    *,
+    server_info: JsonObject | None,
+    cache: CacheHints,
+    listen_supported: bool,
 ) -> JsonObject:
-    """`server/discover` synthesized from the upstream `InitializeResult` (docs/decisions.md § 15)."""
+    """`server/discover` synthesized from the upstream `InitializeResult` (docs/decisions.md
+    § 15)."""
     capabilities = init_result.get("capabilities")
     result: JsonObject = {
         "resultType": RESULT_COMPLETE,
         "supportedVersions": list(MODERN_VERSIONS),
         "capabilities": legacy_server_capabilities_to_modern(
-            capabilities if isinstance(capabilities, dict) else {}, listen_supported=listen_supported
+            capabilities if isinstance(capabilities, dict) else {},
+            listen_supported=listen_supported,
         ),
         "ttlMs": cache.ttl_ms,
         "cacheScope": cache.scope,
@@ -105,18 +118,29 @@ def discover_result(
 
 
 def legacy_error_to_modern(error: JsonObject, *, request_uri: str | None = None) -> JsonObject:
-    """Map an upstream JSON-RPC error object to one a modern server may send (docs/decisions.md § 3)."""
+    """Map an upstream JSON-RPC error object to one a modern server may send (docs/decisions.md §
+    3)."""
     code = error.get("code")
     message = error.get("message") if isinstance(error.get("message"), str) else "Upstream error"
     data = error.get("data")
     if not isinstance(code, int) or isinstance(code, bool):
-        return {"code": INTERNAL_ERROR, "message": "Upstream sent a malformed error",
-                "data": {"source": BRIDGE_MARKER}}
+        return {
+            "code": INTERNAL_ERROR,
+            "message": "Upstream sent a malformed error",
+            "data": {"source": BRIDGE_MARKER},
+        }
     if code == LEGACY_RESOURCE_NOT_FOUND:
-        return {"code": INVALID_PARAMS, "message": message, "data": _resource_data(data, request_uri)}
+        return {
+            "code": INVALID_PARAMS,
+            "message": message,
+            "data": _resource_data(data, request_uri),
+        }
     if code in RESERVED_RANGE and code != MISSING_CLIENT_CAPABILITY:
-        return {"code": INTERNAL_ERROR, "message": message,
-                "data": {"source": BRIDGE_MARKER, "upstreamCode": code, "upstreamData": data}}
+        return {
+            "code": INTERNAL_ERROR,
+            "message": message,
+            "data": {"source": BRIDGE_MARKER, "upstreamCode": code, "upstreamData": data},
+        }
     mapped: JsonObject = {"code": code, "message": message}
     if data is not None:
         mapped["data"] = data

@@ -20,9 +20,12 @@ class Revision:
 
     version: str
     elicitation: bool  # `elicitation/create` exists (form mode)
-    elicitation_modes: bool  # `elicitation: {form, url}` capability, URL mode, -32042, .../elicitation/complete
+    elicitation_modes: (
+        bool  # `elicitation: {form, url}` capability, URL mode, -32042, .../elicitation/complete
+    )
     rich_enums: bool  # titled / multi-select enums and defaults in elicitation schemas
-    sampling_tools: bool  # sampling `tools` / `toolChoice` / tool-use content; `sampling.{context,tools}` capability
+    # sampling `tools` / `toolChoice` / tool-use content; `sampling.{context,tools}` capability
+    sampling_tools: bool
     version_header: bool  # Streamable HTTP requests carry `MCP-Protocol-Version`
     batches: bool  # a message may be a JSON array of messages
     completions_flag: bool  # servers declare the `completions` capability
@@ -30,8 +33,17 @@ class Revision:
     completion_context: bool  # `completion/complete` carries `context` (earlier arguments)
 
 
-_FEATURES: Final = ("elicitation", "elicitation_modes", "rich_enums", "sampling_tools", "version_header", "batches",
-                    "completions_flag", "audio", "completion_context")
+_FEATURES: Final = (
+    "elicitation",
+    "elicitation_modes",
+    "rich_enums",
+    "sampling_tools",
+    "version_header",
+    "batches",
+    "completions_flag",
+    "audio",
+    "completion_context",
+)
 _MATRIX: Final = {  # one column per feature, in the order of _FEATURES
     "2025-11-25": (1, 1, 1, 1, 1, 0, 1, 1, 1),
     "2025-06-18": (1, 0, 0, 0, 1, 0, 1, 1, 1),
@@ -39,9 +51,11 @@ _MATRIX: Final = {  # one column per feature, in the order of _FEATURES
     "2024-11-05": (0, 0, 0, 0, 0, 0, 0, 0, 0),
 }
 REVISIONS: Final[dict[str, Revision]] = {
-    version: Revision(version, **{name: bool(flag) for name, flag in zip(_FEATURES, row, strict=True)})
+    version: Revision(
+        version, **{name: bool(flag) for name, flag in zip(_FEATURES, row, strict=True)}
+    )
     for version, row in _MATRIX.items()
-}  # fmt: skip
+}
 SUPPORTED: Final[tuple[str, ...]] = tuple(REVISIONS)
 OFFERED: Final = LEGACY_VERSION
 NEWEST: Final = REVISIONS[OFFERED]
@@ -56,14 +70,18 @@ class UnsupportedUpstreamVersion(UpstreamProtocolError):
             f"Upstream {upstream} answered initialize with protocol version {self.answered[:40]!r};"
             f" the bridge supports {', '.join(SUPPORTED)} upstream",
             {**(data or {}), "upstreamVersion": self.answered[:40], "supported": list(SUPPORTED)},
-            public=f"The upstream server speaks protocol version {self.answered[:40]!r}; the bridge supports"
+            public=f"The upstream server speaks protocol version {self.answered[:40]!r}; the "
+            "bridge supports"
             f" {', '.join(SUPPORTED)} upstream",
         )
 
     @property
     def verdict(self) -> str:
         """The same reason without the upstream's address (for `/readyz`)."""
-        return f"unsupported protocol version {self.answered[:40]!r} (supported: {', '.join(SUPPORTED)})"
+        return (
+            f"unsupported protocol version {self.answered[:40]!r} (supported: "
+            f"{', '.join(SUPPORTED)})"
+        )
 
 
 def negotiated(upstream: str, answered: Any, data: dict[str, Any] | None = None) -> Revision:
@@ -73,4 +91,12 @@ def negotiated(upstream: str, answered: Any, data: dict[str, Any] | None = None)
     raise UnsupportedUpstreamVersion(upstream, answered, data)
 
 
-__all__ = ["NEWEST", "OFFERED", "REVISIONS", "SUPPORTED", "Revision", "UnsupportedUpstreamVersion", "negotiated"]
+__all__ = [
+    "NEWEST",
+    "OFFERED",
+    "REVISIONS",
+    "SUPPORTED",
+    "Revision",
+    "UnsupportedUpstreamVersion",
+    "negotiated",
+]

@@ -50,7 +50,8 @@ def roots_digest(answer: JsonObject) -> str:
 
 def roots_input_requests() -> dict[str, JsonObject]:
     """The `inputRequests` that ask the client for its roots before any session is chosen. Their
-    `InputRequiredResult` carries no `requestState`: the retry is a new first attempt, pre-answered."""
+    `InputRequiredResult` carries no `requestState`: the retry is a new first attempt, pre-answered.
+    """
     return {ROOTS_INPUT_KEY: {"method": ROOTS, "params": {}}}
 
 

@@ -44,7 +44,8 @@ class FramingError:
 
     @property
     def is_response_head(self) -> bool:
-        """Whether the rejected line starts like a JSON-RPC response (so `head_id` names a request)."""
+        """Whether the rejected line starts like a JSON-RPC response (so `head_id` names a
+        request)."""
         return self.head_id is not None and self.head_key in ("result", "error")
 
 
@@ -102,7 +103,8 @@ class LineSplitter:
         return items
 
     def _keep(self, data: bytes, start: int, items: list[bytes | FramingError]) -> None:
-        """No newline in `data[start:]`: buffer it, or reject the line once it outgrows the limit."""
+        """No newline in `data[start:]`: buffer it, or reject the line once it outgrows the
+        limit."""
         size = len(self._buffer) + len(data) - start
         if size <= self.max_line_bytes:
             self._buffer += data[start:]
@@ -126,7 +128,9 @@ class LineSplitter:
         head = bytes(self._buffer[:HEAD_BYTES]) + data[start : start + HEAD_BYTES]
         self._buffer.clear()
         head_id, head_key = _read_head(head[:HEAD_BYTES])
-        return FramingError(f"line longer than the limit of {self.max_line_bytes} bytes", size, head_id, head_key)
+        return FramingError(
+            f"line longer than the limit of {self.max_line_bytes} bytes", size, head_id, head_key
+        )
 
 
 def _reject_constant(name: str) -> Any:
@@ -154,7 +158,9 @@ def decode_messages(line: bytes, *, batches: bool) -> list[JsonObject | FramingE
     if isinstance(value, FramingError):
         return [value]
     return [
-        element if isinstance(element, dict) else FramingError("line is JSON but not an object", len(line))
+        element
+        if isinstance(element, dict)
+        else FramingError("line is JSON but not an object", len(line))
         for element in batch_elements(value, batches=batches)
     ]
 
@@ -175,14 +181,27 @@ class LineDecoder:
     def feed(self, data: bytes) -> list[JsonObject | FramingError]:
         messages: list[JsonObject | FramingError] = []
         for item in self._splitter.feed(data):
-            messages += [item] if isinstance(item, FramingError) else decode_messages(item, batches=self.batches)
+            messages += (
+                [item]
+                if isinstance(item, FramingError)
+                else decode_messages(item, batches=self.batches)
+            )
         return messages
 
 
 def frame(message: JsonObject) -> bytes:
-    """One message as a line: compact JSON (control characters escaped, so no embedded newline) + `\\n`."""
+    """One message as a line: compact JSON (control characters escaped, so no embedded newline) +
+    `\\n`."""
     text = json.dumps(message, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
     return text.encode("utf-8") + NEWLINE
 
 
-__all__ = ["HEAD_BYTES", "FramingError", "LineDecoder", "LineSplitter", "decode_line", "decode_messages", "frame"]
+__all__ = [
+    "HEAD_BYTES",
+    "FramingError",
+    "LineDecoder",
+    "LineSplitter",
+    "decode_line",
+    "decode_messages",
+    "frame",
+]

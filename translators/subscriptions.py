@@ -1,4 +1,5 @@
-"""`subscriptions/listen` on the front, fed by legacy session-wide notifications (docs/decisions.md § 14)."""
+"""`subscriptions/listen` on the front, fed by legacy session-wide notifications (docs/decisions.md
+§ 14)."""
 
 from __future__ import annotations
 
@@ -59,13 +60,17 @@ def parse_listen_filter(params: JsonObject) -> ListenFilter:
     return ListenFilter(frozenset(flags), frozenset(uris))
 
 
-def honoured_filter(wanted: ListenFilter, server_capabilities: JsonObject, *, session_stream: bool) -> ListenFilter:
+def honoured_filter(
+    wanted: ListenFilter, server_capabilities: JsonObject, *, session_stream: bool
+) -> ListenFilter:
     """The subset the bridge can deliver: what the upstream announces, over a channel it has."""
     if not session_stream:
         return ListenFilter(frozenset(), frozenset())
     flags = frozenset(
-        field for method, (field, capability) in LIST_CHANGED.items()
-        if field in wanted.list_changed and as_object(server_capabilities.get(capability)).get("listChanged") is True
+        field
+        for method, (field, capability) in LIST_CHANGED.items()
+        if field in wanted.list_changed
+        and as_object(server_capabilities.get(capability)).get("listChanged") is True
     )
     subscribe = as_object(server_capabilities.get("resources")).get("subscribe") is True
     return ListenFilter(flags, wanted.resource_uris if subscribe else frozenset())
@@ -96,10 +101,14 @@ def _tag(params: JsonObject, listen_id: int | str) -> JsonObject:
 
 
 def acknowledgement(listen_id: int | str, honoured: ListenFilter) -> JsonObject:
-    return notification(SUBSCRIPTIONS_ACKNOWLEDGED, _tag({"notifications": honoured.to_wire()}, listen_id))
+    return notification(
+        SUBSCRIPTIONS_ACKNOWLEDGED, _tag({"notifications": honoured.to_wire()}, listen_id)
+    )
 
 
-def listen_notification(message: JsonObject, honoured: ListenFilter, listen_id: int | str) -> JsonObject | None:
+def listen_notification(
+    message: JsonObject, honoured: ListenFilter, listen_id: int | str
+) -> JsonObject | None:
     """The upstream notification as this listener should see it, or None if it did not opt in."""
     method = message.get("method")
     params = as_object(message.get("params"))

@@ -27,7 +27,9 @@ def lift_url_elicitations(error: JsonObject | None) -> dict[str, PendingPush]:
     for n, item in enumerate(lifted, start=1):
         key = f"url-{n}"
         params = {"mode": "url", "message": item.get("message", ""), "url": item["url"]}
-        pending[key] = PendingPush(key, None, ELICIT, {"method": ELICIT, "params": params}, item.get("elicitationId"))
+        pending[key] = PendingPush(
+            key, None, ELICIT, {"method": ELICIT, "params": params}, item.get("elicitationId")
+        )
     return pending
 
 
@@ -36,8 +38,11 @@ def any_declined(answers: dict[str, PushAnswer]) -> bool:
 
 
 def url_declined() -> BridgeError:
-    return UpstreamFault("The server requires a URL interaction (elicitation) that the client did not accept",
-                         {"upstreamCode": LEGACY_URL_ELICITATION_REQUIRED}, public=True)
+    return UpstreamFault(
+        "The server requires a URL interaction (elicitation) that the client did not accept",
+        {"upstreamCode": LEGACY_URL_ELICITATION_REQUIRED},
+        public=True,
+    )
 
 
 __all__ = ["any_declined", "is_url_elicitation_required", "lift_url_elicitations", "url_declined"]

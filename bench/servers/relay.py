@@ -19,7 +19,13 @@ from typing import Final
 import aiohttp
 from aiohttp import web
 
-FORWARDED: Final = ("Content-Type", "Accept", "Mcp-Session-Id", "MCP-Protocol-Version", "Last-Event-ID")
+FORWARDED: Final = (
+    "Content-Type",
+    "Accept",
+    "Mcp-Session-Id",
+    "MCP-Protocol-Version",
+    "Last-Event-ID",
+)
 RETURNED: Final = ("Mcp-Session-Id",)
 CLIENT_KEY: Final = web.AppKey("client", aiohttp.ClientSession)
 UPSTREAM_KEY: Final = web.AppKey("upstream", str)
@@ -29,11 +35,17 @@ async def relay(request: web.Request) -> web.Response:
     headers = {name: request.headers[name] for name in FORWARDED if name in request.headers}
     body = await request.read()
     client = request.app[CLIENT_KEY]
-    async with client.request(request.method, request.app[UPSTREAM_KEY], data=body, headers=headers) as upstream:
+    async with client.request(
+        request.method, request.app[UPSTREAM_KEY], data=body, headers=headers
+    ) as upstream:
         payload = await upstream.read()
         returned = {name: upstream.headers[name] for name in RETURNED if name in upstream.headers}
-        return web.Response(body=payload, status=upstream.status, headers=returned,
-                            content_type=upstream.content_type if payload else None)
+        return web.Response(
+            body=payload,
+            status=upstream.status,
+            headers=returned,
+            content_type=upstream.content_type if payload else None,
+        )
 
 
 async def _client(app: web.Application) -> AsyncIterator[None]:

@@ -36,16 +36,32 @@ from translators.jsonrpc import to_error_response
 from translators.request_state import KeyRing, open_state
 
 _log = structlog.get_logger("proxy.cluster.forward")
-_HOP_BY_HOP: Final = frozenset({
-    "connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer",
-    "transfer-encoding", "upgrade", "content-length", HEADER.lower(),
-})
-_RESPONSE_HEADERS: Final = ("Content-Type", "Cache-Control", "X-Accel-Buffering", "WWW-Authenticate")
+_HOP_BY_HOP: Final = frozenset(
+    {
+        "connection",
+        "keep-alive",
+        "proxy-authenticate",
+        "proxy-authorization",
+        "te",
+        "trailer",
+        "transfer-encoding",
+        "upgrade",
+        "content-length",
+        HEADER.lower(),
+    }
+)
+_RESPONSE_HEADERS: Final = (
+    "Content-Type",
+    "Cache-Control",
+    "X-Accel-Buffering",
+    "WWW-Authenticate",
+)
 STREAM_MARGIN_S: Final = 10.0
 
 
 class OwnerUnreachable(Exception):
-    """The owner of a retry cannot be reached: `reason` is owner_not_in_peer_set or owner_unreachable."""
+    """The owner of a retry cannot be reached: `reason` is owner_not_in_peer_set or
+    owner_unreachable."""
 
     def __init__(self, owner: str, reason: RejectionReason) -> None:
         super().__init__(f"owner {owner} of the held call: {reason.value}")
@@ -53,7 +69,9 @@ class OwnerUnreachable(Exception):
         self.reason = reason
 
 
-UnreachableHandler = Callable[[web.Request, ModernRoute, OwnerUnreachable], Awaitable[web.StreamResponse | None]]
+UnreachableHandler = Callable[
+    [web.Request, ModernRoute, OwnerUnreachable], Awaitable[web.StreamResponse | None]
+]
 
 
 def proof_keys(settings: Settings) -> ProofKeys:
@@ -63,14 +81,22 @@ def proof_keys(settings: Settings) -> ProofKeys:
 
 
 def _error(route: ModernRoute, exc: InvalidRequestState | LimitExceeded) -> web.Response:
-    return web.json_response(to_error_response(exc, route.front_request_id), status=http_status_for(exc.code))
+    return web.json_response(
+        to_error_response(exc, route.front_request_id), status=http_status_for(exc.code)
+    )
 
 
 class Forwarder:
     """The HTTP front's cluster hop: checks inbound proofs and forwards retries owned elsewhere."""
 
-    def __init__(self, settings: Settings, keyring: KeyRing, directory: PeerDirectory,
-                 client: aiohttp.ClientSession, metrics: BridgeMetrics) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        keyring: KeyRing,
+        directory: PeerDirectory,
+        client: aiohttp.ClientSession,
+        metrics: BridgeMetrics,
+    ) -> None:
         self._settings = settings
         self._me = settings.held.replica_id
         self._keyring = keyring
@@ -87,9 +113,16 @@ class Forwarder:
         if value is None:
             return None
         try:
-            forwarded = verify(value, self._proof_keys, me=self._me, now_ms=int(time.time() * 1000),
-                               max_age_ms=int(self._settings.cluster.proof_max_age_s * 1000), path=request.path,
-                               body=body, authorization=request.headers.get("Authorization"))
+            forwarded = verify(
+                value,
+                self._proof_keys,
+                me=self._me,
+                now_ms=int(time.time() * 1000),
+                max_age_ms=int(self._settings.cluster.proof_max_age_s * 1000),
+                path=request.path,
+                body=body,
+                authorization=request.headers.get("Authorization"),
+            )
         except ProofRejected as exc:
             _log.warning("forward_proof_rejected", reason=exc.reason)
             self._metrics.forward_proof_rejections.labels(exc.reason).inc()
@@ -107,14 +140,27 @@ class Forwarder:
             return None  # the engine rejects it, here
         return owner if owner != self._me else None
 
-    async def forward(self, request: web.Request, body: bytes, route: ModernRoute, owner: str, *,
-                      on_unreachable: UnreachableHandler | None = None) -> web.StreamResponse:
+    async def forward(
+        self,
+        request: web.Request,
+        body: bytes,
+        route: ModernRoute,
+        owner: str,
+        *,
+        on_unreachable: UnreachableHandler | None = None,
+    ) -> web.StreamResponse:
         """Forward a retry to `owner` and stream its answer back (or answer why it cannot be);
         `on_unreachable` may answer instead when the owner cannot be reached (recovery)."""
         if self._slots.locked():
             self._failed(owner, "busy")
-            return _error(route, LimitExceeded(f"{self._settings.cluster.max_forwards} forwarded retries are in "
-                                               "flight; the limit is cluster.max_forwards", "cluster.max_forwards"))
+            return _error(
+                route,
+                LimitExceeded(
+                    f"{self._settings.cluster.max_forwards} forwarded retries are in "
+                    "flight; the limit is cluster.max_forwards",
+                    "cluster.max_forwards",
+                ),
+            )
         async with self._slots:
             try:
                 return await self._relay(request, body, owner)
@@ -132,10 +178,22 @@ class Forwarder:
         self._metrics.forward_failures.labels(reason).inc()
 
     def _headers(self, request: web.Request, body: bytes, owner: str) -> list[tuple[str, str]]:
-        """The client's headers as received (repeated ones kept, hop-by-hop ones dropped), plus the proof."""
-        headers = [(name, value) for name, value in request.headers.items() if name.lower() not in _HOP_BY_HOP]
-        proof = sign(self._proof_keys, sender=self._me, owner=owner, now_ms=int(time.time() * 1000),
-                     path=request.path, body=body, authorization=request.headers.get("Authorization"))
+        """The client's headers as received (repeated ones kept, hop-by-hop ones dropped), plus the
+        proof."""
+        headers = [
+            (name, value)
+            for name, value in request.headers.items()
+            if name.lower() not in _HOP_BY_HOP
+        ]
+        proof = sign(
+            self._proof_keys,
+            sender=self._me,
+            owner=owner,
+            now_ms=int(time.time() * 1000),
+            path=request.path,
+            body=body,
+            authorization=request.headers.get("Authorization"),
+        )
         return [*headers, (HEADER, proof)]
 
     async def _relay(self, request: web.Request, body: bytes, owner: str) -> web.StreamResponse:
@@ -143,12 +201,21 @@ class Forwarder:
         if base is None:
             raise OwnerUnreachable(owner, RejectionReason.OWNER_NOT_IN_PEER_SET)
         front = self._settings.front
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._settings.cluster.connect_timeout_s,
-                                        sock_read=front.request_timeout_s + front.sse_keepalive_s + STREAM_MARGIN_S)
+        timeout = aiohttp.ClientTimeout(
+            total=None,
+            sock_connect=self._settings.cluster.connect_timeout_s,
+            sock_read=front.request_timeout_s + front.sse_keepalive_s + STREAM_MARGIN_S,
+        )
         try:
             headers = self._headers(request, body, owner)
-            upstream = await self._client.post(base + front.path, data=body, headers=headers,
-                                               timeout=timeout, allow_redirects=False, auto_decompress=False)
+            upstream = await self._client.post(
+                base + front.path,
+                data=body,
+                headers=headers,
+                timeout=timeout,
+                allow_redirects=False,
+                auto_decompress=False,
+            )
         except (aiohttp.ClientConnectionError, TimeoutError):
             self._directory.forget(owner)
             raise OwnerUnreachable(owner, RejectionReason.OWNER_UNREACHABLE) from None
@@ -157,8 +224,9 @@ class Forwarder:
         async with upstream:
             return await self._stream_back(request, upstream, owner)
 
-    async def _stream_back(self, request: web.Request, upstream: aiohttp.ClientResponse,
-                           owner: str) -> web.StreamResponse:
+    async def _stream_back(
+        self, request: web.Request, upstream: aiohttp.ClientResponse, owner: str
+    ) -> web.StreamResponse:
         response = web.StreamResponse(status=upstream.status)
         for name in _RESPONSE_HEADERS:
             for value in upstream.headers.getall(name, ()):

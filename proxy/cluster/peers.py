@@ -52,8 +52,13 @@ def _url(host: str, port: int) -> str:
 class PeerDirectory:
     """Replica id -> base URL, for the addresses of the peer set only."""
 
-    def __init__(self, cluster: ClusterSettings, me: str, client: aiohttp.ClientSession,
-                 resolve: Resolver | None = None) -> None:
+    def __init__(
+        self,
+        cluster: ClusterSettings,
+        me: str,
+        client: aiohttp.ClientSession,
+        resolve: Resolver | None = None,
+    ) -> None:
         self._cluster = cluster
         self._resolve = resolve or _getaddrinfo
         self._me = me
@@ -78,10 +83,13 @@ class PeerDirectory:
         return [url for url in dict.fromkeys(urls) if url != own]
 
     async def _ask(self, url: str) -> tuple[str, str] | None:
-        timeout = aiohttp.ClientTimeout(total=self._cluster.connect_timeout_s * 2,
-                                        sock_connect=self._cluster.connect_timeout_s)
+        timeout = aiohttp.ClientTimeout(
+            total=self._cluster.connect_timeout_s * 2, sock_connect=self._cluster.connect_timeout_s
+        )
         try:
-            async with self._client.get(url + REPLICA_PATH, timeout=timeout, allow_redirects=False) as response:
+            async with self._client.get(
+                url + REPLICA_PATH, timeout=timeout, allow_redirects=False
+            ) as response:
                 body = await response.json() if response.status == 200 else None
         except (aiohttp.ClientError, TimeoutError, ValueError):
             return None
@@ -91,7 +99,9 @@ class PeerDirectory:
     async def refresh(self) -> None:
         async with self._lock:
             answers = await asyncio.gather(*(self._ask(url) for url in await self.addresses()))
-            self._owners = {replica: url for replica, url in filter(None, answers) if replica != self._me}
+            self._owners = {
+                replica: url for replica, url in filter(None, answers) if replica != self._me
+            }
             self._refreshed_at = time.monotonic()
 
     async def owner_url(self, owner: str) -> str | None:

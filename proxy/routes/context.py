@@ -39,8 +39,9 @@ class RouteContext:
         self.settings = settings
         self.pool = pool
         self.cache = CacheHints(settings.cache.ttl_ms, settings.cache.scope)
-        self.registry = HeldCallRegistry(max_per_principal=settings.held.max_per_principal,
-                                         max_total=settings.held.max_total)
+        self.registry = HeldCallRegistry(
+            max_per_principal=settings.held.max_per_principal, max_total=settings.held.max_total
+        )
         self.continuations = Continuations(keyring, settings.held, self.registry, settings.recovery)
         self.tasks = TaskOwner()
         self.tool_schemas = ToolSchemas()
@@ -55,14 +56,16 @@ class RouteContext:
         """The legacy client capabilities this request's modern `_meta` declares."""
         return modern_client_capabilities_to_legacy(client_capabilities(request))
 
-    def session_key(self, request: FrontRequest, roots: JsonObject | None = None,
-                    fresh: bool = False) -> tuple[SessionKey, JsonObject]:
+    def session_key(
+        self, request: FrontRequest, roots: JsonObject | None = None, fresh: bool = False
+    ) -> tuple[SessionKey, JsonObject]:
         legacy = self.legacy_capabilities(request)
         fresh_id = next(self._fresh_sessions) if fresh else None
         return self.roots.session_key(request.principal, legacy, roots, fresh_id)
 
     def headers(self, request: FrontRequest) -> dict[str, str]:
-        """The HTTP headers an upstream request made for `request` carries (trace, authorization)."""
+        """The HTTP headers an upstream request made for `request` carries (trace,
+        authorization)."""
         headers = dict(request.trace_headers)
         upstream = self.settings.upstream
         if upstream.authorization is not None:
@@ -71,10 +74,18 @@ class RouteContext:
             headers["Authorization"] = request.authorization
         return headers
 
-    async def lease(self, request: FrontRequest, *, exclusive: bool, roots: JsonObject | None = None,
-                    fresh: bool = False) -> Lease:
+    async def lease(
+        self,
+        request: FrontRequest,
+        *,
+        exclusive: bool,
+        roots: JsonObject | None = None,
+        fresh: bool = False,
+    ) -> Lease:
         key, legacy_caps = self.session_key(request, roots, fresh)
-        lease = await self.pool.lease(key, legacy_caps, exclusive=exclusive, headers=self.headers(request))
+        lease = await self.pool.lease(
+            key, legacy_caps, exclusive=exclusive, headers=self.headers(request)
+        )
         self.ready = True
         return lease
 
@@ -97,13 +108,21 @@ class RouteContext:
         token = f"mrtr-{next(self._progress_tokens)}"
         # An interactive call always gets an upstream token: a later round may ask for progress.
         wants = request.method in MRTR_METHODS or progress_meta_token(request.params) is not None
-        params = modern_params_to_legacy(request.params, upstream_progress_token=token if wants else None,
-                                         method=request.method, revision=session.revision)
+        params = modern_params_to_legacy(
+            request.params,
+            upstream_progress_token=token if wants else None,
+            method=request.method,
+            revision=session.revision,
+        )
         return UpstreamRequest(request.method, params, self.headers(request), token)
 
     def attempt(self, request: FrontRequest, sink: NotificationSink) -> Attempt:
-        return Attempt(self.registry.next_attempt_id(), sink, progress_meta_token(request.params),
-                       log_level(request))
+        return Attempt(
+            self.registry.next_attempt_id(),
+            sink,
+            progress_meta_token(request.params),
+            log_level(request),
+        )
 
 
 def client_capabilities(request: FrontRequest) -> JsonObject:

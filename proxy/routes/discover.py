@@ -1,4 +1,5 @@
-"""Route `server/discover`: the upstream's initialize result, presented as a modern discover result."""
+"""Route `server/discover`: the upstream's initialize result, presented as a modern discover
+result."""
 
 from __future__ import annotations
 
@@ -16,8 +17,12 @@ class Discover:
         ctx = self._ctx
         async with ctx.shared_lease(request) as lease:
             session = lease.session
-            return discover_result(session.init_result, server_info=ctx.server_info(session),
-                                   cache=ctx.cache, listen_supported=session.has_get_stream)
+            return discover_result(
+                session.init_result,
+                server_info=ctx.server_info(session),
+                cache=ctx.cache,
+                listen_supported=session.has_get_stream,
+            )
 
 
 __all__ = ["Discover"]

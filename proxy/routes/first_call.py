@@ -1,4 +1,5 @@
-"""Route for the first attempt of an MRTR-capable call (`tools/call`, `prompts/get`, `resources/read`).
+"""Route for the first attempt of an MRTR-capable call (`tools/call`, `prompts/get`,
+`resources/read`).
 
 The call's roots are settled first (proxy/roots.py; the client may be asked for them), then the
 call leases its session — exclusively where nothing links a message to its call — checks the
@@ -37,24 +38,41 @@ class FirstCall:
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         return await self.start(request, sink, input_responses(self._ctx, request))
 
-    async def start(self, request: FrontRequest, sink: NotificationSink, responses: JsonObject, *,
-                    authorize: Callable[[Lease], Awaitable[None]] | None = None) -> JsonObject:
-        """Start the call pre-answered with `responses`; `authorize` (a recovery's policy) may refuse it
+    async def start(
+        self,
+        request: FrontRequest,
+        sink: NotificationSink,
+        responses: JsonObject,
+        *,
+        authorize: Callable[[Lease], Awaitable[None]] | None = None,
+    ) -> JsonObject:
+        """Start the call pre-answered with `responses`; `authorize` (a recovery's policy) may
+        refuse it
         once its session is leased, before anything is sent upstream."""
         ctx = self._ctx
         roots = await self._affine_roots(request, responses)
         if isinstance(roots, AskClient):
-            own = BRIDGE_INFO if ctx.settings.server_identity == "bridge" else None  # no session chosen yet
+            own = (
+                BRIDGE_INFO if ctx.settings.server_identity == "bridge" else None
+            )  # no session chosen yet
             return input_required_result(roots_input_requests(), None, server_info=own)
         fresh = ctx.settings.upstream.session_per_call
         lease = await self._call_lease(request, roots, fresh=fresh, authorize=authorize)
-        driver = CallDriver(registry=ctx.registry, principal=request.principal, lease=lease,
-                            upstream=ctx.upstream_request(request, lease.session),
-                            client_capabilities=client_capabilities(request),
-                            limits=self._limits(), pre_answers=responses,
-                            publish=functools.partial(publish, ctx), discard_session=fresh)
+        driver = CallDriver(
+            registry=ctx.registry,
+            principal=request.principal,
+            lease=lease,
+            upstream=ctx.upstream_request(request, lease.session),
+            client_capabilities=client_capabilities(request),
+            limits=self._limits(),
+            pre_answers=responses,
+            publish=functools.partial(publish, ctx),
+            discard_session=fresh,
+        )
         ctx.registry.add(driver)
-        with structlog.contextvars.bound_contextvars(continuation_id=driver.continuation_id.hex()[:12]):
+        with structlog.contextvars.bound_contextvars(
+            continuation_id=driver.continuation_id.hex()[:12]
+        ):
             reply = await driver.first_attempt(ctx.attempt(request, sink))
         return reply_result(ctx, request, driver, reply)
 
@@ -69,16 +87,27 @@ class FirstCall:
             return True
         return any(name in ctx.legacy_capabilities(request) for name in PUSH_CAPABILITIES)
 
-    async def _call_lease(self, request: FrontRequest, roots: JsonObject | None, *, fresh: bool,
-                          authorize: Callable[[Lease], Awaitable[None]] | None = None) -> Lease:
-        """The session the call runs on, settled, checked (and authorized) and at the call's log level."""
+    async def _call_lease(
+        self,
+        request: FrontRequest,
+        roots: JsonObject | None,
+        *,
+        fresh: bool,
+        authorize: Callable[[Lease], Awaitable[None]] | None = None,
+    ) -> Lease:
+        """The session the call runs on, settled, checked (and authorized) and at the call's log
+        level."""
         ctx = self._ctx
-        lease = await ctx.lease(request, exclusive=fresh or self._needs_own_session(request), roots=roots,
-                                fresh=fresh)
+        lease = await ctx.lease(
+            request, exclusive=fresh or self._needs_own_session(request), roots=roots, fresh=fresh
+        )
         try:
             await ctx.roots.settle(lease)
-            require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {},
-                                        lease.session.revision)
+            require_upstream_capability(
+                request.method,
+                lease.session.init_result.get("capabilities") or {},
+                lease.session.revision,
+            )
             await check_param_headers(ctx, request, lease)
             if authorize is not None:
                 await authorize(lease)
@@ -88,18 +117,30 @@ class FirstCall:
             raise
         return lease
 
-    async def _affine_roots(self, request: FrontRequest, responses: JsonObject) -> JsonObject | AskClient | None:
+    async def _affine_roots(
+        self, request: FrontRequest, responses: JsonObject
+    ) -> JsonObject | AskClient | None:
         ctx = self._ctx
-        return await ctx.roots.roots_for_call(client_capabilities(request), responses,
-                                              lambda legacy, key: ctx.pool.lease(
-                                                  SessionKey(request.principal, key, PROBE), legacy, exclusive=True,
-                                                  headers=ctx.headers(request)))
+        return await ctx.roots.roots_for_call(
+            client_capabilities(request),
+            responses,
+            lambda legacy, key: ctx.pool.lease(
+                SessionKey(request.principal, key, PROBE),
+                legacy,
+                exclusive=True,
+                headers=ctx.headers(request),
+            ),
+        )
 
     def _limits(self) -> Limits:
         held, front = self._ctx.settings.held, self._ctx.settings.front
-        return Limits(batch_quiet_s=held.batch_quiet_ms / 1000, batch_max_s=held.batch_max_ms / 1000,
-                      attempt_timeout_s=front.request_timeout_s, held_ttl_s=held.ttl_s,
-                      max_rounds=held.max_rounds)
+        return Limits(
+            batch_quiet_s=held.batch_quiet_ms / 1000,
+            batch_max_s=held.batch_max_ms / 1000,
+            attempt_timeout_s=front.request_timeout_s,
+            held_ttl_s=held.ttl_s,
+            max_rounds=held.max_rounds,
+        )
 
 
 __all__ = ["FirstCall"]

@@ -16,8 +16,9 @@ class Listen:
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         ctx = self._ctx
-        return await ctx.listens.listen(request, sink, lambda: ctx.lease(request, exclusive=False),
-                                        ctx.server_info)
+        return await ctx.listens.listen(
+            request, sink, lambda: ctx.lease(request, exclusive=False), ctx.server_info
+        )
 
 
 __all__ = ["Listen"]

@@ -39,7 +39,9 @@ class LogLevels:
         self._levels[session] = wanted
         try:
             async with asyncio.timeout(self._timeout_s):
-                await session.start(LOGGING_SET_LEVEL, {"level": wanted}, headers={}, on_inbound=None).result()
+                await session.start(
+                    LOGGING_SET_LEVEL, {"level": wanted}, headers={}, on_inbound=None
+                ).result()
         except (BridgeError, TimeoutError):
             log.warning("upstream_set_level_failed", level=wanted)
 

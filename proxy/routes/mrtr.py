@@ -24,17 +24,24 @@ def input_responses(ctx: RouteContext, request: FrontRequest) -> JsonObject:
     return responses
 
 
-def reply_result(ctx: RouteContext, request: FrontRequest, driver: CallDriver, reply: Reply) -> JsonObject:
+def reply_result(
+    ctx: RouteContext, request: FrontRequest, driver: CallDriver, reply: Reply
+) -> JsonObject:
     """The modern `result` for a driver's reply: final result, input required, or a raised error."""
     server_info = ctx.server_info(driver.session)
     if isinstance(reply, ReplyResult):
-        return legacy_result_to_modern(request.method, reply.result, server_info=server_info, cache=ctx.cache)
+        return legacy_result_to_modern(
+            request.method, reply.result, server_info=server_info, cache=ctx.cache
+        )
     if isinstance(reply, ReplyError):
         if reply.error is not None:
             raise UpstreamReturnedError(reply.error)
         raise reply.fault if reply.fault is not None else BridgeBug("error reply without an error")
-    return input_required_result(reply.input_requests, ctx.continuations.seal(request, driver, reply),
-                                 server_info=server_info)
+    return input_required_result(
+        reply.input_requests,
+        ctx.continuations.seal(request, driver, reply),
+        server_info=server_info,
+    )
 
 
 __all__ = ["input_responses", "reply_result"]

@@ -25,8 +25,10 @@ log = structlog.get_logger()
 def refuse_push(ctx: RouteContext, session: UpstreamSession, push: JsonObject) -> None:
     answer = unowned_push_answer(push, ctx.settings.upstream.unowned_roots, session.revision)
     log.info("push_unowned", push_method=push.get("method"))
-    ctx.tasks.spawn(session.respond(push["id"], result=answer.result, error=answer.error),
-                    name="unowned-push-answer")
+    ctx.tasks.spawn(
+        session.respond(push["id"], result=answer.result, error=answer.error),
+        name="unowned-push-answer",
+    )
 
 
 def publish(ctx: RouteContext, principal: str, message: JsonObject) -> None:
@@ -42,8 +44,10 @@ def on_unowned(ctx: RouteContext, session: UpstreamSession, inbound: Inbound) ->
         answer = ctx.roots.answer_outside_call(session)
         if answer is not None:
             log.info("push_roots_answered", affine=True)
-            ctx.tasks.spawn(session.respond(inbound.message["id"], result=answer.result, error=answer.error),
-                            name="roots-answer")
+            ctx.tasks.spawn(
+                session.respond(inbound.message["id"], result=answer.result, error=answer.error),
+                name="roots-answer",
+            )
             return
     if is_push(inbound.message):
         refuse_push(ctx, session, inbound.message)

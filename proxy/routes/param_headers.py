@@ -1,4 +1,5 @@
-"""The `x-mcp-header` check: a `tools/call` over HTTP must mirror the parameters its tool's schema marks.
+"""The `x-mcp-header` check: a `tools/call` over HTTP must mirror the parameters its tool's schema
+marks.
 
 The tool's schema comes from the session's `tools/list` (remembered per session key in
 proxy/tool_schemas.py; listed once on demand when not yet known).
@@ -22,14 +23,25 @@ async def check_param_headers(ctx: RouteContext, request: FrontRequest, lease: L
     if schemas is None:
         schemas = await list_tools(ctx, request, lease)
     arguments = request.params.get("arguments")
-    check_against_schema(schemas.get(str(request.params.get("name")), {}),
-                         arguments if isinstance(arguments, dict) else {}, request.param_headers)
+    check_against_schema(
+        schemas.get(str(request.params.get("name")), {}),
+        arguments if isinstance(arguments, dict) else {},
+        request.param_headers,
+    )
 
 
-async def list_tools(ctx: RouteContext, request: FrontRequest, lease: Lease) -> dict[str, JsonObject]:
+async def list_tools(
+    ctx: RouteContext, request: FrontRequest, lease: Lease
+) -> dict[str, JsonObject]:
     """List the upstream's tools on `lease` (first page) and remember them; name -> inputSchema."""
-    listing = FrontRequest(request.front_request_id, TOOLS_LIST, {}, request.principal,
-                           authorization=request.authorization, trace_headers=request.trace_headers)
+    listing = FrontRequest(
+        request.front_request_id,
+        TOOLS_LIST,
+        {},
+        request.principal,
+        authorization=request.authorization,
+        trace_headers=request.trace_headers,
+    )
     return ctx.tool_schemas.remember(lease.key, await call_through(ctx, lease, listing, NullSink()))
 
 

@@ -1,7 +1,8 @@
 """One non-interactive upstream call on a leased session, with its notifications routed.
 
-Used by the relay route and by the parameter-header check (its `tools/list`). A push during such
-a call cannot become an `InputRequiredResult`, so it is refused upstream (proxy/routes/outside_calls.py).
+Used by the relay route and by the parameter-header check (its `tools/list`). A push during such a
+call cannot become an `InputRequiredResult`, so it is refused upstream
+(proxy/routes/outside_calls.py).
 """
 
 from __future__ import annotations
@@ -20,7 +21,9 @@ from translators.pushes import is_push
 from translators.subscriptions import SESSION_WIDE
 
 
-async def call_through(ctx: RouteContext, lease: Lease, request: FrontRequest, sink: NotificationSink) -> JsonObject:
+async def call_through(
+    ctx: RouteContext, lease: Lease, request: FrontRequest, sink: NotificationSink
+) -> JsonObject:
     upstream = ctx.upstream_request(request, lease.session)
     attempt = ctx.attempt(request, sink)
 
@@ -31,22 +34,32 @@ async def call_through(ctx: RouteContext, lease: Lease, request: FrontRequest, s
         if inbound.message.get("method") in SESSION_WIDE:
             publish(ctx, request.principal, inbound.message)
             return
-        routed = route_notification(inbound.message, upstream.progress_token, attempt.progress_token,
-                                    attempt.log_level)
+        routed = route_notification(
+            inbound.message, upstream.progress_token, attempt.progress_token, attempt.log_level
+        )
         if routed is not None:
             sink.send(routed)
 
     await ctx.log_levels.raise_to(lease.session, attempt.log_level)
-    call = lease.session.start(upstream.method, upstream.params, headers=upstream.headers, on_inbound=on_inbound)
+    call = lease.session.start(
+        upstream.method, upstream.params, headers=upstream.headers, on_inbound=on_inbound
+    )
     timeout_s = ctx.settings.front.request_timeout_s
     try:
         async with asyncio.timeout(timeout_s):
             return await call.result()
     except (asyncio.CancelledError, TimeoutError) as exc:
-        await asyncio.shield(call.cancel("request cancelled by the client" if isinstance(
-            exc, asyncio.CancelledError) else "request timed out"))
+        await asyncio.shield(
+            call.cancel(
+                "request cancelled by the client"
+                if isinstance(exc, asyncio.CancelledError)
+                else "request timed out"
+            )
+        )
         if isinstance(exc, TimeoutError):
-            raise UpstreamTimeout(f"The upstream did not answer within {timeout_s:g} s", public=True) from None
+            raise UpstreamTimeout(
+                f"The upstream did not answer within {timeout_s:g} s", public=True
+            ) from None
         raise
 
 

@@ -1,12 +1,13 @@
-"""Route for a retry whose held call is gone: recovery by re-execution (docs/operations.md § Recovery).
+"""Route for a retry whose held call is gone: recovery by re-execution (docs/operations.md §
+Recovery).
 
-Entered from the retry route when the state opened but named no held call here
-(`after_refusal`). The replica forwarding, when a retry's owner replica cannot be reached, hands
-the retry to the local engine with `FrontRequest.owner_unreachable` set: its `other_replica`
-refusal then may start a recovery too. proxy/recovery.py decides whether the state may start a recovery and
-whether the policy allows the call to run again; this route starts it through the first-call route,
-pre-answered with the sealed earlier answers and this retry's `inputResponses`. A refusal raises the
-original `InvalidRequestState`, so the client gets the same fixed error as before.
+Entered from the retry route when the state opened but named no held call here (`after_refusal`).
+The replica forwarding, when a retry's owner replica cannot be reached, hands the retry to the local
+engine with `FrontRequest.owner_unreachable` set: its `other_replica` refusal then may start a
+recovery too. proxy/recovery.py decides whether the state may start a recovery and whether the
+policy allows the call to run again; this route starts it through the first-call route, pre-answered
+with the sealed earlier answers and this retry's `inputResponses`. A refusal raises the original
+`InvalidRequestState`, so the client gets the same fixed error as before.
 """
 
 from __future__ import annotations
@@ -29,13 +30,23 @@ class Recover:
         self._first_call = first_call
         self.recovery = Recovery(ctx.settings.recovery, ctx.continuations, ctx.registry, metrics)
 
-    async def after_refusal(self, request: FrontRequest, sink: NotificationSink, refused: InvalidRequestState,
-                            responses: JsonObject) -> JsonObject:
-        """The retry route could not claim a held call: recover it if allowed, else raise `refused`."""
-        lost = self.recovery.lost_call(request, refused, responses, owner_unreachable=request.owner_unreachable)
+    async def after_refusal(
+        self,
+        request: FrontRequest,
+        sink: NotificationSink,
+        refused: InvalidRequestState,
+        responses: JsonObject,
+    ) -> JsonObject:
+        """The retry route could not claim a held call: recover it if allowed, else raise
+        `refused`."""
+        lost = self.recovery.lost_call(
+            request, refused, responses, owner_unreachable=request.owner_unreachable
+        )
         return await self._run(request, sink, lost)
 
-    async def _run(self, request: FrontRequest, sink: NotificationSink, lost: LostCall) -> JsonObject:
+    async def _run(
+        self, request: FrontRequest, sink: NotificationSink, lost: LostCall
+    ) -> JsonObject:
         async def authorize(lease: Lease) -> None:
             if needs_annotations(self.recovery.settings.reexecute, request.method):
                 self.recovery.authorize(request, lost, await self._annotations(request, lease))

@@ -22,13 +22,17 @@ class Relay:
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         ctx = self._ctx
         async with ctx.shared_lease(request) as lease:
-            require_upstream_capability(request.method, lease.session.init_result.get("capabilities") or {},
-                                        lease.session.revision)
+            require_upstream_capability(
+                request.method,
+                lease.session.init_result.get("capabilities") or {},
+                lease.session.revision,
+            )
             result = await call_through(ctx, lease, request, sink)
             if request.method == TOOLS_LIST and "cursor" not in request.params:
                 ctx.tool_schemas.remember(lease.key, result)
-            return legacy_result_to_modern(request.method, result, server_info=ctx.server_info(lease.session),
-                                           cache=ctx.cache)
+            return legacy_result_to_modern(
+                request.method, result, server_info=ctx.server_info(lease.session), cache=ctx.cache
+            )
 
 
 __all__ = ["Relay"]

@@ -18,8 +18,11 @@ from proxy.routes.mrtr import input_responses, reply_result
 from translators.errors import InvalidRequestState
 from translators.jsonrpc import JsonObject
 
-# A state that opened but named no held call here: the recovery route's entry (proxy/routes/recover.py)
-OnLost = Callable[[FrontRequest, NotificationSink, InvalidRequestState, JsonObject], Awaitable[JsonObject]]
+# A state that opened but named no held call here: the recovery route's entry
+# (proxy/routes/recover.py)
+OnLost = Callable[
+    [FrontRequest, NotificationSink, InvalidRequestState, JsonObject], Awaitable[JsonObject]
+]
 
 
 class Retry:
@@ -37,8 +40,9 @@ class Retry:
                 raise
             return await self._on_lost(request, sink, refused, responses)
         await ctx.log_levels.raise_to(driver.session, log_level(request))
-        with structlog.contextvars.bound_contextvars(continuation_id=driver.continuation_id.hex()[:12],
-                                                     round=claims.round):
+        with structlog.contextvars.bound_contextvars(
+            continuation_id=driver.continuation_id.hex()[:12], round=claims.round
+        ):
             reply = await driver.retry(ctx.attempt(request, sink), claims.round, responses)
         return reply_result(ctx, request, driver, reply)
 

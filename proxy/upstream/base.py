@@ -1,4 +1,5 @@
-"""The seam between the engine and a legacy upstream (docs/decisions.md § 1; the httpx transport idea).
+"""The seam between the engine and a legacy upstream (docs/decisions.md § 1; the httpx transport
+idea).
 
 Every upstream transport (Streamable HTTP, HTTP+SSE, stdio) implements `UpstreamSession`.
 Messages are plain JSON-RPC dicts in the *legacy* era; translation happens elsewhere.
@@ -26,7 +27,8 @@ from translators.revisions import Revision
 
 @dataclass(frozen=True)
 class Inbound:
-    """One server-to-client message from the legacy server: a push (has `id` and `method`) or a notification."""
+    """One server-to-client message from the legacy server: a push (has `id` and `method`) or a
+    notification."""
 
     message: JsonObject
     related_request_id: int | str | None
@@ -57,12 +59,14 @@ class UpstreamSession(Protocol):
 
     @property
     def init_result(self) -> JsonObject:
-        """The upstream `InitializeResult` (capabilities, serverInfo, instructions, protocolVersion)."""
+        """The upstream `InitializeResult` (capabilities, serverInfo, instructions,
+        protocolVersion)."""
         ...
 
     @property
     def revision(self) -> Revision:
-        """The legacy revision negotiated at `initialize`; everything sent on the session is valid in it."""
+        """The legacy revision negotiated at `initialize`; everything sent on the session is valid
+        in it."""
         ...
 
     @property
@@ -70,7 +74,8 @@ class UpstreamSession(Protocol):
 
     @property
     def has_get_stream(self) -> bool:
-        """Whether session-wide server messages (list changes, resource updates) can reach the bridge."""
+        """Whether session-wide server messages (list changes, resource updates) can reach the
+        bridge."""
         ...
 
     def start(
@@ -81,12 +86,18 @@ class UpstreamSession(Protocol):
         headers: Mapping[str, str],
         on_inbound: InboundHandler | None,
     ) -> UpstreamCall:
-        """Send a request (a fresh upstream id is minted) and return at once; the POST runs in a task
+        """Send a request (a fresh upstream id is minted) and return at once; the POST runs in a
+        task
         owned by the session. `headers` are per-request extras (Authorization, traceparent...)."""
         ...
 
-    async def respond(self, push_id: int | str, *, result: JsonObject | None = None,
-                      error: JsonObject | None = None) -> None:
+    async def respond(
+        self,
+        push_id: int | str,
+        *,
+        result: JsonObject | None = None,
+        error: JsonObject | None = None,
+    ) -> None:
         """Answer a push with a JSON-RPC response (exactly one of result/error)."""
         ...
 
@@ -114,7 +125,8 @@ class TransportInfo(Protocol):
 
     @property
     def streams_per_call(self) -> bool:
-        """Whether each call's pushes and notifications come on a stream of its own (Streamable HTTP), so
+        """Whether each call's pushes and notifications come on a stream of its own (Streamable
+        HTTP), so
         an interactive call may share its session; over stdio and HTTP+SSE only an exclusive lease
         attributes them."""
         ...
@@ -146,9 +158,16 @@ class SendsMessages:
     async def _send_message(self, message: JsonObject, action: str) -> None:
         raise NotImplementedError
 
-    async def respond(self, push_id: int | str, *, result: JsonObject | None = None,
-                      error: JsonObject | None = None) -> None:
-        await self._send_message(jsonrpc.answer(push_id, result=result, error=error), "response to a push")
+    async def respond(
+        self,
+        push_id: int | str,
+        *,
+        result: JsonObject | None = None,
+        error: JsonObject | None = None,
+    ) -> None:
+        await self._send_message(
+            jsonrpc.answer(push_id, result=result, error=error), "response to a push"
+        )
 
     async def notify(self, method: str, params: JsonObject | None = None) -> None:
         await self._send_message(jsonrpc.notification(method, params), method)

@@ -9,7 +9,13 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from translators.errors import BridgeBug, BridgeError, UpstreamFault, UpstreamProtocolError, UpstreamReturnedError
+from translators.errors import (
+    BridgeBug,
+    BridgeError,
+    UpstreamFault,
+    UpstreamProtocolError,
+    UpstreamReturnedError,
+)
 from translators.jsonrpc import JsonObject
 
 CancelSender = Callable[[Any, str], Awaitable[None]]
@@ -18,8 +24,13 @@ CancelSender = Callable[[Any, str], Awaitable[None]]
 class OutcomeCall:
     """Implements `UpstreamCall`; `upstream` names the server in error messages."""
 
-    def __init__(self, upstream_request_id: int, method: str, send_cancel: CancelSender,
-                 upstream: str = "Legacy server") -> None:
+    def __init__(
+        self,
+        upstream_request_id: int,
+        method: str,
+        send_cancel: CancelSender,
+        upstream: str = "Legacy server",
+    ) -> None:
         self.upstream = upstream
         self._upstream_request_id = upstream_request_id
         self.method = method
@@ -59,12 +70,18 @@ class OutcomeCall:
             self.fail(
                 UpstreamReturnedError(error)
                 if isinstance(error, dict)
-                else UpstreamProtocolError(f"{self.upstream} answered {self.method} with a malformed error")
+                else UpstreamProtocolError(
+                    f"{self.upstream} answered {self.method} with a malformed error"
+                )
             )
             return
         result: Any = response.get("result")
         if not isinstance(result, dict):
-            self.fail(UpstreamProtocolError(f"{self.upstream} answered {self.method} with a non-object result"))
+            self.fail(
+                UpstreamProtocolError(
+                    f"{self.upstream} answered {self.method} with a non-object result"
+                )
+            )
         elif not self.is_done:
             self._result = result
             self._done.set()

@@ -34,7 +34,8 @@ _log = structlog.get_logger(__name__)
 
 
 class UpstreamEra:
-    """The upstream's era (None until a probe got an answer); owns its probe task and HTTP client."""
+    """The upstream's era (None until a probe got an answer); owns its probe task and HTTP
+    client."""
 
     def __init__(self, settings: UpstreamSettings) -> None:
         self._settings = settings
@@ -45,14 +46,17 @@ class UpstreamEra:
 
     @property
     def relays_modern(self) -> bool:
-        """Whether modern requests go to the upstream untranslated (an HTTP upstream that speaks modern)."""
+        """Whether modern requests go to the upstream untranslated (an HTTP upstream that speaks
+        modern)."""
         return self.era in (MODERN, DUAL) and self._settings.url is not None
 
     async def start(self) -> None:
         """The first probe (bounded by the probe timeout), then the interval ticker."""
         await self.probe()
         if self._settings.era_probe_interval_s > 0:
-            self._ticker = asyncio.get_running_loop().create_task(self._tick(), name="upstream-era-ticker")
+            self._ticker = asyncio.get_running_loop().create_task(
+                self._tick(), name="upstream-era-ticker"
+            )
 
     async def settled(self) -> None:
         """Wait for a probe in flight, if any (its failures are the probe's to log)."""
@@ -73,7 +77,9 @@ class UpstreamEra:
         return await asyncio.shield(self._probe)
 
     def _start_probe(self) -> None:
-        self._probe = asyncio.get_running_loop().create_task(self._run_probe(), name="upstream-era-probe")
+        self._probe = asyncio.get_running_loop().create_task(
+            self._run_probe(), name="upstream-era-probe"
+        )
         self._probe.add_done_callback(self._probe_done)
 
     def _probe_done(self, task: asyncio.Task[Era | None]) -> None:
@@ -93,17 +99,24 @@ class UpstreamEra:
     async def _probe_http(self) -> Era:
         client = self._http()
         assert self._settings.url is not None
-        verdict = await probe_http(client, self._settings.url, self._settings, self._static_headers())
+        verdict = await probe_http(
+            client, self._settings.url, self._settings, self._static_headers()
+        )
         if not verdict.modern:
             return LEGACY
         return era_of(verdict, await self._answers_initialize(client))
 
     async def _answers_initialize(self, client: aiohttp.ClientSession) -> bool:
-        """Whether a legacy `initialize` is answered with a result (its session is deleted at once)."""
+        """Whether a legacy `initialize` is answered with a result (its session is deleted
+        at once)."""
         url = self._settings.url
         assert url is not None
-        body = {"jsonrpc": "2.0", "id": "mrtr-bridge-era-initialize", "method": INITIALIZE,
-                "params": {"protocolVersion": OFFERED, "capabilities": {}, "clientInfo": client_info()}}
+        body = {
+            "jsonrpc": "2.0",
+            "id": "mrtr-bridge-era-initialize",
+            "method": INITIALIZE,
+            "params": {"protocolVersion": OFFERED, "capabilities": {}, "clientInfo": client_info()},
+        }
         headers = {**self._static_headers(), "Accept": "application/json, text/event-stream"}
         timeout = aiohttp.ClientTimeout(total=self._settings.era_probe_timeout_s)
         try:
@@ -111,7 +124,9 @@ class UpstreamEra:
                 session_id = response.headers.get("Mcp-Session-Id")
                 answered = response.status == 200
             if session_id:
-                async with client.delete(url, headers={**headers, "Mcp-Session-Id": session_id}, timeout=timeout):
+                async with client.delete(
+                    url, headers={**headers, "Mcp-Session-Id": session_id}, timeout=timeout
+                ):
                     pass
         except (aiohttp.ClientError, OSError, TimeoutError):
             return False
@@ -133,7 +148,9 @@ class UpstreamEra:
 
     def _http(self) -> aiohttp.ClientSession:
         if self._client is None:
-            timeout = aiohttp.ClientTimeout(total=None, sock_connect=self._settings.connect_timeout_s)
+            timeout = aiohttp.ClientTimeout(
+                total=None, sock_connect=self._settings.connect_timeout_s
+            )
             self._client = aiohttp.ClientSession(timeout=timeout)
         return self._client
 

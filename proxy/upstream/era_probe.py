@@ -38,8 +38,11 @@ from translators.sse import SSEDecoder
 
 _log = structlog.get_logger(__name__)
 _MAX_PROBE_BYTES: Final = 1_048_576
-_HEADERS: Final = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream",
-                   "MCP-Protocol-Version": MODERN_VERSION}
+_HEADERS: Final = {
+    "Content-Type": "application/json",
+    "Accept": "application/json, text/event-stream",
+    "MCP-Protocol-Version": MODERN_VERSION,
+}
 
 
 def _probe_reply(body: bytes, content_type: str, request_id: Any) -> Any:
@@ -59,23 +62,38 @@ def _probe_reply(body: bytes, content_type: str, request_id: Any) -> Any:
         return None
 
 
-async def modern_post(client: aiohttp.ClientSession, url: str, message: dict[str, Any], settings: UpstreamSettings,
-                      headers: Mapping[str, str]) -> tuple[int, Any]:
-    """POST one 2026-07-28 request (its headers from `message`); the status and the JSON-RPC reply (None if
+async def modern_post(
+    client: aiohttp.ClientSession,
+    url: str,
+    message: dict[str, Any],
+    settings: UpstreamSettings,
+    headers: Mapping[str, str],
+) -> tuple[int, Any]:
+    """POST one 2026-07-28 request (its headers from `message`); the status and the JSON-RPC reply
+    (None if
     none could be read). Raises `TimeoutError` after `upstream.era_probe_timeout_s`."""
     timeout = aiohttp.ClientTimeout(total=settings.era_probe_timeout_s)
     with map_upstream_errors(safe_url(url), f"{message['method']} (modern)"):
-        async with client.post(url, json=message, timeout=timeout, headers={
-                **_HEADERS, "Mcp-Method": message["method"], **headers}) as response:
+        async with client.post(
+            url,
+            json=message,
+            timeout=timeout,
+            headers={**_HEADERS, "Mcp-Method": message["method"], **headers},
+        ) as response:
             body = await response.content.read(_MAX_PROBE_BYTES)
-            return response.status, _probe_reply(body, response.headers.get("Content-Type", ""), message["id"])
+            return response.status, _probe_reply(
+                body, response.headers.get("Content-Type", ""), message["id"]
+            )
 
 
-async def probe_http(client: aiohttp.ClientSession, url: str, settings: UpstreamSettings,
-                     headers: Mapping[str, str]) -> DiscoverVerdict:
+async def probe_http(
+    client: aiohttp.ClientSession, url: str, settings: UpstreamSettings, headers: Mapping[str, str]
+) -> DiscoverVerdict:
     """POST `server/discover` to `url` and judge the answer."""
     try:
-        status, reply = await modern_post(client, url, discover_request(client_info()), settings, headers)
+        status, reply = await modern_post(
+            client, url, discover_request(client_info()), settings, headers
+        )
     except TimeoutError:
         return SILENT
     verdict = verdict_of_http(status, reply)
@@ -84,7 +102,8 @@ async def probe_http(client: aiohttp.ClientSession, url: str, settings: Upstream
 
 
 async def probe_stdio(settings: UpstreamSettings) -> DiscoverVerdict:
-    """Start the command once, send only `server/discover`, judge the first answer, stop the process."""
+    """Start the command once, send only `server/discover`, judge the first answer, stop the
+    process."""
     process, program = await spawn(settings)
     try:
         assert process.stdin is not None and process.stdout is not None
@@ -95,10 +114,15 @@ async def probe_stdio(settings: UpstreamSettings) -> DiscoverVerdict:
                 return await _read_probe_reply(process.stdout)
         except TimeoutError:
             return SILENT
-        except (ConnectionError, ValueError):  # the process died, or a line beyond the reader's limit
+        except (
+            ConnectionError,
+            ValueError,
+        ):  # the process died, or a line beyond the reader's limit
             return DiscoverVerdict(False, reason="the process closed stdio after server/discover")
     finally:
-        await stop_process(process, settings.kill_grace_s, _log.bind(program=program, pid=process.pid))
+        await stop_process(
+            process, settings.kill_grace_s, _log.bind(program=program, pid=process.pid)
+        )
 
 
 async def _read_probe_reply(stdout: asyncio.StreamReader) -> DiscoverVerdict:
@@ -109,7 +133,9 @@ async def _read_probe_reply(stdout: asyncio.StreamReader) -> DiscoverVerdict:
             continue  # not a protocol line: a legacy server's noise
         if isinstance(message, dict) and message.get("id") == PROBE_ID:
             return verdict_of_reply(message)
-    return DiscoverVerdict(False, reason="the process exited after server/discover without answering")
+    return DiscoverVerdict(
+        False, reason="the process exited after server/discover without answering"
+    )
 
 
 __all__ = ["modern_post", "probe_http", "probe_stdio"]

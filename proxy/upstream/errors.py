@@ -1,4 +1,5 @@
-"""Foreign errors become `UpstreamFault`s here, at the seam where they arise (httpcore `map_exceptions`).
+"""Foreign errors become `UpstreamFault`s here, at the seam where they arise (httpcore
+`map_exceptions`).
 
 Messages say what happened and to which upstream, with the URL stripped of credentials and query.
 """
@@ -22,7 +23,8 @@ from translators.errors import (
 
 
 def safe_url(url: str | URL) -> str:
-    """The upstream URL as it may appear in logs and error messages: no userinfo, no query, no fragment."""
+    """The upstream URL as it may appear in logs and error messages: no userinfo, no query, no
+    fragment."""
     parsed = URL(url)
     if not parsed.is_absolute():
         return str(parsed.with_query(None).with_fragment(None))
@@ -35,26 +37,36 @@ def _data(url: str) -> dict[str, str]:
 
 def _translate(exc: Exception, url: str, action: str) -> UpstreamFault | None:
     """The most specific fault for `exc`, or None when it is not a transport error."""
-    if isinstance(exc, TimeoutError):  # includes aiohttp.ServerTimeoutError / ConnectionTimeoutError
+    if isinstance(
+        exc, TimeoutError
+    ):  # includes aiohttp.ServerTimeoutError / ConnectionTimeoutError
         return UpstreamTimeout(f"Upstream {url} did not answer in time ({action})", _data(url))
     if isinstance(exc, aiohttp.ClientConnectorError):
-        return UpstreamUnavailable(f"Cannot connect to upstream {url} ({action}): {exc.os_error}", _data(url))
+        return UpstreamUnavailable(
+            f"Cannot connect to upstream {url} ({action}): {exc.os_error}", _data(url)
+        )
     if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
         return UpstreamUnavailable(f"Upstream {url} closed the connection ({action})", _data(url))
     if isinstance(exc, aiohttp.ClientResponseError):
         return UpstreamProtocolError(
-            f"Upstream {url} sent an invalid HTTP response ({action}): status {exc.status}", _data(url)
+            f"Upstream {url} sent an invalid HTTP response ({action}): status {exc.status}",
+            _data(url),
         )
     if isinstance(exc, aiohttp.ClientError | OSError):
-        return UpstreamUnavailable(f"Connection to upstream {url} failed ({action}): {type(exc).__name__}", _data(url))
+        return UpstreamUnavailable(
+            f"Connection to upstream {url} failed ({action}): {type(exc).__name__}", _data(url)
+        )
     if isinstance(exc, json.JSONDecodeError | UnicodeDecodeError):
-        return UpstreamProtocolError(f"Upstream {url} sent a body that is not JSON ({action})", _data(url))
+        return UpstreamProtocolError(
+            f"Upstream {url} sent a body that is not JSON ({action})", _data(url)
+        )
     return None
 
 
 @contextmanager
 def map_upstream_errors(url: str, action: str) -> Iterator[None]:
-    """Re-raise aiohttp, OS, timeout and JSON errors from the block as `UpstreamFault`s (`from exc`).
+    """Re-raise aiohttp, OS, timeout and JSON errors from the block as `UpstreamFault`s (`from
+    exc`).
 
     `BridgeError`s pass unchanged, except that an `UpstreamProtocolError` raised without naming the
     upstream (e.g. by the SSE decoder) is re-raised with the URL and action added.
@@ -63,7 +75,9 @@ def map_upstream_errors(url: str, action: str) -> Iterator[None]:
         yield
     except BridgeError as exc:
         if isinstance(exc, UpstreamProtocolError) and url not in exc.message:
-            raise UpstreamProtocolError(f"Upstream {url}: {exc.message} ({action})", _data(url)) from exc
+            raise UpstreamProtocolError(
+                f"Upstream {url}: {exc.message} ({action})", _data(url)
+            ) from exc
         raise
     except Exception as exc:
         fault = _translate(exc, url, action)

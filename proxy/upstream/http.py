@@ -1,10 +1,12 @@
-"""Legacy Streamable HTTP upstream session on one shared `aiohttp.ClientSession` (2025-11-25/basic/transports.mdx).
+"""Legacy Streamable HTTP upstream session on one shared `aiohttp.ClientSession`
+(2025-11-25/basic/transports.mdx).
 
-One `HttpUpstreamSession` is one `Mcp-Session-Id`: `initialize` → `notifications/initialized` → a GET
-stream kept open for pushes unrelated to a call (the `mcp` 1.x SDK sends sampling and roots there and
-drops them when no GET stream is open). Each request runs in a task the session owns; its POST
-answer is JSON or SSE; a stream closed early is resumed with GET + `Last-Event-ID`; a 404 on the
-session id re-initializes once and retries the request when that is safe (no push delivered yet).
+One `HttpUpstreamSession` is one `Mcp-Session-Id`: `initialize` → `notifications/initialized` → a
+GET stream kept open for pushes unrelated to a call (the `mcp` 1.x SDK sends sampling and roots
+there and drops them when no GET stream is open). Each request runs in a task the session owns; its
+POST answer is JSON or SSE; a stream closed early is resumed with GET + `Last-Event-ID`; a 404 on
+the session id re-initializes once and retries the request when that is safe (no push delivered
+yet).
 """
 
 from __future__ import annotations
@@ -102,7 +104,9 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
         self._cancelled_at: float | None = None  # when a call was last cancelled upstream
         self.reinitialized_count = 0
         self._log = _log.bind(upstream=self.upstream, upstream_session=next(_session_refs))
-        self._router = StreamRouter(self._channel, self._tasks, self._calls, on_unrelated, self._log)
+        self._router = StreamRouter(
+            self._channel, self._tasks, self._calls, on_unrelated, self._log
+        )
         self._get_stream: GetStream | None = None
 
     @classmethod
@@ -117,7 +121,9 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
         settings: UpstreamSettings,
     ) -> HttpUpstreamSession:
         """Initialize a new session within `init_timeout_s`; on any failure nothing is left open."""
-        session = cls(client, url, capabilities, headers=headers, on_unrelated=on_unrelated, settings=settings)
+        session = cls(
+            client, url, capabilities, headers=headers, on_unrelated=on_unrelated, settings=settings
+        )
         try:
             await session._handshake()
         except BaseException:
@@ -157,7 +163,9 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
         self._check_open()
         call = self._new_call(method, params, headers=headers, on_inbound=on_inbound)
         self._calls[call.upstream_request_id] = call
-        call.task = self._tasks.spawn(self._run_call(call), name=f"upstream-call-{call.upstream_request_id}")
+        call.task = self._tasks.spawn(
+            self._run_call(call), name=f"upstream-call-{call.upstream_request_id}"
+        )
         return call
 
     async def _send_message(self, message: JsonObject, action: str) -> None:
@@ -188,12 +196,23 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
     # -- one call ---------------------------------------------------------------------------------
 
     def _new_call(
-        self, method: str, params: JsonObject, *, headers: Mapping[str, str], on_inbound: InboundHandler | None
+        self,
+        method: str,
+        params: JsonObject,
+        *,
+        headers: Mapping[str, str],
+        on_inbound: InboundHandler | None,
     ) -> HttpUpstreamCall:
         return HttpUpstreamCall(
-            next(self._ids), method, params, headers=dict(headers), on_inbound=on_inbound,
-            on_unrelated=self._on_unrelated, send_cancel=self._cancel_call, upstream=self.upstream,
-        )  # fmt: skip
+            next(self._ids),
+            method,
+            params,
+            headers=dict(headers),
+            on_inbound=on_inbound,
+            on_unrelated=self._on_unrelated,
+            send_cancel=self._cancel_call,
+            upstream=self.upstream,
+        )
 
     async def _run_call(self, call: HttpUpstreamCall) -> None:
         try:
@@ -216,10 +235,13 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
             try:
                 return await self._send_call(call, generation)
             except SessionExpired as exc:
-                self._log.info("upstream_session_expired", method=call.method, pushes=call.pushes_delivered)
+                self._log.info(
+                    "upstream_session_expired", method=call.method, pushes=call.pushes_delivered
+                )
                 if retried or call.pushes_delivered:
                     raise UpstreamSessionLost(
-                        f"Upstream {self.upstream} ended the session while {call.method} was in flight;"
+                        f"Upstream {self.upstream} ended the session while {call.method} was in "
+                        "flight;"
                         " the call was not replayed"
                     ) from None
                 retried = True
@@ -227,7 +249,9 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
 
     async def _send_call(self, call: HttpUpstreamCall, generation: int) -> JsonObject:
         cursor = StreamCursor()
-        async with self._channel.exchange("POST", call.method, body=call.request_message(), extra=call.headers) as resp:
+        async with self._channel.exchange(
+            "POST", call.method, body=call.request_message(), extra=call.headers
+        ) as resp:
             await self._channel.check_status(resp, generation, call.method)
             reply = await self._read_reply(resp, call, cursor)
             if reply is not None and is_sse(resp):
@@ -240,18 +264,26 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
     async def _read_reply(
         self, resp: aiohttp.ClientResponse, call: HttpUpstreamCall, cursor: StreamCursor
     ) -> JsonObject | None:
-        """The response to `call` from a JSON or SSE answer; None when the SSE stream ended first."""
+        """The response to `call` from a JSON or SSE answer; None when the SSE stream ended
+        first."""
         if is_sse(resp):
             return await self._router.read_stream(resp, cursor, call)
         if not is_json(resp):
-            raise UpstreamProtocolError(f"answered {call.method} with content type {resp.content_type!r}")
+            raise UpstreamProtocolError(
+                f"answered {call.method} with content type {resp.content_type!r}"
+            )
         message = await read_json_message(resp)
         if not is_response(message) or message.get("id") != call.upstream_request_id:
-            raise UpstreamProtocolError(f"answered {call.method} with JSON that is not its response")
+            raise UpstreamProtocolError(
+                f"answered {call.method} with JSON that is not its response"
+            )
         return message
 
-    async def _resume(self, call: HttpUpstreamCall, cursor: StreamCursor, generation: int) -> JsonObject:
-        """GET + `Last-Event-ID` after the `retry` delay until the response comes (2025-11-25/basic/transports.mdx
+    async def _resume(
+        self, call: HttpUpstreamCall, cursor: StreamCursor, generation: int
+    ) -> JsonObject:
+        """GET + `Last-Event-ID` after the `retry` delay until the response comes
+        (2025-11-25/basic/transports.mdx
         § Resumability and Redelivery)."""
         failures = 0
         while failures < MAX_RESUME_ATTEMPTS:
@@ -275,7 +307,9 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
             f" after {MAX_RESUME_ATTEMPTS} attempts"
         )
 
-    async def _resume_once(self, call: HttpUpstreamCall, cursor: StreamCursor, generation: int) -> JsonObject | None:
+    async def _resume_once(
+        self, call: HttpUpstreamCall, cursor: StreamCursor, generation: int
+    ) -> JsonObject | None:
         if generation != self._channel.generation:
             raise SessionExpired(generation)  # the session was re-initialized under this call
         action = f"resuming {call.method}"
@@ -284,7 +318,8 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
         ) as resp:
             if resp.status == 405:
                 raise UpstreamProtocolError(
-                    f"Upstream {self.upstream} closed the stream of {call.method} early and does not"
+                    f"Upstream {self.upstream} closed the stream of {call.method} early and does "
+                    "not"
                     " support resumption (GET answered 405)"
                 )
             await self._channel.check_status(resp, generation, action, content_type=SSE_TYPE)
@@ -305,21 +340,31 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
     # -- session lifecycle ------------------------------------------------------------------------
 
     async def _handshake(self) -> None:
-        """initialize → GET stream → notifications/initialized, all within `init_timeout_s` (§ 10.1).
+        """initialize → GET stream → notifications/initialized, all within `init_timeout_s` (§
+        10.1).
         The GET stream opens first so that a push the server sends on `initialized` (a `roots/list`,
         typically) has a stream to arrive on: the `mcp` 1.x SDK drops it otherwise."""
         self._channel.begin_generation()
         with map_upstream_errors(self.upstream, INITIALIZE):
             async with asyncio.timeout(self._channel.settings.init_timeout_s):
                 await self._initialize()
-                self._get_stream = GetStream(self._channel, self._router, self._tasks, self._log,
-                                             on_expired=self._get_stream_expired)
+                self._get_stream = GetStream(
+                    self._channel,
+                    self._router,
+                    self._tasks,
+                    self._log,
+                    on_expired=self._get_stream_expired,
+                )
                 await self._get_stream.start()
                 initialized = jsonrpc.notification(INITIALIZED)
                 await self._channel.post_accepted(initialized, INITIALIZED)
 
     async def _initialize(self) -> None:
-        params = {"protocolVersion": OFFERED, "capabilities": self._capabilities, "clientInfo": client_info()}
+        params = {
+            "protocolVersion": OFFERED,
+            "capabilities": self._capabilities,
+            "clientInfo": client_info(),
+        }
         call = self._new_call(INITIALIZE, params, headers={}, on_inbound=None)
         async with self._channel.exchange("POST", INITIALIZE, body=call.request_message()) as resp:
             await self._channel.check_status(resp, self._channel.generation, INITIALIZE)
@@ -338,13 +383,15 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
         self._accept_init_result(result)
 
     def _accept_init_result(self, result: JsonObject) -> None:
-        """Remember the negotiated revision; the version header is sent only where the revision has it.
+        """Remember the negotiated revision; the version header is sent only where the revision has
+        it.
 
         A re-initialize must land on the same revision: the capabilities were shaped for it."""
         revision = negotiated(self.upstream, result.get("protocolVersion"))
         if self._revision is not None and revision != self._revision:
             raise UpstreamProtocolError(
-                f"Upstream {self.upstream} re-initialized with protocol version {revision.version!r}"
+                f"Upstream {self.upstream} re-initialized with protocol version "
+                f"{revision.version!r}"
                 f" after {self._revision.version!r}"
             )
         self._revision = revision
@@ -363,14 +410,17 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
         return self._channel.generation
 
     async def _reinitialize(self, seen_generation: int) -> None:
-        """Start a new upstream session in place (§ 10.5), once per expiry however many calls saw it.
+        """Start a new upstream session in place (§ 10.5), once per expiry however many calls saw
+        it.
 
         The handshake runs in a task the session owns, so a caller cancelled meanwhile cannot leave
         the session half initialized; every caller waits for the same outcome."""
         self._check_open()
         running = self._reinit_task is not None and not self._reinit_task.done()
         if not running and self._channel.generation == seen_generation:
-            self._reinit_task = self._tasks.spawn(self._run_reinitialize(), name="upstream-reinitialize")
+            self._reinit_task = self._tasks.spawn(
+                self._run_reinitialize(), name="upstream-reinitialize"
+            )
         if self._reinit_task is not None:
             await asyncio.wait({self._reinit_task})
         self._check_open()
@@ -378,9 +428,13 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
             raise self._reinit_error
 
     def _get_stream_expired(self) -> None:
-        """The GET stream met a 404: re-initialize now, not at the next call, so session-wide messages flow."""
+        """The GET stream met a 404: re-initialize now, not at the next call, so session-wide
+        messages flow."""
         if self._state is not SessionState.CLOSED:
-            self._tasks.spawn(self._reinitialize_eagerly(self._channel.generation), name="upstream-reinitialize-eager")
+            self._tasks.spawn(
+                self._reinitialize_eagerly(self._channel.generation),
+                name="upstream-reinitialize-eager",
+            )
 
     async def _reinitialize_eagerly(self, generation: int) -> None:
         try:
@@ -412,7 +466,9 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
             await self._channel.post_bounded(message, action)
         except SessionExpired as exc:
             if self._get_stream is not None and exc.generation == self._channel.generation:
-                self._get_stream.state = GetStreamState.EXPIRED  # re-initialize before the next call
+                self._get_stream.state = (
+                    GetStreamState.EXPIRED
+                )  # re-initialize before the next call
             raise UpstreamSessionLost(
                 f"Upstream {self.upstream} ended the session; the {action} was not delivered"
             ) from None
@@ -422,5 +478,10 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
             raise UpstreamSessionLost(f"Upstream session to {self.upstream} is closed")
 
 
-__all__ = ["CLIENT_NAME", "MAX_RESUME_ATTEMPTS", "HttpUpstreamSession", "SessionState", "client_info"]
-
+__all__ = [
+    "CLIENT_NAME",
+    "MAX_RESUME_ATTEMPTS",
+    "HttpUpstreamSession",
+    "SessionState",
+    "client_info",
+]

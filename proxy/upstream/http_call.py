@@ -1,4 +1,5 @@
-"""One in-flight request on a legacy Streamable HTTP session: its outcome slot and its inbound routing."""
+"""One in-flight request on a legacy Streamable HTTP session: its outcome slot and its inbound
+routing."""
 
 from __future__ import annotations
 
@@ -16,7 +17,8 @@ _log = structlog.get_logger(__name__)
 
 
 def invoke_handler(handler: InboundHandler, inbound: Inbound) -> None:
-    """Run an inbound callback; a failing callback is logged, never allowed to kill a stream reader."""
+    """Run an inbound callback; a failing callback is logged, never allowed to kill a stream
+    reader."""
     try:
         handler(inbound)
     except Exception:

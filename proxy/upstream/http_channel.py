@@ -1,4 +1,5 @@
-"""The HTTP side of one legacy session: where to send, with which headers, bounded how; plus the task
+"""The HTTP side of one legacy session: where to send, with which headers, bounded how; plus the
+task
 set a session owns (docs/decisions.md § 6: no fire-and-forget)."""
 
 from __future__ import annotations
@@ -44,19 +45,30 @@ class HttpChannel:
     """Sends HTTP requests for one session with the transport headers (§ 10.2) and error mapping."""
 
     def __init__(
-        self, client: aiohttp.ClientSession, url: str, *, headers: Mapping[str, str], settings: UpstreamSettings
+        self,
+        client: aiohttp.ClientSession,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        settings: UpstreamSettings,
     ) -> None:
         self._client = client
         self._url = url
         self.upstream = safe_url(url)
         self._base_headers = dict(headers)
         self.settings = settings
-        # `connect` also bounds waiting for a free pooled connection: a full connector fails, never hangs.
+        # `connect` also bounds waiting for a free pooled connection: a full connector fails, never
+        # hangs.
         self._timeout = aiohttp.ClientTimeout(
-            total=None, connect=settings.connect_timeout_s, sock_connect=settings.connect_timeout_s, sock_read=None
+            total=None,
+            connect=settings.connect_timeout_s,
+            sock_connect=settings.connect_timeout_s,
+            sock_read=None,
         )
         self.session_id: str | None = None
-        self.protocol_version: str | None = None  # sent as MCP-Protocol-Version where the revision has it
+        self.protocol_version: str | None = (
+            None  # sent as MCP-Protocol-Version where the revision has it
+        )
         self.batches = False  # whether the session's revision lets a stream event carry a batch
         self.generation = 0
 
@@ -81,20 +93,30 @@ class HttpChannel:
         accept: str = POST_ACCEPT,
         last_event_id: str | None = None,
     ) -> AsyncIterator[aiohttp.ClientResponse]:
-        """One HTTP request; errors inside the block (reading the body too) are mapped to `UpstreamFault`s.
+        """One HTTP request; errors inside the block (reading the body too) are mapped to
+        `UpstreamFault`s.
 
         No read timeout: SSE streams of held calls stay quiet for minutes. Connects are bounded."""
         headers = build_headers(
-            self._base_headers, extra or {}, accept=accept, session_id=self.session_id,
-            protocol_version=self.protocol_version, last_event_id=last_event_id,
-        )  # fmt: skip
+            self._base_headers,
+            extra or {},
+            accept=accept,
+            session_id=self.session_id,
+            protocol_version=self.protocol_version,
+            last_event_id=last_event_id,
+        )
         data = None
         if body is not None:
             headers["Content-Type"] = JSON_TYPE
             data = json.dumps(body, separators=(",", ":")).encode()
         with map_upstream_errors(self.upstream, action):
             async with self._client.request(
-                http_method, self._url, headers=headers, data=data, timeout=self._timeout, raise_for_status=False
+                http_method,
+                self._url,
+                headers=headers,
+                data=data,
+                timeout=self._timeout,
+                raise_for_status=False,
             ) as resp:
                 self._follow_redirect(resp)
                 yield resp
@@ -102,8 +124,9 @@ class HttpChannel:
     def _follow_redirect(self, resp: aiohttp.ClientResponse) -> None:
         """Send to where a same-origin redirect (307/308: method and body kept) pointed from now on.
 
-        FastMCP on `mcp` 1.8 and 1.9 answers `POST /mcp` with 307 to `/mcp/`; aiohttp follows it with the
-        same method and body, and remembering the target saves the extra round trip on every request."""
+        FastMCP on `mcp` 1.8 and 1.9 answers `POST /mcp` with 307 to `/mcp/`; aiohttp follows it
+        with the same method and body, and remembering the target saves the extra round trip on
+        every request."""
         if not resp.history or any(hop.status not in (307, 308) for hop in resp.history):
             return
         target = resp.url
@@ -121,7 +144,8 @@ class HttpChannel:
         ok: Collection[int] = (200,),
         content_type: str | None = None,
     ) -> None:
-        """Raise `SessionExpired` on 404 to a request that carried a session id, an `UpstreamFault` on any
+        """Raise `SessionExpired` on 404 to a request that carried a session id, an `UpstreamFault`
+        on any
         other refusal."""
         if resp.status == 404 and SESSION_HEADER in resp.request_info.headers:
             raise SessionExpired(generation)
@@ -135,15 +159,21 @@ class HttpChannel:
                 raise UpstreamUnavailable(message)
             raise UpstreamRefused(message, status=resp.status)
         if content_type is not None and resp.content_type != content_type:
-            raise UpstreamProtocolError(f"answered {action} with content type {resp.content_type!r}")
+            raise UpstreamProtocolError(
+                f"answered {action} with content type {resp.content_type!r}"
+            )
 
-    async def post_accepted(self, message: JsonObject, action: str, *, extra: Mapping[str, str] | None = None) -> None:
+    async def post_accepted(
+        self, message: JsonObject, action: str, *, extra: Mapping[str, str] | None = None
+    ) -> None:
         """POST a message the upstream must accept without answering in the body (202)."""
         generation = self.generation
         async with self.exchange("POST", action, body=message, extra=extra) as resp:
             await self.check_status(resp, generation, action, ok=(200, 202, 204))
 
-    async def post_bounded(self, message: JsonObject, action: str, *, extra: Mapping[str, str] | None = None) -> None:
+    async def post_bounded(
+        self, message: JsonObject, action: str, *, extra: Mapping[str, str] | None = None
+    ) -> None:
         """`post_accepted` within `init_timeout_s`."""
         with map_upstream_errors(self.upstream, action):
             async with asyncio.timeout(self.settings.init_timeout_s):

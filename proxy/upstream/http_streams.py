@@ -1,5 +1,6 @@
-"""Reading a legacy session's SSE streams: routing what arrives (docs/decisions.md § 7, § 16) and keeping
-the GET stream open (§ 10.3), reconnecting after `retry` and resuming with `Last-Event-ID` (§ 10.4)."""
+"""Reading a legacy session's SSE streams: routing what arrives (docs/decisions.md § 7, § 16) and
+keeping the GET stream open (§ 10.3), reconnecting after `retry` and resuming with `Last-Event-ID`
+(§ 10.4)."""
 
 from __future__ import annotations
 
@@ -14,13 +15,23 @@ from proxy.tasks import TaskOwner
 from proxy.upstream.base import Inbound, InboundHandler
 from proxy.upstream.http_call import HttpUpstreamCall, invoke_handler
 from proxy.upstream.http_channel import HttpChannel, SessionExpired
-from proxy.upstream.http_wire import SSE_TYPE, StreamCursor, is_request, is_response, iter_stream_messages
+from proxy.upstream.http_wire import (
+    SSE_TYPE,
+    StreamCursor,
+    is_request,
+    is_response,
+    iter_stream_messages,
+)
 from translators.eras import LEGACY_PING, META_PROGRESS_TOKEN, PROGRESS
 from translators.errors import UpstreamFault, UpstreamProtocolError
 from translators.jsonrpc import JsonObject, result_response
 
-MAX_GET_FAILURES: Final = 5  # consecutive GET-stream attempts that fail, or end soon bringing nothing
-HEALTHY_STREAM_S: Final = 5.0  # a GET stream open this long counts as healthy even if it brought nothing
+MAX_GET_FAILURES: Final = (
+    5  # consecutive GET-stream attempts that fail, or end soon bringing nothing
+)
+HEALTHY_STREAM_S: Final = (
+    5.0  # a GET stream open this long counts as healthy even if it brought nothing
+)
 _BROKEN_STREAM_ERRORS: Final = (aiohttp.ClientPayloadError, aiohttp.ClientConnectionError, OSError)
 
 
@@ -62,14 +73,18 @@ class StreamRouter:
     def _route_inbound(self, message: JsonObject, call: HttpUpstreamCall | None) -> None:
         method = message.get("method")
         if not isinstance(method, str):
-            self._log.warning("upstream_message_ignored", reason="neither request, notification nor response")
+            self._log.warning(
+                "upstream_message_ignored", reason="neither request, notification nor response"
+            )
         elif method == LEGACY_PING and is_request(message):
             self._tasks.spawn(self._answer_ping(message["id"]), name="upstream-ping-answer")
         elif call is not None:
             self._log.debug("upstream_inbound_received", method=method, stream="post")
             call.deliver(message)
         elif (owner := self._progress_owner(message)) is not None:
-            self._log.debug("upstream_inbound_received", method=method, stream="get", attributed="progressToken")
+            self._log.debug(
+                "upstream_inbound_received", method=method, stream="get", attributed="progressToken"
+            )
             owner.deliver(message)
         else:
             self._log.debug("upstream_inbound_received", method=method, stream="get")
@@ -79,21 +94,28 @@ class StreamRouter:
         """The call in flight whose upstream progress token a `notifications/progress` names.
 
         `mcp` 1.x before 1.13 (2025-06-18 and older) sends progress on the session's GET stream, not
-        on the call's stream; the bridge's upstream tokens are unique, so the token finds the call."""
+        on the call's stream; the bridge's upstream tokens are unique, so the token finds the call.
+        """
         params = message.get("params")
         token = params.get(META_PROGRESS_TOKEN) if isinstance(params, dict) else None
         if message.get("method") != PROGRESS or token is None:
             return None
         for call in self._calls.values():
             meta = call.params.get("_meta")
-            if isinstance(meta, dict) and meta.get(META_PROGRESS_TOKEN) == token and not call.is_done:
+            if (
+                isinstance(meta, dict)
+                and meta.get(META_PROGRESS_TOKEN) == token
+                and not call.is_done
+            ):
                 return call
         return None
 
     def _resolve_elsewhere(self, message: JsonObject) -> None:
         """A response on another stream (e.g. replayed on the GET stream) settles its own call."""
         upstream_request_id = message.get("id")
-        call = self._calls.get(upstream_request_id) if isinstance(upstream_request_id, int) else None
+        call = (
+            self._calls.get(upstream_request_id) if isinstance(upstream_request_id, int) else None
+        )
         if call is None or call.is_done:
             self._log.warning("upstream_response_unmatched")
             return
@@ -109,18 +131,29 @@ class StreamRouter:
 
 
 class GetStreamState(enum.Enum):
-    """Where a GET stream's life stands (it is reopened while OPEN and the generation is current)."""
+    """Where a GET stream's life stands (it is reopened while OPEN and the generation is
+    current)."""
 
     OPEN = "open"
-    EXPIRED = "expired"  # the upstream answered 404: the session is gone, re-initialize before the next call
-    LOST = "lost"  # repeated failures: pushes sent there would be dropped, so the session is not alive
+    # the upstream answered 404: the session is gone, re-initialize before the next call
+    EXPIRED = "expired"
+    LOST = (
+        "lost"  # repeated failures: pushes sent there would be dropped, so the session is not alive
+    )
 
 
 class GetStream:
     """The session's GET stream for one generation (one `Mcp-Session-Id`)."""
 
-    def __init__(self, channel: HttpChannel, router: StreamRouter, tasks: TaskOwner, log: Any, *,
-                 on_expired: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        channel: HttpChannel,
+        router: StreamRouter,
+        tasks: TaskOwner,
+        log: Any,
+        *,
+        on_expired: Callable[[], None] | None = None,
+    ) -> None:
         self._channel = channel
         self._on_expired = on_expired
         self._router = router
@@ -174,7 +207,9 @@ class GetStream:
                 _settle(opened)
                 return False
             try:
-                await self._channel.check_status(resp, self._generation, "GET stream", content_type=SSE_TYPE)
+                await self._channel.check_status(
+                    resp, self._generation, "GET stream", content_type=SSE_TYPE
+                )
             except SessionExpired:
                 if not opened.done():
                     raise UpstreamProtocolError("answered the first GET stream with 404") from None

@@ -1,4 +1,5 @@
-"""Wire details of the legacy Streamable HTTP transport (2025-11-25/basic/transports.mdx): headers, bounded
+"""Wire details of the legacy Streamable HTTP transport (2025-11-25/basic/transports.mdx): headers,
+bounded
 JSON bodies, SSE message streams with their resumption cursor, and JSON-RPC message shapes."""
 
 from __future__ import annotations
@@ -28,7 +29,15 @@ DEFAULT_RETRY_MS: Final = 1000
 MAX_RETRY_MS: Final = 60_000
 # Headers the transport owns; callers' extras can never override them.
 _RESERVED: Final = frozenset(
-    {"accept", "content-type", "content-length", "host", "last-event-id", "mcp-session-id", "mcp-protocol-version"}
+    {
+        "accept",
+        "content-type",
+        "content-length",
+        "host",
+        "last-event-id",
+        "mcp-session-id",
+        "mcp-protocol-version",
+    }
 )
 
 
@@ -42,7 +51,9 @@ def build_headers(
     last_event_id: str | None = None,
 ) -> dict[str, str]:
     """Caller headers (base, then per-request extras) plus the transport's own, which always win."""
-    headers = {name: value for name, value in {**base, **extra}.items() if name.lower() not in _RESERVED}
+    headers = {
+        name: value for name, value in {**base, **extra}.items() if name.lower() not in _RESERVED
+    }
     headers["Accept"] = accept
     if session_id is not None:
         headers[SESSION_HEADER] = session_id
@@ -96,7 +107,9 @@ async def read_json_message(response: aiohttp.ClientResponse) -> JsonObject:
     """The body of an `application/json` response as one message, read with a size bound."""
     declared = response.content_length
     if declared is not None and declared > MAX_MESSAGE_BYTES:
-        raise UpstreamProtocolError(f"sent a JSON body of {declared} bytes (limit {MAX_MESSAGE_BYTES})")
+        raise UpstreamProtocolError(
+            f"sent a JSON body of {declared} bytes (limit {MAX_MESSAGE_BYTES})"
+        )
     body = bytearray()
     async for chunk in response.content.iter_chunked(65536):
         body += chunk
@@ -124,7 +137,9 @@ class StreamCursor:
         return self.retry_ms / 1000
 
 
-async def iter_stream_events(response: aiohttp.ClientResponse, cursor: StreamCursor) -> AsyncIterator[SSEEvent]:
+async def iter_stream_events(
+    response: aiohttp.ClientResponse, cursor: StreamCursor
+) -> AsyncIterator[SSEEvent]:
     """The events of an SSE response, in order, each at most `MAX_MESSAGE_BYTES`.
 
     The cursor moves as events arrive, so a caller that stops early can resume from it."""
@@ -154,8 +169,9 @@ def event_messages(data: str, *, batches: bool) -> list[JsonObject]:
 async def iter_stream_messages(
     response: aiohttp.ClientResponse, cursor: StreamCursor, *, batches: bool = False
 ) -> AsyncIterator[JsonObject]:
-    """JSON-RPC messages of an SSE response, in order; priming events (empty data) are skipped; where
-    the revision has `batches`, each element of an array in one event comes as a message of its own."""
+    """JSON-RPC messages of an SSE response, in order; priming events (empty data) are skipped;
+    where the revision has `batches`, each element of an array in one event comes as a message of
+    its own."""
     async for event in iter_stream_events(response, cursor):
         if event.event == "message" and event.data.strip():
             for message in event_messages(event.data, batches=batches):

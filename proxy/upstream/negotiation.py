@@ -54,11 +54,14 @@ class NegotiatingOpener:
             return session
         revision = session.revision
         self._retiring.spawn(self._close_later(session), name="mis-shaped-session-close")
-        session = await self._open_once(capabilities_for_revision(revision, capabilities), headers, on_unrelated)
+        session = await self._open_once(
+            capabilities_for_revision(revision, capabilities), headers, on_unrelated
+        )
         if session.revision != revision:
             await session.aclose()
             raise UpstreamProtocolError(
-                f"Upstream answered initialize with protocol version {session.revision.version!r} right after"
+                f"Upstream answered initialize with protocol version {session.revision.version!r} "
+                "right after"
                 f" {revision.version!r}; the bridge cannot tell which revision it speaks"
             )
         return session
@@ -75,7 +78,11 @@ class NegotiatingOpener:
 
     def _learn(self, revision: Revision) -> None:
         if revision != self.expected:
-            _log.info("upstream_revision_negotiated", revision=revision.version, previous=self.expected.version)
+            _log.info(
+                "upstream_revision_negotiated",
+                revision=revision.version,
+                previous=self.expected.version,
+            )
             self.expected = revision
 
 

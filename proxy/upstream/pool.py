@@ -1,10 +1,11 @@
 """Which upstream session serves which call (docs/decisions.md §§ 7, 8, 10).
 
-Sessions are keyed by (principal, capability fingerprint, roots) and kept warm for reuse. A session carries
-at most one *exclusive* lease (an MRTR-capable call: every push on that session is then its own)
-and any number of *shared* leases (lists and other non-interactive requests). Messages on a
+Sessions are keyed by (principal, capability fingerprint, roots) and kept warm for reuse. A session
+carries at most one *exclusive* lease (an MRTR-capable call: every push on that session is then its
+own) and any number of *shared* leases (lists and other non-interactive requests). Messages on a
 session's GET stream go to its exclusive lease holder's handler, or else to `on_unowned` (policy).
-Limits are enforced by evicting idle sessions first; idle sessions are reaped after `session_idle_s`.
+Limits are enforced by evicting idle sessions first; idle sessions are reaped after
+`session_idle_s`.
 """
 
 from __future__ import annotations
@@ -114,13 +115,15 @@ class Lease:
         return self._entry.key
 
     def set_unrelated_handler(self, handler: InboundHandler | None) -> None:
-        """Route the session's GET-stream messages to `handler` while set (exclusive leases only)."""
+        """Route the session's GET-stream messages to `handler` while set (exclusive leases
+        only)."""
         if not self.exclusive:
             raise BridgeBug("only an exclusive lease may own a session's unrelated messages")
         self.unrelated_handler = None if self._released else handler
 
     async def release(self, *, discard: bool = False) -> None:
-        """Give the session back (idempotent); `discard=True` closes it, e.g. after a cancelled call."""
+        """Give the session back (idempotent); `discard=True` closes it, e.g. after a cancelled
+        call."""
         if self._released:
             return
         self._released = True
@@ -129,7 +132,8 @@ class Lease:
 
 
 class _Router:
-    """A session's `on_unrelated`: buffers until the session joins the pool, then routes per lease."""
+    """A session's `on_unrelated`: buffers until the session joins the pool, then routes per
+    lease."""
 
     def __init__(self, pool: UpstreamPool) -> None:
         self._pool = pool
@@ -160,13 +164,21 @@ class _Opening:
 class UpstreamPool:
     """Warm legacy sessions per (principal, fingerprint), with limits and idle reaping."""
 
-    def __init__(self, settings: UpstreamSettings, opener: SessionOpener, *, on_unowned: UnownedHandler,
-                 transport: TransportInfo = STREAMABLE_HTTP) -> None:
+    def __init__(
+        self,
+        settings: UpstreamSettings,
+        opener: SessionOpener,
+        *,
+        on_unowned: UnownedHandler,
+        transport: TransportInfo = STREAMABLE_HTTP,
+    ) -> None:
         self._settings = settings
         self._opener = opener
         self.transport = transport
         self._open_slots = asyncio.Semaphore(MAX_CONCURRENT_OPENS)
-        self._room = asyncio.Event()  # set (and replaced) whenever a session may have become available
+        self._room = (
+            asyncio.Event()
+        )  # set (and replaced) whenever a session may have become available
         self._on_unowned = on_unowned
         self._entries: list[_Entry] = []
         self._opening: dict[SessionKey, _Opening] = {}
@@ -181,7 +193,9 @@ class UpstreamPool:
     async def start(self) -> None:
         """Start the idle reaper (a task the pool owns until `aclose()`)."""
         if self._reaper is None:
-            self._reaper = asyncio.get_running_loop().create_task(self._reap_loop(), name="upstream-pool-reaper")
+            self._reaper = asyncio.get_running_loop().create_task(
+                self._reap_loop(), name="upstream-pool-reaper"
+            )
 
     async def aclose(self) -> None:
         self._closed = True
@@ -196,7 +210,8 @@ class UpstreamPool:
         return next((entry.key for entry in self._entries if entry.session is session), None)
 
     def retire(self, session: UpstreamSession) -> None:
-        """Never hand `session` out again; it is closed when its last lease is released (or reaped)."""
+        """Never hand `session` out again; it is closed when its last lease is released (or
+        reaped)."""
         for entry in self._entries:
             if entry.session is session:
                 entry.retire()
@@ -211,10 +226,16 @@ class UpstreamPool:
         )
 
     async def lease(
-        self, key: SessionKey, capabilities: JsonObject, *, exclusive: bool, headers: Mapping[str, str],
+        self,
+        key: SessionKey,
+        capabilities: JsonObject,
+        *,
+        exclusive: bool,
+        headers: Mapping[str, str],
         wait: bool = True,
     ) -> Lease:
-        """A session for `key`: a warm one when one fits, else a new one (within the limits). When all
+        """A session for `key`: a warm one when one fits, else a new one (within the limits). When
+        all
         `max_sessions` are in use, waits up to `session_wait_s` for one to free up (unless `wait` is
         False), first come first served."""
         deadline: float | None = None
@@ -240,7 +261,8 @@ class UpstreamPool:
                 raise opening.error
 
     async def _wait_for_room(self, deadline: float) -> None:
-        """Wait until a lease is released or a session closes, or raise the limit error at `deadline`."""
+        """Wait until a lease is released or a session closes, or raise the limit error at
+        `deadline`."""
         room = self._room
         try:
             async with asyncio.timeout_at(deadline):
@@ -249,20 +271,27 @@ class UpstreamPool:
             raise self._busy_error() from None
 
     def _busy_error(self) -> CapacityExceeded:
-        limit, held = self._settings.max_sessions, sum(1 for e in self._entries if e.exclusive is not None)
+        limit, held = (
+            self._settings.max_sessions,
+            sum(1 for e in self._entries if e.exclusive is not None),
+        )
         by_calls = f", {held} of them held by interactive calls" if held else ""
         return CapacityExceeded(
-            f"The bridge already has {limit} upstream sessions in use (upstream.max_sessions){by_calls}; none"
-            f" became free within {self._settings.session_wait_s:g} s (upstream.session_wait_s); retry later",
+            f"The bridge already has {limit} upstream sessions in use "
+            f"(upstream.max_sessions){by_calls}; none"
+            f" became free within {self._settings.session_wait_s:g} s (upstream.session_wait_s); "
+            "retry later",
             TOTAL_LIMIT,
         )
 
     def _room_made(self) -> None:
-        """Wake every lease waiting for room (each then tries again, in the order they began waiting)."""
+        """Wake every lease waiting for room (each then tries again, in the order they began
+        waiting)."""
         self._room.set()
         self._room = asyncio.Event()
 
-    # -- choosing -----------------------------------------------------------------------------------
+    # -- choosing
+    # -----------------------------------------------------------------------------------
 
     def _find(self, key: SessionKey, *, exclusive: bool) -> _Entry | None:
         candidates = [e for e in self._entries if e.key == key and e.can_serve]
@@ -283,12 +312,16 @@ class UpstreamPool:
         return lease
 
     def _reserve(self, principal: str) -> list[_Entry]:
-        """Claim room for one more session, evicting idle ones if needed; raises a `LimitExceeded`."""
+        """Claim room for one more session, evicting idle ones if needed; raises a
+        `LimitExceeded`."""
         victims: list[_Entry] = []
         per_principal = self._settings.max_sessions_per_principal
         while self._count(principal, victims) >= per_principal:
             victims.append(self._idle_victim(victims, principal, per_principal))
-        while len(self._entries) - len(victims) + sum(self._reserved.values()) >= self._settings.max_sessions:
+        while (
+            len(self._entries) - len(victims) + sum(self._reserved.values())
+            >= self._settings.max_sessions
+        ):
             victims.append(self._idle_victim(victims, None, self._settings.max_sessions))
         for victim in victims:
             self._entries.remove(victim)
@@ -296,7 +329,9 @@ class UpstreamPool:
         return victims
 
     def _count(self, principal: str, excluded: list[_Entry]) -> int:
-        open_now = sum(1 for e in self._entries if e.key.principal == principal and e not in excluded)
+        open_now = sum(
+            1 for e in self._entries if e.key.principal == principal and e not in excluded
+        )
         return open_now + self._reserved.get(principal, 0)
 
     def _idle_victim(self, taken: list[_Entry], principal: str | None, limit: int) -> _Entry:
@@ -314,21 +349,30 @@ class UpstreamPool:
                 "upstream.max_sessions_per_principal",
             )
         raise CapacityExceeded(
-            f"The bridge already has {limit} upstream sessions in use (upstream.max_sessions); retry later",
+            f"The bridge already has {limit} upstream sessions in use (upstream.max_sessions); "
+            "retry later",
             TOTAL_LIMIT,
         )
 
-    # -- opening and closing ------------------------------------------------------------------------
+    # -- opening and closing
+    # ------------------------------------------------------------------------
 
     async def _open(
-        self, key: SessionKey, capabilities: JsonObject, *, exclusive: bool, headers: Mapping[str, str]
+        self,
+        key: SessionKey,
+        capabilities: JsonObject,
+        *,
+        exclusive: bool,
+        headers: Mapping[str, str],
     ) -> Lease:
         victims = self._reserve(key.principal)
         opening = None if exclusive else self._opening.setdefault(key, _Opening())
         try:
             await self._close_all(victims, "evicted")
             router = _Router(self)
-            async with self._open_slots:  # a burst opens a few at a time; each open's timeout starts here
+            async with (
+                self._open_slots
+            ):  # a burst opens a few at a time; each open's timeout starts here
                 session = await self._opener(capabilities, headers, router)
             return await self._admit(key, session, router, exclusive=exclusive)
         except BridgeError as exc:
@@ -344,7 +388,9 @@ class UpstreamPool:
                 opening.done.set()
             self._room_made()
 
-    async def _admit(self, key: SessionKey, session: PooledSession, router: _Router, *, exclusive: bool) -> Lease:
+    async def _admit(
+        self, key: SessionKey, session: PooledSession, router: _Router, *, exclusive: bool
+    ) -> Lease:
         if self._closed:
             await session.aclose()
             raise UpstreamUnavailable("The bridge is shutting down", public=True)
@@ -380,13 +426,18 @@ class UpstreamPool:
             entry.state = EntryState.CLOSED
             self._retired_reinitialized += entry.session.reinitialized_count
         self._room_made()
-        results = await asyncio.gather(*(e.session.aclose() for e in entries), return_exceptions=True)
+        results = await asyncio.gather(
+            *(e.session.aclose() for e in entries), return_exceptions=True
+        )
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):
                 _log.warning("upstream_session_close_failed", error=type(result).__name__)
-        _log.info("upstream_sessions_closed", reason=reason, count=len(entries), open=len(self._entries))
+        _log.info(
+            "upstream_sessions_closed", reason=reason, count=len(entries), open=len(self._entries)
+        )
 
-    # -- routing and reaping ------------------------------------------------------------------------
+    # -- routing and reaping
+    # ------------------------------------------------------------------------
 
     def _route(self, entry: _Entry, inbound: Inbound) -> None:
         """GET-stream messages belong to the exclusive lease holder, if it listens; a push tied to a
@@ -413,10 +464,15 @@ class UpstreamPool:
                 await self.reap_idle()
 
     async def reap_idle(self) -> int:
-        """Close sessions idle for `session_idle_s` (and dead or retiring idle ones); returns how many."""
+        """Close sessions idle for `session_idle_s` (and dead or retiring idle ones); returns how
+        many."""
         now = asyncio.get_running_loop().time()
         limit = self._settings.session_idle_s
-        victims = [e for e in self._entries if e.is_idle and (not e.can_serve or now - (e.idle_since or now) >= limit)]
+        victims = [
+            e
+            for e in self._entries
+            if e.is_idle and (not e.can_serve or now - (e.idle_since or now) >= limit)
+        ]
         for victim in victims:
             self._entries.remove(victim)
         await self._close_all(victims, "idle")
@@ -424,7 +480,9 @@ class UpstreamPool:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise UpstreamUnavailable("The bridge is shutting down; no new upstream sessions", public=True)
+            raise UpstreamUnavailable(
+                "The bridge is shutting down; no new upstream sessions", public=True
+            )
 
 
 __all__ = ["Lease", "PoolStats", "SessionKey", "UnownedHandler", "UpstreamPool"]

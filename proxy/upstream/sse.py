@@ -68,7 +68,9 @@ def resolve_endpoint(sse_url: str, data: str) -> str:
     except ValueError:
         raise UpstreamProtocolError("sent an endpoint event that is not a URI") from None
     if not data.strip() or target.origin() != base.origin():
-        raise UpstreamProtocolError("sent an endpoint event for another origin; the bridge POSTs only to its own")
+        raise UpstreamProtocolError(
+            "sent an endpoint event for another origin; the bridge POSTs only to its own"
+        )
     return str(target)
 
 
@@ -101,7 +103,9 @@ class SseUpstreamSession(Negotiated, SendsMessages):
         self._revision: Revision | None = None
         self._lost: str | None = None
         self._closing = False
-        self._log = _log.bind(upstream=self.upstream, upstream_session=next(_session_refs), transport=TRANSPORT_NAME)
+        self._log = _log.bind(
+            upstream=self.upstream, upstream_session=next(_session_refs), transport=TRANSPORT_NAME
+        )
 
     @classmethod
     async def open(
@@ -150,7 +154,8 @@ class SseUpstreamSession(Negotiated, SendsMessages):
         headers: Mapping[str, str],
         on_inbound: InboundHandler | None,
     ) -> OutcomeCall:
-        """POST a request from a task the session owns; its response comes on the stream. `on_inbound`
+        """POST a request from a task the session owns; its response comes on the stream.
+        `on_inbound`
         is unused: every inbound message is unrelated (module docstring)."""
         call = OutcomeCall(next(self._ids), method, self._send_cancel, f"Upstream {self.upstream}")
         if self._lost is not None or self._closing:
@@ -158,8 +163,10 @@ class SseUpstreamSession(Negotiated, SendsMessages):
             return call
         self._calls[call.upstream_request_id] = call
         message = jsonrpc.request(call.upstream_request_id, method, params)
-        self._tasks.spawn(self._post_request(call, message, dict(headers)),
-                          name=f"sse-request-{call.upstream_request_id}")
+        self._tasks.spawn(
+            self._post_request(call, message, dict(headers)),
+            name=f"sse-request-{call.upstream_request_id}",
+        )
         return call
 
     async def _send_message(self, message: JsonObject, action: str) -> None:
@@ -181,12 +188,20 @@ class SseUpstreamSession(Negotiated, SendsMessages):
     async def _handshake(self, capabilities: JsonObject) -> None:
         self._reader = self._tasks.spawn(self._read_stream(), name="sse-stream")
         endpoint = await self._endpoint
-        self._poster = HttpChannel(self._client, endpoint, headers=self._headers, settings=self._settings)
-        params = {"protocolVersion": OFFERED, "capabilities": capabilities, "clientInfo": client_info()}
+        self._poster = HttpChannel(
+            self._client, endpoint, headers=self._headers, settings=self._settings
+        )
+        params = {
+            "protocolVersion": OFFERED,
+            "capabilities": capabilities,
+            "clientInfo": client_info(),
+        }
         try:
             result = await self.start(INITIALIZE, params, headers={}, on_inbound=None).result()
         except UpstreamReturnedError as exc:
-            raise UpstreamProtocolError(f"Upstream {self.upstream} refused initialize: {exc.message[:200]}") from exc
+            raise UpstreamProtocolError(
+                f"Upstream {self.upstream} refused initialize: {exc.message[:200]}"
+            ) from exc
         self._revision = negotiated(self.upstream, result.get("protocolVersion"))
         self._init_result = result
         await self.notify(INITIALIZED)
@@ -195,10 +210,14 @@ class SseUpstreamSession(Negotiated, SendsMessages):
 
     async def _read_stream(self) -> None:
         """Read the stream to its end; then the session is lost (module docstring)."""
-        reason = f"Upstream {self.upstream} closed the SSE stream of the session (HTTP+SSE transport)"
+        reason = (
+            f"Upstream {self.upstream} closed the SSE stream of the session (HTTP+SSE transport)"
+        )
         try:
             async with self._stream.exchange("GET", "SSE stream", accept=SSE_TYPE) as resp:
-                await self._stream.check_status(resp, self._stream.generation, "SSE stream", content_type=SSE_TYPE)
+                await self._stream.check_status(
+                    resp, self._stream.generation, "SSE stream", content_type=SSE_TYPE
+                )
                 async for event in iter_stream_events(resp, StreamCursor()):
                     self._on_event(event.event, event.data)
         except UpstreamFault as exc:
@@ -207,7 +226,9 @@ class SseUpstreamSession(Negotiated, SendsMessages):
                 self._endpoint.set_exception(exc)
         if not self._endpoint.done():
             self._endpoint.set_exception(
-                UpstreamProtocolError(f"Upstream {self.upstream} ended the SSE stream before its endpoint event")
+                UpstreamProtocolError(
+                    f"Upstream {self.upstream} ended the SSE stream before its endpoint event"
+                )
             )
         if not self._closing:
             self._log.warning("upstream_sse_stream_lost", pending_calls=len(self._calls))
@@ -241,7 +262,11 @@ class SseUpstreamSession(Negotiated, SendsMessages):
     def _receive(self, message: JsonObject) -> None:
         if is_response(message):
             upstream_request_id = message.get("id")
-            call = self._calls.pop(upstream_request_id, None) if type(upstream_request_id) is int else None
+            call = (
+                self._calls.pop(upstream_request_id, None)
+                if type(upstream_request_id) is int
+                else None
+            )
             if call is None:
                 self._log.debug("upstream_response_unmatched")
             else:
@@ -252,26 +277,35 @@ class SseUpstreamSession(Negotiated, SendsMessages):
             self._log.debug("upstream_inbound_received", method=message["method"], stream="sse")
             invoke_handler(self._on_unrelated, Inbound(message=message, related_request_id=None))
         else:
-            self._log.warning("upstream_message_ignored", reason="neither request, notification nor response")
+            self._log.warning(
+                "upstream_message_ignored", reason="neither request, notification nor response"
+            )
 
     # -- sending ----------------------------------------------------------------------------------
 
-    async def _post_request(self, call: OutcomeCall, message: JsonObject, headers: dict[str, str]) -> None:
+    async def _post_request(
+        self, call: OutcomeCall, message: JsonObject, headers: dict[str, str]
+    ) -> None:
         try:
             await self._send(message, call.method, headers)
         except UpstreamFault as exc:
             self._calls.pop(call.upstream_request_id, None)
             call.fail(exc)
 
-    async def _send(self, message: JsonObject, action: str, headers: Mapping[str, str] | None = None) -> None:
-        """POST one message to the endpoint; the server must accept it (202) within `init_timeout_s`."""
+    async def _send(
+        self, message: JsonObject, action: str, headers: Mapping[str, str] | None = None
+    ) -> None:
+        """POST one message to the endpoint; the server must accept it (202) within
+        `init_timeout_s`."""
         if self._lost is not None or self._closing or self._poster is None:
             raise self._lost_error()
         try:
             await self._poster.post_bounded(message, action, extra=headers)
         except UpstreamRefused as exc:
             if exc.status == 404:  # the server no longer knows this connection's session
-                self._fail_pending(f"Upstream {self.upstream} no longer knows the session (HTTP 404)")
+                self._fail_pending(
+                    f"Upstream {self.upstream} no longer knows the session (HTTP 404)"
+                )
             raise
 
     async def _send_cancel(self, call: OutcomeCall, reason: str) -> None:
@@ -301,8 +335,11 @@ class SseUpstreamSession(Negotiated, SendsMessages):
     def _lost_error(self, method: str | None = None) -> UpstreamSessionLost:
         reason = self._lost or f"Upstream session to {self.upstream} is closed"
         during = f" while {method} was in flight" if method else ""
-        return UpstreamSessionLost(f"{reason}{during}", {"upstream": self.upstream},
-                                   public=f"The upstream session was lost: its SSE stream closed{during}")
+        return UpstreamSessionLost(
+            f"{reason}{during}",
+            {"upstream": self.upstream},
+            public=f"The upstream session was lost: its SSE stream closed{during}",
+        )
 
 
 __all__ = ["TRANSPORT_NAME", "SseUpstreamSession", "resolve_endpoint"]

@@ -1,11 +1,11 @@
 """Legacy stdio upstream: one subprocess is one legacy session (docs/decisions.md § 7).
 
-The bridge spawns the configured command, speaks newline-delimited JSON-RPC in the negotiated revision
-(translators.revisions; batch lines at 2025-03-26) on its stdin/stdout, and relays its stderr to the
-log (bounded, rate-limited). Nothing on stdio links a
-push or a notification to the call that caused it, so every inbound message is *unrelated*
-(`related_request_id=None`) and goes to `on_unrelated`; the pool gives it to the exclusive lease
-holder (docs/decisions.md § 7). `ping` is answered here and never surfaces.
+The bridge spawns the configured command, speaks newline-delimited JSON-RPC in the negotiated
+revision (translators.revisions; batch lines at 2025-03-26) on its stdin/stdout, and relays its
+stderr to the log (bounded, rate-limited). Nothing on stdio links a push or a notification to the
+call that caused it, so every inbound message is *unrelated* (`related_request_id=None`) and goes to
+`on_unrelated`; the pool gives it to the exclusive lease holder (docs/decisions.md § 7). `ping` is
+answered here and never surfaces.
 
 When the process exits, every pending call fails at once with `UpstreamSessionLost` naming the exit
 code, and the session is dead for good (the pool replaces it). Closing: stdin is closed, then after
@@ -30,7 +30,13 @@ from proxy.tasks import TaskOwner
 from proxy.upstream.base import Inbound, InboundHandler, Negotiated, SendsMessages
 from proxy.upstream.call import OutcomeCall
 from proxy.upstream.stdio_children import ChildProcesses
-from proxy.upstream.stdio_process import exit_code, exit_message, spawn, stop_process, upstream_label
+from proxy.upstream.stdio_process import (
+    exit_code,
+    exit_message,
+    spawn,
+    stop_process,
+    upstream_label,
+)
 from proxy.upstream.stdio_stderr import StderrRelay
 from translators import jsonrpc
 from translators.eras import CANCELLED, INITIALIZE, INITIALIZED, LEGACY_PING
@@ -53,6 +59,7 @@ log = structlog.get_logger(__name__)
 READ_CHUNK: Final = 65536
 EXIT_CODE_WAIT_S: Final = 0.5  # after stdout closes, how long to wait for the exit code
 CLIENT_INFO: Final[JsonObject] = {"name": "mrtr-bridge", "version": version("mrtr-bridge")}
+
 
 def _kind(message: JsonObject) -> str:
     """'response', 'request', 'notification' or 'invalid' for one decoded line."""
@@ -108,8 +115,11 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
         return session
 
     @classmethod
-    async def spawned(cls, settings: UpstreamSettings, children: ChildProcesses | None = None) -> StdioUpstreamSession:
-        """A started process (recorded in `children`), not yet initialized (a spare): its output is read,
+    async def spawned(
+        cls, settings: UpstreamSettings, children: ChildProcesses | None = None
+    ) -> StdioUpstreamSession:
+        """A started process (recorded in `children`), not yet initialized (a spare): its output is
+        read,
         nothing is sent."""
         started = time.monotonic()
         process, program = await spawn(settings, children)
@@ -120,7 +130,8 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
         return session
 
     async def initialize(self, capabilities: JsonObject, *, on_unrelated: InboundHandler) -> None:
-        """Make a spawned process a session: `initialize` with these capabilities, then `initialized`."""
+        """Make a spawned process a session: `initialize` with these capabilities, then
+        `initialized`."""
         self._on_unrelated = on_unrelated
         started = time.monotonic()
         try:
@@ -129,13 +140,18 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
             await self.aclose()
             raise
         now = time.monotonic()
-        self._log.info("upstream_process_initialized", duration_s=round(now - started, 4),
-                       age_s=round(now - self._spawned_at, 3))
+        self._log.info(
+            "upstream_process_initialized",
+            duration_s=round(now - started, 4),
+            age_s=round(now - self._spawned_at, 3),
+        )
 
     def _start_readers(self) -> None:
         self._readers = (
             self._tasks.spawn(self._read_stdout(), name=f"stdio-stdout-{self.pid}"),
-            self._tasks.spawn(StderrRelay(self._log).run(self._process.stderr), name=f"stdio-stderr-{self.pid}"),
+            self._tasks.spawn(
+                StderrRelay(self._log).run(self._process.stderr), name=f"stdio-stderr-{self.pid}"
+            ),
         )
 
     # ---- UpstreamSession ------------------------------------------------------------------------
@@ -158,7 +174,8 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
 
     @property
     def reinitialized_count(self) -> int:
-        """Always 0 (read by the pool's stats): a process that dies is replaced, never re-initialized."""
+        """Always 0 (read by the pool's stats): a process that dies is replaced, never
+        re-initialized."""
         return 0
 
     def start(
@@ -177,7 +194,9 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
             return call
         self._calls[call.upstream_request_id] = call
         message = jsonrpc.request(call.upstream_request_id, method, params)
-        self._tasks.spawn(self._send_request(call, message), name=f"stdio-request-{call.upstream_request_id}")
+        self._tasks.spawn(
+            self._send_request(call, message), name=f"stdio-request-{call.upstream_request_id}"
+        )
         return call
 
     async def _send_message(self, message: JsonObject, action: str) -> None:
@@ -204,7 +223,11 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
     # ---- lifecycle ------------------------------------------------------------------------------
 
     async def _initialize(self, capabilities: JsonObject) -> None:
-        params = {"protocolVersion": OFFERED, "capabilities": capabilities, "clientInfo": CLIENT_INFO}
+        params = {
+            "protocolVersion": OFFERED,
+            "capabilities": capabilities,
+            "clientInfo": CLIENT_INFO,
+        }
         call = self.start(INITIALIZE, params)
         timeout = self._settings.init_timeout_s
         data = upstream_label(self._program)
@@ -223,18 +246,25 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
             ) from exc
         except UpstreamSessionLost as exc:
             raise UpstreamUnavailable(
-                f"Legacy stdio server {self._program!r} stopped before answering initialize: {exc.message}", data
+                f"Legacy stdio server {self._program!r} stopped before answering initialize: "
+                f"{exc.message}",
+                data,
             ) from exc
-        self._revision = negotiated(f"stdio server {self._program!r}", result.get("protocolVersion"), data)
+        self._revision = negotiated(
+            f"stdio server {self._program!r}", result.get("protocolVersion"), data
+        )
         self._decoder.batches = self._revision.batches
         self._init_result = result
         await self.notify(INITIALIZED)
 
     def _lost_error(self) -> UpstreamSessionLost:
         message = self._lost or "the legacy stdio session was closed by the bridge"
-        return UpstreamSessionLost(  # the reason is the bridge's own words (exit code, or its close)
-            f"{message} (command: {self._program}, pid {self.pid})", upstream_label(self._program),
-            public=f"The upstream session was lost: {message}",
+        return (
+            UpstreamSessionLost(  # the reason is the bridge's own words (exit code, or its close)
+                f"{message} (command: {self._program}, pid {self.pid})",
+                upstream_label(self._program),
+                public=f"The upstream session was lost: {message}",
+            )
         )
 
     def _fail_pending(self, reason: str) -> None:
@@ -262,7 +292,9 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
             except OSError as exc:  # BrokenPipeError / ConnectionResetError: the child is gone
                 self._log.info("upstream_stdin_write_failed", error=type(exc).__name__)
                 if self._lost is None:  # say why, as the reader will once it sees the end of stdout
-                    self._fail_pending(exit_message(await exit_code(self._process, EXIT_CODE_WAIT_S)))
+                    self._fail_pending(
+                        exit_message(await exit_code(self._process, EXIT_CODE_WAIT_S))
+                    )
                 raise self._lost_error() from exc
 
     async def _send_request(self, call: OutcomeCall, message: JsonObject) -> None:
@@ -316,7 +348,9 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
 
     def _resolve(self, response: JsonObject) -> None:
         upstream_request_id = response.get("id")
-        call = self._calls.pop(upstream_request_id, None) if type(upstream_request_id) is int else None
+        call = (
+            self._calls.pop(upstream_request_id, None) if type(upstream_request_id) is int else None
+        )
         if call is None:
             self._log.debug("upstream_response_unmatched")
             return
@@ -326,7 +360,9 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
         try:
             self._on_unrelated(inbound)
         except Exception:
-            self._log.exception("upstream_inbound_handler_failed", inbound_method=inbound.message.get("method"))
+            self._log.exception(
+                "upstream_inbound_handler_failed", inbound_method=inbound.message.get("method")
+            )
 
     async def _answer_ping(self, push_id: int | str) -> None:
         with contextlib.suppress(UpstreamFault):
@@ -341,7 +377,8 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
             call = self._calls.pop(head_id)
             call.fail(
                 UpstreamProtocolError(
-                    f"Legacy stdio server {self._program!r} answered {call.method} with a message larger than "
+                    f"Legacy stdio server {self._program!r} answered {call.method} with a message "
+                    "larger than "
                     f"{self._settings.max_line_bytes} bytes (upstream.max_line_bytes)",
                     upstream_label(self._program),
                 )
@@ -349,7 +386,8 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
         elif error.head_key == "method" and head_id is not None:
             refusal = {
                 "code": INVALID_REQUEST,
-                "message": f"Request too large for the client (limit {self._settings.max_line_bytes} bytes)",
+                "message": "Request too large for the client (limit "
+                f"{self._settings.max_line_bytes} bytes)",
             }
             self._tasks.spawn(self._refuse(head_id, refusal), name=f"stdio-refuse-{self.pid}")
 
@@ -359,4 +397,3 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
 
 
 __all__ = ["CLIENT_INFO", "OutcomeCall", "StdioUpstreamSession"]
-

@@ -2,8 +2,8 @@
 
 Three layers, from gentle to certain:
 
-* each session's own stop (`stdio_process.stop_process`): stdin closed, then SIGTERM, then SIGKILL to
-  its process group, `upstream.kill_grace_s` apart;
+* each session's own stop (`stdio_process.stop_process`): stdin closed, then SIGTERM, then SIGKILL
+  to its process group, `upstream.kill_grace_s` apart;
 * `ChildProcesses.stop_all`, when the bridge is in a hurry (the stdio front's stop deadline, or a
   second stop signal): every live process group gets SIGTERM at once and SIGKILL after a short
   grace; `kill_all` is the synchronous last resort just before the bridge exits;
@@ -14,10 +14,10 @@ Three layers, from gentle to certain:
 
 Each child runs in its own session (process group), so signals meant for the bridge (Ctrl-C on its
 terminal, a client's `killpg` of the bridge's group) never reach the children directly: the bridge
-stops them itself, in order. The death signal is tied to the *thread* that forked the child, so it is
-set only when the spawn runs on the main thread, where `mrtr-bridge` runs its event loop (a child of a
-short-lived thread would die with that thread). The hook runs between fork and exec, in a child of
-a process that may have other threads: it only calls `prctl` (resolved beforehand), `getppid` and
+stops them itself, in order. The death signal is tied to the *thread* that forked the child, so it
+is set only when the spawn runs on the main thread, where `mrtr-bridge` runs its event loop (a child
+of a short-lived thread would die with that thread). The hook runs between fork and exec, in a child
+of a process that may have other threads: it only calls `prctl` (resolved beforehand), `getppid` and
 `kill`, which take no lock another thread could have held. Platform notes: docs/operations.md,
 "Shutdown".
 """
@@ -47,7 +47,8 @@ Process = asyncio.subprocess.Process
 
 
 def _load_prctl() -> Any:
-    """libc's `prctl`, resolved once in the bridge (never between fork and exec), or None off Linux."""
+    """libc's `prctl`, resolved once in the bridge (never between fork and exec), or None
+    off Linux."""
     if not sys.platform.startswith("linux"):
         return None
     try:
@@ -60,13 +61,18 @@ _PRCTL: Final = _load_prctl()
 
 
 def die_with_bridge() -> Callable[[], None] | None:
-    """The `preexec_fn` that makes a child die with the bridge (Linux, spawned on the main thread), or None."""
+    """The `preexec_fn` that makes a child die with the bridge (Linux, spawned on the main thread),
+    or None."""
     if _PRCTL is None or threading.current_thread() is not threading.main_thread():
         return None
     prctl, bridge_pid, death_signal = _PRCTL, os.getpid(), ctypes.c_ulong(signal.SIGKILL)
 
-    def set_death_signal() -> None:  # in the child, between fork and exec: a system call and nothing more
-        prctl(PR_SET_PDEATHSIG, death_signal, ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0))
+    def set_death_signal() -> (
+        None
+    ):  # in the child, between fork and exec: a system call and nothing more
+        prctl(
+            PR_SET_PDEATHSIG, death_signal, ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
+        )
         if os.getppid() != bridge_pid:  # the bridge died before the death signal was armed
             os.kill(os.getpid(), signal.SIGKILL)
 
@@ -74,7 +80,8 @@ def die_with_bridge() -> Callable[[], None] | None:
 
 
 def signal_group(process: Process, sig: signal.Signals) -> None:
-    """`sig` to the process's group (the child leads its own session, so its pid is the group id)."""
+    """`sig` to the process's group (the child leads its own session, so its pid is the
+    group id)."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         if hasattr(os, "killpg"):
             os.killpg(process.pid, sig)
@@ -93,10 +100,11 @@ async def exited_within(process: Process, timeout: float) -> bool:
 
 
 def _groups_running() -> set[int] | None:
-    """The process groups with a member still running (not a zombie), from /proc; None without /proc.
+    """The process groups with a member still running (not a zombie), from /proc; None without
+    /proc.
 
-    A killed member stays in its group until it is reaped, and an orphan is reaped by PID 1, which in a
-    container may never do it: signal 0 to the group would report it alive for ever."""
+    A killed member stays in its group until it is reaped, and an orphan is reaped by PID 1, which
+    in a container may never do it: signal 0 to the group would report it alive for ever."""
     try:
         entries = os.listdir("/proc")
     except OSError:
@@ -128,20 +136,25 @@ def _group_alive(pgid: int, running: set[int] | None = None) -> bool:
 
 
 async def stop_leftovers(process: Process, grace_s: float) -> bool:
-    """After the process exited: SIGTERM to what is left of its group (its own children, which had the
+    """After the process exited: SIGTERM to what is left of its group (its own children, which had
+    the
     same stdin EOF), SIGKILL to those still there `grace_s` later. Whether anything was left."""
     if not _group_alive(process.pid, _groups_running()):
         return False
     signal_group(process, signal.SIGTERM)
     deadline = asyncio.get_running_loop().time() + grace_s
-    while _group_alive(process.pid, _groups_running()) and asyncio.get_running_loop().time() < deadline:
+    while (
+        _group_alive(process.pid, _groups_running())
+        and asyncio.get_running_loop().time() < deadline
+    ):
         await asyncio.sleep(GROUP_POLL_S)
     signal_group(process, signal.SIGKILL)
     return True
 
 
 class ChildProcesses:
-    """Every process one bridge spawned that has not been stopped yet, and, if given, the `keeper` that
+    """Every process one bridge spawned that has not been stopped yet, and, if given, the `keeper`
+    that
     stops their groups should the bridge die first (`stdio_keeper`)."""
 
     def __init__(self, keeper: GroupKeeper | None = None) -> None:
@@ -169,10 +182,14 @@ class ChildProcesses:
             self._keeper.close()
 
     def live(self) -> list[Process]:
-        """The processes still running, or whose process group still has members (their children)."""
+        """The processes still running, or whose process group still has members (their
+        children)."""
         running = _groups_running()
-        return [process for process in self._processes
-                if process.returncode is None or _group_alive(process.pid, running)]
+        return [
+            process
+            for process in self._processes
+            if process.returncode is None or _group_alive(process.pid, running)
+        ]
 
     def signal_all(self, sig: signal.Signals) -> int:
         """`sig` to the group of every live process; how many there were."""
@@ -191,7 +208,8 @@ class ChildProcesses:
             await self._wait_all(REAP_WAIT_S)
 
     def kill_all(self) -> int:
-        """SIGKILL to every live group, synchronously (the bridge is about to exit); how many there were."""
+        """SIGKILL to every live group, synchronously (the bridge is about to exit); how many there
+        were."""
         count = self.signal_all(signal.SIGKILL)
         if count:
             log.warning("upstream_processes_killed_at_exit", count=count)

@@ -2,14 +2,15 @@
 
 `PR_SET_PDEATHSIG` kills the bridge's own children when it dies, but not *their* children: a legacy
 server started through a wrapper (`npx`, `uvx`, `sh -c`) runs as a grandchild, and one that ignores
-stdin EOF would run on. Elsewhere than Linux there is no death signal at all. So `mrtr-bridge` starts
-one keeper, in its own session, the first time it spawns a legacy process. The bridge writes each
-child's process group id to the keeper's stdin, and `-<id>` once that group is gone. When the pipe
-reaches EOF without the farewell line `0` (the bridge died: SIGKILL, a crash), the keeper sends
+stdin EOF would run on. Elsewhere than Linux there is no death signal at all. So `mrtr-bridge`
+starts one keeper, in its own session, the first time it spawns a legacy process. The bridge writes
+each child's process group id to the keeper's stdin, and `-<id>` once that group is gone. When the
+pipe reaches EOF without the farewell line `0` (the bridge died: SIGKILL, a crash), the keeper sends
 SIGKILL to every group still listed, then exits. A group id is not reused while the group has a
 member, and a group is struck off as soon as the bridge has seen it empty.
 
-The keeper runs `sys.executable -I -S -c <KEEPER_SOURCE>`: the standard library only, in milliseconds.
+The keeper runs `sys.executable -I -S -c <KEEPER_SOURCE>`: the standard library only, in
+milliseconds.
 """
 
 from __future__ import annotations
@@ -92,8 +93,12 @@ class GroupKeeper:
     def _start(self) -> None:
         try:
             self._process = subprocess.Popen(
-                [sys.executable, "-I", "-S", "-c", KEEPER_SOURCE], stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+                [sys.executable, "-I", "-S", "-c", KEEPER_SOURCE],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+            )
         except OSError as exc:
             log.warning("upstream_group_keeper_not_started", error=type(exc).__name__)
             self._failed = True

@@ -35,7 +35,9 @@ def command_argv(settings: UpstreamSettings) -> tuple[list[str], str]:
         raise UpstreamUnavailable("No legacy stdio server command is configured (upstream.command)")
     try:
         argv = shlex.split(settings.command)
-    except ValueError as exc:  # the message names the problem ("No closing quotation"), not the text
+    except (
+        ValueError
+    ) as exc:  # the message names the problem ("No closing quotation"), not the text
         raise UpstreamUnavailable(f"upstream.command is not a valid command line: {exc}") from None
     if not argv:
         raise UpstreamUnavailable("upstream.command is empty")
@@ -48,7 +50,9 @@ def upstream_label(program: str) -> dict[str, str]:
 
 
 def _cannot_start(program: str, reason: str) -> UpstreamUnavailable:
-    return UpstreamUnavailable(f"Cannot start legacy stdio server {program!r}: {reason}", upstream_label(program))
+    return UpstreamUnavailable(
+        f"Cannot start legacy stdio server {program!r}: {reason}", upstream_label(program)
+    )
 
 
 def _check_cwd(settings: UpstreamSettings, program: str) -> None:
@@ -57,7 +61,8 @@ def _check_cwd(settings: UpstreamSettings, program: str) -> None:
 
 
 def check_command(settings: UpstreamSettings) -> str:
-    """Where the command's program would be found, or `UpstreamUnavailable` saying why it cannot start.
+    """Where the command's program would be found, or `UpstreamUnavailable` saying why it cannot
+    start.
 
     A startup check that starts nothing: the program is resolved as the spawn resolves it (PATH from
     the merged environment; a path with a slash relative to `cwd`)."""
@@ -76,7 +81,8 @@ def check_command(settings: UpstreamSettings) -> str:
 async def spawn(
     settings: UpstreamSettings, children: ChildProcesses | None = None
 ) -> tuple[asyncio.subprocess.Process, str]:
-    """Start the command with piped stdio, `env` merged over the bridge's, in `cwd`, in its own session,
+    """Start the command with piped stdio, `env` merged over the bridge's, in `cwd`, in its own
+    session,
     dying with the bridge (Linux); record it in `children`; returns it and its program."""
     argv, program = command_argv(settings)
     _check_cwd(settings, program)
@@ -104,7 +110,10 @@ def exit_message(code: int | None) -> str:
         return "legacy server process closed its stdout"
     if code < 0:
         with contextlib.suppress(ValueError):
-            return f"legacy server process exited with code {code} (killed by {signal.Signals(-code).name})"
+            return (
+                f"legacy server process exited with code {code} (killed by "
+                f"{signal.Signals(-code).name})"
+            )
     return f"legacy server process exited with code {code}"
 
 
@@ -118,7 +127,8 @@ async def exit_code(process: asyncio.subprocess.Process, timeout: float) -> int 
 
 
 async def stop_process(process: asyncio.subprocess.Process, grace_s: float, logger: Any) -> str:
-    """Close stdin, then escalate to SIGTERM and SIGKILL to its group, `grace_s` apart; returns how it
+    """Close stdin, then escalate to SIGTERM and SIGKILL to its group, `grace_s` apart; returns how
+    it
     ended. What is left of its process group then (children that ignore the EOF) is stopped too."""
     if process.stdin is not None:
         process.stdin.close()
@@ -134,10 +144,20 @@ async def _escalate(process: asyncio.subprocess.Process, grace_s: float) -> str:
     if await exited_within(process, grace_s):
         return "exited"
     signal_group(process, signal.SIGTERM)
-    if await exited_within(process, grace_s):  # a hurried bridge may have sent the SIGKILL meanwhile
+    if await exited_within(
+        process, grace_s
+    ):  # a hurried bridge may have sent the SIGKILL meanwhile
         return "killed" if process.returncode == -signal.SIGKILL else "terminated"
     signal_group(process, signal.SIGKILL)
     return "killed" if await exited_within(process, grace_s) else "unreaped"
 
 
-__all__ = ["check_command", "command_argv", "exit_code", "exit_message", "spawn", "stop_process", "upstream_label"]
+__all__ = [
+    "check_command",
+    "command_argv",
+    "exit_code",
+    "exit_message",
+    "spawn",
+    "stop_process",
+    "upstream_label",
+]

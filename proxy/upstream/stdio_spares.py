@@ -36,11 +36,13 @@ class SpareProcesses:
         self._closed = False
 
     def start(self) -> None:
-        """Start filling in the background (a command that cannot start is reported on first use)."""
+        """Start filling in the background (a command that cannot start is reported on first
+        use)."""
         self._refill_soon()
 
     async def take(self) -> StdioUpstreamSession:
-        """A started, uninitialized process: a live spare, or the one being started, or a new one."""
+        """A started, uninitialized process: a live spare, or the one being started, or a
+        new one."""
         async with self._changed:
             while True:
                 while self._spares:
@@ -51,7 +53,9 @@ class SpareProcesses:
                     self._tasks.spawn(spare.aclose(), name="stdio-spare-close")
                 if not self._is_refilling():
                     break
-                await self._changed.wait()  # starting one is under way: sooner than starting another
+                await (
+                    self._changed.wait()
+                )  # starting one is under way: sooner than starting another
         self._refill_soon()
         return await StdioUpstreamSession.spawned(self._settings, self._children)
 
@@ -64,7 +68,8 @@ class SpareProcesses:
             self._refilling.add_done_callback(self._after_refill)
 
     def _after_refill(self, task: asyncio.Task[bool]) -> None:
-        """A spare taken while the refill was finishing is replaced too (unless starting one failed)."""
+        """A spare taken while the refill was finishing is replaced too (unless starting one
+        failed)."""
         if not task.cancelled() and task.exception() is None and task.result():
             if len(self._spares) < self._settings.spare_processes:
                 self._refill_soon()
@@ -73,7 +78,10 @@ class SpareProcesses:
         """Start processes until there are enough spares; False at the first failure, so a broken
         command is not restarted in a tight loop (the next `take()` tries again)."""
         try:
-            while not self._closed and (missing := self._settings.spare_processes - len(self._spares)) > 0:
+            while (
+                not self._closed
+                and (missing := self._settings.spare_processes - len(self._spares)) > 0
+            ):
                 if not all(await asyncio.gather(*(self._add_one() for _ in range(missing)))):
                     return False
             return True

@@ -22,10 +22,15 @@ WINDOW_S: Final = 1.0
 
 
 class StderrRelay:
-    """Feeds stderr bytes to `logger` (a structlog logger bound to the process) under a rate limit."""
+    """Feeds stderr bytes to `logger` (a structlog logger bound to the process) under a rate
+    limit."""
 
     def __init__(
-        self, logger: Any, *, lines_per_s: int = LINES_PER_S, clock: Callable[[], float] = time.monotonic
+        self,
+        logger: Any,
+        *,
+        lines_per_s: int = LINES_PER_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._log = logger
         self._lines_per_s = lines_per_s
@@ -38,7 +43,8 @@ class StderrRelay:
         self._unreported = 0
 
     async def run(self, stream: asyncio.StreamReader | None) -> None:
-        """Relay until EOF (or cancellation); the last unterminated line and the suppressed count are
+        """Relay until EOF (or cancellation); the last unterminated line and the suppressed count
+        are
         reported on the way out."""
         try:
             while stream is not None:
@@ -75,13 +81,17 @@ class StderrRelay:
             return
         text = item.decode("utf-8", errors="replace").rstrip()
         if len(text) > LINE_CHARS:
-            self._log.info("upstream_stderr", line=text[:LINE_CHARS], truncated_chars=len(text) - LINE_CHARS)
+            self._log.info(
+                "upstream_stderr", line=text[:LINE_CHARS], truncated_chars=len(text) - LINE_CHARS
+            )
         else:
             self._log.info("upstream_stderr", line=text)
 
     def _report_suppressed(self) -> None:
         if self._unreported:
-            self._log.warning("upstream_stderr_suppressed", lines=self._unreported, limit_per_s=self._lines_per_s)
+            self._log.warning(
+                "upstream_stderr_suppressed", lines=self._unreported, limit_per_s=self._lines_per_s
+            )
             self._unreported = 0
 
 

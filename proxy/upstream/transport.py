@@ -40,12 +40,16 @@ class HttpTransport:
 
     def __init__(self, client: aiohttp.ClientSession, settings: UpstreamSettings) -> None:
         if settings.url is None:
-            raise UpstreamUnavailable("No upstream is configured (upstream.url or upstream.command)")
+            raise UpstreamUnavailable(
+                "No upstream is configured (upstream.url or upstream.command)"
+            )
         self._client = client
         self._url = settings.url
         self._settings = settings
         self._auto = settings.transport == "auto"
-        self._chosen: HttpTransportName | None = {"sse": SSE, "streamable-http": STREAMABLE}.get(settings.transport)
+        self._chosen: HttpTransportName | None = {"sse": SSE, "streamable-http": STREAMABLE}.get(
+            settings.transport
+        )
 
     @property
     def name(self) -> str:
@@ -75,7 +79,9 @@ class HttpTransport:
         try:
             session = await self._open(STREAMABLE, capabilities, headers, on_unrelated)
         except UnsupportedUpstreamVersion:
-            self._remember(STREAMABLE)  # it answered initialize: the transport is right, the revision is not
+            self._remember(
+                STREAMABLE
+            )  # it answered initialize: the transport is right, the revision is not
             raise
         except UpstreamRefused as refused:
             if refused.status in _CREDENTIAL_STATUSES:
@@ -85,10 +91,14 @@ class HttpTransport:
         return session
 
     async def _fall_back(
-        self, refused: UpstreamRefused, capabilities: JsonObject, headers: Mapping[str, str],
+        self,
+        refused: UpstreamRefused,
+        capabilities: JsonObject,
+        headers: Mapping[str, str],
         on_unrelated: InboundHandler,
     ) -> PooledSession:
-        """After a 4xx to `POST initialize`: the HTTP+SSE transport, or an error naming both attempts."""
+        """After a 4xx to `POST initialize`: the HTTP+SSE transport, or an error naming both
+        attempts."""
         try:
             session = await self._open(SSE, capabilities, headers, on_unrelated)
         except UnsupportedUpstreamVersion:
@@ -96,7 +106,8 @@ class HttpTransport:
             raise
         except UpstreamFault as exc:
             raise UpstreamProtocolError(
-                f"Upstream {safe_url(self._url)} speaks neither MCP HTTP transport (upstream.transport = auto):"
+                f"Upstream {safe_url(self._url)} speaks neither MCP HTTP transport "
+                "(upstream.transport = auto):"
                 f" Streamable HTTP: {refused.message}; HTTP+SSE: {exc.message}",
                 {"upstream": safe_url(self._url)},
             ) from exc
@@ -116,10 +127,18 @@ class HttpTransport:
         on_unrelated: InboundHandler,
     ) -> PooledSession:
         kind = SseUpstreamSession if name == SSE else HttpUpstreamSession
-        session = await kind.open(self._client, self._url, capabilities, headers=headers, on_unrelated=on_unrelated,
-                                  settings=self._settings)
+        session = await kind.open(
+            self._client,
+            self._url,
+            capabilities,
+            headers=headers,
+            on_unrelated=on_unrelated,
+            settings=self._settings,
+        )
         if isinstance(session, HttpUpstreamSession):
-            self._url = session.url  # a redirect the session followed (mcp 1.8/1.9: /mcp -> /mcp/) is not redone
+            self._url = (
+                session.url
+            )  # a redirect the session followed (mcp 1.8/1.9: /mcp -> /mcp/) is not redone
         return session
 
 

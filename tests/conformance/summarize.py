@@ -65,7 +65,12 @@ def load_results(outdir: Path) -> dict[str, Scenario]:
             continue
         raw = json.loads(path.read_text(encoding="utf-8"))
         checks = tuple(
-            Check(str(c.get("id", "?")), str(c.get("status", "?")), str(c.get("errorMessage") or ""), _note(c))
+            Check(
+                str(c.get("id", "?")),
+                str(c.get("status", "?")),
+                str(c.get("errorMessage") or ""),
+                _note(c),
+            )
             for c in raw
         )
         found[match["scenario"]] = Scenario(match["scenario"], checks)
@@ -182,7 +187,8 @@ def build_report(options: Options, results: dict[str, Scenario]) -> tuple[list[s
         "(`server --suite all --spec-version 2026-07-28`)",
         f"- Target: {options.mode}, upstream {options.upstream}",
         f"- Scenarios passing strictly (no FAILURE, no WARNING): **{strict} of {len(core)}**",
-        f"- Checks: {sum(totals.values())} total, {totals['SUCCESS']} passed, {totals['FAILURE']} failed, "
+        f"- Checks: {sum(totals.values())} total, {totals['SUCCESS']} passed, {totals['FAILURE']} "
+        "failed, "
         f"{totals['WARNING']} warnings",
         f"- Verdict: **{'PASS' if ok else 'FAIL'}**",
         "",
@@ -191,14 +197,27 @@ def build_report(options: Options, results: dict[str, Scenario]) -> tuple[list[s
         *table(rows),
     ]
     if extension:
-        lines += ["", "## Extension scenarios (Tasks, SEP-2663; informational, never fail the run)", ""]
-        lines += table([(n, results[n], "PASS" if results[n].strict_pass else "not passing") for n in extension])
+        lines += [
+            "",
+            "## Extension scenarios (Tasks, SEP-2663; informational, never fail the run)",
+            "",
+        ]
+        lines += table(
+            [
+                (n, results[n], "PASS" if results[n].strict_pass else "not passing")
+                for n in extension
+            ]
+        )
     details = check_details(present, ("FAILURE", "WARNING"))
     if details:
         lines += ["", "## Failed and warned checks", "", *details]
     others = check_details(present, OTHER_STATUSES)
     if others:
-        lines += ["", "## Skipped and informational checks (counted as `other`; they do not fail the run)", ""]
+        lines += [
+            "",
+            "## Skipped and informational checks (counted as `other`; they do not fail the run)",
+            "",
+        ]
         lines += others
     return lines, ok
 
@@ -208,11 +227,15 @@ def parse_args(argv: list[str] | None) -> Options:
     parser.add_argument("outdir", type=Path)
     parser.add_argument("--scenarios", type=Path, help="output of `conformance list --server`")
     parser.add_argument("--only", help="expect this one scenario instead of the listed ones")
-    parser.add_argument("--expected-failures", type=Path, default=Path("tests/conformance/expected-failures.txt"))
+    parser.add_argument(
+        "--expected-failures", type=Path, default=Path("tests/conformance/expected-failures.txt")
+    )
     parser.add_argument("--cli-version", default="unknown")
     parser.add_argument("--mode", default="bridge")
     parser.add_argument("--report", type=Path, help="write the Markdown report here")
-    parser.add_argument("--upstream", default=Options.upstream, help="the upstream server, for the report")
+    parser.add_argument(
+        "--upstream", default=Options.upstream, help="the upstream server, for the report"
+    )
     args = parser.parse_args(argv)
     if args.only:
         scenarios = [args.only]
@@ -221,8 +244,13 @@ def parse_args(argv: list[str] | None) -> Options:
     else:
         scenarios = []
     return Options(
-        args.outdir, scenarios, load_expected_failures(args.expected_failures), args.cli_version, args.mode,
-        args.report, args.upstream,
+        args.outdir,
+        scenarios,
+        load_expected_failures(args.expected_failures),
+        args.cli_version,
+        args.mode,
+        args.report,
+        args.upstream,
     )
 
 

@@ -37,8 +37,14 @@ from translators.eras import (
 from translators.jsonrpc import JsonObject
 
 ALL_CAPABILITIES: JsonObject = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
-ELICIT_PARAMS: JsonObject = {"message": "Your name?", "requestedSchema": {
-    "type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}}
+ELICIT_PARAMS: JsonObject = {
+    "message": "Your name?",
+    "requestedSchema": {
+        "type": "object",
+        "properties": {"name": {"type": "string"}},
+        "required": ["name"],
+    },
+}
 
 
 def accepted(name: str) -> JsonObject:
@@ -66,20 +72,43 @@ class ScriptedBridge:
         self.upstream = upstream
         self._ids = itertools.count(1)
 
-    def request(self, tool: str = "ask", arguments: JsonObject | None = None, *, principal: str = "alice",
-                capabilities: JsonObject | None = None, method: str = TOOLS_CALL,
-                extra: JsonObject | None = None) -> FrontRequest:
-        meta = {META_PROTOCOL_VERSION: MODERN_VERSION, META_CLIENT_INFO: {"name": "t", "version": "1"},
-                META_CLIENT_CAPABILITIES: ALL_CAPABILITIES if capabilities is None else capabilities}
-        params: JsonObject = {"name": tool, "arguments": arguments or {}, "_meta": meta, **(extra or {})}
+    def request(
+        self,
+        tool: str = "ask",
+        arguments: JsonObject | None = None,
+        *,
+        principal: str = "alice",
+        capabilities: JsonObject | None = None,
+        method: str = TOOLS_CALL,
+        extra: JsonObject | None = None,
+    ) -> FrontRequest:
+        meta = {
+            META_PROTOCOL_VERSION: MODERN_VERSION,
+            META_CLIENT_INFO: {"name": "t", "version": "1"},
+            META_CLIENT_CAPABILITIES: ALL_CAPABILITIES if capabilities is None else capabilities,
+        }
+        params: JsonObject = {
+            "name": tool,
+            "arguments": arguments or {},
+            "_meta": meta,
+            **(extra or {}),
+        }
         return FrontRequest(next(self._ids), method, params, principal, transport="stdio")
 
-    def retry_of(self, first: FrontRequest, reply: JsonObject, responses: JsonObject,
-                 *, principal: str | None = None) -> FrontRequest:
+    def retry_of(
+        self,
+        first: FrontRequest,
+        reply: JsonObject,
+        responses: JsonObject,
+        *,
+        principal: str | None = None,
+    ) -> FrontRequest:
         """The client's retry of `first` after `reply` (an InputRequiredResult response)."""
         state = reply["result"]["requestState"]
         params = {**first.params, "inputResponses": responses, "requestState": state}
-        return FrontRequest(next(self._ids), first.method, params, principal or first.principal, transport="stdio")
+        return FrontRequest(
+            next(self._ids), first.method, params, principal or first.principal, transport="stdio"
+        )
 
     async def send(self, request: FrontRequest, sink: RecordingSink | None = None) -> JsonObject:
         async with asyncio.timeout(WAIT_S):
@@ -91,7 +120,9 @@ class ScriptedBridge:
             while len(self.engine.registry):
                 await asyncio.sleep(0.001)
 
-    def start(self, request: FrontRequest, sink: RecordingSink | None = None) -> asyncio.Task[JsonObject]:
+    def start(
+        self, request: FrontRequest, sink: RecordingSink | None = None
+    ) -> asyncio.Task[JsonObject]:
         return asyncio.get_running_loop().create_task(self.send(request, sink))
 
 
@@ -117,7 +148,8 @@ def error_of(response: JsonObject) -> JsonObject:
 
 
 def fault_of(response: JsonObject) -> JsonObject:
-    """A bridge-side failure's error, less its correlation id (checked: the log's key to the details)."""
+    """A bridge-side failure's error, less its correlation id (checked: the log's key to the
+    details)."""
     error = error_of(response)
     correlation_id = error["data"].pop("correlationId")
     assert re.fullmatch(r"[0-9a-f]{16}", correlation_id), correlation_id
@@ -126,19 +158,26 @@ def fault_of(response: JsonObject) -> JsonObject:
 
 def settings_with(**sections: JsonObject) -> Settings:
     """Settings for a bridge in front of the fake (short batch window unless a test sets one)."""
-    data: dict[str, JsonObject] = {"upstream": {"url": "http://fake-upstream.invalid/mcp"},
-                                   "held": {"batch_quiet_ms": 5, "batch_max_ms": 50}}
+    data: dict[str, JsonObject] = {
+        "upstream": {"url": "http://fake-upstream.invalid/mcp"},
+        "held": {"batch_quiet_ms": 5, "batch_max_ms": 50},
+    }
     for name, values in sections.items():
         data[name] = {**data.get(name, {}), **values}
     return Settings.model_validate(data)
 
 
 @asynccontextmanager
-async def scripted_bridge(fake: FakeUpstream | None = None, *, opener: SessionOpener | None = None,
-                          **sections: JsonObject) -> AsyncIterator[ScriptedBridge]:
-    """The bridge in front of `fake` (a new `FakeUpstream` if None); `sections` override settings."""
+async def scripted_bridge(
+    fake: FakeUpstream | None = None, *, opener: SessionOpener | None = None, **sections: JsonObject
+) -> AsyncIterator[ScriptedBridge]:
+    """The bridge in front of `fake` (a new `FakeUpstream` if None); `sections` override
+    settings."""
     fake = fake if fake is not None else FakeUpstream()
-    async with bridge_runtime(settings_with(**sections), opener=opener or fake.open) as (engine, pool):
+    async with bridge_runtime(settings_with(**sections), opener=opener or fake.open) as (
+        engine,
+        pool,
+    ):
         yield ScriptedBridge(known_ordinary(engine), pool, fake)
 
 
@@ -151,7 +190,8 @@ def known_ordinary(engine: Engine) -> Engine:
 
 @dataclass
 class Held:
-    """A call held after its first round: the first request, its upstream call, the push and the reply."""
+    """A call held after its first round: the first request, its upstream call, the push and the
+    reply."""
 
     request: FrontRequest
     call: FakeCall
@@ -159,8 +199,14 @@ class Held:
     reply: JsonObject
 
 
-async def hold(bridge: ScriptedBridge, key: str = "name", *, tool: str = "ask", principal: str = "alice",
-               arguments: JsonObject | None = None) -> Held:
+async def hold(
+    bridge: ScriptedBridge,
+    key: str = "name",
+    *,
+    tool: str = "ask",
+    principal: str = "alice",
+    arguments: JsonObject | None = None,
+) -> Held:
     """Start a call whose upstream asks one elicitation (input key `key`) and wait for its round."""
     request = bridge.request(tool, arguments, principal=principal)
     first = bridge.start(request)

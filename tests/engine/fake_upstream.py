@@ -1,14 +1,14 @@
 """An in-memory legacy upstream for scripted engine tests: no sockets, no processes, no legacy venv.
 
 `FakeUpstream.open` is a `SessionOpener` (the seam `proxy.upstream.pool.UpstreamPool` opens sessions
-through); `bridge_runtime(settings, opener=upstream.open)` builds the real engine, pool and held-call
-registry around it. Every session it opens is a `FakeSession` (a `PooledSession`) that answers
-`initialize` with the chosen protocol version and capabilities, records everything the bridge sends
-(answers to pushes, cancellations, notifications, closes) in `received`, and lets the test script
-the server side of each call:
+through); `bridge_runtime(settings, opener=upstream.open)` builds the real engine, pool and
+held-call registry around it. Every session it opens is a `FakeSession` (a `PooledSession`) that
+answers `initialize` with the chosen protocol version and capabilities, records everything the
+bridge sends (answers to pushes, cancellations, notifications, closes) in `received`, and lets the
+test script the server side of each call:
 
-    call = await upstream.next_call("tools/call")   # the bridge started a call upstream
-    push = call.push("elicitation/create", {...})    # on the call's stream (or on_get=True: GET stream)
+    call = await upstream.next_call("tools/call")   # the bridge started a call upstream push =
+    call.push("elicitation/create", {...})    # on the call's stream (or on_get=True: GET stream)
     answer = await push.answered()                   # what the bridge answered it
     call.finish({"content": [...]})                   # or finish_after(s, ...), fail(...), drop(),
                                                       # reply_raw(...), garbage(...), session.die()
@@ -63,8 +63,15 @@ class Push:
 class FakeCall:
     """One request the bridge sent upstream (implements `UpstreamCall`), scripted by the test."""
 
-    def __init__(self, session: FakeSession, request_id: int, method: str, params: JsonObject,
-                 headers: Mapping[str, str], on_inbound: InboundHandler | None) -> None:
+    def __init__(
+        self,
+        session: FakeSession,
+        request_id: int,
+        method: str,
+        params: JsonObject,
+        headers: Mapping[str, str],
+        on_inbound: InboundHandler | None,
+    ) -> None:
         self.session = session
         self.method = method
         self.params = params
@@ -108,16 +115,26 @@ class FakeCall:
         arguments = self.params.get("arguments")
         return arguments if isinstance(arguments, dict) else {}
 
-    def push(self, method: str, params: JsonObject | None = None, *, key: str | None = None,
-             on_get: bool = False) -> Push:
+    def push(
+        self,
+        method: str,
+        params: JsonObject | None = None,
+        *,
+        key: str | None = None,
+        on_get: bool = False,
+    ) -> Push:
         """Send a push (elicitation/sampling/roots) on this call's stream, or on the session's GET
         stream; `key` asks for that input key (the `dev.mrtr-bridge/inputKey` hint)."""
         body = dict(params or {})
         if key is not None:
             body["_meta"] = {META_INPUT_KEY_HINT: key}
-        return self.session.send_push(method, body, related=None if on_get else self.upstream_request_id)
+        return self.session.send_push(
+            method, body, related=None if on_get else self.upstream_request_id
+        )
 
-    def notify(self, method: str, params: JsonObject | None = None, *, on_get: bool = False) -> None:
+    def notify(
+        self, method: str, params: JsonObject | None = None, *, on_get: bool = False
+    ) -> None:
         message: JsonObject = {"jsonrpc": "2.0", "method": method, "params": params or {}}
         self.session.deliver(message, related=None if on_get else self.upstream_request_id)
 
@@ -144,7 +161,11 @@ class FakeCall:
 
     def drop(self) -> None:
         """The call's stream ends without its response."""
-        self.fail_with(UpstreamSessionLost(f"Fake upstream closed the stream of {self.method} before answering"))
+        self.fail_with(
+            UpstreamSessionLost(
+                f"Fake upstream closed the stream of {self.method} before answering"
+            )
+        )
 
     def fail_with(self, error: BridgeError) -> None:
         self._outcome.fail(error)
@@ -155,15 +176,22 @@ class FakeCall:
 
 
 def _lost(reason: str) -> str:
-    """The client's message for a dead server, in the bridge's own words as the stdio transport gives them."""
+    """The client's message for a dead server, in the bridge's own words as the stdio transport
+    gives them."""
     return f"The upstream session was lost: {reason}"
 
 
 class FakeSession:
     """One initialized legacy session (implements `PooledSession`)."""
 
-    def __init__(self, upstream: FakeUpstream, number: int, capabilities: JsonObject,
-                 headers: Mapping[str, str], on_unrelated: InboundHandler) -> None:
+    def __init__(
+        self,
+        upstream: FakeUpstream,
+        number: int,
+        capabilities: JsonObject,
+        headers: Mapping[str, str],
+        on_unrelated: InboundHandler,
+    ) -> None:
         self.upstream = upstream
         self.number = number
         self.client_capabilities = capabilities  # what the bridge declared in initialize
@@ -175,11 +203,15 @@ class FakeSession:
             "serverInfo": {"name": "fake-legacy", "version": "1.0"},
         }
         self.calls: list[FakeCall] = []
-        self.received: list[tuple[str, Any, Any]] = []  # ("answer", push id, outcome), ("cancel", id, reason)...
+        self.received: list[
+            tuple[str, Any, Any]
+        ] = []  # ("answer", push id, outcome), ("cancel", id, reason)...
         self.pushes: dict[int, Push] = {}
         self.closed = asyncio.Event()
         self._dead: str | None = None
-        self.answers_fail: str | None = None  # answers to pushes fail with this reason; calls stay open
+        self.answers_fail: str | None = (
+            None  # answers to pushes fail with this reason; calls stay open
+        )
         self.has_get_stream = upstream.get_stream
         self.reinitialized_count = 0
 
@@ -198,8 +230,14 @@ class FakeSession:
     def record(self, kind: str, subject: Any, detail: Any) -> None:
         self.received.append((kind, subject, detail))
 
-    def start(self, method: str, params: JsonObject, *, headers: Mapping[str, str],
-              on_inbound: InboundHandler | None) -> FakeCall:
+    def start(
+        self,
+        method: str,
+        params: JsonObject,
+        *,
+        headers: Mapping[str, str],
+        on_inbound: InboundHandler | None,
+    ) -> FakeCall:
         call = FakeCall(self, next(self.upstream.request_ids), method, params, headers, on_inbound)
         self.calls.append(call)
         self.record("request", call.upstream_request_id, method)
@@ -211,12 +249,21 @@ class FakeSession:
             self.upstream.started(call)
         return call
 
-    async def respond(self, push_id: int | str, *, result: JsonObject | None = None,
-                      error: JsonObject | None = None) -> None:
+    async def respond(
+        self,
+        push_id: int | str,
+        *,
+        result: JsonObject | None = None,
+        error: JsonObject | None = None,
+    ) -> None:
         if not self.is_alive:
-            raise UpstreamSessionLost(f"Upstream session to Fake upstream is closed ({self._dead or 'closed'})")
+            raise UpstreamSessionLost(
+                f"Upstream session to Fake upstream is closed ({self._dead or 'closed'})"
+            )
         if self.answers_fail is not None:
-            raise UpstreamSessionLost(f"Fake upstream {self.answers_fail}", public=_lost(self.answers_fail))
+            raise UpstreamSessionLost(
+                f"Fake upstream {self.answers_fail}", public=_lost(self.answers_fail)
+            )
         outcome: JsonObject = {"result": result} if error is None else {"error": error}
         self.record("answer", push_id, outcome)
         push = self.pushes.get(push_id) if isinstance(push_id, int) else None
@@ -257,7 +304,10 @@ class FakeSession:
     def send_push(self, method: str, params: JsonObject, *, related: int | None) -> Push:
         push = Push(next(self.upstream.push_ids), method, params)
         self.pushes[push.push_id] = push
-        self.deliver({"jsonrpc": "2.0", "id": push.push_id, "method": method, "params": params}, related=related)
+        self.deliver(
+            {"jsonrpc": "2.0", "id": push.push_id, "method": method, "params": params},
+            related=related,
+        )
         return push
 
     def push_on_get(self, method: str, params: JsonObject | None = None) -> Push:
@@ -281,10 +331,16 @@ class FakeSession:
 
 
 class FakeUpstream:
-    """The fake server: how it initializes, the sessions it opened and the calls waiting for a script."""
+    """The fake server: how it initializes, the sessions it opened and the calls waiting for a
+    script."""
 
-    def __init__(self, *, protocol_version: str = LEGACY_VERSION, capabilities: JsonObject | None = None,
-                 get_stream: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        protocol_version: str = LEGACY_VERSION,
+        capabilities: JsonObject | None = None,
+        get_stream: bool = True,
+    ) -> None:
         self.protocol_version = protocol_version
         self.capabilities = dict(SERVER_CAPABILITIES if capabilities is None else capabilities)
         self.get_stream = get_stream
@@ -295,8 +351,9 @@ class FakeUpstream:
         self.push_ids = itertools.count(1001)
         self._waiting: asyncio.Queue[FakeCall] = asyncio.Queue()
 
-    async def open(self, capabilities: JsonObject, headers: Mapping[str, str],
-                   on_unrelated: InboundHandler) -> FakeSession:
+    async def open(
+        self, capabilities: JsonObject, headers: Mapping[str, str], on_unrelated: InboundHandler
+    ) -> FakeSession:
         """The `SessionOpener`: initialize a new session (or raise the next scripted open error)."""
         if self.open_errors:
             raise self.open_errors.pop(0)
@@ -305,7 +362,8 @@ class FakeUpstream:
         return session
 
     def spares(self, *, dead_first: int = 0) -> FakeSpares:
-        """Spare processes for `proxy.app.stdio_opener`; the first `dead_first` died while waiting."""
+        """Spare processes for `proxy.app.stdio_opener`; the first `dead_first` died while
+        waiting."""
         return FakeSpares(self, dead_first)
 
     def started(self, call: FakeCall) -> None:
@@ -315,7 +373,9 @@ class FakeUpstream:
         """The next call the bridge started upstream (not auto-answered); it must be of `method`."""
         async with asyncio.timeout(timeout):
             call = await self._waiting.get()
-        assert call.method == method, f"expected an upstream {method}, the bridge sent {call.method}"
+        assert call.method == method, (
+            f"expected an upstream {method}, the bridge sent {call.method}"
+        )
         return call
 
     def no_call_waiting(self) -> bool:

@@ -44,21 +44,27 @@ async def test_doubled_retry_meeting_a_finishing_call_is_rejected_not_left_waiti
         assert error_of(await doubled) == REFUSED_STATE
         assert rejections(bridge, "unknown_held_call") == 1
         assert result_text(await winner) == "once"
-        assert bridge.upstream.sessions[0].answers() == [(held.push.push_id, {"result": accepted("Ada")})]
+        assert bridge.upstream.sessions[0].answers() == [
+            (held.push.push_id, {"result": accepted("Ada")})
+        ]
 
 
 async def test_concurrent_identical_retries_exactly_one_proceeds() -> None:
     async with scripted_bridge() as bridge:
         held = await hold(bridge)
-        retries = [bridge.start(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
-                   for _ in range(2)]
+        retries = [
+            bridge.start(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
+            for _ in range(2)
+        ]
         assert await held.push.answered() == {"result": accepted("Ada")}
         loser = await retries[1]
         assert error_of(loser) == REFUSED_STATE
         assert rejections(bridge, "not_waiting") == 1
         held.call.finish(text_result("exactly once"))
         assert result_text(await retries[0]) == "exactly once"
-        assert bridge.upstream.sessions[0].answers() == [(held.push.push_id, {"result": accepted("Ada")})]
+        assert bridge.upstream.sessions[0].answers() == [
+            (held.push.push_id, {"result": accepted("Ada")})
+        ]
 
 
 async def test_retry_after_the_call_finished_and_was_dropped_is_refused() -> None:
@@ -69,7 +75,9 @@ async def test_retry_after_the_call_finished_and_was_dropped_is_refused() -> Non
         held.call.finish(text_result("gone"))
         assert result_text(await retry) == "gone"
         await bridge.settled()
-        late = await bridge.send(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
+        late = await bridge.send(
+            bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")})
+        )
         assert error_of(late) == REFUSED_STATE
         assert rejections(bridge, "unknown_held_call") == 1
 
@@ -81,7 +89,9 @@ async def test_early_finish_while_waiting_for_the_client_answers_the_retry() -> 
         held = await hold(bridge)
         held.call.notify("notifications/cancelled", {"requestId": held.push.push_id})
         held.call.finish(text_result("gave up waiting"))
-        retry = await bridge.send(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
+        retry = await bridge.send(
+            bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")})
+        )
         assert result_text(retry) == "gave up waiting"
         session = bridge.upstream.sessions[0]
         assert session.received == [("request", 1, "tools/call")]
@@ -110,9 +120,18 @@ async def test_cancel_during_collect_refuses_the_push_and_cancels_upstream() -> 
         assert await call.cancellation() == "client disconnected"
         session = bridge.upstream.sessions[0]
         await session.wait_closed()  # a cancelled call's own session is discarded, never reused
-        assert session.received == [("request", 1, "tools/call"), ("answer", push.push_id, CANCELLED_ELICITATION),
-                                    ("cancel", 1, "client disconnected"), ("close", None, None)]
-        assert bridge.engine.metrics.sample("mrtr_bridge_requests_total", method="tools/call", outcome="cancelled") == 1
+        assert session.received == [
+            ("request", 1, "tools/call"),
+            ("answer", push.push_id, CANCELLED_ELICITATION),
+            ("cancel", 1, "client disconnected"),
+            ("close", None, None),
+        ]
+        assert (
+            bridge.engine.metrics.sample(
+                "mrtr_bridge_requests_total", method="tools/call", outcome="cancelled"
+            )
+            == 1
+        )
 
 
 async def test_client_disconnect_during_a_retry_round_cancels_upstream() -> None:
@@ -131,7 +150,9 @@ async def test_held_call_expiry_refuses_the_push_cancels_upstream_and_refuses_th
         held = await hold(bridge)
         assert await held.push.answered() == CANCELLED_ELICITATION
         assert await held.call.cancellation() == "held call expired"
-        late = await bridge.send(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
+        late = await bridge.send(
+            bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")})
+        )
         assert error_of(late) == REFUSED_STATE
         assert rejections(bridge, "expired") == 1
         assert bridge.upstream.sessions[0].cancellations() == [(1, "held call expired")]
@@ -151,20 +172,32 @@ async def test_held_expiry_does_not_cut_a_retry_in_progress() -> None:
 async def test_attempt_deadline_during_a_retry_times_out_and_cancels_upstream() -> None:
     async with scripted_bridge(front={"request_timeout_s": 0.05}) as bridge:
         held = await hold(bridge)
-        reply = await bridge.send(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
-        assert fault_of(reply) == {"code": INTERNAL_ERROR, "data": {"source": "mrtr-bridge"},
-                                   "message": "The upstream call did not finish within 0.05 s"}
+        reply = await bridge.send(
+            bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")})
+        )
+        assert fault_of(reply) == {
+            "code": INTERNAL_ERROR,
+            "data": {"source": "mrtr-bridge"},
+            "message": "The upstream call did not finish within 0.05 s",
+        }
         assert await held.call.cancellation() == "request timed out"
-        assert bridge.upstream.sessions[0].answers() == [(held.push.push_id, {"result": accepted("Ada")})]
+        assert bridge.upstream.sessions[0].answers() == [
+            (held.push.push_id, {"result": accepted("Ada")})
+        ]
 
 
 async def test_upstream_death_while_held_answers_the_retry_with_why() -> None:
     async with scripted_bridge() as bridge:
         held = await hold(bridge)
         bridge.upstream.sessions[0].die("exited with code 3")
-        retry = await bridge.send(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
-        assert fault_of(retry) == {"code": INTERNAL_ERROR, "data": {"source": "mrtr-bridge"},
-                                   "message": "The upstream session was lost: exited with code 3"}
+        retry = await bridge.send(
+            bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")})
+        )
+        assert fault_of(retry) == {
+            "code": INTERNAL_ERROR,
+            "data": {"source": "mrtr-bridge"},
+            "message": "The upstream session was lost: exited with code 3",
+        }
         assert bridge.upstream.sessions[0].answers() == []
         after = bridge.start(bridge.request("echo"))
         call = await bridge.upstream.next_call()
@@ -177,9 +210,14 @@ async def test_answer_that_fails_because_the_upstream_died_reports_why() -> None
     async with scripted_bridge() as bridge:
         held = await hold(bridge)
         bridge.upstream.sessions[0].answers_fail = "exited with code 7"
-        retry = await bridge.send(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
-        assert fault_of(retry) == {"code": INTERNAL_ERROR, "data": {"source": "mrtr-bridge"},
-                                   "message": "The upstream session was lost: exited with code 7"}
+        retry = await bridge.send(
+            bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")})
+        )
+        assert fault_of(retry) == {
+            "code": INTERNAL_ERROR,
+            "data": {"source": "mrtr-bridge"},
+            "message": "The upstream session was lost: exited with code 7",
+        }
         await bridge.settled()
 
 
@@ -199,6 +237,9 @@ async def test_late_push_after_cancel_never_reaches_the_next_lease() -> None:
         assert list(input_requests(await task)) == ["new"]
         assert (old.session.number, new.session.number) == (1, 2)
         assert not late.is_answered
-        assert old.session.received == [("request", 1, "tools/call"), ("cancel", 1, "client disconnected"),
-                                         ("close", None, None)]
+        assert old.session.received == [
+            ("request", 1, "tools/call"),
+            ("cancel", 1, "client disconnected"),
+            ("close", None, None),
+        ]
         assert new.session.received == [("request", 2, "tools/call")]

@@ -1,4 +1,5 @@
-"""Scripted recovery of lost held calls (proxy/recovery.py): a restart (a second bridge with the same
+"""Scripted recovery of lost held calls (proxy/recovery.py): a restart (a second bridge with the
+same
 key), an expiry, the policies, the size cap and the refusals, against the in-memory upstream.
 
 Pushes carry no key hint here: their input keys derive from their content, as with real servers, so
@@ -34,9 +35,21 @@ REFUSED_STATE = {"code": INVALID_PARAMS, "message": INVALID_REQUEST_STATE_MESSAG
 SCHEMA = {"type": "object", "properties": {"v": {"type": "string"}}, "required": ["v"]}
 NAME_Q = {"message": "Your name?", "requestedSchema": SCHEMA}
 COLOR_Q = {"message": "Your color?", "requestedSchema": SCHEMA}
-IDEMPOTENT = {"name": "survey", "inputSchema": {"type": "object"}, "annotations": {"idempotentHint": True}}
-READ_ONLY = {"name": "peek", "inputSchema": {"type": "object"}, "annotations": {"readOnlyHint": True}}
-PLAIN = {"name": "order", "inputSchema": {"type": "object"}, "annotations": {"idempotentHint": False}}
+IDEMPOTENT = {
+    "name": "survey",
+    "inputSchema": {"type": "object"},
+    "annotations": {"idempotentHint": True},
+}
+READ_ONLY = {
+    "name": "peek",
+    "inputSchema": {"type": "object"},
+    "annotations": {"readOnlyHint": True},
+}
+PLAIN = {
+    "name": "order",
+    "inputSchema": {"type": "object"},
+    "annotations": {"idempotentHint": False},
+}
 
 
 def answer(value: str) -> dict[str, Any]:
@@ -51,14 +64,19 @@ def upstream() -> FakeUpstream:
 
 @asynccontextmanager
 async def bridge(fake: FakeUpstream, **sections: dict[str, Any]) -> AsyncIterator[ScriptedBridge]:
-    """A bridge with the persistent key (a restart is a second one); `sections` override settings."""
+    """A bridge with the persistent key (a restart is a second one); `sections` override
+    settings."""
     held = {"keys": {"k1": KEY}, **sections.pop("held", {})}
     async with scripted_bridge(fake, held=held, **sections) as scripted:
         yield scripted
 
 
-async def round_of(scripted: ScriptedBridge, reply_task: asyncio.Task[dict[str, Any]], call: FakeCall,
-                   question: dict[str, Any]) -> tuple[Push, dict[str, Any], str]:
+async def round_of(
+    scripted: ScriptedBridge,
+    reply_task: asyncio.Task[dict[str, Any]],
+    call: FakeCall,
+    question: dict[str, Any],
+) -> tuple[Push, dict[str, Any], str]:
     """`call` pushes `question`; the reply is its round: (push, reply, the one input key)."""
     push = call.push(ELICIT, question)
     reply = await reply_task
@@ -66,7 +84,9 @@ async def round_of(scripted: ScriptedBridge, reply_task: asyncio.Task[dict[str, 
     return push, reply, key
 
 
-async def held_at_second_round(scripted: ScriptedBridge, tool: str) -> tuple[Any, dict[str, Any], str, str]:
+async def held_at_second_round(
+    scripted: ScriptedBridge, tool: str
+) -> tuple[Any, dict[str, Any], str, str]:
     """A call answered once and waiting for its second answer: (request, reply, key 1, key 2)."""
     request = scripted.request(tool)
     first = scripted.start(request)
@@ -93,7 +113,9 @@ async def test_after_a_restart_an_idempotent_call_runs_again_with_the_earlier_an
     async with bridge(fake) as after:
         retry = after.start(after.retry_of(request, reply2, {key2: answer("blue")}))
         again = await after.upstream.next_call()
-        assert await again.push(ELICIT, NAME_Q).answered() == {"result": answer("Ada")}  # from the sealed answers
+        assert await again.push(ELICIT, NAME_Q).answered() == {
+            "result": answer("Ada")
+        }  # from the sealed answers
         assert await again.push(ELICIT, COLOR_Q).answered() == {"result": answer("blue")}
         again.finish(text_result("Ada likes blue"))
         assert result_text(await retry) == "Ada likes blue"
@@ -105,11 +127,19 @@ async def test_after_a_restart_an_unannotated_call_is_refused_and_not_run_again(
     async with bridge(fake) as before:
         request, reply2, _, key2 = await held_at_second_round(before, "order")
     async with bridge(fake) as after:
-        assert error_of(await after.send(after.retry_of(request, reply2, {key2: answer("blue")}))) == REFUSED_STATE
+        assert (
+            error_of(await after.send(after.retry_of(request, reply2, {key2: answer("blue")})))
+            == REFUSED_STATE
+        )
         assert fake.no_call_waiting()
-        assert (refusals(after, "not_annotated_idempotent"), rejections(after, "unknown_held_call")) == (1, 1)
+        assert (
+            refusals(after, "not_annotated_idempotent"),
+            rejections(after, "unknown_held_call"),
+        ) == (1, 1)
         assert recovered(after, "lost") == 0
-    assert [entry[:2] for entry in fake.all_received() if entry[3] == "tools/call"] == [(1, "request")]  # ran once
+    assert [entry[:2] for entry in fake.all_received() if entry[3] == "tools/call"] == [
+        (1, "request")
+    ]  # ran once
 
 
 async def test_an_expired_call_runs_again_and_a_changed_question_is_asked_again() -> None:
@@ -121,7 +151,10 @@ async def test_an_expired_call_runs_again_and_a_changed_question_is_asked_again(
         again = await scripted.upstream.next_call()
         changed = {**NAME_Q, "message": "Your full name?"}
         push, reply3, key3 = await round_of(scripted, retry, again, changed)
-        assert key3 not in (key1, key2) and input_requests(reply3)[key3]["params"]["message"] == "Your full name?"
+        assert (
+            key3 not in (key1, key2)
+            and input_requests(reply3)[key3]["params"]["message"] == "Your full name?"
+        )
         last = scripted.start(scripted.retry_of(request, reply3, {key3: answer("Ada L")}))
         assert await push.answered() == {"result": answer("Ada L")}
         assert await again.push(ELICIT, COLOR_Q).answered() == {"result": answer("blue")}
@@ -137,7 +170,10 @@ async def test_allowlist_recovers_only_what_it_lists() -> None:
         unlisted = await held_at_second_round(before, "survey")
     async with bridge(fake, recovery={"reexecute": "allowlist", "tools": ["ord*"]}) as after:
         request, reply2, _, key2 = unlisted
-        assert error_of(await after.send(after.retry_of(request, reply2, {key2: answer("x")}))) == REFUSED_STATE
+        assert (
+            error_of(await after.send(after.retry_of(request, reply2, {key2: answer("x")})))
+            == REFUSED_STATE
+        )
         assert refusals(after, "not_allowlisted") == 1 and fake.no_call_waiting()
         request, reply2, _, key2 = listed
         retry = after.start(after.retry_of(request, reply2, {key2: answer("red")}))
@@ -153,7 +189,10 @@ async def test_off_and_another_principal_and_a_spent_state_are_refused() -> None
     async with bridge(fake) as before:
         request, reply2, _, key2 = await held_at_second_round(before, "survey")
     async with bridge(fake, recovery={"reexecute": "off"}) as off:
-        assert error_of(await off.send(off.retry_of(request, reply2, {key2: answer("x")}))) == REFUSED_STATE
+        assert (
+            error_of(await off.send(off.retry_of(request, reply2, {key2: answer("x")})))
+            == REFUSED_STATE
+        )
         assert refusals(off, "off") == 1
     async with bridge(fake) as after:
         stolen = after.retry_of(request, reply2, {key2: answer("x")}, principal="mallory")
@@ -166,7 +205,10 @@ async def test_off_and_another_principal_and_a_spent_state_are_refused() -> None
         again.finish(text_result("once"))
         assert result_text(await retry) == "once"
         await after.settled()
-        assert error_of(await after.send(after.retry_of(request, reply2, {key2: answer("x")}))) == REFUSED_STATE
+        assert (
+            error_of(await after.send(after.retry_of(request, reply2, {key2: answer("x")})))
+            == REFUSED_STATE
+        )
         assert refusals(after, "already_used") == 1 and fake.no_call_waiting()
 
 
@@ -175,7 +217,10 @@ async def test_answers_over_the_cap_are_not_carried_and_recovery_is_not_offered(
     async with bridge(fake, recovery={"max_answers_bytes": 8}) as before:
         request, reply2, _, key2 = await held_at_second_round(before, "survey")
     async with bridge(fake) as after:
-        assert error_of(await after.send(after.retry_of(request, reply2, {key2: answer("x")}))) == REFUSED_STATE
+        assert (
+            error_of(await after.send(after.retry_of(request, reply2, {key2: answer("x")})))
+            == REFUSED_STATE
+        )
         assert refusals(after, "answers_not_carried") == 1 and fake.no_call_waiting()
 
 
@@ -184,7 +229,9 @@ async def test_a_first_round_state_is_as_long_with_recovery_as_without() -> None
     for mode in ("off", "annotated"):
         async with bridge(upstream(), recovery={"reexecute": mode}) as scripted:
             first = scripted.start(scripted.request("survey"))
-            _, reply, _ = await round_of(scripted, first, await scripted.upstream.next_call(), NAME_Q)
+            _, reply, _ = await round_of(
+                scripted, first, await scripted.upstream.next_call(), NAME_Q
+            )
             lengths.append(len(reply["result"]["requestState"]))
     assert lengths[0] == lengths[1] <= MAX_PLAIN_TOKEN_LENGTH
 
@@ -196,7 +243,9 @@ async def test_a_prompt_recovers_under_annotated_and_only_when_listed_under_allo
         for _ in range(2):
             request = before.request("greet", method=PROMPTS_GET)
             first = before.start(request)
-            _, reply, key = await round_of(before, first, await before.upstream.next_call(PROMPTS_GET), NAME_Q)
+            _, reply, key = await round_of(
+                before, first, await before.upstream.next_call(PROMPTS_GET), NAME_Q
+            )
             held.append((request, reply, key))
     prompt_result = {"messages": [{"role": "user", "content": {"type": "text", "text": "hi Ada"}}]}
     async with bridge(fake) as after:
@@ -206,20 +255,27 @@ async def test_a_prompt_recovers_under_annotated_and_only_when_listed_under_allo
         assert await again.push(ELICIT, NAME_Q).answered() == {"result": answer("Ada")}
         again.finish(prompt_result)
         assert (await retry)["result"]["messages"] == prompt_result["messages"]
-        assert [e for e in fake.all_received() if e[3] == "tools/list"] == []  # no annotations needed
+        assert [
+            e for e in fake.all_received() if e[3] == "tools/list"
+        ] == []  # no annotations needed
     async with bridge(fake, recovery={"reexecute": "allowlist", "tools": ["greet"]}) as strict:
         request, reply, key = held[1]
-        assert error_of(await strict.send(strict.retry_of(request, reply, {key: answer("Ada")}))) == REFUSED_STATE
+        assert (
+            error_of(await strict.send(strict.retry_of(request, reply, {key: answer("Ada")})))
+            == REFUSED_STATE
+        )
         assert refusals(strict, "not_allowlisted") == 1 and fake.no_call_waiting()
 
 
-async def test_another_replicas_state_recovers_only_when_the_forwarding_says_its_owner_is_unreachable() -> None:
+async def test_another_replicas_state_recovers_only_when_its_owner_is_unreachable() -> None:
     fake = upstream()
     async with bridge(fake, held={"replica_id": "r1"}) as owner:
         request, reply2, _, key2 = await held_at_second_round(owner, "survey")
     async with bridge(fake, held={"replica_id": "r2"}) as other:
         retry = other.retry_of(request, reply2, {key2: answer("blue")})
-        assert error_of(await other.send(retry)) == REFUSED_STATE  # no forwarding: refused as before
+        assert (
+            error_of(await other.send(retry)) == REFUSED_STATE
+        )  # no forwarding: refused as before
         assert rejections(other, "other_replica") == 1 and fake.no_call_waiting()
         result = other.start(dataclasses.replace(retry, owner_unreachable=True))
         again = await other.upstream.next_call()
@@ -235,6 +291,9 @@ async def test_a_state_sealed_with_recovery_off_is_refused_naming_off() -> None:
     async with bridge(fake, recovery={"reexecute": "off"}, held={"ttl_s": 0.05}) as scripted:
         request, reply2, _, key2 = await held_at_second_round(scripted, "survey")
         await scripted.settled()
-        assert error_of(await scripted.send(scripted.retry_of(request, reply2, {key2: answer("x")}))) == REFUSED_STATE
+        assert (
+            error_of(await scripted.send(scripted.retry_of(request, reply2, {key2: answer("x")})))
+            == REFUSED_STATE
+        )
         assert (refusals(scripted, "off"), rejections(scripted, "expired")) == (1, 1)
         assert fake.no_call_waiting()

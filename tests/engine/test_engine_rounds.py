@@ -21,9 +21,16 @@ from engine_harness import (
 )
 
 from translators.eras import ELICIT, ROOTS, SAMPLE
-from translators.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE, LEGACY_SAMPLING_REJECTED
+from translators.errors import (
+    INVALID_PARAMS,
+    INVALID_REQUEST_STATE_MESSAGE,
+    LEGACY_SAMPLING_REJECTED,
+)
 
-SAMPLING_PARAMS = {"messages": [{"role": "user", "content": {"type": "text", "text": "2+2?"}}], "maxTokens": 5}
+SAMPLING_PARAMS = {
+    "messages": [{"role": "user", "content": {"type": "text", "text": "2+2?"}}],
+    "maxTokens": 5,
+}
 SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}
 ROOTS_ANSWER = {"roots": [{"uri": "file:///work"}]}
 FORM = {"mode": "form", **ELICIT_PARAMS}
@@ -38,7 +45,9 @@ async def test_one_push_is_one_round_and_its_answer_goes_upstream() -> None:
         held.call.finish(text_result("hello Ada"))
         assert result_text(await retry) == "hello Ada"
         assert bridge.upstream.sessions[0].received == [
-            ("request", 1, "tools/call"), ("answer", held.push.push_id, {"result": accepted("Ada")})]
+            ("request", 1, "tools/call"),
+            ("answer", held.push.push_id, {"result": accepted("Ada")}),
+        ]
         assert bridge.engine.registry.rounds_total == 1
 
 
@@ -47,15 +56,22 @@ async def test_pushes_arriving_together_are_batched_into_one_round() -> None:
         request = bridge.request()
         first = bridge.start(request)
         call = await bridge.upstream.next_call()
-        pushes = [call.push(ELICIT, ELICIT_PARAMS, key="name"), call.push(SAMPLE, SAMPLING_PARAMS, key="sum"),
-                  call.push(ROOTS, key="roots")]
+        pushes = [
+            call.push(ELICIT, ELICIT_PARAMS, key="name"),
+            call.push(SAMPLE, SAMPLING_PARAMS, key="sum"),
+            call.push(ROOTS, key="roots"),
+        ]
         reply = await first
-        assert input_requests(reply) == {"name": {"method": ELICIT, "params": FORM},
-                                         "sum": {"method": SAMPLE, "params": SAMPLING_PARAMS},
-                                         "roots": {"method": ROOTS, "params": {}}}
+        assert input_requests(reply) == {
+            "name": {"method": ELICIT, "params": FORM},
+            "sum": {"method": SAMPLE, "params": SAMPLING_PARAMS},
+            "roots": {"method": ROOTS, "params": {}},
+        }
         answers = {"name": accepted("Ada"), "sum": SAMPLED, "roots": ROOTS_ANSWER}
         retry = bridge.start(bridge.retry_of(request, reply, answers))
-        assert [await push.answered() for push in pushes] == [{"result": answers[k]} for k in ("name", "sum", "roots")]
+        assert [await push.answered() for push in pushes] == [
+            {"result": answers[k]} for k in ("name", "sum", "roots")
+        ]
         call.finish(text_result("done"))
         assert result_text(await retry) == "done"
         assert bridge.engine.registry.rounds_total == 1
@@ -66,7 +82,10 @@ async def test_missing_answers_are_asked_again_alone() -> None:
         request = bridge.request()
         first = bridge.start(request)
         call = await bridge.upstream.next_call()
-        name, total = call.push(ELICIT, ELICIT_PARAMS, key="name"), call.push(SAMPLE, SAMPLING_PARAMS, key="sum")
+        name, total = (
+            call.push(ELICIT, ELICIT_PARAMS, key="name"),
+            call.push(SAMPLE, SAMPLING_PARAMS, key="sum"),
+        )
         reply = await first
         again = await bridge.send(bridge.retry_of(request, reply, {"name": accepted("Ada")}))
         assert input_requests(again) == {"sum": {"method": SAMPLE, "params": SAMPLING_PARAMS}}
@@ -92,7 +111,9 @@ async def test_pre_answered_input_completes_without_a_round() -> None:
 
 async def test_an_unusable_pre_answer_is_asked_normally() -> None:
     async with scripted_bridge() as bridge:
-        first = bridge.start(bridge.request(extra={"inputResponses": {"name": {"action": "maybe"}}}))
+        first = bridge.start(
+            bridge.request(extra={"inputResponses": {"name": {"action": "maybe"}}})
+        )
         call = await bridge.upstream.next_call()
         push = call.push(ELICIT, ELICIT_PARAMS, key="name")
         assert input_requests(await first) == {"name": {"method": ELICIT, "params": FORM}}
@@ -103,7 +124,9 @@ async def test_push_arriving_while_held_is_asked_in_the_next_round() -> None:
     async with scripted_bridge() as bridge:
         held = await hold(bridge)
         late = held.call.push(SAMPLE, SAMPLING_PARAMS, key="sum")
-        again = await bridge.send(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
+        again = await bridge.send(
+            bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")})
+        )
         assert input_requests(again) == {"sum": {"method": SAMPLE, "params": SAMPLING_PARAMS}}
         assert await held.push.answered() == {"result": accepted("Ada")}
         assert not late.is_answered
@@ -128,8 +151,12 @@ async def test_a_push_the_client_did_not_declare_is_refused_upstream_and_the_cal
         first = bridge.start(bridge.request(capabilities={"elicitation": {"form": {}}}))
         call = await bridge.upstream.next_call()
         push = call.push(SAMPLE, SAMPLING_PARAMS)
-        assert await push.answered() == {"error": {"code": LEGACY_SAMPLING_REJECTED,
-                                                   "message": "Client does not support sampling"}}
+        assert await push.answered() == {
+            "error": {
+                "code": LEGACY_SAMPLING_REJECTED,
+                "message": "Client does not support sampling",
+            }
+        }
         call.finish(text_result("without sampling"))
         assert result_text(await first) == "without sampling"
         assert bridge.engine.registry.rounds_total == 0
@@ -140,8 +167,12 @@ async def test_a_call_without_push_capabilities_shares_a_session_and_refuses_pus
         first = bridge.start(bridge.request(capabilities={}))
         call = await bridge.upstream.next_call()
         push = call.push(ELICIT, ELICIT_PARAMS)
-        assert await push.answered() == {"error": {"code": INVALID_PARAMS,
-                                                   "message": "Client does not support elicitation mode 'form'"}}
+        assert await push.answered() == {
+            "error": {
+                "code": INVALID_PARAMS,
+                "message": "Client does not support elicitation mode 'form'",
+            }
+        }
         call.finish(text_result("alone"))
         assert result_text(await first) == "alone"
         assert bridge.upstream.sessions[0].client_capabilities == {}
@@ -161,7 +192,9 @@ async def test_a_withdrawn_push_is_not_asked() -> None:
 async def test_an_invalid_answer_is_an_error_and_the_held_call_stays_usable() -> None:
     async with scripted_bridge() as bridge:
         held = await hold(bridge)
-        bad = await bridge.send(bridge.retry_of(held.request, held.reply, {"name": {"action": "maybe"}}))
+        bad = await bridge.send(
+            bridge.retry_of(held.request, held.reply, {"name": {"action": "maybe"}})
+        )
         assert error_of(bad)["code"] == INVALID_PARAMS
         assert error_of(bad)["data"] == {"inputKey": "name"}
         assert not held.push.is_answered
@@ -175,23 +208,33 @@ async def test_a_stale_round_is_refused_and_the_current_round_stays_usable() -> 
     async with scripted_bridge() as bridge:
         held = await hold(bridge)
         held.call.push(ROOTS, key="roots")
-        round_two = await bridge.send(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
-        stale = await bridge.send(bridge.retry_of(held.request, held.reply, {"name": accepted("Eve")}))
+        round_two = await bridge.send(
+            bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")})
+        )
+        stale = await bridge.send(
+            bridge.retry_of(held.request, held.reply, {"name": accepted("Eve")})
+        )
         assert error_of(stale) == {"code": INVALID_PARAMS, "message": INVALID_REQUEST_STATE_MESSAGE}
         assert rejections(bridge, "stale_round") == 1
         last = bridge.start(bridge.retry_of(held.request, round_two, {"roots": ROOTS_ANSWER}))
         held.call.finish(text_result("round two"))
         assert result_text(await last) == "round two"
         assert bridge.upstream.sessions[0].answers() == [
-            (held.push.push_id, {"result": accepted("Ada")}), (held.push.push_id + 1, {"result": ROOTS_ANSWER})]
+            (held.push.push_id, {"result": accepted("Ada")}),
+            (held.push.push_id + 1, {"result": ROOTS_ANSWER}),
+        ]
 
 
 async def test_another_principal_cannot_resume_a_held_call() -> None:
     async with scripted_bridge() as bridge:
         held = await hold(bridge)
-        stolen = await bridge.send(bridge.retry_of(held.request, held.reply, {"name": accepted("Eve")},
-                                                   principal="bob"))
-        assert error_of(stolen) == {"code": INVALID_PARAMS, "message": INVALID_REQUEST_STATE_MESSAGE}
+        stolen = await bridge.send(
+            bridge.retry_of(held.request, held.reply, {"name": accepted("Eve")}, principal="bob")
+        )
+        assert error_of(stolen) == {
+            "code": INVALID_PARAMS,
+            "message": INVALID_REQUEST_STATE_MESSAGE,
+        }
         assert rejections(bridge, "other_principal") == 1
         assert not held.push.is_answered
         retry = bridge.start(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
@@ -203,16 +246,25 @@ async def test_another_principal_cannot_resume_a_held_call() -> None:
 async def test_progress_reaches_the_attempt_under_the_clients_token() -> None:
     async with scripted_bridge() as bridge:
         sink = RecordingSink()
-        request = bridge.request(extra={"_meta": {**bridge.request().params["_meta"], "progressToken": "p-7"}})
+        request = bridge.request(
+            extra={"_meta": {**bridge.request().params["_meta"], "progressToken": "p-7"}}
+        )
         first = bridge.start(request, sink)
         call = await bridge.upstream.next_call()
         upstream_token = call.params["_meta"]["progressToken"]
-        call.notify("notifications/progress", {"progressToken": upstream_token, "progress": 1, "total": 2})
+        call.notify(
+            "notifications/progress", {"progressToken": upstream_token, "progress": 1, "total": 2}
+        )
         call.notify("notifications/progress", {"progressToken": "someone-else", "progress": 1})
         call.finish(text_result("progressed"))
         assert result_text(await first) == "progressed"
-        assert sink.sent == [{"jsonrpc": "2.0", "method": "notifications/progress",
-                              "params": {"progressToken": "p-7", "progress": 1, "total": 2}}]
+        assert sink.sent == [
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/progress",
+                "params": {"progressToken": "p-7", "progress": 1, "total": 2},
+            }
+        ]
 
 
 async def test_more_rounds_than_allowed_ends_the_call_and_refuses_the_push() -> None:

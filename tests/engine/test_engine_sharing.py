@@ -67,19 +67,36 @@ async def test_list_change_from_a_callers_session_reaches_only_that_callers_list
     upstream = FakeUpstream(capabilities={"tools": {"listChanged": True}})
     async with scripted_bridge(upstream) as bridge:
         sinks = {who: RecordingSink() for who in ("alice", "bob")}
-        listens = {who: bridge.start(bridge.request(method=SUBSCRIPTIONS_LISTEN, principal=who,
-                                                    extra={"notifications": {"toolsListChanged": True}}), sink)
-                   for who, sink in sinks.items()}
+        listens = {
+            who: bridge.start(
+                bridge.request(
+                    method=SUBSCRIPTIONS_LISTEN,
+                    principal=who,
+                    extra={"notifications": {"toolsListChanged": True}},
+                ),
+                sink,
+            )
+            for who, sink in sinks.items()
+        }
         async with asyncio.timeout(5):
             while not all(sink.sent for sink in sinks.values()):
                 await asyncio.sleep(0.001)
         acknowledged = {who: list(sink.sent) for who, sink in sinks.items()}
         held = await hold(bridge, principal="alice")
         held.call.notify("notifications/tools/list_changed", on_get=True)
-        assert sinks["alice"].sent[1:] == [{"jsonrpc": "2.0", "method": "notifications/tools/list_changed",
-                                            "params": {"_meta": {"io.modelcontextprotocol/subscriptionId":
-                                                                 acknowledged["alice"][0]["params"]["_meta"][
-                                                                     "io.modelcontextprotocol/subscriptionId"]}}}]
+        assert sinks["alice"].sent[1:] == [
+            {
+                "jsonrpc": "2.0",
+                "method": "notifications/tools/list_changed",
+                "params": {
+                    "_meta": {
+                        "io.modelcontextprotocol/subscriptionId": acknowledged["alice"][0][
+                            "params"
+                        ]["_meta"]["io.modelcontextprotocol/subscriptionId"]
+                    }
+                },
+            }
+        ]
         assert sinks["bob"].sent == acknowledged["bob"]
         for task in listens.values():
             task.cancel()

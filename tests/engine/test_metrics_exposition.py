@@ -37,17 +37,27 @@ TEXT_0_0_4 = "text/plain; version=0.0.4; charset=utf-8"
 
 def families_of(metrics: Any) -> dict[str, dict[str, Any]]:
     """name -> type, help, label names (bucket bound `le` aside) and sample names, as parsed."""
-    return {family.name: {"type": family.type, "help": family.documentation,
-                          "labels": sorted({k for s in family.samples for k in s.labels if k != "le"}),
-                          "samples": sorted({s.name for s in family.samples})} for family in metrics}
+    return {
+        family.name: {
+            "type": family.type,
+            "help": family.documentation,
+            "labels": sorted({k for s in family.samples for k in s.labels if k != "le"}),
+            "samples": sorted({s.name for s in family.samples}),
+        }
+        for family in metrics
+    }
 
 
 async def exercised_bridge(aiohttp_client: Any) -> TestClient[Any, Any]:
     """The HTTP app after traffic that gives every labelled family a sample."""
     fake = FakeUpstream()
     fake.open_errors.append(UpstreamUnavailable("Fake upstream refused the connection"))
-    client = await aiohttp_client(make_app(settings_with(held={"max_per_principal": 1}), opener=fake.open))
-    bridge = ScriptedBridge(known_ordinary(client.app[RUNTIME_ENGINE_KEY]), client.app[POOL_KEY], fake)
+    client = await aiohttp_client(
+        make_app(settings_with(held={"max_per_principal": 1}), opener=fake.open)
+    )
+    bridge = ScriptedBridge(
+        known_ordinary(client.app[RUNTIME_ENGINE_KEY]), client.app[POOL_KEY], fake
+    )
     assert fault_of(await bridge.send(bridge.request("echo")))["data"] == {"source": "mrtr-bridge"}
     held = await hold(bridge)
     over = bridge.start(bridge.request("again"))
@@ -63,12 +73,16 @@ async def exercised_bridge(aiohttp_client: Any) -> TestClient[Any, Any]:
     return client
 
 
-async def test_metrics_keeps_every_family_and_label_of_the_recorded_exposition(aiohttp_client: Any) -> None:
+async def test_metrics_keeps_every_family_and_label_of_the_recorded_exposition(
+    aiohttp_client: Any,
+) -> None:
     client = await exercised_bridge(aiohttp_client)
     response = await client.get("/metrics")
     assert response.headers["Content-Type"] == TEXT_0_0_4
     text = await response.text()
-    assert families_of(text_string_to_metric_families(text)) == json.loads(RECORDED.read_text(encoding="utf-8"))
+    assert families_of(text_string_to_metric_families(text)) == json.loads(
+        RECORDED.read_text(encoding="utf-8")
+    )
     assert 'mrtr_bridge_request_state_rejections_total{reason="other_principal"} 1.0' in text
     assert 'mrtr_bridge_limit_rejections_total{limit="held.max_per_principal"} 1.0' in text
     assert 'mrtr_bridge_upstream_errors_total{kind="UpstreamUnavailable"} 1.0' in text
@@ -80,10 +94,13 @@ async def test_metrics_offers_openmetrics_to_a_scraper_that_asks(aiohttp_client:
     client = await exercised_bridge(aiohttp_client)
     accept = "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
     response = await client.get("/metrics", headers={"Accept": accept})
-    assert response.headers["Content-Type"].startswith("application/openmetrics-text; version=1.0.0")
+    assert response.headers["Content-Type"].startswith(
+        "application/openmetrics-text; version=1.0.0"
+    )
     text = await response.text()
     assert text.endswith("# EOF\n")
     parsed = families_of(parse_openmetrics(text))
     recorded = json.loads(RECORDED.read_text(encoding="utf-8"))
     assert {name: (f["type"], f["labels"]) for name, f in parsed.items()} == {
-        name: (f["type"], f["labels"]) for name, f in recorded.items()}
+        name: (f["type"], f["labels"]) for name, f in recorded.items()
+    }

@@ -33,13 +33,16 @@ class Cluster:
         return [replica.port for replica in self.replicas]
 
 
-def replica_env(replica_id: str, port: int, peer_ports: Sequence[int], extra: Mapping[str, Any] | None = None
-                ) -> dict[str, str]:
+def replica_env(
+    replica_id: str, port: int, peer_ports: Sequence[int], extra: Mapping[str, Any] | None = None
+) -> dict[str, str]:
     kid, key = ONE_KEY
     settings: dict[str, Any] = {
         "held": {"keys": {kid: key}, "replica_id": replica_id},
-        "cluster": {"advertise_url": f"http://127.0.0.1:{port}",
-                    "peers": [f"http://127.0.0.1:{peer}" for peer in peer_ports]},
+        "cluster": {
+            "advertise_url": f"http://127.0.0.1:{port}",
+            "peers": [f"http://127.0.0.1:{peer}" for peer in peer_ports],
+        },
         "log": {"format": "json"},
     }
     for section, values in (extra or {}).items():
@@ -47,26 +50,41 @@ def replica_env(replica_id: str, port: int, peer_ports: Sequence[int], extra: Ma
     return bridge_env(settings)
 
 
-def start_replica(peers: Peers, upstream: str, replica_id: str, port: int, peer_ports: Sequence[int],
-                  extra: Mapping[str, Any] | None = None) -> PeerProcess:
+def start_replica(
+    peers: Peers,
+    upstream: str,
+    replica_id: str,
+    port: int,
+    peer_ports: Sequence[int],
+    extra: Mapping[str, Any] | None = None,
+) -> PeerProcess:
     argv = [str(BRIDGE_EXE), "serve", "--upstream", upstream, "--listen", f"127.0.0.1:{port}"]
-    return peers.start(f"bridge-{replica_id}", argv, port, replica_env(replica_id, port, peer_ports, extra),
-                       inherit_bridge_env=False)
+    return peers.start(
+        f"bridge-{replica_id}",
+        argv,
+        port,
+        replica_env(replica_id, port, peer_ports, extra),
+        inherit_bridge_env=False,
+    )
 
 
 def start_cluster(peers: Peers, count: int = 3, extra: Mapping[str, Any] | None = None) -> Cluster:
     legacy = peers.legacy(DEMO_SERVER)
     ports = [free_port() for _ in range(count)]
     ids = [f"r{index + 1}" for index in range(count)]
-    replicas = [start_replica(peers, legacy.url, replica_id, port, ports, extra)
-                for replica_id, port in zip(ids, ports, strict=True)]
+    replicas = [
+        start_replica(peers, legacy.url, replica_id, port, ports, extra)
+        for replica_id, port in zip(ids, ports, strict=True)
+    ]
     return Cluster(legacy, replicas, ids)
 
 
 class Rotating(httpx2.AsyncBaseTransport):
     """Sends each request to the next port in turn (round robin, no stickiness)."""
 
-    def __init__(self, ports: Sequence[int], start: int = 0, authorizations: Sequence[str] = ()) -> None:
+    def __init__(
+        self, ports: Sequence[int], start: int = 0, authorizations: Sequence[str] = ()
+    ) -> None:
         self._ports = list(ports)
         self._authorizations = list(authorizations)
         self._next = start
@@ -88,8 +106,9 @@ class Rotating(httpx2.AsyncBaseTransport):
 
 
 @contextlib.asynccontextmanager
-async def rotating_client(ports: Sequence[int], start: int = 0, authorizations: Sequence[str] = (),
-                          **client_kwargs: Any) -> AsyncIterator[tuple[Client, Rotating]]:
+async def rotating_client(
+    ports: Sequence[int], start: int = 0, authorizations: Sequence[str] = (), **client_kwargs: Any
+) -> AsyncIterator[tuple[Client, Rotating]]:
     """An entered modern `mcp.Client` whose every POST goes to the next replica (the n-th with the
     n-th of `authorizations` as its Authorization header, when given)."""
     transport = Rotating(ports, start, authorizations)
@@ -97,16 +116,22 @@ async def rotating_client(ports: Sequence[int], start: int = 0, authorizations: 
     client_kwargs.setdefault("cache", None)
     timeout = httpx2.Timeout(30.0, read=120.0)
     async with httpx2.AsyncClient(transport=transport, timeout=timeout) as http:
-        async with Client(streamable_http_client(f"http://127.0.0.1:{ports[0]}/mcp", http_client=http),
-                          **client_kwargs) as client:
+        async with Client(
+            streamable_http_client(f"http://127.0.0.1:{ports[0]}/mcp", http_client=http),
+            **client_kwargs,
+        ) as client:
             yield client, transport
 
 
 def metric(text: str, name: str, **labels: str) -> float:
     """One sample of a Prometheus text exposition (0 when absent)."""
     wanted = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
-    pattern = re.compile(rf"^{re.escape(name)}(?:\{{{re.escape(wanted)}\}})? (\S+)$" if wanted
-                         else rf"^{re.escape(name)} (\S+)$", re.MULTILINE)
+    pattern = re.compile(
+        rf"^{re.escape(name)}(?:\{{{re.escape(wanted)}\}})? (\S+)$"
+        if wanted
+        else rf"^{re.escape(name)} (\S+)$",
+        re.MULTILINE,
+    )
     match = pattern.search(text)
     return float(match[1]) if match else 0.0
 

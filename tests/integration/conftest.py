@@ -31,10 +31,15 @@ def pytest_runtest_makereport(
     report = yield
     if report.skipped and not hasattr(report, "wasxfail"):
         report.outcome = "failed"
-        report.longrepr = f"integration tests must not skip (make test provides every peer): {report.longrepr}"
+        report.longrepr = (
+            f"integration tests must not skip (make test provides every peer): {report.longrepr}"
+        )
     if report.failed:
         for process in _processes_of(getattr(item, "funcargs", {}).values()):
-            title = f"peer log: {process.name} (port {process.port}, exit status {process.popen.poll()})"
+            title = (
+                f"peer log: {process.name} (port {process.port}, exit status "
+                f"{process.popen.poll()})"
+            )
             report.sections.append((title, process.log_text()))
     return report
 

@@ -1,5 +1,7 @@
-"""What the legacy conformance fixture (tests/peers/legacy_fixture_server.py) answers through the bridge, and
-the raw good and bad requests of `test_foundation.py`'s concurrency test (each checks its own exact reply).
+"""What the legacy conformance fixture (tests/peers/legacy_fixture_server.py) answers through the
+bridge, and
+the raw good and bad requests of `test_foundation.py`'s concurrency test (each checks its own exact
+reply).
 """
 
 from __future__ import annotations
@@ -30,7 +32,10 @@ from translators.errors import (
 from .harness import BRIDGE_EXE, REPO_ROOT, ModernPoster, RawReply
 from .mrtr_helpers import tampered
 
-TEST_IMAGE = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+TEST_IMAGE = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAF"
+    "BQIAX8jx0gAAAABJRU5ErkJggg=="
+)
 TEST_AUDIO = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 
 FIXTURE_CAPABILITIES = {
@@ -106,7 +111,9 @@ TOOL_CONTENT: dict[str, list[dict[str, Any]]] = {
         },
     ],
 }
-ERROR_TOOL_TEXT = "Error executing tool test_error_handling: This tool intentionally returns an error for testing"
+ERROR_TOOL_TEXT = (
+    "Error executing tool test_error_handling: This tool intentionally returns an error for testing"
+)
 
 
 # ---- raw requests -------------------------------------------------------------------------------
@@ -125,13 +132,17 @@ async def good_request(post: ModernPoster, n: int) -> bool:
     if n % 4 == 3:
         reply = await post.post(PROMPTS_LIST, {}, request_id=request_id)
         names = [prompt["name"] for prompt in reply.response["result"]["prompts"]]
-        assert (reply.status, reply.response["id"], names) == (200, request_id, FIXTURE_PROMPTS), reply.text
+        assert (reply.status, reply.response["id"], names) == (200, request_id, FIXTURE_PROMPTS), (
+            reply.text
+        )
         return True
     name = GOOD_TOOLS[n % len(GOOD_TOOLS)]
     reply = await post.post(TOOLS_CALL, {"name": name}, request_id=request_id)
     assert (reply.status, reply.response["id"]) == (200, request_id), reply.text
     result = reply.response["result"]
-    assert (result["resultType"], result["content"]) == (RESULT_COMPLETE, TOOL_CONTENT[name]), reply.text
+    assert (result["resultType"], result["content"]) == (RESULT_COMPLETE, TOOL_CONTENT[name]), (
+        reply.text
+    )
     return True
 
 
@@ -140,37 +151,65 @@ async def bad_request(post: ModernPoster, n: int, state: str, key: str) -> bool:
     request_id = f"bad-{n}"
     kind = n % 5
     if kind == 0:  # the Mcp-Method header does not match the body
-        reply = await post.post(TOOLS_LIST, {}, request_id=request_id, headers={"Mcp-Method": PROMPTS_LIST})
-        message = (
-            "Header mismatch: Mcp-Method header value 'prompts/list' does not match body value 'tools/list' (method)"
+        reply = await post.post(
+            TOOLS_LIST, {}, request_id=request_id, headers={"Mcp-Method": PROMPTS_LIST}
         )
-        expected: tuple[int, Any, dict[str, Any]] = (400, request_id, {"code": HEADER_MISMATCH, "message": message})
+        message = (
+            "Header mismatch: Mcp-Method header value 'prompts/list' does not match body "
+            "value 'tools/list' (method)"
+        )
+        expected: tuple[int, Any, dict[str, Any]] = (
+            400,
+            request_id,
+            {"code": HEADER_MISMATCH, "message": message},
+        )
     elif kind == 1:  # _meta without the protocol version
-        reply = await post.post(TOOLS_LIST, {"_meta": {META_PROTOCOL_VERSION: None}}, request_id=request_id)
-        message = f"Invalid params: params._meta is missing the required key(s) {META_PROTOCOL_VERSION}"
+        reply = await post.post(
+            TOOLS_LIST, {"_meta": {META_PROTOCOL_VERSION: None}}, request_id=request_id
+        )
+        message = (
+            f"Invalid params: params._meta is missing the required key(s) {META_PROTOCOL_VERSION}"
+        )
         expected = (400, request_id, {"code": INVALID_PARAMS, "message": message})
     elif kind == 2:  # a version the bridge does not speak, in the header and in _meta
         wrong = {"_meta": {META_PROTOCOL_VERSION: WRONG_VERSION}}
         reply = await post.post(
-            TOOLS_LIST, wrong, request_id=request_id, headers={"MCP-Protocol-Version": WRONG_VERSION}
+            TOOLS_LIST,
+            wrong,
+            request_id=request_id,
+            headers={"MCP-Protocol-Version": WRONG_VERSION},
         )
-        message = f"Unsupported protocol version '{WRONG_VERSION}'; this server supports {MODERN_VERSION}"
+        message = (
+            f"Unsupported protocol version '{WRONG_VERSION}'; this server supports {MODERN_VERSION}"
+        )
         data = {"supported": [MODERN_VERSION], "requested": WRONG_VERSION}
-        expected = (400, request_id, {"code": UNSUPPORTED_VERSION, "message": message, "data": data})
+        expected = (
+            400,
+            request_id,
+            {"code": UNSUPPORTED_VERSION, "message": message, "data": data},
+        )
     elif kind == 3:  # the held call's requestState, tampered with
         reply = await resume_held(post, tampered(state), key, "Mallory", request_id=request_id)
-        expected = (200, request_id, {"code": INVALID_PARAMS, "message": INVALID_REQUEST_STATE_MESSAGE})
+        expected = (
+            200,
+            request_id,
+            {"code": INVALID_PARAMS, "message": INVALID_REQUEST_STATE_MESSAGE},
+        )
     else:  # a body over front.max_body_bytes (1 MiB by default): no id can be read
         params = {"name": "test_simple_text", "arguments": {"blob": "x" * OVERSIZED_BYTES}}
         reply = await post.post(TOOLS_CALL, params, request_id=request_id)
         expected = (413, None, {"code": INVALID_REQUEST, "message": TOO_LARGE_MESSAGE})
     assert (reply.status, reply.response.get("id"), reply.response["error"]) == expected, reply.text
-    if kind != 4:  # the id-less 413 reply is checked by test_errors_without_a_request_id_omit_the_id
+    if (
+        kind != 4
+    ):  # the id-less 413 reply is checked by test_errors_without_a_request_id_omit_the_id
         assert_valid(reply.response, SCHEMA_DEFINITIONS.get(kind, "JSONRPCErrorResponse"), "modern")
     return True
 
 
-async def resume_held(post: ModernPoster, state: str, key: str, name: str, *, request_id: Any = None) -> RawReply:
+async def resume_held(
+    post: ModernPoster, state: str, key: str, name: str, *, request_id: Any = None
+) -> RawReply:
     """The retry of the held elicitation call, answering `name`."""
     params = {
         "name": "test_input_required_result_elicitation",

@@ -1,10 +1,12 @@
-"""Helpers for `test_foundation.py`: the real mcp 2.x client over either front (HTTP or stdio), with a tap
-that keeps every raw JSON-RPC message the client sent and received, so results the client parses into
-models can still be checked, as they came off the wire, against the official 2026-07-28 schema.
+"""Helpers for `test_foundation.py`: the real mcp 2.x client over either front (HTTP or stdio), with
+a tap
+that keeps every raw JSON-RPC message the client sent and received, so results the client parses
+into models can still be checked, as they came off the wire, against the official 2026-07-28 schema.
 
-`Wire` is the tap; `Combo` is one {front} x {upstream} combination and `Combo.connect()` opens a client
-pinned to 2026-07-28 (no probe, no cache) on it. The stdio front is launched by the client itself
-(`mrtr-bridge stdio --upstream URL | --upstream-command "CMD"`), as a local modern client would.
+`Wire` is the tap; `Combo` is one {front} x {upstream} combination and `Combo.connect()` opens a
+client pinned to 2026-07-28 (no probe, no cache) on it. The stdio front is launched by the client
+itself (`mrtr-bridge stdio --upstream URL | --upstream-command "CMD"`), as a local modern client
+would.
 """
 
 from __future__ import annotations
@@ -44,11 +46,14 @@ from .raw_http import HTTP_TIMEOUT_S
 Side = Literal["http", "stdio"]
 
 FIXTURE_NAME = "mcp-legacy-conformance-fixture"
-PAGED_SERVER = str(Path(__file__).with_name("foundation_paged_server.py"))  # absolute: harness paths accept it
+PAGED_SERVER = str(
+    Path(__file__).with_name("foundation_paged_server.py")
+)  # absolute: harness paths accept it
 PAGED_NAME = "foundation-paged-fixture"
 PAGED_INSTRUCTIONS = "Paged fixture: list tools page by page, then call any tool_<n>."
 FIXTURE_VERSION = "1.30.0"  # the mcp 1.x SDK version FastMCP reports as the server version
-TTL_MS = 4321  # configured on every bridge of the module, so the stamped hints are visibly the configured ones
+# configured on every bridge of the module, so the stamped hints are visibly the configured ones
+TTL_MS = 4321
 CACHE_SCOPE = "public"
 CACHE_ENV = {"MRTR_BRIDGE_CACHE_TTL_MS": str(TTL_MS), "MRTR_BRIDGE_CACHE_SCOPE": CACHE_SCOPE}
 
@@ -58,7 +63,8 @@ CACHE_ENV = {"MRTR_BRIDGE_CACHE_TTL_MS": str(TTL_MS), "MRTR_BRIDGE_CACHE_SCOPE":
 
 @dataclass
 class Wire:
-    """Every JSON-RPC request the client sent and every response it received, as plain JSON; `server` is the
+    """Every JSON-RPC request the client sent and every response it received, as plain JSON;
+    `server` is the
     upstream's name, expected in every result's serverInfo."""
 
     server: str = FIXTURE_NAME
@@ -70,7 +76,9 @@ class Wire:
             self.requests.append(_plain(item.message))
 
     def received(self, item: SessionMessage | Exception) -> None:
-        if isinstance(item, SessionMessage) and isinstance(item.message, types.JSONRPCResponse | types.JSONRPCError):
+        if isinstance(item, SessionMessage) and isinstance(
+            item.message, types.JSONRPCResponse | types.JSONRPCError
+        ):
             message = _plain(item.message)
             self.responses[message.get("id")] = message
 
@@ -79,10 +87,13 @@ class Wire:
         for request in reversed(self.requests):
             if request["method"] == method and request["id"] in self.responses:
                 return self.responses[request["id"]]
-        raise AssertionError(f"no response to a {method} request on the wire; sent {self.methods()}")
+        raise AssertionError(
+            f"no response to a {method} request on the wire; sent {self.methods()}"
+        )
 
     def result(self, method: str, definition: str) -> JsonObject:
-        """The raw result of the last `method`: checked against `<definition>` and `<definition>Response`
+        """The raw result of the last `method`: checked against `<definition>` and
+        `<definition>Response`
         of the modern schema, complete, and carrying the upstream's serverInfo."""
         response = self.last(method)
         assert "result" in response, response
@@ -90,11 +101,15 @@ class Wire:
         result: JsonObject = response["result"]
         assert_valid(result, definition, "modern")
         assert result["resultType"] == RESULT_COMPLETE
-        assert result["_meta"][META_SERVER_INFO] == {"name": self.server, "version": FIXTURE_VERSION}
+        assert result["_meta"][META_SERVER_INFO] == {
+            "name": self.server,
+            "version": FIXTURE_VERSION,
+        }
         return result
 
     def error(self, method: str) -> JsonObject:
-        """The raw error object of the last `method`, its response checked against the modern schema."""
+        """The raw error object of the last `method`, its response checked against the modern
+        schema."""
         response = self.last(method)
         assert "error" in response, response
         assert_valid(response, "JSONRPCErrorResponse", "modern")
@@ -137,12 +152,17 @@ class _TappedRead:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> bool | None:
         await self.aclose()
         return None
 
-    def __getattr__(self, name: str) -> Any:  # e.g. `last_context` of the SDK's context-aware streams
+    def __getattr__(
+        self, name: str
+    ) -> Any:  # e.g. `last_context` of the SDK's context-aware streams
         return getattr(self._inner, name)
 
 
@@ -163,7 +183,10 @@ class _TappedWrite:
         return self
 
     async def __aexit__(
-        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
     ) -> bool | None:
         await self.aclose()
         return None
@@ -173,7 +196,9 @@ class _TappedWrite:
 
 
 @contextlib.asynccontextmanager
-async def tapped(transport: contextlib.AbstractAsyncContextManager[TransportStreams], wire: Wire) -> AsyncIterator[Any]:
+async def tapped(
+    transport: contextlib.AbstractAsyncContextManager[TransportStreams], wire: Wire
+) -> AsyncIterator[Any]:
     """`transport` (an SDK client transport) with both of its streams tapped into `wire`."""
     async with transport as (read_stream, write_stream):
         yield _TappedRead(read_stream, wire), _TappedWrite(write_stream, wire)
@@ -184,8 +209,10 @@ async def tapped(transport: contextlib.AbstractAsyncContextManager[TransportStre
 
 @dataclass(frozen=True)
 class Combo:
-    """One front x upstream combination for one legacy `script`. An HTTP front is `bridge` (started once
-    per module); a stdio front is launched by each client, fronting `upstream_url` or `script` over stdio."""
+    """One front x upstream combination for one legacy `script`. An HTTP front is `bridge` (started
+    once
+    per module); a stdio front is launched by each client, fronting `upstream_url` or `script` over
+    stdio."""
 
     front: Side
     upstream: Side
@@ -208,11 +235,14 @@ class Combo:
                 transport: Any = streamable_http_client(self.bridge.url, http_client=http)
             else:
                 transport = stdio_client(self.stdio_front())
-            client = await stack.enter_async_context(Client(tapped(transport, wire), **client_kwargs))
+            client = await stack.enter_async_context(
+                Client(tapped(transport, wire), **client_kwargs)
+            )
             yield client, wire
 
     def stdio_front(self) -> StdioServerParameters:
-        """`mrtr-bridge stdio` in front of this combination's upstream, with the module's cache settings."""
+        """`mrtr-bridge stdio` in front of this combination's upstream, with the module's cache
+        settings."""
         if self.upstream == "http":
             assert self.upstream_url is not None
             upstream = ["--upstream", self.upstream_url]
@@ -228,7 +258,8 @@ class Combo:
 
 @dataclass
 class Combos:
-    """Starts, on first use and once per module, the legacy HTTP servers and HTTP-front bridges combos need."""
+    """Starts, on first use and once per module, the legacy HTTP servers and HTTP-front bridges
+    combos need."""
 
     peers: Peers
     legacy: dict[str, PeerProcess] = field(default_factory=dict)

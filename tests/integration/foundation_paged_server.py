@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A legacy (2025-11-25) peer for `test_foundation.py`, run by `.venv-legacy` (mcp 1.x FastMCP): it has
+"""A legacy (2025-11-25) peer for `test_foundation.py`, run by `.venv-legacy` (mcp 1.x FastMCP): it
+has
 `instructions` and paginates `tools/list` and `prompts/list`, two items a page, with opaque cursors
 (`page-<offset>`); an unknown cursor is JSON-RPC `-32602`. The conformance fixture does neither.
 
@@ -37,7 +38,9 @@ def _page(cursor: str | None) -> tuple[range, str | None]:
     start = 0
     if cursor is not None:
         if not cursor.startswith("page-") or not cursor[5:].isdigit() or int(cursor[5:]) >= COUNT:
-            raise McpError(types.ErrorData(code=types.INVALID_PARAMS, message=f"Invalid cursor: {cursor}"))
+            raise McpError(
+                types.ErrorData(code=types.INVALID_PARAMS, message=f"Invalid cursor: {cursor}")
+            )
         start = int(cursor[5:])
     end = min(start + PAGE_SIZE, COUNT)
     return range(start, end), (f"page-{end}" if end < COUNT else None)

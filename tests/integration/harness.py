@@ -129,10 +129,15 @@ class PeerProcess:
             if is_listening(self.port):
                 return
             time.sleep(0.05)
-        raise PeerStartError(self._failure(f"did not listen on port {self.port} within {timeout:.0f}s"))
+        raise PeerStartError(
+            self._failure(f"did not listen on port {self.port} within {timeout:.0f}s")
+        )
 
     def _failure(self, what: str) -> str:
-        return f"{self.name} {what}\n  argv: {' '.join(self.argv)}\n--- log tail ---\n{self.log_text()}"
+        return (
+            f"{self.name} {what}\n  argv: {' '.join(self.argv)}\n--- log tail "
+            f"---\n{self.log_text()}"
+        )
 
     def stop(self) -> None:
         """Terminate the process group; kill it if it does not exit in `STOP_TIMEOUT_S`."""
@@ -163,8 +168,8 @@ class Bridged:
 def bridge_env(settings: Mapping[str, Mapping[str, Any] | Any]) -> dict[str, str]:
     """`{"held": {"ttl_s": 5}}` -> `{"MRTR_BRIDGE_HELD_TTL_S": "5"}`, in config/loader.py's formats.
 
-    Lists become comma-separated values, mappings `k=v` pairs (`MRTR_BRIDGE_HELD_KEYS="k1=...,k2=..."`);
-    a top-level field is `MRTR_BRIDGE_<FIELD>`."""
+    Lists become comma-separated values, mappings `k=v` pairs
+    (`MRTR_BRIDGE_HELD_KEYS="k1=...,k2=..."`); a top-level field is `MRTR_BRIDGE_<FIELD>`."""
     env: dict[str, str] = {}
     for section, value in settings.items():
         if isinstance(value, Mapping):
@@ -186,7 +191,8 @@ def _env_value(value: Any) -> str:
 
 
 def legacy_stdio_command(script: str = FIXTURE_SERVER, *args: str) -> str:
-    """The shell-style command line that runs a `tests/peers/` script over stdio from `.venv-legacy`."""
+    """The shell-style command line that runs a `tests/peers/` script over stdio from
+    `.venv-legacy`."""
     return shlex.join([str(LEGACY_PYTHON), str(PEERS_DIR / script), "--transport", "stdio", *args])
 
 
@@ -207,7 +213,11 @@ class Peers:
         inherit_bridge_env: bool = True,
     ) -> PeerProcess:
         """Start `argv` (which must listen on `port`) and wait until it accepts connections."""
-        base = {k: v for k, v in os.environ.items() if inherit_bridge_env or not k.startswith(ENV_PREFIX)}
+        base = {
+            k: v
+            for k, v in os.environ.items()
+            if inherit_bridge_env or not k.startswith(ENV_PREFIX)
+        }
         log_path = self.log_dir / f"{len(self.processes):02d}-{name}.log"
         with log_path.open("wb") as log:
             popen = subprocess.Popen(
@@ -227,19 +237,28 @@ class Peers:
     def legacy(self, script: str = FIXTURE_SERVER, *args: str) -> PeerProcess:
         """A legacy server `tests/peers/<script> --port N <args>` run by `.venv-legacy`."""
         if not LEGACY_PYTHON.exists():
-            raise PeerStartError(f"{LEGACY_PYTHON} is missing: run `make test`, which creates .venv-legacy")
+            raise PeerStartError(
+                f"{LEGACY_PYTHON} is missing: run `make test`, which creates .venv-legacy"
+            )
         port = free_port()
         argv = [str(LEGACY_PYTHON), str(PEERS_DIR / script), "--port", str(port), *args]
         return self.start(Path(script).stem, argv, port)
 
     def bridge(
-        self, upstream_url: str | None, *, env: Mapping[str, str] | None = None, args: Sequence[str] = ()
+        self,
+        upstream_url: str | None,
+        *,
+        env: Mapping[str, str] | None = None,
+        args: Sequence[str] = (),
     ) -> PeerProcess:
-        """`mrtr-bridge serve --upstream URL --listen 127.0.0.1:N <args>` with `env` (no --upstream if None).
+        """`mrtr-bridge serve --upstream URL --listen 127.0.0.1:N <args>` with `env` (no --upstream
+        if None).
 
         Inherited `MRTR_BRIDGE_*` variables are dropped, so only `env` configures the bridge."""
         if not BRIDGE_EXE.exists():
-            raise PeerStartError(f"{BRIDGE_EXE} is missing: run `make test`, which installs the bridge in .venv")
+            raise PeerStartError(
+                f"{BRIDGE_EXE} is missing: run `make test`, which installs the bridge in .venv"
+            )
         port = free_port()
         upstream = ["--upstream", upstream_url] if upstream_url is not None else []
         argv = [str(BRIDGE_EXE), "serve", *upstream, "--listen", f"127.0.0.1:{port}", *args]
@@ -248,26 +267,37 @@ class Peers:
     def bridge_stdio(
         self, script: str = FIXTURE_SERVER, *script_args: str, env: Mapping[str, str] | None = None
     ) -> PeerProcess:
-        """The bridge launching `tests/peers/<script> --transport stdio` as its legacy stdio upstream."""
+        """The bridge launching `tests/peers/<script> --transport stdio` as its legacy stdio
+        upstream."""
         command = bridge_env({"upstream": {"command": legacy_stdio_command(script, *script_args)}})
         return self.bridge(None, env={**command, **(env or {})})
 
-    def bridged(self, script: str = FIXTURE_SERVER, *script_args: str, env: Mapping[str, str] | None = None) -> Bridged:
+    def bridged(
+        self, script: str = FIXTURE_SERVER, *script_args: str, env: Mapping[str, str] | None = None
+    ) -> Bridged:
         """A legacy server and the bridge in front of it."""
         legacy = self.legacy(script, *script_args)
         return Bridged(legacy, self.bridge(legacy.url, env=env))
 
     def close(self) -> None:
-        """Stop every peer; a bridge whose log holds a requestState or a bearer token fails the test."""
+        """Stop every peer; a bridge whose log holds a requestState or a bearer token fails the
+        test."""
         for peer in reversed(self.processes):
             peer.stop()
-        leaks = [f"{peer.name}: {hit}" for peer in self.processes if peer.name.startswith("bridge")
-                 for hit in secrets_in(peer.log_path.read_text(encoding="utf-8", errors="replace"))]
+        leaks = [
+            f"{peer.name}: {hit}"
+            for peer in self.processes
+            if peer.name.startswith("bridge")
+            for hit in secrets_in(peer.log_path.read_text(encoding="utf-8", errors="replace"))
+        ]
         assert not leaks, "secret material in a bridge log:\n" + "\n".join(leaks)
 
     def logs(self) -> list[tuple[str, str]]:
         """(title, log tail) of every peer, for failure reports."""
-        return [(f"{p.name} (port {p.port}, exit {p.popen.poll()})", p.log_text()) for p in self.processes]
+        return [
+            (f"{p.name} (port {p.port}, exit {p.popen.poll()})", p.log_text())
+            for p in self.processes
+        ]
 
 
 # --- the modern client (mcp 2.x) --------------------------------------------------------------
@@ -290,7 +320,9 @@ class InputAnswers:
         content = self.elicit_content if self.elicit_action == "accept" else None
         return types.ElicitResult(action=self.elicit_action, content=content)
 
-    async def sampling(self, ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    async def sampling(
+        self, ctx: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
         self.asked.append(("sampling/createMessage", params))
         text = types.TextContent(type="text", text=self.sample_text)
         return types.CreateMessageResult(role="assistant", content=text, model="canned-model")

@@ -22,7 +22,15 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from translators.eras import ELICIT, MODERN_VERSION, RESULT_COMPLETE, RESULT_INPUT_REQUIRED, ROOTS, SAMPLE, TOOLS_CALL
+from translators.eras import (
+    ELICIT,
+    MODERN_VERSION,
+    RESULT_COMPLETE,
+    RESULT_INPUT_REQUIRED,
+    ROOTS,
+    SAMPLE,
+    TOOLS_CALL,
+)
 from translators.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
 from translators.jsonrpc import JsonObject
 
@@ -45,25 +53,40 @@ FULL_CAPABILITIES: JsonObject = {
     "roots": {"listChanged": True},
 }
 ELICIT_COMPLETE = "notifications/elicitation/complete"
-ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
-PIXEL_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+}
+PIXEL_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAF"
+    "BQIAX8jx0gAAAABJRU5ErkJggg=="
+)
 SAMPLING_MESSAGES: list[dict[str, Any]] = [  # interactive_server.py's `sample` sends these
     {"role": "user", "content": {"type": "text", "text": "What is the weather in Paris?"}},
     {
         "role": "assistant",
-        "content": [{"type": "tool_use", "id": "call-1", "name": "get_weather", "input": {"city": "Paris"}}],
+        "content": [
+            {"type": "tool_use", "id": "call-1", "name": "get_weather", "input": {"city": "Paris"}}
+        ],
     },
     {
         "role": "user",
         "content": [
-            {"type": "tool_result", "toolUseId": "call-1", "content": [{"type": "text", "text": "18C, sunny"}]}
+            {
+                "type": "tool_result",
+                "toolUseId": "call-1",
+                "content": [{"type": "text", "text": "18C, sunny"}],
+            }
         ],
     },
     {"role": "user", "content": {"type": "image", "data": PIXEL_PNG, "mimeType": "image/png"}},
 ]
 TOOL_USE_ANSWER: dict[str, Any] = {
     "role": "assistant",
-    "content": [{"type": "tool_use", "id": "call-2", "name": "get_weather", "input": {"city": "Lyon"}}],
+    "content": [
+        {"type": "tool_use", "id": "call-2", "name": "get_weather", "input": {"city": "Lyon"}}
+    ],
     "model": "tool-model",
     "stopReason": "toolUse",
 }
@@ -116,8 +139,11 @@ class Interactive(Bridged):
     journal: Journal
 
 
-def start_interactive(peers: Peers, state_dir: Path, env: Mapping[str, str] | None = None) -> Interactive:
-    """The interactive server over HTTP (journal in `state_dir`) with `mrtr-bridge serve` in front."""
+def start_interactive(
+    peers: Peers, state_dir: Path, env: Mapping[str, str] | None = None
+) -> Interactive:
+    """The interactive server over HTTP (journal in `state_dir`) with `mrtr-bridge serve` in
+    front."""
     legacy = peers.legacy(INTERACTIVE, "--state-dir", str(state_dir))
     return Interactive(legacy, peers.bridge(legacy.url, env=env), Journal(state_dir))
 
@@ -131,15 +157,26 @@ def interactive_stdio_command(state_dir: Path) -> str:
 async def stdio_bridge_client(
     state_dir: Path, env: Mapping[str, str] | None = None, **client_kwargs: Any
 ) -> AsyncIterator[Client]:
-    """The modern client launching `mrtr-bridge stdio --upstream-command "<interactive server>"` (with a
+    """The modern client launching `mrtr-bridge stdio --upstream-command "<interactive server>"`
+    (with a
     configured requestState key; `env` adds bridge settings, see `bridge_env`)."""
     client_kwargs.setdefault("mode", MODERN_VERSION)
     client_kwargs.setdefault("cache", None)
     key = base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()
     server = StdioServerParameters(
         command=str(BRIDGE_EXE),
-        args=["stdio", "--upstream-command", interactive_stdio_command(state_dir), "--log-level", "warning"],
-        env={"PATH": os.environ.get("PATH", ""), **bridge_env({"held": {"keys": {"test": key}}}), **(env or {})},
+        args=[
+            "stdio",
+            "--upstream-command",
+            interactive_stdio_command(state_dir),
+            "--log-level",
+            "warning",
+        ],
+        env={
+            "PATH": os.environ.get("PATH", ""),
+            **bridge_env({"held": {"keys": {"test": key}}}),
+            **(env or {}),
+        },
         cwd=str(REPO_ROOT),
     )
     async with Client(server, **client_kwargs) as client:
@@ -177,10 +214,18 @@ class Answerer:
             return types.ElicitResult(action="accept")
         if self.action != "accept":
             return types.ElicitResult.model_validate({"action": self.action})
-        fields = list((params.requested_schema.get("properties") or {}).keys()) if params.requested_schema else []
-        return types.ElicitResult(action="accept", content={name: echo_answer(params.message) for name in fields})
+        fields = (
+            list((params.requested_schema.get("properties") or {}).keys())
+            if params.requested_schema
+            else []
+        )
+        return types.ElicitResult(
+            action="accept", content={name: echo_answer(params.message) for name in fields}
+        )
 
-    async def sampling(self, ctx: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+    async def sampling(
+        self, ctx: Any, params: types.CreateMessageRequestParams
+    ) -> types.CreateMessageResult:
         self.asked.append((SAMPLE, params))
         text = types.TextContent(type="text", text=self.sample_text)
         return types.CreateMessageResult(role="assistant", content=text, model="canned-model")
@@ -222,19 +267,34 @@ def elicited(**content: Any) -> types.ElicitResult:
 
 @dataclass
 class ManualRounds:
-    """`tools/call` rounds driven by hand through a modern client's session (`allow_input_required=True`)."""
+    """`tools/call` rounds driven by hand through a modern client's session
+    (`allow_input_required=True`)."""
 
     client: Client
 
     async def call(
-        self, name: str, arguments: JsonObject, *, state: str | None = None, responses: JsonObject | None = None
+        self,
+        name: str,
+        arguments: JsonObject,
+        *,
+        state: str | None = None,
+        responses: JsonObject | None = None,
     ) -> types.CallToolResult | types.InputRequiredResult:
         return await self.client.session.call_tool(
-            name, arguments, allow_input_required=True, request_state=state, input_responses=responses
+            name,
+            arguments,
+            allow_input_required=True,
+            request_state=state,
+            input_responses=responses,
         )
 
     async def held(
-        self, name: str, arguments: JsonObject, *, state: str | None = None, responses: JsonObject | None = None
+        self,
+        name: str,
+        arguments: JsonObject,
+        *,
+        state: str | None = None,
+        responses: JsonObject | None = None,
     ) -> tuple[dict[str, Any], str]:
         """The call must come back as an InputRequiredResult: its (inputRequests, requestState)."""
         result = await self.call(name, arguments, state=state, responses=responses)
@@ -243,7 +303,12 @@ class ManualRounds:
         return result.input_requests, result.request_state
 
     async def done(
-        self, name: str, arguments: JsonObject, *, state: str | None = None, responses: JsonObject | None = None
+        self,
+        name: str,
+        arguments: JsonObject,
+        *,
+        state: str | None = None,
+        responses: JsonObject | None = None,
     ) -> types.CallToolResult:
         """The call must complete."""
         result = await self.call(name, arguments, state=state, responses=responses)
@@ -270,7 +335,10 @@ async def client_rejection(call: Awaitable[Any]) -> None:
 
 
 def poster(
-    http: Any, url: str, authorization: str | None = "Bearer alice", capabilities: JsonObject | None = None
+    http: Any,
+    url: str,
+    authorization: str | None = "Bearer alice",
+    capabilities: JsonObject | None = None,
 ) -> ModernPoster:
     """A raw modern poster declaring every input capability (and `Authorization` unless None)."""
     headers = {"Authorization": authorization} if authorization is not None else {}
@@ -301,7 +369,9 @@ def input_required(reply: RawReply) -> tuple[JsonObject, str]:
     """(inputRequests, requestState) of an InputRequiredResult reply."""
     assert reply.status == 200, reply.text
     result = reply.response.get("result")
-    assert isinstance(result, dict) and result.get("resultType") == RESULT_INPUT_REQUIRED, reply.response
+    assert isinstance(result, dict) and result.get("resultType") == RESULT_INPUT_REQUIRED, (
+        reply.response
+    )
     return result["inputRequests"], result["requestState"]
 
 
@@ -323,13 +393,19 @@ def accept(**content: Any) -> JsonObject:
 def assert_state_rejected(reply: RawReply) -> None:
     """The one fixed public rejection of a bad `requestState`: -32602 with the fixed message."""
     error = reply.response.get("error")
-    assert error == {"code": INVALID_PARAMS, "message": INVALID_REQUEST_STATE_MESSAGE}, reply.response
+    assert error == {"code": INVALID_PARAMS, "message": INVALID_REQUEST_STATE_MESSAGE}, (
+        reply.response
+    )
 
 
 def rejection_reasons(bridge: PeerProcess) -> list[str]:
     """The log-only reasons of every requestState rejection the bridge logged so far, in order."""
     lines = bridge.log_path.read_text(encoding="utf-8", errors="replace").splitlines()
-    entries = [json.loads(line) for line in lines if '"request_state_rejected"' in line and line.startswith("{")]
+    entries = [
+        json.loads(line)
+        for line in lines
+        if '"request_state_rejected"' in line and line.startswith("{")
+    ]
     return [entry["reason"] for entry in entries if entry.get("event") == "request_state_rejected"]
 
 

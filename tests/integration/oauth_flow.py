@@ -27,7 +27,16 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAu
 
 from translators.eras import MODERN_VERSION
 
-from .harness import BRIDGE_EXE, PEERS_DIR, REPO_ROOT, PeerProcess, Peers, PeerStartError, bridge_env, free_port
+from .harness import (
+    BRIDGE_EXE,
+    PEERS_DIR,
+    REPO_ROOT,
+    PeerProcess,
+    Peers,
+    PeerStartError,
+    bridge_env,
+    free_port,
+)
 
 OAUTH_AS_PREFIX = REPO_ROOT / ".tools" / "oauth-as"
 REDIRECT_URI = "http://127.0.0.1:1/callback"  # never contacted: the code is read off the redirect
@@ -59,31 +68,47 @@ def start_authorization_server(peers: Peers) -> str:
     """Start `oauth_as.mjs`; returns its issuer URL (`http://127.0.0.1:N/`)."""
     node = shutil.which("node")
     if node is None or not (OAUTH_AS_PREFIX / "node_modules" / "oauth2-mock-server").is_dir():
-        raise PeerStartError("node or .tools/oauth-as is missing: run `make test`, which installs oauth2-mock-server")
+        raise PeerStartError(
+            "node or .tools/oauth-as is missing: run `make test`, which installs oauth2-mock-server"
+        )
     port = free_port()
-    argv = [node, str(PEERS_DIR / "oauth_as.mjs"), "--port", str(port), "--prefix", str(OAUTH_AS_PREFIX)]
+    argv = [
+        node,
+        str(PEERS_DIR / "oauth_as.mjs"),
+        "--port",
+        str(port),
+        "--prefix",
+        str(OAUTH_AS_PREFIX),
+    ]
     peers.start("oauth-as", argv, port)
     return f"http://127.0.0.1:{port}/"
 
 
-def _bridge(peers: Peers, port: int, legacy: PeerProcess, settings: dict[str, Any] | None) -> PeerProcess:
+def _bridge(
+    peers: Peers, port: int, legacy: PeerProcess, settings: dict[str, Any] | None
+) -> PeerProcess:
     """The bridge on `port` in front of `legacy`, with `front.public_url` = its own address."""
     env = bridge_env({"front": {"public_url": f"http://127.0.0.1:{port}/mcp"}, **(settings or {})})
     argv = [str(BRIDGE_EXE), "serve", "--upstream", legacy.url, "--listen", f"127.0.0.1:{port}"]
     return peers.start("bridge", argv, port, env, inherit_bridge_env=False)
 
 
-def start_stack(peers: Peers, *legacy_args: str, bridge_settings: dict[str, Any] | None = None) -> OAuthStack:
+def start_stack(
+    peers: Peers, *legacy_args: str, bridge_settings: dict[str, Any] | None = None
+) -> OAuthStack:
     """AS, legacy server (audience: the bridge's public URL) and bridge (`front.public_url` set)."""
     issuer = start_authorization_server(peers)
     port = free_port()
     audience = f"http://127.0.0.1:{port}/mcp"
-    legacy = peers.legacy("oauth_legacy_server.py", "--issuer", issuer, "--audience", audience, *legacy_args)
+    legacy = peers.legacy(
+        "oauth_legacy_server.py", "--issuer", issuer, "--audience", audience, *legacy_args
+    )
     return OAuthStack(issuer, legacy, _bridge(peers, port, legacy, bridge_settings))
 
 
 def start_own_issuer_stack(peers: Peers) -> OAuthStack:
-    """A 2025-03-26 server that is its own authorization server (no RFC 9728 document), and the bridge."""
+    """A 2025-03-26 server that is its own authorization server (no RFC 9728 document), and the
+    bridge."""
     port = free_port()
     legacy = peers.legacy("oauth_own_as_server.py", "--audience", f"http://127.0.0.1:{port}/mcp")
     issuer = legacy.url.removesuffix("mcp")
@@ -92,7 +117,12 @@ def start_own_issuer_stack(peers: Peers) -> OAuthStack:
 
 async def client_credentials_token(issuer: str, *, audience: str, scope: str) -> str:
     """A token minted by the authorization server for `audience` (the client credentials grant)."""
-    form = {"grant_type": "client_credentials", "client_id": "service", "aud": audience, "scope": scope}
+    form = {
+        "grant_type": "client_credentials",
+        "client_id": "service",
+        "aud": audience,
+        "scope": scope,
+    }
     async with aiohttp.ClientSession() as http, http.post(f"{issuer}token", data=form) as response:
         assert response.status == 200, await response.text()
         token = (await response.json())["access_token"]
@@ -112,8 +142,11 @@ class MemoryStorage:
 
     def __post_init__(self) -> None:
         if self.preregistered:
-            self.client_info = OAuthClientInformationFull(client_id=self.client_id, redirect_uris=[REDIRECT_URI],
-                                                          token_endpoint_auth_method="none")
+            self.client_info = OAuthClientInformationFull(
+                client_id=self.client_id,
+                redirect_uris=[REDIRECT_URI],
+                token_endpoint_auth_method="none",
+            )
 
     async def get_tokens(self) -> OAuthToken | None:
         return self.tokens
@@ -146,7 +179,9 @@ class Browser:
 
     async def callback(self) -> AuthorizationCodeResult:
         issuer = self.redirect.get("iss", [None])[0]
-        return AuthorizationCodeResult(code=self.redirect["code"][0], state=self.redirect["state"][0], iss=issuer)
+        return AuthorizationCodeResult(
+            code=self.redirect["code"][0], state=self.redirect["state"][0], iss=issuer
+        )
 
 
 @dataclass
@@ -157,7 +192,9 @@ class Wire:
 
     async def record(self, response: httpx2.Response) -> None:
         request = response.request
-        self.exchanges.append((request.method, str(request.url).split("?", 1)[0], response.status_code))
+        self.exchanges.append(
+            (request.method, str(request.url).split("?", 1)[0], response.status_code)
+        )
 
 
 @dataclass
@@ -174,11 +211,19 @@ class OAuthUser:
         self.storage = MemoryStorage(self.client_id, self.preregistered)
 
     def provider(self, server_url: str) -> OAuthClientProvider:
-        metadata = OAuthClientMetadata(client_name=self.client_id, redirect_uris=[REDIRECT_URI],
-                                       grant_types=["authorization_code", "refresh_token"],
-                                       token_endpoint_auth_method="none")
-        return OAuthClientProvider(server_url, metadata, self.storage, redirect_handler=self.browser.open,
-                                   callback_handler=self.browser.callback)
+        metadata = OAuthClientMetadata(
+            client_name=self.client_id,
+            redirect_uris=[REDIRECT_URI],
+            grant_types=["authorization_code", "refresh_token"],
+            token_endpoint_auth_method="none",
+        )
+        return OAuthClientProvider(
+            server_url,
+            metadata,
+            self.storage,
+            redirect_handler=self.browser.open,
+            callback_handler=self.browser.callback,
+        )
 
     @property
     def authorization(self) -> str:
@@ -193,7 +238,9 @@ async def oauth_client(user: OAuthUser, url: str, **client_kwargs: Any) -> Async
     client_kwargs.setdefault("cache", None)
     timeout = httpx2.Timeout(30.0, read=120.0)
     hooks = {"response": [user.wire.record]}
-    async with httpx2.AsyncClient(auth=user.provider(url), timeout=timeout, event_hooks=hooks) as http:
+    async with httpx2.AsyncClient(
+        auth=user.provider(url), timeout=timeout, event_hooks=hooks
+    ) as http:
         async with Client(streamable_http_client(url, http_client=http), **client_kwargs) as client:
             yield client
 

@@ -41,7 +41,9 @@ def parse_sse(text: str) -> list[JsonObject]:
     """The JSON `data` of every event in a complete SSE body (comments and empty events skipped)."""
     messages: list[JsonObject] = []
     for block in text.replace("\r\n", "\n").replace("\r", "\n").split("\n\n"):
-        data = [line[5:].removeprefix(" ") for line in block.split("\n") if line.startswith("data:")]
+        data = [
+            line[5:].removeprefix(" ") for line in block.split("\n") if line.startswith("data:")
+        ]
         if data and "".join(data).strip():
             messages.append(json.loads("\n".join(data)))
     return messages
@@ -62,7 +64,9 @@ class RawReply:
         for message in reversed(self.messages):
             if "result" in message or "error" in message:
                 return message
-        raise AssertionError(f"no JSON-RPC response in HTTP {self.status} reply: {self.text[:500]!r}")
+        raise AssertionError(
+            f"no JSON-RPC response in HTTP {self.status} reply: {self.text[:500]!r}"
+        )
 
     @property
     def notifications(self) -> list[JsonObject]:
@@ -92,7 +96,9 @@ class ModernPoster:
     headers: dict[str, str] = field(default_factory=dict)
     next_id: int = 1
 
-    def body(self, method: str, params: JsonObject | None = None, *, request_id: Any = None) -> JsonObject:
+    def body(
+        self, method: str, params: JsonObject | None = None, *, request_id: Any = None
+    ) -> JsonObject:
         """The request; `params["_meta"]` entries override the defaults (None removes one)."""
         params = dict(params or {})
         meta: JsonObject = {
@@ -133,14 +139,20 @@ class ModernPoster:
         return await self.post_body(body, headers=headers, timeout=timeout)
 
     async def post_body(
-        self, body: Any, *, headers: Mapping[str, str | None] | None = None, timeout: float = HTTP_TIMEOUT_S
+        self,
+        body: Any,
+        *,
+        headers: Mapping[str, str | None] | None = None,
+        timeout: float = HTTP_TIMEOUT_S,
     ) -> RawReply:
         """POST `body` as is, with default headers derived from it where it is a request."""
         base = self.request_headers(body) if isinstance(body, dict) and "method" in body else {}
         merged = {**base, **(headers or {})}
         sent = {key: value for key, value in merged.items() if value is not None}
         client_timeout = aiohttp.ClientTimeout(total=timeout)
-        async with self.http.post(self.url, json=body, headers=sent, timeout=client_timeout) as response:
+        async with self.http.post(
+            self.url, json=body, headers=sent, timeout=client_timeout
+        ) as response:
             return await read_reply(response)
 
 
@@ -156,12 +168,18 @@ class LegacyPoster:
 
     async def initialize(self) -> RawReply:
         """`initialize` + `notifications/initialized`; keeps the `Mcp-Session-Id`."""
-        params = {"protocolVersion": LEGACY_VERSION, "capabilities": self.capabilities, "clientInfo": CLIENT_INFO}
+        params = {
+            "protocolVersion": LEGACY_VERSION,
+            "capabilities": self.capabilities,
+            "clientInfo": CLIENT_INFO,
+        }
         reply = await self.post("initialize", params)
         self.session_id = reply.headers.get("mcp-session-id")
         initialized = await self.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         if initialized.status != 202:
-            raise AssertionError(f"notifications/initialized got HTTP {initialized.status}: {initialized.text}")
+            raise AssertionError(
+                f"notifications/initialized got HTTP {initialized.status}: {initialized.text}"
+            )
         return reply
 
     async def post(self, method: str, params: JsonObject | None = None) -> RawReply:
@@ -172,11 +190,16 @@ class LegacyPoster:
         return await self.send(message)
 
     async def send(self, message: JsonObject, timeout: float = HTTP_TIMEOUT_S) -> RawReply:
-        headers = {"Content-Type": "application/json", "Accept": "application/json, text/event-stream"}
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json, text/event-stream",
+        }
         if self.session_id is not None:
             headers |= {"Mcp-Session-Id": self.session_id, "MCP-Protocol-Version": LEGACY_VERSION}
         client_timeout = aiohttp.ClientTimeout(total=timeout)
-        async with self.http.post(self.url, json=message, headers=headers, timeout=client_timeout) as response:
+        async with self.http.post(
+            self.url, json=message, headers=headers, timeout=client_timeout
+        ) as response:
             return await read_reply(response)
 
     async def close(self) -> int:

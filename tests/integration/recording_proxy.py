@@ -1,4 +1,5 @@
-"""An in-process HTTP proxy that records every POST body it forwards (for "unchanged" assertions)."""
+"""An in-process HTTP proxy that records every POST body it forwards (for "unchanged"
+assertions)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,16 @@ from aiohttp import web
 
 from .harness import free_port
 
-FORWARDED_REQUEST_HEADERS = ("Accept", "Content-Type", "MCP-Protocol-Version", "Mcp-Method", "Mcp-Name",
-                             "Authorization", "Last-Event-ID", "Mcp-Session-Id")
+FORWARDED_REQUEST_HEADERS = (
+    "Accept",
+    "Content-Type",
+    "MCP-Protocol-Version",
+    "Mcp-Method",
+    "Mcp-Name",
+    "Authorization",
+    "Last-Event-ID",
+    "Mcp-Session-Id",
+)
 FORWARDED_RESPONSE_HEADERS = ("Content-Type", "Mcp-Session-Id", "Cache-Control", "WWW-Authenticate")
 
 
@@ -37,12 +46,24 @@ class RecordingProxy:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
-        headers = {name: request.headers[name] for name in FORWARDED_REQUEST_HEADERS if name in request.headers}
-        headers.update({k: v for k, v in request.headers.items() if k.lower().startswith("mcp-param-")})
+        headers = {
+            name: request.headers[name]
+            for name in FORWARDED_REQUEST_HEADERS
+            if name in request.headers
+        }
+        headers.update(
+            {k: v for k, v in request.headers.items() if k.lower().startswith("mcp-param-")}
+        )
         self.requests.append(Recorded(request.method, body, headers))
-        async with aiohttp.ClientSession() as http, http.request(
-                request.method, self.target, data=body or None, headers=headers) as upstream:
-            out = {k: upstream.headers[k] for k in FORWARDED_RESPONSE_HEADERS if k in upstream.headers}
+        async with (
+            aiohttp.ClientSession() as http,
+            http.request(
+                request.method, self.target, data=body or None, headers=headers
+            ) as upstream,
+        ):
+            out = {
+                k: upstream.headers[k] for k in FORWARDED_RESPONSE_HEADERS if k in upstream.headers
+            }
             response = web.StreamResponse(status=upstream.status, headers=out)
             await response.prepare(request)
             async for chunk in upstream.content.iter_any():

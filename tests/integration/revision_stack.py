@@ -1,7 +1,8 @@
 """One older legacy server behind the bridge, with every hop recorded: the peers of
 `test_revisions.py`.
 
-    modern client ─► front relay ─► mrtr-bridge ─► upstream relay ─► revision_server.py (HTTP, HTTP+SSE)
+    modern client ─► front relay ─► mrtr-bridge ─► upstream relay ─► revision_server.py (HTTP,
+    HTTP+SSE)
                      (front.jsonl)               └► stdio_tee.py ──► revision_server.py (stdio)
                                                     (upstream.jsonl)
 
@@ -35,7 +36,9 @@ def revision_python(revision: str) -> Path:
     """The interpreter of `.venv-<revision>`, with the `mcp` release that negotiates `revision`."""
     python = REPO_ROOT / f".venv-{revision}" / "bin" / "python"
     if not python.exists():
-        raise PeerStartError(f"{python} is missing: run `make venv`, which creates .venv-{revision}")
+        raise PeerStartError(
+            f"{python} is missing: run `make venv`, which creates .venv-{revision}"
+        )
     return python
 
 
@@ -80,28 +83,42 @@ class RevisionStack:
     def _sent(self, method: str) -> list[tuple[str | None, dict[str, Any]]]:
         return [
             (record["session"], message)
-            for record in self.upstream_log.records() if record["dir"] == "sent"
-            for message in messages(record) if message.get("method") == method
-        ]  # fmt: skip
+            for record in self.upstream_log.records()
+            if record["dir"] == "sent"
+            for message in messages(record)
+            if message.get("method") == method
+        ]
 
 
 def recording_relay(peers: Peers, name: str, target_port: int, record: Path) -> PeerProcess:
-    """`recording_relay.py` on a free port, forwarding to 127.0.0.1:`target_port`, recording into `record`."""
+    """`recording_relay.py` on a free port, forwarding to 127.0.0.1:`target_port`, recording into
+    `record`."""
     port = free_port()
-    argv = [sys.executable, str(RELAY), "--port", str(port), "--upstream", f"http://127.0.0.1:{target_port}",
-            "--record", str(record)]  # fmt: skip
+    argv = [
+        sys.executable,
+        str(RELAY),
+        "--port",
+        str(port),
+        "--upstream",
+        f"http://127.0.0.1:{target_port}",
+        "--record",
+        str(record),
+    ]
     return peers.start(name, argv, port)
 
 
 def tee_command(record: Path, argv: list[str]) -> str:
-    """The command line that runs the stdio server `argv` under `stdio_tee.py`, recording into `record`."""
+    """The command line that runs the stdio server `argv` under `stdio_tee.py`, recording into
+    `record`."""
     return shlex.join([sys.executable, str(TEE), "--record", str(record), "--", *argv])
 
 
 def start_stack(peers: Peers, revision: str, transport: str, directory: Path) -> RevisionStack:
     """Start the server of `revision` over `transport`, the bridge and the relays."""
     python = revision_python(revision)
-    upstream_log, front_log, journal = (directory / name for name in ("upstream.jsonl", "front.jsonl", "journal.jsonl"))
+    upstream_log, front_log, journal = (
+        directory / name for name in ("upstream.jsonl", "front.jsonl", "journal.jsonl")
+    )
     server_args = [str(SERVER), "--journal", str(journal)]
     if transport == "stdio":
         command = tee_command(upstream_log, [str(python), *server_args, "--transport", "stdio"])
@@ -109,9 +126,24 @@ def start_stack(peers: Peers, revision: str, transport: str, directory: Path) ->
     else:
         port = free_port()
         wire = "sse" if transport == "sse" else "http"
-        peers.start(f"server-{revision}", [str(python), *server_args, "--transport", wire, "--port", str(port)], port)
+        peers.start(
+            f"server-{revision}",
+            [str(python), *server_args, "--transport", wire, "--port", str(port)],
+            port,
+        )
         relay = recording_relay(peers, "relay-upstream", port, upstream_log)
-        path, extra = ("/sse", {"upstream": {"transport": "sse"}}) if transport == "sse" else ("/mcp", {})
+        path, extra = (
+            ("/sse", {"upstream": {"transport": "sse"}}) if transport == "sse" else ("/mcp", {})
+        )
         bridge = peers.bridge(f"http://127.0.0.1:{relay.port}{path}", env=bridge_env(extra))
     front = recording_relay(peers, "relay-front", bridge.port, front_log)
-    return RevisionStack(revision, transport, peers, bridge, front, WireLog(upstream_log), WireLog(front_log), journal)
+    return RevisionStack(
+        revision,
+        transport,
+        peers,
+        bridge,
+        front,
+        WireLog(upstream_log),
+        WireLog(front_log),
+        journal,
+    )

@@ -1,7 +1,9 @@
-"""Helpers for the streams tests (issue 5): SSE replies read as they arrive, the streams server's journal,
+"""Helpers for the streams tests (issue 5): SSE replies read as they arrive, the streams server's
+journal,
 the bridge's JSON log, expected messages, and the whole bridge in the test's event loop.
 
-Used by `test_streams_http.py` and `test_streams_stdio.py`; the legacy peer is `tests/peers/streams_server.py`.
+Used by `test_streams_http.py` and `test_streams_stdio.py`; the legacy peer is
+`tests/peers/streams_server.py`.
 """
 
 from __future__ import annotations
@@ -45,7 +47,8 @@ ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 FORM_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}}}
 
 
-# ---- reading streams as they arrive ---------------------------------------------------------------
+# ---- reading streams as they arrive
+# ---------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -59,7 +62,9 @@ Item = JsonObject | Comment | None  # None: the stream ended
 
 
 def _parse_block(block: str) -> list[Item]:
-    items: list[Item] = [Comment(line[1:].strip()) for line in block.split("\n") if line.startswith(":")]
+    items: list[Item] = [
+        Comment(line[1:].strip()) for line in block.split("\n") if line.startswith(":")
+    ]
     data = [line[5:].removeprefix(" ") for line in block.split("\n") if line.startswith("data:")]
     if data and "".join(data).strip():
         items.append(json.loads("\n".join(data)))
@@ -76,10 +81,16 @@ class SseStream:
         self._reader = asyncio.create_task(self._read())
 
     @classmethod
-    async def open(cls, poster: ModernPoster, method: str, params: JsonObject, *, request_id: Any) -> SseStream:
+    async def open(
+        cls, poster: ModernPoster, method: str, params: JsonObject, *, request_id: Any
+    ) -> SseStream:
         body = poster.body(method, params, request_id=request_id)
-        response = await poster.http.post(poster.url, json=body, headers=poster.request_headers(body))
-        assert response.status == 200, f"{method} got HTTP {response.status}: {await response.text()}"
+        response = await poster.http.post(
+            poster.url, json=body, headers=poster.request_headers(body)
+        )
+        assert response.status == 200, (
+            f"{method} got HTTP {response.status}: {await response.text()}"
+        )
         assert response.headers["Content-Type"].startswith("text/event-stream")
         return cls(response)
 
@@ -103,7 +114,9 @@ class SseStream:
             async with asyncio.timeout(timeout):
                 item = await self._queue.get()
         except TimeoutError:
-            raise AssertionError(f"nothing more on the stream within {timeout} s; so far: {self.items}") from None
+            raise AssertionError(
+                f"nothing more on the stream within {timeout} s; so far: {self.items}"
+            ) from None
         self.items.append(item)
         return item
 
@@ -140,7 +153,8 @@ class SseStream:
             await self._reader
 
 
-# ---- what the peers saw ---------------------------------------------------------------------------
+# ---- what the peers saw
+# ---------------------------------------------------------------------------
 
 
 class Journal:
@@ -154,16 +168,24 @@ class Journal:
             return []
         complete = self.path.read_text(encoding="utf-8").split("\n")[:-1]
         found = [json.loads(line) for line in complete if line.strip()]
-        return [e for e in found if (event is None or e["event"] == event)
-                and all(e.get(key) == value for key, value in match.items())]
+        return [
+            e
+            for e in found
+            if (event is None or e["event"] == event)
+            and all(e.get(key) == value for key, value in match.items())
+        ]
 
-    async def wait_for(self, event: str, count: int = 1, timeout: float = WAIT_S, **match: Any) -> list[JsonObject]:
+    async def wait_for(
+        self, event: str, count: int = 1, timeout: float = WAIT_S, **match: Any
+    ) -> list[JsonObject]:
         """The matching entries once there are at least `count` of them."""
         deadline = asyncio.get_running_loop().time() + timeout
         while len(found := self.entries(event, **match)) < count:
             if asyncio.get_running_loop().time() > deadline:
-                raise AssertionError(f"journal: {count} x {event} {match} not seen in {timeout} s; "
-                                     f"journal tail: {self.entries()[-12:]}")
+                raise AssertionError(
+                    f"journal: {count} x {event} {match} not seen in {timeout} s; "
+                    f"journal tail: {self.entries()[-12:]}"
+                )
             await asyncio.sleep(0.05)
         return found
 
@@ -174,13 +196,19 @@ def cancel_notices(journal: Journal, entry: JsonObject) -> list[str]:
     return [str(notice["request_id"]) for notice in found]
 
 
-async def assert_closing_cancels(http: aiohttp.ClientSession, url: str, journal: Journal, tag: str) -> JsonObject:
+async def assert_closing_cancels(
+    http: aiohttp.ClientSession, url: str, journal: Journal, tag: str
+) -> JsonObject:
     """Close the response stream of a running `slow` call: the legacy server must see exactly its
     `notifications/cancelled` and stop the tool. Returns the journal's `slow_cancelled` entry."""
     poster = poster_for(http, url, tag)
     arguments = {"steps": 100, "interval": 0.05, "tag": tag}
-    stream = await SseStream.open(poster, TOOLS_CALL, call("slow", arguments, **{META_PROGRESS_TOKEN: f"{tag}-slow"}),
-                                  request_id=tag)
+    stream = await SseStream.open(
+        poster,
+        TOOLS_CALL,
+        call("slow", arguments, **{META_PROGRESS_TOKEN: f"{tag}-slow"}),
+        request_id=tag,
+    )
     assert await stream.message() == progress(f"{tag}-slow", 1, 100, f"{tag} 1")
     await stream.close()
     (cancelled,) = await journal.wait_for("slow_cancelled", tag=tag)
@@ -202,7 +230,9 @@ def logged(process: PeerProcess, event: str, **match: Any) -> list[JsonObject]:
     return [e for e in lines if all(e.get(key) == value for key, value in match.items())]
 
 
-async def wait_logged(process: PeerProcess, event: str, timeout: float = WAIT_S, **match: Any) -> JsonObject:
+async def wait_logged(
+    process: PeerProcess, event: str, timeout: float = WAIT_S, **match: Any
+) -> JsonObject:
     deadline = asyncio.get_running_loop().time() + timeout
     while not (found := logged(process, event, **match)):
         if asyncio.get_running_loop().time() > deadline:
@@ -211,10 +241,13 @@ async def wait_logged(process: PeerProcess, event: str, timeout: float = WAIT_S,
     return found[0]
 
 
-# ---- messages -------------------------------------------------------------------------------------
+# ---- messages
+# -------------------------------------------------------------------------------------
 
 
-def poster_for(http: aiohttp.ClientSession, url: str, principal: str, **kwargs: Any) -> ModernPoster:
+def poster_for(
+    http: aiohttp.ClientSession, url: str, principal: str, **kwargs: Any
+) -> ModernPoster:
     """Raw modern requests as caller `principal` (its own Authorization, so its own sessions)."""
     return ModernPoster(http, url, headers={"Authorization": f"Bearer {principal}"}, **kwargs)
 
@@ -225,21 +258,31 @@ def call(name: str, arguments: JsonObject | None = None, /, **meta: Any) -> Json
 
 
 def progress(token: str | int, step: int, total: int, message: str) -> JsonObject:
-    return {"jsonrpc": "2.0", "method": "notifications/progress",
-            "params": {"progressToken": token, "progress": step, "total": total, "message": message}}
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/progress",
+        "params": {"progressToken": token, "progress": step, "total": total, "message": message},
+    }
 
 
 def log_line(level: str, tag: str) -> JsonObject:
-    return {"jsonrpc": "2.0", "method": "notifications/message",
-            "params": {"level": level, "logger": "streams", "data": {"level": level, "tag": tag}}}
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/message",
+        "params": {"level": level, "logger": "streams", "data": {"level": level, "tag": tag}},
+    }
 
 
 def logs_from(level: str, tag: str) -> list[JsonObject]:
-    return [log_line(at, tag) for at in LOG_LEVELS[LOG_LEVELS.index(level):]]
+    return [log_line(at, tag) for at in LOG_LEVELS[LOG_LEVELS.index(level) :]]
 
 
 def tagged(method: str, listen_id: Any, **params: Any) -> JsonObject:
-    return {"jsonrpc": "2.0", "method": method, "params": {**params, "_meta": {META_SUBSCRIPTION_ID: listen_id}}}
+    return {
+        "jsonrpc": "2.0",
+        "method": method,
+        "params": {**params, "_meta": {META_SUBSCRIPTION_ID: listen_id}},
+    }
 
 
 def acknowledgement(listen_id: Any, honoured: JsonObject) -> JsonObject:
@@ -261,15 +304,23 @@ def listen_params(**notifications: Any) -> JsonObject:
     return {"notifications": notifications}
 
 
-# ---- the bridge in this process -------------------------------------------------------------------
+# ---- the bridge in this process
+# -------------------------------------------------------------------
 
 
 @contextlib.asynccontextmanager
-async def in_process_bridge(settings: Settings, *, keepalive_s: float) -> AsyncIterator[tuple[str, Engine]]:
-    """The whole bridge in this event loop, its front with a short SSE keep-alive (not a setting)."""
+async def in_process_bridge(
+    settings: Settings, *, keepalive_s: float
+) -> AsyncIterator[tuple[str, Engine]]:
+    """The whole bridge in this event loop, its front with a short SSE keep-alive (not a
+    setting)."""
     async with bridge_runtime(settings) as (engine, _pool):
-        runner = web.AppRunner(make_front_app(settings, engine, keepalive_s=keepalive_s),
-                               handler_cancellation=True, access_log=None, shutdown_timeout=5)
+        runner = web.AppRunner(
+            make_front_app(settings, engine, keepalive_s=keepalive_s),
+            handler_cancellation=True,
+            access_log=None,
+            shutdown_timeout=5,
+        )
         await runner.setup()
         try:
             site = web.TCPSite(runner, "127.0.0.1", 0)
@@ -279,19 +330,34 @@ async def in_process_bridge(settings: Settings, *, keepalive_s: float) -> AsyncI
             await runner.cleanup()
 
 
-# ---- the stdio front, as its client -----------------------------------------------------------------
+# ---- the stdio front, as its client
+# -----------------------------------------------------------------
 
 
 def request(request_id: Any, method: str, params: JsonObject, **meta: Any) -> JsonObject:
-    """A modern request as a stdio client writes it (`_meta` completed with the per-request keys)."""
-    full_meta = {META_PROTOCOL_VERSION: MODERN_VERSION, META_CLIENT_INFO: CLIENT_INFO, META_CLIENT_CAPABILITIES: {},
-                 **params.get("_meta", {}), **meta}
-    return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": {**params, "_meta": full_meta}}
+    """A modern request as a stdio client writes it (`_meta` completed with the per-request
+    keys)."""
+    full_meta = {
+        META_PROTOCOL_VERSION: MODERN_VERSION,
+        META_CLIENT_INFO: CLIENT_INFO,
+        META_CLIENT_CAPABILITIES: {},
+        **params.get("_meta", {}),
+        **meta,
+    }
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": method,
+        "params": {**params, "_meta": full_meta},
+    }
 
 
 def cancelled(request_id: Any) -> JsonObject:
-    return {"jsonrpc": "2.0", "method": "notifications/cancelled",
-            "params": {"requestId": request_id, "reason": "the user gave up"}}
+    return {
+        "jsonrpc": "2.0",
+        "method": "notifications/cancelled",
+        "params": {"requestId": request_id, "reason": "the user gave up"},
+    }
 
 
 class StdioBridge:
@@ -308,8 +374,17 @@ class StdioBridge:
         env = {k: v for k, v in os.environ.items() if not k.startswith("MRTR_BRIDGE_")}
         with log_path.open("wb") as log:
             process = await asyncio.create_subprocess_exec(
-                str(BRIDGE_EXE), "stdio", "--upstream", upstream_url, "--log-format", "json",
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log, env=env)
+                str(BRIDGE_EXE),
+                "stdio",
+                "--upstream",
+                upstream_url,
+                "--log-format",
+                "json",
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=log,
+                env=env,
+            )
         bridge = cls(process, log_path)
         try:
             yield bridge
@@ -327,7 +402,9 @@ class StdioBridge:
             async with asyncio.timeout(timeout):
                 raw = await self.process.stdout.readline()
         except TimeoutError:
-            raise AssertionError(f"no line from the bridge within {timeout} s; so far {self.lines[-8:]}") from None
+            raise AssertionError(
+                f"no line from the bridge within {timeout} s; so far {self.lines[-8:]}"
+            ) from None
         assert raw, f"the bridge closed stdout; log: {self.log_path.read_text()[-3000:]}"
         message: JsonObject = json.loads(raw)
         self.lines.append(message)

@@ -23,15 +23,21 @@ class TcpRelay:
         port: int = self._server.sockets[0].getsockname()[1]
         return port
 
-    async def _handle(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+    async def _handle(
+        self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter
+    ) -> None:
         self.accepted += 1
         try:
-            upstream_reader, upstream_writer = await asyncio.open_connection("127.0.0.1", self._target_port)
+            upstream_reader, upstream_writer = await asyncio.open_connection(
+                "127.0.0.1", self._target_port
+            )
         except OSError:
             client_writer.close()
             return
         self._writers |= {client_writer, upstream_writer}
-        await asyncio.gather(_pipe(client_reader, upstream_writer), _pipe(upstream_reader, client_writer))
+        await asyncio.gather(
+            _pipe(client_reader, upstream_writer), _pipe(upstream_reader, client_writer)
+        )
         self._writers -= {client_writer, upstream_writer}
 
     def cut(self) -> int:

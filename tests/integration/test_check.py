@@ -22,14 +22,23 @@ MODERN_SERVER = PEERS_DIR / "modern_server.py"
 def run_check(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
     """`mrtr-bridge check <args> --json`: exit status and the one JSON object on stdout."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
-    done = subprocess.run([str(BRIDGE_EXE), "check", *args, "--json"], capture_output=True, text=True,
-                          timeout=CHECK_TIMEOUT_S, env={**base, **(env or {})}, stdin=subprocess.DEVNULL, check=False)
+    done = subprocess.run(
+        [str(BRIDGE_EXE), "check", *args, "--json"],
+        capture_output=True,
+        text=True,
+        timeout=CHECK_TIMEOUT_S,
+        env={**base, **(env or {})},
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
     return done.returncode, json.loads(done.stdout)
 
 
 def modern_server(peers: Peers, *args: str) -> PeerProcess:
     port = free_port()
-    return peers.start("modern", [sys.executable, str(MODERN_SERVER), "--port", str(port), *args], port)
+    return peers.start(
+        "modern", [sys.executable, str(MODERN_SERVER), "--port", str(port), *args], port
+    )
 
 
 def _tool(report: dict[str, Any], name: str) -> dict[str, Any]:
@@ -43,10 +52,20 @@ def test_legacy_http_server_is_bridgeable(peers: Peers) -> None:
     assert (report["era"], report["protocolVersion"]) == ("legacy", "2025-11-25")
     assert report["transport"] == "streamable-http"
     assert report["serverInfo"]["name"] == "mcp-legacy-conformance-fixture"
-    assert set(report["capabilities"]) >= {"tools", "prompts", "resources", "logging", "completions"}
+    assert set(report["capabilities"]) >= {
+        "tools",
+        "prompts",
+        "resources",
+        "logging",
+        "completions",
+    }
     assert report["supportedVersions"] == []
     assert len(report["tools"]) == FIXTURE_TOOLS
-    assert _tool(report, "test_elicitation") == {"name": "test_elicitation", "annotations": {}, "bridged": True}
+    assert _tool(report, "test_elicitation") == {
+        "name": "test_elicitation",
+        "annotations": {},
+        "bridged": True,
+    }
     assert report["pushesOutsideCall"] == {"rootsListAtInitialized": False}
     assert (report["bridgeable"], report["problems"], report["reachable"]) == (True, [], True)
     assert any(line.startswith("elicitation/create") for line in report["bridges"])
@@ -55,14 +74,20 @@ def test_legacy_http_server_is_bridgeable(peers: Peers) -> None:
 def test_legacy_stdio_server_is_bridgeable() -> None:
     status, report = run_check("--upstream-command", legacy_stdio_command())
     assert status == 0
-    assert (report["era"], report["protocolVersion"], report["transport"]) == ("legacy", "2025-11-25", "stdio")
+    assert (report["era"], report["protocolVersion"], report["transport"]) == (
+        "legacy",
+        "2025-11-25",
+        "stdio",
+    )
     assert report["serverInfo"]["name"] == "mcp-legacy-conformance-fixture"
     assert len(report["tools"]) == FIXTURE_TOOLS
     assert (report["bridgeable"], report["problems"]) == (True, [])
 
 
 def test_stdio_server_asking_roots_at_initialized_is_reported() -> None:
-    status, report = run_check("--upstream-command", legacy_stdio_command("roots_keeping_server.py"))
+    status, report = run_check(
+        "--upstream-command", legacy_stdio_command("roots_keeping_server.py")
+    )
     assert status == 0
     assert report["pushesOutsideCall"] == {"rootsListAtInitialized": True}
     assert any("roots/list right after initialized" in line for line in report["bridges"])
@@ -71,9 +96,15 @@ def test_stdio_server_asking_roots_at_initialized_is_reported() -> None:
 def test_stdio_probe_never_hurts_a_server_that_goes_deaf_after_discover() -> None:
     """The probe runs in a throwaway process: the session process never saw `server/discover`."""
     command = f"{sys.executable} {PEERS_DIR / 'stdio_misbehaving.py'} --mode stunned"
-    status, report = run_check("--upstream-command", command, env={env_name("upstream.era_probe_timeout_s"): "1"})
+    status, report = run_check(
+        "--upstream-command", command, env={env_name("upstream.era_probe_timeout_s"): "1"}
+    )
     assert status == 0
-    assert (report["era"], report["protocolVersion"], report["transport"]) == ("legacy", "2025-11-25", "stdio")
+    assert (report["era"], report["protocolVersion"], report["transport"]) == (
+        "legacy",
+        "2025-11-25",
+        "stdio",
+    )
     assert report["serverInfo"] == {"name": "misbehaving-stunned", "version": "0"}
     assert report["tools"] == [{"name": "echo", "annotations": {}, "bridged": True}]
 
@@ -86,12 +117,18 @@ def test_dual_era_sdk_server_is_bridgeable_through_its_legacy_side(peers: Peers)
     assert report["transport"] == "streamable-http"
     assert report["supportedVersions"] == ["2026-07-28"]
     assert report["serverInfo"]["name"] == "mrtr-bridge-modern-peer"
-    assert _tool(report, "wipe") == {"name": "wipe", "annotations": {"destructiveHint": True, "idempotentHint": False},
-                                     "bridged": True}
+    assert _tool(report, "wipe") == {
+        "name": "wipe",
+        "annotations": {"destructiveHint": True, "idempotentHint": False},
+        "bridged": True,
+    }
     assert report["bridgeable"] is True
     assert report["bridges"][:2] == [
-        "modern requests: relayed untranslated (the upstream's own InputRequiredResult and requestState pass"
-        " untouched)", "legacy clients: their sessions relayed to the upstream's legacy side"]
+        "modern requests: relayed untranslated (the upstream's own InputRequiredResult and "
+        "requestState pass"
+        " untouched)",
+        "legacy clients: their sessions relayed to the upstream's legacy side",
+    ]
 
 
 def test_modern_only_server_is_relayed(peers: Peers) -> None:
@@ -102,15 +139,21 @@ def test_modern_only_server_is_relayed(peers: Peers) -> None:
     assert report["transport"] == "streamable-http"
     assert report["serverInfo"]["name"] == "mrtr-bridge-modern-peer"
     assert set(report["capabilities"]) == {"tools", "prompts", "resources"}
-    assert _tool(report, "wipe") == {"name": "wipe", "annotations": {"destructiveHint": True, "idempotentHint": False},
-                                     "bridged": True}
+    assert _tool(report, "wipe") == {
+        "name": "wipe",
+        "annotations": {"destructiveHint": True, "idempotentHint": False},
+        "bridged": True,
+    }
     assert [tool["name"] for tool in report["tools"]] == ["echo", "ask_name", "wipe"]
     assert report["bridgeable"] is True
-    assert report["bridges"] == ["modern requests: relayed untranslated (the upstream's own InputRequiredResult"
-                                 " and requestState pass untouched)"]
+    assert report["bridges"] == [
+        "modern requests: relayed untranslated (the upstream's own InputRequiredResult"
+        " and requestState pass untouched)"
+    ]
     assert len(report["problems"]) == 1
-    assert report["problems"][0].startswith("legacy clients get an error: the upstream speaks only 2026-07-28 and"
-                                            " refuses initialize")
+    assert report["problems"][0].startswith(
+        "legacy clients get an error: the upstream speaks only 2026-07-28 and refuses initialize"
+    )
 
 
 def test_unreachable_url_prints_one_object_and_exits_2() -> None:
@@ -119,7 +162,11 @@ def test_unreachable_url_prints_one_object_and_exits_2() -> None:
     assert status == 2
     assert report["reachable"] is False
     assert (report["era"], report["protocolVersion"], report["transport"]) == (None, None, None)
-    assert (report["serverInfo"], report["capabilities"], report["bridgeable"]) == (None, None, False)
+    assert (report["serverInfo"], report["capabilities"], report["bridgeable"]) == (
+        None,
+        None,
+        False,
+    )
     assert len(report["problems"]) == 1
     assert report["problems"][0].startswith(f"unreachable: Cannot connect to upstream {url}")
 
@@ -128,5 +175,7 @@ def test_command_that_cannot_start_is_unreachable() -> None:
     status, report = run_check("--upstream-command", "/nonexistent/mcp-server --stdio")
     assert status == 2
     assert (report["reachable"], report["era"], report["transport"]) == (False, None, "stdio")
-    assert report["problems"] == ["unreachable: Cannot start legacy stdio server '/nonexistent/mcp-server':"
-                                  " program not found or not executable"]
+    assert report["problems"] == [
+        "unreachable: Cannot start legacy stdio server '/nonexistent/mcp-server':"
+        " program not found or not executable"
+    ]

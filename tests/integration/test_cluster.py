@@ -30,18 +30,29 @@ async def _totals(cluster: Cluster, name: str) -> float:
 
 async def plan_trip(cluster: Cluster, start: int) -> tuple[str, list[int], list[str]]:
     """One three-round call through the rotating client; (text, ports used, log messages seen)."""
-    answers = InputAnswers(elicit_content={"name": "Ada"}, sample_text="by train", roots=["file:///trips"])
+    answers = InputAnswers(
+        elicit_content={"name": "Ada"}, sample_text="by train", roots=["file:///trips"]
+    )
     logs: list[str] = []
 
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
         logs.append(str(params.data))
 
-    async with rotating_client(cluster.ports, start, log_level="info", logging_callback=on_log,
-                               **answers.client_kwargs()) as (client, transport):
+    async with rotating_client(
+        cluster.ports, start, log_level="info", logging_callback=on_log, **answers.client_kwargs()
+    ) as (client, transport):
         result = await client.call_tool("plan_trip", {"city": "Lisbon"})
     content = result.content[0]
-    assert [method for method, _ in answers.asked] == ["elicitation/create", "sampling/createMessage", "roots/list"]
-    return (content.text if isinstance(content, types.TextContent) else repr(content)), transport.sent_to, logs
+    assert [method for method, _ in answers.asked] == [
+        "elicitation/create",
+        "sampling/createMessage",
+        "roots/list",
+    ]
+    return (
+        (content.text if isinstance(content, types.TextContent) else repr(content)),
+        transport.sent_to,
+        logs,
+    )
 
 
 async def test_every_round_on_another_replica_completes(cluster: Cluster) -> None:
@@ -61,6 +72,8 @@ async def test_every_round_on_another_replica_completes(cluster: Cluster) -> Non
 async def test_twenty_calls_in_parallel(cluster: Cluster) -> None:
     before = await _totals(cluster, FORWARDED)
     async with asyncio.timeout(180):
-        outcomes: list[Any] = await asyncio.gather(*(plan_trip(cluster, index) for index in range(20)))
+        outcomes: list[Any] = await asyncio.gather(
+            *(plan_trip(cluster, index) for index in range(20))
+        )
     assert [text for text, _, _ in outcomes] == [EXPECTED] * 20
     assert await _totals(cluster, FORWARDED) - before == 40

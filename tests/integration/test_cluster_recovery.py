@@ -26,12 +26,16 @@ def runs(state_dir: Path, tag: str) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
-async def test_retry_on_another_replica_recovers_when_the_owner_was_killed(peers: Peers, tmp_path: Path) -> None:
+async def test_retry_on_another_replica_recovers_when_the_owner_was_killed(
+    peers: Peers, tmp_path: Path
+) -> None:
     state_dir = tmp_path / "state"
     legacy = peers.legacy(SERVER, "--state-dir", str(state_dir))
     ports = [free_port() for _ in range(3)]
-    owner, other, _third = (start_replica(peers, legacy.url, f"r{index + 1}", port, ports)
-                            for index, port in enumerate(ports))
+    owner, other, _third = (
+        start_replica(peers, legacy.url, f"r{index + 1}", port, ports)
+        for index, port in enumerate(ports)
+    )
     async with asyncio.timeout(T):
         key_a, state_a = await second_round(owner.url, "survey", "idem")
         key_p, state_p = await second_round(owner.url, "survey_plain", "plain")
@@ -39,12 +43,23 @@ async def test_retry_on_another_replica_recovers_when_the_owner_was_killed(peers
         owner.popen.wait(timeout=10)
         assert await finish(other.url, "survey", "idem", key_a, state_a) == "Ada likes blue"
         await refused(other.url, "survey_plain", "plain", key_p, state_p)
-        assert (runs(state_dir, "idem"), runs(state_dir, "plain")) == (2, 1)  # the unannotated tool ran once
+        assert (runs(state_dir, "idem"), runs(state_dir, "plain")) == (
+            2,
+            1,
+        )  # the unannotated tool ran once
         text = await scrape(other.port)
     assert metric(text, "mrtr_bridge_recovered_calls_total", cause="owner_unreachable") == 1
-    assert metric(text, "mrtr_bridge_recovery_refusals_total", reason="not_annotated_idempotent") == 1
-    assert metric(text, "mrtr_bridge_request_state_rejections_total", reason="owner_unreachable") == 1
-    # the first retry's failed connection makes r2 forget r1, so the second finds it outside the peer set
-    failures = [metric(text, FAILURES, reason=reason) for reason in ("owner_unreachable", "owner_not_in_peer_set")]
+    assert (
+        metric(text, "mrtr_bridge_recovery_refusals_total", reason="not_annotated_idempotent") == 1
+    )
+    assert (
+        metric(text, "mrtr_bridge_request_state_rejections_total", reason="owner_unreachable") == 1
+    )
+    # the first retry's failed connection makes r2 forget r1, so the second finds it outside the
+    # peer set
+    failures = [
+        metric(text, FAILURES, reason=reason)
+        for reason in ("owner_unreachable", "owner_not_in_peer_set")
+    ]
     assert failures == [1, 1]
     assert metric(text, "mrtr_bridge_forwarded_retries_total") == 0

@@ -29,7 +29,11 @@ SECRET_ARG = "s3cret-arg-7f1c"  # part of the stdio command line: it must never 
 
 def log_entry(bridge: PeerProcess, correlation_id: str) -> dict[str, Any]:
     """The bridge's one log line for `correlation_id`."""
-    lines = [json.loads(line) for line in bridge.log_text(1_000_000).splitlines() if correlation_id in line]
+    lines = [
+        json.loads(line)
+        for line in bridge.log_text(1_000_000).splitlines()
+        if correlation_id in line
+    ]
     assert len(lines) == 1, lines
     entry: dict[str, Any] = lines[0]
     assert entry["correlation_id"] == correlation_id and entry["event"] == "front_request_failed"
@@ -40,28 +44,39 @@ def public_error(reply_text: str, message: str) -> str:
     """The error is `message` with a correlation id and nothing else; returns the id."""
     error = json.loads(reply_text)["error"]
     correlation_id = error["data"]["correlationId"]
-    assert error == {"code": INTERNAL_ERROR, "message": message,
-                     "data": {"source": BRIDGE_MARKER, "correlationId": correlation_id}}
+    assert error == {
+        "code": INTERNAL_ERROR,
+        "message": message,
+        "data": {"source": BRIDGE_MARKER, "correlationId": correlation_id},
+    }
     assert len(correlation_id) == 16 and int(correlation_id, 16) >= 0
     return str(correlation_id)
 
 
-async def test_a_dead_stdio_child_is_named_by_its_exit_not_its_command(peers: Peers, tmp_path: Path) -> None:
-    """SIGKILL of the child running an attached call: the client learns the exit, the log the command."""
+async def test_a_dead_stdio_child_is_named_by_its_exit_not_its_command(
+    peers: Peers, tmp_path: Path
+) -> None:
+    """SIGKILL of the child running an attached call: the client learns the exit, the log the
+    command."""
     state_dir = tmp_path / SECRET_ARG
     state_dir.mkdir()
     journal = Journal(state_dir)
     bridge = peers.bridge_stdio("interactive_server.py", "--state-dir", str(state_dir))
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, bridge.url)
-        attached = asyncio.create_task(call_tool(post, "slow", {"tag": "privacy-slow", "seconds": 30}))
+        attached = asyncio.create_task(
+            call_tool(post, "slow", {"tag": "privacy-slow", "seconds": 30})
+        )
         await journal.wait_for("privacy-slow", "call")
         (pid,) = journal.pids("privacy-slow")
         os.kill(pid, signal.SIGKILL)
         reply = await attached
     text = json.dumps(reply.response)
     correlation_id = public_error(
-        text, "The upstream session was lost: legacy server process exited with code -9 (killed by SIGKILL)")
+        text,
+        "The upstream session was lost: legacy server process exited with code -9 (killed by "
+        "SIGKILL)",
+    )
     for internal in (SECRET_ARG, "interactive_server", "python", str(pid), "stdio:"):
         assert internal not in text
     logged = log_entry(bridge, correlation_id)
@@ -69,7 +84,8 @@ async def test_a_dead_stdio_child_is_named_by_its_exit_not_its_command(peers: Pe
 
 
 async def test_http_upstream_errors_hide_the_upstream_address(peers: Peers) -> None:
-    """Nothing listens at the upstream: 'unavailable' for the client, the address and cause in the log."""
+    """Nothing listens at the upstream: 'unavailable' for the client, the address and cause in the
+    log."""
     port = free_port()
     bridge = peers.bridge(f"http://127.0.0.1:{port}/mcp")
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
@@ -82,7 +98,8 @@ async def test_http_upstream_errors_hide_the_upstream_address(peers: Peers) -> N
 
 
 async def test_an_upstream_http_error_page_is_not_relayed(peers: Peers) -> None:
-    """An upstream that answers initialize with a 404 page: a named failure, no upstream text or address."""
+    """An upstream that answers initialize with a 404 page: a named failure, no upstream text or
+    address."""
     legacy = peers.legacy("interactive_server.py", "--state-dir", str(peers.log_dir))
     bridge = peers.bridge(legacy.url.removesuffix("/mcp") + "/no-such-endpoint")
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
@@ -91,16 +108,21 @@ async def test_an_upstream_http_error_page_is_not_relayed(peers: Peers) -> None:
     error = json.loads(text)["error"]
     correlation_id = public_error(text, error["message"])
     assert error["message"].startswith("The upstream ")
-    assert str(legacy.port) not in text and "no-such-endpoint" not in text and "Not Found" not in text
+    assert (
+        str(legacy.port) not in text and "no-such-endpoint" not in text and "Not Found" not in text
+    )
     assert "no-such-endpoint" in log_entry(bridge, correlation_id)["error"]
 
 
 async def test_an_oversized_authorization_header_is_not_echoed(peers: Peers) -> None:
-    """A header over 8,190 bytes gets a 400 that says only its status; the next request is served."""
+    """A header over 8,190 bytes gets a 400 that says only its status; the next request is
+    served."""
     bridge = peers.bridge(f"http://127.0.0.1:{free_port()}/mcp")
     token = "tok-" + "A" * 9000
-    head = (f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{bridge.port}\r\nAuthorization: Bearer {token}\r\n"
-            "Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}")
+    head = (
+        f"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{bridge.port}\r\nAuthorization: Bearer {token}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}"
+    )
     async with asyncio.timeout(T):
         reader, writer = await asyncio.open_connection("127.0.0.1", bridge.port)
         writer.write(head.encode())
@@ -108,7 +130,10 @@ async def test_an_oversized_authorization_header_is_not_echoed(peers: Peers) -> 
         raw = await reader.read()
         writer.close()
         await writer.wait_closed()
-        async with aiohttp.ClientSession() as http, http.get(bridge.url.removesuffix("/mcp") + "/healthz") as health:
+        async with (
+            aiohttp.ClientSession() as http,
+            http.get(bridge.url.removesuffix("/mcp") + "/healthz") as health,
+        ):
             assert health.status == 200
     status_line, _, rest = raw.partition(b"\r\n")
     _, _, body = rest.partition(b"\r\n\r\n")

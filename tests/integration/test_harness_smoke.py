@@ -76,7 +76,9 @@ async def test_raw_legacy_initialize_against_the_fixture(
     assert closed == 200
 
 
-async def test_demo_server_answers_a_legacy_tool_call(peers: Peers, http: aiohttp.ClientSession) -> None:
+async def test_demo_server_answers_a_legacy_tool_call(
+    peers: Peers, http: aiohttp.ClientSession
+) -> None:
     """The `make run` demo server initializes and answers its echo tool the legacy way."""
     demo = peers.legacy(DEMO_SERVER)
     legacy = LegacyPoster(http, demo.url)
@@ -90,8 +92,11 @@ async def test_demo_server_answers_a_legacy_tool_call(peers: Peers, http: aiohtt
 
 
 async def test_modern_poster_fills_headers_and_meta(http: aiohttp.ClientSession) -> None:
-    """A raw modern tools/call carries the three headers and the required `_meta`, and is schema-valid."""
-    poster = ModernPoster(http, "http://127.0.0.1:9/mcp", capabilities={"elicitation": {"form": {}}})
+    """A raw modern tools/call carries the three headers and the required `_meta`, and is
+    schema-valid."""
+    poster = ModernPoster(
+        http, "http://127.0.0.1:9/mcp", capabilities={"elicitation": {"form": {}}}
+    )
     body = poster.body(TOOLS_CALL, {"name": "café", "arguments": {}})
     headers = poster.request_headers(body)
     assert_valid(body, "CallToolRequest", "modern")
@@ -103,18 +108,24 @@ async def test_modern_poster_fills_headers_and_meta(http: aiohttp.ClientSession)
     assert headers["MCP-Protocol-Version"] == MODERN_VERSION
     assert headers["Mcp-Method"] == TOOLS_CALL
     assert headers["Mcp-Name"] == "=?base64?Y2Fmw6k=?="
-    assert poster.body(TOOLS_LIST, {"_meta": {META_CLIENT_INFO: None}})["params"]["_meta"].keys() == {
+    assert poster.body(TOOLS_LIST, {"_meta": {META_CLIENT_INFO: None}})["params"][
+        "_meta"
+    ].keys() == {
         META_PROTOCOL_VERSION,
         META_CLIENT_CAPABILITIES,
     }
 
 
 def test_header_encoding_and_sse_parsing() -> None:
-    """Plain names pass unchanged, odd ones get the Base64 sentinel; SSE bodies yield their JSON data."""
+    """Plain names pass unchanged, odd ones get the Base64 sentinel; SSE bodies yield their JSON
+    data."""
     assert encode_header_value("get_weather") == "get_weather"
     assert encode_header_value(" padded") == "=?base64?IHBhZGRlZA==?="
     assert encode_header_value("=?base64?abc?=") == "=?base64?PT9iYXNlNjQ/YWJjPz0=?="
-    body = ': keep-alive\r\n\r\nevent: message\r\ndata: {"a": 1}\r\n\r\nid: 7\ndata: {"b":\ndata: 2}\n\n'
+    body = (
+        ': keep-alive\r\n\r\nevent: message\r\ndata: {"a": 1}\r\n\r\nid: 7\ndata: '
+        '{"b":\ndata: 2}\n\n'
+    )
     assert parse_sse(body) == [{"a": 1}, {"b": 2}]
 
 

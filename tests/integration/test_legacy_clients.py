@@ -1,4 +1,5 @@
-"""Legacy clients through the bridge: an `mcp` 1.x client gets a legacy session relayed to the legacy
+"""Legacy clients through the bridge: an `mcp` 1.x client gets a legacy session relayed to the
+legacy
 server (HTTP and stdio fronts, HTTP and stdio upstreams), next to modern clients on the same
 endpoint; legacy sessions are bound to the principal that opened them; `front.legacy_clients =
 "refuse"` keeps the modern-only answer."""
@@ -33,9 +34,14 @@ FIXTURE_TOOLS = 27
 
 async def run_legacy_client(*args: str) -> dict[str, Any]:
     """Run tests/peers/legacy_client.py (mcp 1.x) to the end; its one JSON line."""
-    process = await asyncio.create_subprocess_exec(str(LEGACY_PYTHON), str(LEGACY_CLIENT), *args,
-                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                                                   stdin=asyncio.subprocess.DEVNULL)
+    process = await asyncio.create_subprocess_exec(
+        str(LEGACY_PYTHON),
+        str(LEGACY_CLIENT),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
+    )
     out, err = await process.communicate()
     assert process.returncode == 0, err.decode(errors="replace")[-3000:]
     report: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
@@ -56,26 +62,37 @@ async def modern_elicitation(url: str, answer: str) -> str:
     return content.text
 
 
-async def test_mcp1_and_mcp2_clients_elicit_at_the_same_time_through_one_bridge(peers: Peers) -> None:
+async def test_mcp1_and_mcp2_clients_elicit_at_the_same_time_through_one_bridge(
+    peers: Peers,
+) -> None:
     bridged = peers.bridged()
     async with asyncio.timeout(T):
         legacy, modern, legacy2, modern2 = await asyncio.gather(
             run_legacy_client("--url", bridged.url, "--answer", "old-1"),
             modern_elicitation(bridged.url, "new-1"),
             run_legacy_client("--url", bridged.url, "--answer", "old-2"),
-            modern_elicitation(bridged.url, "new-2"))
+            modern_elicitation(bridged.url, "new-2"),
+        )
     for report, answer in ((legacy, "old-1"), (legacy2, "old-2")):
-        assert report == {"protocolVersion": "2025-11-25", "server": "mcp-legacy-conformance-fixture",
-                          "text": expected_text(answer), "asked": [f"legacy says {answer}"],
-                          "tools": FIXTURE_TOOLS, "sessionId": True}
+        assert report == {
+            "protocolVersion": "2025-11-25",
+            "server": "mcp-legacy-conformance-fixture",
+            "text": expected_text(answer),
+            "asked": [f"legacy says {answer}"],
+            "tools": FIXTURE_TOOLS,
+            "sessionId": True,
+        }
     assert (modern, modern2) == (expected_text("new-1"), expected_text("new-2"))
     assert '"mode": "legacy"' in bridged.bridge.log_text(200_000)
 
 
 async def test_legacy_session_is_bound_to_the_principal_that_opened_it(peers: Peers) -> None:
     bridged = peers.bridged()
-    async with (asyncio.timeout(T), aiohttp.ClientSession(headers={"Authorization": "Bearer alice"}) as alice,
-                aiohttp.ClientSession(headers={"Authorization": "Bearer mallory"}) as mallory):
+    async with (
+        asyncio.timeout(T),
+        aiohttp.ClientSession(headers={"Authorization": "Bearer alice"}) as alice,
+        aiohttp.ClientSession(headers={"Authorization": "Bearer mallory"}) as mallory,
+    ):
         owner = LegacyPoster(alice, bridged.url)
         opened = await owner.initialize()
         assert opened.status == 200 and owner.session_id
@@ -98,8 +115,11 @@ async def test_legacy_get_stream_is_relayed(peers: Peers) -> None:
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         owner = LegacyPoster(http, bridged.url)
         await owner.initialize()
-        headers = {"Mcp-Session-Id": owner.session_id or "", "MCP-Protocol-Version": "2025-11-25",
-                   "Accept": "text/event-stream"}
+        headers = {
+            "Mcp-Session-Id": owner.session_id or "",
+            "MCP-Protocol-Version": "2025-11-25",
+            "Accept": "text/event-stream",
+        }
         async with http.get(bridged.url, headers=headers) as stream:
             assert (stream.status, stream.content_type) == (200, "text/event-stream")
         assert await owner.close() == 200
@@ -109,8 +129,14 @@ async def test_refused_legacy_clients_get_the_modern_only_answer(peers: Peers) -
     legacy = peers.legacy()
     bridge = peers.bridge(legacy.url, env={env_name("front.legacy_clients"): "refuse"})
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
-        reply = await LegacyPoster(http, bridge.url).post("initialize", {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}})
+        reply = await LegacyPoster(http, bridge.url).post(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "c", "version": "1"},
+            },
+        )
     assert (reply.status, reply.response["error"]["code"]) == (404, -32601)
     assert reply.response["error"]["data"] == {"supported": ["2026-07-28"]}
 
@@ -121,15 +147,31 @@ def _bridge_stdio(*upstream: str) -> str:
 
 async def test_stdio_front_relays_a_legacy_client_to_a_stdio_upstream() -> None:
     async with asyncio.timeout(T):
-        report = await run_legacy_client("--command", _bridge_stdio("--upstream-command", legacy_stdio_command()),
-                                         "--answer", "piped")
-    assert report == {"protocolVersion": "2025-11-25", "server": "mcp-legacy-conformance-fixture",
-                      "text": expected_text("piped"), "asked": ["legacy says piped"], "tools": FIXTURE_TOOLS}
+        report = await run_legacy_client(
+            "--command",
+            _bridge_stdio("--upstream-command", legacy_stdio_command()),
+            "--answer",
+            "piped",
+        )
+    assert report == {
+        "protocolVersion": "2025-11-25",
+        "server": "mcp-legacy-conformance-fixture",
+        "text": expected_text("piped"),
+        "asked": ["legacy says piped"],
+        "tools": FIXTURE_TOOLS,
+    }
 
 
 async def test_stdio_front_relays_a_legacy_client_to_an_http_upstream(peers: Peers) -> None:
     legacy = peers.legacy()
     async with asyncio.timeout(T):
-        report = await run_legacy_client("--command", _bridge_stdio("--upstream", legacy.url), "--answer", "posted")
-    assert report == {"protocolVersion": "2025-11-25", "server": "mcp-legacy-conformance-fixture",
-                      "text": expected_text("posted"), "asked": ["legacy says posted"], "tools": FIXTURE_TOOLS}
+        report = await run_legacy_client(
+            "--command", _bridge_stdio("--upstream", legacy.url), "--answer", "posted"
+        )
+    assert report == {
+        "protocolVersion": "2025-11-25",
+        "server": "mcp-legacy-conformance-fixture",
+        "text": expected_text("posted"),
+        "asked": ["legacy says posted"],
+        "tools": FIXTURE_TOOLS,
+    }

@@ -14,7 +14,15 @@ import mcp_types as types
 
 from config import env_name
 
-from .harness import PEERS_DIR, InputAnswers, LegacyPoster, PeerProcess, Peers, free_port, modern_client
+from .harness import (
+    PEERS_DIR,
+    InputAnswers,
+    LegacyPoster,
+    PeerProcess,
+    Peers,
+    free_port,
+    modern_client,
+)
 from .recording_proxy import recording_proxy
 
 T = 60.0
@@ -23,11 +31,16 @@ MODERN_SERVER = PEERS_DIR / "modern_server.py"
 
 def modern_server(peers: Peers, *args: str, port: int | None = None) -> PeerProcess:
     port = port or free_port()
-    return peers.start("modern", [sys.executable, str(MODERN_SERVER), "--port", str(port), *args], port)
+    return peers.start(
+        "modern", [sys.executable, str(MODERN_SERVER), "--port", str(port), *args], port
+    )
 
 
 async def readyz(bridge: PeerProcess) -> dict[str, Any]:
-    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{bridge.port}/readyz") as response:
+    async with (
+        aiohttp.ClientSession() as http,
+        http.get(f"http://127.0.0.1:{bridge.port}/readyz") as response,
+    ):
         body: dict[str, Any] = await response.json()
         return body
 
@@ -51,17 +64,25 @@ async def exercise(url: str) -> tuple[list[str], str, str, list[str]]:
 async def test_modern_requests_reach_a_modern_upstream_unchanged(peers: Peers) -> None:
     server = modern_server(peers, "--modern-only")
     async with asyncio.timeout(T), recording_proxy(server.url) as upstream_side:
-        bridge = await asyncio.to_thread(peers.bridge, upstream_side.url)  # the proxy answers meanwhile
+        bridge = await asyncio.to_thread(
+            peers.bridge, upstream_side.url
+        )  # the proxy answers meanwhile
         probes = len(upstream_side.requests)
         async with recording_proxy(bridge.url) as client_side:
             tools, asked, echoed, questions = await exercise(client_side.url)
-    assert (tools, asked, echoed, questions) == (["echo", "ask_name", "wipe"], "Hello Ada", "unchanged",
-                                                 ["elicitation/create"])
+    assert (tools, asked, echoed, questions) == (
+        ["echo", "ask_name", "wipe"],
+        "Hello Ada",
+        "unchanged",
+        ["elicitation/create"],
+    )
     sent = [(r.method, r.body, r.headers) for r in client_side.requests]
     received = [(r.method, r.body, r.headers) for r in upstream_side.requests[probes:]]
     assert received == sent
     methods = [json.loads(body)["method"] for _, body, _ in sent]
-    assert methods.count("tools/call") == 3  # ask_name twice (first round, retry with inputResponses), echo
+    assert (
+        methods.count("tools/call") == 3
+    )  # ask_name twice (first round, retry with inputResponses), echo
     retry = json.loads(sent[methods.index("tools/call") + 1][1])
     assert "inputResponses" in retry["params"]  # the upstream's own requestState round, untouched
 
@@ -78,12 +99,20 @@ async def test_bridge_reports_the_era_and_relays(peers: Peers) -> None:
     assert '"mode": "relayed"' in bridge.log_text(100_000)
 
 
-async def test_legacy_client_in_front_of_a_modern_only_upstream_gets_a_clear_error(peers: Peers) -> None:
+async def test_legacy_client_in_front_of_a_modern_only_upstream_gets_a_clear_error(
+    peers: Peers,
+) -> None:
     server = modern_server(peers, "--modern-only")
     bridge = peers.bridge(server.url)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
-        reply = await LegacyPoster(http, bridge.url).post("initialize", {
-            "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c", "version": "1"}})
+        reply = await LegacyPoster(http, bridge.url).post(
+            "initialize",
+            {
+                "protocolVersion": "2025-11-25",
+                "capabilities": {},
+                "clientInfo": {"name": "c", "version": "1"},
+            },
+        )
     assert reply.status == 400
     error = reply.response["error"]
     assert error["code"] == -32600
@@ -92,7 +121,8 @@ async def test_legacy_client_in_front_of_a_modern_only_upstream_gets_a_clear_err
 
 
 async def test_upstream_upgraded_while_the_bridge_runs(peers: Peers) -> None:
-    """A legacy server is replaced by a modern one on the same port: the next calls work, no restart."""
+    """A legacy server is replaced by a modern one on the same port: the next calls work, no
+    restart."""
     legacy = peers.legacy()
     bridge = peers.bridge(legacy.url, env={env_name("upstream.era_probe_interval_s"): "0"})
     async with asyncio.timeout(T):

@@ -1,6 +1,8 @@
-"""Attribution under load: 40 concurrent interactive calls through the bridge, answered in shuffled order,
-each getting its own answers (the interactive mcp 1.x server's `ask` elicits with the call's own question,
-and every answer echoes the question it was given, so a crossed push or answer shows in the result).
+"""Attribution under load: 40 concurrent interactive calls through the bridge, answered in shuffled
+order,
+each getting its own answers (the interactive mcp 1.x server's `ask` elicits with the call's own
+question, and every answer echoes the question it was given, so a crossed push or answer shows in
+the result).
 """
 
 from __future__ import annotations
@@ -56,14 +58,18 @@ async def _answer(post: ModernPoster, n: int, first: RawReply, delay_s: float) -
 
 
 async def test_forty_concurrent_calls_answered_in_shuffled_order(server: Interactive) -> None:
-    """40 concurrent raw calls each get an InputRequiredResult for their own push and, answered in shuffled
+    """40 concurrent raw calls each get an InputRequiredResult for their own push and, answered in
+    shuffled
     order, each completes with its own answer (and the server saw each answer on the right call)."""
     order = list(range(CALLS))
     random.Random(2026).shuffle(order)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, server.url)
         firsts = await asyncio.gather(
-            *(call_tool(post, "ask", {"tag": f"raw-{n}", "question": _question(n)}) for n in range(CALLS))
+            *(
+                call_tool(post, "ask", {"tag": f"raw-{n}", "question": _question(n)})
+                for n in range(CALLS)
+            )
         )
         for n, first in enumerate(firsts):
             requests, _ = input_required(first)
@@ -71,7 +77,10 @@ async def test_forty_concurrent_calls_answered_in_shuffled_order(server: Interac
         states = [input_required(first)[1] for first in firsts]
         assert len(set(states)) == CALLS
         finals = await asyncio.gather(
-            *(_answer(post, n, firsts[n], delay_s=0.003 * position) for position, n in enumerate(order))
+            *(
+                _answer(post, n, firsts[n], delay_s=0.003 * position)
+                for position, n in enumerate(order)
+            )
         )
     for position, n in enumerate(order):
         expected = {"action": "accept", "content": {"answer": echo_answer(_question(n))}}
@@ -80,14 +89,21 @@ async def test_forty_concurrent_calls_answered_in_shuffled_order(server: Interac
 
 
 async def test_forty_concurrent_calls_through_the_automatic_loop(server: Interactive) -> None:
-    """40 concurrent `call_tool`s on one client, its callbacks answering after random delays, never cross."""
+    """40 concurrent `call_tool`s on one client, its callbacks answering after random delays, never
+    cross."""
     jitter = random.Random(7)
     answers = Answerer(jitter=lambda: jitter.uniform(0, 0.05))
     async with asyncio.timeout(T), modern_client(server.url, **answers.client_kwargs()) as client:
         results = await asyncio.gather(
-            *(client.call_tool("ask", {"tag": f"auto-{n}", "question": _question(n)}) for n in range(CALLS))
+            *(
+                client.call_tool("ask", {"tag": f"auto-{n}", "question": _question(n)})
+                for n in range(CALLS)
+            )
         )
     for n, result in enumerate(results):
-        assert json_of(result) == {"action": "accept", "content": {"answer": echo_answer(_question(n))}}
+        assert json_of(result) == {
+            "action": "accept",
+            "content": {"answer": echo_answer(_question(n))},
+        }
         assert server.journal.answers(f"auto-{n}") == [accept(answer=echo_answer(_question(n)))]
     assert len(answers.asked) == CALLS

@@ -1,11 +1,11 @@
 """Hostile retries and abandonment, with raw modern posts to the bridge in front of the interactive
 mcp 1.x server (`tests/peers/interactive_server.py`).
 
-Every bad `requestState` (tampered, foreign, replayed, doubled, other principal, other request, stale
-round, expired) gets the one fixed public error (-32602, `INVALID_REQUEST_STATE_MESSAGE`); the server's
-journal shows nothing reached it; the rightful caller then completes; the bridge's log names the reason
-(and only the log). Abandoned held calls and disconnected clients are observed from the server's side:
-the refusals and `notifications/cancelled`.
+Every bad `requestState` (tampered, foreign, replayed, doubled, other principal, other request,
+stale round, expired) gets the one fixed public error (-32602, `INVALID_REQUEST_STATE_MESSAGE`); the
+server's journal shows nothing reached it; the rightful caller then completes; the bridge's log
+names the reason (and only the log). Abandoned held calls and disconnected clients are observed from
+the server's side: the refusals and `notifications/cancelled`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,9 @@ SHORT_TTL_S = 1.0
 EVIL = accept(answer="evil-9b2e")
 GOOD = accept(answer="good-4f1c")
 GOOD_TEXT = '{"action": "accept", "content": {"answer": "good-4f1c"}}'
-KEY_ENV = bridge_env({"held": {"keys": {"main": base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()}}})
+KEY_ENV = bridge_env(
+    {"held": {"keys": {"main": base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()}}}
+)
 
 
 @pytest.fixture(scope="module")
@@ -52,13 +54,15 @@ def server(module_peers: Peers, tmp_path_factory: pytest.TempPathFactory) -> Int
 
 @pytest.fixture(scope="module")
 def short_bridge(module_peers: Peers, server: Interactive) -> PeerProcess:
-    """A second bridge on the same server (an ephemeral key) whose held calls and states expire after 1 s."""
+    """A second bridge on the same server (an ephemeral key) whose held calls and states expire
+    after 1 s."""
     return module_peers.bridge(server.legacy.url, env=bridge_env({"held": {"ttl_s": SHORT_TTL_S}}))
 
 
 @pytest.fixture(scope="module")
 def twin_bridge(module_peers: Peers, server: Interactive) -> PeerProcess:
-    """A third bridge with the same key as `server`'s: its states authenticate there, its held calls do not exist."""
+    """A third bridge with the same key as `server`'s: its states authenticate there, its held calls
+    do not exist."""
     return module_peers.bridge(server.legacy.url, env=KEY_ENV)
 
 
@@ -73,7 +77,9 @@ class Reasons:
         return rejection_reasons(self.bridge)[self.start :]
 
 
-async def _held(post: ModernPoster, tag: str, tool: str = "ask", **arguments: object) -> tuple[str, str]:
+async def _held(
+    post: ModernPoster, tag: str, tool: str = "ask", **arguments: object
+) -> tuple[str, str]:
     """Start `tool` for `tag` and return (input key, requestState) of its single input request."""
     requests, state = input_required(await call_tool(post, tool, {"tag": tag, **arguments}))
     (key,) = requests
@@ -106,14 +112,19 @@ def _unversioned(state: str) -> str:
     ],
     ids=["flip", "truncate", "garbage", "unversioned"],
 )
-async def test_tampered_state_rejected(server: Interactive, mangle: Callable[[str], str], reason: str) -> None:
-    """A tampered requestState is rejected, nothing reaches the server, and the rightful retry completes."""
+async def test_tampered_state_rejected(
+    server: Interactive, mangle: Callable[[str], str], reason: str
+) -> None:
+    """A tampered requestState is rejected, nothing reaches the server, and the rightful retry
+    completes."""
     tag = f"tamper-{mangle.__name__[1:]}"
     reasons = Reasons(server.bridge)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, server.url)
         key, state = await _held(post, tag)
-        assert_state_rejected(await call_tool(post, "ask", {"tag": tag}, responses={key: EVIL}, state=mangle(state)))
+        assert_state_rejected(
+            await call_tool(post, "ask", {"tag": tag}, responses={key: EVIL}, state=mangle(state))
+        )
         assert server.journal.events(tag) == ["call"]
         rightful = await call_tool(post, "ask", {"tag": tag}, responses={key: GOOD}, state=state)
     assert complete_text(rightful) == GOOD_TEXT
@@ -121,17 +132,26 @@ async def test_tampered_state_rejected(server: Interactive, mangle: Callable[[st
     assert reasons.new() == [reason]
 
 
-@pytest.mark.parametrize(("other", "reason"), [("short", "unknown_key"), ("twin", "unknown_held_call")])
+@pytest.mark.parametrize(
+    ("other", "reason"), [("short", "unknown_key"), ("twin", "unknown_held_call")]
+)
 async def test_state_from_another_bridge_rejected(
-    server: Interactive, short_bridge: PeerProcess, twin_bridge: PeerProcess, other: str, reason: str
+    server: Interactive,
+    short_bridge: PeerProcess,
+    twin_bridge: PeerProcess,
+    other: str,
+    reason: str,
 ) -> None:
-    """A state sealed by another bridge is rejected here, whether its key is unknown here or the same key (then
-    for the very same request, but the held call is unknown); nothing reaches the server, the rightful retry
-    completes."""
+    """A state sealed by another bridge is rejected here, whether its key is unknown here or the
+    same key (then
+    for the very same request, but the held call is unknown); nothing reaches the server, the
+    rightful retry completes."""
     tag = f"foreign-{other}"
     reasons = Reasons(server.bridge)
     elsewhere = short_bridge if other == "short" else twin_bridge
-    foreign_tag = f"{tag}-elsewhere" if other == "short" else tag  # the short bridge's call expires: keep it apart
+    foreign_tag = (
+        f"{tag}-elsewhere" if other == "short" else tag
+    )  # the short bridge's call expires: keep it apart
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, server.url)
         foreign_key, foreign_state = await _held(poster(http, elsewhere.url), foreign_tag)
@@ -139,7 +159,9 @@ async def test_state_from_another_bridge_rejected(
         assert foreign_key == key
         calls = server.journal.events(tag)
         assert calls == ["call"] * (1 if other == "short" else 2)
-        assert_state_rejected(await call_tool(post, "ask", {"tag": tag}, responses={key: EVIL}, state=foreign_state))
+        assert_state_rejected(
+            await call_tool(post, "ask", {"tag": tag}, responses={key: EVIL}, state=foreign_state)
+        )
         assert server.journal.events(tag) == calls
         rightful = await call_tool(post, "ask", {"tag": tag}, responses={key: GOOD}, state=state)
     assert complete_text(rightful) == GOOD_TEXT
@@ -148,16 +170,23 @@ async def test_state_from_another_bridge_rejected(
 
 
 async def test_replayed_state_rejected(server: Interactive) -> None:
-    """A requestState used once successfully cannot be used again, and the replay reaches nothing upstream."""
+    """A requestState used once successfully cannot be used again, and the replay reaches nothing
+    upstream."""
     reasons = Reasons(server.bridge)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, server.url)
         key, state = await _held(post, "replay")
-        assert complete_text(await call_tool(post, "ask", {"tag": "replay"}, responses={key: GOOD}, state=state))
+        assert complete_text(
+            await call_tool(post, "ask", {"tag": "replay"}, responses={key: GOOD}, state=state)
+        )
         before = server.journal.entries("replay")
-        assert_state_rejected(await call_tool(post, "ask", {"tag": "replay"}, responses={key: EVIL}, state=state))
+        assert_state_rejected(
+            await call_tool(post, "ask", {"tag": "replay"}, responses={key: EVIL}, state=state)
+        )
         fresh_key, fresh_state = await _held(post, "replay")
-        again = await call_tool(post, "ask", {"tag": "replay"}, responses={fresh_key: GOOD}, state=fresh_state)
+        again = await call_tool(
+            post, "ask", {"tag": "replay"}, responses={fresh_key: GOOD}, state=fresh_state
+        )
     assert complete_text(again) == GOOD_TEXT
     assert before == server.journal.entries("replay")[: len(before)]
     assert server.journal.events("replay") == ["call", "answer", "call", "answer"]
@@ -166,14 +195,18 @@ async def test_replayed_state_rejected(server: Interactive) -> None:
 
 
 async def test_concurrently_doubled_retry_exactly_one_wins(server: Interactive) -> None:
-    """Two retries with the same requestState at once: exactly one completes, the other is rejected."""
+    """Two retries with the same requestState at once: exactly one completes, the other is
+    rejected."""
     reasons = Reasons(server.bridge)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, server.url)
         key, state = await _held(post, "double")
         contents = [accept(answer="first"), accept(answer="second")]
         replies = await asyncio.gather(
-            *(call_tool(post, "ask", {"tag": "double"}, responses={key: c}, state=state) for c in contents)
+            *(
+                call_tool(post, "ask", {"tag": "double"}, responses={key: c}, state=state)
+                for c in contents
+            )
         )
     won = ["result" in reply.response for reply in replies]
     assert sorted(won) == [False, True]
@@ -186,14 +219,17 @@ async def test_concurrently_doubled_retry_exactly_one_wins(server: Interactive) 
 
 @pytest.mark.parametrize("authorization", ["Bearer mallory", None], ids=["other-token", "no-token"])
 async def test_other_principal_rejected(server: Interactive, authorization: str | None) -> None:
-    """Another caller (another Authorization, or none) cannot use Alice's requestState; Alice then completes."""
+    """Another caller (another Authorization, or none) cannot use Alice's requestState; Alice then
+    completes."""
     tag = f"principal-{authorization is None}"
     reasons = Reasons(server.bridge)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         alice = poster(http, server.url)
         key, state = await _held(alice, tag)
         mallory = poster(http, server.url, authorization=authorization)
-        assert_state_rejected(await call_tool(mallory, "ask", {"tag": tag}, responses={key: EVIL}, state=state))
+        assert_state_rejected(
+            await call_tool(mallory, "ask", {"tag": tag}, responses={key: EVIL}, state=state)
+        )
         assert server.journal.events(tag) == ["call"]
         rightful = await call_tool(alice, "ask", {"tag": tag}, responses={key: GOOD}, state=state)
     assert complete_text(rightful) == GOOD_TEXT
@@ -202,7 +238,8 @@ async def test_other_principal_rejected(server: Interactive, authorization: str 
 
 
 async def test_other_request_rejected(server: Interactive) -> None:
-    """The state of one call is rejected on another tool, other arguments and another method; nothing is started;
+    """The state of one call is rejected on another tool, other arguments and another method;
+    nothing is started;
     the same arguments in another key order are the same request."""
     reasons = Reasons(server.bridge)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
@@ -210,8 +247,20 @@ async def test_other_request_rejected(server: Interactive) -> None:
         key, state = await _held(post, "other", question="Mine?")
         misuses = [
             call_tool(post, "ask_twice", {"tag": "other"}, responses={key: EVIL}, state=state),
-            call_tool(post, "ask", {"tag": "other-b", "question": "Mine?"}, responses={key: EVIL}, state=state),
-            call_tool(post, "ask", {"tag": "other", "question": "Else?"}, responses={key: EVIL}, state=state),
+            call_tool(
+                post,
+                "ask",
+                {"tag": "other-b", "question": "Mine?"},
+                responses={key: EVIL},
+                state=state,
+            ),
+            call_tool(
+                post,
+                "ask",
+                {"tag": "other", "question": "Else?"},
+                responses={key: EVIL},
+                state=state,
+            ),
             call_tool(post, "ask", {"tag": "other"}, responses={key: EVIL}, state=state),
             post.post(
                 PROMPTS_GET,
@@ -234,24 +283,38 @@ async def test_other_request_rejected(server: Interactive) -> None:
 
 
 async def test_stale_round_rejected(server: Interactive) -> None:
-    """A round's state is rejected once a later round was issued (by an answer, or by a retry that answered
+    """A round's state is rejected once a later round was issued (by an answer, or by a retry that
+    answered
     nothing); the latest round's state then completes the call."""
     reasons = Reasons(server.bridge)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, server.url)
         key1, state1 = await _held(post, "stale", "ask_twice")
-        reply = await call_tool(post, "ask_twice", {"tag": "stale"}, responses={key1: accept(name="Ann")}, state=state1)
+        reply = await call_tool(
+            post, "ask_twice", {"tag": "stale"}, responses={key1: accept(name="Ann")}, state=state1
+        )
         requests2, state2 = input_required(reply)
         (key2,) = requests2
-        requests3, state3 = input_required(await call_tool(post, "ask_twice", {"tag": "stale"}, state=state2))
+        requests3, state3 = input_required(
+            await call_tool(post, "ask_twice", {"tag": "stale"}, state=state2)
+        )
         assert requests3 == requests2 and state3 not in (state1, state2)
-        for responses, state in (({key2: accept(color="black")}, state2), ({key1: accept(name="Eve")}, state1)):
+        for responses, state in (
+            ({key2: accept(color="black")}, state2),
+            ({key1: accept(name="Eve")}, state1),
+        ):
             assert_state_rejected(
-                await call_tool(post, "ask_twice", {"tag": "stale"}, responses=responses, state=state)
+                await call_tool(
+                    post, "ask_twice", {"tag": "stale"}, responses=responses, state=state
+                )
             )
         assert server.journal.answers("stale") == [accept(name="Ann")]
         final = await call_tool(
-            post, "ask_twice", {"tag": "stale"}, responses={key2: accept(color="teal")}, state=state3
+            post,
+            "ask_twice",
+            {"tag": "stale"},
+            responses={key2: accept(color="teal")},
+            state=state3,
         )
     assert complete_text(final) == "Ann likes teal."
     assert server.journal.answers("stale") == [accept(name="Ann"), accept(color="teal")]
@@ -261,32 +324,44 @@ async def test_stale_round_rejected(server: Interactive) -> None:
 async def test_expired_held_call_is_refused_and_cancelled_upstream(
     server: Interactive, short_bridge: PeerProcess
 ) -> None:
-    """Past the TTL the server sees the elicitation refused (`cancel`) and the call cancelled; the expired state is
+    """Past the TTL the server sees the elicitation refused (`cancel`) and the call cancelled; the
+    expired state is
     then rejected with nothing sent upstream, and a fresh call completes."""
     reasons = Reasons(short_bridge)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, short_bridge.url)
         key, state = await _held(post, "expire", linger_s=20)
-        entries = await server.journal.wait_for("expire", "cancel_notification", "cancelled_in_tool")
+        entries = await server.journal.wait_for(
+            "expire", "cancel_notification", "cancelled_in_tool"
+        )
         assert [e["event"] for e in entries][:2] == ["call", "answer"]
         assert server.journal.answers("expire") == [{"action": "cancel"}]
         assert_state_rejected(
-            await call_tool(post, "ask", {"tag": "expire", "linger_s": 20}, responses={key: GOOD}, state=state)
+            await call_tool(
+                post, "ask", {"tag": "expire", "linger_s": 20}, responses={key: GOOD}, state=state
+            )
         )
         after = server.journal.events("expire")
         fresh_key, fresh_state = await _held(post, "expire-fresh")
-        fresh = await call_tool(post, "ask", {"tag": "expire-fresh"}, responses={fresh_key: GOOD}, state=fresh_state)
+        fresh = await call_tool(
+            post, "ask", {"tag": "expire-fresh"}, responses={fresh_key: GOOD}, state=fresh_state
+        )
     assert complete_text(fresh) == GOOD_TEXT
     assert sorted(after) == sorted(["call", "answer", "cancel_notification", "cancelled_in_tool"])
     assert server.journal.events("expire") == after
     assert reasons.new() == ["expired"]
 
 
-async def test_expired_batch_refuses_every_push_kind(server: Interactive, short_bridge: PeerProcess) -> None:
-    """An abandoned round of elicitation + sampling + roots: each push refused in its own way, then the cancel."""
+async def test_expired_batch_refuses_every_push_kind(
+    server: Interactive, short_bridge: PeerProcess
+) -> None:
+    """An abandoned round of elicitation + sampling + roots: each push refused in its own way, then
+    the cancel."""
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         requests, _ = input_required(
-            await call_tool(poster(http, short_bridge.url), "everything", {"tag": "expire-all", "linger_s": 20})
+            await call_tool(
+                poster(http, short_bridge.url), "everything", {"tag": "expire-all", "linger_s": 20}
+            )
         )
         assert sorted(r["method"] for r in requests.values()) == sorted([ELICIT, SAMPLE, ROOTS])
         entries = await server.journal.wait_for("expire-all", "cancel_notification")
@@ -296,7 +371,8 @@ async def test_expired_batch_refuses_every_push_kind(server: Interactive, short_
 
 
 async def test_disconnect_while_attached_cancels_upstream(server: Interactive) -> None:
-    """A client that drops its connection mid-call (first attempt, or a retry) cancels the upstream call."""
+    """A client that drops its connection mid-call (first attempt, or a retry) cancels the upstream
+    call."""
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, server.url)
         with pytest.raises(TimeoutError):
@@ -305,25 +381,46 @@ async def test_disconnect_while_attached_cancels_upstream(server: Interactive) -
         key, state = await _held(post, "drop-retry", linger_s=20)
         with pytest.raises(TimeoutError):
             await call_tool(
-                post, "ask", {"tag": "drop-retry", "linger_s": 20}, responses={key: GOOD}, state=state, timeout=0.5
+                post,
+                "ask",
+                {"tag": "drop-retry", "linger_s": 20},
+                responses={key: GOOD},
+                state=state,
+                timeout=0.5,
             )
         await server.journal.wait_for("drop-retry", "cancel_notification", "cancelled_in_tool")
-        assert complete_text(await call_tool(post, "slow", {"tag": "drop-after", "seconds": 0})) == "slept"
+        assert (
+            complete_text(await call_tool(post, "slow", {"tag": "drop-after", "seconds": 0}))
+            == "slept"
+        )
     assert server.journal.answers("drop-retry") == [GOOD]
 
 
 async def test_bridge_log_holds_no_secrets(server: Interactive) -> None:
-    """The bridge's log (info level, every test of this module so far) holds no requestState, Authorization value
+    """The bridge's log (info level, every test of this module so far) holds no requestState,
+    Authorization value
     or elicited answer, even for rejected retries."""
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, server.url, authorization="Bearer s3cret-t0ken")
         key, state = await _held(post, "secrets")
         assert_state_rejected(
-            await call_tool(post, "ask", {"tag": "secrets"}, responses={key: EVIL}, state=tampered(state))
+            await call_tool(
+                post, "ask", {"tag": "secrets"}, responses={key: EVIL}, state=tampered(state)
+            )
         )
-        assert complete_text(await call_tool(post, "ask", {"tag": "secrets"}, responses={key: GOOD}, state=state))
+        assert complete_text(
+            await call_tool(post, "ask", {"tag": "secrets"}, responses={key: GOOD}, state=state)
+        )
     log = server.bridge.log_path.read_text(encoding="utf-8", errors="replace")
     assert "request_state_rejected" in log
-    for secret in ("s3cret-t0ken", "Bearer alice", "Bearer mallory", "good-4f1c", "evil-9b2e", state, state[3:40]):
+    for secret in (
+        "s3cret-t0ken",
+        "Bearer alice",
+        "Bearer mallory",
+        "good-4f1c",
+        "evil-9b2e",
+        state,
+        state[3:40],
+    ):
         assert secret not in log, secret
     assert re.search(r"v1\.[A-Za-z0-9_-]{40,}", log) is None

@@ -1,6 +1,8 @@
-"""MRTR over stdio: the mcp 2.x client pinned to 2026-07-28 launching `mrtr-bridge stdio --upstream-command
-"<interactive mcp 1.x server> --transport stdio"`, and the HTTP front (`mrtr-bridge serve`) with the same
-stdio upstream. Over stdio nothing links a push to its call: the one-call-per-process lease decides.
+"""MRTR over stdio: the mcp 2.x client pinned to 2026-07-28 launching `mrtr-bridge stdio --upstream-
+command
+"<interactive mcp 1.x server> --transport stdio"`, and the HTTP front (`mrtr-bridge serve`) with the
+same stdio upstream. Over stdio nothing links a push to its call: the one-call-per-process lease
+decides.
 
 Faults: the upstream process killed while a call is held or attached fails that call promptly and
 clearly, and the next call runs on a fresh process (found through the journal's `pid`s).
@@ -58,12 +60,14 @@ def state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def http_bridge(module_peers: Peers, state_dir: Path) -> PeerProcess:
-    """`mrtr-bridge serve` with the interactive server as its stdio upstream (`--upstream-command`)."""
+    """`mrtr-bridge serve` with the interactive server as its stdio upstream
+    (`--upstream-command`)."""
     return module_peers.bridge_stdio("interactive_server.py", "--state-dir", str(state_dir))
 
 
 async def test_stdio_front_elicitation_rounds_and_url_mode(state_dir: Path) -> None:
-    """Over stdio both ways: form elicitation, two rounds, URL mode (complete notification consumed), -32042."""
+    """Over stdio both ways: form elicitation, two rounds, URL mode (complete notification
+    consumed), -32042."""
     journal = Journal(state_dir)
     answers = Answerer(journal=journal)
     seen: list[Any] = []
@@ -73,14 +77,20 @@ async def test_stdio_front_elicitation_rounds_and_url_mode(state_dir: Path) -> N
 
     async with (
         asyncio.timeout(T),
-        stdio_bridge_client(state_dir, message_handler=on_message, **answers.client_kwargs()) as client,
+        stdio_bridge_client(
+            state_dir, message_handler=on_message, **answers.client_kwargs()
+        ) as client,
     ):
         asked = await client.call_tool("ask", {"tag": "s-ask", "question": "Here?"})
         manual, rounds = ManualRounds(client), {"tag": "s-rounds"}
         (key1,), state1 = await manual.held("ask_twice", rounds)
-        (key2,), state2 = await manual.held("ask_twice", rounds, state=state1, responses={key1: elicited(name="Ann")})
+        (key2,), state2 = await manual.held(
+            "ask_twice", rounds, state=state1, responses={key1: elicited(name="Ann")}
+        )
         assert (key2, state2) != (key1, state1)
-        final = await manual.done("ask_twice", rounds, state=state2, responses={key2: elicited(color="teal")})
+        final = await manual.done(
+            "ask_twice", rounds, state=state2, responses={key2: elicited(color="teal")}
+        )
         url = await client.call_tool("ask_url", {"tag": "s-url"})
         authorized = await client.call_tool("authorize", {"tag": "s-auth"})
     assert json_of(asked) == {"action": "accept", "content": {"answer": echo_answer("Here?")}}
@@ -92,50 +102,77 @@ async def test_stdio_front_elicitation_rounds_and_url_mode(state_dir: Path) -> N
         "https://auth.example/authorize/s-auth",
     ]
     assert all(p.elicitation_id is None for p in url_params)
-    assert not [m for m in seen if ELICIT_COMPLETE in repr(m) or "ElicitComplete" in type(m).__name__]
+    assert not [
+        m for m in seen if ELICIT_COMPLETE in repr(m) or "ElicitComplete" in type(m).__name__
+    ]
     assert journal.events("s-url") == ["call", "answer", "elicit_complete_sent"]
     assert journal.events("s-auth") == ["call", "call"]
     assert journal.answers("s-rounds") == [accept(name="Ann"), accept(color="teal")]
 
 
 async def test_stdio_front_sampling_roots_batching_prompts_resources(state_dir: Path) -> None:
-    """Over stdio both ways: sampling with tools, roots, one round of three pushes, prompts/get and resources/read."""
+    """Over stdio both ways: sampling with tools, roots, one round of three pushes, prompts/get and
+    resources/read."""
     journal = Journal(state_dir)
     answers = Answerer()
     tools = types.SamplingCapability(tools=types.SamplingToolsCapability())
     async with (
         asyncio.timeout(T),
-        stdio_bridge_client(state_dir, sampling_capabilities=tools, **answers.client_kwargs()) as client,
+        stdio_bridge_client(
+            state_dir, sampling_capabilities=tools, **answers.client_kwargs()
+        ) as client,
     ):
         sampled = await client.call_tool("sample", {"tag": "s-sample"})
         rooted = await client.call_tool("roots", {"tag": "s-roots"})
-        batch = await client.session.call_tool("everything", {"tag": "s-batch"}, allow_input_required=True)
+        batch = await client.session.call_tool(
+            "everything", {"tag": "s-batch"}, allow_input_required=True
+        )
         assert isinstance(batch, types.InputRequiredResult) and batch.input_requests
-        assert sorted(r.method for r in batch.input_requests.values()) == sorted([ELICIT, SAMPLE, ROOTS])
+        assert sorted(r.method for r in batch.input_requests.values()) == sorted(
+            [ELICIT, SAMPLE, ROOTS]
+        )
         everything = await client.call_tool("everything", {"tag": "s-batch-auto"})
         prompt = await client.get_prompt("ask_prompt", {"tag": "s-prompt"})
         read = await client.read_resource("interactive://ask/s-res")
-    canned = {"role": "assistant", "content": {"type": "text", "text": "Paris"}, "model": "canned-model"}
+    canned = {
+        "role": "assistant",
+        "content": {"type": "text", "text": "Paris"},
+        "model": "canned-model",
+    }
     assert json_of(sampled) == canned
     sampling = next(p for method, p in answers.asked if method == SAMPLE)
     assert [tool.name for tool in sampling.tools or []] == ["get_weather"]
-    assert [type(m.content).__name__ for m in sampling.messages][::3] == ["TextContent", "ImageContent"]
+    assert [type(m.content).__name__ for m in sampling.messages][::3] == [
+        "TextContent",
+        "ImageContent",
+    ]
     assert json_of(rooted) == ["file:///ws"]
     assert text_of(everything) == f"{echo_answer('What is your name?')} | Paris | file:///ws"
     topic = echo_answer("Which topic should the prompt use?")
-    assert prompt.messages[0].content == types.TextContent(type="text", text=f"Write about {topic}.")
+    assert prompt.messages[0].content == types.TextContent(
+        type="text", text=f"Write about {topic}."
+    )
     (contents,) = read.contents
     assert isinstance(contents, types.TextResourceContents)
-    assert contents.text == f"secret for s-res: {echo_answer('Which secret should the resource show?')}"
-    assert [e["sampling_tools"] for e in journal.entries("s-sample") if e["event"] == "caps"] == [True]
+    assert (
+        contents.text
+        == f"secret for s-res: {echo_answer('Which secret should the resource show?')}"
+    )
+    assert [e["sampling_tools"] for e in journal.entries("s-sample") if e["event"] == "caps"] == [
+        True
+    ]
 
 
 async def test_stdio_front_twenty_concurrent_calls_never_cross(state_dir: Path) -> None:
-    """20 concurrent interactive calls over stdio (one upstream process each), answered in random order."""
+    """20 concurrent interactive calls over stdio (one upstream process each), answered in random
+    order."""
     journal = Journal(state_dir)
     jitter = random.Random(11)
     answers = Answerer(jitter=lambda: jitter.uniform(0, 0.05))
-    async with asyncio.timeout(T), stdio_bridge_client(state_dir, **answers.client_kwargs()) as client:
+    async with (
+        asyncio.timeout(T),
+        stdio_bridge_client(state_dir, **answers.client_kwargs()) as client,
+    ):
         results = await asyncio.gather(
             *(
                 client.call_tool("ask", {"tag": f"s-c{n}", "question": f"Stdio question {n}?"})
@@ -149,28 +186,44 @@ async def test_stdio_front_twenty_concurrent_calls_never_cross(state_dir: Path) 
 
 
 async def test_stdio_front_hostile_retries_rejected(state_dir: Path) -> None:
-    """Over stdio: tampered, other-request, doubled, replayed and stale-round states are rejected with the fixed
+    """Over stdio: tampered, other-request, doubled, replayed and stale-round states are rejected
+    with the fixed
     error, nothing reaches the server, and the rightful retry completes."""
     journal = Journal(state_dir)
     good, evil = elicited(answer="good"), elicited(answer="evil")
     mine = {"tag": "s-hostile"}
-    async with asyncio.timeout(T), stdio_bridge_client(state_dir, **Answerer().client_kwargs()) as client:
+    async with (
+        asyncio.timeout(T),
+        stdio_bridge_client(state_dir, **Answerer().client_kwargs()) as client,
+    ):
         manual = ManualRounds(client)
         (key,), state = await manual.held("ask", mine)
-        await client_rejection(manual.call("ask", mine, state=tampered(state), responses={key: evil}))
+        await client_rejection(
+            manual.call("ask", mine, state=tampered(state), responses={key: evil})
+        )
         await client_rejection(manual.call("ask_twice", mine, state=state, responses={key: evil}))
-        await client_rejection(manual.call("ask", {"tag": "s-hostile-b"}, state=state, responses={key: evil}))
+        await client_rejection(
+            manual.call("ask", {"tag": "s-hostile-b"}, state=state, responses={key: evil})
+        )
         assert (journal.events("s-hostile"), journal.events("s-hostile-b")) == (["call"], [])
         doubled = [manual.call("ask", mine, state=state, responses={key: good}) for _ in range(2)]
         outcomes = await asyncio.gather(*doubled, return_exceptions=True)
         (won,) = [o for o in outcomes if isinstance(o, types.CallToolResult)]
         assert_client_rejected(next(o for o in outcomes if not isinstance(o, types.CallToolResult)))
-        await client_rejection(manual.call("ask", mine, state=state, responses={key: evil}))  # replayed
+        await client_rejection(
+            manual.call("ask", mine, state=state, responses={key: evil})
+        )  # replayed
         stale = {"tag": "s-stale"}
         (key1,), state1 = await manual.held("ask_twice", stale)
-        (key2,), state2 = await manual.held("ask_twice", stale, state=state1, responses={key1: elicited(name="Ann")})
-        await client_rejection(manual.call("ask_twice", stale, state=state1, responses={key2: elicited(color="x")}))
-        final = await manual.done("ask_twice", stale, state=state2, responses={key2: elicited(color="teal")})
+        (key2,), state2 = await manual.held(
+            "ask_twice", stale, state=state1, responses={key1: elicited(name="Ann")}
+        )
+        await client_rejection(
+            manual.call("ask_twice", stale, state=state1, responses={key2: elicited(color="x")})
+        )
+        final = await manual.done(
+            "ask_twice", stale, state=state2, responses={key2: elicited(color="teal")}
+        )
     assert json_of(won) == accept(answer="good")
     assert journal.answers("s-hostile") == [accept(answer="good")]
     assert text_of(final) == "Ann likes teal."
@@ -178,15 +231,22 @@ async def test_stdio_front_hostile_retries_rejected(state_dir: Path) -> None:
 
 
 async def test_stdio_front_abandonment_observed_upstream(state_dir: Path) -> None:
-    """Over stdio with a 1 s TTL: the server sees an expired held call refused and cancelled, the expired state is
-    rejected; a client that abandons an attached call (`notifications/cancelled`) cancels it upstream."""
+    """Over stdio with a 1 s TTL: the server sees an expired held call refused and cancelled, the
+    expired state is
+    rejected; a client that abandons an attached call (`notifications/cancelled`) cancels it
+    upstream."""
     journal = Journal(state_dir)
     env = bridge_env({"held": {"ttl_s": 1}})
-    async with asyncio.timeout(T), stdio_bridge_client(state_dir, env=env, **Answerer().client_kwargs()) as client:
+    async with (
+        asyncio.timeout(T),
+        stdio_bridge_client(state_dir, env=env, **Answerer().client_kwargs()) as client,
+    ):
         expiring = {"tag": "s-expire", "linger_s": 20}
         (key,), state = await ManualRounds(client).held("ask", expiring)
         await journal.wait_for("s-expire", "cancel_notification", "cancelled_in_tool")
-        late = ManualRounds(client).call("ask", expiring, state=state, responses={key: elicited(answer="late")})
+        late = ManualRounds(client).call(
+            "ask", expiring, state=state, responses={key: elicited(answer="late")}
+        )
         await client_rejection(late)
         fresh = await client.call_tool("ask", {"tag": "s-expire-fresh"})
         slow = asyncio.create_task(client.call_tool("slow", {"tag": "s-abandon", "seconds": 20}))
@@ -200,11 +260,17 @@ async def test_stdio_front_abandonment_observed_upstream(state_dir: Path) -> Non
     assert slow.cancelled() and text_of(after) == "still here"
 
 
-async def test_http_front_stdio_upstream_interactive_set(http_bridge: PeerProcess, state_dir: Path) -> None:
-    """`serve --upstream-command`: elicitation, rounds, batching, prompts, resources, URL mode and hostile retries."""
+async def test_http_front_stdio_upstream_interactive_set(
+    http_bridge: PeerProcess, state_dir: Path
+) -> None:
+    """`serve --upstream-command`: elicitation, rounds, batching, prompts, resources, URL mode and
+    hostile retries."""
     journal = Journal(state_dir)
     answers = Answerer(journal=journal)
-    async with asyncio.timeout(T), modern_client(http_bridge.url, **answers.client_kwargs()) as client:
+    async with (
+        asyncio.timeout(T),
+        modern_client(http_bridge.url, **answers.client_kwargs()) as client,
+    ):
         asked = await client.call_tool("ask", {"tag": "h-ask", "question": "Via HTTP?"})
         twice = await client.call_tool("ask_twice", {"tag": "h-rounds"})
         everything = await client.call_tool("everything", {"tag": "h-batch"})
@@ -212,36 +278,52 @@ async def test_http_front_stdio_upstream_interactive_set(http_bridge: PeerProces
         prompt = await client.get_prompt("ask_prompt", {"tag": "h-prompt"})
         read = await client.read_resource("interactive://ask/h-res")
     assert json_of(asked) == accept(answer=echo_answer("Via HTTP?"))
-    step1, step2 = echo_answer("Step 1: what is your name?"), echo_answer("Step 2: what is your favorite color?")
+    step1, step2 = (
+        echo_answer("Step 1: what is your name?"),
+        echo_answer("Step 2: what is your favorite color?"),
+    )
     assert text_of(twice) == f"{step1} likes {step2}."
     assert text_of(everything) == f"{echo_answer('What is your name?')} | Paris | file:///ws"
     assert text_of(url) == "url elicitation: accept"
     assert prompt.messages[0].content == types.TextContent(
         type="text", text=f"Write about {echo_answer('Which topic should the prompt use?')}."
     )
-    assert isinstance(read.contents[0], types.TextResourceContents) and read.contents[0].text.startswith("secret for")
+    assert isinstance(read.contents[0], types.TextResourceContents) and read.contents[
+        0
+    ].text.startswith("secret for")
     assert sorted(answers.methods()) == sorted([ELICIT] * 7 + [SAMPLE, ROOTS])
 
 
-async def test_http_front_stdio_upstream_hostile_retries(http_bridge: PeerProcess, state_dir: Path) -> None:
-    """`serve --upstream-command`: tampered and other-principal states are rejected, the rightful retry completes."""
+async def test_http_front_stdio_upstream_hostile_retries(
+    http_bridge: PeerProcess, state_dir: Path
+) -> None:
+    """`serve --upstream-command`: tampered and other-principal states are rejected, the rightful
+    retry completes."""
     journal = Journal(state_dir)
     evil, good = accept(answer="evil"), accept(answer="good")
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
-        post, mallory = poster(http, http_bridge.url), poster(http, http_bridge.url, authorization="Bearer mallory")
+        post, mallory = (
+            poster(http, http_bridge.url),
+            poster(http, http_bridge.url, authorization="Bearer mallory"),
+        )
         requests, state = input_required(await call_tool(post, "ask", {"tag": "h-hostile"}))
         (key,) = requests
         for caller, token in ((post, tampered(state)), (mallory, state)):
-            reply = await call_tool(caller, "ask", {"tag": "h-hostile"}, responses={key: evil}, state=token)
+            reply = await call_tool(
+                caller, "ask", {"tag": "h-hostile"}, responses={key: evil}, state=token
+            )
             assert_state_rejected(reply)
         assert journal.events("h-hostile") == ["call"]
-        final = await call_tool(post, "ask", {"tag": "h-hostile"}, responses={key: good}, state=state)
+        final = await call_tool(
+            post, "ask", {"tag": "h-hostile"}, responses={key: good}, state=state
+        )
     assert complete_text(final) == '{"action": "accept", "content": {"answer": "good"}}'
     assert journal.answers("h-hostile") == [good]
 
 
 async def test_upstream_killed_while_held(http_bridge: PeerProcess, state_dir: Path) -> None:
-    """Killing the process of a held call fails its retry promptly with a clear bridge error; the next call runs on
+    """Killing the process of a held call fails its retry promptly with a clear bridge error; the
+    next call runs on
     a fresh process."""
     journal = Journal(state_dir)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
@@ -250,7 +332,9 @@ async def test_upstream_killed_while_held(http_bridge: PeerProcess, state_dir: P
         (pid,) = journal.pids("k-held")
         os.kill(pid, signal.SIGKILL)
         started = time.monotonic()
-        lost = await call_tool(post, "ask", {"tag": "k-held"}, responses={key: accept(answer="x")}, state=state)
+        lost = await call_tool(
+            post, "ask", {"tag": "k-held"}, responses={key: accept(answer="x")}, state=state
+        )
         delay = time.monotonic() - started
         fresh = await _fresh_call(post, "k-held-next")
     _assert_lost(lost.response["error"], delay)
@@ -259,12 +343,15 @@ async def test_upstream_killed_while_held(http_bridge: PeerProcess, state_dir: P
 
 
 async def test_upstream_killed_while_attached(http_bridge: PeerProcess, state_dir: Path) -> None:
-    """Killing the process of an attached call fails that request promptly with a clear bridge error; the next call
+    """Killing the process of an attached call fails that request promptly with a clear bridge
+    error; the next call
     runs on a fresh process."""
     journal = Journal(state_dir)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, http_bridge.url)
-        attached = asyncio.create_task(call_tool(post, "slow", {"tag": "k-attached", "seconds": 30}))
+        attached = asyncio.create_task(
+            call_tool(post, "slow", {"tag": "k-attached", "seconds": 30})
+        )
         await journal.wait_for("k-attached", "call")
         (pid,) = journal.pids("k-attached")
         os.kill(pid, signal.SIGKILL)
@@ -280,7 +367,9 @@ async def test_upstream_killed_while_attached(http_bridge: PeerProcess, state_di
 async def _fresh_call(post: ModernPoster, tag: str) -> RawReply:
     """A complete interactive call (one round) for `tag`."""
     (key,), state = input_required(await call_tool(post, "ask", {"tag": tag}))
-    return await call_tool(post, "ask", {"tag": tag}, responses={key: accept(answer="ok")}, state=state)
+    return await call_tool(
+        post, "ask", {"tag": tag}, responses={key: accept(answer="ok")}, state=state
+    )
 
 
 def _assert_lost(error: dict[str, Any], delay_s: float) -> None:

@@ -51,14 +51,17 @@ def _params(header: str) -> dict[str, str]:
     return dict(challenge.params)
 
 
-async def _tools_list(stack: OAuthStack, authorization: str | None) -> tuple[int, str | None, dict[str, object]]:
+async def _tools_list(
+    stack: OAuthStack, authorization: str | None
+) -> tuple[int, str | None, dict[str, object]]:
     async with aiohttp.ClientSession() as http:
         reply = await poster(http, stack.url, authorization=authorization).post("tools/list")
     return reply.status, reply.headers.get("www-authenticate"), reply.response
 
 
 async def test_no_token_gets_401_pointing_at_the_bridge(stack: OAuthStack) -> None:
-    """No Authorization: the upstream's 401 arrives as a 401 whose resource_metadata is the bridge's."""
+    """No Authorization: the upstream's 401 arrives as a 401 whose resource_metadata is the
+    bridge's."""
     async with asyncio.timeout(T):
         status, challenge, body = await _tools_list(stack, None)
     assert status == 401
@@ -72,7 +75,9 @@ async def test_no_token_gets_401_pointing_at_the_bridge(stack: OAuthStack) -> No
 
 
 @pytest.mark.parametrize("path", [WELL_KNOWN + "/mcp", WELL_KNOWN])
-async def test_metadata_is_relayed_with_the_bridge_as_resource(stack: OAuthStack, path: str) -> None:
+async def test_metadata_is_relayed_with_the_bridge_as_resource(
+    stack: OAuthStack, path: str
+) -> None:
     """Both well-known variants relay the upstream's document; only `resource` changes, and a Host
     header naming another site changes nothing."""
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
@@ -90,10 +95,14 @@ async def test_metadata_is_relayed_with_the_bridge_as_resource(stack: OAuthStack
 
 
 async def test_the_modern_client_logs_in_through_the_bridge(stack: OAuthStack) -> None:
-    """The mcp 2.x client is challenged, discovers everything through the bridge, gets a token bound to
+    """The mcp 2.x client is challenged, discovers everything through the bridge, gets a token bound
+    to
     the bridge's URL, and calls tools, one of them with an elicitation round."""
     alice = OAuthUser("alice-app")
-    async with asyncio.timeout(T), oauth_client(alice, stack.url, elicitation_callback=answer_name) as client:
+    async with (
+        asyncio.timeout(T),
+        oauth_client(alice, stack.url, elicitation_callback=answer_name) as client,
+    ):
         tools = await client.list_tools()
         who = await client.call_tool("whoami", {})
         booked = await client.call_tool("book_table", {"restaurant": "Chez Nous"})
@@ -112,8 +121,11 @@ async def test_the_modern_client_logs_in_through_the_bridge(stack: OAuthStack) -
 
 
 async def test_a_token_for_another_audience_is_refused_with_401(stack: OAuthStack) -> None:
-    """A valid token of the same server minted for another resource: the upstream refuses it, the client sees 401."""
-    token = await client_credentials_token(stack.issuer, audience="https://elsewhere.example/mcp", scope=SCOPE)
+    """A valid token of the same server minted for another resource: the upstream refuses it, the
+    client sees 401."""
+    token = await client_credentials_token(
+        stack.issuer, audience="https://elsewhere.example/mcp", scope=SCOPE
+    )
     async with asyncio.timeout(T):
         status, challenge, body = await _tools_list(stack, f"Bearer {token}")
     assert status == 401
@@ -123,7 +135,8 @@ async def test_a_token_for_another_audience_is_refused_with_401(stack: OAuthStac
 
 
 async def test_a_403_step_up_challenge_passes_through(stack: OAuthStack) -> None:
-    """A token for the bridge without the required scope: 403 insufficient_scope, rewritten, as the upstream said."""
+    """A token for the bridge without the required scope: 403 insufficient_scope, rewritten, as the
+    upstream said."""
     token = await client_credentials_token(stack.issuer, audience=stack.url, scope="profile")
     async with asyncio.timeout(T):
         status, challenge, _ = await _tools_list(stack, f"Bearer {token}")
@@ -137,8 +150,10 @@ async def test_a_403_step_up_challenge_passes_through(stack: OAuthStack) -> None
 
 
 async def test_the_modern_client_steps_up_on_a_passed_through_403(stack: OAuthStack) -> None:
-    """The client holds a token without the required scope: the 403 step-up challenge reaches it through the
-    bridge, it authorizes again for the scope the bridge's metadata lists, and the call goes through."""
+    """The client holds a token without the required scope: the 403 step-up challenge reaches it
+    through the
+    bridge, it authorizes again for the scope the bridge's metadata lists, and the call goes
+    through."""
     carol = OAuthUser("carol-app")
     narrow = await client_credentials_token(stack.issuer, audience=stack.url, scope="profile")
     carol.storage.tokens = OAuthToken(access_token=narrow, scope="profile", expires_in=3600)
@@ -153,7 +168,8 @@ async def test_the_modern_client_steps_up_on_a_passed_through_403(stack: OAuthSt
 
 
 async def test_two_users_never_share_a_session_or_a_request_state(stack: OAuthStack) -> None:
-    """Alice and Bob log in with their own tokens: their calls land on disjoint legacy sessions, and Bob
+    """Alice and Bob log in with their own tokens: their calls land on disjoint legacy sessions, and
+    Bob
     cannot resume Alice's held call with her requestState; Alice then completes it."""
     alice, bob = OAuthUser("alice-app"), OAuthUser("bob-app")
     async with asyncio.timeout(T):
@@ -163,26 +179,45 @@ async def test_two_users_never_share_a_session_or_a_request_state(stack: OAuthSt
         async with aiohttp.ClientSession() as http:
             as_alice = poster(http, stack.url, authorization=alice.authorization)
             as_bob = poster(http, stack.url, authorization=bob.authorization)
-            seen = [complete_text(await call_tool(post, "whoami", {})) for post in (as_alice, as_bob) * 3]
-            requests, state = input_required(await call_tool(as_alice, "book_table", {"restaurant": "Chez Nous"}))
+            seen = [
+                complete_text(await call_tool(post, "whoami", {}))
+                for post in (as_alice, as_bob) * 3
+            ]
+            requests, state = input_required(
+                await call_tool(as_alice, "book_table", {"restaurant": "Chez Nous"})
+            )
             (key,) = requests
-            evil, good = ({"action": "accept", "content": {"name": name}} for name in ("Mallory", "Ada"))
+            evil, good = (
+                {"action": "accept", "content": {"name": name}} for name in ("Mallory", "Ada")
+            )
             arguments = {"restaurant": "Chez Nous"}
-            stolen = await call_tool(as_bob, "book_table", arguments, responses={key: evil}, state=state)
-            rightful = await call_tool(as_alice, "book_table", arguments, responses={key: good}, state=state)
+            stolen = await call_tool(
+                as_bob, "book_table", arguments, responses={key: evil}, state=state
+            )
+            rightful = await call_tool(
+                as_alice, "book_table", arguments, responses={key: good}, state=state
+            )
     assert_state_rejected(stolen)
     assert complete_text(rightful) == "Booked Chez Nous under Ada for alice-app."
-    subjects = {text.split(" ")[0] for text in seen[0::2]}, {text.split(" ")[0] for text in seen[1::2]}
+    subjects = (
+        {text.split(" ")[0] for text in seen[0::2]},
+        {text.split(" ")[0] for text in seen[1::2]},
+    )
     assert subjects == ({"alice-app"}, {"bob-app"})
-    sessions = {text.split("=")[1] for text in seen[0::2]}, {text.split("=")[1] for text in seen[1::2]}
+    sessions = (
+        {text.split("=")[1] for text in seen[0::2]},
+        {text.split("=")[1] for text in seen[1::2]},
+    )
     assert sessions[0].isdisjoint(sessions[1])
 
 
 async def test_a_2025_03_26_server_that_is_its_own_authorization_server(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    """No RFC 9728 document upstream, only RFC 8414 metadata at its origin: the bridge's metadata names the
-    upstream as authorization server, and the client registers, logs in there and calls through the bridge."""
+    """No RFC 9728 document upstream, only RFC 8414 metadata at its origin: the bridge's metadata
+    names the
+    upstream as authorization server, and the client registers, logs in there and calls through the
+    bridge."""
     peers = Peers(log_dir=tmp_path_factory.mktemp("oauth-own-issuer"))
     try:
         own = start_own_issuer_stack(peers)
@@ -194,8 +229,11 @@ async def test_a_2025_03_26_server_that_is_its_own_authorization_server(
     finally:
         peers.close()
     assert who.content[0].text == "dave-app"  # type: ignore[union-attr]
-    assert metadata == {"resource": own.url, "authorization_servers": [own.issuer],
-                        "bearer_methods_supported": ["header"]}
+    assert metadata == {
+        "resource": own.url,
+        "authorization_servers": [own.issuer],
+        "bearer_methods_supported": ["header"],
+    }
     wire = dave.wire.exchanges
     assert (wire[0][1], wire[0][2]) == (own.url, 401)
     assert wire[1] == ("GET", own.metadata_url, 200)

@@ -1,12 +1,13 @@
-"""Older legacy servers through the bridge: `mcp` 1.12 (2025-06-18), 1.9 (2025-03-26) and 1.8 (2024-11-05),
-each over Streamable HTTP, stdio and the HTTP+SSE transport (`upstream.transport = "sse"`), driven by the
-real modern `mcp` 2.x client.
+"""Older legacy servers through the bridge: `mcp` 1.12 (2025-06-18), 1.9 (2025-03-26) and 1.8
+(2024-11-05),
+each over Streamable HTTP, stdio and the HTTP+SSE transport (`upstream.transport = "sse"`), driven
+by the real modern `mcp` 2.x client.
 
-One stack per (revision, transport), shared by the tests of that parameter (`revision_stack.py`): the
-server from `.venv-<revision>`, the bridge, a recording relay on each side of it (a tee for stdio).
-After every test, everything the bridge sent upstream in it must be valid in the negotiated revision
-(closed: nothing the revision does not define) and everything it answered the client valid at
-2026-07-28 (`wire_records.py`).
+One stack per (revision, transport), shared by the tests of that parameter (`revision_stack.py`):
+the server from `.venv-<revision>`, the bridge, a recording relay on each side of it (a tee for
+stdio). After every test, everything the bridge sent upstream in it must be valid in the negotiated
+revision (closed: nothing the revision does not define) and everything it answered the client valid
+at 2026-07-28 (`wire_records.py`).
 
 Per stack: discover, the four lists, a plain call; every push the revision has (elicitation only at
 2025-06-18; sampling and roots everywhere); progress and logging; cancellation; a call of two input
@@ -36,7 +37,9 @@ ELICITING_TOOLS = {"ask_name", "ask_size"}
 
 
 @pytest.fixture(scope="module", params=STACKS, ids=[f"{r}-{t}" for r, t in STACKS])
-def stack(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RevisionStack]:
+def stack(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RevisionStack]:
     revision, transport = request.param
     directory = tmp_path_factory.mktemp(f"rev-{revision}-{transport}")
     peers = Peers(log_dir=directory)
@@ -58,7 +61,9 @@ def wire_checked(stack: RevisionStack) -> Iterator[None]:
 
 @pytest.fixture
 async def answers() -> InputAnswers:
-    return InputAnswers(elicit_content={"name": "Alice"}, sample_text="Paris", roots=["file:///test/root"])
+    return InputAnswers(
+        elicit_content={"name": "Alice"}, sample_text="Paris", roots=["file:///test/root"]
+    )
 
 
 def connect(stack: RevisionStack, answers: InputAnswers) -> Any:
@@ -71,7 +76,8 @@ def has_elicitation(revision: str) -> bool:
 
 
 def enum_titles(schema: dict[str, Any]) -> dict[str, str]:
-    """`{value: title}` of a single-select enum, titled (`oneOf` of `const`/`title`) or legacy (`enumNames`)."""
+    """`{value: title}` of a single-select enum, titled (`oneOf` of `const`/`title`) or legacy
+    (`enumNames`)."""
     if "oneOf" in schema:
         return {option["const"]: option["title"] for option in schema["oneOf"]}
     return dict(zip(schema["enum"], schema["enumNames"], strict=True))
@@ -83,7 +89,9 @@ def text_of(result: types.CallToolResult) -> str:
     return content.text
 
 
-async def test_discover_reflects_the_older_server(stack: RevisionStack, answers: InputAnswers) -> None:
+async def test_discover_reflects_the_older_server(
+    stack: RevisionStack, answers: InputAnswers
+) -> None:
     async with asyncio.timeout(T), connect(stack, answers) as client:
         raw = await client.session.send_discover(MODERN_VERSION)
     assert_valid(raw, "DiscoverResult", "modern")
@@ -102,7 +110,9 @@ async def test_lists(stack: RevisionStack, answers: InputAnswers) -> None:
     assert {tool.name for tool in tools.tools} == expected_tools
     assert [prompt.name for prompt in prompts.prompts] == ["greeting"]
     assert [str(resource.uri) for resource in resources.resources] == ["revision://info"]
-    assert [template.uri_template for template in templates.resource_templates] == ["revision://item/{item_id}"]
+    assert [template.uri_template for template in templates.resource_templates] == [
+        "revision://item/{item_id}"
+    ]
 
 
 async def test_plain_call_prompt_and_read(stack: RevisionStack, answers: InputAnswers) -> None:
@@ -117,12 +127,17 @@ async def test_plain_call_prompt_and_read(stack: RevisionStack, answers: InputAn
     assert [content.text for content in read.contents] == ["item 7"]
 
 
-async def test_upstream_initialize_speaks_the_revision(stack: RevisionStack, answers: InputAnswers) -> None:
-    """The bridge offers 2025-11-25, accepts the older answer, and every session it uses declared only
+async def test_upstream_initialize_speaks_the_revision(
+    stack: RevisionStack, answers: InputAnswers
+) -> None:
+    """The bridge offers 2025-11-25, accepts the older answer, and every session it uses declared
+    only
     what the revision has (a first session shaped for another revision is closed unused)."""
     async with asyncio.timeout(T), connect(stack, answers) as client:
         await client.call_tool("sample", {"prompt": "warm up"})
-    assert all(m["params"]["protocolVersion"] == "2025-11-25" for m in stack.sent_upstream("initialize"))
+    assert all(
+        m["params"]["protocolVersion"] == "2025-11-25" for m in stack.sent_upstream("initialize")
+    )
     declared = [message["params"]["capabilities"] for message in stack.used_initializes()]
     elicitation = {"elicitation": {}} if has_elicitation(stack.revision) else {}
     assert {"sampling": {}, "roots": {}, **elicitation} in declared, declared
@@ -139,7 +154,9 @@ async def test_elicitation_only_where_the_revision_has_it(
         async with asyncio.timeout(T), connect(stack, answers) as client:
             tools = await client.list_tools()
         assert ELICITING_TOOLS.isdisjoint(tool.name for tool in tools.tools)
-        assert all("elicitation" not in m["params"]["capabilities"] for m in stack.used_initializes())
+        assert all(
+            "elicitation" not in m["params"]["capabilities"] for m in stack.used_initializes()
+        )
         return
     async with asyncio.timeout(T), connect(stack, answers) as client:
         greeted = await client.call_tool("ask_name", {})
@@ -159,7 +176,11 @@ async def test_legacy_enum_names_reach_the_client_as_titles(
         sized = await client.call_tool("ask_size", {})
     assert text_of(sized) == "size m"
     ((_, params),) = answers.asked
-    assert enum_titles(params.requested_schema["properties"]["size"]) == {"s": "Small", "m": "Medium", "l": "Large"}
+    assert enum_titles(params.requested_schema["properties"]["size"]) == {
+        "s": "Small",
+        "m": "Medium",
+        "l": "Large",
+    }
 
 
 async def test_sampling(stack: RevisionStack, answers: InputAnswers) -> None:
@@ -194,15 +215,22 @@ async def test_progress_and_logging(stack: RevisionStack) -> None:
     async def on_log(params: types.LoggingMessageNotificationParams) -> None:
         logs.append((params.level, params.data))
 
-    async with asyncio.timeout(T), modern_client(stack.url, log_level="info", logging_callback=on_log) as client:
-        result = await client.call_tool("progress_and_log", {"steps": 3}, progress_callback=on_progress)
+    async with (
+        asyncio.timeout(T),
+        modern_client(stack.url, log_level="info", logging_callback=on_log) as client,
+    ):
+        result = await client.call_tool(
+            "progress_and_log", {"steps": 3}, progress_callback=on_progress
+        )
     assert text_of(result) == "3 steps"
     with_message = stack.revision >= "2025-03-26"
     assert progress == [(step, 3, f"step {step}" if with_message else None) for step in (1, 2, 3)]
     assert logs == [("info", "progress_and_log started"), ("warning", "progress_and_log finished")]
 
 
-async def test_cancellation_reaches_the_older_server(stack: RevisionStack, answers: InputAnswers) -> None:
+async def test_cancellation_reaches_the_older_server(
+    stack: RevisionStack, answers: InputAnswers
+) -> None:
     tag = f"cancel-{stack.revision}-{stack.transport}"
     async with asyncio.timeout(T), connect(stack, answers) as client:
         slow = asyncio.create_task(client.call_tool("slow", {"seconds": 60, "tag": tag}))
@@ -214,17 +242,27 @@ async def test_cancellation_reaches_the_older_server(stack: RevisionStack, answe
     assert stack.journal_events(tag) == ["slow_started", "slow_cancelled"]
 
 
-
 async def test_a_redirected_endpoint_costs_one_redirect_per_bridge(
     stack: RevisionStack, answers: InputAnswers
 ) -> None:
-    """FastMCP on mcp 1.8/1.9 answers `POST /mcp` with 307 to `/mcp/`: the bridge follows it, and once a session
-    has opened there, later sessions start at `/mcp/` (only sessions opened at the same moment as the first
-    can meet the redirect too). Newer servers, stdio and HTTP+SSE see no redirect at all."""
-    async with asyncio.timeout(T), modern_client(stack.url) as plain, connect(stack, answers) as interactive:
-        await plain.call_tool("echo", {"text": "one"})  # declares no capabilities: a session of its own
-        await interactive.call_tool("sample", {"prompt": "two"})  # declares all three: another session
-    redirects = [r for r in stack.upstream_log.records() if r["dir"] == "sent" and r.get("status") == 307]
+    """FastMCP on mcp 1.8/1.9 answers `POST /mcp` with 307 to `/mcp/`: the bridge follows it, and
+    once a session has opened there, later sessions start at `/mcp/` (only sessions opened at the
+    same moment as the first can meet the redirect too). Newer servers, stdio and HTTP+SSE see no
+    redirect at all."""
+    async with (
+        asyncio.timeout(T),
+        modern_client(stack.url) as plain,
+        connect(stack, answers) as interactive,
+    ):
+        await plain.call_tool(
+            "echo", {"text": "one"}
+        )  # declares no capabilities: a session of its own
+        await interactive.call_tool(
+            "sample", {"prompt": "two"}
+        )  # declares all three: another session
+    redirects = [
+        r for r in stack.upstream_log.records() if r["dir"] == "sent" and r.get("status") == 307
+    ]
     redirecting = stack.transport == "streamable-http" and stack.revision < "2025-06-18"
     opened = stack.used_initializes()
     assert len(opened) >= 2

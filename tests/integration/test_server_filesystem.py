@@ -1,9 +1,11 @@
-"""The real `@modelcontextprotocol/server-filesystem` (pinned in the Makefile, installed by `make test`
+"""The real `@modelcontextprotocol/server-filesystem` (pinned in the Makefile, installed by `make
+test`
 into `.tools/server-filesystem/`) as the bridge's stdio upstream (issue 10).
 
 Started with a base directory holding `a/` and `b/`, it replaces its allowed directories with the
-client's roots on `initialized`. Client A's roots hold `a/`, client B's hold `b/`: through the bridge
-each reads its own file, and the other's is "outside allowed directories", whatever the order.
+client's roots on `initialized`. Client A's roots hold `a/`, client B's hold `b/`: through the
+bridge each reads its own file, and the other's is "outside allowed directories", whatever the
+order.
 """
 
 from __future__ import annotations
@@ -20,7 +22,10 @@ from mcp import Client
 from .harness import REPO_ROOT, InputAnswers, Peers, PeerStartError, bridge_env, modern_client
 
 T = 60  # bound on every test body, seconds
-FS_SERVER = REPO_ROOT / ".tools/server-filesystem/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
+FS_SERVER = (
+    REPO_ROOT
+    / ".tools/server-filesystem/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js"
+)
 DENIED = "Access denied - path outside allowed directories"
 
 
@@ -59,15 +64,21 @@ def text(result: types.CallToolResult) -> str:
 async def test_each_client_reads_only_under_its_own_roots(bridge_url: str, base: Path) -> None:
     """Interleaved A and B, then concurrently: own file read, the other's denied, every time."""
     a, b = InputAnswers(roots=[(base / "a").as_uri()]), InputAnswers(roots=[(base / "b").as_uri()])
-    async with asyncio.timeout(T), modern_client(bridge_url, **a.client_kwargs()) as ca, modern_client(
-        bridge_url, **b.client_kwargs()
-    ) as cb:
+    async with (
+        asyncio.timeout(T),
+        modern_client(bridge_url, **a.client_kwargs()) as ca,
+        modern_client(bridge_url, **b.client_kwargs()) as cb,
+    ):
         assert text(await read(ca, base / "a" / "a.txt")) == "alpha"
         denied_b = await read(cb, base / "a" / "a.txt")
         assert text(await read(cb, base / "b" / "b.txt")) == "bravo"
         denied_a = await read(ca, base / "b" / "b.txt")
-        mixed = await asyncio.gather(read(ca, base / "a" / "a.txt"), read(cb, base / "a" / "a.txt"),
-                                     read(cb, base / "b" / "b.txt"), read(ca, base / "b" / "b.txt"))
+        mixed = await asyncio.gather(
+            read(ca, base / "a" / "a.txt"),
+            read(cb, base / "a" / "a.txt"),
+            read(cb, base / "b" / "b.txt"),
+            read(ca, base / "b" / "b.txt"),
+        )
         allowed_a = text(await ca.call_tool("list_allowed_directories", {}))
         allowed_b = text(await cb.call_tool("list_allowed_directories", {}))
     for denied in (denied_a, denied_b, mixed[1], mixed[3]):
@@ -78,7 +89,9 @@ async def test_each_client_reads_only_under_its_own_roots(bridge_url: str, base:
     assert allowed_b.splitlines()[1:] == [str(base / "b")]
 
 
-async def test_a_client_without_roots_gets_the_servers_own_directories(bridge_url: str, base: Path) -> None:
+async def test_a_client_without_roots_gets_the_servers_own_directories(
+    bridge_url: str, base: Path
+) -> None:
     """The one exception: a client that declared no roots capability is never asked, and the server
     uses its command-line directory, as it would with that client directly."""
     async with asyncio.timeout(T), modern_client(bridge_url) as client:

@@ -1,4 +1,5 @@
-"""No legacy process outlives the bridge (issue 18): closed the way stdio clients close it, SIGTERMed,
+"""No legacy process outlives the bridge (issue 18): closed the way stdio clients close it,
+SIGTERMed,
 SIGINTed or SIGKILLed.
 
 Every process of the bridge's tree (the bridge, each legacy server, their children) inherits one
@@ -30,7 +31,12 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import PROCESS_TERMINATION_TIMEOUT
 
 from config import ENV_PREFIX
-from translators.eras import META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION, MODERN_VERSION
+from translators.eras import (
+    META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO,
+    META_PROTOCOL_VERSION,
+    MODERN_VERSION,
+)
 
 from .harness import (
     BRIDGE_EXE,
@@ -51,7 +57,13 @@ SPARES = 2  # the default upstream.spare_processes
 BRIDGE_AND_KEEPER = 2  # the bridge and its group keeper
 TIMEOUT_S = 30.0
 POLL_S = 0.05
-LINGERING = [sys.executable, str(PEERS_DIR / "stdio_misbehaving.py"), "--on-eof", "linger", "--ignore-sigterm"]
+LINGERING = [
+    sys.executable,
+    str(PEERS_DIR / "stdio_misbehaving.py"),
+    "--on-eof",
+    "linger",
+    "--ignore-sigterm",
+]
 
 
 def tree_pids(marker: str) -> list[int]:
@@ -98,9 +110,18 @@ def lingering_command(*extra: str) -> str:
 
 
 def tools_call_line(request_id: int, tool: str, **arguments: Any) -> bytes:
-    meta = {META_PROTOCOL_VERSION: MODERN_VERSION, META_CLIENT_INFO: CLIENT_INFO, META_CLIENT_CAPABILITIES: {}}
+    meta = {
+        META_PROTOCOL_VERSION: MODERN_VERSION,
+        META_CLIENT_INFO: CLIENT_INFO,
+        META_CLIENT_CAPABILITIES: {},
+    }
     params = {"name": tool, "arguments": arguments, "_meta": meta}
-    return json.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}).encode() + b"\n"
+    return (
+        json.dumps(
+            {"jsonrpc": "2.0", "id": request_id, "method": "tools/call", "params": params}
+        ).encode()
+        + b"\n"
+    )
 
 
 def bridge_environment(marker: str) -> dict[str, str]:
@@ -158,7 +179,8 @@ class StdioBridge:
 
 @pytest.fixture
 async def stdio_bridge(tmp_path: Path) -> AsyncIterator[Callable[[str], Any]]:
-    """Starts `mrtr-bridge stdio --upstream-command CMD` in its own session, as clients launch it."""
+    """Starts `mrtr-bridge stdio --upstream-command CMD` in its own session, as clients
+    launch it."""
     started: list[StdioBridge] = []
 
     async def start(command: str) -> StdioBridge:
@@ -166,8 +188,17 @@ async def stdio_bridge(tmp_path: Path) -> AsyncIterator[Callable[[str], Any]]:
         log_path = tmp_path / f"bridge-{len(started)}.log"
         with log_path.open("wb") as log:
             process = await asyncio.create_subprocess_exec(
-                str(BRIDGE_EXE), "stdio", "--upstream-command", command, cwd=REPO_ROOT, env=bridge_environment(marker),
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=log, start_new_session=True)
+                str(BRIDGE_EXE),
+                "stdio",
+                "--upstream-command",
+                command,
+                cwd=REPO_ROOT,
+                env=bridge_environment(marker),
+                stdin=asyncio.subprocess.PIPE,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,
+            )
         started.append(StdioBridge(process, marker, log_path))
         return started[-1]
 
@@ -180,8 +211,11 @@ async def stdio_bridge(tmp_path: Path) -> AsyncIterator[Callable[[str], Any]]:
             await bridge.process.wait()
 
 
-async def served_with_spares(bridge: StdioBridge, tool: str, processes_per_server: int = 1) -> list[int]:
-    """One call answered, then the tree: the bridge, its keeper, the server that answered and the spares."""
+async def served_with_spares(
+    bridge: StdioBridge, tool: str, processes_per_server: int = 1
+) -> list[int]:
+    """One call answered, then the tree: the bridge, its keeper, the server that answered and the
+    spares."""
     answer = await bridge.call(1, tool)
     assert "result" in answer, answer
     expected = BRIDGE_AND_KEEPER + (1 + SPARES) * processes_per_server
@@ -189,7 +223,8 @@ async def served_with_spares(bridge: StdioBridge, tool: str, processes_per_serve
 
 
 async def busy_with_unanswered_calls(bridge: StdioBridge) -> None:
-    """One call answered, then two the server never answers, each on a process of its own, and the spares."""
+    """One call answered, then two the server never answers, each on a process of its own, and the
+    spares."""
     await served_with_spares(bridge, "echo")
     assert bridge.process.stdin is not None
     for request_id in (2, 3):
@@ -199,7 +234,8 @@ async def busy_with_unanswered_calls(bridge: StdioBridge) -> None:
 
 
 async def assert_closed_cleanly(bridge: StdioBridge) -> None:
-    """The client's close sequence: the bridge exits 0 before the SIGTERM, and 1 s later its tree is gone."""
+    """The client's close sequence: the bridge exits 0 before the SIGTERM, and 1 s later its tree is
+    gone."""
     closed = await close_like_a_client(bridge.process)
     await asyncio.sleep(LEFT_AFTER_S)
     assert (closed.status, closed.step, tree_pids(bridge.marker)) == (0, "stdin closed", [])
@@ -207,7 +243,8 @@ async def assert_closed_cleanly(bridge: StdioBridge) -> None:
 
 
 async def test_close_sequence_with_an_mcp1_server(stdio_bridge: Callable[[str], Any]) -> None:
-    """An `mcp` 1.x server and its 2 spares: all stopped, the bridge exits 0 within the first 2 s."""
+    """An `mcp` 1.x server and its 2 spares: all stopped, the bridge exits 0 within the
+    first 2 s."""
     bridge = await stdio_bridge(legacy_stdio_command())
     pids = await served_with_spares(bridge, "test_simple_text")
     assert bridge.process.pid in pids
@@ -217,33 +254,47 @@ async def test_close_sequence_with_an_mcp1_server(stdio_bridge: Callable[[str], 
     assert {entry["how"] for entry in stopped} <= {"exited", "terminated"}
 
 
-async def test_close_sequence_with_a_server_that_ignores_stdin_eof(stdio_bridge: Callable[[str], Any]) -> None:
-    """A server that ignores stdin EOF and SIGTERM, and its spares: SIGKILLed in parallel, in time."""
+async def test_close_sequence_with_a_server_that_ignores_stdin_eof(
+    stdio_bridge: Callable[[str], Any],
+) -> None:
+    """A server that ignores stdin EOF and SIGTERM, and its spares: SIGKILLed in parallel,
+    in time."""
     bridge = await stdio_bridge(lingering_command())
     await served_with_spares(bridge, "echo")
     await assert_closed_cleanly(bridge)
     stopped = bridge.log_events("upstream_process_stopped")
-    assert sorted((entry["how"], entry["code"]) for entry in stopped) == [("killed", -signal.SIGKILL)] * (1 + SPARES)
+    assert sorted((entry["how"], entry["code"]) for entry in stopped) == [
+        ("killed", -signal.SIGKILL)
+    ] * (1 + SPARES)
 
 
-async def test_close_sequence_stops_the_servers_children_too(stdio_bridge: Callable[[str], Any]) -> None:
-    """Each server started a child of its own that ignores EOF and SIGTERM: the process groups go."""
+async def test_close_sequence_stops_the_servers_children_too(
+    stdio_bridge: Callable[[str], Any],
+) -> None:
+    """Each server started a child of its own that ignores EOF and SIGTERM: the process
+    groups go."""
     bridge = await stdio_bridge(lingering_command("--grandchild"))
     await served_with_spares(bridge, "echo", processes_per_server=2)
     await assert_closed_cleanly(bridge)
 
 
-async def test_close_sequence_stops_what_a_server_left_behind(stdio_bridge: Callable[[str], Any]) -> None:
-    """Each server ends on stdin EOF but leaves a child of its own running (it ignores EOF and SIGTERM):
+async def test_close_sequence_stops_what_a_server_left_behind(
+    stdio_bridge: Callable[[str], Any],
+) -> None:
+    """Each server ends on stdin EOF but leaves a child of its own running (it ignores EOF and
+    SIGTERM):
     the rest of each process group is stopped too."""
-    bridge = await stdio_bridge(shlex.join([sys.executable, str(PEERS_DIR / "stdio_misbehaving.py"), "--grandchild"]))
+    bridge = await stdio_bridge(
+        shlex.join([sys.executable, str(PEERS_DIR / "stdio_misbehaving.py"), "--grandchild"])
+    )
     await served_with_spares(bridge, "echo", processes_per_server=2)
     await assert_closed_cleanly(bridge)
     assert len(bridge.log_events("upstream_process_group_leftovers_stopped")) == 1 + SPARES
 
 
 async def test_close_sequence_with_requests_in_flight(stdio_bridge: Callable[[str], Any]) -> None:
-    """Requests still running at the close (the server never answers them) do not hold the bridge up."""
+    """Requests still running at the close (the server never answers them) do not hold the bridge
+    up."""
     bridge = await stdio_bridge(lingering_command())
     await busy_with_unanswered_calls(bridge)
     await assert_closed_cleanly(bridge)
@@ -252,8 +303,11 @@ async def test_close_sequence_with_requests_in_flight(stdio_bridge: Callable[[st
 async def test_the_mcp2_client_closes_the_bridge_without_signals(marker: str) -> None:
     """The real `mcp` 2.x client: its close returns before its SIGTERM step, and nothing is left."""
     server = StdioServerParameters(
-        command=str(BRIDGE_EXE), args=["stdio", "--upstream-command", lingering_command(), "--log-level", "warning"],
-        env={"PATH": os.environ.get("PATH", ""), MARKER_VAR: marker}, cwd=str(REPO_ROOT))
+        command=str(BRIDGE_EXE),
+        args=["stdio", "--upstream-command", lingering_command(), "--log-level", "warning"],
+        env={"PATH": os.environ.get("PATH", ""), MARKER_VAR: marker},
+        cwd=str(REPO_ROOT),
+    )
     async with asyncio.timeout(TIMEOUT_S):
         async with Client(server, mode=MODERN_VERSION, cache=None) as client:
             result = await client.call_tool("echo", {"text": "hi"})
@@ -266,7 +320,9 @@ async def test_the_mcp2_client_closes_the_bridge_without_signals(marker: str) ->
     assert closed_in < PROCESS_TERMINATION_TIMEOUT
 
 
-async def test_sigkill_of_the_stdio_front_leaves_no_child(stdio_bridge: Callable[[str], Any]) -> None:
+async def test_sigkill_of_the_stdio_front_leaves_no_child(
+    stdio_bridge: Callable[[str], Any],
+) -> None:
     """A SIGKILLed bridge runs no code: its children die with it (PR_SET_PDEATHSIG)."""
     bridge = await stdio_bridge(lingering_command())
     await served_with_spares(bridge, "echo")
@@ -275,8 +331,11 @@ async def test_sigkill_of_the_stdio_front_leaves_no_child(stdio_bridge: Callable
     assert await wait_for_tree(bridge.marker, lambda pids: pids == []) == []
 
 
-async def test_sigkill_of_the_stdio_front_leaves_no_grandchild(stdio_bridge: Callable[[str], Any]) -> None:
-    """The servers' own children (which the death signal does not reach, and which ignore EOF and SIGTERM)
+async def test_sigkill_of_the_stdio_front_leaves_no_grandchild(
+    stdio_bridge: Callable[[str], Any],
+) -> None:
+    """The servers' own children (which the death signal does not reach, and which ignore EOF and
+    SIGTERM)
     are killed by the group keeper."""
     bridge = await stdio_bridge(lingering_command("--grandchild"))
     await served_with_spares(bridge, "echo", processes_per_server=2)
@@ -296,7 +355,8 @@ async def test_sigterm_while_starting_stops_the_servers(stdio_bridge: Callable[[
 
 
 async def test_sigterm_during_calls_stops_the_servers(stdio_bridge: Callable[[str], Any]) -> None:
-    """SIGTERM while calls run that the server never answers: the bridge exits 0 within a client's 2 s."""
+    """SIGTERM while calls run that the server never answers: the bridge exits 0 within a client's 2
+    s."""
     bridge = await stdio_bridge(lingering_command())
     await busy_with_unanswered_calls(bridge)
     os.kill(bridge.process.pid, signal.SIGTERM)
@@ -306,9 +366,12 @@ async def test_sigterm_during_calls_stops_the_servers(stdio_bridge: Callable[[st
     assert tree_pids(bridge.marker) == []
 
 
-async def test_ctrl_c_to_the_bridges_group_reaches_the_bridge_only(stdio_bridge: Callable[[str], Any]) -> None:
-    """SIGINT to the bridge's process group (a terminal's Ctrl-C) does not reach the servers, which have
-    their own: none dies of it (a Python server would, at once); the bridge stops them all itself."""
+async def test_ctrl_c_to_the_bridges_group_reaches_the_bridge_only(
+    stdio_bridge: Callable[[str], Any],
+) -> None:
+    """SIGINT to the bridge's process group (a terminal's Ctrl-C) does not reach the servers, which
+    have their own: none dies of it (a Python server would, at once); the bridge stops them all
+    itself."""
     bridge = await stdio_bridge(lingering_command())
     await served_with_spares(bridge, "echo")
     os.killpg(bridge.process.pid, signal.SIGINT)
@@ -316,22 +379,30 @@ async def test_ctrl_c_to_the_bridges_group_reaches_the_bridge_only(stdio_bridge:
     assert tree_pids(bridge.marker) == []
     assert bridge.log_events("upstream_process_exited") == []
     stopped = bridge.log_events("upstream_process_stopped")
-    assert sorted((entry["how"], entry["code"]) for entry in stopped) == [("killed", -signal.SIGKILL)] * (1 + SPARES)
+    assert sorted((entry["how"], entry["code"]) for entry in stopped) == [
+        ("killed", -signal.SIGKILL)
+    ] * (1 + SPARES)
 
 
-# ---- mrtr-bridge serve --upstream-command -------------------------------------------------------------
+# ---- mrtr-bridge serve --upstream-command
+# -------------------------------------------------------------
 
 
 @pytest.fixture
 def serve_bridge(tmp_path: Path) -> Iterator[Callable[[str], tuple[PeerProcess, str]]]:
-    """Starts `mrtr-bridge serve --upstream-command CMD` (own session, marker in its environment), which
+    """Starts `mrtr-bridge serve --upstream-command CMD` (own session, marker in its environment),
+    which
     lets attached requests finish for up to 60 s when stopped."""
     peers = Peers(log_dir=tmp_path)
     markers: list[str] = []
 
     def start(command: str) -> tuple[PeerProcess, str]:
         markers.append(uuid.uuid4().hex)
-        settings = {"upstream": {"command": command}, "log": {"format": "json"}, "front": {"shutdown_grace_s": 60}}
+        settings = {
+            "upstream": {"command": command},
+            "log": {"format": "json"},
+            "front": {"shutdown_grace_s": 60},
+        }
         env = {MARKER_VAR: markers[-1], **bridge_env(settings)}
         return peers.bridge(None, env=env), markers[-1]
 
@@ -344,9 +415,12 @@ def serve_bridge(tmp_path: Path) -> Iterator[Callable[[str], tuple[PeerProcess, 
 
 
 async def serving_with_spares(bridge: PeerProcess, marker: str) -> None:
-    """One call answered over HTTP, then the tree: the bridge, the server that answered and the spares."""
+    """One call answered over HTTP, then the tree: the bridge, the server that answered and the
+    spares."""
     async with aiohttp.ClientSession() as http:
-        reply = await ModernPoster(http, bridge.url).post("tools/call", {"name": "echo", "arguments": {"text": "x"}})
+        reply = await ModernPoster(http, bridge.url).post(
+            "tools/call", {"name": "echo", "arguments": {"text": "x"}}
+        )
     assert reply.response["result"]["content"] == [{"type": "text", "text": "echo:x"}]
     await wait_for_tree(marker, lambda pids: len(pids) == BRIDGE_AND_KEEPER + 1 + SPARES)
 
@@ -355,7 +429,8 @@ async def serving_with_spares(bridge: PeerProcess, marker: str) -> None:
 async def test_serve_stops_its_servers_on_a_stop_signal(
     serve_bridge: Callable[[str], tuple[PeerProcess, str]], signum: signal.Signals
 ) -> None:
-    """`serve` on SIGTERM or SIGINT: exit 0, every legacy process (EOF- and SIGTERM-proof ones too) gone."""
+    """`serve` on SIGTERM or SIGINT: exit 0, every legacy process (EOF- and SIGTERM-proof ones too)
+    gone."""
     bridge, marker = serve_bridge(lingering_command())
     await serving_with_spares(bridge, marker)
     os.kill(bridge.popen.pid, signum)
@@ -364,7 +439,9 @@ async def test_serve_stops_its_servers_on_a_stop_signal(
     assert tree_pids(marker) == []
 
 
-async def test_serve_sigkilled_leaves_no_child(serve_bridge: Callable[[str], tuple[PeerProcess, str]]) -> None:
+async def test_serve_sigkilled_leaves_no_child(
+    serve_bridge: Callable[[str], tuple[PeerProcess, str]],
+) -> None:
     bridge, marker = serve_bridge(lingering_command())
     await serving_with_spares(bridge, marker)
     bridge.popen.kill()
@@ -373,14 +450,16 @@ async def test_serve_sigkilled_leaves_no_child(serve_bridge: Callable[[str], tup
 
 
 async def test_serve_second_sigterm_stops_the_servers_at_once(
-    serve_bridge: Callable[[str], tuple[PeerProcess, str]]
+    serve_bridge: Callable[[str], tuple[PeerProcess, str]],
 ) -> None:
     """A call the server never answers would hold the graceful stop for 60 s: a second SIGTERM stops
     the legacy processes at once, the call fails, and the bridge exits 0 long before."""
     bridge, marker = serve_bridge(lingering_command())
     await serving_with_spares(bridge, marker)
     async with aiohttp.ClientSession() as http:
-        poster = ModernPoster(http, bridge.url, capabilities={"elicitation": {}})  # a process of its own
+        poster = ModernPoster(
+            http, bridge.url, capabilities={"elicitation": {}}
+        )  # a process of its own
         attached = asyncio.create_task(poster.post("tools/call", {"name": "slow"}))
         await wait_for_tree(marker, lambda pids: len(pids) == BRIDGE_AND_KEEPER + 2 + SPARES)
         os.kill(bridge.popen.pid, signal.SIGTERM)
@@ -391,6 +470,7 @@ async def test_serve_second_sigterm_stops_the_servers_at_once(
         assert await asyncio.to_thread(bridge.popen.wait, TIMEOUT_S) == 0
         reply = await attached
     assert reply.response["error"]["message"].startswith(
-        "The upstream session was lost: legacy server process exited with code -9")
+        "The upstream session was lost: legacy server process exited with code -9"
+    )
     await asyncio.sleep(LEFT_AFTER_S)
     assert tree_pids(marker) == []

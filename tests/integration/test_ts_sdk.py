@@ -52,23 +52,35 @@ SDKS = [Sdk("1.13.3", "2025-06-18"), Sdk("1.12.3", "2025-03-26")]
 
 def node() -> str:
     found = shutil.which("node")
-    assert found is not None, "node is needed for the TypeScript SDK servers (make ts-peers installs the SDKs)"
+    assert found is not None, (
+        "node is needed for the TypeScript SDK servers (make ts-peers installs the SDKs)"
+    )
     return found
 
 
 def bridge_for(peers: Peers, sdk: Sdk, transport: str, records: Path) -> PeerProcess:
-    """The SDK server over `transport` (a child of the bridge over stdio), with the bridge in front and a recording
-    hop on each side of it (`records/upstream.jsonl`, `records/front.jsonl`); returns the front relay."""
+    """The SDK server over `transport` (a child of the bridge over stdio), with the bridge in front
+    and a recording
+    hop on each side of it (`records/upstream.jsonl`, `records/front.jsonl`); returns the front
+    relay."""
     if transport == "stdio":
-        command = tee_command(records / "upstream.jsonl", [node(), str(SERVER), "--transport", "stdio"])
+        command = tee_command(
+            records / "upstream.jsonl", [node(), str(SERVER), "--transport", "stdio"]
+        )
         env = bridge_env({"upstream": {"command": command, "env": {"NODE_PATH": sdk.node_path}}})
         bridge = peers.bridge(None, env=env)
     else:
         port = free_port()
-        peers.start(f"ts-sdk-{sdk.version}-{transport}", [node(), str(SERVER), "--transport", transport,
-                    "--port", str(port)], port, {"NODE_PATH": sdk.node_path})  # fmt: skip
+        peers.start(
+            f"ts-sdk-{sdk.version}-{transport}",
+            [node(), str(SERVER), "--transport", transport, "--port", str(port)],
+            port,
+            {"NODE_PATH": sdk.node_path},
+        )
         relay = recording_relay(peers, "relay-upstream", port, records / "upstream.jsonl")
-        bridge = peers.bridge(f"http://127.0.0.1:{relay.port}{'/sse' if transport == 'sse' else '/mcp'}")
+        bridge = peers.bridge(
+            f"http://127.0.0.1:{relay.port}{'/sse' if transport == 'sse' else '/mcp'}"
+        )
     return recording_relay(peers, "relay-front", bridge.port, records / "front.jsonl")
 
 
@@ -93,7 +105,10 @@ async def test_old_typescript_sdk_server_through_the_bridge(
             with pytest.raises(MCPError) as refused:
                 await client.call_tool("ask", {"question": "Pinned?"})
     assert_valid(discover, "DiscoverResult", "modern")
-    assert discover["_meta"][META_SERVER_INFO] == {"name": "mrtr-ts-sdk-peer", "version": sdk.version}
+    assert discover["_meta"][META_SERVER_INFO] == {
+        "name": "mrtr-ts-sdk-peer",
+        "version": sdk.version,
+    }
     assert discover["capabilities"] == {"tools": {}}
     assert tools == TOOLS
     assert spoken == {"sdk": sdk.version, "revision": sdk.revision}
@@ -106,7 +121,14 @@ async def test_old_typescript_sdk_server_through_the_bridge(
     else:
         assert "elicitation" not in declared  # the revision has none: the bridge never declares it
         assert f"SDK {sdk.version} has no elicitation" in refused.value.error.message
-    upstream, front = (WireLog(tmp_path / name).records() for name in ("upstream.jsonl", "front.jsonl"))
-    sent = {message.get("method") for record in upstream if record["dir"] == "sent" for message in messages(record)}
+    upstream, front = (
+        WireLog(tmp_path / name).records() for name in ("upstream.jsonl", "front.jsonl")
+    )
+    sent = {
+        message.get("method")
+        for record in upstream
+        if record["dir"] == "sent"
+        for message in messages(record)
+    }
     assert {"initialize", "tools/call"} <= sent
     assert upstream_problems(upstream, sdk.revision) + front_problems(front) == []

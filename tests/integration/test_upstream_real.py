@@ -1,4 +1,5 @@
-"""The upstream client and pool against a real `mcp` 1.x server (tests/peers/upstream_probe_server.py)."""
+"""The upstream client and pool against a real `mcp` 1.x server
+(tests/peers/upstream_probe_server.py)."""
 
 from __future__ import annotations
 
@@ -20,7 +21,11 @@ from .harness import PeerProcess, Peers
 
 pytestmark = pytest.mark.integration
 
-CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "sampling": {}, "roots": {"listChanged": False}}
+CAPS: dict[str, Any] = {
+    "elicitation": {"form": {}},
+    "sampling": {},
+    "roots": {"listChanged": False},
+}
 KEY = SessionKey(principal="p-test", fingerprint="all")
 
 
@@ -73,14 +78,19 @@ def text_of(result: dict[str, Any]) -> str:
     return text
 
 
-async def finish(session: UpstreamSession, name: str, inbox: Inbox | None = None, **arguments: Any) -> str:
-    call = session.start("tools/call", {"name": name, "arguments": arguments}, headers={}, on_inbound=inbox)
+async def finish(
+    session: UpstreamSession, name: str, inbox: Inbox | None = None, **arguments: Any
+) -> str:
+    call = session.start(
+        "tools/call", {"name": name, "arguments": arguments}, headers={}, on_inbound=inbox
+    )
     async with asyncio.timeout(10):
         return text_of(await call.result())
 
 
 async def test_plain_call_and_initialize_result(pool: UpstreamPool) -> None:
-    """A real server initializes at the legacy version, keeps a GET stream open and answers a plain call."""
+    """A real server initializes at the legacy version, keeps a GET stream open and answers a plain
+    call."""
     lease = await held(pool)
     assert lease.session.init_result["protocolVersion"] == LEGACY_VERSION
     assert lease.session.init_result["serverInfo"]["name"] == "upstream-probe"
@@ -95,12 +105,16 @@ async def test_elicitation_push_respond_result_on_the_post_stream(pool: Upstream
     lease = await held(pool)
     unrelated, inbox = Inbox(), Inbox()
     lease.set_unrelated_handler(unrelated)
-    call = lease.session.start("tools/call", {"name": "ask_name", "arguments": {}}, headers={}, on_inbound=inbox)
+    call = lease.session.start(
+        "tools/call", {"name": "ask_name", "arguments": {}}, headers={}, on_inbound=inbox
+    )
     push = await inbox.next()
     assert push.message["method"] == ELICIT
     assert push.related_request_id == call.upstream_request_id
     assert push.message["params"]["message"] == "What is your name?"
-    await lease.session.respond(push.message["id"], result={"action": "accept", "content": {"name": "Ada"}})
+    await lease.session.respond(
+        push.message["id"], result={"action": "accept", "content": {"name": "Ada"}}
+    )
     async with asyncio.timeout(10):
         assert text_of(await call.result()) == "Hello Ada"
     assert unrelated.seen == []
@@ -108,17 +122,25 @@ async def test_elicitation_push_respond_result_on_the_post_stream(pool: Upstream
 
 
 async def test_sampling_push_arrives_on_the_get_stream(pool: UpstreamPool) -> None:
-    """The real SDK sends sampling on the GET stream: it reaches the exclusive lease's unrelated handler."""
+    """The real SDK sends sampling on the GET stream: it reaches the exclusive lease's unrelated
+    handler."""
     lease = await held(pool)
     unrelated, inbox = Inbox(), Inbox()
     lease.set_unrelated_handler(unrelated)
     call = lease.session.start(
-        "tools/call", {"name": "sample_haiku", "arguments": {"topic": "bridges"}}, headers={}, on_inbound=inbox
+        "tools/call",
+        {"name": "sample_haiku", "arguments": {"topic": "bridges"}},
+        headers={},
+        on_inbound=inbox,
     )
     push = await unrelated.next()
     assert (push.message["method"], push.related_request_id) == (SAMPLE, None)
     assert push.message["params"]["messages"][0]["content"]["text"] == "Haiku: bridges"
-    sampled = {"role": "assistant", "content": {"type": "text", "text": "arches over water"}, "model": "test-model"}
+    sampled = {
+        "role": "assistant",
+        "content": {"type": "text", "text": "arches over water"},
+        "model": "test-model",
+    }
     await lease.session.respond(push.message["id"], result=sampled)
     async with asyncio.timeout(10):
         assert text_of(await call.result()) == "arches over water"
@@ -131,7 +153,9 @@ async def test_roots_push_arrives_on_the_get_stream(pool: UpstreamPool) -> None:
     lease = await held(pool)
     unrelated = Inbox()
     lease.set_unrelated_handler(unrelated)
-    call = lease.session.start("tools/call", {"name": "list_my_roots", "arguments": {}}, headers={}, on_inbound=None)
+    call = lease.session.start(
+        "tools/call", {"name": "list_my_roots", "arguments": {}}, headers={}, on_inbound=None
+    )
     push = await unrelated.next()
     assert (push.message["method"], push.related_request_id) == (ROOTS, None)
     roots = {"roots": [{"uri": "file:///work/a", "name": "a"}, {"uri": "file:///work/b"}]}
@@ -142,7 +166,8 @@ async def test_roots_push_arrives_on_the_get_stream(pool: UpstreamPool) -> None:
 
 
 async def test_stream_closed_early_is_resumed_with_last_event_id(pool: UpstreamPool) -> None:
-    """A tool that closes its own SSE stream early is still answered: the client resumes with Last-Event-ID."""
+    """A tool that closes its own SSE stream early is still answered: the client resumes with
+    Last-Event-ID."""
     lease = await held(pool)
     with capture_logs() as logs:
         assert await finish(lease.session, "poll_echo", text="still here") == "still here"
@@ -156,7 +181,9 @@ async def test_warm_session_serves_again_and_closes_cleanly(pool: UpstreamPool) 
     await first.release()
     shared = [await pool.lease(KEY, CAPS, exclusive=False, headers={}) for _ in range(2)]
     assert all(item.session is first.session for item in shared)
-    texts = await asyncio.gather(*(finish(item.session, "echo", text=str(n)) for n, item in enumerate(shared)))
+    texts = await asyncio.gather(
+        *(finish(item.session, "echo", text=str(n)) for n, item in enumerate(shared))
+    )
     assert texts == ["0", "1"]
     assert pool.stats().created_total == 1 and pool.stats().reused_total == 2
 
@@ -167,7 +194,8 @@ def plain_probe(module_peers: Peers) -> PeerProcess:
 
 
 async def test_full_cycle_on_a_server_without_event_store(plain_probe: PeerProcess) -> None:
-    """Against the SDK's default set-up (no priming events, no resumption) a GET-stream push cycle works too."""
+    """Against the SDK's default set-up (no priming events, no resumption) a GET-stream push cycle
+    works too."""
     async with aiohttp.ClientSession() as client:
         pool = UpstreamPool(
             UpstreamSettings(url=plain_probe.url),
@@ -179,10 +207,17 @@ async def test_full_cycle_on_a_server_without_event_store(plain_probe: PeerProce
             unrelated = Inbox()
             lease.set_unrelated_handler(unrelated)
             call = lease.session.start(
-                "tools/call", {"name": "sample_haiku", "arguments": {"topic": "rivers"}}, headers={}, on_inbound=None
+                "tools/call",
+                {"name": "sample_haiku", "arguments": {"topic": "rivers"}},
+                headers={},
+                on_inbound=None,
             )
             push = await unrelated.next()
-            sampled = {"role": "assistant", "content": {"type": "text", "text": "water"}, "model": "m"}
+            sampled = {
+                "role": "assistant",
+                "content": {"type": "text", "text": "water"},
+                "model": "m",
+            }
             await lease.session.respond(push.message["id"], result=sampled)
             async with asyncio.timeout(10):
                 assert text_of(await call.result()) == "water"

@@ -3,15 +3,15 @@
 
 - `upstream_problems(records, revision)`: every message the bridge **sent** to a legacy server of
   `revision` must be valid in that revision, closed (no member the revision does not define). An
-  `initialize` is valid in the revision it offers (the server's answer picks the session's revision),
-  and on every session the bridge then used (sent a request on) its capabilities are valid in
-  `revision` too. A request or notification against the definition of its method (a method the revision lacks is a
-  problem), a response against the result definition of the push it answers (paired by session and
-  id with the server's request), an error against the revision's error envelope. Over HTTP, from
-  2025-06-18 on, every request after `initialize` carries `MCP-Protocol-Version: <revision>`, and
-  no request ever carries another version. The one exception is the bridge's era probe
-  (`is_era_probe`: `server/discover` at 2026-07-28, which the spec's backwards-compatibility rules
-  send to servers of every era).
+  `initialize` is valid in the revision it offers (the server's answer picks the session's
+  revision), and on every session the bridge then used (sent a request on) its capabilities are
+  valid in `revision` too. A request or notification against the definition of its method (a method
+  the revision lacks is a problem), a response against the result definition of the push it answers
+  (paired by session and id with the server's request), an error against the revision's error
+  envelope. Over HTTP, from 2025-06-18 on, every request after `initialize` carries
+  `MCP-Protocol-Version: <revision>`, and no request ever carries another version. The one exception
+  is the bridge's era probe (`is_era_probe`: `server/discover` at 2026-07-28, which the spec's
+  backwards-compatibility rules send to servers of every era).
 - `front_problems(records)`: every message the bridge **sent** to the modern client (the received
   side of a relay in front of it) must be valid at 2026-07-28: a result against its method's result
   definition (`InputRequiredResult` when `resultType` says so), an error against
@@ -84,16 +84,22 @@ def _error_envelope(revision: str) -> str:
 
 def _where(record: JsonObject, message: JsonObject) -> str:
     what = message.get("method") or ("result" if "result" in message else "error")
-    return f"[{record.get('http') or 'stdio'} {record.get('path') or ''} session {record.get('session')}] {what}"
+    return (
+        f"[{record.get('http') or 'stdio'} {record.get('path') or ''} session "
+        f"{record.get('session')}] {what}"
+    )
 
 
 def upstream_problems(all_records: list[JsonObject], revision: str, *, since: int = 0) -> list[str]:
-    """Problems in what the bridge sent upstream (records from index `since` on; pushes paired over all)."""
+    """Problems in what the bridge sent upstream (records from index `since` on; pushes paired over
+    all)."""
     pushes = {
         (record["session"], json.dumps(message["id"])): message["method"]
-        for record in all_records if record["dir"] == "received"
-        for message in messages(record) if "method" in message and "id" in message
-    }  # fmt: skip
+        for record in all_records
+        if record["dir"] == "received"
+        for message in messages(record)
+        if "method" in message and "id" in message
+    }
     requests = method_definitions("ClientRequest", revision)
     notifications = method_definitions("ClientNotification", revision)
     used = used_sessions(all_records)
@@ -107,8 +113,13 @@ def upstream_problems(all_records: list[JsonObject], revision: str, *, since: in
             if message.get("method") == "initialize":
                 found = _check_initialize(message, revision, used=record["session"] in used)
             else:
-                found = _check_sent(message, revision, requests, notifications, pushes.get(
-                    (record["session"], json.dumps(message.get("id")))))
+                found = _check_sent(
+                    message,
+                    revision,
+                    requests,
+                    notifications,
+                    pushes.get((record["session"], json.dumps(message.get("id")))),
+                )
             found += _check_version_header(record, message, revision)
             problems += [f"{_where(record, message)}: {problem}" for problem in found]
     return problems
@@ -116,20 +127,28 @@ def upstream_problems(all_records: list[JsonObject], revision: str, *, since: in
 
 def is_era_probe(record: JsonObject, message: JsonObject) -> bool:
     """The bridge's era probe: `server/discover` at the modern version, which the 2026-07-28
-    backwards-compatibility rules send to a server of any era (a legacy one answers with an error)."""
-    return (record["dir"] == "sent" and message.get("method") == "server/discover"
-            and record.get("version") == MODERN_VERSION)
+    backwards-compatibility rules send to a server of any era (a legacy one answers with an error).
+    """
+    return (
+        record["dir"] == "sent"
+        and message.get("method") == "server/discover"
+        and record.get("version") == MODERN_VERSION
+    )
 
 
 def used_sessions(all_records: list[JsonObject]) -> set[str | None]:
-    """Sessions the bridge sent a request on after `initialize` (a first session the bridge closes at once,
-    because the server answered another revision than its capabilities were shaped for, is not one)."""
+    """Sessions the bridge sent a request on after `initialize` (a first session the bridge closes
+    at once, because the server answered another revision than its capabilities were shaped for, is
+    not one)."""
     return {
         record["session"]
-        for record in all_records if record["dir"] == "sent"
+        for record in all_records
+        if record["dir"] == "sent"
         for message in messages(record)
-        if "id" in message and message.get("method") not in (None, "initialize") and not is_era_probe(record, message)
-    }  # fmt: skip
+        if "id" in message
+        and message.get("method") not in (None, "initialize")
+        and not is_era_probe(record, message)
+    }
 
 
 def _check_initialize(message: JsonObject, revision: str, *, used: bool) -> list[str]:
@@ -139,23 +158,37 @@ def _check_initialize(message: JsonObject, revision: str, *, used: bool) -> list
     if not isinstance(offered, str) or not (SCHEMA_DIR / f"schema-{offered}.json").exists():
         return [f"initialize offers {offered!r}, not a revision the tests know"]
     found = errors(message, "JSONRPCRequest", offered)
-    found += errors(_body(message, "InitializeRequest", offered), "InitializeRequest", offered, closed=True)
+    found += errors(
+        _body(message, "InitializeRequest", offered), "InitializeRequest", offered, closed=True
+    )
     if used:
         capabilities = message["params"].get("capabilities")
-        found += [f"{revision} capabilities: {problem}"
-                  for problem in errors(capabilities, "ClientCapabilities", revision, closed=True)]
+        found += [
+            f"{revision} capabilities: {problem}"
+            for problem in errors(capabilities, "ClientCapabilities", revision, closed=True)
+        ]
     return found
 
 
 def _check_sent(
-    message: JsonObject, revision: str, requests: dict[str, str], notifications: dict[str, str], push: str | None
+    message: JsonObject,
+    revision: str,
+    requests: dict[str, str],
+    notifications: dict[str, str],
+    push: str | None,
 ) -> list[str]:
     if "method" in message:
-        table, envelope = (requests, "JSONRPCRequest") if "id" in message else (notifications, "JSONRPCNotification")
+        table, envelope = (
+            (requests, "JSONRPCRequest")
+            if "id" in message
+            else (notifications, "JSONRPCNotification")
+        )
         name = table.get(message["method"])
         if name is None:
             return [f"{message['method']!r} is not a client message of {revision}"]
-        return errors(message, envelope, revision) + errors(_body(message, name, revision), name, revision, closed=True)
+        return errors(message, envelope, revision) + errors(
+            _body(message, name, revision), name, revision, closed=True
+        )
     if "result" in message:
         if push is None:
             return ["a response to no request the server sent"]
@@ -166,9 +199,14 @@ def _check_sent(
 
 
 def _body(message: JsonObject, def_name: str, revision: str) -> JsonObject:
-    """The message without the JSON-RPC envelope members its definition leaves out (before 2025-11-25)."""
+    """The message without the JSON-RPC envelope members its definition leaves out (before
+    2025-11-25)."""
     declared = definition(def_name, revision).get("properties", {})
-    return {key: value for key, value in message.items() if key in declared or key not in ("jsonrpc", "id")}
+    return {
+        key: value
+        for key, value in message.items()
+        if key in declared or key not in ("jsonrpc", "id")
+    }
 
 
 def _check_version_header(record: JsonObject, message: JsonObject, revision: str) -> list[str]:
@@ -200,7 +238,9 @@ def front_problems(all_records: list[JsonObject], *, since: int = 0) -> list[str
     return problems
 
 
-def _check_answer(message: JsonObject, method: str | None, notifications: dict[str, str]) -> list[str]:
+def _check_answer(
+    message: JsonObject, method: str | None, notifications: dict[str, str]
+) -> list[str]:
     if "method" in message:
         definition = notifications.get(message["method"])
         if definition is None or "id" in message:
@@ -213,4 +253,6 @@ def _check_answer(message: JsonObject, method: str | None, notifications: dict[s
     result = message.get("result")
     input_required = isinstance(result, dict) and result.get("resultType") == "input_required"
     definition = "InputRequiredResult" if input_required else FRONT_RESULTS[method]
-    return errors(message, "JSONRPCResultResponse", MODERN_VERSION) + errors(result, definition, MODERN_VERSION)
+    return errors(message, "JSONRPCResultResponse", MODERN_VERSION) + errors(
+        result, definition, MODERN_VERSION
+    )

@@ -51,7 +51,9 @@ def echo(text: str) -> str:
 @mcp.tool()
 async def book_table(restaurant: str, ctx: Context) -> str:  # type: ignore[type-arg]
     """Book a table; asks the user for the party size and a name (form elicitation)."""
-    answer = await ctx.elicit(message=f"Booking at {restaurant}: for how many, and under what name?", schema=Booking)
+    answer = await ctx.elicit(
+        message=f"Booking at {restaurant}: for how many, and under what name?", schema=Booking
+    )
     if answer.action != "accept":
         return f"Booking at {restaurant} {answer.action}ed."
     return f"Booked {restaurant} for {answer.data.party_size} under {answer.data.name}."
@@ -62,7 +64,9 @@ async def summarize(text: str, ctx: Context) -> str:  # type: ignore[type-arg]
     """Summarize text with the client's model (sampling)."""
     result = await ctx.session.create_message(
         messages=[
-            types.SamplingMessage(role="user", content=types.TextContent(type="text", text=f"Summarize: {text}"))
+            types.SamplingMessage(
+                role="user", content=types.TextContent(type="text", text=f"Summarize: {text}")
+            )
         ],
         max_tokens=200,
         related_request_id=ctx.request_id,
@@ -91,7 +95,11 @@ async def plan_trip(city: str, ctx: Context) -> str:  # type: ignore[type-arg]
     name = who.data.name if who.action == "accept" else "nobody"
     await ctx.info(f"planning for {name}")
     sampled = await ctx.session.create_message(
-        messages=[types.SamplingMessage(role="user", content=types.TextContent(type="text", text=f"Plan {city}"))],
+        messages=[
+            types.SamplingMessage(
+                role="user", content=types.TextContent(type="text", text=f"Plan {city}")
+            )
+        ],
         max_tokens=100,
         related_request_id=ctx.request_id,
     )
@@ -99,7 +107,10 @@ async def plan_trip(city: str, ctx: Context) -> str:  # type: ignore[type-arg]
     await ctx.info(f"plan: {plan}")
     roots = await ctx.session.list_roots()
     await ctx.info("roots listed")
-    return f"{name} goes to {city}: {plan}; saved in {', '.join(str(root.uri) for root in roots.roots)}"
+    return (
+        f"{name} goes to {city}: {plan}; saved in "
+        f"{', '.join(str(root.uri) for root in roots.roots)}"
+    )
 
 
 @mcp.prompt()
@@ -135,7 +146,9 @@ async def complete(
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--transport", choices=["http", "stdio"], default="http")
-    parser.add_argument("--host", default="127.0.0.1", help="HTTP bind address (0.0.0.0 in a container)")
+    parser.add_argument(
+        "--host", default="127.0.0.1", help="HTTP bind address (0.0.0.0 in a container)"
+    )
     parser.add_argument("--port", type=int, default=8931, help="HTTP port")
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
@@ -147,7 +160,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.host not in LOOPBACK:
         # FastMCP pins DNS-rebinding protection to loopback Host names when built for 127.0.0.1;
         # behind a container network the bridge calls it by service name (e.g. demo:8931).
-        mcp.settings.transport_security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
+        mcp.settings.transport_security = TransportSecuritySettings(
+            enable_dns_rebinding_protection=False
+        )
     mcp.settings.port = args.port
     mcp.settings.log_level = args.log_level.upper()
     mcp.run("streamable-http")

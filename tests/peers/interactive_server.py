@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A legacy (MCP 2025-11-25) interactive server for the MRTR integration tests, with an event journal.
+"""A legacy (MCP 2025-11-25) interactive server for the MRTR integration tests, with an event
+journal.
 
 Written with FastMCP from `mcp` 1.x (run it from `.venv-legacy`): every input is asked the
 legacy way, with a server-initiated push, and what the server saw is appended to a journal
@@ -14,9 +15,10 @@ JSON-RPC error), `caps` (the client capabilities of the session), `elicit_comple
 
 Tools (each takes a `tag` that labels its journal events):
 - `echo(text)`, `pid()`, `journal(tag)` (the journal entries of one tag, as JSON);
-- `ask(tag, question, linger_s, push_timeout_s)`: a form elicitation; returns `{"action", "content"}` as
-  JSON, after lingering `linger_s` seconds (so a cancellation finds the call in flight); with
-  `push_timeout_s` the push times out like legacy SDKs do theirs, and the tool returns `{"error"}`;
+- `ask(tag, question, linger_s, push_timeout_s)`: a form elicitation; returns `{"action",
+  "content"}` as JSON, after lingering `linger_s` seconds (so a cancellation finds the call in
+  flight); with `push_timeout_s` the push times out like legacy SDKs do theirs, and the tool returns
+  `{"error"}`;
 - `ask_twice(tag)`: two sequential elicitations (name, then color): "<name> likes <color>.";
 - `ask_url(tag)`: a URL-mode elicitation (elicitationId `el-<tag>`), then, if accepted,
   `notifications/elicitation/complete` on the call's stream: "url elicitation: <action>";
@@ -27,14 +29,15 @@ Tools (each takes a `tag` that labels its journal events):
   returns the result (or the push's error) as JSON;
 - `roots(tag)`: `roots/list`, on the session's GET stream as the SDK sends it;
 - `everything(tag, linger_s)`: elicitation, sampling and roots at once (concurrently), then lingers;
-- `staggered(tag, delay_s)`: an elicitation, and roots/list `delay_s` later (while the first is held);
+- `staggered(tag, delay_s)`: an elicitation, and roots/list `delay_s` later (while the first is
+  held);
 - `slow(tag, seconds)`: sleeps;
 - prompt `ask_prompt(tag)` and resource `interactive://ask/{tag}`: an elicitation each.
 
 Usage:
-    python tests/peers/interactive_server.py --port 8931 --state-dir DIR   # Streamable HTTP, 127.0.0.1
-    python tests/peers/interactive_server.py --transport stdio --state-dir DIR
-    python tests/peers/interactive_server.py --transport sse --port 8931 --state-dir DIR   # HTTP+SSE
+    python tests/peers/interactive_server.py --port 8931 --state-dir DIR   # Streamable HTTP,
+    127.0.0.1 python tests/peers/interactive_server.py --transport stdio --state-dir DIR python
+    tests/peers/interactive_server.py --transport sse --port 8931 --state-dir DIR   # HTTP+SSE
 """
 
 from __future__ import annotations
@@ -66,26 +69,51 @@ else:
 mcp = FastMCP(name="mrtr-interactive-test-server", host="127.0.0.1")
 STATE = {"dir": Path(tempfile.gettempdir())}
 
-ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+}
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
-COLOR_SCHEMA = {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}
-TOPIC_SCHEMA = {"type": "object", "properties": {"topic": {"type": "string"}}, "required": ["topic"]}
-PIXEL_PNG = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+COLOR_SCHEMA = {
+    "type": "object",
+    "properties": {"color": {"type": "string"}},
+    "required": ["color"],
+}
+TOPIC_SCHEMA = {
+    "type": "object",
+    "properties": {"topic": {"type": "string"}},
+    "required": ["topic"],
+}
+PIXEL_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAF"
+    "BQIAX8jx0gAAAABJRU5ErkJggg=="
+)
 WEATHER_TOOL = {
     "name": "get_weather",
     "description": "Current weather in a city",
-    "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    "inputSchema": {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+    },
 }
 SAMPLING_MESSAGES: list[dict[str, Any]] = [
     {"role": "user", "content": {"type": "text", "text": "What is the weather in Paris?"}},
     {
         "role": "assistant",
-        "content": [{"type": "tool_use", "id": "call-1", "name": "get_weather", "input": {"city": "Paris"}}],
+        "content": [
+            {"type": "tool_use", "id": "call-1", "name": "get_weather", "input": {"city": "Paris"}}
+        ],
     },
     {
         "role": "user",
         "content": [
-            {"type": "tool_result", "toolUseId": "call-1", "content": [{"type": "text", "text": "18C, sunny"}]}
+            {
+                "type": "tool_result",
+                "toolUseId": "call-1",
+                "content": [{"type": "text", "text": "18C, sunny"}],
+            }
         ],
     },
     {"role": "user", "content": {"type": "image", "data": PIXEL_PNG, "mimeType": "image/png"}},
@@ -133,9 +161,17 @@ RequestResponder.cancel = _recording_cancel  # type: ignore[method-assign]
 
 
 async def _push(
-    ctx: Ctx, tag: str, kind: str, request: Any, result_type: Any, *, on_call_stream: bool, timeout_s: float = 0.0
+    ctx: Ctx,
+    tag: str,
+    kind: str,
+    request: Any,
+    result_type: Any,
+    *,
+    on_call_stream: bool,
+    timeout_s: float = 0.0,
 ) -> Any:
-    """Send one push; journal its answer or error. `on_call_stream=False` uses the GET stream (SDK default
+    """Send one push; journal its answer or error. `on_call_stream=False` uses the GET stream (SDK
+    default
     for sampling and roots); `timeout_s` > 0 times the push out the way legacy SDKs do."""
     related = ctx.request_id if on_call_stream else None
     try:
@@ -148,14 +184,21 @@ async def _push(
     except McpError as exc:
         record(tag, "push_error", kind=kind, code=exc.error.code, message=exc.error.message)
         raise
-    record(tag, "answer", kind=kind, result=result.model_dump(mode="json", by_alias=True, exclude_none=True))
+    record(
+        tag,
+        "answer",
+        kind=kind,
+        result=result.model_dump(mode="json", by_alias=True, exclude_none=True),
+    )
     return result
 
 
 async def _elicit(
     ctx: Ctx, tag: str, message: str, schema: dict[str, Any], timeout_s: float = 0.0
 ) -> types.ElicitResult:
-    request = types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requestedSchema=schema))
+    request = types.ElicitRequest(
+        params=types.ElicitRequestFormParams(message=message, requestedSchema=schema)
+    )
     result: types.ElicitResult = await _push(
         ctx, tag, "elicit", request, types.ElicitResult, on_call_stream=True, timeout_s=timeout_s
     )
@@ -166,7 +209,9 @@ async def _sample(ctx: Ctx, tag: str, use_tools: bool) -> types.CreateMessageRes
     params: dict[str, Any] = {"messages": SAMPLING_MESSAGES, "maxTokens": 64}
     if use_tools:
         params |= {"tools": [WEATHER_TOOL], "toolChoice": {"mode": "auto"}}
-    request = types.CreateMessageRequest(params=types.CreateMessageRequestParams.model_validate(params))
+    request = types.CreateMessageRequest(
+        params=types.CreateMessageRequestParams.model_validate(params)
+    )
     result: types.CreateMessageResultWithTools = await _push(
         ctx, tag, "sample", request, types.CreateMessageResultWithTools, on_call_stream=False
     )
@@ -218,9 +263,14 @@ def journal(tag: str) -> str:
 
 @mcp.tool()
 async def ask(
-    tag: str, ctx: Ctx, question: str = "What is your answer?", linger_s: float = 0.0, push_timeout_s: float = 0.0
+    tag: str,
+    ctx: Ctx,
+    question: str = "What is your answer?",
+    linger_s: float = 0.0,
+    push_timeout_s: float = 0.0,
 ) -> str:
-    """Elicit {answer} with `question`; returns {"action", "content"} as JSON (or {"error"} if the push timed out
+    """Elicit {answer} with `question`; returns {"action", "content"} as JSON (or {"error"} if the
+    push timed out
     after `push_timeout_s`)."""
     record(tag, "call", tool="ask")
     try:
@@ -242,10 +292,13 @@ async def ask_twice(tag: str, ctx: Ctx) -> str:
 
 @mcp.tool()
 async def ask_url(tag: str, ctx: Ctx) -> str:
-    """A URL-mode elicitation; on accept, notifications/elicitation/complete on this call's stream."""
+    """A URL-mode elicitation; on accept, notifications/elicitation/complete on this call's
+    stream."""
     record(tag, "call", tool="ask_url")
     params = types.ElicitRequestURLParams(
-        message="Sign in to continue", url=f"https://auth.example/sign-in/{tag}", elicitationId=f"el-{tag}"
+        message="Sign in to continue",
+        url=f"https://auth.example/sign-in/{tag}",
+        elicitationId=f"el-{tag}",
     )
     result = await _elicit_url(ctx, tag, params)
     if result.action == "accept":
@@ -254,9 +307,13 @@ async def ask_url(tag: str, ctx: Ctx) -> str:
     return f"url elicitation: {result.action}"
 
 
-async def _elicit_url(ctx: Ctx, tag: str, params: types.ElicitRequestURLParams) -> types.ElicitResult:
+async def _elicit_url(
+    ctx: Ctx, tag: str, params: types.ElicitRequestURLParams
+) -> types.ElicitResult:
     request = types.ElicitRequest(params=params)
-    result: types.ElicitResult = await _push(ctx, tag, "elicit", request, types.ElicitResult, on_call_stream=True)
+    result: types.ElicitResult = await _push(
+        ctx, tag, "elicit", request, types.ElicitResult, on_call_stream=True
+    )
     return result
 
 
@@ -276,14 +333,17 @@ def authorize(tag: str) -> str:
 
 @mcp.tool()
 async def sample(tag: str, ctx: Ctx, use_tools: bool = True) -> str:
-    """sampling/createMessage with tool-use, tool-result and image messages (and `tools`); the result as JSON."""
+    """sampling/createMessage with tool-use, tool-result and image messages (and `tools`); the
+    result as JSON."""
     record(tag, "call", tool="sample")
     caps = ctx.session.client_params.capabilities if ctx.session.client_params else None
     record(
         tag,
         "caps",
         sampling=caps is not None and caps.sampling is not None,
-        sampling_tools=caps is not None and caps.sampling is not None and caps.sampling.tools is not None,
+        sampling_tools=caps is not None
+        and caps.sampling is not None
+        and caps.sampling.tools is not None,
     )
     try:
         result = await _sample(ctx, tag, use_tools)
@@ -302,7 +362,8 @@ async def roots(tag: str, ctx: Ctx) -> str:
 
 @mcp.tool()
 async def everything(tag: str, ctx: Ctx, linger_s: float = 0.0) -> str:
-    """An elicitation, a sampling request and roots/list, all at once; lingers `linger_s` s once answered."""
+    """An elicitation, a sampling request and roots/list, all at once; lingers `linger_s` s once
+    answered."""
     record(tag, "call", tool="everything")
     elicited, sampled, listed = await asyncio.gather(
         _elicit(ctx, tag, "What is your name?", NAME_SCHEMA),
@@ -317,7 +378,8 @@ async def everything(tag: str, ctx: Ctx, linger_s: float = 0.0) -> str:
     assert isinstance(elicited, types.ElicitResult) and isinstance(listed, types.ListRootsResult)
     text = (
         sampled.content.text
-        if isinstance(sampled, types.CreateMessageResultWithTools) and isinstance(sampled.content, types.TextContent)
+        if isinstance(sampled, types.CreateMessageResultWithTools)
+        and isinstance(sampled.content, types.TextContent)
         else "?"
     )
     return f"{_content(elicited, 'name')} | {text} | {','.join(str(r.uri) for r in listed.roots)}"
@@ -325,7 +387,8 @@ async def everything(tag: str, ctx: Ctx, linger_s: float = 0.0) -> str:
 
 @mcp.tool()
 async def staggered(tag: str, ctx: Ctx, delay_s: float = 0.2) -> str:
-    """An elicitation now and roots/list `delay_s` later (journal `late_push` just before it), concurrently."""
+    """An elicitation now and roots/list `delay_s` later (journal `late_push` just before it),
+    concurrently."""
     record(tag, "call", tool="staggered")
 
     async def late_roots() -> types.ListRootsResult:
@@ -333,7 +396,9 @@ async def staggered(tag: str, ctx: Ctx, delay_s: float = 0.2) -> str:
         record(tag, "late_push", kind="roots")
         return await _roots(ctx, tag)
 
-    elicited, listed = await asyncio.gather(_elicit(ctx, tag, "What is your name?", NAME_SCHEMA), late_roots())
+    elicited, listed = await asyncio.gather(
+        _elicit(ctx, tag, "What is your name?", NAME_SCHEMA), late_roots()
+    )
     return f"{_content(elicited, 'name')} | {','.join(str(r.uri) for r in listed.roots)}"
 
 
@@ -350,7 +415,11 @@ async def ask_prompt(tag: str, ctx: Ctx) -> list[Message]:
     """Elicits {topic} during prompts/get."""
     record(tag, "call", prompt="ask_prompt")
     result = await _elicit(ctx, tag, "Which topic should the prompt use?", TOPIC_SCHEMA)
-    return [UserMessage(content=types.TextContent(type="text", text=f"Write about {_content(result, 'topic')}."))]
+    return [
+        UserMessage(
+            content=types.TextContent(type="text", text=f"Write about {_content(result, 'topic')}.")
+        )
+    ]
 
 
 @mcp.resource("interactive://ask/{tag}", mime_type="text/plain")
@@ -365,7 +434,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--transport", choices=["http", "sse", "stdio"], default="http")
     parser.add_argument("--port", type=int, default=8931, help="HTTP port (binds 127.0.0.1 only)")
-    parser.add_argument("--state-dir", type=Path, help="journal and URL-visit markers (default: a new temp dir)")
+    parser.add_argument(
+        "--state-dir", type=Path, help="journal and URL-visit markers (default: a new temp dir)"
+    )
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr)

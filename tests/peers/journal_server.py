@@ -13,7 +13,8 @@ arrived with, and that the process stopped.
   following `notifications/cancelled` is observed;
 - `sample(tag, linger)`: a `sampling/createMessage` ("Prompt <tag>"); journals the answer's text or
   the error code, then lingers like `ask`;
-- `ask_rounds(rounds)`: `rounds` sequential elicitations (one input round each), each answer journaled;
+- `ask_rounds(rounds)`: `rounds` sequential elicitations (one input round each), each answer
+  journaled;
 - `whoami()`: the Authorization header and Mcp-Session-Id this call arrived with, as JSON.
 
 Journal events: `call_started`, `elicit_answered`, `sample_answered`, `sample_failed`,
@@ -41,7 +42,11 @@ from mcp.shared.message import ServerMessageMetadata
 
 mcp = FastMCP(name="mrtr-bridge-journal", host="127.0.0.1")
 JOURNAL: Path | None = None
-ANSWER_SCHEMA = {"type": "object", "properties": {"answer": {"type": "string"}}, "required": ["answer"]}
+ANSWER_SCHEMA = {
+    "type": "object",
+    "properties": {"answer": {"type": "string"}},
+    "required": ["answer"],
+}
 
 
 def journal(event: str, **fields: Any) -> None:
@@ -55,7 +60,9 @@ def journal(event: str, **fields: Any) -> None:
 async def _push(ctx: Context, request: Any, result_type: Any) -> Any:  # type: ignore[type-arg]
     """Send a push on the stream of the current call."""
     return await ctx.request_context.session.send_request(
-        types.ServerRequest(request), result_type, metadata=ServerMessageMetadata(related_request_id=ctx.request_id)
+        types.ServerRequest(request),
+        result_type,
+        metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
     )
 
 
@@ -88,8 +95,16 @@ async def slow_echo(text: str, seconds: float) -> str:
 async def ask(tag: str, ctx: Context, linger: float = 0.0) -> str:  # type: ignore[type-arg]
     """Elicit one answer; linger after a refusal so a cancellation can be seen."""
     journal("call_started", tag=tag, tool="ask")
-    request = types.ElicitRequest.model_validate({"method": "elicitation/create", "params": {
-        "mode": "form", "message": f"Question {tag}", "requestedSchema": ANSWER_SCHEMA}})
+    request = types.ElicitRequest.model_validate(
+        {
+            "method": "elicitation/create",
+            "params": {
+                "mode": "form",
+                "message": f"Question {tag}",
+                "requestedSchema": ANSWER_SCHEMA,
+            },
+        }
+    )
     try:
         answer = await _push(ctx, request, types.ElicitResult)
         journal("elicit_answered", tag=tag, action=answer.action)
@@ -106,8 +121,17 @@ async def ask(tag: str, ctx: Context, linger: float = 0.0) -> str:  # type: igno
 async def sample(tag: str, ctx: Context, linger: float = 0.0) -> str:  # type: ignore[type-arg]
     """Ask the client's model; linger after a refusal so a cancellation can be seen."""
     journal("call_started", tag=tag, tool="sample")
-    request = types.CreateMessageRequest.model_validate({"method": "sampling/createMessage", "params": {
-        "messages": [{"role": "user", "content": {"type": "text", "text": f"Prompt {tag}"}}], "maxTokens": 20}})
+    request = types.CreateMessageRequest.model_validate(
+        {
+            "method": "sampling/createMessage",
+            "params": {
+                "messages": [
+                    {"role": "user", "content": {"type": "text", "text": f"Prompt {tag}"}}
+                ],
+                "maxTokens": 20,
+            },
+        }
+    )
     try:
         try:
             result = await _push(ctx, request, types.CreateMessageResult)
@@ -129,8 +153,16 @@ async def ask_rounds(rounds: int, ctx: Context) -> str:  # type: ignore[type-arg
     journal("call_started", tag=f"rounds-{rounds}", tool="ask_rounds")
     try:
         for n in range(rounds):
-            request = types.ElicitRequest.model_validate({"method": "elicitation/create", "params": {
-                "mode": "form", "message": f"Round {n}", "requestedSchema": ANSWER_SCHEMA}})
+            request = types.ElicitRequest.model_validate(
+                {
+                    "method": "elicitation/create",
+                    "params": {
+                        "mode": "form",
+                        "message": f"Round {n}",
+                        "requestedSchema": ANSWER_SCHEMA,
+                    },
+                }
+            )
             answer = await _push(ctx, request, types.ElicitResult)
             journal("elicit_answered", tag=f"rounds-{rounds}", action=answer.action, round=n)
     except asyncio.CancelledError:

@@ -7,8 +7,8 @@ prints one JSON line: the negotiated version, the tool result text, the elicitat
 was asked, the number of tools and whether a session id was issued.
 
 Usage:
-    python tests/peers/legacy_client.py --url http://127.0.0.1:8080/mcp --answer yes
-    python tests/peers/legacy_client.py --command "mrtr-bridge stdio --upstream-command ..." --answer yes
+    python tests/peers/legacy_client.py --url http://127.0.0.1:8080/mcp --answer yes python
+    tests/peers/legacy_client.py --command "mrtr-bridge stdio --upstream-command ..." --answer yes
 """
 
 from __future__ import annotations
@@ -28,9 +28,18 @@ async def _exercise(session: ClientSession, asked: list[str], answer: str) -> di
     init = await session.initialize()
     result = await session.call_tool("test_elicitation", {"message": f"legacy says {answer}"})
     tools = await session.list_tools()
-    text = result.content[0].text if result.content and isinstance(result.content[0], types.TextContent) else ""
-    return {"protocolVersion": init.protocolVersion, "server": init.serverInfo.name, "text": text,
-            "asked": asked, "tools": len(tools.tools)}
+    text = (
+        result.content[0].text
+        if result.content and isinstance(result.content[0], types.TextContent)
+        else ""
+    )
+    return {
+        "protocolVersion": init.protocolVersion,
+        "server": init.serverInfo.name,
+        "text": text,
+        "asked": asked,
+        "tools": len(tools.tools),
+    }
 
 
 async def main() -> None:

@@ -65,7 +65,9 @@ SEND_KEY_HINTS = True
 TEST_IMAGE_BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 TEST_AUDIO_BASE64 = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 
-MISSING_REQUIRED_CLIENT_CAPABILITY = -32021  # 2026-07-28 code; legacy servers have none of their own
+MISSING_REQUIRED_CLIENT_CAPABILITY = (
+    -32021
+)  # 2026-07-28 code; legacy servers have none of their own
 RESOURCE_NOT_FOUND = -32002  # 2025-11-25 resources.mdx "Resource not found"
 
 mcp = FastMCP(name="mcp-legacy-conformance-fixture", host="127.0.0.1")
@@ -89,7 +91,9 @@ async def _send(ctx: Context, request: Any, result_type: Any) -> Any:
     )
 
 
-async def elicit(ctx: Context, key: str, message: str, schema: dict[str, Any]) -> types.ElicitResult:
+async def elicit(
+    ctx: Context, key: str, message: str, schema: dict[str, Any]
+) -> types.ElicitResult:
     req = types.ElicitRequest.model_validate(
         {
             "method": "elicitation/create",
@@ -114,7 +118,9 @@ async def sample(ctx: Context, key: str, text: str, max_tokens: int) -> types.Cr
 
 
 async def list_roots(ctx: Context, key: str) -> types.ListRootsResult:
-    req = types.ListRootsRequest.model_validate({"method": "roots/list", "params": _meta(key) or None})
+    req = types.ListRootsRequest.model_validate(
+        {"method": "roots/list", "params": _meta(key) or None}
+    )
     return await _send(ctx, req, types.ListRootsResult)
 
 
@@ -143,8 +149,16 @@ class ProtocolError(UrlElicitationRequiredError):
 
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
 CONFIRM_SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}, "required": ["ok"]}
-COLOR_SCHEMA = {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}
-CONTEXT_SCHEMA = {"type": "object", "properties": {"context": {"type": "string"}}, "required": ["context"]}
+COLOR_SCHEMA = {
+    "type": "object",
+    "properties": {"color": {"type": "string"}},
+    "required": ["color"],
+}
+CONTEXT_SCHEMA = {
+    "type": "object",
+    "properties": {"context": {"type": "string"}},
+    "required": ["context"],
+}
 
 
 # ---------------------------------------------------------------------------
@@ -177,14 +191,18 @@ def test_embedded_resource() -> list[types.EmbeddedResource]:
         types.EmbeddedResource(
             type="resource",
             resource=types.TextResourceContents(
-                uri="test://embedded-resource", mimeType="text/plain", text="This is an embedded resource content."
+                uri="test://embedded-resource",
+                mimeType="text/plain",
+                text="This is an embedded resource content.",
             ),
         )
     ]
 
 
 @mcp.tool()
-def test_multiple_content_types() -> list[types.TextContent | types.ImageContent | types.EmbeddedResource]:
+def test_multiple_content_types() -> list[
+    types.TextContent | types.ImageContent | types.EmbeddedResource
+]:
     """Tests response with multiple content types (text, image, resource)"""
     return [
         types.TextContent(type="text", text="Multiple content types test:"),
@@ -192,7 +210,9 @@ def test_multiple_content_types() -> list[types.TextContent | types.ImageContent
         types.EmbeddedResource(
             type="resource",
             resource=types.TextResourceContents(
-                uri="test://mixed-content-resource", mimeType="application/json", text='{"test": "data", "value": 123}'
+                uri="test://mixed-content-resource",
+                mimeType="application/json",
+                text='{"test": "data", "value": 123}',
             ),
         ),
     ]
@@ -229,7 +249,8 @@ async def test_tool_with_logging(ctx: Context) -> str:
 
 @mcp.tool()
 async def test_logging_tool(ctx: Context) -> str:
-    """Emits notifications/message unconditionally (legacy servers log regardless of any per-request logLevel).
+    """Emits notifications/message unconditionally (legacy servers log regardless of any per-request
+    logLevel).
 
     server-stateless/sep-2575-server-no-log-without-loglevel calls it without
     _meta logLevel: a proxy must drop these notifications.
@@ -247,7 +268,9 @@ async def test_streaming_elicitation(ctx: Context) -> str:
     a proxy must turn the push into an InputRequiredResult, never forward it as a
     JSON-RPC request on the response stream.
     """
-    result = await elicit(ctx, "stream_input", "Streaming elicitation: what is your name?", NAME_SCHEMA)
+    result = await elicit(
+        ctx, "stream_input", "Streaming elicitation: what is your name?", NAME_SCHEMA
+    )
     return f"streaming elicitation: action={result.action}, name={_content_field(result, 'name')}"
 
 
@@ -275,7 +298,10 @@ async def test_missing_capability(ctx: Context) -> str:
 def test_x_mcp_header(
     region: Annotated[
         str,
-        Field(description="Mirrored into the Mcp-Param-Region header", json_schema_extra={"x-mcp-header": "Region"}),
+        Field(
+            description="Mirrored into the Mcp-Param-Region header",
+            json_schema_extra={"x-mcp-header": "Region"},
+        ),
     ] = "<none>",
 ) -> str:
     """Tests SEP-2243 Mcp-Param-* validation (arms http-custom-header-server-validation)."""
@@ -323,7 +349,8 @@ def _dynamic() -> str:
 
 @mcp.tool()
 async def test_trigger_tool_change(ctx: Context) -> str:
-    """Mutates the tool list and sends notifications/tools/list_changed (legacy: on the GET stream)."""
+    """Mutates the tool list and sends notifications/tools/list_changed (legacy: on the GET
+    stream)."""
     mcp.add_tool(_dynamic, name="test_dynamic_tool")
     mcp.remove_tool("test_dynamic_tool")
     await ctx.request_context.session.send_tool_list_changed()
@@ -332,7 +359,8 @@ async def test_trigger_tool_change(ctx: Context) -> str:
 
 @mcp.tool()
 async def test_trigger_prompt_change(ctx: Context) -> str:
-    """Mutates the prompt list and sends notifications/prompts/list_changed (legacy: on the GET stream)."""
+    """Mutates the prompt list and sends notifications/prompts/list_changed (legacy: on the GET
+    stream)."""
     await ctx.request_context.session.send_prompt_list_changed()
     return "prompt list changed"
 
@@ -347,7 +375,9 @@ async def test_sampling(prompt: str, ctx: Context) -> str:
     """Tests server-initiated sampling (LLM completion request)"""
     try:
         result = await sample(ctx, "sampling", prompt, 100)
-        text = result.content.text if isinstance(result.content, types.TextContent) else "No response"
+        text = (
+            result.content.text if isinstance(result.content, types.TextContent) else "No response"
+        )
         return f"LLM response: {text}"
     except Exception as e:  # noqa: BLE001
         return f"Sampling not supported or error: {e}"
@@ -398,25 +428,54 @@ async def test_elicitation_sep1330_enums(ctx: Context) -> str:
     schema = {
         "type": "object",
         "properties": {
-            "untitledSingle": {"type": "string", "description": "Simple enum without titles",
-                               "enum": ["active", "inactive", "pending"]},
-            "titledSingle": {"type": "string", "description": "Enum with titled options (oneOf)",
-                             "oneOf": [{"const": "low", "title": "Low Priority"},
-                                       {"const": "medium", "title": "Medium Priority"},
-                                       {"const": "high", "title": "High Priority"}]},
-            "untitledMulti": {"type": "array", "description": "Multi-select without titles",
-                              "items": {"type": "string", "enum": ["read", "write", "execute"]}},
-            "titledMulti": {"type": "array", "description": "Multi-select with titled options",
-                            "items": {"anyOf": [{"const": "feature", "title": "New Feature"},
-                                                {"const": "bug", "title": "Bug Fix"},
-                                                {"const": "docs", "title": "Documentation"}]}},
-            "legacyEnum": {"type": "string", "description": "Legacy enum with enumNames",
-                           "enum": ["small", "medium", "large"],
-                           "enumNames": ["Small Size", "Medium Size", "Large Size"]},
+            "untitledSingle": {
+                "type": "string",
+                "description": "Simple enum without titles",
+                "enum": ["active", "inactive", "pending"],
+            },
+            "titledSingle": {
+                "type": "string",
+                "description": "Enum with titled options (oneOf)",
+                "oneOf": [
+                    {"const": "low", "title": "Low Priority"},
+                    {"const": "medium", "title": "Medium Priority"},
+                    {"const": "high", "title": "High Priority"},
+                ],
+            },
+            "untitledMulti": {
+                "type": "array",
+                "description": "Multi-select without titles",
+                "items": {"type": "string", "enum": ["read", "write", "execute"]},
+            },
+            "titledMulti": {
+                "type": "array",
+                "description": "Multi-select with titled options",
+                "items": {
+                    "anyOf": [
+                        {"const": "feature", "title": "New Feature"},
+                        {"const": "bug", "title": "Bug Fix"},
+                        {"const": "docs", "title": "Documentation"},
+                    ]
+                },
+            },
+            "legacyEnum": {
+                "type": "string",
+                "description": "Legacy enum with enumNames",
+                "enum": ["small", "medium", "large"],
+                "enumNames": ["Small Size", "Medium Size", "Large Size"],
+            },
         },
-        "required": ["untitledSingle", "titledSingle", "untitledMulti", "titledMulti", "legacyEnum"],
+        "required": [
+            "untitledSingle",
+            "titledSingle",
+            "untitledMulti",
+            "titledMulti",
+            "legacyEnum",
+        ],
     }
-    result = await elicit(ctx, "enums", "Please select values using different enum schema types", schema)
+    result = await elicit(
+        ctx, "enums", "Please select values using different enum schema types", schema
+    )
     content = json.dumps(result.content or {}) if result.action == "accept" else "{}"
     return f"Elicitation completed: action={result.action}, content={content}"
 
@@ -450,14 +509,16 @@ async def test_input_required_result_list_roots(ctx: Context) -> str:
 
 @mcp.tool()
 async def test_input_required_result_request_state(ctx: Context) -> str:
-    """Elicits {ok: boolean} ("Please confirm", hint key confirm); returns text containing "state-ok"."""
+    """Elicits {ok: boolean} ("Please confirm", hint key confirm); returns text containing
+    "state-ok"."""
     result = await elicit(ctx, "confirm", "Please confirm", CONFIRM_SCHEMA)
     return f"state-ok: confirmation received (action={result.action})"
 
 
 @mcp.tool()
 async def test_input_required_result_multiple_inputs(ctx: Context) -> str:
-    """Sends elicitation (user_name), sampling (greeting) and roots/list (client_roots) CONCURRENTLY."""
+    """Sends elicitation (user_name), sampling (greeting) and roots/list (client_roots)
+    CONCURRENTLY."""
     await asyncio.gather(
         elicit(ctx, "user_name", "What is your name?", NAME_SCHEMA),
         sample(ctx, "greeting", "Generate a greeting", 50),
@@ -483,7 +544,8 @@ async def test_input_required_result_tampered_state(ctx: Context) -> str:
 
 @mcp.tool()
 async def test_input_required_result_capabilities(ctx: Context) -> str:
-    """Sends only the requests the (legacy) client declared in initialize: sampling (sample) and/or elicitation (ask),
+    """Sends only the requests the (legacy) client declared in initialize: sampling (sample) and/or
+    elicitation (ask),
     concurrently. The capability-check scenario declares only sampling."""
     caps = _client_caps(ctx)
     pending = []
@@ -528,14 +590,19 @@ _fastmcp_read_resource = mcp.read_resource
 
 
 async def _read_resource_legacy_not_found(uri: Any):
-    """2025-11-25 says an unknown resource is JSON-RPC error -32002 with data.uri (FastMCP 1.x uses code 0)."""
+    """2025-11-25 says an unknown resource is JSON-RPC error -32002 with data.uri (FastMCP 1.x uses
+    code 0)."""
     try:
         return await _fastmcp_read_resource(uri)
     except McpError:
         raise
     except Exception as e:  # noqa: BLE001
         if "Unknown resource" in str(e):
-            raise McpError(types.ErrorData(code=RESOURCE_NOT_FOUND, message="Resource not found", data={"uri": str(uri)}))
+            raise McpError(
+                types.ErrorData(
+                    code=RESOURCE_NOT_FOUND, message="Resource not found", data={"uri": str(uri)}
+                )
+            )
         raise
 
 
@@ -550,13 +617,23 @@ mcp._mcp_server.read_resource()(_read_resource_legacy_not_found)
 @mcp.prompt()
 def test_simple_prompt() -> list[Message]:
     """A simple prompt without arguments"""
-    return [UserMessage(content=types.TextContent(type="text", text="This is a simple prompt for testing."))]
+    return [
+        UserMessage(
+            content=types.TextContent(type="text", text="This is a simple prompt for testing.")
+        )
+    ]
 
 
 @mcp.prompt()
 def test_prompt_with_arguments(arg1: str, arg2: str) -> list[Message]:
     """A prompt with required arguments"""
-    return [UserMessage(content=types.TextContent(type="text", text=f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"))]
+    return [
+        UserMessage(
+            content=types.TextContent(
+                type="text", text=f"Prompt with arguments: arg1='{arg1}', arg2='{arg2}'"
+            )
+        )
+    ]
 
 
 @mcp.prompt()
@@ -567,11 +644,17 @@ def test_prompt_with_embedded_resource(resourceUri: str) -> list[Message]:
             content=types.EmbeddedResource(
                 type="resource",
                 resource=types.TextResourceContents(
-                    uri=resourceUri, mimeType="text/plain", text="Embedded resource content for testing."
+                    uri=resourceUri,
+                    mimeType="text/plain",
+                    text="Embedded resource content for testing.",
                 ),
             )
         ),
-        UserMessage(content=types.TextContent(type="text", text="Please process the embedded resource above.")),
+        UserMessage(
+            content=types.TextContent(
+                type="text", text="Please process the embedded resource above."
+            )
+        ),
     ]
 
 
@@ -579,17 +662,26 @@ def test_prompt_with_embedded_resource(resourceUri: str) -> list[Message]:
 def test_prompt_with_image() -> list[Message]:
     """A prompt that includes image content"""
     return [
-        UserMessage(content=types.ImageContent(type="image", data=TEST_IMAGE_BASE64, mimeType="image/png")),
+        UserMessage(
+            content=types.ImageContent(type="image", data=TEST_IMAGE_BASE64, mimeType="image/png")
+        ),
         UserMessage(content=types.TextContent(type="text", text="Please analyze the image above.")),
     ]
 
 
 @mcp.prompt()
 async def test_input_required_result_prompt(ctx: Context) -> list[Message]:
-    """Elicits {context} ("What context should the prompt use?", hint key user_context) during prompts/get."""
-    result = await elicit(ctx, "user_context", "What context should the prompt use?", CONTEXT_SCHEMA)
+    """Elicits {context} ("What context should the prompt use?", hint key user_context) during
+    prompts/get."""
+    result = await elicit(
+        ctx, "user_context", "What context should the prompt use?", CONTEXT_SCHEMA
+    )
     text = _content_field(result, "context", "?")
-    return [UserMessage(content=types.TextContent(type="text", text=f"Use the following context: {text}"))]
+    return [
+        UserMessage(
+            content=types.TextContent(type="text", text=f"Use the following context: {text}")
+        )
+    ]
 
 
 # ---------------------------------------------------------------------------
@@ -598,7 +690,9 @@ async def test_input_required_result_prompt(ctx: Context) -> list[Message]:
 
 
 @mcp.completion()
-async def _complete(ref: Any, argument: types.CompletionArgument, context: Any = None) -> types.Completion:
+async def _complete(
+    ref: Any, argument: types.CompletionArgument, context: Any = None
+) -> types.Completion:
     return types.Completion(values=[], total=0, hasMore=False)
 
 
@@ -621,9 +715,12 @@ async def _set_level(level: types.LoggingLevel) -> None:
 _orig_init_options = mcp._mcp_server.create_initialization_options
 
 
-def _init_options(notification_options: NotificationOptions | None = None, experimental_capabilities=None):
+def _init_options(
+    notification_options: NotificationOptions | None = None, experimental_capabilities=None
+):
     return _orig_init_options(
-        notification_options or NotificationOptions(prompts_changed=True, tools_changed=True, resources_changed=True),
+        notification_options
+        or NotificationOptions(prompts_changed=True, tools_changed=True, resources_changed=True),
         experimental_capabilities or {},
     )
 
@@ -636,8 +733,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--transport", choices=["http", "stdio"], default="http")
     parser.add_argument("--port", type=int, default=8931, help="HTTP port (binds 127.0.0.1 only)")
-    parser.add_argument("--json-response", action="store_true", help="answer POSTs with JSON, not SSE (no pushes then)")
-    parser.add_argument("--no-key-hints", action="store_true", help=f"omit params._meta[{INPUT_KEY_META!r}]")
+    parser.add_argument(
+        "--json-response",
+        action="store_true",
+        help="answer POSTs with JSON, not SSE (no pushes then)",
+    )
+    parser.add_argument(
+        "--no-key-hints", action="store_true", help=f"omit params._meta[{INPUT_KEY_META!r}]"
+    )
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr)

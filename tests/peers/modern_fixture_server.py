@@ -45,10 +45,19 @@ from mcp.types import (
 )
 from pydantic import Field
 
-PNG_1PX = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
+PNG_1PX = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAF"
+    "BQIAX8jx0gAAAABJRU5ErkJggg=="
+)
 WAV_EMPTY = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 HINT = CacheHint(ttl_ms=60_000, scope="public")
-CACHED = ("tools/list", "prompts/list", "resources/list", "resources/templates/list", "resources/read")
+CACHED = (
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+)
 
 mcp = MCPServer(
     name="mrtr-bridge-modern-fixture",
@@ -64,7 +73,9 @@ def _elicit(message: str, field: str, kind: str = "string") -> ElicitRequest:
 
 def _sample(text: str, max_tokens: int) -> CreateMessageRequest:
     message = SamplingMessage(role="user", content=TextContent(type="text", text=text))
-    return CreateMessageRequest(params=CreateMessageRequestParams(messages=[message], max_tokens=max_tokens))
+    return CreateMessageRequest(
+        params=CreateMessageRequestParams(messages=[message], max_tokens=max_tokens)
+    )
 
 
 def _field(answer: object, name: str) -> str | None:
@@ -97,13 +108,17 @@ def test_audio_content() -> list[AudioContent]:
 
 
 def _embedded(uri: str, mime: str, text: str) -> EmbeddedResource:
-    return EmbeddedResource(type="resource", resource=TextResourceContents(uri=uri, mime_type=mime, text=text))
+    return EmbeddedResource(
+        type="resource", resource=TextResourceContents(uri=uri, mime_type=mime, text=text)
+    )
 
 
 @mcp.tool()
 def test_embedded_resource() -> list[EmbeddedResource]:
     """Returns one embedded text resource."""
-    return [_embedded("test://embedded-resource", "text/plain", "This is an embedded resource content.")]
+    return [
+        _embedded("test://embedded-resource", "text/plain", "This is an embedded resource content.")
+    ]
 
 
 @mcp.tool()
@@ -112,7 +127,9 @@ def test_multiple_content_types() -> list[TextContent | ImageContent | EmbeddedR
     return [
         TextContent(type="text", text="Multiple content types test:"),
         ImageContent(type="image", data=PNG_1PX, mime_type="image/png"),
-        _embedded("test://mixed-content-resource", "application/json", '{"test": "data", "value": 123}'),
+        _embedded(
+            "test://mixed-content-resource", "application/json", '{"test": "data", "value": 123}'
+        ),
     ]
 
 
@@ -166,7 +183,9 @@ async def test_trigger_prompt_change(ctx: Context) -> str:
 
 
 @mcp.tool()
-def test_x_mcp_header(region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})]) -> str:
+def test_x_mcp_header(
+    region: Annotated[str, Field(json_schema_extra={"x-mcp-header": "Region"})],
+) -> str:
     """Echoes the region, which the client mirrors into the Mcp-Param-Region header."""
     return f"region={region}"
 
@@ -180,7 +199,13 @@ def json_schema_2020_12_tool(name: str = "") -> str:
 SCHEMA_2020_12: dict[str, Any] = {
     "$schema": "https://json-schema.org/draft/2020-12/schema",
     "type": "object",
-    "$defs": {"address": {"$anchor": "address", "type": "object", "properties": {"street": {"type": "string"}}}},
+    "$defs": {
+        "address": {
+            "$anchor": "address",
+            "type": "object",
+            "properties": {"street": {"type": "string"}},
+        }
+    },
     "properties": {"name": {"type": "string"}, "address": {"$ref": "#/$defs/address"}},
     "allOf": [{"anyOf": [{"required": ["name"]}, {"required": ["address"]}]}],
     "if": {"properties": {"name": {"const": "x"}}},
@@ -210,7 +235,9 @@ async def test_input_required_result_sampling(ctx: Context) -> str | InputRequir
     if isinstance(answer, CreateMessageResult):
         text = answer.content.text if isinstance(answer.content, TextContent) else "(non-text)"
         return f"The model said: {text}"
-    return InputRequiredResult(input_requests={"capital": _sample("What is the capital of France?", 100)})
+    return InputRequiredResult(
+        input_requests={"capital": _sample("What is the capital of France?", 100)}
+    )
 
 
 @mcp.tool()
@@ -292,7 +319,8 @@ async def test_input_required_result_capabilities(ctx: Context) -> InputRequired
 
 @mcp.tool()
 async def test_streaming_elicitation(ctx: Context) -> str | InputRequiredResult:
-    """Needs input mid-call: at 2026-07-28 that is an InputRequiredResult, never a pushed request."""
+    """Needs input mid-call: at 2026-07-28 that is an InputRequiredResult, never a pushed
+    request."""
     name = _field((ctx.input_responses or {}).get("name"), "name")
     if name is not None:
         return f"streamed {name}"
@@ -300,13 +328,19 @@ async def test_streaming_elicitation(ctx: Context) -> str | InputRequiredResult:
 
 
 @mcp.prompt()
-async def test_input_required_result_prompt(ctx: Context) -> list[UserMessage] | InputRequiredResult:
+async def test_input_required_result_prompt(
+    ctx: Context,
+) -> list[UserMessage] | InputRequiredResult:
     """A prompt that needs input (the non-tool request case)."""
     context = _field((ctx.input_responses or {}).get("context"), "context")
     if context is None:
         asked = _elicit("What context should the prompt use?", "context")
         return InputRequiredResult(input_requests={"context": asked})
-    return [UserMessage(role="user", content=TextContent(type="text", text=f"Use this context: {context}"))]
+    return [
+        UserMessage(
+            role="user", content=TextContent(type="text", text=f"Use this context: {context}")
+        )
+    ]
 
 
 # -- resources, prompts, completion ---------------------------------------------------------------
@@ -356,7 +390,10 @@ def test_prompt_with_arguments(arg1: str, arg2: str) -> list[UserMessage]:
 def test_prompt_with_embedded_resource(resourceUri: str) -> list[UserMessage]:
     """A prompt embedding the named resource."""
     embedded = _embedded(resourceUri, "text/plain", "Embedded resource content for testing.")
-    return [UserMessage(role="user", content=embedded), _user("Please process the embedded resource above.")]
+    return [
+        UserMessage(role="user", content=embedded),
+        _user("Please process the embedded resource above."),
+    ]
 
 
 @mcp.prompt()

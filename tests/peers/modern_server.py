@@ -2,16 +2,16 @@
 """A modern (MCP 2026-07-28) server written with the `mcp` 2.x SDK (run it from `.venv`).
 
 The SDK's server is dual-era: it serves 2026-07-28 requests statelessly and still answers a legacy
-`initialize`. `--modern-only` (HTTP) refuses `initialize` with 400 and a JSON-RPC error naming the supported
-version, as a server that dropped the legacy era would.
+`initialize`. `--modern-only` (HTTP) refuses `initialize` with 400 and a JSON-RPC error naming the
+supported version, as a server that dropped the legacy era would.
 
 - tool `echo(text)`: plain call;
 - tool `ask_name()`: asks for input (an elicitation the modern way, `InputRequiredResult`);
 - tool `wipe()`: annotated destructive.
 
 Usage:
-    python tests/peers/modern_server.py --port 8941            # Streamable HTTP on 127.0.0.1:8941/mcp
-    python tests/peers/modern_server.py --transport stdio
+    python tests/peers/modern_server.py --port 8941            # Streamable HTTP on
+    127.0.0.1:8941/mcp python tests/peers/modern_server.py --transport stdio
 """
 
 from __future__ import annotations
@@ -55,7 +55,8 @@ def wipe() -> str:
 
 
 def refuse_initialize(app: Any) -> Any:
-    """ASGI wrapper: a POST `initialize` gets 400 and a JSON-RPC error naming the supported version."""
+    """ASGI wrapper: a POST `initialize` gets 400 and a JSON-RPC error naming the supported
+    version."""
 
     async def wrapped(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -72,11 +73,22 @@ def refuse_initialize(app: Any) -> Any:
         except ValueError:
             request = None
         if isinstance(request, dict) and request.get("method") == "initialize":
-            error = {"jsonrpc": "2.0", "id": request.get("id"), "error": {
-                "code": -32601, "message": "initialize is not supported: this server speaks only 2026-07-28"}}
+            error = {
+                "jsonrpc": "2.0",
+                "id": request.get("id"),
+                "error": {
+                    "code": -32601,
+                    "message": "initialize is not supported: this server speaks only 2026-07-28",
+                },
+            }
             payload = json.dumps(error).encode()
-            await send({"type": "http.response.start", "status": 400,
-                        "headers": [(b"content-type", b"application/json")]})
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": 400,
+                    "headers": [(b"content-type", b"application/json")],
+                }
+            )
             return await send({"type": "http.response.body", "body": payload})
         replayed = False
 
@@ -94,14 +106,23 @@ def refuse_initialize(app: Any) -> Any:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--transport", choices=("streamable-http", "stdio"), default="streamable-http")
+    parser.add_argument(
+        "--transport", choices=("streamable-http", "stdio"), default="streamable-http"
+    )
     parser.add_argument("--port", type=int, default=8941)
-    parser.add_argument("--modern-only", action="store_true", help="refuse legacy initialize (HTTP only)")
+    parser.add_argument(
+        "--modern-only", action="store_true", help="refuse legacy initialize (HTTP only)"
+    )
     args = parser.parse_args()
     if args.transport == "stdio":
         mcp.run("stdio")
     elif args.modern_only:
-        uvicorn.run(refuse_initialize(mcp.streamable_http_app()), host="127.0.0.1", port=args.port, log_level="info")
+        uvicorn.run(
+            refuse_initialize(mcp.streamable_http_app()),
+            host="127.0.0.1",
+            port=args.port,
+            log_level="info",
+        )
     else:
         mcp.run("streamable-http", host="127.0.0.1", port=args.port)
 

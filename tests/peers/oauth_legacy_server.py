@@ -46,15 +46,20 @@ class JwtVerifier:
     async def verify_token(self, token: str) -> AccessToken | None:
         try:
             key = await anyio.to_thread.run_sync(self._keys.get_signing_key_from_jwt, token)
-            claims = jwt.decode(token, key.key, algorithms=["RS256"], audience=self._audience, issuer=self._issuer)
+            claims = jwt.decode(
+                token, key.key, algorithms=["RS256"], audience=self._audience, issuer=self._issuer
+            )
         except jwt.PyJWTError as exc:
             logging.getLogger("oauth_legacy_server").info("token refused: %s", type(exc).__name__)
             return None
         return AccessToken(
-            token=token, client_id=str(claims.get("client_id") or claims.get("sub") or ""),
-            scopes=str(claims.get("scope") or "").split(), expires_at=claims.get("exp"),
-            resource=self._audience, subject=claims.get("sub"),
-        )  # fmt: skip
+            token=token,
+            client_id=str(claims.get("client_id") or claims.get("sub") or ""),
+            scopes=str(claims.get("scope") or "").split(),
+            expires_at=claims.get("exp"),
+            resource=self._audience,
+            subject=claims.get("sub"),
+        )
 
 
 class Guest(BaseModel):
@@ -63,10 +68,19 @@ class Guest(BaseModel):
 
 def build(port: int, issuer: str, audience: str, scopes: list[str]) -> FastMCP:
     own_url = f"http://127.0.0.1:{port}/mcp"
-    auth = AuthSettings(issuer_url=AnyHttpUrl(issuer), resource_server_url=AnyHttpUrl(own_url),
-                        required_scopes=scopes or None, validate_token_resource=False)
-    server = FastMCP(name="oauth-legacy", host="127.0.0.1", port=port, auth=auth,
-                     token_verifier=JwtVerifier(issuer, audience))
+    auth = AuthSettings(
+        issuer_url=AnyHttpUrl(issuer),
+        resource_server_url=AnyHttpUrl(own_url),
+        required_scopes=scopes or None,
+        validate_token_resource=False,
+    )
+    server = FastMCP(
+        name="oauth-legacy",
+        host="127.0.0.1",
+        port=port,
+        auth=auth,
+        token_verifier=JwtVerifier(issuer, audience),
+    )
 
     @server.tool()
     async def whoami(ctx: Context) -> str:  # type: ignore[type-arg]
@@ -79,10 +93,14 @@ def build(port: int, issuer: str, audience: str, scopes: list[str]) -> FastMCP:
     async def book_table(restaurant: str, ctx: Context) -> str:  # type: ignore[type-arg]
         """Book a table; asks for a name (form elicitation)."""
         token = get_access_token()
-        answer = await ctx.elicit(message=f"Booking at {restaurant}: under what name?", schema=Guest)
+        answer = await ctx.elicit(
+            message=f"Booking at {restaurant}: under what name?", schema=Guest
+        )
         if answer.action != "accept":
             return f"Booking at {restaurant} {answer.action}ed."
-        return f"Booked {restaurant} under {answer.data.name} for {token.subject if token else None}."
+        return (
+            f"Booked {restaurant} under {answer.data.name} for {token.subject if token else None}."
+        )
 
     return server
 
@@ -91,7 +109,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--issuer", required=True, help="the authorization server's issuer URL")
-    parser.add_argument("--audience", required=True, help="the resource URL tokens must be issued for")
+    parser.add_argument(
+        "--audience", required=True, help="the resource URL tokens must be issued for"
+    )
     parser.add_argument("--required-scope", action="append", default=[])
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)

@@ -54,17 +54,26 @@ class MemoryProvider:
         assert client_info.client_id is not None
         self._clients[client_info.client_id] = client_info
 
-    async def authorize(self, client: OAuthClientInformationFull, params: AuthorizationParams) -> str:
+    async def authorize(
+        self, client: OAuthClientInformationFull, params: AuthorizationParams
+    ) -> str:
         code = secrets.token_urlsafe(24)
         self._codes[code] = AuthorizationCode(
-            code=code, scopes=params.scopes or [], expires_at=time.time() + 300, client_id=client.client_id or "",
-            code_challenge=params.code_challenge, redirect_uri=params.redirect_uri,
-            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly, resource=params.resource,
+            code=code,
+            scopes=params.scopes or [],
+            expires_at=time.time() + 300,
+            client_id=client.client_id or "",
+            code_challenge=params.code_challenge,
+            redirect_uri=params.redirect_uri,
+            redirect_uri_provided_explicitly=params.redirect_uri_provided_explicitly,
+            resource=params.resource,
             subject=client.client_name,
-        )  # fmt: skip
+        )
         return construct_redirect_uri(str(params.redirect_uri), code=code, state=params.state)
 
-    async def load_authorization_code(self, client: OAuthClientInformationFull, code: str) -> AuthorizationCode | None:
+    async def load_authorization_code(
+        self, client: OAuthClientInformationFull, code: str
+    ) -> AuthorizationCode | None:
         found = self._codes.get(code)
         return found if found is not None and found.client_id == client.client_id else None
 
@@ -73,12 +82,21 @@ class MemoryProvider:
     ) -> OAuthToken:
         self._codes.pop(code.code, None)
         token = secrets.token_urlsafe(32)
-        self._tokens[token] = AccessToken(token=token, client_id=code.client_id, scopes=code.scopes,
-                                          expires_at=int(time.time()) + TOKEN_TTL_S, resource=code.resource,
-                                          subject=code.subject)
-        return OAuthToken(access_token=token, expires_in=TOKEN_TTL_S, scope=" ".join(code.scopes) or None)
+        self._tokens[token] = AccessToken(
+            token=token,
+            client_id=code.client_id,
+            scopes=code.scopes,
+            expires_at=int(time.time()) + TOKEN_TTL_S,
+            resource=code.resource,
+            subject=code.subject,
+        )
+        return OAuthToken(
+            access_token=token, expires_in=TOKEN_TTL_S, scope=" ".join(code.scopes) or None
+        )
 
-    async def load_refresh_token(self, client: OAuthClientInformationFull, refresh_token: str) -> RefreshToken | None:
+    async def load_refresh_token(
+        self, client: OAuthClientInformationFull, refresh_token: str
+    ) -> RefreshToken | None:
         return None
 
     async def exchange_refresh_token(
@@ -97,10 +115,18 @@ class MemoryProvider:
 
 
 def build(port: int, audience: str) -> FastMCP:
-    auth = AuthSettings(issuer_url=AnyHttpUrl(f"http://127.0.0.1:{port}"), resource_server_url=None,
-                        client_registration_options=ClientRegistrationOptions(enabled=True))
-    server = FastMCP(name="oauth-own-as", host="127.0.0.1", port=port, auth=auth,
-                     auth_server_provider=MemoryProvider(audience))
+    auth = AuthSettings(
+        issuer_url=AnyHttpUrl(f"http://127.0.0.1:{port}"),
+        resource_server_url=None,
+        client_registration_options=ClientRegistrationOptions(enabled=True),
+    )
+    server = FastMCP(
+        name="oauth-own-as",
+        host="127.0.0.1",
+        port=port,
+        auth=auth,
+        auth_server_provider=MemoryProvider(audience),
+    )
 
     @server.tool()
     async def whoami() -> str:
@@ -114,7 +140,9 @@ def build(port: int, audience: str) -> FastMCP:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--audience", required=True, help="the resource URL tokens must be issued for")
+    parser.add_argument(
+        "--audience", required=True, help="the resource URL tokens must be issued for"
+    )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
     build(args.port, args.audience).run("streamable-http")

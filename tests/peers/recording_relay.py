@@ -1,18 +1,17 @@
 #!/usr/bin/env python3
 """A recording HTTP relay for the integration tests: `127.0.0.1:<port>` forwards every request to
-`--upstream` (same path and query, same headers, `Host` kept so redirects point back here) and streams
-the answer back unchanged, while it appends every JSON-RPC message that passes to `--record` (JSON
-lines; run it with `.venv`, it needs aiohttp).
+`--upstream` (same path and query, same headers, `Host` kept so redirects point back here) and
+streams the answer back unchanged, while it appends every JSON-RPC message that passes to `--record`
+(JSON lines; run it with `.venv`, it needs aiohttp).
 
-A record is `{"seq", "dir", "xid", "session", "version", "http", "path", "status", "message"}`: `xid`
-numbers the HTTP exchange (a request and its answer share it), `version` is the request's
-`MCP-Protocol-Version` header (or null); `dir` is `"sent"` for
-a message in a request body (client to server) and `"received"` for one in the answer (a JSON body,
-or each `data:` of an SSE stream, as it streams); `session` is the `Mcp-Session-Id` of the exchange,
-or the `session_id` (Python SDK) / `sessionId` (TypeScript SDK) query parameter of the HTTP+SSE
-transport (its `endpoint` event names it);
-`message` is the parsed JSON (an object, or a list for a batch), or `{"raw": text}` when a body or
-`data:` is not JSON (the HTTP+SSE `endpoint` event).
+A record is `{"seq", "dir", "xid", "session", "version", "http", "path", "status", "message"}`:
+`xid` numbers the HTTP exchange (a request and its answer share it), `version` is the request's
+`MCP-Protocol-Version` header (or null); `dir` is `"sent"` for a message in a request body (client
+to server) and `"received"` for one in the answer (a JSON body, or each `data:` of an SSE stream, as
+it streams); `session` is the `Mcp-Session-Id` of the exchange, or the `session_id` (Python SDK) /
+`sessionId` (TypeScript SDK) query parameter of the HTTP+SSE transport (its `endpoint` event names
+it); `message` is the parsed JSON (an object, or a list for a batch), or `{"raw": text}` when a body
+or `data:` is not JSON (the HTTP+SSE `endpoint` event).
 
 Put between the bridge and a legacy server it shows what the bridge sends upstream; put between a
 client and the bridge it shows what the bridge answers.
@@ -35,9 +34,18 @@ import aiohttp
 from aiohttp import web
 
 HOP_BY_HOP = frozenset(
-    {"connection", "keep-alive", "transfer-encoding", "content-length", "upgrade", "te", "trailer",
-     "proxy-authorization", "proxy-authenticate"}
-)  # fmt: skip
+    {
+        "connection",
+        "keep-alive",
+        "transfer-encoding",
+        "content-length",
+        "upgrade",
+        "te",
+        "trailer",
+        "proxy-authorization",
+        "proxy-authenticate",
+    }
+)
 SESSION_HEADER = "Mcp-Session-Id"
 VERSION_HEADER = "MCP-Protocol-Version"
 
@@ -92,7 +100,11 @@ class SseTap:
 
 
 def _session_of(request: web.BaseRequest) -> str | None:
-    return request.headers.get(SESSION_HEADER) or request.query.get("session_id") or request.query.get("sessionId")
+    return (
+        request.headers.get(SESSION_HEADER)
+        or request.query.get("session_id")
+        or request.query.get("sessionId")
+    )
 
 
 def make_app(upstream: str, recorder: Recorder) -> web.Application:
@@ -101,17 +113,26 @@ def make_app(upstream: str, recorder: Recorder) -> web.Application:
     async def relay(request: web.Request) -> web.StreamResponse:
         body = await request.read()
         exchange: dict[str, Any] = {
-            "xid": next(exchanges), "session": _session_of(request), "version": request.headers.get(VERSION_HEADER),
-            "http": request.method, "path": request.path_qs,
-        }  # fmt: skip
+            "xid": next(exchanges),
+            "session": _session_of(request),
+            "version": request.headers.get(VERSION_HEADER),
+            "http": request.method,
+            "path": request.path_qs,
+        }
         headers = {k: v for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP}
         client: aiohttp.ClientSession = request.app["client"]
         async with client.request(
-            request.method, upstream + request.path_qs, headers=headers, data=body or None, allow_redirects=False
+            request.method,
+            upstream + request.path_qs,
+            headers=headers,
+            data=body or None,
+            allow_redirects=False,
         ) as upstream_resp:
             exchange = {**exchange, "status": upstream_resp.status}
             exchange["session"] = upstream_resp.headers.get(SESSION_HEADER) or exchange["session"]
-            recorder.write("sent", exchange, body)  # once the answer names the session an initialize opened
+            recorder.write(
+                "sent", exchange, body
+            )  # once the answer names the session an initialize opened
             response = web.StreamResponse(status=upstream_resp.status)
             for name, value in upstream_resp.headers.items():
                 if name.lower() not in HOP_BY_HOP:
@@ -131,7 +152,9 @@ def make_app(upstream: str, recorder: Recorder) -> web.Application:
 
     async def open_client(app: web.Application) -> Any:
         timeout = aiohttp.ClientTimeout(total=None, sock_read=None)
-        app["client"] = aiohttp.ClientSession(timeout=timeout, auto_decompress=False, skip_auto_headers=["User-Agent"])
+        app["client"] = aiohttp.ClientSession(
+            timeout=timeout, auto_decompress=False, skip_auto_headers=["User-Agent"]
+        )
         yield
         await app["client"].close()
 
@@ -149,8 +172,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     with args.record.open("a", encoding="utf-8") as out:
         app = make_app(args.upstream.rstrip("/"), Recorder(out))
-        web.run_app(app, host="127.0.0.1", port=args.port, print=None, access_log=None,
-                    handler_cancellation=True, shutdown_timeout=1)  # fmt: skip
+        web.run_app(
+            app,
+            host="127.0.0.1",
+            port=args.port,
+            print=None,
+            access_log=None,
+            handler_cancellation=True,
+            shutdown_timeout=1,
+        )
     return 0
 
 

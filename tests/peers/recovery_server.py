@@ -1,17 +1,21 @@
 #!/usr/bin/env python3
-"""A legacy (mcp 1.x FastMCP) server for the recovery integration tests: tools that ask two questions
-in turn (three rounds for the client), with and without the idempotent annotation, and a run counter.
+"""A legacy (mcp 1.x FastMCP) server for the recovery integration tests: tools that ask two
+questions
+in turn (three rounds for the client), with and without the idempotent annotation, and a run
+counter.
 
 Every tool run appends one line to `<state dir>/runs-<tag>`, so a test counts how often a tool ran
 across bridge restarts. The first question's text is `<state dir>/question-<tag>` when that file
 exists (a test changes it between two runs), else "Your name?".
 
 Tools (each takes a `tag`):
-- `survey(tag)`: annotated `idempotentHint: true`; asks the name, then the color: "<name> likes <color>";
+- `survey(tag)`: annotated `idempotentHint: true`; asks the name, then the color: "<name> likes
+  <color>";
 - `survey_plain(tag)`: the same, without annotations.
 - `survey_readonly(tag)`: the same, annotated `readOnlyHint: true`.
 
-Usage: python tests/peers/recovery_server.py --port 8931 --state-dir DIR   # Streamable HTTP, 127.0.0.1
+Usage: python tests/peers/recovery_server.py --port 8931 --state-dir DIR   # Streamable HTTP,
+127.0.0.1
 """
 
 from __future__ import annotations
@@ -36,7 +40,11 @@ else:
 mcp = FastMCP(name="mrtr-recovery-test-server", host="127.0.0.1")
 STATE = {"dir": Path(tempfile.gettempdir())}
 NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
-COLOR_SCHEMA = {"type": "object", "properties": {"color": {"type": "string"}}, "required": ["color"]}
+COLOR_SCHEMA = {
+    "type": "object",
+    "properties": {"color": {"type": "string"}},
+    "required": ["color"],
+}
 
 
 def count_run(tag: str) -> None:
@@ -53,9 +61,12 @@ def first_question(tag: str) -> str:
 
 
 async def _ask(ctx: Ctx, message: str, schema: dict[str, Any], field: str) -> str:
-    request = types.ElicitRequest(params=types.ElicitRequestFormParams(message=message, requestedSchema=schema))
+    request = types.ElicitRequest(
+        params=types.ElicitRequestFormParams(message=message, requestedSchema=schema)
+    )
     result = await ctx.request_context.session.send_request(
-        types.ServerRequest(request), types.ElicitResult,
+        types.ServerRequest(request),
+        types.ElicitResult,
         metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
     )
     return str((result.content or {}).get(field, f"<{result.action}>"))
@@ -86,7 +97,9 @@ async def survey_readonly(tag: str, ctx: Ctx) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--port", type=int, default=8931, help="HTTP port (binds 127.0.0.1 only)")
-    parser.add_argument("--state-dir", type=Path, required=True, help="run counters and question overrides")
+    parser.add_argument(
+        "--state-dir", type=Path, required=True, help="run counters and question overrides"
+    )
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr)

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A legacy server for every older revision: the same tools on `mcp` 1.8 (2024-11-05), 1.9 (2025-03-26)
+"""A legacy server for every older revision: the same tools on `mcp` 1.8 (2024-11-05), 1.9
+(2025-03-26)
 and 1.12 (2025-06-18), run from `.venv-<revision>` (tests/peers/requirements-<revision>.txt).
 
 Written with each release's own FastMCP API, the way a server of that age is written: `ctx.elicit`
@@ -9,7 +10,8 @@ not on the call's stream), `ctx.report_progress` (with a message from 1.9 on; 1.
 progress on the GET stream too), `ctx.info` / `ctx.warning` (on the call's stream).
 
 Tools:
-- `echo(text)`; `revision()` (the revision this SDK negotiates, `mcp.types.LATEST_PROTOCOL_VERSION`);
+- `echo(text)`; `revision()` (the revision this SDK negotiates,
+  `mcp.types.LATEST_PROTOCOL_VERSION`);
 - `ask_name()` (2025-06-18 only): a form elicitation of `{name}`: "Hello, <name>!" (or the action);
 - `ask_size()` (2025-06-18 only): a single-select elicitation with legacy `enumNames` titles;
 - `sample(prompt)`: `sampling/createMessage`: "model said: <text>";
@@ -21,9 +23,9 @@ Tools:
 - prompt `greeting(name)`, resource `revision://info`, template `revision://item/{item_id}`.
 
 Usage:
-    python tests/peers/revision_server.py --port 8931                 # Streamable HTTP, 127.0.0.1:8931/mcp
-    python tests/peers/revision_server.py --transport sse --port 8931 # HTTP+SSE: GET /sse, POST /messages/
-    python tests/peers/revision_server.py --transport stdio
+    python tests/peers/revision_server.py --port 8931                 # Streamable HTTP,
+    127.0.0.1:8931/mcp python tests/peers/revision_server.py --transport sse --port 8931 # HTTP+SSE:
+    GET /sse, POST /messages/ python tests/peers/revision_server.py --transport stdio
 """
 
 import argparse
@@ -45,9 +47,9 @@ REVISION = types.LATEST_PROTOCOL_VERSION
 HAS_ELICITATION = hasattr(Context, "elicit")
 PROGRESS_HAS_MESSAGE = "message" in inspect.signature(Context.report_progress).parameters
 STATE: dict[str, Path | None] = {"journal": None}
-# These SDKs send progress on the session's GET stream while the result goes on the call's stream, so
-# progress reported just before returning can reach the client after the result (and is then dropped).
-# A tool that reports progress works between reports; this is that work.
+# These SDKs send progress on the session's GET stream while the result goes on the call's stream,
+# so progress reported just before returning can reach the client after the result (and is then
+# dropped). A tool that reports progress works between reports; this is that work.
 WORK_S = 0.1
 
 mcp = FastMCP(name=f"mrtr-revision-server-{REVISION}")
@@ -73,9 +75,15 @@ def revision() -> str:
 
 
 async def _sample(ctx: Ctx, prompt: str) -> str:
-    message = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=prompt))
+    message = types.SamplingMessage(
+        role="user", content=types.TextContent(type="text", text=prompt)
+    )
     result = await ctx.session.create_message(messages=[message], max_tokens=50)
-    return result.content.text if isinstance(result.content, types.TextContent) else f"<{result.content.type}>"
+    return (
+        result.content.text
+        if isinstance(result.content, types.TextContent)
+        else f"<{result.content.type}>"
+    )
 
 
 async def _roots(ctx: Ctx) -> str:
@@ -134,7 +142,9 @@ class Name(BaseModel):
 
 
 class Size(BaseModel):
-    size: str = Field(json_schema_extra={"enum": ["s", "m", "l"], "enumNames": ["Small", "Medium", "Large"]})
+    size: str = Field(
+        json_schema_extra={"enum": ["s", "m", "l"], "enumNames": ["Small", "Medium", "Large"]}
+    )
 
 
 if HAS_ELICITATION:
@@ -143,13 +153,21 @@ if HAS_ELICITATION:
     async def ask_name(ctx: Ctx) -> str:
         """Elicits {name} (form elicitation)."""
         result = await ctx.elicit("What is your name?", Name)
-        return f"Hello, {result.data.name}!" if result.action == "accept" else f"no name ({result.action})"
+        return (
+            f"Hello, {result.data.name}!"
+            if result.action == "accept"
+            else f"no name ({result.action})"
+        )
 
     @mcp.tool()
     async def ask_size(ctx: Ctx) -> str:
         """Elicits a size from an enum with legacy enumNames titles."""
         result = await ctx.elicit("Which size?", Size)
-        return f"size {result.data.size}" if result.action == "accept" else f"no size ({result.action})"
+        return (
+            f"size {result.data.size}"
+            if result.action == "accept"
+            else f"no size ({result.action})"
+        )
 
 
 @mcp.prompt()
@@ -177,7 +195,9 @@ async def _set_level(level: types.LoggingLevel) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--transport", choices=["http", "streamable-http", "sse", "stdio"], default="http")
+    parser.add_argument(
+        "--transport", choices=["http", "streamable-http", "sse", "stdio"], default="http"
+    )
     parser.add_argument("--port", type=int, default=8931, help="HTTP port (binds 127.0.0.1 only)")
     parser.add_argument("--journal", type=Path, help="append slow-tool events here (JSON lines)")
     parser.add_argument("--log-level", default="WARNING")

@@ -72,8 +72,11 @@ async def ask_and_keep(session: ServerSession) -> None:
 _handle_message = mcp._mcp_server._handle_message
 
 
-async def _watching_handle_message(message: Any, session: ServerSession, *args: Any, **kwargs: Any) -> None:
-    """Every incoming message passes here, with its session: ask for roots on the two notifications."""
+async def _watching_handle_message(
+    message: Any, session: ServerSession, *args: Any, **kwargs: Any
+) -> None:
+    """Every incoming message passes here, with its session: ask for roots on the two
+    notifications."""
     if isinstance(message, types.ClientNotification) and isinstance(message.root, ASKS_ON):
         await ask_and_keep(session)
     await _handle_message(message, session, *args, **kwargs)

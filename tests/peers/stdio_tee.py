@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""A recording wrapper for a stdio MCP server: runs `COMMAND...`, copies this process's stdin to it and
+"""A recording wrapper for a stdio MCP server: runs `COMMAND...`, copies this process's stdin to it
+and
 its stdout to this process's stdout, line by line, and appends every line that passes to `--record`
-(JSON lines, the same records as `recording_relay.py`: `dir` is `"sent"` for a line the client wrote,
-`"received"` for one the server wrote; `session` is this wrapper's pid, as every stdio process is one
-session). Standard library only; the child's stderr is inherited. SIGTERM and SIGINT are passed on to
-the child, stdin's end closes the child's stdin, and the wrapper exits with the child's status.
+(JSON lines, the same records as `recording_relay.py`: `dir` is `"sent"` for a line the client
+wrote, `"received"` for one the server wrote; `session` is this wrapper's pid, as every stdio
+process is one session). Standard library only; the child's stderr is inherited. SIGTERM and SIGINT
+are passed on to the child, stdin's end closes the child's stdin, and the wrapper exits with the
+child's status.
 
 Usage:
     python tests/peers/stdio_tee.py --record FILE -- python server.py --transport stdio
@@ -33,8 +35,15 @@ def record(out: IO[str], direction: str, line: bytes) -> None:
         message: Any = json.loads(text)
     except ValueError:
         message = {"raw": text}
-    entry = {"dir": direction, "xid": None, "session": str(os.getpid()), "version": None, "http": None,
-             "path": None, "message": message}
+    entry = {
+        "dir": direction,
+        "xid": None,
+        "session": str(os.getpid()),
+        "version": None,
+        "http": None,
+        "path": None,
+        "message": message,
+    }
     with LOCK:
         out.write(json.dumps(entry) + "\n")
         out.flush()
@@ -69,8 +78,12 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signum, lambda received, _frame: child.send_signal(received))
     with args.record.open("a", encoding="utf-8") as out:
         threads = [
-            threading.Thread(target=pump, args=(sys.stdin.buffer, child.stdin, out, "sent"), daemon=True),
-            threading.Thread(target=pump, args=(child.stdout, sys.stdout.buffer, out, "received"), daemon=True),
+            threading.Thread(
+                target=pump, args=(sys.stdin.buffer, child.stdin, out, "sent"), daemon=True
+            ),
+            threading.Thread(
+                target=pump, args=(child.stdout, sys.stdout.buffer, out, "received"), daemon=True
+            ),
         ]
         for thread in threads:
             thread.start()

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""A legacy (MCP 2025-11-25) server for the streams tests (issue 5): progress, logging, cancellation,
+"""A legacy (MCP 2025-11-25) server for the streams tests (issue 5): progress, logging,
+cancellation,
 list-changed and resource-update notifications, and a journal of what it saw.
 
 Written with FastMCP from `mcp` 1.x (run it from `.venv-legacy`). Everything the bridge does to the
@@ -15,10 +16,10 @@ Tools:
 - `progress_elicit()`: progress 1/2 ("before"), a form elicitation, progress 2/2 ("after");
 - `log_levels(tag)`: one `notifications/message` per level at or above the session's level (set by
   `logging/setLevel`; "info" until then), data `{"level", "tag"}`; journals the levels sent;
-- `slow(steps, interval, tag)`: progress and an info log every `interval` seconds; journals whether it
-  finished or was cancelled; `elicit_then_slow(...)` asks a form elicitation first;
-- `tools_changed()`, `prompts_changed()`, `resources_changed()`: the list-changed notification on the
-  calling session (no related request: the GET stream over HTTP);
+- `slow(steps, interval, tag)`: progress and an info log every `interval` seconds; journals whether
+  it finished or was cancelled; `elicit_then_slow(...)` asks a form elicitation first;
+- `tools_changed()`, `prompts_changed()`, `resources_changed()`: the list-changed notification on
+  the calling session (no related request: the GET stream over HTTP);
 - `log_elicit(tag)`: like `log_levels` (data tag `<tag> before`), a form elicitation, then again
   (`<tag> after`): the session's level as it is in each round;
 - `touch(uri)`: `notifications/resources/updated` to every session subscribed to `uri`. Like any
@@ -118,8 +119,9 @@ async def log_levels(tag: str, ctx: Context) -> str:  # type: ignore[type-arg]
     sent = list(LEVELS[floor:])
     record("log_sent", session, tag=tag, levels=sent)
     for level in sent:
-        await session.send_log_message(level, {"level": level, "tag": tag}, logger="streams",
-                                       related_request_id=ctx.request_id)
+        await session.send_log_message(
+            level, {"level": level, "tag": tag}, logger="streams", related_request_id=ctx.request_id
+        )
     return ",".join(sent)
 
 
@@ -138,8 +140,12 @@ async def _slow_steps(ctx: Context, steps: int, interval: float, tag: str) -> st
     try:
         for step in range(1, steps + 1):
             await ctx.report_progress(step, steps, f"{tag} {step}")
-            await session.send_log_message("info", {"tag": tag, "step": step}, logger="streams",
-                                           related_request_id=ctx.request_id)
+            await session.send_log_message(
+                "info",
+                {"tag": tag, "step": step},
+                logger="streams",
+                related_request_id=ctx.request_id,
+            )
             await asyncio.sleep(interval)
     except asyncio.CancelledError:
         record("slow_cancelled", session, tag=tag, request_id=ctx.request_id)
@@ -156,7 +162,8 @@ async def slow(steps: int, interval: float, tag: str, ctx: Context) -> str:  # t
 
 @mcp.tool()
 async def elicit_then_slow(steps: int, interval: float, tag: str, ctx: Context) -> str:  # type: ignore[type-arg]
-    """A form elicitation, then `slow` (a retry that a client may abandon while the call runs on)."""
+    """A form elicitation, then `slow` (a retry that a client may abandon while the call
+    runs on)."""
     await ctx.elicit(message="Start?", schema=Name)
     return await _slow_steps(ctx, steps, interval, tag)
 
@@ -218,7 +225,9 @@ async def _subscribe(uri: AnyUrl) -> None:
     session = _current_session()
     if str(uri).startswith(REFUSED_PREFIX):
         record("subscribe_refused", session, uri=str(uri))
-        raise McpError(types.ErrorData(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}"))
+        raise McpError(
+            types.ErrorData(code=RESOURCE_NOT_FOUND, message=f"Resource not found: {uri}")
+        )
     record("subscribe", session, uri=str(uri))
     _subscribers.setdefault(str(uri), []).append(session)
 
@@ -248,8 +257,12 @@ RequestResponder.cancel = _journaled_cancel  # type: ignore[method-assign]
 _original_capabilities = mcp._mcp_server.get_capabilities
 
 
-def _capabilities(options: NotificationOptions, experimental: dict[str, dict[str, Any]]) -> types.ServerCapabilities:
-    every_change = NotificationOptions(prompts_changed=True, resources_changed=True, tools_changed=True)
+def _capabilities(
+    options: NotificationOptions, experimental: dict[str, dict[str, Any]]
+) -> types.ServerCapabilities:
+    every_change = NotificationOptions(
+        prompts_changed=True, resources_changed=True, tools_changed=True
+    )
     capabilities = _original_capabilities(every_change, experimental)
     if capabilities.resources is not None:
         capabilities.resources.subscribe = True
@@ -264,16 +277,25 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--transport", choices=["http", "sse", "stdio"], default="http")
     parser.add_argument("--port", type=int, default=8931, help="HTTP port (binds 127.0.0.1 only)")
-    parser.add_argument("--journal", type=Path, help="also append every journal entry to this file (JSON lines)")
-    parser.add_argument("--single-life", type=Path, metavar="MARKER",
-                        help="start only if MARKER does not exist (and create it): a replacement process fails")
+    parser.add_argument(
+        "--journal", type=Path, help="also append every journal entry to this file (JSON lines)"
+    )
+    parser.add_argument(
+        "--single-life",
+        type=Path,
+        metavar="MARKER",
+        help="start only if MARKER does not exist (and create it): a replacement process fails",
+    )
     args = parser.parse_args(argv)
     JOURNAL_FILE = args.journal
     if args.single_life is not None:
         try:
             args.single_life.touch(exist_ok=False)
         except FileExistsError:
-            print(f"streams_server: {args.single_life} exists, refusing to start again", file=sys.stderr)
+            print(
+                f"streams_server: {args.single_life} exists, refusing to start again",
+                file=sys.stderr,
+            )
             return 1
     record("process_started", transport=args.transport)
     if args.transport == "stdio":

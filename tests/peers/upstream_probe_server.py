@@ -37,12 +37,16 @@ class MemoryEventStore(EventStore):
     def __init__(self) -> None:
         self.events: list[tuple[EventId, StreamId, types.JSONRPCMessage | None]] = []
 
-    async def store_event(self, stream_id: StreamId, message: types.JSONRPCMessage | None) -> EventId:
+    async def store_event(
+        self, stream_id: StreamId, message: types.JSONRPCMessage | None
+    ) -> EventId:
         event_id = str(len(self.events) + 1)
         self.events.append((event_id, stream_id, message))
         return event_id
 
-    async def replay_events_after(self, last_event_id: EventId, send_callback: EventCallback) -> StreamId | None:
+    async def replay_events_after(
+        self, last_event_id: EventId, send_callback: EventCallback
+    ) -> StreamId | None:
         ids = [event_id for event_id, _, _ in self.events]
         if last_event_id not in ids:
             return None
@@ -61,7 +65,10 @@ class Name(BaseModel):
 def build(resumable: bool) -> FastMCP:
     store = MemoryEventStore() if resumable else None
     mcp = FastMCP(
-        name="upstream-probe", host="127.0.0.1", event_store=store, retry_interval=RETRY_MS if resumable else None
+        name="upstream-probe",
+        host="127.0.0.1",
+        event_store=store,
+        retry_interval=RETRY_MS if resumable else None,
     )
 
     @mcp.tool()
@@ -80,7 +87,9 @@ def build(resumable: bool) -> FastMCP:
     @mcp.tool()
     async def sample_haiku(topic: str, ctx: Context) -> str:
         """Ask the client's model for a haiku (sampling, unrelated to the call: GET stream)."""
-        prompt = types.SamplingMessage(role="user", content=types.TextContent(type="text", text=f"Haiku: {topic}"))
+        prompt = types.SamplingMessage(
+            role="user", content=types.TextContent(type="text", text=f"Haiku: {topic}")
+        )
         result = await ctx.session.create_message(messages=[prompt], max_tokens=60)
         content = result.content
         return content.text if isinstance(content, types.TextContent) else "(not text)"
@@ -104,7 +113,9 @@ def build(resumable: bool) -> FastMCP:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--port", type=int, required=True, help="HTTP port (binds 127.0.0.1 only)")
-    parser.add_argument("--resumable", action="store_true", help="event store + retry: streams can be resumed")
+    parser.add_argument(
+        "--resumable", action="store_true", help="event store + retry: streams can be resumed"
+    )
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr)

@@ -1,7 +1,7 @@
 """A scriptable in-process legacy (2025-11-25) Streamable HTTP server for upstream-client tests.
 
-Serve `FakeLegacy().app` with pytest-aiohttp's `aiohttp_server`; the endpoint is `/mcp`. Knobs on the
-instance choose JSON or SSE replies, priming events and `retry`, 405 on GET or DELETE, a hanging
+Serve `FakeLegacy().app` with pytest-aiohttp's `aiohttp_server`; the endpoint is `/mcp`. Knobs on
+the instance choose JSON or SSE replies, priming events and `retry`, 405 on GET or DELETE, a hanging
 initialize, a wrong protocol version, garbage bodies. `tools[name]` scripts a `tools/call`: the
 script gets a `FakeCall` that can push (on the call's POST stream or on the session's GET stream),
 notify, send raw SSE data, drop the connection (the stream stays resumable with `Last-Event-ID`),
@@ -57,7 +57,8 @@ class FakeStream:
             self._changed.notify_all()
 
     async def drop(self, *, wait_connected: bool = True) -> None:
-        """Close the current connection after the events added so far (wait for one to exist first)."""
+        """Close the current connection after the events added so far (wait for one to exist
+        first)."""
         async with self._changed:
             if wait_connected:
                 await self._changed.wait_for(lambda: self.connected)
@@ -87,7 +88,9 @@ class FakeStream:
                     batch, index, done = self.events[index:end], max(index, end), self.finished
                 for event_id, data in batch:
                     wire_id = event_id if self.with_ids else None
-                    await resp.write(encode_event(data, event_id=wire_id, retry=retry_ms if first else None))
+                    await resp.write(
+                        encode_event(data, event_id=wire_id, retry=retry_ms if first else None)
+                    )
                     first = False
                 if dropped or (done and index == len(self.events)):
                     return
@@ -121,7 +124,9 @@ class FakeSession:
 class FakeCall:
     """What a tool script can do while it runs."""
 
-    def __init__(self, server: FakeLegacy, session: FakeSession, message: JsonObject, stream: FakeStream) -> None:
+    def __init__(
+        self, server: FakeLegacy, session: FakeSession, message: JsonObject, stream: FakeStream
+    ) -> None:
         self.server = server
         self.session = session
         self.request_id = message["id"]
@@ -139,7 +144,9 @@ class FakeCall:
             raise AssertionError("no GET stream is open for this push")
         return target
 
-    async def push(self, method: str, params: JsonObject | None = None, *, on_get: bool = False) -> JsonObject:
+    async def push(
+        self, method: str, params: JsonObject | None = None, *, on_get: bool = False
+    ) -> JsonObject:
         """Send a server->client request and wait for the client's response message."""
         push_id = next(self.session.push_ids)
         answer: asyncio.Future[JsonObject] = asyncio.get_running_loop().create_future()
@@ -150,8 +157,12 @@ class FakeCall:
         await self._target(on_get).add(json.dumps(message))
         return await answer
 
-    async def notify(self, method: str, params: JsonObject | None = None, *, on_get: bool = False) -> None:
-        await self._target(on_get).add(json.dumps({"jsonrpc": "2.0", "method": method, "params": params or {}}))
+    async def notify(
+        self, method: str, params: JsonObject | None = None, *, on_get: bool = False
+    ) -> None:
+        await self._target(on_get).add(
+            json.dumps({"jsonrpc": "2.0", "method": method, "params": params or {}})
+        )
 
     async def send_raw(self, data: str) -> None:
         await self.stream.add(data)
@@ -171,8 +182,12 @@ class FakeLegacy:
         self.get_status: int | None = None  # e.g. 405: no GET stream offered
         self.resume_status: int | None = None  # status for GET with Last-Event-ID
         self.delete_status = 200
-        self.protocol_version = LEGACY_VERSION  # answered to initialize (an older revision, or an unknown one)
-        self.capabilities: JsonObject = {"tools": {}}  # the server capabilities answered to initialize
+        self.protocol_version = (
+            LEGACY_VERSION  # answered to initialize (an older revision, or an unknown one)
+        )
+        self.capabilities: JsonObject = {
+            "tools": {}
+        }  # the server capabilities answered to initialize
         self.hang_initialize = False
         self.hang_accept = False  # never answer notifications/responses
         self.initialize_body: bytes | None = None  # raw (garbage) initialize reply
@@ -180,7 +195,9 @@ class FakeLegacy:
         self.on_get_connect: list[JsonObject] = []  # sent on every new GET stream (e.g. roots/list)
         self.sessions: dict[str, FakeSession] = {}
         self.all_sessions: list[FakeSession] = []
-        self.requests: list[tuple[str, str | None, dict[str, str]]] = []  # (HTTP method, rpc method, headers)
+        self.requests: list[
+            tuple[str, str | None, dict[str, str]]
+        ] = []  # (HTTP method, rpc method, headers)
         self.messages: list[JsonObject] = []  # every JSON-RPC message POSTed, in order
         self.deleted: list[str] = []
         self._ids = itertools.count(1)
@@ -195,7 +212,8 @@ class FakeLegacy:
         return [rpc for verb, rpc, _ in self.requests if verb == http_method]
 
     async def wait_until(self, predicate: Callable[[], bool], timeout: float = 5.0) -> None:
-        """Wait (bounded) until `predicate()` holds; re-checked after every request and GET connect."""
+        """Wait (bounded) until `predicate()` holds; re-checked after every request and GET
+        connect."""
         async with asyncio.timeout(timeout), self._seen:
             await self._seen.wait_for(predicate)
 
@@ -210,7 +228,10 @@ class FakeLegacy:
             await self._end(session)
 
     async def _end(self, session: FakeSession) -> None:
-        for stream in [*session.streams.values(), *([session.get_stream] if session.get_stream else [])]:
+        for stream in [
+            *session.streams.values(),
+            *([session.get_stream] if session.get_stream else []),
+        ]:
             await stream.drop(wait_connected=False)
         for task in list(session.tasks):
             task.cancel()
@@ -232,7 +253,10 @@ class FakeLegacy:
         session = self.sessions.get(request.headers.get("Mcp-Session-Id", ""))
         if session is None:
             return web.Response(status=404 if "Mcp-Session-Id" in request.headers else 400)
-        if request.headers.get("MCP-Protocol-Version", self.protocol_version) != self.protocol_version:
+        if (
+            request.headers.get("MCP-Protocol-Version", self.protocol_version)
+            != self.protocol_version
+        ):
             return web.Response(status=400)
         if request.method == "GET":
             return await self._get(request, session)
@@ -251,7 +275,9 @@ class FakeLegacy:
         self.all_sessions.append(session)
         headers = {"Mcp-Session-Id": session.session_id}
         if self.initialize_body is not None:
-            return web.Response(body=self.initialize_body, content_type="application/json", headers=headers)
+            return web.Response(
+                body=self.initialize_body, content_type="application/json", headers=headers
+            )
         result = {
             "protocolVersion": self.protocol_version,
             "capabilities": self.capabilities,
@@ -300,7 +326,9 @@ class FakeLegacy:
         await self._end(session)
         return web.Response(status=200)
 
-    async def _post(self, request: web.Request, session: FakeSession, message: JsonObject) -> web.StreamResponse:
+    async def _post(
+        self, request: web.Request, session: FakeSession, message: JsonObject
+    ) -> web.StreamResponse:
         if "method" not in message or "id" not in message:
             return await self._accept(session, message)
         stream = FakeStream(f"s{message['id']}", with_ids=self.event_ids)
@@ -350,7 +378,9 @@ class FakeLegacy:
                 raise FakeRpcError(-32602, "unknown tool")
             return await script(call)
         if method == "tools/list":
-            return {"tools": [{"name": name, "inputSchema": {"type": "object"}} for name in self.tools]}
+            return {
+                "tools": [{"name": name, "inputSchema": {"type": "object"}} for name in self.tools]
+            }
         raise FakeRpcError(-32601, "Method not found")
 
 
@@ -376,4 +406,12 @@ def echo_legacy() -> FakeLegacy:
     return fake
 
 
-__all__ = ["FakeCall", "FakeLegacy", "FakeRpcError", "FakeSession", "FakeStream", "echo_legacy", "text_result"]
+__all__ = [
+    "FakeCall",
+    "FakeLegacy",
+    "FakeRpcError",
+    "FakeSession",
+    "FakeStream",
+    "echo_legacy",
+    "text_result",
+]

@@ -1,10 +1,11 @@
-"""A scriptable in-process legacy HTTP+SSE server (the 2024-11-05 transport) for upstream-client tests.
+"""A scriptable in-process legacy HTTP+SSE server (the 2024-11-05 transport) for upstream-client
+tests.
 
 Serve `FakeSse().app` with pytest-aiohttp's `aiohttp_server`: `GET /sse` opens a stream whose first
-event is `endpoint` (`/messages?session=N`, or `endpoint` when set); `POST /messages` answers 202 and
-puts the reply on the session's stream; `POST /sse` answers 405, as SDK servers do. `requests` holds
-every message POSTed; `tools[name]` scripts a `tools/call` (it gets the `FakeSseSession` and the
-request id, and returns the result); `drop(session)` ends a stream; knobs: `get_status`,
+event is `endpoint` (`/messages?session=N`, or `endpoint` when set); `POST /messages` answers 202
+and puts the reply on the session's stream; `POST /sse` answers 405, as SDK servers do. `requests`
+holds every message POSTed; `tools[name]` scripts a `tools/call` (it gets the `FakeSseSession` and
+the request id, and returns the result); `drop(session)` ends a stream; knobs: `get_status`,
 `post_status`, `endpoint`.
 """
 
@@ -64,9 +65,13 @@ class FakeSse:
             return web.Response(status=self.get_status)
         session = FakeSseSession(next(self._numbers))
         self.sessions[session.number] = session
-        response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        response = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
         await response.prepare(request)
-        endpoint = self.endpoint if self.endpoint is not None else f"/messages?session={session.number}"
+        endpoint = (
+            self.endpoint if self.endpoint is not None else f"/messages?session={session.number}"
+        )
         await response.write(encode_event(endpoint, event="endpoint"))
         while (chunk := await self._next(request, session)) is not None:
             await response.write(chunk)
@@ -101,9 +106,17 @@ class FakeSse:
             session.answered[request_id] = message
             session.answer_arrived.set()
         elif method == "initialize":
-            session.send({"jsonrpc": "2.0", "id": request_id, "result": {
-                "protocolVersion": self.protocol_version, "capabilities": {"tools": {}},
-                "serverInfo": {"name": "fake-sse", "version": "1"}}})
+            session.send(
+                {
+                    "jsonrpc": "2.0",
+                    "id": request_id,
+                    "result": {
+                        "protocolVersion": self.protocol_version,
+                        "capabilities": {"tools": {}},
+                        "serverInfo": {"name": "fake-sse", "version": "1"},
+                    },
+                }
+            )
         elif method == "tools/call" and message["params"]["name"] in self.tools:
             result = await self.tools[message["params"]["name"]](session, request_id)
             session.send({"jsonrpc": "2.0", "id": request_id, "result": result})

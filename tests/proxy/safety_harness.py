@@ -38,7 +38,8 @@ WAIT_S = 20.0
 
 @dataclass
 class JournalPeer:
-    """The journaling legacy server and its journal file (no process of ours when the bridge runs it)."""
+    """The journaling legacy server and its journal file (no process of ours when the bridge runs
+    it)."""
 
     path: Path
     process: PeerProcess | None = None
@@ -51,13 +52,19 @@ class JournalPeer:
     def entries(self) -> list[JsonObject]:
         if not self.path.exists():
             return []
-        return [json.loads(line) for line in self.path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        return [
+            json.loads(line)
+            for line in self.path.read_text(encoding="utf-8").splitlines()
+            if line.strip()
+        ]
 
     def events(self, tag: str) -> list[str]:
         """The journal events of one tag, in order."""
         return [entry["event"] for entry in self.entries() if entry.get("tag") == tag]
 
-    async def wait_for(self, predicate: Callable[[list[JsonObject]], bool], timeout: float = WAIT_S) -> None:
+    async def wait_for(
+        self, predicate: Callable[[list[JsonObject]], bool], timeout: float = WAIT_S
+    ) -> None:
         """Poll the journal until `predicate` holds (bounded by `timeout`)."""
         async with asyncio.timeout(timeout):
             while not predicate(self.entries()):
@@ -119,7 +126,8 @@ def bridge_settings(upstream_url: str, **sections: JsonObject) -> Settings:
 
 
 class BridgeTestServer(TestServer):
-    """aiohttp's test server with the runner `mrtr-bridge serve` uses (`proxy.http_server.BridgeRunner`)."""
+    """aiohttp's test server with the runner `mrtr-bridge serve` uses
+    (`proxy.http_server.BridgeRunner`)."""
 
     async def _make_runner(self, **kwargs: Any) -> BaseRunner:
         assert isinstance(self.app, web.Application)
@@ -139,7 +147,8 @@ async def inprocess_bridge(settings: Settings) -> AsyncIterator[InProcessBridge]
         await server.close()
 
 
-# ---- MRTR rounds ----------------------------------------------------------------------------------
+# ---- MRTR rounds
+# ----------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -186,8 +195,12 @@ async def start_held(poster: ModernPoster, tool: str, **arguments: Any) -> Held:
 
 async def retry(poster: ModernPoster, held: Held, responses: JsonObject) -> RawReply:
     """The retry of `held` with `inputResponses` = `responses`."""
-    params = {"name": held.tool, "arguments": held.arguments, "requestState": held.request_state,
-              "inputResponses": responses}
+    params = {
+        "name": held.tool,
+        "arguments": held.arguments,
+        "requestState": held.request_state,
+        "inputResponses": responses,
+    }
     return await poster.post(TOOLS_CALL, params)
 
 
@@ -198,7 +211,10 @@ def accept(held: Held, answer: str) -> JsonObject:
 
 def sampled(held: Held, text: str) -> JsonObject:
     """`inputResponses` answering every sampling request of `held` with `text`."""
-    return {key: {"role": "assistant", "content": {"type": "text", "text": text}, "model": "m"} for key in held.keys}
+    return {
+        key: {"role": "assistant", "content": {"type": "text", "text": text}, "model": "m"}
+        for key in held.keys
+    }
 
 
 async def finish(poster: ModernPoster, held: Held, answer: str) -> str:

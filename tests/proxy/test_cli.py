@@ -30,13 +30,18 @@ def test_version_names_the_bridged_revisions(capsys: pytest.CaptureFixture[str])
         main(["--version"])
     assert caught.value.code == 0
     assert capsys.readouterr().out == (
-        f"mrtr-bridge {version('mrtr-bridge')} (modern {MODERN_VERSION} -> legacy {SUPPORTED[-1]} .. {SUPPORTED[0]})\n"
+        f"mrtr-bridge {version('mrtr-bridge')} (modern {MODERN_VERSION} -> legacy {SUPPORTED[-1]} "
+        f".. {SUPPORTED[0]})\n"
     )
 
 
 def test_serve_help_explains_every_flag_and_its_other_sources() -> None:
     """serve --help lists each flag with its environment variable and config key."""
-    commands = next(action for action in build_parser()._actions if isinstance(action, argparse._SubParsersAction))
+    commands = next(
+        action
+        for action in build_parser()._actions
+        if isinstance(action, argparse._SubParsersAction)
+    )
     text = commands.choices["serve"].format_help()
     for flag, variable, key in [
         ("--upstream URL", "MRTR_BRIDGE_UPSTREAM_URL", "upstream.url"),
@@ -54,29 +59,65 @@ def test_top_level_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -
     """Without a command the help is printed, naming serve, keygen and --version."""
     assert main([], env={}) == 2
     out = capsys.readouterr().out
-    assert all(word in out for word in ("serve", "keygen", "--version", "never from the command line"))
+    assert all(
+        word in out for word in ("serve", "keygen", "--version", "never from the command line")
+    )
 
 
 def test_flags_map_to_dotted_settings() -> None:
     """Each serve flag overrides exactly its setting; absent flags override nothing."""
-    args = build_parser().parse_args(["serve", "--upstream", "http://u/mcp", "--log-level", "debug",
-                                      "--upstream-transport", "sse"])
-    assert overrides_from(args) == {"upstream.url": "http://u/mcp", "upstream.command": None, "upstream.cwd": None,
-                                    "upstream.transport": "sse", "front.listen": None, "log.level": "debug",
-                                    "log.format": None, "held.replica_id": None, "cluster.advertise_url": None,
-                                    "cluster.peers": None, "cluster.peers_dns": None}
-    settings = load_settings(None, {"MRTR_BRIDGE_FRONT_LISTEN": "127.0.0.1:9"}, overrides_from(args))
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--upstream",
+            "http://u/mcp",
+            "--log-level",
+            "debug",
+            "--upstream-transport",
+            "sse",
+        ]
+    )
+    assert overrides_from(args) == {
+        "upstream.url": "http://u/mcp",
+        "upstream.command": None,
+        "upstream.cwd": None,
+        "upstream.transport": "sse",
+        "front.listen": None,
+        "log.level": "debug",
+        "log.format": None,
+        "held.replica_id": None,
+        "cluster.advertise_url": None,
+        "cluster.peers": None,
+        "cluster.peers_dns": None,
+    }
+    settings = load_settings(
+        None, {"MRTR_BRIDGE_FRONT_LISTEN": "127.0.0.1:9"}, overrides_from(args)
+    )
     assert (settings.upstream.url, settings.front.listen) == ("http://u/mcp", "127.0.0.1:9")
     assert (settings.log.level, settings.upstream.transport) == ("debug", "sse")
 
 
 def test_cluster_flags_configure_a_replica() -> None:
-    """--replica-id, --advertise-url, --peers (comma-separated) and --peers-dns reach their settings."""
-    args = build_parser().parse_args(["serve", "--upstream", "http://u/mcp", "--replica-id", "r2",
-                                      "--advertise-url", "http://10.0.0.6:8080",
-                                      "--peers", "http://10.0.0.5:8080,http://10.0.0.6:8080",
-                                      "--peers-dns", "peers.local:8080"])
-    settings = load_settings(None, {"MRTR_BRIDGE_HELD_KEYS": "k1=" + "A" * 43}, overrides_from(args))
+    """--replica-id, --advertise-url, --peers (comma-separated) and --peers-dns reach their
+    settings."""
+    args = build_parser().parse_args(
+        [
+            "serve",
+            "--upstream",
+            "http://u/mcp",
+            "--replica-id",
+            "r2",
+            "--advertise-url",
+            "http://10.0.0.6:8080",
+            "--peers",
+            "http://10.0.0.5:8080,http://10.0.0.6:8080",
+            "--peers-dns",
+            "peers.local:8080",
+        ]
+    )
+    settings = load_settings(
+        None, {"MRTR_BRIDGE_HELD_KEYS": "k1=" + "A" * 43}, overrides_from(args)
+    )
     assert settings.held.replica_id == "r2"
     assert settings.cluster.advertise_url == "http://10.0.0.6:8080"
     assert settings.cluster.peers == ("http://10.0.0.5:8080", "http://10.0.0.6:8080")
@@ -119,20 +160,42 @@ def test_keygen_text_shows_both_forms() -> None:
 @pytest.mark.parametrize(
     ("argv", "env", "message"),
     [
-        (["serve"], {}, "no upstream: pass --upstream URL or --upstream-command CMD, or set MRTR_BRIDGE_UPSTREAM_URL"),
-        (["serve", "--upstream", "http://u/mcp", "--listen", "8080"], {},
-         "invalid setting front.listen (from command line): Value error, listen must be HOST:PORT"),
-        (["serve", "--upstream", "http://u/mcp"], {"MRTR_BRIDGE_HELD_TTL_S": "-1"},
-         "invalid setting held.ttl_s (from environment MRTR_BRIDGE_HELD_TTL_S): Input should be greater than 0"),
-        (["serve", "--upstream", "http://user:pw@127.0.0.1:8931/mcp"], {},
-         "invalid setting upstream.url (from command line): Value error, must not carry credentials "
-         "(user:password@host); give them as upstream.authorization"),
-        (["stdio"], {"MRTR_BRIDGE_UPSTREAM_URL": "http://tok@127.0.0.1:8931/mcp"},
-         "invalid setting upstream.url (from environment MRTR_BRIDGE_UPSTREAM_URL): Value error, must not carry"),
+        (
+            ["serve"],
+            {},
+            "no upstream: pass --upstream URL or --upstream-command CMD, or set "
+            "MRTR_BRIDGE_UPSTREAM_URL",
+        ),
+        (
+            ["serve", "--upstream", "http://u/mcp", "--listen", "8080"],
+            {},
+            "invalid setting front.listen (from command line): Value error, listen must be "
+            "HOST:PORT",
+        ),
+        (
+            ["serve", "--upstream", "http://u/mcp"],
+            {"MRTR_BRIDGE_HELD_TTL_S": "-1"},
+            "invalid setting held.ttl_s (from environment MRTR_BRIDGE_HELD_TTL_S): Input should "
+            "be greater than 0",
+        ),
+        (
+            ["serve", "--upstream", "http://user:pw@127.0.0.1:8931/mcp"],
+            {},
+            "invalid setting upstream.url (from command line): Value error, must not carry "
+            "credentials "
+            "(user:password@host); give them as upstream.authorization",
+        ),
+        (
+            ["stdio"],
+            {"MRTR_BRIDGE_UPSTREAM_URL": "http://tok@127.0.0.1:8931/mcp"},
+            "invalid setting upstream.url (from environment MRTR_BRIDGE_UPSTREAM_URL): Value "
+            "error, must not carry",
+        ),
     ],
 )
-def test_serve_fails_fast_on_bad_settings(capsys: pytest.CaptureFixture[str], argv: list[str],
-                                          env: dict[str, str], message: str) -> None:
+def test_serve_fails_fast_on_bad_settings(
+    capsys: pytest.CaptureFixture[str], argv: list[str], env: dict[str, str], message: str
+) -> None:
     """A missing upstream or a bad value stops serve with exit status 2 and says why."""
     with pytest.raises(SystemExit) as caught:
         main(argv, env=env)
@@ -151,9 +214,18 @@ def test_public_url_drops_credentials() -> None:
 async def test_serve_starts_logs_one_line_and_stops_on_sigterm() -> None:
     """serve logs where it listens and what it fronts, serves /healthz, and exits 0 on SIGTERM."""
     process = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "proxy", "serve", "--upstream", "http://127.0.0.1:9/mcp?token=x",
-        "--listen", "127.0.0.1:0", "--log-format", "json",
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
+        sys.executable,
+        "-m",
+        "proxy",
+        "serve",
+        "--upstream",
+        "http://127.0.0.1:9/mcp?token=x",
+        "--listen",
+        "127.0.0.1:0",
+        "--log-format",
+        "json",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
     )
     assert process.stderr is not None and process.stdout is not None
     try:
@@ -162,7 +234,9 @@ async def test_serve_starts_logs_one_line_and_stops_on_sigterm() -> None:
             while started["event"] != "bridge_started":
                 started = json.loads(await process.stderr.readline())
             assert started["upstream"] == "http://127.0.0.1:9/mcp"
-            assert started["listen"].startswith("http://127.0.0.1:") and started["listen"].endswith("/mcp")
+            assert started["listen"].startswith("http://127.0.0.1:") and started["listen"].endswith(
+                "/mcp"
+            )
             async with aiohttp.ClientSession() as session:
                 health_url = started["listen"].removesuffix("/mcp") + "/healthz"
                 async with session.get(health_url) as response:

@@ -33,23 +33,36 @@ def _closed_port() -> int:
 
 def _setup(client: aiohttp.ClientSession, **cluster: Any) -> tuple[Forwarder, BridgeMetrics, str]:
     port = _closed_port()
-    env = {"MRTR_BRIDGE_HELD_KEYS": f"{KID}={KEY}", "MRTR_BRIDGE_HELD_REPLICA_ID": "r1",
-           "MRTR_BRIDGE_CLUSTER_PEERS": f"http://127.0.0.1:{port}",
-           **{f"MRTR_BRIDGE_CLUSTER_{name.upper()}": str(value) for name, value in cluster.items()}}
+    env = {
+        "MRTR_BRIDGE_HELD_KEYS": f"{KID}={KEY}",
+        "MRTR_BRIDGE_HELD_REPLICA_ID": "r1",
+        "MRTR_BRIDGE_CLUSTER_PEERS": f"http://127.0.0.1:{port}",
+        **{f"MRTR_BRIDGE_CLUSTER_{name.upper()}": str(value) for name, value in cluster.items()},
+    }
     settings = load_settings(None, env)
     metrics = BridgeMetrics()
     directory = PeerDirectory(settings.cluster, "r1", client)
     directory._owners["r2"] = f"http://127.0.0.1:{port}"  # r2 was a peer, and is gone now
     directory._refreshed_at = float("inf")
     keyring = load_keyring(settings.held)[0]
-    state = seal(StateClaims(os.urandom(16), 1, "r2", b"\0" * 16, "tools/call", b"\0" * 16, b"\0" * 8, 2**62),
-                 keyring, os.urandom(12))
+    state = seal(
+        StateClaims(
+            os.urandom(16), 1, "r2", b"\0" * 16, "tools/call", b"\0" * 16, b"\0" * 8, 2**62
+        ),
+        keyring,
+        os.urandom(12),
+    )
     return Forwarder(settings, keyring, directory, client, metrics), metrics, state
 
 
 def _route(params: dict[str, Any]) -> ModernRoute:
-    return ModernRoute(front_request_id=5, method="tools/call", params=params, protocol_version="2026-07-28",
-                       client_capabilities={})
+    return ModernRoute(
+        front_request_id=5,
+        method="tools/call",
+        params=params,
+        protocol_version="2026-07-28",
+        client_capabilities={},
+    )
 
 
 async def test_only_retries_owned_elsewhere_are_forwarded() -> None:
@@ -58,8 +71,13 @@ async def test_only_retries_owned_elsewhere_are_forwarded() -> None:
         assert forwarder.owner_elsewhere(_route({"name": "x", "requestState": state})) == "r2"
         assert forwarder.owner_elsewhere(_route({"name": "x"})) is None
         assert forwarder.owner_elsewhere(_route({"name": "x", "requestState": "v1.forged"})) is None
-        listing = ModernRoute(front_request_id=5, method="tools/list", params={"requestState": state},
-                              protocol_version="2026-07-28", client_capabilities={})
+        listing = ModernRoute(
+            front_request_id=5,
+            method="tools/list",
+            params={"requestState": state},
+            protocol_version="2026-07-28",
+            client_capabilities={},
+        )
         assert forwarder.owner_elsewhere(listing) is None
 
 
@@ -69,10 +87,15 @@ async def test_an_unreachable_owner_gets_the_fixed_error_and_is_counted() -> Non
         request = make_mocked_request("POST", "/mcp", headers={"Content-Type": "application/json"})
         response = await forwarder.forward(request, b"{}", _route({"requestState": state}), "r2")
     assert isinstance(response, web.Response) and response.body is not None
-    assert json.loads(bytes(response.body))["error"] == {"code": INVALID_PARAMS,
-                                                           "message": INVALID_REQUEST_STATE_MESSAGE}
+    assert json.loads(bytes(response.body))["error"] == {
+        "code": INVALID_PARAMS,
+        "message": INVALID_REQUEST_STATE_MESSAGE,
+    }
     assert metrics.sample("mrtr_bridge_forward_failures_total", reason="owner_unreachable") == 1
-    assert metrics.sample("mrtr_bridge_request_state_rejections_total", reason="owner_unreachable") == 1
+    assert (
+        metrics.sample("mrtr_bridge_request_state_rejections_total", reason="owner_unreachable")
+        == 1
+    )
 
 
 async def test_a_recovery_hook_answers_instead() -> None:
@@ -80,9 +103,13 @@ async def test_a_recovery_hook_answers_instead() -> None:
     the route and the reason; its answer replaces the fixed error."""
     seen: list[tuple[str, str]] = []
 
-    async def recover(request: web.Request, route: ModernRoute, exc: OwnerUnreachable) -> web.StreamResponse:
+    async def recover(
+        request: web.Request, route: ModernRoute, exc: OwnerUnreachable
+    ) -> web.StreamResponse:
         seen.append((exc.owner, exc.reason))
-        return web.json_response({"jsonrpc": "2.0", "id": route.front_request_id, "result": {"recovered": True}})
+        return web.json_response(
+            {"jsonrpc": "2.0", "id": route.front_request_id, "result": {"recovered": True}}
+        )
 
     async with aiohttp.ClientSession() as client:
         forwarder, _, state = _setup(client)

@@ -84,22 +84,32 @@ async def test_the_dns_name_is_re_resolved_as_replicas_come_and_go(replicas: Rep
         return list(answer)
 
     async with aiohttp.ClientSession() as client:
-        directory = PeerDirectory(ClusterSettings(peers_dns=f"bridge-peers:{port}"), "r1", client, resolve)
+        directory = PeerDirectory(
+            ClusterSettings(peers_dns=f"bridge-peers:{port}"), "r1", client, resolve
+        )
         await directory.refresh()
-        assert [await directory.owner_url(r) for r in ("r2", "r3")] == [f"http://127.0.0.2:{port}", None]
+        assert [await directory.owner_url(r) for r in ("r2", "r3")] == [
+            f"http://127.0.0.2:{port}",
+            None,
+        ]
         answer[:] = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
         await directory.refresh()
         assert await directory.owner_url("r4") == f"http://127.0.0.4:{port}"
         answer[:] = ["127.0.0.4"]
         await directory.refresh()
-        assert (await directory.owner_url("r4"), await directory.owner_url("r2")) == (f"http://127.0.0.4:{port}", None)
+        assert (await directory.owner_url("r4"), await directory.owner_url("r2")) == (
+            f"http://127.0.0.4:{port}",
+            None,
+        )
 
 
 async def test_an_unknown_id_refreshes_at_most_once_a_second(replicas: Replicas) -> None:
     port = _free_port("127.0.0.1")
     await replicas.start("127.0.0.1", port, "r2")
     async with aiohttp.ClientSession() as client:
-        directory = PeerDirectory(ClusterSettings(peers=(f"http://127.0.0.1:{port}",)), "r1", client)
+        directory = PeerDirectory(
+            ClusterSettings(peers=(f"http://127.0.0.1:{port}",)), "r1", client
+        )
         for _ in range(5):
             assert await directory.owner_url("r9") is None
     assert replicas.asked == {"r2": 1}

@@ -51,8 +51,12 @@ async def whoami(poster: ModernPoster) -> dict[str, str]:
 
 
 async def test_principals_never_share_an_upstream_session(upstream: JournalPeer) -> None:
-    """Interleaved calls of two principals land on disjoint upstream sessions, each with its own credential."""
-    async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(bridge_settings(upstream.url)) as bridge:
+    """Interleaved calls of two principals land on disjoint upstream sessions, each with its own
+    credential."""
+    async with (
+        asyncio.timeout(TIMEOUT_S),
+        inprocess_bridge(bridge_settings(upstream.url)) as bridge,
+    ):
         alice, bob = bridge.poster(ALICE), bridge.poster(BOB)
         seen = await asyncio.gather(*(whoami(poster) for _ in range(4) for poster in (alice, bob)))
     alice_seen, bob_seen = seen[0::2], seen[1::2]
@@ -62,29 +66,49 @@ async def test_principals_never_share_an_upstream_session(upstream: JournalPeer)
 
 
 async def test_another_principal_cannot_resume_a_held_call(upstream: JournalPeer) -> None:
-    """Bob replaying Alice's exact retry is refused with the fixed message, nothing goes upstream, Alice completes."""
-    async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(bridge_settings(upstream.url)) as bridge:
+    """Bob replaying Alice's exact retry is refused with the fixed message, nothing goes upstream,
+    Alice completes."""
+    async with (
+        asyncio.timeout(TIMEOUT_S),
+        inprocess_bridge(bridge_settings(upstream.url)) as bridge,
+    ):
         alice, bob = bridge.poster(ALICE), bridge.poster(BOB)
         held = await start_held(alice, "ask", tag="alice-resume")
         stolen = await retry(bob, held, accept(held, "bob was here"))
         assert error_of(stolen) == REJECTED
         assert upstream.events("alice-resume") == ["call_started"]
         assert await finish(alice, held, "mine") == "alice-resume: mine"
-        assert 'mrtr_bridge_request_state_rejections_total{reason="other_principal"} 1' in bridge.metrics_text()
+        assert (
+            'mrtr_bridge_request_state_rejections_total{reason="other_principal"} 1'
+            in bridge.metrics_text()
+        )
 
 
 async def test_held_calls_cannot_be_enumerated(upstream: JournalPeer) -> None:
-    """A stolen, a forged, a truncated and an unknown state all get one identical answer, and no id leaks."""
-    async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(bridge_settings(upstream.url)) as bridge:
+    """A stolen, a forged, a truncated and an unknown state all get one identical answer, and no id
+    leaks."""
+    async with (
+        asyncio.timeout(TIMEOUT_S),
+        inprocess_bridge(bridge_settings(upstream.url)) as bridge,
+    ):
         alice, bob = bridge.poster(ALICE), bridge.poster(BOB)
         held = await start_held(alice, "ask", tag="alice-enum")
         mine = await start_held(bob, "ask", tag="bob-enum")
         await finish(bob, mine, "used")  # Bob's own state, now spent: its held call is gone
-        probes = [held.request_state, "v1." + "A" * 120, held.request_state[:-8], mine.request_state]
-        replies = [await retry(bob, Held(held.tool, held.arguments, state, held.keys), accept(held, "x"))
-                   for state in probes]
+        probes = [
+            held.request_state,
+            "v1." + "A" * 120,
+            held.request_state[:-8],
+            mine.request_state,
+        ]
+        replies = [
+            await retry(bob, Held(held.tool, held.arguments, state, held.keys), accept(held, "x"))
+            for state in probes
+        ]
         assert [error_of(reply) for reply in replies] == [REJECTED] * 4
-        assert {(reply.status, reply.headers["content-type"]) for reply in replies} == {(200, "application/json")}
+        assert {(reply.status, reply.headers["content-type"]) for reply in replies} == {
+            (200, "application/json")
+        }
         metrics = bridge.metrics_text()
         assert held.request_state not in metrics
         assert principal_of({"authorization": ALICE}, IdentitySettings()) not in metrics
@@ -92,37 +116,70 @@ async def test_held_calls_cannot_be_enumerated(upstream: JournalPeer) -> None:
 
 
 async def test_one_principal_cannot_exhaust_another(upstream: JournalPeer) -> None:
-    """Alice at her held-call cap is refused while Bob starts and completes as many as his own cap allows."""
+    """Alice at her held-call cap is refused while Bob starts and completes as many as his own cap
+    allows."""
     settings = bridge_settings(upstream.url, held={"max_per_principal": 2})
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         alice, bob = bridge.poster(ALICE), bridge.poster(BOB)
         alice_held = [await start_held(alice, "ask", tag=f"alice-cap-{n}") for n in range(2)]
-        assert error_of(await call(alice, "ask", tag="alice-cap-2"))["data"]["limit"] == "held.max_per_principal"
+        assert (
+            error_of(await call(alice, "ask", tag="alice-cap-2"))["data"]["limit"]
+            == "held.max_per_principal"
+        )
         bob_held = [await start_held(bob, "ask", tag=f"bob-cap-{n}") for n in range(2)]
         assert [await finish(bob, h, "b") for h in bob_held] == ["bob-cap-0: b", "bob-cap-1: b"]
-        assert [await finish(alice, h, "a") for h in alice_held] == ["alice-cap-0: a", "alice-cap-1: a"]
+        assert [await finish(alice, h, "a") for h in alice_held] == [
+            "alice-cap-0: a",
+            "alice-cap-1: a",
+        ]
 
 
 async def test_two_principals_in_parallel_try_every_cross_access(upstream: JournalPeer) -> None:
-    """Both principals at once hold calls and replay each other's states: all crossings fail, own calls complete."""
-    async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(bridge_settings(upstream.url)) as bridge:
+    """Both principals at once hold calls and replay each other's states: all crossings fail, own
+    calls complete."""
+    async with (
+        asyncio.timeout(TIMEOUT_S),
+        inprocess_bridge(bridge_settings(upstream.url)) as bridge,
+    ):
         callers = {"alice": bridge.poster(ALICE), "bob": bridge.poster(BOB)}
-        held = dict(zip(callers, await asyncio.gather(*(
-            asyncio.gather(*(start_held(poster, "ask", tag=f"{name}-x{n}") for n in range(3)))
-            for name, poster in callers.items()
-        )), strict=True))
-        crossings = [retry(callers[thief], victim_call, accept(victim_call, thief))
-                     for thief, victim in (("alice", "bob"), ("bob", "alice")) for victim_call in held[victim]]
+        held = dict(
+            zip(
+                callers,
+                await asyncio.gather(
+                    *(
+                        asyncio.gather(
+                            *(start_held(poster, "ask", tag=f"{name}-x{n}") for n in range(3))
+                        )
+                        for name, poster in callers.items()
+                    )
+                ),
+                strict=True,
+            )
+        )
+        crossings = [
+            retry(callers[thief], victim_call, accept(victim_call, thief))
+            for thief, victim in (("alice", "bob"), ("bob", "alice"))
+            for victim_call in held[victim]
+        ]
         assert [error_of(reply) for reply in await asyncio.gather(*crossings)] == [REJECTED] * 6
-        finals = await asyncio.gather(*(finish(callers[name], h, name) for name in callers for h in held[name]))
+        finals = await asyncio.gather(
+            *(finish(callers[name], h, name) for name in callers for h in held[name])
+        )
     assert finals == [f"{name}-x{n}: {name}" for name in callers for n in range(3)]
-    assert all(upstream.events(f"{name}-x{n}") == ["call_started", "elicit_answered"]
-               for name in callers for n in range(3))
+    assert all(
+        upstream.events(f"{name}-x{n}") == ["call_started", "elicit_answered"]
+        for name in callers
+        for n in range(3)
+    )
 
 
 async def test_token_refresh_mid_flow_changes_the_principal(upstream: JournalPeer) -> None:
-    """With the default Authorization-digest principal, a retry under a refreshed token is another principal."""
-    async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(bridge_settings(upstream.url)) as bridge:
+    """With the default Authorization-digest principal, a retry under a refreshed token is another
+    principal."""
+    async with (
+        asyncio.timeout(TIMEOUT_S),
+        inprocess_bridge(bridge_settings(upstream.url)) as bridge,
+    ):
         before, after = bridge.poster("Bearer alice-v1"), bridge.poster("Bearer alice-v2")
         held = await start_held(before, "ask", tag="refresh-digest")
         assert error_of(await retry(after, held, accept(held, "refreshed"))) == REJECTED
@@ -130,8 +187,11 @@ async def test_token_refresh_mid_flow_changes_the_principal(upstream: JournalPee
 
 
 async def test_token_refresh_mid_flow_with_a_trusted_identity_header(upstream: JournalPeer) -> None:
-    """With identity.principal = "header", a refreshed token keeps the principal, so the retry completes."""
-    settings = bridge_settings(upstream.url, identity={"principal": "header", "principal_header": "X-User"})
+    """With identity.principal = "header", a refreshed token keeps the principal, so the retry
+    completes."""
+    settings = bridge_settings(
+        upstream.url, identity={"principal": "header", "principal_header": "X-User"}
+    )
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         before = bridge.poster("Bearer alice-v1", **{"X-User": "alice"})
         after = bridge.poster("Bearer alice-v2", **{"X-User": "alice"})

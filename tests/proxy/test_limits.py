@@ -50,14 +50,20 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JournalPeer]:
         yield peer
 
 
-async def while_bob_works(bridge: InProcessBridge, upstream: JournalPeer, offend: Callable[[], Awaitable[Any]]) -> Any:
-    """Run `offend` while Bob holds a call and has another attached upstream; both of Bob's then complete."""
+async def while_bob_works(
+    bridge: InProcessBridge, upstream: JournalPeer, offend: Callable[[], Awaitable[Any]]
+) -> Any:
+    """Run `offend` while Bob holds a call and has another attached upstream; both of Bob's then
+    complete."""
     n = next(_bystanders)
     bob = bridge.poster(BOB)
     held = await start_held(bob, "ask", tag=f"bob-held-{n}")
     attached = asyncio.create_task(call(bob, "slow_echo", text=f"bob-attached-{n}", seconds=0.5))
-    await upstream.wait_for(lambda entries: {"event": "call_started", "tag": f"bob-attached-{n}",
-                                             "tool": "slow_echo"} in entries)
+    await upstream.wait_for(
+        lambda entries: (
+            {"event": "call_started", "tag": f"bob-attached-{n}", "tool": "slow_echo"} in entries
+        )
+    )
     outcome = await offend()
     assert await finish(bob, held, "fine") == f"bob-held-{n}: fine"
     assert text_of(await attached) == f"bob-attached-{n}"
@@ -72,7 +78,8 @@ async def next_round(poster: ModernPoster, held: Held) -> Held:
 
 
 def assert_limit(reply: RawReply, limit: str, *phrases: str) -> None:
-    """The reply is the bridge's limit error: `data.limit` names the setting, the message says `phrases`."""
+    """The reply is the bridge's limit error: `data.limit` names the setting, the message says
+    `phrases`."""
     error = error_of(reply)
     assert reply.status == 200
     assert error["code"] == INTERNAL_ERROR
@@ -86,9 +93,14 @@ async def test_body_size_limit(upstream: JournalPeer) -> None:
     settings = bridge_settings(upstream.url, front={"max_body_bytes": 4096})
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         alice = bridge.poster(ALICE)
-        reply = await while_bob_works(bridge, upstream, lambda: call(alice, "echo", text="x" * 5000))
+        reply = await while_bob_works(
+            bridge, upstream, lambda: call(alice, "echo", text="x" * 5000)
+        )
         assert reply.status == 413
-        assert error_of(reply)["message"] == "Request body too large: the limit is 4096 bytes (front.max_body_bytes)"
+        assert (
+            error_of(reply)["message"]
+            == "Request body too large: the limit is 4096 bytes (front.max_body_bytes)"
+        )
         assert text_of(await call(alice, "echo", text="small")) == "small"
 
 
@@ -118,18 +130,25 @@ async def test_json_depth_limit(upstream: JournalPeer) -> None:
     ],
     ids=["field", "count", "line", "just-under"],
 )
-async def test_header_limits(upstream: JournalPeer, headers: dict[str, str], path: str, served: bool) -> None:
-    """Header values, header count and the request line are bounded by front.max_header_* settings; the
+async def test_header_limits(
+    upstream: JournalPeer, headers: dict[str, str], path: str, served: bool
+) -> None:
+    """Header values, header count and the request line are bounded by front.max_header_* settings;
+    the
     400 says only its status (aiohttp's parser message would quote the request)."""
-    settings = bridge_settings(upstream.url, front={"max_header_field_bytes": 1024, "max_header_line_bytes": 1024,
-                                                    "max_headers": 16})
+    settings = bridge_settings(
+        upstream.url,
+        front={"max_header_field_bytes": 1024, "max_header_line_bytes": 1024, "max_headers": 16},
+    )
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         alice = bridge.poster(ALICE)
         body = alice.body("tools/call", {"name": "echo", "arguments": {"text": "hi"}})
         url = str(bridge.server.make_url(path))
 
         async def offend() -> tuple[int, str]:
-            async with bridge.http.post(url, json=body, headers={**alice.request_headers(body), **headers}) as resp:
+            async with bridge.http.post(
+                url, json=body, headers={**alice.request_headers(body), **headers}
+            ) as resp:
                 return resp.status, await resp.text()
 
         status, text = await while_bob_works(bridge, upstream, offend)
@@ -148,85 +167,133 @@ async def test_input_responses_count_limit(upstream: JournalPeer) -> None:
         held = await start_held(alice, "ask", tag="alice-count")
         padded = {**accept(held, "spam"), **{f"extra-{n}": {"action": "decline"} for n in range(4)}}
         reply = await while_bob_works(bridge, upstream, lambda: retry(alice, held, padded))
-        assert_limit(reply, "held.max_input_responses", "inputResponses has 5 entries; the limit is 4",
-                     "(held.max_input_responses)")
+        assert_limit(
+            reply,
+            "held.max_input_responses",
+            "inputResponses has 5 entries; the limit is 4",
+            "(held.max_input_responses)",
+        )
         assert await finish(alice, held, "kept") == "alice-count: kept"
     assert upstream.events("alice-count") == ["call_started", "elicit_answered"]
 
 
 async def test_input_response_size_limit(upstream: JournalPeer) -> None:
-    """An inputResponses entry over held.max_input_response_bytes is refused and consumes nothing."""
+    """An inputResponses entry over held.max_input_response_bytes is refused and consumes
+    nothing."""
     settings = bridge_settings(upstream.url, held={"max_input_response_bytes": 256})
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         alice = bridge.poster(ALICE)
         held = await start_held(alice, "ask", tag="alice-size")
-        reply = await while_bob_works(bridge, upstream, lambda: retry(alice, held, accept(held, "x" * 1000)))
+        reply = await while_bob_works(
+            bridge, upstream, lambda: retry(alice, held, accept(held, "x" * 1000))
+        )
         (key,) = held.keys
         size = len(json.dumps(accept(held, "x" * 1000)[key], separators=(",", ":")))
-        assert_limit(reply, "held.max_input_response_bytes", f'inputResponses["{key}"] is {size} bytes', "limit is 256")
+        assert_limit(
+            reply,
+            "held.max_input_response_bytes",
+            f'inputResponses["{key}"] is {size} bytes',
+            "limit is 256",
+        )
         assert await finish(alice, held, "short") == "alice-size: short"
 
 
 def refused_upstream(upstream: JournalPeer, tag: str) -> list[JsonObject]:
     """What the legacy server saw of a call refused when it asked for input: its push refused, then
     the call cancelled."""
-    return [{k: v for k, v in entry.items() if k != "tag"} for entry in upstream.entries() if entry.get("tag") == tag]
+    return [
+        {k: v for k, v in entry.items() if k != "tag"}
+        for entry in upstream.entries()
+        if entry.get("tag") == tag
+    ]
 
 
-REFUSED_ASK = [{"event": "call_started", "tool": "ask"}, {"event": "elicit_answered", "action": "cancel"},
-               {"event": "cancelled"}]
+REFUSED_ASK = [
+    {"event": "call_started", "tool": "ask"},
+    {"event": "elicit_answered", "action": "cancel"},
+    {"event": "cancelled"},
+]
 
 
 async def test_held_calls_per_principal_limit(upstream: JournalPeer) -> None:
-    """A third call of Alice's that asks for input over held.max_per_principal is refused (and abandoned
+    """A third call of Alice's that asks for input over held.max_per_principal is refused (and
+    abandoned
     upstream); her plain calls still go through while she is at the cap."""
     settings = bridge_settings(upstream.url, held={"max_per_principal": 2})
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         alice = bridge.poster(ALICE)
         first = await start_held(alice, "ask", tag="alice-1")
         second = await start_held(alice, "ask", tag="alice-2")
-        reply = await while_bob_works(bridge, upstream, lambda: call(alice, "ask", tag="alice-3", linger=30))
-        assert_limit(reply, "held.max_per_principal", "already has 2 calls waiting for input",
-                     "(held.max_per_principal)")
+        reply = await while_bob_works(
+            bridge, upstream, lambda: call(alice, "ask", tag="alice-3", linger=30)
+        )
+        assert_limit(
+            reply,
+            "held.max_per_principal",
+            "already has 2 calls waiting for input",
+            "(held.max_per_principal)",
+        )
         assert text_of(await call(alice, "echo", text="plain at the cap")) == "plain at the cap"
-        assert text_of(await call(alice, "slow_echo", text="alice-slow-at-cap", seconds=0.1)) == "alice-slow-at-cap"
+        assert (
+            text_of(await call(alice, "slow_echo", text="alice-slow-at-cap", seconds=0.1))
+            == "alice-slow-at-cap"
+        )
         await upstream.wait_for(lambda entries: {"event": "cancelled", "tag": "alice-3"} in entries)
-        assert [await finish(alice, held, "ok") for held in (first, second)] == ["alice-1: ok", "alice-2: ok"]
+        assert [await finish(alice, held, "ok") for held in (first, second)] == [
+            "alice-1: ok",
+            "alice-2: ok",
+        ]
         assert text_of(await call(alice, "echo", text="room again")) == "room again"
     assert refused_upstream(upstream, "alice-3") == REFUSED_ASK
 
 
 async def test_held_calls_total_limit(upstream: JournalPeer) -> None:
-    """Beyond held.max_total no call may wait for input; plain calls from a new principal that declares
+    """Beyond held.max_total no call may wait for input; plain calls from a new principal that
+    declares
     elicitation still succeed, and the held ones complete."""
     settings = bridge_settings(upstream.url, held={"max_total": 2})
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
-        alice, carol, dave = bridge.poster(ALICE), bridge.poster(CAROL), bridge.poster("Bearer dave")
+        alice, carol, dave = (
+            bridge.poster(ALICE),
+            bridge.poster(CAROL),
+            bridge.poster("Bearer dave"),
+        )
         mine = await start_held(alice, "ask", tag="alice-total")
 
-        async def offend() -> RawReply:  # Bob holds one (two in all with Alice's) and has one attached
+        async def offend() -> (
+            RawReply
+        ):  # Bob holds one (two in all with Alice's) and has one attached
             assert "elicitation" in dave.capabilities
             assert text_of(await call(dave, "echo", text="dave plain")) == "dave plain"
             return await call(carol, "ask", tag="carol-total", linger=30)
 
         reply = await while_bob_works(bridge, upstream, offend)
-        assert_limit(reply, "held.max_total", "maximum of 2 calls waiting for input (held.max_total)")
-        await upstream.wait_for(lambda entries: {"event": "cancelled", "tag": "carol-total"} in entries)
+        assert_limit(
+            reply, "held.max_total", "maximum of 2 calls waiting for input (held.max_total)"
+        )
+        await upstream.wait_for(
+            lambda entries: {"event": "cancelled", "tag": "carol-total"} in entries
+        )
         assert await finish(alice, mine, "done") == "alice-total: done"
         assert text_of(await call(carol, "echo", text="carol later")) == "carol later"
     assert refused_upstream(upstream, "carol-total") == REFUSED_ASK
 
 
 async def test_upstream_sessions_per_principal_limit(upstream: JournalPeer) -> None:
-    """Past upstream.max_sessions_per_principal a caller is refused; its held calls and others go on."""
-    settings = bridge_settings(upstream.url, upstream={"max_sessions_per_principal": 2},
-                               held={"max_per_principal": 8})
+    """Past upstream.max_sessions_per_principal a caller is refused; its held calls and others go
+    on."""
+    settings = bridge_settings(
+        upstream.url, upstream={"max_sessions_per_principal": 2}, held={"max_per_principal": 8}
+    )
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         alice = bridge.poster(ALICE)
         held = [await start_held(alice, "ask", tag=f"alice-s{n}") for n in range(2)]
         reply = await while_bob_works(bridge, upstream, lambda: call(alice, "echo", text="no room"))
-        assert_limit(reply, "upstream.max_sessions_per_principal",
-                     "already has 2 upstream sessions in use (upstream.max_sessions_per_principal)")
+        assert_limit(
+            reply,
+            "upstream.max_sessions_per_principal",
+            "already has 2 upstream sessions in use (upstream.max_sessions_per_principal)",
+        )
         assert [await finish(alice, h, "ok") for h in held] == ["alice-s0: ok", "alice-s1: ok"]
         assert text_of(await call(alice, "echo", text="room")) == "room"
 
@@ -237,14 +304,21 @@ async def test_upstream_sessions_total_limit(upstream: JournalPeer) -> None:
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         alice, carol = bridge.poster(ALICE), bridge.poster(CAROL)
         mine = await start_held(alice, "ask", tag="alice-pool")
-        reply = await while_bob_works(bridge, upstream, lambda: call(carol, "echo", text="no session"))
-        assert_limit(reply, "upstream.max_sessions", "already has 3 upstream sessions in use (upstream.max_sessions)")
+        reply = await while_bob_works(
+            bridge, upstream, lambda: call(carol, "echo", text="no session")
+        )
+        assert_limit(
+            reply,
+            "upstream.max_sessions",
+            "already has 3 upstream sessions in use (upstream.max_sessions)",
+        )
         assert await finish(alice, mine, "ok") == "alice-pool: ok"
         assert text_of(await call(carol, "echo", text="carol fits")) == "carol fits"
 
 
 async def test_rounds_per_call_limit(upstream: JournalPeer) -> None:
-    """A call needing more than held.max_rounds rounds ends with the limit error; its push is refused upstream."""
+    """A call needing more than held.max_rounds rounds ends with the limit error; its push is
+    refused upstream."""
     settings = bridge_settings(upstream.url, held={"max_rounds": 2})
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         alice = bridge.poster(ALICE)
@@ -258,8 +332,9 @@ async def test_rounds_per_call_limit(upstream: JournalPeer) -> None:
         assert_limit(reply, "held.max_rounds", "The call needed more than 2 input rounds")
         assert text_of(await call(alice, "ask_rounds", rounds=0)) == "0 rounds done"
     refusal = {"event": "elicit_answered", "tag": "rounds-3", "action": "cancel", "round": 2}
-    await upstream.wait_for(lambda entries: refusal in entries)  # the third push was refused upstream
-
+    await upstream.wait_for(
+        lambda entries: refusal in entries
+    )  # the third push was refused upstream
 
 
 def test_limit_settings_exist_with_safe_defaults() -> None:
@@ -280,8 +355,16 @@ def test_limit_settings_exist_with_safe_defaults() -> None:
         "upstream.max_sessions_per_principal": settings.upstream.max_sessions_per_principal,
     }
     assert limits == {
-        "front.max_body_bytes": 1_048_576, "front.max_json_depth": 64, "front.max_header_line_bytes": 8190,
-        "front.max_header_field_bytes": 8190, "front.max_headers": 128, "held.max_input_responses": 64,
-        "held.max_input_response_bytes": 524_288, "held.max_per_principal": 64, "held.max_total": 4096,
-        "held.max_rounds": 32, "upstream.max_sessions": 256, "upstream.max_sessions_per_principal": 64,
+        "front.max_body_bytes": 1_048_576,
+        "front.max_json_depth": 64,
+        "front.max_header_line_bytes": 8190,
+        "front.max_header_field_bytes": 8190,
+        "front.max_headers": 128,
+        "held.max_input_responses": 64,
+        "held.max_input_response_bytes": 524_288,
+        "held.max_per_principal": 64,
+        "held.max_total": 4096,
+        "held.max_rounds": 32,
+        "upstream.max_sessions": 256,
+        "upstream.max_sessions_per_principal": 64,
     }

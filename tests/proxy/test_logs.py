@@ -16,7 +16,12 @@ from config.settings import LogSettings, Settings
 from proxy.app import make_front_app
 from proxy.context import FrontRequest, NotificationSink
 from proxy.logs import REDACTED, configure_logging, redact
-from translators.eras import META_CLIENT_CAPABILITIES, META_PROTOCOL_VERSION, MODERN_VERSION, TOOLS_CALL
+from translators.eras import (
+    META_CLIENT_CAPABILITIES,
+    META_PROTOCOL_VERSION,
+    MODERN_VERSION,
+    TOOLS_CALL,
+)
 
 TOKEN = "tok-9f8e7d6c5b4a"
 STATE = "v1.QUJDREVGR0hJSktMTU5PUFFSU1RVVldYWVo"
@@ -43,9 +48,16 @@ def test_redact_masks_secret_keys_at_any_depth() -> None:
         "request_id": 7,
         "Authorization": f"Bearer {TOKEN}",
         "headers": {"mcp-session-id": "sess-1", "Accept": "text/event-stream"},
-        "params": {"requestState": STATE, "inputResponses": {"k": {"action": "accept"}}, "name": "t"},
+        "params": {
+            "requestState": STATE,
+            "inputResponses": {"k": {"action": "accept"}},
+            "name": "t",
+        },
         "results": [{"content": [{"type": "text", "text": "the answer"}]}],
-        "key": "c2VjcmV0", "request_state": STATE, "answer": "blue", "session_id": "s",
+        "key": "c2VjcmV0",
+        "request_state": STATE,
+        "answer": "blue",
+        "session_id": "s",
     }
     assert redact(None, "info", event) == {
         "event": "upstream_request_sent",
@@ -55,7 +67,10 @@ def test_redact_masks_secret_keys_at_any_depth() -> None:
         "headers": {"mcp-session-id": REDACTED, "Accept": "text/event-stream"},
         "params": {"requestState": REDACTED, "inputResponses": REDACTED, "name": "t"},
         "results": [{"content": REDACTED}],
-        "key": REDACTED, "request_state": REDACTED, "answer": REDACTED, "session_id": REDACTED,
+        "key": REDACTED,
+        "request_state": REDACTED,
+        "answer": REDACTED,
+        "session_id": REDACTED,
     }
 
 
@@ -70,7 +85,10 @@ def test_redact_masks_secret_keys_at_any_depth() -> None:
 )
 def test_redact_masks_credentials_inside_text(text: str, masked: str) -> None:
     """Bearer/basic credentials and sealed states are masked inside any string value."""
-    assert redact(None, "info", {"event": text, "detail": [text]}) == {"event": masked, "detail": [masked]}
+    assert redact(None, "info", {"event": text, "detail": [text]}) == {
+        "event": masked,
+        "detail": [masked],
+    }
 
 
 def test_json_lines_carry_level_timestamp_and_context_without_secrets() -> None:
@@ -78,10 +96,17 @@ def test_json_lines_carry_level_timestamp_and_context_without_secrets() -> None:
     stream = io.StringIO()
     configure_logging(LogSettings(format="json"), stream)
     with structlog.contextvars.bound_contextvars(request_id="r1"):
-        structlog.get_logger().info("held_call_registered", authorization=f"Bearer {TOKEN}", round=1)
+        structlog.get_logger().info(
+            "held_call_registered", authorization=f"Bearer {TOKEN}", round=1
+        )
     [line] = lines(stream)
     assert line["event"] == "held_call_registered"
-    assert (line["level"], line["request_id"], line["round"], line["authorization"]) == ("info", "r1", 1, REDACTED)
+    assert (line["level"], line["request_id"], line["round"], line["authorization"]) == (
+        "info",
+        "r1",
+        1,
+        REDACTED,
+    )
     assert line["timestamp"].endswith("Z")
     assert TOKEN not in stream.getvalue()
 
@@ -93,7 +118,10 @@ def test_logs_go_to_stderr_never_stdout(capsys: pytest.CaptureFixture[str]) -> N
     logging.getLogger("aiohttp.server").error("stdlib line")
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert [json.loads(line)["event"] for line in captured.err.splitlines()] == ["upstream_session_lost", "stdlib line"]
+    assert [json.loads(line)["event"] for line in captured.err.splitlines()] == [
+        "upstream_session_lost",
+        "stdlib line",
+    ]
 
 
 def test_the_level_filters_lines() -> None:
@@ -112,8 +140,11 @@ def test_standard_library_lines_are_redacted_json() -> None:
     configure_logging(LogSettings(format="json"), stream)
     logging.getLogger("aiohttp.client").warning("retrying with %s", f"Bearer {TOKEN}")
     [line] = lines(stream)
-    assert (line["event"], line["level"], line["logger"]) == (f"retrying with Bearer {REDACTED}", "warning",
-                                                              "aiohttp.client")
+    assert (line["event"], line["level"], line["logger"]) == (
+        f"retrying with Bearer {REDACTED}",
+        "warning",
+        "aiohttp.client",
+    )
 
 
 def test_tracebacks_are_masked_too() -> None:
@@ -144,9 +175,12 @@ async def test_a_front_request_logs_one_summary_without_secrets(
     aiohttp_client: Callable[..., Awaitable[TestClient[Any, Any]]],
 ) -> None:
     """A call carrying a token and a requestState logs its summary line and neither secret."""
+
     class Engine:
         async def handle(self, request: FrontRequest, _sink: NotificationSink) -> dict[str, Any]:
-            structlog.get_logger().debug("engine_saw", params=request.params, authorization=request.authorization)
+            structlog.get_logger().debug(
+                "engine_saw", params=request.params, authorization=request.authorization
+            )
             result = {"content": [], "resultType": "complete"}
             return {"jsonrpc": "2.0", "id": request.front_request_id, "result": result}
 
@@ -157,10 +191,23 @@ async def test_a_front_request_logs_one_summary_without_secrets(
     configure_logging(LogSettings(level="debug", format="json"), stream)
     client = await aiohttp_client(make_front_app(Settings(), Engine()))
     meta = {META_PROTOCOL_VERSION: MODERN_VERSION, META_CLIENT_CAPABILITIES: {}}
-    body = {"jsonrpc": "2.0", "id": 3, "method": TOOLS_CALL,
-            "params": {"name": "t", "requestState": STATE, "inputResponses": {"k": "blue"}, "_meta": meta}}
-    headers = {"MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": TOOLS_CALL, "Mcp-Name": "t",
-               "Authorization": f"Bearer {TOKEN}"}
+    body = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": TOOLS_CALL,
+        "params": {
+            "name": "t",
+            "requestState": STATE,
+            "inputResponses": {"k": "blue"},
+            "_meta": meta,
+        },
+    }
+    headers = {
+        "MCP-Protocol-Version": MODERN_VERSION,
+        "Mcp-Method": TOOLS_CALL,
+        "Mcp-Name": "t",
+        "Authorization": f"Bearer {TOKEN}",
+    }
     response = await client.post("/mcp", json=body, headers=headers)
     assert response.status == 200
     events = {line["event"]: line for line in lines(stream)}
@@ -168,4 +215,8 @@ async def test_a_front_request_logs_one_summary_without_secrets(
     assert (summary["request_id"], summary["method"], summary["status"]) == (3, TOOLS_CALL, 200)
     assert (summary["mode"], summary["code"], summary["cancelled"]) == ("json", None, False)
     assert events["engine_saw"]["request_id"] == 3 and len(events["engine_saw"]["principal"]) == 32
-    assert TOKEN not in stream.getvalue() and STATE not in stream.getvalue() and "blue" not in stream.getvalue()
+    assert (
+        TOKEN not in stream.getvalue()
+        and STATE not in stream.getvalue()
+        and "blue" not in stream.getvalue()
+    )

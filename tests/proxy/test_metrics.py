@@ -33,7 +33,9 @@ from proxy.metrics import CONTENT_TYPE, Bounded, BridgeMetrics, method_label, ou
 from translators.eras import TOOLS_CALL
 
 TIMEOUT_S = 30.0
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*",?)*\})? (\S+)$')
+_SAMPLE = re.compile(
+    r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{([a-zA-Z_][a-zA-Z0-9_]*="(\\.|[^"\\])*",?)*\})? (\S+)$'
+)
 
 
 @pytest.fixture(scope="module")
@@ -73,12 +75,16 @@ def test_label_sets_are_capped_per_family() -> None:
         counter.labels(f"flood-{n}").inc()
     text = generate_latest(registry).decode()
     assert 'x_total{v="a\\"b\\\\c\\nd"} 1.0' in text
-    assert parse_exposition(text) == {'x_total{v="a\\"b\\\\c\\nd"}': 1, 'x_total{v="flood-0"}': 1,
-                                      'x_total{v="_overflow"}': 9}
+    assert parse_exposition(text) == {
+        'x_total{v="a\\"b\\\\c\\nd"}': 1,
+        'x_total{v="flood-0"}': 1,
+        'x_total{v="_overflow"}': 9,
+    }
 
 
 def test_labels_are_bounded() -> None:
-    """Methods outside the modern set and odd codes become `other`; outcomes come from the response."""
+    """Methods outside the modern set and odd codes become `other`; outcomes come from the
+    response."""
     assert method_label(TOOLS_CALL) == TOOLS_CALL
     assert method_label("x/" + "y" * 500) == "other"
     assert outcome_of({"error": {"code": -32602}}) == ("error", "-32602")
@@ -88,14 +94,20 @@ def test_labels_are_bounded() -> None:
 
 
 async def test_metrics_route_counts_bridge_activity(upstream: JournalPeer) -> None:
-    """Requests by outcome, latency, held calls, rounds, rejections, limits and sessions appear in /metrics."""
+    """Requests by outcome, latency, held calls, rounds, rejections, limits and sessions appear in
+    /metrics."""
     settings = bridge_settings(upstream.url, held={"max_per_principal": 1})
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         alice, bob = bridge.poster("Bearer alice"), bridge.poster("Bearer bob")
         assert text_of(await call(alice, "echo", text="one")) == "one"
         held = await start_held(alice, "ask", tag="metrics-held")
-        assert error_of(await call(alice, "ask", tag="metrics-refused"))["data"]["limit"] == "held.max_per_principal"
-        tampered = held.request_state[:-2] + ("AA" if not held.request_state.endswith("AA") else "BB")
+        assert (
+            error_of(await call(alice, "ask", tag="metrics-refused"))["data"]["limit"]
+            == "held.max_per_principal"
+        )
+        tampered = held.request_state[:-2] + (
+            "AA" if not held.request_state.endswith("AA") else "BB"
+        )
         forged = type(held)(held.tool, held.arguments, tampered, held.keys)
         assert error_of(await retry(bob, forged, accept(held, "x")))["code"] == -32602
         status, body = await bridge.get("/metrics")
@@ -111,55 +123,95 @@ async def test_metrics_route_counts_bridge_activity(upstream: JournalPeer) -> No
     assert after['mrtr_bridge_requests_total{method="tools/call",outcome="error"}'] == 2
     assert after['mrtr_bridge_request_errors_total{code="-32603",method="tools/call"}'] == 1
     assert after['mrtr_bridge_request_errors_total{code="-32602",method="tools/call"}'] == 1
-    assert after['mrtr_bridge_request_duration_seconds_count{method="tools/call",outcome="complete"}'] == 2
+    assert (
+        after['mrtr_bridge_request_duration_seconds_count{method="tools/call",outcome="complete"}']
+        == 2
+    )
     assert after['mrtr_bridge_limit_rejections_total{limit="held.max_per_principal"}'] == 1
     assert after['mrtr_bridge_request_state_rejections_total{reason="authentication_failed"}'] == 1
     assert after["mrtr_bridge_input_rounds_total"] == 1
-    assert after['mrtr_bridge_upstream_sessions{transport="http"}'] == 1  # Alice's, warm and reused; Bob none
+    assert (
+        after['mrtr_bridge_upstream_sessions{transport="http"}'] == 1
+    )  # Alice's, warm and reused; Bob none
     assert after['mrtr_bridge_upstream_session_reuses_total{transport="http"}'] == 1
     assert after['mrtr_bridge_http_responses_total{status="200"}'] == 6  # five POSTs and the scrape
 
 
 async def test_metrics_content_type_and_health(upstream: JournalPeer) -> None:
     """/metrics has the Prometheus content type; /healthz answers while the process lives."""
-    async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(bridge_settings(upstream.url)) as bridge:
+    async with (
+        asyncio.timeout(TIMEOUT_S),
+        inprocess_bridge(bridge_settings(upstream.url)) as bridge,
+    ):
         async with bridge.http.get(bridge.server.make_url("/metrics")) as response:
             assert response.headers["Content-Type"] == CONTENT_TYPE
         assert await bridge.get("/healthz") == (200, json.dumps({"status": "ok"}))
 
 
 async def test_readyz_follows_the_upstream(upstream: JournalPeer) -> None:
-    """/readyz is 200 with keys and upstream checked, and probes the upstream at most once per interval."""
+    """/readyz is 200 with keys and upstream checked, and probes the upstream at most once per
+    interval."""
     settings = bridge_settings(upstream.url, held={"keys": {"k1": "A" * 43}})
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         first = await bridge.get("/readyz")
         opened = bridge.pool.stats().created_total
         again = await asyncio.gather(*(bridge.get("/readyz") for _ in range(5)))
         assert bridge.pool.stats().created_total == opened == 1
-    ready = (200, json.dumps({"status": "ready", "checks": {"keys": "configured", "upstream": "reachable",
-                                                           "transport": "streamable-http", "era": "legacy"}}))
+    ready = (
+        200,
+        json.dumps(
+            {
+                "status": "ready",
+                "checks": {
+                    "keys": "configured",
+                    "upstream": "reachable",
+                    "transport": "streamable-http",
+                    "era": "legacy",
+                },
+            }
+        ),
+    )
     assert first == ready
     assert again == [ready] * 5
 
 
 async def test_readyz_is_503_when_the_upstream_is_down(upstream: JournalPeer) -> None:
-    """With nothing listening upstream, /readyz is 503 naming the failure and requests count an upstream error."""
+    """With nothing listening upstream, /readyz is 503 naming the failure and requests count an
+    upstream error."""
     settings = bridge_settings("http://127.0.0.1:9/mcp", upstream={"connect_timeout_s": 2})
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         status, body = await bridge.get("/readyz")
-        assert error_of(await call(bridge.poster(), "echo", text="x"))["data"]["source"] == "mrtr-bridge"
+        assert (
+            error_of(await call(bridge.poster(), "echo", text="x"))["data"]["source"]
+            == "mrtr-bridge"
+        )
         after = parse_exposition(bridge.metrics_text())
-    assert (status, json.loads(body)) == (503, {"status": "unavailable", "checks": {
-        "keys": "ephemeral", "upstream": "unreachable: UpstreamUnavailable", "transport": "auto (not detected yet)",
-        "era": "unknown"}})
+    assert (status, json.loads(body)) == (
+        503,
+        {
+            "status": "unavailable",
+            "checks": {
+                "keys": "ephemeral",
+                "upstream": "unreachable: UpstreamUnavailable",
+                "transport": "auto (not detected yet)",
+                "era": "unknown",
+            },
+        },
+    )
     assert after['mrtr_bridge_upstream_errors_total{kind="UpstreamUnavailable"}'] == 1
     assert after['mrtr_bridge_http_responses_total{status="503"}'] == 1
 
 
 def test_every_documented_metric_is_registered() -> None:
     """The metric table of docs/operations.md names exactly the registered families."""
-    registered = {line.split()[2] for line in BridgeMetrics().render().splitlines() if line.startswith("# TYPE ")}
-    operations = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text(encoding="utf-8")
+    registered = {
+        line.split()[2]
+        for line in BridgeMetrics().render().splitlines()
+        if line.startswith("# TYPE ")
+    }
+    operations = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text(
+        encoding="utf-8"
+    )
     documented = set(re.findall(r"^\| `(mrtr_bridge_[a-z_]+)` \|", operations, flags=re.MULTILINE))
     assert documented == registered
     assert len(registered) == 22

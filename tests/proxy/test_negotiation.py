@@ -18,7 +18,16 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 from fake_legacy import FakeCall, FakeLegacy, echo_legacy, text_result
-from safety_harness import Held, bridge_settings, call, error_of, inprocess_bridge, result_of, retry, text_of
+from safety_harness import (
+    Held,
+    bridge_settings,
+    call,
+    error_of,
+    inprocess_bridge,
+    result_of,
+    retry,
+    text_of,
+)
 from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
@@ -74,7 +83,9 @@ def _settings(url: str) -> UpstreamSettings:
 
 
 async def _echo(session: HttpUpstreamSession | StdioUpstreamSession, text: str) -> Any:
-    call = session.start("tools/call", {"name": "echo", "arguments": {"text": text}}, headers={}, on_inbound=None)
+    call = session.start(
+        "tools/call", {"name": "echo", "arguments": {"text": text}}, headers={}, on_inbound=None
+    )
     async with asyncio.timeout(10):
         return await call.result()
 
@@ -93,8 +104,9 @@ async def test_http_session_speaks_the_answered_revision(
     """The bridge offers 2025-11-25, accepts the older answer, remembers it, and sends the version
     header on every later request only from 2025-06-18 on."""
     fake.protocol_version = version
-    session = await HttpUpstreamSession.open(client, url, {}, headers={}, on_unrelated=_ignore,
-                                             settings=_settings(url))
+    session = await HttpUpstreamSession.open(
+        client, url, {}, headers={}, on_unrelated=_ignore, settings=_settings(url)
+    )
     try:
         assert session.revision is REVISIONS[version]
         assert await _echo(session, "hi") == text_result("hi")
@@ -114,7 +126,8 @@ async def test_opener_declares_the_revisions_capabilities(
     version: str, fake: FakeLegacy, url: str, client: aiohttp.ClientSession
 ) -> None:
     """The first session learns the revision; if its shape differs the session is deleted unused (a
-    moment later) and reopened with the revision's shape; the next session is shaped right at once."""
+    moment later) and reopened with the revision's shape; the next session is shaped right at once.
+    """
     fake.protocol_version = version
     opener = NegotiatingOpener(http_opener(client, _settings(url)), retire_after_s=0.0)
     first = await opener(FULL, {}, _ignore)
@@ -132,14 +145,18 @@ async def test_opener_declares_the_revisions_capabilities(
     else:
         assert declared == [FULL, SHAPED[version], SHAPED[version]]
         assert fake.deleted[0] == fake.all_sessions[0].session_id
-        assert not [rpc for verb, rpc, headers in fake.requests
-                    if rpc == "tools/call" and headers.get("Mcp-Session-Id") == fake.deleted[0]]
+        assert not [
+            rpc
+            for verb, rpc, headers in fake.requests
+            if rpc == "tools/call" and headers.get("Mcp-Session-Id") == fake.deleted[0]
+        ]
 
 
 async def test_opener_without_capabilities_learns_at_no_cost(
     fake: FakeLegacy, url: str, client: aiohttp.ClientSession
 ) -> None:
-    """A capability-less session (the readiness probe) is never reopened, and teaches the revision."""
+    """A capability-less session (the readiness probe) is never reopened, and teaches the
+    revision."""
     fake.protocol_version = "2025-03-26"
     opener = NegotiatingOpener(http_opener(client, _settings(url)))
     probe = await opener({}, {}, _ignore)
@@ -158,9 +175,12 @@ async def test_unknown_version_is_refused_by_the_opener(
     with pytest.raises(UnsupportedUpstreamVersion) as raised:
         await opener(FULL, {}, _ignore)
     assert "protocol version '2026-07-28'" in raised.value.message
-    assert "supports 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05 upstream" in raised.value.message
+    assert (
+        "supports 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05 upstream" in raised.value.message
+    )
     assert raised.value.verdict == (
-        "unsupported protocol version '2026-07-28' (supported: 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05)"
+        "unsupported protocol version '2026-07-28' (supported: 2025-11-25, 2025-06-18, "
+        "2025-03-26, 2024-11-05)"
     )
     assert fake.deleted == ["sess-1"]
 
@@ -177,14 +197,20 @@ async def test_stdio_session_speaks_the_answered_revision(version: str) -> None:
         session = await StdioUpstreamSession.open(_stdio(version), {}, on_unrelated=_ignore)
     try:
         assert session.revision is REVISIONS[version]
-        assert await _echo(session, "x") == {"content": [{"type": "text", "text": "echo:x"}], "isError": False}
+        assert await _echo(session, "x") == {
+            "content": [{"type": "text", "text": "echo:x"}],
+            "isError": False,
+        }
     finally:
         await session.aclose()
 
 
 async def test_stdio_unknown_version_is_refused() -> None:
-    """Over stdio too, the error names the version and the supported set, and the process is stopped."""
-    with pytest.raises(UnsupportedUpstreamVersion, match=r"protocol version '2024-01-01'; the bridge supports"):
+    """Over stdio too, the error names the version and the supported set, and the process is
+    stopped."""
+    with pytest.raises(
+        UnsupportedUpstreamVersion, match=r"protocol version '2024-01-01'; the bridge supports"
+    ):
         async with asyncio.timeout(30):
             await StdioUpstreamSession.open(_stdio("2024-01-01"), {}, on_unrelated=_ignore)
 
@@ -196,10 +222,26 @@ async def test_readyz_names_an_unsupported_version(fake: FakeLegacy, url: str) -
     async with asyncio.timeout(30), inprocess_bridge(settings) as bridge:
         status, body = await bridge.get("/readyz")
         error = error_of(await call(bridge.poster(), "echo", text="x"))
-    verdict = "unsupported protocol version '2099-01-01' (supported: 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05)"
-    assert (status, json.loads(body)) == (503, {"status": "unavailable", "checks": {
-        "keys": "configured", "upstream": verdict, "transport": "streamable-http", "era": "legacy"}})
-    assert "protocol version '2099-01-01'; the bridge supports 2025-11-25, 2025-06-18" in error["message"]
+    verdict = (
+        "unsupported protocol version '2099-01-01' (supported: 2025-11-25, 2025-06-18, "
+        "2025-03-26, 2024-11-05)"
+    )
+    assert (status, json.loads(body)) == (
+        503,
+        {
+            "status": "unavailable",
+            "checks": {
+                "keys": "configured",
+                "upstream": verdict,
+                "transport": "streamable-http",
+                "era": "legacy",
+            },
+        },
+    )
+    assert (
+        "protocol version '2099-01-01'; the bridge supports 2025-11-25, 2025-06-18"
+        in error["message"]
+    )
 
 
 # ---- through the bridge: pushes and answers in the session's revision ---------------------------
@@ -213,14 +255,17 @@ SIZES: dict[str, Any] = {
 
 def _asking(fake: FakeLegacy) -> None:
     async def pick(script: FakeCall) -> dict[str, Any]:
-        answer = await script.push("elicitation/create", {"message": "Size?", "requestedSchema": SIZES})
+        answer = await script.push(
+            "elicitation/create", {"message": "Size?", "requestedSchema": SIZES}
+        )
         return text_result(json.dumps(answer.get("result", answer.get("error"))))
 
     fake.tools["pick"] = pick
 
 
 async def test_2025_06_18_elicitation_end_to_end(fake: FakeLegacy, url: str) -> None:
-    """The client sees the titled single-select; a multi-select answer is refused with the reason and
+    """The client sees the titled single-select; a multi-select answer is refused with the reason
+    and
     never sent; the held call survives and a valid answer reaches the server."""
     fake.protocol_version = "2025-06-18"
     _asking(fake)
@@ -229,21 +274,32 @@ async def test_2025_06_18_elicitation_end_to_end(fake: FakeLegacy, url: str) -> 
         first = result_of(await call(poster, "pick"))
         [key] = first["inputRequests"]
         held = Held("pick", {}, first["requestState"], (key,))
-        refused = error_of(await retry(poster, held, {key: {"action": "accept", "content": {"size": ["s", "l"]}}}))
-        final = text_of(await retry(poster, held, {key: {"action": "accept", "content": {"size": "l"}}}))
+        refused = error_of(
+            await retry(poster, held, {key: {"action": "accept", "content": {"size": ["s", "l"]}}})
+        )
+        final = text_of(
+            await retry(poster, held, {key: {"action": "accept", "content": {"size": "l"}}})
+        )
     assert first["inputRequests"][key]["params"]["requestedSchema"] == {
         "type": "object",
-        "properties": {"size": {"type": "string", "oneOf": [{"const": "s", "title": "Small"},
-                                                            {"const": "l", "title": "Large"}]}},
+        "properties": {
+            "size": {
+                "type": "string",
+                "oneOf": [{"const": "s", "title": "Small"}, {"const": "l", "title": "Large"}],
+            }
+        },
         "required": ["size"],
     }
     [session] = [s for s in fake.all_sessions if s.responses]
-    assert [r["result"] for r in session.responses] == [{"action": "accept", "content": {"size": "l"}}]
+    assert [r["result"] for r in session.responses] == [
+        {"action": "accept", "content": {"size": "l"}}
+    ]
     assert json.loads(final) == {"action": "accept", "content": {"size": "l"}}
     assert refused["code"] == -32602
     assert refused["message"] == (
         f"inputResponses[{key!r}] cannot be sent to the server: content['size'] is a list;"
-        " this revision takes single values only (the server speaks MCP 2025-06-18)")
+        " this revision takes single values only (the server speaks MCP 2025-06-18)"
+    )
 
 
 # ---- 2025-03-26 batches --------------------------------------------------------------------------
@@ -253,8 +309,9 @@ async def test_stdio_batch_line_is_split_at_2025_03_26() -> None:
     """A batch line from a 2025-03-26 server: the log, then the answer, each handled as if alone."""
     inbox: list[JsonObject] = []
     async with asyncio.timeout(30):
-        session = await StdioUpstreamSession.open(_stdio("2025-03-26"), {},
-                                                  on_unrelated=lambda inbound: inbox.append(inbound.message))
+        session = await StdioUpstreamSession.open(
+            _stdio("2025-03-26"), {}, on_unrelated=lambda inbound: inbox.append(inbound.message)
+        )
     try:
         call = session.start("tools/call", {"name": "batch", "arguments": {"text": "b"}})
         async with asyncio.timeout(10):
@@ -262,33 +319,46 @@ async def test_stdio_batch_line_is_split_at_2025_03_26() -> None:
     finally:
         await session.aclose()
     assert result == {"content": [{"type": "text", "text": "batch:b"}], "isError": False}
-    assert inbox == [{"jsonrpc": "2.0", "method": "notifications/message",
-                      "params": {"level": "info", "data": "batched"}}]
+    assert inbox == [
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/message",
+            "params": {"level": "info", "data": "batched"},
+        }
+    ]
 
 
 async def test_stdio_batch_line_is_invalid_at_2025_11_25() -> None:
-    """Outside 2025-03-26 an array line is one invalid line: rejected, nothing in it is delivered."""
+    """Outside 2025-03-26 an array line is one invalid line: rejected, nothing in it is
+    delivered."""
     inbox: list[JsonObject] = []
     async with asyncio.timeout(30):
-        session = await StdioUpstreamSession.open(_stdio("2025-11-25"), {},
-                                                  on_unrelated=lambda inbound: inbox.append(inbound.message))
+        session = await StdioUpstreamSession.open(
+            _stdio("2025-11-25"), {}, on_unrelated=lambda inbound: inbox.append(inbound.message)
+        )
     try:
         with capture_logs() as logs:
             batched = session.start("tools/call", {"name": "batch", "arguments": {"text": "b"}})
-            assert await _echo(session, "after") == {"content": [{"type": "text", "text": "echo:after"}],
-                                                     "isError": False}
+            assert await _echo(session, "after") == {
+                "content": [{"type": "text", "text": "echo:after"}],
+                "isError": False,
+            }
         assert not batched.is_done  # its answer was inside the rejected line
     finally:
         await session.aclose()
     assert inbox == []
-    assert [entry["reason"] for entry in logs if entry["event"] == "upstream_stdio_line_rejected"] == [
-        "line is JSON but not an object"]
+    assert [
+        entry["reason"] for entry in logs if entry["event"] == "upstream_stdio_line_rejected"
+    ] == ["line is JSON but not an object"]
 
 
 def _batching(fake: FakeLegacy) -> None:
     async def batch(script: FakeCall) -> dict[str, Any]:
-        progress = {"jsonrpc": "2.0", "method": "notifications/progress",
-                    "params": {"progressToken": "t", "progress": 1}}
+        progress = {
+            "jsonrpc": "2.0",
+            "method": "notifications/progress",
+            "params": {"progressToken": "t", "progress": 1},
+        }
         reply = {"jsonrpc": "2.0", "id": script.request_id, "result": text_result("batched")}
         await script.send_raw(json.dumps([progress, reply]))
         return text_result("never seen")
@@ -305,44 +375,71 @@ async def test_http_batch_event_is_split_only_at_2025_03_26(
     fake.protocol_version = version
     _batching(fake)
     inbound: list[JsonObject] = []
-    session = await HttpUpstreamSession.open(client, url, {}, headers={}, on_unrelated=_ignore,
-                                             settings=_settings(url))
+    session = await HttpUpstreamSession.open(
+        client, url, {}, headers={}, on_unrelated=_ignore, settings=_settings(url)
+    )
     try:
-        call = session.start("tools/call", {"name": "batch"}, headers={},
-                             on_inbound=lambda message: inbound.append(message.message))
+        call = session.start(
+            "tools/call",
+            {"name": "batch"},
+            headers={},
+            on_inbound=lambda message: inbound.append(message.message),
+        )
         async with asyncio.timeout(10):
             if version == "2025-03-26":
                 assert await call.result() == text_result("batched")
             else:
-                with pytest.raises(UpstreamProtocolError, match=r"not a JSON-RPC 2\.0 message object"):
+                with pytest.raises(
+                    UpstreamProtocolError, match=r"not a JSON-RPC 2\.0 message object"
+                ):
                     await call.result()
     finally:
         await session.aclose()
-    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progressToken": "t", "progress": 1}}
+    progress = {
+        "jsonrpc": "2.0",
+        "method": "notifications/progress",
+        "params": {"progressToken": "t", "progress": 1},
+    }
     assert inbound == ([progress] if version == "2025-03-26" else [])
 
 
 async def test_2024_11_05_server_is_reflected_honestly(fake: FakeLegacy, url: str) -> None:
     """discover claims exactly what the old server declared (no completions flag, nothing invented),
-    a result keeps only the fields the server sent, and completion is forwarded for the server to answer."""
+    a result keeps only the fields the server sent, and completion is forwarded for the server to
+    answer."""
     fake.protocol_version = "2024-11-05"
     fake.capabilities = {"tools": {}, "logging": {}}
     async with asyncio.timeout(30), inprocess_bridge(bridge_settings(url)) as bridge:
         poster = bridge.poster()
         discovered = result_of(await poster.post("server/discover", {}))
         echoed = result_of(await call(poster, "echo", text="old"))
-        completion = error_of(await poster.post("completion/complete", {
-            "ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a", "value": "x"},
-            "context": {"arguments": {"b": "y"}}}))
+        completion = error_of(
+            await poster.post(
+                "completion/complete",
+                {
+                    "ref": {"type": "ref/prompt", "name": "p"},
+                    "argument": {"name": "a", "value": "x"},
+                    "context": {"arguments": {"b": "y"}},
+                },
+            )
+        )
     assert discovered["capabilities"] == {"tools": {}, "logging": {}}
-    assert {k: v for k, v in echoed.items() if k != "_meta"} == {**text_result("old"), "resultType": "complete"}
+    assert {k: v for k, v in echoed.items() if k != "_meta"} == {
+        **text_result("old"),
+        "resultType": "complete",
+    }
     assert completion == {"code": -32601, "message": "Method not found"}
     [sent] = [m["params"] for m in fake.messages if m.get("method") == "completion/complete"]
-    assert sent == {"ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a", "value": "x"}}
+    assert sent == {
+        "ref": {"type": "ref/prompt", "name": "p"},
+        "argument": {"name": "a", "value": "x"},
+    }
 
 
 @pytest.mark.parametrize("version", SUPPORTED)
-async def test_bridge_declares_each_revisions_capabilities(version: str, fake: FakeLegacy, url: str) -> None:
+async def test_bridge_declares_each_revisions_capabilities(
+    version: str, fake: FakeLegacy, url: str
+) -> None:
     """Through the whole bridge: the session that serves calls declared the revision's capabilities,
     and later requests carry the version header only from 2025-06-18 on."""
     fake.protocol_version = version
@@ -365,4 +462,6 @@ async def test_bridge_declares_each_revisions_capabilities(version: str, fake: F
     calls = [headers for verb, rpc, headers in fake.requests if rpc == "tools/call"]
     assert len(calls) == 2
     assert {h.get("Mcp-Session-Id") for h in calls} == {serving.session_id}
-    assert {h.get("MCP-Protocol-Version") for h in calls} == ({version} if version in WITH_HEADER else {None})
+    assert {h.get("MCP-Protocol-Version") for h in calls} == (
+        {version} if version in WITH_HEADER else {None}
+    )

@@ -1,4 +1,5 @@
-"""UpstreamPool against the fake legacy server: reuse, exclusivity, limits, reaping, routing (docs/decisions.md § 7)."""
+"""UpstreamPool against the fake legacy server: reuse, exclusivity, limits, reaping, routing
+(docs/decisions.md § 7)."""
 
 from __future__ import annotations
 
@@ -83,16 +84,22 @@ async def make_pool(
 
 async def lease(pool: UpstreamPool, key: SessionKey = KEY, *, exclusive: bool = False) -> Lease:
     async with asyncio.timeout(5):
-        return await pool.lease(key, CAPS, exclusive=exclusive, headers={"Authorization": "Bearer t"})
+        return await pool.lease(
+            key, CAPS, exclusive=exclusive, headers={"Authorization": "Bearer t"}
+        )
 
 
 async def echo(session: UpstreamSession, text: str) -> Any:
-    call = session.start("tools/call", {"name": "echo", "arguments": {"text": text}}, headers={}, on_inbound=None)
+    call = session.start(
+        "tools/call", {"name": "echo", "arguments": {"text": text}}, headers={}, on_inbound=None
+    )
     async with asyncio.timeout(5):
         return await call.result()
 
 
-async def test_warm_session_is_reused(make_pool: Callable[..., UpstreamPool], fake: FakeLegacy) -> None:
+async def test_warm_session_is_reused(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
     """A released session serves the next lease of the same key without a new initialize."""
     pool = make_pool()
     first = await lease(pool)
@@ -106,7 +113,9 @@ async def test_warm_session_is_reused(make_pool: Callable[..., UpstreamPool], fa
     assert fake.rpc_methods().count("initialize") == 1
 
 
-async def test_shared_leases_share_and_exclusive_leases_do_not(make_pool: Callable[..., UpstreamPool]) -> None:
+async def test_shared_leases_share_and_exclusive_leases_do_not(
+    make_pool: Callable[..., UpstreamPool],
+) -> None:
     """Shared leases use one session; each concurrent exclusive lease gets a session of its own."""
     pool = make_pool()
     shared = [await lease(pool) for _ in range(3)]
@@ -118,8 +127,11 @@ async def test_shared_leases_share_and_exclusive_leases_do_not(make_pool: Callab
     assert pool.stats().created_total == 3
 
 
-async def test_shared_lease_coexists_with_an_exclusive_one(make_pool: Callable[..., UpstreamPool]) -> None:
-    """A shared lease reuses a session that one exclusive lease holds, rather than opening another."""
+async def test_shared_lease_coexists_with_an_exclusive_one(
+    make_pool: Callable[..., UpstreamPool],
+) -> None:
+    """A shared lease reuses a session that one exclusive lease holds, rather than opening
+    another."""
     pool = make_pool()
     exclusive = await lease(pool, exclusive=True)
     shared = await lease(pool)
@@ -149,7 +161,9 @@ async def test_concurrent_first_shared_leases_initialize_once(
     assert (pool.stats().created_total, pool.stats().reused_total) == (1, 4)
 
 
-async def test_concurrent_first_exclusive_leases_open_one_each(make_pool: Callable[..., UpstreamPool]) -> None:
+async def test_concurrent_first_exclusive_leases_open_one_each(
+    make_pool: Callable[..., UpstreamPool],
+) -> None:
     """Concurrent exclusive leases for one key each get a distinct session."""
     pool = make_pool()
     leases = await asyncio.gather(*(lease(pool, exclusive=True) for _ in range(3)))
@@ -159,7 +173,8 @@ async def test_concurrent_first_exclusive_leases_open_one_each(make_pool: Callab
 async def test_per_principal_limit_evicts_idle_then_refuses(
     make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
 ) -> None:
-    """At the per-principal limit an idle session is evicted; with none idle, ClientLimitExceeded names the limit."""
+    """At the per-principal limit an idle session is evicted; with none idle, ClientLimitExceeded
+    names the limit."""
     pool = make_pool(max_sessions_per_principal=2)
     held = await lease(pool, exclusive=True)
     idle = await lease(pool, exclusive=True)
@@ -171,23 +186,32 @@ async def test_per_principal_limit_evicts_idle_then_refuses(
         await lease(pool, exclusive=True)
     assert info.value.data["limit"] == "upstream.max_sessions_per_principal"
     assert "max_sessions_per_principal" in info.value.message
-    assert (await lease(pool, SessionKey("bob", KEY.fingerprint))).session not in (held.session, other.session)
+    assert (await lease(pool, SessionKey("bob", KEY.fingerprint))).session not in (
+        held.session,
+        other.session,
+    )
 
 
-async def test_total_limit_refuses_when_nothing_is_idle(make_pool: Callable[..., UpstreamPool]) -> None:
-    """At max_sessions with every session busy, a new key gets CapacityExceeded naming upstream.max_sessions."""
+async def test_total_limit_refuses_when_nothing_is_idle(
+    make_pool: Callable[..., UpstreamPool],
+) -> None:
+    """At max_sessions with every session busy, a new key gets CapacityExceeded naming
+    upstream.max_sessions."""
     pool = make_pool(max_sessions=1, session_wait_s=0)
     await lease(pool, exclusive=True)
     with pytest.raises(CapacityExceeded) as info:
         await lease(pool, SessionKey("bob", KEY.fingerprint))
     assert info.value.data["limit"] == "upstream.max_sessions"
     assert info.value.message == (
-        "The bridge already has 1 upstream sessions in use (upstream.max_sessions), 1 of them held by interactive"
+        "The bridge already has 1 upstream sessions in use (upstream.max_sessions), 1 of them "
+        "held by interactive"
         " calls; none became free within 0 s (upstream.session_wait_s); retry later"
     )
 
 
-async def test_idle_sessions_are_reaped(make_pool: Callable[..., UpstreamPool], fake: FakeLegacy) -> None:
+async def test_idle_sessions_are_reaped(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
     """The reaper closes (and DELETEs) sessions idle longer than session_idle_s, never busy ones."""
     pool = make_pool(session_idle_s=0.05)
     await pool.start()
@@ -201,8 +225,11 @@ async def test_idle_sessions_are_reaped(make_pool: Callable[..., UpstreamPool], 
     assert busy.session.is_alive
 
 
-async def test_discard_closes_the_session(make_pool: Callable[..., UpstreamPool], fake: FakeLegacy) -> None:
-    """release(discard=True) closes the session; release is idempotent; the next lease opens a new one."""
+async def test_discard_closes_the_session(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    """release(discard=True) closes the session; release is idempotent; the next lease opens a new
+    one."""
     pool = make_pool()
     first = await lease(pool, exclusive=True)
     await first.release(discard=True)
@@ -215,7 +242,8 @@ async def test_discard_closes_the_session(make_pool: Callable[..., UpstreamPool]
 async def test_discarded_session_waits_for_its_other_leases(
     make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
 ) -> None:
-    """Discarding while a shared lease still uses the session closes it only after that lease returns."""
+    """Discarding while a shared lease still uses the session closes it only after that lease
+    returns."""
     pool = make_pool()
     exclusive = await lease(pool, exclusive=True)
     shared = await lease(pool)
@@ -264,7 +292,8 @@ async def test_get_stream_messages_follow_the_exclusive_handler(
 async def test_push_before_any_lease_goes_to_unowned(
     make_pool: Callable[..., UpstreamPool], fake: FakeLegacy, unowned: Unowned
 ) -> None:
-    """A roots/list sent right after initialize (no call owns it) reaches on_unowned with its session."""
+    """A roots/list sent right after initialize (no call owns it) reaches on_unowned with its
+    session."""
     fake.on_get_connect = [ROOTS_PUSH]
     pool = make_pool()
     held = await lease(pool, exclusive=True)
@@ -274,10 +303,14 @@ async def test_push_before_any_lease_goes_to_unowned(
     [(session, inbound)] = unowned.seen
     assert session is held.session and inbound.message == ROOTS_PUSH
     await session.respond(ROOTS_PUSH["id"], result={"roots": []})
-    assert fake.all_sessions[0].responses == [{"jsonrpc": "2.0", "id": ROOTS_PUSH["id"], "result": {"roots": []}}]
+    assert fake.all_sessions[0].responses == [
+        {"jsonrpc": "2.0", "id": ROOTS_PUSH["id"], "result": {"roots": []}}
+    ]
 
 
-async def test_unrelated_handler_is_for_exclusive_leases_only(make_pool: Callable[..., UpstreamPool]) -> None:
+async def test_unrelated_handler_is_for_exclusive_leases_only(
+    make_pool: Callable[..., UpstreamPool],
+) -> None:
     """Setting an unrelated handler on a shared lease is a BridgeBug."""
     pool = make_pool()
     shared = await lease(pool)
@@ -285,7 +318,9 @@ async def test_unrelated_handler_is_for_exclusive_leases_only(make_pool: Callabl
         shared.set_unrelated_handler(lambda inbound: None)
 
 
-async def test_reinitializations_are_counted(make_pool: Callable[..., UpstreamPool], fake: FakeLegacy) -> None:
+async def test_reinitializations_are_counted(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
     """An expired session is re-initialized transparently and counted in stats()."""
     fake.get_status = 405
     pool = make_pool()
@@ -300,8 +335,11 @@ async def test_reinitializations_are_counted(make_pool: Callable[..., UpstreamPo
 async def test_upstream_down_fails_fast_for_every_waiter(
     client: aiohttp.ClientSession, unowned: Unowned, unused_tcp_port: int
 ) -> None:
-    """With nothing listening, concurrent leases all get UpstreamUnavailable quickly and the pool stays empty."""
-    settings = UpstreamSettings(url=f"http://127.0.0.1:{unused_tcp_port}/mcp", connect_timeout_s=1.0)
+    """With nothing listening, concurrent leases all get UpstreamUnavailable quickly and the pool
+    stays empty."""
+    settings = UpstreamSettings(
+        url=f"http://127.0.0.1:{unused_tcp_port}/mcp", connect_timeout_s=1.0
+    )
     pool = UpstreamPool(settings, http_opener(client, settings), on_unowned=unowned)
     try:
         async with asyncio.timeout(2):
@@ -315,7 +353,8 @@ async def test_upstream_down_fails_fast_for_every_waiter(
 async def test_slow_upstream_times_out_and_the_pool_recovers(
     make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
 ) -> None:
-    """An initialize that hangs gives UpstreamTimeout; once the upstream answers, leasing works again."""
+    """An initialize that hangs gives UpstreamTimeout; once the upstream answers, leasing works
+    again."""
     pool = make_pool(init_timeout_s=0.2)
     fake.hang_initialize = True
     with pytest.raises(UpstreamTimeout):
@@ -324,7 +363,9 @@ async def test_slow_upstream_times_out_and_the_pool_recovers(
     assert await echo((await lease(pool)).session, "ok") == text_result("ok")
 
 
-async def test_aclose_closes_every_session(make_pool: Callable[..., UpstreamPool], fake: FakeLegacy) -> None:
+async def test_aclose_closes_every_session(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
     """aclose() DELETEs every session; later leases are refused and late releases are harmless."""
     pool = make_pool()
     one = await lease(pool, exclusive=True)
@@ -339,7 +380,8 @@ async def test_aclose_closes_every_session(make_pool: Callable[..., UpstreamPool
 async def test_one_session_scripted_shared_and_exclusive_leases_never_deadlock(
     make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
 ) -> None:
-    """max_sessions = 1: shared leases join the exclusive holder, a second exclusive lease and another
+    """max_sessions = 1: shared leases join the exclusive holder, a second exclusive lease and
+    another
     key queue, and each gets the session as soon as the leases before it are released."""
     pool = make_pool(max_sessions=1, session_wait_s=5)
     shared = await lease(pool)
@@ -367,9 +409,10 @@ async def test_one_session_scripted_shared_and_exclusive_leases_never_deadlock(
 
 
 async def test_one_session_waiting_is_bounded_and_a_cancelled_waiter_leaves_no_trace(
-    make_pool: Callable[..., UpstreamPool]
+    make_pool: Callable[..., UpstreamPool],
 ) -> None:
-    """A lease that cannot get the only session fails after session_wait_s; a cancelled waiter is gone."""
+    """A lease that cannot get the only session fails after session_wait_s; a cancelled waiter is
+    gone."""
     pool = make_pool(max_sessions=1, session_wait_s=0.2)
     held = await lease(pool, exclusive=True)
     with pytest.raises(CapacityExceeded) as info:

@@ -1,4 +1,5 @@
-"""`/readyz` answers within `front.ready_timeout_s` even when the upstream hangs (issue 16, defect 6).
+"""`/readyz` answers within `front.ready_timeout_s` even when the upstream hangs (issue 16, defect
+6).
 
 The probe stopped the legacy server with SIGSTOP: its socket still accepts connections, nothing
 answers, and `/readyz` took `upstream.init_timeout_s` (10 s) to say 503. Here a real legacy server
@@ -51,17 +52,29 @@ async def timed_readyz(bridge: InProcessBridge) -> tuple[float, int, dict[str, A
 async def test_readyz_is_bounded_when_the_upstream_hangs(legacy: PeerProcess) -> None:
     """Stopped before any check: 503 'unknown' within the limit; after SIGCONT ready; stopped again:
     the last known state within the limit, then unreachable once the background check times out."""
-    settings = bridge_settings(legacy.url, front={"ready_timeout_s": READY_TIMEOUT_S},
-                               upstream={"init_timeout_s": INIT_TIMEOUT_S})
+    settings = bridge_settings(
+        legacy.url,
+        front={"ready_timeout_s": READY_TIMEOUT_S},
+        upstream={"init_timeout_s": INIT_TIMEOUT_S},
+    )
     bound = READY_TIMEOUT_S + 0.5
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         os.kill(legacy.popen.pid, signal.SIGSTOP)
         took, status, body = await timed_readyz(bridge)
         assert took <= bound, f"/readyz took {took:.2f} s with the upstream stopped"
-        assert (status, body) == (503, {"status": "unavailable", "checks": {
-            "keys": "ephemeral", "upstream": "unknown: first check still running",
-            "upstream_checked": "never, a check is running", "transport": "auto (not detected yet)",
-            "era": "legacy"}})  # the era probe got an answer before the upstream was stopped
+        assert (status, body) == (
+            503,
+            {
+                "status": "unavailable",
+                "checks": {
+                    "keys": "ephemeral",
+                    "upstream": "unknown: first check still running",
+                    "upstream_checked": "never, a check is running",
+                    "transport": "auto (not detected yet)",
+                    "era": "legacy",
+                },
+            },
+        )  # the era probe got an answer before the upstream was stopped
 
         os.kill(legacy.popen.pid, signal.SIGCONT)
         while (await timed_readyz(bridge))[1] != 200:  # the background check (or the next) succeeds
@@ -69,13 +82,17 @@ async def test_readyz_is_bounded_when_the_upstream_hangs(legacy: PeerProcess) ->
         checked = time.monotonic()
 
         os.kill(legacy.popen.pid, signal.SIGSTOP)
-        await asyncio.sleep(max(0.0, FRESH_S - (time.monotonic() - checked)) + 0.2)  # the verdict is stale
+        await asyncio.sleep(
+            max(0.0, FRESH_S - (time.monotonic() - checked)) + 0.2
+        )  # the verdict is stale
         took, status, body = await timed_readyz(bridge)
         assert took <= bound, f"/readyz took {took:.2f} s with the upstream stopped"
         assert status == 200 and body["checks"]["upstream"] == "reachable"
         assert body["checks"]["upstream_checked"].endswith(" s ago, a check is running")
 
-        async with asyncio.timeout(INIT_TIMEOUT_S + FRESH_S):  # the background check gives up, says so
+        async with asyncio.timeout(
+            INIT_TIMEOUT_S + FRESH_S
+        ):  # the background check gives up, says so
             while status == 200:
                 took, status, body = await timed_readyz(bridge)
                 assert took <= bound, f"/readyz took {took:.2f} s with the upstream stopped"

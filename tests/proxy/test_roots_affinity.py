@@ -1,4 +1,5 @@
-"""RootsAffinity (proxy/roots.py; issue 10): learning whether the upstream keeps roots, answering its
+"""RootsAffinity (proxy/roots.py; issue 10): learning whether the upstream keeps roots, answering
+its
 outside-call asks per session, settling fresh sessions. The pool and leases are small fakes here;
 tests/integration/test_roots_isolation.py runs the whole path against real peers."""
 
@@ -82,7 +83,9 @@ async def test_the_probe_learns_an_upstream_that_asks_and_runs_once() -> None:
     roots = affinity(pool, roots_probe_ms=BOUND_S * 1000)
     prober = Prober(pool, [roots], asks=True)
     async with asyncio.timeout(BOUND_S):
-        results = await asyncio.gather(*(roots.roots_for_call(ROOTS_CAPS, {}, prober) for _ in range(5)))
+        results = await asyncio.gather(
+            *(roots.roots_for_call(ROOTS_CAPS, {}, prober) for _ in range(5))
+        )
     assert all(isinstance(r, AskClient) for r in results)
     assert roots.keeps_roots is True
     assert len(prober.leases) == 1
@@ -132,8 +135,11 @@ async def test_a_failed_probe_is_tried_again_by_the_next_call() -> None:
 async def test_a_malformed_pre_answer_is_invalid_params() -> None:
     roots = affinity(FakePool(), roots_affinity="always")
     with pytest.raises(InvalidParams):
-        await roots.roots_for_call(ROOTS_CAPS, {ROOTS_INPUT_KEY: {"roots": [{"uri": ""}]}}, Prober(
-            FakePool(), [roots], asks=False))
+        await roots.roots_for_call(
+            ROOTS_CAPS,
+            {ROOTS_INPUT_KEY: {"roots": [{"uri": ""}]}},
+            Prober(FakePool(), [roots], asks=False),
+        )
 
 
 def test_outside_call_asks_get_the_sessions_own_roots() -> None:
@@ -143,7 +149,9 @@ def test_outside_call_asks_get_the_sessions_own_roots() -> None:
     pool.keys[id(session)] = SessionKey("alice", "f", roots_digest(ROOTS), ROOTS)
     answer = roots.answer_outside_call(cast(UpstreamSession, session))
     assert answer is not None and answer.result == ROOTS and answer.error is None
-    assert roots.answer_outside_call(cast(UpstreamSession, FakeSession())) is None  # not in the pool
+    assert (
+        roots.answer_outside_call(cast(UpstreamSession, FakeSession())) is None
+    )  # not in the pool
     assert pool.retired == []
 
 
@@ -152,14 +160,18 @@ def test_an_outside_call_ask_on_a_session_without_roots_teaches_and_retires_it()
     roots = affinity(pool)
     session = FakeSession()
     pool.keys[id(session)] = SessionKey("alice", "f")
-    assert roots.answer_outside_call(cast(UpstreamSession, session)) is None  # the default policy answers
+    assert (
+        roots.answer_outside_call(cast(UpstreamSession, session)) is None
+    )  # the default policy answers
     assert roots.keeps_roots is True
     assert pool.retired == [session]
 
 
 async def test_a_fresh_affine_session_settles_once_after_its_ask() -> None:
     pool = FakePool()
-    roots = affinity(pool, roots_affinity="always", roots_probe_ms=BOUND_S * 1000, roots_settle_ms=1)
+    roots = affinity(
+        pool, roots_affinity="always", roots_probe_ms=BOUND_S * 1000, roots_settle_ms=1
+    )
     session = FakeSession()
     key = SessionKey("alice", "f", roots_digest(ROOTS), ROOTS)
     pool.keys[id(session)] = key
@@ -178,7 +190,9 @@ async def test_a_session_whose_server_never_asks_settles_after_the_window() -> N
     key = SessionKey("alice", "f", roots_digest(ROOTS), ROOTS)
     async with asyncio.timeout(BOUND_S):
         await roots.settle(cast(Lease, FakeLease(key, FakeSession())))
-        await roots.settle(cast(Lease, FakeLease(SessionKey("alice", "f"), FakeSession())))  # not affine
+        await roots.settle(
+            cast(Lease, FakeLease(SessionKey("alice", "f"), FakeSession()))
+        )  # not affine
 
 
 def test_session_keys() -> None:
@@ -195,4 +209,6 @@ def test_session_keys() -> None:
     fresh1, _ = roots.session_key("alice", legacy, ROOTS, 1)
     fresh2, _ = roots.session_key("alice", legacy, ROOTS, 2)
     assert len({affine, fresh1, fresh2}) == 3
-    assert SessionKey("alice", "f", "d", {"roots": []}) == SessionKey("alice", "f", "d", None)  # answer not in identity
+    assert SessionKey("alice", "f", "d", {"roots": []}) == SessionKey(
+        "alice", "f", "d", None
+    )  # answer not in identity

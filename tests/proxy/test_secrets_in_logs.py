@@ -1,4 +1,5 @@
-"""No secret ever reaches a log line (issue 6, docs/decisions.md § 5): not the bearer token, a `requestState`, a
+"""No secret ever reaches a log line (issue 6, docs/decisions.md § 5): not the bearer token, a
+`requestState`, a
 requestState key, an `Mcp-Session-Id` value, an elicited answer or a sampled text.
 
 The same full flow runs twice against a real legacy server (`tests/peers/journal_server.py`,
@@ -68,23 +69,39 @@ def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JournalPeer]:
 
 
 async def run_flow(http: aiohttp.ClientSession, url: str, found: Secrets) -> None:
-    """A full MRTR flow with every kind of secret in it; the states and session ids go to `found.seen`."""
-    poster = ModernPoster(http, url, capabilities={"elicitation": {"form": {}}, "sampling": {}},
-                          headers={"Authorization": found.authorization})
+    """A full MRTR flow with every kind of secret in it; the states and session ids go to
+    `found.seen`."""
+    poster = ModernPoster(
+        http,
+        url,
+        capabilities={"elicitation": {"form": {}}, "sampling": {}},
+        headers={"Authorization": found.authorization},
+    )
     asked = await start_held(poster, "ask", tag="secret-ask")
     found.seen.append(asked.request_state)
-    assert text_of(await retry(poster, asked, accept(asked, found.elicited))) == f"secret-ask: {found.elicited}"
-    assert error_of(await retry(poster, asked, accept(asked, found.elicited)))["code"] == -32602  # replayed
+    assert (
+        text_of(await retry(poster, asked, accept(asked, found.elicited)))
+        == f"secret-ask: {found.elicited}"
+    )
+    assert (
+        error_of(await retry(poster, asked, accept(asked, found.elicited)))["code"] == -32602
+    )  # replayed
     sampling = await start_held(poster, "sample", tag="secret-sample")
     found.seen.append(sampling.request_state)
-    tampered = Held(sampling.tool, sampling.arguments, sampling.request_state[:-3] + "xyz", sampling.keys)
-    assert error_of(await retry(poster, tampered, sampled(sampling, found.sampled)))["code"] == -32602
+    tampered = Held(
+        sampling.tool, sampling.arguments, sampling.request_state[:-3] + "xyz", sampling.keys
+    )
+    assert (
+        error_of(await retry(poster, tampered, sampled(sampling, found.sampled)))["code"] == -32602
+    )
     done = await retry(poster, sampling, sampled(sampling, found.sampled))
     assert text_of(done) == f"secret-sample: {found.sampled}"
     for _ in range(2):
         found.seen.append(json.loads(text_of(await call(poster, "whoami")))["session"])
     limited = ModernPoster(http, url, headers={"Authorization": found.authorization})
-    assert "refused" in text_of(await call(limited, "sample", tag="secret-refused"))  # no sampling capability
+    assert "refused" in text_of(
+        await call(limited, "sample", tag="secret-refused")
+    )  # no sampling capability
     oversized = {"Authorization": f"Bearer {found.token}{'x' * 9000}"}
     async with http.post(url, json=poster.body("tools/list"), headers=oversized) as response:
         assert response.status == 400
@@ -95,7 +112,9 @@ def assert_clean(text: str, found: Secrets) -> None:
     assert leaked == [], f"secrets in the logs: {leaked}"
 
 
-async def test_a_debug_log_of_the_real_bridge_holds_no_secret(upstream: JournalPeer, tmp_path: Path) -> None:
+async def test_a_debug_log_of_the_real_bridge_holds_no_secret(
+    upstream: JournalPeer, tmp_path: Path
+) -> None:
     """`mrtr-bridge serve --log-level debug` logs the whole flow and none of its secrets."""
     found = Secrets()
     kid, key = found.key
@@ -109,7 +128,12 @@ async def test_a_debug_log_of_the_real_bridge_holds_no_secret(upstream: JournalP
         peers.close()
     text = bridge.log_path.read_text(encoding="utf-8")
     events = [json.loads(line)["event"] for line in text.splitlines() if line.startswith("{")]
-    assert {"held_call_moved", "request_state_rejected", "front_request_finished", "push_refused"} <= set(events)
+    assert {
+        "held_call_moved",
+        "request_state_rejected",
+        "front_request_finished",
+        "push_refused",
+    } <= set(events)
     assert len(found.seen) == 4
     # aiohttp's report of the oversized header keeps only the error class, never the header's text
     assert "aiohttp_bad_request error=" in text and "Bearer" not in text
@@ -117,7 +141,8 @@ async def test_a_debug_log_of_the_real_bridge_holds_no_secret(upstream: JournalP
 
 
 async def test_nothing_secret_is_handed_to_a_logger(upstream: JournalPeer) -> None:
-    """In-process, every event dict the code logs (before redaction) is free of the flow's secrets."""
+    """In-process, every event dict the code logs (before redaction) is free of the flow's
+    secrets."""
     found = Secrets()
     kid, key = found.key
     settings = bridge_settings(upstream.url, held={"keys": {kid: key}})

@@ -4,8 +4,8 @@ Some legacy servers work with only one session at a time. With one session allow
 principals or capabilities wait for it (`upstream.session_wait_s`), an interactive call holding it
 makes the others wait and then fail with a bounded error naming the settings, and a shared lease and
 an exclusive one on the same session never deadlock. The bridge runs in-process in front of the real
-journaling server (`tests/peers/journal_server.py`, mcp 1.x), once over Streamable HTTP and once over
-HTTP+SSE; each scenario is scripted step by step.
+journaling server (`tests/peers/journal_server.py`, mcp 1.x), once over Streamable HTTP and once
+over HTTP+SSE; each scenario is scripted step by step.
 """
 
 from __future__ import annotations
@@ -38,7 +38,9 @@ ALICE, BOB, CAROL = "Bearer alice", "Bearer bob", "Bearer carol"
 
 
 @pytest.fixture(scope="module", params=["streamable-http", "sse"])
-def upstream(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JournalPeer]:
+def upstream(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[JournalPeer]:
     """The journaling server over each HTTP transport."""
     transport = str(request.param)
     extra = ("--transport", "sse") if transport == "sse" else ()
@@ -59,7 +61,9 @@ async def single(upstream: JournalPeer) -> AsyncIterator[InProcessBridge]:
 
 def plain(bridge: InProcessBridge, authorization: str) -> ModernPoster:
     """A caller that declares no client capabilities (its calls cannot be interactive)."""
-    return ModernPoster(bridge.http, bridge.url, capabilities={}, headers={"Authorization": authorization})
+    return ModernPoster(
+        bridge.http, bridge.url, capabilities={}, headers={"Authorization": authorization}
+    )
 
 
 async def never_above_one(pool: UpstreamPool, stop: asyncio.Event) -> int:
@@ -71,24 +75,34 @@ async def never_above_one(pool: UpstreamPool, stop: asyncio.Event) -> int:
     return most
 
 
-async def test_calls_of_different_callers_queue_for_the_one_session(single: InProcessBridge) -> None:
-    """Plain calls of three principals, all at once, all complete; never more than one session is open."""
+async def test_calls_of_different_callers_queue_for_the_one_session(
+    single: InProcessBridge,
+) -> None:
+    """Plain calls of three principals, all at once, all complete; never more than one session is
+    open."""
     stop = asyncio.Event()
     async with asyncio.timeout(T):
         watcher = asyncio.create_task(never_above_one(single.pool, stop))
-        replies = await asyncio.gather(*(
-            call(plain(single, who), "slow_echo", text=f"{who[7:]}-{n}", seconds=0.1)
-            for who in (ALICE, BOB, CAROL) for n in range(3)
-        ))
+        replies = await asyncio.gather(
+            *(
+                call(plain(single, who), "slow_echo", text=f"{who[7:]}-{n}", seconds=0.1)
+                for who in (ALICE, BOB, CAROL)
+                for n in range(3)
+            )
+        )
         stop.set()
         assert await watcher == 1
-    assert [text_of(reply) for reply in replies] == [f"{who}-{n}" for who in ("alice", "bob", "carol")
-                                                     for n in range(3)]
+    assert [text_of(reply) for reply in replies] == [
+        f"{who}-{n}" for who in ("alice", "bob", "carol") for n in range(3)
+    ]
     assert single.pool.stats().created_total >= 3  # each principal needed a session of its own
 
 
-async def test_a_waiting_call_gets_the_session_when_the_interactive_call_ends(single: InProcessBridge) -> None:
-    """An interactive call holds the one session; another caller's call waits and runs once it is released."""
+async def test_a_waiting_call_gets_the_session_when_the_interactive_call_ends(
+    single: InProcessBridge,
+) -> None:
+    """An interactive call holds the one session; another caller's call waits and runs once it is
+    released."""
     async with asyncio.timeout(T):
         bob = single.poster(BOB)
         held = await start_held(bob, "ask", tag="queue-bob")
@@ -99,9 +113,12 @@ async def test_a_waiting_call_gets_the_session_when_the_interactive_call_ends(si
         assert text_of(await waiting) == "carol after bob"
 
 
-async def test_an_interactive_call_holding_the_session_makes_others_fail_bounded(upstream: JournalPeer) -> None:
+async def test_an_interactive_call_holding_the_session_makes_others_fail_bounded(
+    upstream: JournalPeer,
+) -> None:
     """While an interactive call holds the only session, another caller gets the limit error after
-    `session_wait_s`, naming both settings; the held call then completes, and so does the next call."""
+    `session_wait_s`, naming both settings; the held call then completes, and so does the next call.
+    """
     settings = bridge_settings(upstream.url, upstream={"max_sessions": 1, "session_wait_s": 0.5})
     async with asyncio.timeout(T), inprocess_bridge(settings) as bridge:
         bob = bridge.poster(BOB)
@@ -111,15 +128,19 @@ async def test_an_interactive_call_holding_the_session_makes_others_fail_bounded
         assert asyncio.get_running_loop().time() - started < 10.0
         assert error == {
             "code": INTERNAL_ERROR,
-            "message": "The bridge already has 1 upstream sessions in use (upstream.max_sessions), 1 of them held by"
-                       " interactive calls; none became free within 0.5 s (upstream.session_wait_s); retry later",
+            "message": "The bridge already has 1 upstream sessions in use "
+            "(upstream.max_sessions), 1 of them held by"
+            " interactive calls; none became free within 0.5 s (upstream.session_wait_s); retry "
+            "later",
             "data": {"source": BRIDGE_MARKER, "limit": "upstream.max_sessions"},
         }
         assert await finish(bob, held, "fine") == "bounded-bob: fine"
         assert text_of(await call(bridge.poster(CAROL), "echo", text="room now")) == "room now"
 
 
-async def test_shared_and_exclusive_leases_of_one_caller_do_not_deadlock(single: InProcessBridge) -> None:
+async def test_shared_and_exclusive_leases_of_one_caller_do_not_deadlock(
+    single: InProcessBridge,
+) -> None:
     """One caller: a list and a slow plain request share the session its interactive call holds; a
     second interactive call waits for the first and then runs on the same session."""
     async with asyncio.timeout(T):
@@ -132,5 +153,6 @@ async def test_shared_and_exclusive_leases_of_one_caller_do_not_deadlock(single:
         assert not second.done()  # it needs the session to itself
         assert await finish(alice, first, "one") == "mix-1: one"
         assert await finish(alice, await second, "two") == "mix-2: two"
-        # the one-time roots probe's session (closed before the first call ran), then the one session
+        # the one-time roots probe's session (closed before the first call ran), then the one
+        # session
         assert single.pool.stats().created_total == 2

@@ -18,7 +18,10 @@ from proxy.stopping import BridgeStop
 from proxy.upstream.stdio_children import ChildProcesses, die_with_bridge
 from proxy.upstream.stdio_keeper import KEEPER_SOURCE, GroupKeeper
 
-SLEEPER_SOURCE = "import signal, time\nsignal.signal(signal.SIGTERM, signal.SIG_IGN)\nprint('ready', flush=True)\n"
+SLEEPER_SOURCE = (
+    "import signal, time\nsignal.signal(signal.SIGTERM, "
+    "signal.SIG_IGN)\nprint('ready', flush=True)\n"
+)
 SLEEPER = [sys.executable, "-c", SLEEPER_SOURCE + "time.sleep(600)"]
 WAIT_S = 10.0
 
@@ -41,7 +44,9 @@ async def until_gone(pid: int) -> None:
 @pytest.fixture
 async def sleeper() -> AsyncIterator[asyncio.subprocess.Process]:
     """A process in its own session that ignores SIGTERM (once it says so)."""
-    process = await asyncio.create_subprocess_exec(*SLEEPER, start_new_session=True, stdout=asyncio.subprocess.PIPE)
+    process = await asyncio.create_subprocess_exec(
+        *SLEEPER, start_new_session=True, stdout=asyncio.subprocess.PIPE
+    )
     assert process.stdout is not None
     assert await process.stdout.readline() == b"ready\n"
     yield process
@@ -51,7 +56,8 @@ async def sleeper() -> AsyncIterator[asyncio.subprocess.Process]:
 
 
 async def test_first_request_is_graceful_a_later_signal_hurries() -> None:
-    """stdin EOF, then SIGTERM (a client's close sequence): the EOF asks for the stop, the signal hurries it."""
+    """stdin EOF, then SIGTERM (a client's close sequence): the EOF asks for the stop, the signal
+    hurries it."""
     hurried = asyncio.Event()
     requested: list[str] = []
 
@@ -115,14 +121,22 @@ def test_the_death_signal_is_set_only_on_the_main_thread() -> None:
 
 
 def test_a_child_dies_with_the_process_that_started_it() -> None:
-    """A middle process spawns a SIGTERM-proof child with the hook, prints its pid, and is SIGKILLed."""
+    """A middle process spawns a SIGTERM-proof child with the hook, prints its pid, and is
+    SIGKILLed."""
     middle = subprocess.Popen(
-        [sys.executable, "-c", "import subprocess, sys\n"
-         "from proxy.upstream.stdio_children import die_with_bridge\n"
-         f"child = subprocess.Popen({SLEEPER!r}, preexec_fn=die_with_bridge(), start_new_session=True,"
-         " stdout=subprocess.DEVNULL)\n"
-         "print(child.pid, flush=True)\nsys.stdin.read()"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        [
+            sys.executable,
+            "-c",
+            "import subprocess, sys\n"
+            "from proxy.upstream.stdio_children import die_with_bridge\n"
+            f"child = subprocess.Popen({SLEEPER!r}, preexec_fn=die_with_bridge(), "
+            "start_new_session=True,"
+            " stdout=subprocess.DEVNULL)\n"
+            "print(child.pid, flush=True)\nsys.stdin.read()",
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
     assert middle.stdout is not None
     child = int(middle.stdout.readline())
     assert running(child)
@@ -134,7 +148,9 @@ def test_a_child_dies_with_the_process_that_started_it() -> None:
 def test_the_keeper_kills_the_groups_of_a_bridge_that_died() -> None:
     group = subprocess.Popen(SLEEPER, start_new_session=True, stdout=subprocess.DEVNULL)
     forgotten = subprocess.Popen(SLEEPER, start_new_session=True, stdout=subprocess.DEVNULL)
-    keeper = subprocess.Popen([sys.executable, "-I", "-S", "-c", KEEPER_SOURCE], stdin=subprocess.PIPE)
+    keeper = subprocess.Popen(
+        [sys.executable, "-I", "-S", "-c", KEEPER_SOURCE], stdin=subprocess.PIPE
+    )
     try:
         assert keeper.stdin is not None
         keeper.stdin.write(f"{group.pid}\n{forgotten.pid}\n-{forgotten.pid}\n".encode())
@@ -148,7 +164,9 @@ def test_the_keeper_kills_the_groups_of_a_bridge_that_died() -> None:
             process.wait()
 
 
-async def test_a_farewell_lets_the_keeper_go_without_killing(sleeper: asyncio.subprocess.Process) -> None:
+async def test_a_farewell_lets_the_keeper_go_without_killing(
+    sleeper: asyncio.subprocess.Process,
+) -> None:
     keeper = GroupKeeper()
     keeper.watch(sleeper.pid)
     keeper_pid = keeper.pid

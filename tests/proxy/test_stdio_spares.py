@@ -1,4 +1,5 @@
-"""Spare legacy processes: started ahead of need, initialized with the capabilities of the request."""
+"""Spare legacy processes: started ahead of need, initialized with the capabilities of the
+request."""
 
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ async def _until(predicate: Any) -> None:
 
 
 async def test_a_new_session_takes_the_started_spare_and_a_replacement_starts() -> None:
-    """take() hands out the spare started ahead (same pid) and starts the next one in the background."""
+    """take() hands out the spare started ahead (same pid) and starts the next one in the
+    background."""
     spares = SpareProcesses(settings(fixture_command(), spare_processes=1))
     spares.start()
     try:
@@ -72,13 +74,16 @@ async def test_no_spares_when_disabled() -> None:
 
 
 async def test_a_take_during_startup_waits_for_the_spare_being_started(monkeypatch: Any) -> None:
-    """Right after start(), take() gets the process already being started instead of starting a second one."""
+    """Right after start(), take() gets the process already being started instead of starting a
+    second one."""
     from proxy.upstream.stdio import StdioUpstreamSession
 
     started: list[int] = []
     original = StdioUpstreamSession.spawned.__func__  # type: ignore[attr-defined]
 
-    async def counting(cls: type[StdioUpstreamSession], upstream: Any, children: Any = None) -> StdioUpstreamSession:
+    async def counting(
+        cls: type[StdioUpstreamSession], upstream: Any, children: Any = None
+    ) -> StdioUpstreamSession:
         session: StdioUpstreamSession = await original(cls, upstream, children)
         started.append(session.pid)
         return session

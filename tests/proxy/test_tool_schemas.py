@@ -9,7 +9,9 @@ SCHEMA = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-h
 
 
 def _listing(*names: str) -> dict[str, object]:
-    return {"tools": [{"name": name, "inputSchema": SCHEMA} for name in names] + [{"name": 7}, "junk"]}
+    return {
+        "tools": [{"name": name, "inputSchema": SCHEMA} for name in names] + [{"name": 7}, "junk"]
+    }
 
 
 def test_remember_keeps_named_tools_only() -> None:
@@ -34,8 +36,16 @@ def test_least_recently_used_key_goes_first() -> None:
 def test_list_changed_forgets_only_that_principal() -> None:
     """tools/list_changed for one principal drops its entries and keeps everyone else's."""
     schemas = ToolSchemas()
-    mine, mine_other_caps, theirs = SessionKey("me", "f1"), SessionKey("me", "f2"), SessionKey("you", "f1")
+    mine, mine_other_caps, theirs = (
+        SessionKey("me", "f1"),
+        SessionKey("me", "f2"),
+        SessionKey("you", "f1"),
+    )
     for key in (mine, mine_other_caps, theirs):
         schemas.remember(key, _listing("a"))
     schemas.forget_principal("me")
-    assert (schemas.get(mine), schemas.get(mine_other_caps), schemas.get(theirs)) == (None, None, {"a": SCHEMA})
+    assert (schemas.get(mine), schemas.get(mine_other_caps), schemas.get(theirs)) == (
+        None,
+        None,
+        {"a": SCHEMA},
+    )

@@ -1,4 +1,5 @@
-"""HttpUpstreamSession against the scriptable fake legacy server (2025-11-25/basic/transports.mdx)."""
+"""HttpUpstreamSession against the scriptable fake legacy server
+(2025-11-25/basic/transports.mdx)."""
 
 from __future__ import annotations
 
@@ -72,13 +73,21 @@ async def open_session(
 ) -> HttpUpstreamSession:
     options = {"url": url, "init_timeout_s": 2.0, "connect_timeout_s": 1.0, **settings}
     return await HttpUpstreamSession.open(
-        client, url, CAPS, headers={"Authorization": "Bearer s3cret"},
-        on_unrelated=unrelated or Inbox(), settings=UpstreamSettings(**options),
-    )  # fmt: skip
+        client,
+        url,
+        CAPS,
+        headers={"Authorization": "Bearer s3cret"},
+        on_unrelated=unrelated or Inbox(),
+        settings=UpstreamSettings(**options),
+    )
 
 
-async def call_tool(session: HttpUpstreamSession, name: str, inbox: Inbox | None = None, **args: Any) -> Any:
-    call = session.start("tools/call", {"name": name, "arguments": args}, headers={}, on_inbound=inbox)
+async def call_tool(
+    session: HttpUpstreamSession, name: str, inbox: Inbox | None = None, **args: Any
+) -> Any:
+    call = session.start(
+        "tools/call", {"name": name, "arguments": args}, headers={}, on_inbound=inbox
+    )
     async with asyncio.timeout(5):
         return await call.result()
 
@@ -86,8 +95,10 @@ async def call_tool(session: HttpUpstreamSession, name: str, inbox: Inbox | None
 async def test_open_initializes_and_keeps_a_get_stream(
     fake: FakeLegacy, url: str, client: aiohttp.ClientSession
 ) -> None:
-    """open() sends initialize with the legacy version, the given capabilities and the bridge's clientInfo,
-    then notifications/initialized, then opens a GET stream; later requests carry session and version."""
+    """open() sends initialize with the legacy version, the given capabilities and the bridge's
+    clientInfo,
+    then notifications/initialized, then opens a GET stream; later requests carry session and
+    version."""
     session = await open_session(client, url)
     try:
         [server_session] = fake.all_sessions
@@ -109,7 +120,9 @@ async def test_open_initializes_and_keeps_a_get_stream(
         await session.aclose()
 
 
-async def test_json_replies_are_supported(fake: FakeLegacy, url: str, client: aiohttp.ClientSession) -> None:
+async def test_json_replies_are_supported(
+    fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
     """A server answering with application/json (initialize and calls) works the same."""
     fake.json_mode = True
     session = await open_session(client, url)
@@ -119,12 +132,17 @@ async def test_json_replies_are_supported(fake: FakeLegacy, url: str, client: ai
         await session.aclose()
 
 
-async def test_post_stream_push_goes_to_the_call(fake: FakeLegacy, url: str, client: aiohttp.ClientSession) -> None:
-    """An elicitation on the POST stream reaches on_inbound with the call's id; the answer completes the call."""
+async def test_post_stream_push_goes_to_the_call(
+    fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
+    """An elicitation on the POST stream reaches on_inbound with the call's id; the answer completes
+    the call."""
 
     async def ask(call: FakeCall) -> dict[str, Any]:
         await call.notify("notifications/progress", {"progressToken": 1, "progress": 0.5})
-        answer = await call.push(ELICIT, {"message": "Name?", "requestedSchema": {"type": "object"}})
+        answer = await call.push(
+            ELICIT, {"message": "Name?", "requestedSchema": {"type": "object"}}
+        )
         return text_result(answer["result"]["content"]["name"])
 
     fake.tools["ask"] = ask
@@ -136,7 +154,9 @@ async def test_post_stream_push_goes_to_the_call(fake: FakeLegacy, url: str, cli
         assert progress.message["method"] == "notifications/progress"
         assert push.message["method"] == ELICIT
         assert push.related_request_id == call.upstream_request_id
-        await session.respond(push.message["id"], result={"action": "accept", "content": {"name": "Ada"}})
+        await session.respond(
+            push.message["id"], result={"action": "accept", "content": {"name": "Ada"}}
+        )
         async with asyncio.timeout(5):
             assert await call.result() == text_result("Ada")
         assert unrelated.seen == []
@@ -144,7 +164,9 @@ async def test_post_stream_push_goes_to_the_call(fake: FakeLegacy, url: str, cli
         await session.aclose()
 
 
-async def test_get_stream_push_goes_to_on_unrelated(fake: FakeLegacy, url: str, client: aiohttp.ClientSession) -> None:
+async def test_get_stream_push_goes_to_on_unrelated(
+    fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
     """A sampling push on the GET stream reaches on_unrelated without a related id."""
 
     async def sample(call: FakeCall) -> dict[str, Any]:
@@ -170,7 +192,8 @@ async def test_get_stream_push_goes_to_on_unrelated(fake: FakeLegacy, url: str, 
 async def test_server_ping_is_answered_and_never_surfaces(
     fake: FakeLegacy, url: str, client: aiohttp.ClientSession
 ) -> None:
-    """A server ping on the POST stream is answered {} by the transport and not handed to on_inbound."""
+    """A server ping on the POST stream is answered {} by the transport and not handed to
+    on_inbound."""
 
     async def pinging(call: FakeCall) -> dict[str, Any]:
         answer = await call.push("ping")
@@ -189,12 +212,15 @@ async def test_server_ping_is_answered_and_never_surfaces(
 async def test_early_close_is_resumed_with_last_event_id(
     fake: FakeLegacy, url: str, client: aiohttp.ClientSession
 ) -> None:
-    """A POST stream closed before its response is resumed by GET + Last-Event-ID; nothing is lost or doubled."""
+    """A POST stream closed before its response is resumed by GET + Last-Event-ID; nothing is lost
+    or doubled."""
 
     async def polling(call: FakeCall) -> dict[str, Any]:
         await call.notify("notifications/message", {"level": "info", "data": "before"})
         await call.drop_connection()
-        await call.push(ELICIT, {"message": "after the drop", "requestedSchema": {"type": "object"}})
+        await call.push(
+            ELICIT, {"message": "after the drop", "requestedSchema": {"type": "object"}}
+        )
         return text_result("done")
 
     fake.tools["polling"] = polling
@@ -208,7 +234,11 @@ async def test_early_close_is_resumed_with_last_event_id(
         await session.respond(push.message["id"], result={"action": "decline"})
         async with asyncio.timeout(5):
             assert await call.result() == text_result("done")
-        resumes = [h["Last-Event-ID"] for verb, _, h in fake.requests if verb == "GET" and "Last-Event-ID" in h]
+        resumes = [
+            h["Last-Event-ID"]
+            for verb, _, h in fake.requests
+            if verb == "GET" and "Last-Event-ID" in h
+        ]
         assert resumes == [f"s{call.upstream_request_id}:1"]  # priming is :0, the log message :1
         assert len(inbox.seen) == 2
     finally:
@@ -218,7 +248,8 @@ async def test_early_close_is_resumed_with_last_event_id(
 async def test_early_close_without_event_id_fails_clearly(
     fake: FakeLegacy, url: str, client: aiohttp.ClientSession
 ) -> None:
-    """A stream closed early with no event id cannot be resumed: UpstreamProtocolError naming the upstream."""
+    """A stream closed early with no event id cannot be resumed: UpstreamProtocolError naming the
+    upstream."""
 
     async def dropping(call: FakeCall) -> dict[str, Any]:
         await call.drop_connection()
@@ -239,7 +270,8 @@ async def test_early_close_without_event_id_fails_clearly(
 async def test_resumption_refused_with_405_fails_clearly(
     fake: FakeLegacy, url: str, client: aiohttp.ClientSession
 ) -> None:
-    """A server that closes early but answers the resuming GET with 405 yields UpstreamProtocolError."""
+    """A server that closes early but answers the resuming GET with 405 yields
+    UpstreamProtocolError."""
 
     async def dropping(call: FakeCall) -> dict[str, Any]:
         await call.drop_connection()
@@ -255,8 +287,11 @@ async def test_resumption_refused_with_405_fails_clearly(
         await session.aclose()
 
 
-async def test_resumption_attempts_are_bounded(fake: FakeLegacy, url: str, client: aiohttp.ClientSession) -> None:
-    """A resuming GET that keeps failing (503) gives up after MAX_RESUME_ATTEMPTS with UpstreamSessionLost."""
+async def test_resumption_attempts_are_bounded(
+    fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
+    """A resuming GET that keeps failing (503) gives up after MAX_RESUME_ATTEMPTS with
+    UpstreamSessionLost."""
 
     async def dropping(call: FakeCall) -> dict[str, Any]:
         await call.drop_connection()
@@ -314,22 +349,29 @@ async def test_expired_session_is_reinitialized_and_request_retried(
 async def test_get_stream_404_reinitializes_before_the_next_call(
     fake: FakeLegacy, url: str, client: aiohttp.ClientSession
 ) -> None:
-    """When the GET stream learns of expiry (404), the session re-initializes at once; calls succeed."""
+    """When the GET stream learns of expiry (404), the session re-initializes at once; calls
+    succeed."""
     session = await open_session(client, url)
     try:
         await fake.expire()
         async with asyncio.timeout(5):
-            while session.reinitialized_count == 0:  # the GET stream reconnects, gets 404, re-initializes
+            while (
+                session.reinitialized_count == 0
+            ):  # the GET stream reconnects, gets 404, re-initializes
                 await asyncio.sleep(0.01)
         assert session.is_alive and session.has_get_stream
         assert await call_tool(session, "echo", text="fresh") == text_result("fresh")
         assert fake.rpc_methods().count("initialize") == 2
-        assert "tools/call" not in [rpc for v, rpc, h in fake.requests if h.get("Mcp-Session-Id") == "sess-1"]
+        assert "tools/call" not in [
+            rpc for v, rpc, h in fake.requests if h.get("Mcp-Session-Id") == "sess-1"
+        ]
     finally:
         await session.aclose()
 
 
-async def test_expiry_after_a_push_fails_the_call(fake: FakeLegacy, url: str, client: aiohttp.ClientSession) -> None:
+async def test_expiry_after_a_push_fails_the_call(
+    fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
     """A call that already delivered a push is not replayed after expiry: UpstreamSessionLost."""
 
     async def ask_then_vanish(call: FakeCall) -> dict[str, Any]:
@@ -354,7 +396,9 @@ async def test_expiry_after_a_push_fails_the_call(fake: FakeLegacy, url: str, cl
         await session.aclose()
 
 
-async def test_get_405_is_tolerated(fake: FakeLegacy, url: str, client: aiohttp.ClientSession) -> None:
+async def test_get_405_is_tolerated(
+    fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
     """A server that offers no GET stream (405) still serves calls."""
     fake.get_status = 405
     session = await open_session(client, url)
@@ -368,7 +412,8 @@ async def test_get_405_is_tolerated(fake: FakeLegacy, url: str, client: aiohttp.
 async def test_get_stream_reconnects_after_the_server_closes_it(
     fake: FakeLegacy, url: str, client: aiohttp.ClientSession
 ) -> None:
-    """A GET stream closed by the server is reopened after `retry`, and pushes still arrive there."""
+    """A GET stream closed by the server is reopened after `retry`, and pushes still arrive
+    there."""
 
     async def sample(call: FakeCall) -> dict[str, Any]:
         answer = await call.push(SAMPLE, {"messages": [], "maxTokens": 5}, on_get=True)
@@ -385,7 +430,9 @@ async def test_get_stream_reconnects_after_the_server_closes_it(
         assert fake.requests[-1][2]["Last-Event-ID"] == "get:0"  # resumed after the priming event
         call = session.start("tools/call", {"name": "sample"}, headers={}, on_inbound=None)
         push = await unrelated.next()
-        await session.respond(push.message["id"], result={"role": "assistant", "content": {}, "model": "m2"})
+        await session.respond(
+            push.message["id"], result={"role": "assistant", "content": {}, "model": "m2"}
+        )
         async with asyncio.timeout(5):
             assert await call.result() == text_result("m2")
     finally:
@@ -465,15 +512,20 @@ async def test_oversized_json_body_is_refused(
         await session.aclose()
 
 
-async def test_garbage_initialize_reply_fails_open(fake: FakeLegacy, url: str, client: aiohttp.ClientSession) -> None:
+async def test_garbage_initialize_reply_fails_open(
+    fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
     """An initialize reply that is not JSON makes open() raise UpstreamProtocolError."""
     fake.initialize_body = b"{definitely not json"
     with pytest.raises(UpstreamProtocolError, match="not JSON"):
         await open_session(client, url)
 
 
-async def test_unsupported_version_closes_and_raises(fake: FakeLegacy, url: str, client: aiohttp.ClientSession) -> None:
-    """An initialize answered with a version outside the supported set is refused, naming the version and
+async def test_unsupported_version_closes_and_raises(
+    fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
+    """An initialize answered with a version outside the supported set is refused, naming the
+    version and
     the set, and the session deleted."""
     fake.protocol_version = "2024-10-07"
     with pytest.raises(UnsupportedUpstreamVersion) as raised:
@@ -482,14 +534,20 @@ async def test_unsupported_version_closes_and_raises(fake: FakeLegacy, url: str,
         f"Upstream {url} answered initialize with protocol version '2024-10-07';"
         " the bridge supports 2025-11-25, 2025-06-18, 2025-03-26, 2024-11-05 upstream"
     )
-    assert raised.value.data["supported"] == ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"]
+    assert raised.value.data["supported"] == [
+        "2025-11-25",
+        "2025-06-18",
+        "2025-03-26",
+        "2024-11-05",
+    ]
     assert fake.deleted == ["sess-1"]
 
 
 async def test_cancel_notifies_upstream_and_fails_the_result(
     fake: FakeLegacy, url: str, client: aiohttp.ClientSession
 ) -> None:
-    """cancel() POSTs notifications/cancelled with the request id and reason; result() raises UpstreamFault."""
+    """cancel() POSTs notifications/cancelled with the request id and reason; result() raises
+    UpstreamFault."""
 
     async def forever(call: FakeCall) -> dict[str, Any]:
         await asyncio.Event().wait()
@@ -505,8 +563,12 @@ async def test_cancel_notifies_upstream_and_fails_the_result(
         with pytest.raises(UpstreamFault, match="cancelled"):
             await call.result()
         [server_session] = fake.all_sessions
-        cancels = [n for n in server_session.notifications if n["method"] == "notifications/cancelled"]
-        assert [c["params"] for c in cancels] == [{"requestId": call.upstream_request_id, "reason": "client went away"}]
+        cancels = [
+            n for n in server_session.notifications if n["method"] == "notifications/cancelled"
+        ]
+        assert [c["params"] for c in cancels] == [
+            {"requestId": call.upstream_request_id, "reason": "client went away"}
+        ]
         assert await call_tool(session, "echo", text="alive") == text_result("alive")
     finally:
         await session.aclose()
@@ -515,7 +577,8 @@ async def test_cancel_notifies_upstream_and_fails_the_result(
 async def test_aclose_deletes_and_fails_calls_in_flight(
     fake: FakeLegacy, url: str, client: aiohttp.ClientSession
 ) -> None:
-    """aclose() ends every call with UpstreamSessionLost, stops every task and DELETEs the session."""
+    """aclose() ends every call with UpstreamSessionLost, stops every task and DELETEs the
+    session."""
 
     async def forever(call: FakeCall) -> dict[str, Any]:
         await asyncio.Event().wait()
@@ -534,7 +597,9 @@ async def test_aclose_deletes_and_fails_calls_in_flight(
         session.start("tools/call", {"name": "echo"}, headers={}, on_inbound=None)
 
 
-async def test_delete_405_is_ignored(fake: FakeLegacy, url: str, client: aiohttp.ClientSession) -> None:
+async def test_delete_405_is_ignored(
+    fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
     """A server that refuses DELETE (405) still lets the session close cleanly."""
     fake.delete_status = 405
     session = await open_session(client, url)
@@ -542,7 +607,9 @@ async def test_delete_405_is_ignored(fake: FakeLegacy, url: str, client: aiohttp
     assert fake.requests[-1][0] == "DELETE" and fake.deleted == []
 
 
-async def test_unreachable_upstream_is_unavailable_quickly(client: aiohttp.ClientSession, unused_tcp_port: int) -> None:
+async def test_unreachable_upstream_is_unavailable_quickly(
+    client: aiohttp.ClientSession, unused_tcp_port: int
+) -> None:
     """Nothing listening: open() raises UpstreamUnavailable naming the URL, well within a second."""
     url = f"http://127.0.0.1:{unused_tcp_port}/mcp"
     async with asyncio.timeout(1):
@@ -550,7 +617,9 @@ async def test_unreachable_upstream_is_unavailable_quickly(client: aiohttp.Clien
             await open_session(client, url)
 
 
-async def test_hanging_initialize_times_out(fake: FakeLegacy, url: str, client: aiohttp.ClientSession) -> None:
+async def test_hanging_initialize_times_out(
+    fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
     """An upstream that never answers initialize gives UpstreamTimeout after init_timeout_s."""
     fake.hang_initialize = True
     async with asyncio.timeout(2):
@@ -558,7 +627,9 @@ async def test_hanging_initialize_times_out(fake: FakeLegacy, url: str, client: 
             await open_session(client, url, init_timeout_s=0.2)
 
 
-async def test_hanging_accept_times_out_respond(fake: FakeLegacy, url: str, client: aiohttp.ClientSession) -> None:
+async def test_hanging_accept_times_out_respond(
+    fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
     """respond() to an upstream that never answers the POST raises UpstreamTimeout (bounded)."""
     session = await open_session(client, url, init_timeout_s=0.2)
     try:
@@ -570,12 +641,16 @@ async def test_hanging_accept_times_out_respond(fake: FakeLegacy, url: str, clie
         await session.aclose()
 
 
-async def test_reserved_headers_cannot_be_overridden(fake: FakeLegacy, url: str, client: aiohttp.ClientSession) -> None:
+async def test_reserved_headers_cannot_be_overridden(
+    fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
     """Per-request headers are forwarded, but never replace the transport's own headers."""
     session = await open_session(client, url)
     try:
         extra = {"traceparent": "00-abc-def-01", "mcp-session-id": "forged", "Accept": "text/html"}
-        call = session.start("tools/call", {"name": "echo", "arguments": {}}, headers=extra, on_inbound=None)
+        call = session.start(
+            "tools/call", {"name": "echo", "arguments": {}}, headers=extra, on_inbound=None
+        )
         async with asyncio.timeout(5):
             await call.result()
         headers = fake.requests[-1][2]
@@ -586,8 +661,11 @@ async def test_reserved_headers_cannot_be_overridden(fake: FakeLegacy, url: str,
         await session.aclose()
 
 
-async def test_logs_carry_no_session_id_nor_bodies(fake: FakeLegacy, url: str, client: aiohttp.ClientSession) -> None:
-    """A full push cycle logs neither the Mcp-Session-Id value, the credential, nor message content."""
+async def test_logs_carry_no_session_id_nor_bodies(
+    fake: FakeLegacy, url: str, client: aiohttp.ClientSession
+) -> None:
+    """A full push cycle logs neither the Mcp-Session-Id value, the credential, nor message
+    content."""
 
     async def ask(call: FakeCall) -> dict[str, Any]:
         answer = await call.push(ELICIT, {"message": "secret-question", "requestedSchema": {}})
@@ -599,7 +677,9 @@ async def test_logs_carry_no_session_id_nor_bodies(fake: FakeLegacy, url: str, c
         session = await open_session(client, url)
         call = session.start("tools/call", {"name": "ask"}, headers={}, on_inbound=inbox)
         push = await inbox.next()
-        await session.respond(push.message["id"], result={"action": "accept", "content": {"pin": "4242"}})
+        await session.respond(
+            push.message["id"], result={"action": "accept", "content": {"pin": "4242"}}
+        )
         async with asyncio.timeout(5):
             await call.result()
         await session.aclose()

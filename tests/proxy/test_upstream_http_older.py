@@ -1,4 +1,5 @@
-"""HttpUpstreamSession against behaviours of older legacy servers (`mcp` 1.8-1.12), on the fake server:
+"""HttpUpstreamSession against behaviours of older legacy servers (`mcp` 1.8-1.12), on the fake
+server:
 progress sent on the GET stream, and `POST /mcp` redirected to `/mcp/`."""
 
 from __future__ import annotations
@@ -21,13 +22,16 @@ PROGRESS = "notifications/progress"
 async def test_progress_on_the_get_stream_reaches_the_call_with_that_token(
     aiohttp_server: ServerFactory, client: aiohttp.ClientSession
 ) -> None:
-    """Progress on the GET stream goes to the in-flight call whose upstream token it names, not to on_unrelated;
+    """Progress on the GET stream goes to the in-flight call whose upstream token it names, not to
+    on_unrelated;
     progress naming no call in flight stays unrelated."""
     release = asyncio.Event()
 
     async def work(call: FakeCall) -> dict[str, Any]:
         token = call.params["_meta"]["progressToken"]
-        await call.notify(PROGRESS, {"progressToken": token, "progress": 1, "total": 2}, on_get=True)
+        await call.notify(
+            PROGRESS, {"progressToken": token, "progress": 1, "total": 2}, on_get=True
+        )
         await call.notify(PROGRESS, {"progressToken": "nobody", "progress": 1}, on_get=True)
         await release.wait()
         return text_result("done")
@@ -39,16 +43,27 @@ async def test_progress_on_the_get_stream_reaches_the_call_with_that_token(
     session = await open_session(client, str(server.make_url("/mcp")), unrelated)
     try:
         calls = [
-            session.start("tools/call", {"name": "work", "_meta": {"progressToken": token}},
-                          headers={}, on_inbound=inbox)
+            session.start(
+                "tools/call",
+                {"name": "work", "_meta": {"progressToken": token}},
+                headers={},
+                on_inbound=inbox,
+            )
             for token, inbox in (("mrtr-1", first), ("mrtr-2", second))
         ]
         progress = {"mrtr-1": await first.next(), "mrtr-2": await second.next()}
         for token, call in zip(("mrtr-1", "mrtr-2"), calls, strict=True):
-            assert progress[token].message["params"] == {"progressToken": token, "progress": 1, "total": 2}
+            assert progress[token].message["params"] == {
+                "progressToken": token,
+                "progress": 1,
+                "total": 2,
+            }
             assert progress[token].related_request_id == call.upstream_request_id
         strays = [await unrelated.next(), await unrelated.next()]
-        assert [stray.message["params"]["progressToken"] for stray in strays] == ["nobody", "nobody"]
+        assert [stray.message["params"]["progressToken"] for stray in strays] == [
+            "nobody",
+            "nobody",
+        ]
         release.set()
         async with asyncio.timeout(5):
             assert [await call.result() for call in calls] == [text_result("done")] * 2
@@ -90,7 +105,12 @@ async def test_a_307_to_the_slash_path_is_followed_once_then_remembered(
             await session.aclose()
     assert echoed == [text_result("a"), text_result("b")]
     assert redirected == ["POST"]
-    assert fake.rpc_methods() == ["initialize", "notifications/initialized", "tools/call", "tools/call"]
+    assert fake.rpc_methods() == [
+        "initialize",
+        "notifications/initialized",
+        "tools/call",
+        "tools/call",
+    ]
     assert fake.deleted and [verb for verb, _, _ in fake.requests].count("GET") >= 1
     (moved,) = [entry for entry in logs if entry["event"] == "upstream_url_redirected"]
     assert moved["to"] == str(server.make_url("/mcp/"))
@@ -99,11 +119,16 @@ async def test_a_307_to_the_slash_path_is_followed_once_then_remembered(
 async def test_the_redirect_target_is_kept_for_later_sessions(
     aiohttp_server: ServerFactory, client: aiohttp.ClientSession
 ) -> None:
-    """The transport opens later sessions at the redirect target: one redirect per bridge, not per session."""
+    """The transport opens later sessions at the redirect target: one redirect per bridge, not per
+    session."""
     fake, redirected = FakeLegacy(), []
     server = await aiohttp_server(redirecting(fake, redirected))
-    settings = UpstreamSettings(url=str(server.make_url("/mcp")), transport="streamable-http",
-                                init_timeout_s=2.0, connect_timeout_s=1.0)  # fmt: skip
+    settings = UpstreamSettings(
+        url=str(server.make_url("/mcp")),
+        transport="streamable-http",
+        init_timeout_s=2.0,
+        connect_timeout_s=1.0,
+    )
     transport = HttpTransport(client, settings)
     sessions = [await transport({}, {}, Inbox()) for _ in range(2)]
     for session in sessions:

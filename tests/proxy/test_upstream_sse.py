@@ -1,4 +1,5 @@
-"""The HTTP+SSE upstream session and transport detection against a scripted in-process server (`fake_sse`).
+"""The HTTP+SSE upstream session and transport detection against a scripted in-process server
+(`fake_sse`).
 
 What a real server rarely does on demand: an endpoint on another origin, a stream that ends before
 its endpoint or under a call, a POST answered 404, credentials refused during detection, and a
@@ -53,17 +54,32 @@ async def open_session(
     client: aiohttp.ClientSession, url: str, seen: list[Inbound] | None = None
 ) -> SseUpstreamSession:
     sink = seen if seen is not None else []
-    return await SseUpstreamSession.open(client, url, {"roots": {}}, headers={"Authorization": "Bearer t"},
-                                         on_unrelated=sink.append, settings=settings(url))
+    return await SseUpstreamSession.open(
+        client,
+        url,
+        {"roots": {}},
+        headers={"Authorization": "Bearer t"},
+        on_unrelated=sink.append,
+        settings=settings(url),
+    )
 
 
 def test_endpoint_resolution_stays_on_the_origin_of_the_stream() -> None:
-    """Relative and same-origin endpoints resolve against the SSE URL; another origin or nothing is refused."""
+    """Relative and same-origin endpoints resolve against the SSE URL; another origin or nothing is
+    refused."""
     base = "http://127.0.0.1:8931/app/sse"
-    assert resolve_endpoint(base, "/messages/?session_id=ab") == "http://127.0.0.1:8931/messages/?session_id=ab"
+    assert (
+        resolve_endpoint(base, "/messages/?session_id=ab")
+        == "http://127.0.0.1:8931/messages/?session_id=ab"
+    )
     assert resolve_endpoint(base, "messages?s=1") == "http://127.0.0.1:8931/app/messages?s=1"
     assert resolve_endpoint(base, "http://127.0.0.1:8931/m") == "http://127.0.0.1:8931/m"
-    foreign = ("http://evil.example/m", "https://127.0.0.1:8931/m", "http://127.0.0.1:9999/m", "//x.example/m")
+    foreign = (
+        "http://evil.example/m",
+        "https://127.0.0.1:8931/m",
+        "http://127.0.0.1:9999/m",
+        "//x.example/m",
+    )
     for endpoint in (*foreign, ""):
         with pytest.raises(UpstreamProtocolError):
             resolve_endpoint(base, endpoint)
@@ -72,7 +88,8 @@ def test_endpoint_resolution_stays_on_the_origin_of_the_stream() -> None:
 async def test_a_call_its_pushes_and_pings_share_the_one_stream(
     fake: FakeSse, url: str, client: aiohttp.ClientSession
 ) -> None:
-    """POSTs go to the endpoint; the response comes on the stream; a push goes to on_unrelated; a ping is
+    """POSTs go to the endpoint; the response comes on the stream; a push goes to on_unrelated; a
+    ping is
     answered by the transport; the caller's headers reach the endpoint."""
 
     async def ask(session: FakeSseSession, request_id: Any) -> dict[str, Any]:
@@ -85,15 +102,21 @@ async def test_a_call_its_pushes_and_pings_share_the_one_stream(
     seen: list[Inbound] = []
     async with asyncio.timeout(T):
         session = await open_session(client, url, seen)
-        call = session.start("tools/call", {"name": "ask", "arguments": {}}, headers={}, on_inbound=None)
+        call = session.start(
+            "tools/call", {"name": "ask", "arguments": {}}, headers={}, on_inbound=None
+        )
         result = await call.result()
     (server,) = fake.sessions.values()
     assert result == {"content": [{"type": "text", "text": "done"}]}
     assert [inbound.message["method"] for inbound in seen] == ["roots/list"]
     assert seen[0].related_request_id is None
     assert server.answered["p1"] == {"jsonrpc": "2.0", "id": "p1", "result": {}}
-    assert [m.get("method") for m in server.received] == ["initialize", "notifications/initialized", "tools/call",
-                                                          None]
+    assert [m.get("method") for m in server.received] == [
+        "initialize",
+        "notifications/initialized",
+        "tools/call",
+        None,
+    ]
     assert session.revision.version == "2025-11-25" and session.has_get_stream and session.is_alive
     await session.aclose()
     assert not session.is_alive
@@ -102,7 +125,8 @@ async def test_a_call_its_pushes_and_pings_share_the_one_stream(
 async def test_a_dropped_stream_fails_the_call_in_flight_at_once(
     fake: FakeSse, url: str, client: aiohttp.ClientSession
 ) -> None:
-    """The stream ends under a call: the call fails with UpstreamSessionLost, the session is dead for good."""
+    """The stream ends under a call: the call fails with UpstreamSessionLost, the session is dead
+    for good."""
     started = asyncio.Event()
 
     async def hang(session: FakeSseSession, request_id: Any) -> dict[str, Any]:
@@ -113,12 +137,17 @@ async def test_a_dropped_stream_fails_the_call_in_flight_at_once(
     fake.tools["hang"] = hang
     async with asyncio.timeout(T):
         session = await open_session(client, url)
-        call = session.start("tools/call", {"name": "hang", "arguments": {}}, headers={}, on_inbound=None)
+        call = session.start(
+            "tools/call", {"name": "hang", "arguments": {}}, headers={}, on_inbound=None
+        )
         await started.wait()
         fake.sessions[1].drop()
         with pytest.raises(UpstreamSessionLost) as lost:
             await call.result()
-    assert "closed the SSE stream of the session (HTTP+SSE transport); the session is lost" in lost.value.message
+    assert (
+        "closed the SSE stream of the session (HTTP+SSE transport); the session is lost"
+        in lost.value.message
+    )
     assert "while tools/call was in flight" in lost.value.message
     assert not session.is_alive
     with pytest.raises(UpstreamSessionLost):
@@ -126,10 +155,13 @@ async def test_a_dropped_stream_fails_the_call_in_flight_at_once(
     await session.aclose()
 
 
-@pytest.mark.parametrize(("endpoint", "phrase"), [
-    ("http://evil.example/messages", "endpoint event for another origin"),
-    ("", "endpoint event for another origin"),
-])
+@pytest.mark.parametrize(
+    ("endpoint", "phrase"),
+    [
+        ("http://evil.example/messages", "endpoint event for another origin"),
+        ("", "endpoint event for another origin"),
+    ],
+)
 async def test_a_foreign_endpoint_is_refused(
     fake: FakeSse, url: str, client: aiohttp.ClientSession, endpoint: str, phrase: str
 ) -> None:
@@ -141,26 +173,37 @@ async def test_a_foreign_endpoint_is_refused(
     assert all(not session.received for session in fake.sessions.values())
 
 
-async def test_a_stream_that_is_not_sse_is_refused(fake: FakeSse, url: str, client: aiohttp.ClientSession) -> None:
+async def test_a_stream_that_is_not_sse_is_refused(
+    fake: FakeSse, url: str, client: aiohttp.ClientSession
+) -> None:
     fake.get_status = 404
     with pytest.raises(UpstreamRefused) as refused:
         await open_session(client, url)
-    assert refused.value.status == 404 and "answered SSE stream with HTTP 404" in refused.value.message
+    assert (
+        refused.value.status == 404 and "answered SSE stream with HTTP 404" in refused.value.message
+    )
 
 
-async def test_a_post_answered_404_loses_the_session(fake: FakeSse, url: str, client: aiohttp.ClientSession) -> None:
-    """404 on the endpoint means the server forgot the session: the call fails and the session is dead."""
+async def test_a_post_answered_404_loses_the_session(
+    fake: FakeSse, url: str, client: aiohttp.ClientSession
+) -> None:
+    """404 on the endpoint means the server forgot the session: the call fails and the session is
+    dead."""
     async with asyncio.timeout(T):
         session = await open_session(client, url)
         fake.post_status = 404
         with pytest.raises(UpstreamSessionLost) as lost:
             await session.start("tools/list", {}, headers={}, on_inbound=None).result()
-    assert lost.value.message == f"Upstream {url} no longer knows the session (HTTP 404) while tools/list was in flight"
+    assert (
+        lost.value.message
+        == f"Upstream {url} no longer knows the session (HTTP 404) while tools/list was in flight"
+    )
     assert not session.is_alive
     await session.aclose()
 
 
-# ---- detection ------------------------------------------------------------------------------------
+# ---- detection
+# ------------------------------------------------------------------------------------
 
 
 async def test_auto_falls_back_to_sse_on_a_4xx_and_remembers_it(
@@ -219,8 +262,11 @@ async def test_a_remembered_transport_that_fails_is_detected_again(
     assert transport.name == "sse"
 
 
-async def test_an_explicit_transport_is_never_detected(fake: FakeSse, url: str, client: aiohttp.ClientSession) -> None:
-    """`upstream.transport = "streamable-http"` against an SSE server fails plainly (no fallback)."""
+async def test_an_explicit_transport_is_never_detected(
+    fake: FakeSse, url: str, client: aiohttp.ClientSession
+) -> None:
+    """`upstream.transport = "streamable-http"` against an SSE server fails plainly (no
+    fallback)."""
     transport = HttpTransport(client, settings(url, transport="streamable-http"))
     assert (transport.name, transport.streams_per_call) == ("streamable-http", True)
     with pytest.raises(UpstreamRefused) as refused:
@@ -236,12 +282,21 @@ async def _status(status: int) -> web.Response:
 async def test_a_batch_on_the_stream_is_split_only_where_the_revision_has_batches(
     aiohttp_server: ServerFactory, client: aiohttp.ClientSession, revision: str, delivered: int
 ) -> None:
-    """At 2025-03-26 each element of an array event is handled in order as if it came alone (an element
-    that is not a message is skipped like a lone one); in a revision without batches the array is one
-    invalid message, ignored."""
+    """At 2025-03-26 each element of an array event is handled in order as if it came alone (an
+    element
+    that is not a message is skipped like a lone one); in a revision without batches the array is
+    one invalid message, ignored."""
     fake = FakeSse(protocol_version=revision)
-    one = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "one"}}
-    two = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "two"}}
+    one = {
+        "jsonrpc": "2.0",
+        "method": "notifications/message",
+        "params": {"level": "info", "data": "one"},
+    }
+    two = {
+        "jsonrpc": "2.0",
+        "method": "notifications/message",
+        "params": {"level": "info", "data": "two"},
+    }
     batch: list[Any] = [one, {"not": "a message"}, two]
 
     async def burst(session: FakeSseSession, request_id: Any) -> dict[str, Any]:
@@ -253,8 +308,9 @@ async def test_a_batch_on_the_stream_is_split_only_where_the_revision_has_batche
     seen: list[Inbound] = []
     async with asyncio.timeout(T):
         session = await open_session(client, url, seen)
-        assert await session.start("tools/call", {"name": "burst"}, headers={}, on_inbound=None).result() == {
-            "content": []}
+        assert await session.start(
+            "tools/call", {"name": "burst"}, headers={}, on_inbound=None
+        ).result() == {"content": []}
     assert [inbound.message for inbound in seen] == [one, two][:delivered]
     assert session.revision.version == revision and session.is_alive
     await session.aclose()

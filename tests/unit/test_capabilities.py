@@ -25,7 +25,10 @@ CLIENT_CAPABILITIES: list[tuple[JsonObject, JsonObject]] = [
     ({"sampling": {"tools": {}}}, {"sampling": {"tools": {}}}),
     ({"sampling": {"context": {}, "tools": {}}}, {"sampling": {"context": {}, "tools": {}}}),
     ({"roots": {}}, {"roots": {}}),
-    ({"experimental": {"com.example/beta": {"on": True}}}, {"experimental": {"com.example/beta": {"on": True}}}),
+    (
+        {"experimental": {"com.example/beta": {"on": True}}},
+        {"experimental": {"com.example/beta": {"on": True}}},
+    ),
     ({"experimental": {}}, {}),
     ({"extensions": {f"{META_PREFIX}tasks": {}}}, {}),
     (
@@ -66,7 +69,8 @@ SERVER_CAPABILITIES: list[tuple[JsonObject, bool, JsonObject]] = [
 
 @pytest.mark.parametrize(("modern", "legacy"), CLIENT_CAPABILITIES)
 def test_modern_client_capabilities_map_to_legacy(modern: JsonObject, legacy: JsonObject) -> None:
-    """Each modern declaration maps to exactly the legacy `initialize` capabilities that declare the same."""
+    """Each modern declaration maps to exactly the legacy `initialize` capabilities that declare the
+    same."""
     assert_valid(modern, "ClientCapabilities", "modern")
     translated = modern_client_capabilities_to_legacy(modern)
     assert translated == legacy
@@ -74,14 +78,20 @@ def test_modern_client_capabilities_map_to_legacy(modern: JsonObject, legacy: Js
 
 
 def test_client_capability_mapping_never_declares_tasks_or_root_changes() -> None:
-    """Legacy `tasks` and `roots.listChanged` are never declared upstream, whatever the request carries."""
-    translated = modern_client_capabilities_to_legacy({"roots": {"listChanged": True}, "tasks": {"list": {}}})
+    """Legacy `tasks` and `roots.listChanged` are never declared upstream, whatever the request
+    carries."""
+    translated = modern_client_capabilities_to_legacy(
+        {"roots": {"listChanged": True}, "tasks": {"list": {}}}
+    )
     assert translated == {"roots": {}}
 
 
 def test_client_capability_mapping_ignores_non_object_values() -> None:
     """Capabilities that are not JSON objects declare nothing."""
-    assert modern_client_capabilities_to_legacy({"sampling": True, "roots": [], "experimental": "x"}) == {}
+    assert (
+        modern_client_capabilities_to_legacy({"sampling": True, "roots": [], "experimental": "x"})
+        == {}
+    )
 
 
 @pytest.mark.parametrize(("declared", "modes"), ELICITATION_MODES)
@@ -100,10 +110,16 @@ def test_client_capability_mapping_does_not_mutate_its_input() -> None:
 
 def test_fingerprint_is_stable_across_key_order() -> None:
     """The pool key does not depend on the order in which a client wrote its capabilities."""
-    forward: JsonObject = {"elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}, "context": {}},
-                           "roots": {}}
-    backward: JsonObject = {"roots": {}, "sampling": {"context": {}, "tools": {}},
-                            "elicitation": {"url": {}, "form": {}}}
+    forward: JsonObject = {
+        "elicitation": {"form": {}, "url": {}},
+        "sampling": {"tools": {}, "context": {}},
+        "roots": {},
+    }
+    backward: JsonObject = {
+        "roots": {},
+        "sampling": {"context": {}, "tools": {}},
+        "elicitation": {"url": {}, "form": {}},
+    }
     assert capability_fingerprint(forward) == capability_fingerprint(backward)
     assert capability_fingerprint(forward) == capability_fingerprint(dict(forward))
 
@@ -134,7 +150,8 @@ def test_fingerprint_is_a_short_hex_name() -> None:
 def test_legacy_server_capabilities_map_to_modern(
     legacy: JsonObject, listen_supported: bool, modern: JsonObject
 ) -> None:
-    """`tasks` is dropped; `listChanged`/`subscribe` survive only when listen streams can deliver them."""
+    """`tasks` is dropped; `listChanged`/`subscribe` survive only when listen streams can deliver
+    them."""
     assert_valid(legacy, "ServerCapabilities", "legacy")
     translated = legacy_server_capabilities_to_modern(legacy, listen_supported=listen_supported)
     assert translated == modern
@@ -150,4 +167,9 @@ def test_server_capability_mapping_does_not_mutate_its_input() -> None:
 
 def test_server_capability_mapping_drops_non_object_values() -> None:
     """A capability whose value is not an object is not advertised."""
-    assert legacy_server_capabilities_to_modern({"tools": True, "logging": None}, listen_supported=True) == {}
+    assert (
+        legacy_server_capabilities_to_modern(
+            {"tools": True, "logging": None}, listen_supported=True
+        )
+        == {}
+    )

@@ -25,7 +25,10 @@ MINIMAL = f"Bearer {OWN}"
 
 
 def test_parses_params_token68_and_several_challenges() -> None:
-    value = 'Newauth realm="apps", type=1, title="Login to \\"apps\\"", Basic realm="simple", Negotiate abc+/=='
+    value = (
+        'Newauth realm="apps", type=1, title="Login to \\"apps\\"", Basic realm="simple", '
+        "Negotiate abc+/=="
+    )
     assert parse_challenges(value) == [
         Challenge("Newauth", [("realm", "apps"), ("type", "1"), ("title", 'Login to "apps"')]),
         Challenge("Basic", [("realm", "simple")]),
@@ -34,34 +37,53 @@ def test_parses_params_token68_and_several_challenges() -> None:
 
 
 def test_serialize_quotes_and_escapes_and_reads_back() -> None:
-    challenges = [Challenge("Bearer", [("error", "invalid_token"), ("error_description", 'say "hi" \\ bye')])]
+    challenges = [
+        Challenge("Bearer", [("error", "invalid_token"), ("error_description", 'say "hi" \\ bye')])
+    ]
     text = serialize_challenges(challenges)
     assert text == 'Bearer error="invalid_token", error_description="say \\"hi\\" \\\\ bye"'
     assert parse_challenges(text) == challenges
 
 
 def test_resource_metadata_on_the_upstream_origin_names_the_bridge() -> None:
-    value = ('Bearer error="invalid_token", scope="files:read files:write", '
-             'resource_metadata="http://10.0.0.5:8931/.well-known/oauth-protected-resource/mcp"')
-    assert rewrite_challenge(value, URLS) == f'Bearer error="invalid_token", scope="files:read files:write", {OWN}'
+    value = (
+        'Bearer error="invalid_token", scope="files:read files:write", '
+        'resource_metadata="http://10.0.0.5:8931/.well-known/oauth-protected-resource/mcp"'
+    )
+    assert (
+        rewrite_challenge(value, URLS)
+        == f'Bearer error="invalid_token", scope="files:read files:write", {OWN}'
+    )
 
 
-@pytest.mark.parametrize("spelling", ["HTTP://10.0.0.5:8931", "http://10.0.0.5:8931", "http://user@10.0.0.5:8931"])
+@pytest.mark.parametrize(
+    "spelling", ["HTTP://10.0.0.5:8931", "http://10.0.0.5:8931", "http://user@10.0.0.5:8931"]
+)
 def test_the_upstream_origin_is_recognised_however_it_is_spelled(spelling: str) -> None:
-    value = f'Bearer resource_metadata="{spelling}/.well-known/oauth-protected-resource", uri="{spelling}/a/b?c=d"'
+    value = (
+        f'Bearer resource_metadata="{spelling}/.well-known/oauth-protected-resource", '
+        f'uri="{spelling}/a/b?c=d"'
+    )
     assert rewrite_challenge(value, URLS) == f'Bearer {OWN}, uri="https://bridge.example/a/b?c=d"'
 
 
-@pytest.mark.parametrize("url", [
-    "https://as.example/.well-known/oauth-protected-resource",  # another site: left as the upstream said
-    "http://10.0.0.5:8932/x",  # another port is another origin
-    "https://10.0.0.5:8931/x",  # another scheme too
-    "http://10.0.0.5:8931@evil.example/x",  # userinfo trick: the host is evil.example
-    "http://10.0.0.5.evil.example:8931/x",
-    "not a url",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        # another site: left as the upstream said
+        "https://as.example/.well-known/oauth-protected-resource",
+        "http://10.0.0.5:8932/x",  # another port is another origin
+        "https://10.0.0.5:8931/x",  # another scheme too
+        "http://10.0.0.5:8931@evil.example/x",  # userinfo trick: the host is evil.example
+        "http://10.0.0.5.evil.example:8931/x",
+        "not a url",
+    ],
+)
 def test_urls_on_other_origins_pass_unchanged(url: str) -> None:
-    assert rewrite_challenge(f'Bearer resource_metadata="{url}"', URLS) == f'Bearer resource_metadata="{url}"'
+    assert (
+        rewrite_challenge(f'Bearer resource_metadata="{url}"', URLS)
+        == f'Bearer resource_metadata="{url}"'
+    )
 
 
 def test_a_bearer_challenge_without_metadata_gets_the_bridges() -> None:
@@ -74,28 +96,32 @@ def test_other_schemes_pass_unchanged() -> None:
     assert rewrite_challenge(value, URLS) == value
 
 
-@pytest.mark.parametrize("value", [
-    None,
-    "",
-    "   ,  ,",
-    'Bearer realm="unterminated',
-    'Bearer realm="x"\r\nSet-Cookie: a=b',  # header injection
-    'Bearer realm="x\x00"',
-    'Bearer realm="caf\u00e9"',  # not ASCII
-    "Bearer a=b c",  # junk after a param
-    "Bearer =b",
-    "Bearer a=",
-    'Bearer a="x" b="y"',  # missing comma
-    "Bearer " + "x" * (MAX_CHALLENGE_CHARS + 1),  # oversized
-    "Bearer " + ", ".join(f"p{i}=v" for i in range(MAX_PARAMS + 1)),  # too many params
-    "(Bearer)",
-])
+@pytest.mark.parametrize(
+    "value",
+    [
+        None,
+        "",
+        "   ,  ,",
+        'Bearer realm="unterminated',
+        'Bearer realm="x"\r\nSet-Cookie: a=b',  # header injection
+        'Bearer realm="x\x00"',
+        'Bearer realm="caf\u00e9"',  # not ASCII
+        "Bearer a=b c",  # junk after a param
+        "Bearer =b",
+        "Bearer a=",
+        'Bearer a="x" b="y"',  # missing comma
+        "Bearer " + "x" * (MAX_CHALLENGE_CHARS + 1),  # oversized
+        "Bearer " + ", ".join(f"p{i}=v" for i in range(MAX_PARAMS + 1)),  # too many params
+        "(Bearer)",
+    ],
+)
 def test_malformed_or_oversized_challenges_become_a_minimal_one(value: str | None) -> None:
     assert rewrite_challenge(value, URLS) == MINIMAL
 
 
 def test_a_rewrite_that_would_grow_past_the_limit_falls_back() -> None:
-    """Short upstream URLs rewritten to a long public origin could push a legal header past the limit."""
+    """Short upstream URLs rewritten to a long public origin could push a legal header past the
+    limit."""
     urls = PublicUrls("https://" + "b" * 200 + ".example/mcp", "http://u:1/mcp")
     value = "Bearer " + ", ".join(f'u{i}="http://u:1/"' for i in range(30))
     assert len(value) < MAX_CHALLENGE_CHARS
@@ -112,29 +138,37 @@ def test_any_text_gives_a_safe_header(value: str) -> None:
     assert parse_challenges(text)
 
 
-@pytest.mark.parametrize(("status", "value", "expected"), [
-    (403, 'Bearer error="insufficient_scope", scope="admin"', True),
-    (403, "Bearer error=insufficient_scope", True),
-    (403, 'Basic realm="x", Bearer error="insufficient_scope"', True),
-    (403, 'Bearer error="invalid_token"', False),
-    (403, 'Basic error="insufficient_scope"', False),
-    (403, 'Bearer error="INSUFFICIENT_SCOPE"', False),
-    (403, 'Bearer error="insufficient_scope', False),  # malformed
-    (403, None, False),
-    (401, 'Bearer error="insufficient_scope"', False),
-])
-def test_step_up_is_a_403_with_a_bearer_insufficient_scope(status: int, value: str | None, expected: bool) -> None:
+@pytest.mark.parametrize(
+    ("status", "value", "expected"),
+    [
+        (403, 'Bearer error="insufficient_scope", scope="admin"', True),
+        (403, "Bearer error=insufficient_scope", True),
+        (403, 'Basic realm="x", Bearer error="insufficient_scope"', True),
+        (403, 'Bearer error="invalid_token"', False),
+        (403, 'Basic error="insufficient_scope"', False),
+        (403, 'Bearer error="INSUFFICIENT_SCOPE"', False),
+        (403, 'Bearer error="insufficient_scope', False),  # malformed
+        (403, None, False),
+        (401, 'Bearer error="insufficient_scope"', False),
+    ],
+)
+def test_step_up_is_a_403_with_a_bearer_insufficient_scope(
+    status: int, value: str | None, expected: bool
+) -> None:
     assert is_step_up(status, value) is expected
 
 
-@pytest.mark.parametrize(("status", "value", "expected"), [
-    (401, None, True),
-    (401, "garbage (((", True),
-    (403, 'Bearer error="insufficient_scope"', True),
-    (403, None, False),
-    (400, 'Bearer error="invalid_request"', False),
-    (500, 'Bearer error="insufficient_scope"', False),
-])
+@pytest.mark.parametrize(
+    ("status", "value", "expected"),
+    [
+        (401, None, True),
+        (401, "garbage (((", True),
+        (403, 'Bearer error="insufficient_scope"', True),
+        (403, None, False),
+        (400, 'Bearer error="invalid_request"', False),
+        (500, 'Bearer error="insufficient_scope"', False),
+    ],
+)
 def test_which_refusals_are_challenges(status: int, value: str | None, expected: bool) -> None:
     assert is_auth_challenge(status, value) is expected
 

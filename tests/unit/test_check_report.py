@@ -7,26 +7,50 @@ from typing import Any
 from translators.check_report import Observed, build_report, tool_entry
 from translators.era_detection import SILENT, verdict_of_reply
 
-INIT: dict[str, Any] = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}, "logging": {}},
-                        "serverInfo": {"name": "old", "version": "1"}}
-DISCOVERED = verdict_of_reply({"result": {"supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}},
-                                          "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "new"}}}})
+INIT: dict[str, Any] = {
+    "protocolVersion": "2025-06-18",
+    "capabilities": {"tools": {}, "logging": {}},
+    "serverInfo": {"name": "old", "version": "1"},
+}
+DISCOVERED = verdict_of_reply(
+    {
+        "result": {
+            "supportedVersions": ["2026-07-28"],
+            "capabilities": {"tools": {}},
+            "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "new"}},
+        }
+    }
+)
 
 
 def test_task_only_tool_is_not_bridged() -> None:
-    entry = tool_entry({"name": "t", "execution": {"taskSupport": "required"},
-                        "annotations": {"readOnlyHint": True, "title": "T"}})
+    entry = tool_entry(
+        {
+            "name": "t",
+            "execution": {"taskSupport": "required"},
+            "annotations": {"readOnlyHint": True, "title": "T"},
+        }
+    )
     assert entry["bridged"] is False
     assert entry["annotations"] == {"readOnlyHint": True}
     assert entry["reason"].startswith("runs only as a task")
 
 
 def test_legacy_report_lists_what_bridges_and_problems() -> None:
-    seen = Observed("http://u/mcp", transport="sse", discover=SILENT, init_result=INIT,
-                    tools=[{"name": "ok"}, {"name": "task", "execution": {"taskSupport": "required"}}],
-                    roots_at_initialized=False)
+    seen = Observed(
+        "http://u/mcp",
+        transport="sse",
+        discover=SILENT,
+        init_result=INIT,
+        tools=[{"name": "ok"}, {"name": "task", "execution": {"taskSupport": "required"}}],
+        roots_at_initialized=False,
+    )
     report = build_report(seen)
-    assert (report["era"], report["protocolVersion"], report["transport"]) == ("legacy", "2025-06-18", "sse")
+    assert (report["era"], report["protocolVersion"], report["transport"]) == (
+        "legacy",
+        "2025-06-18",
+        "sse",
+    )
     assert report["serverInfo"] == {"name": "old", "version": "1"}
     assert report["bridgeable"] is True
     assert report["problems"][0].startswith("HTTP+SSE transport")
@@ -35,23 +59,50 @@ def test_legacy_report_lists_what_bridges_and_problems() -> None:
 
 
 def test_revision_without_elicitation_is_a_problem() -> None:
-    report = build_report(Observed("stdio:x", transport="stdio", discover=SILENT,
-                                   init_result={**INIT, "protocolVersion": "2024-11-05"}, tools=[]))
-    assert report["problems"] == ["revision 2024-11-05 has no elicitation: the server cannot ask the user for input"]
+    report = build_report(
+        Observed(
+            "stdio:x",
+            transport="stdio",
+            discover=SILENT,
+            init_result={**INIT, "protocolVersion": "2024-11-05"},
+            tools=[],
+        )
+    )
+    assert report["problems"] == [
+        "revision 2024-11-05 has no elicitation: the server cannot ask the user for input"
+    ]
     assert report["bridgeable"] is True
 
 
 def test_unsupported_legacy_version_is_not_bridgeable() -> None:
-    report = build_report(Observed("stdio:x", transport="stdio", discover=SILENT, unsupported_version="2023-01-01"))
-    assert (report["era"], report["protocolVersion"], report["bridgeable"]) == ("legacy", "2023-01-01", False)
+    report = build_report(
+        Observed("stdio:x", transport="stdio", discover=SILENT, unsupported_version="2023-01-01")
+    )
+    assert (report["era"], report["protocolVersion"], report["bridgeable"]) == (
+        "legacy",
+        "2023-01-01",
+        False,
+    )
     assert report["problems"][0].startswith("answers initialize with protocol version '2023-01-01'")
 
 
 def test_modern_only_report_uses_the_discover_result() -> None:
-    report = build_report(Observed("http://u/mcp", transport="streamable-http", discover=DISCOVERED,
-                                   legacy_error="HTTP 400"))
-    assert (report["era"], report["protocolVersion"], report["bridgeable"]) == ("modern", "2026-07-28", True)
-    stdio = build_report(Observed("stdio:x", transport="stdio", discover=DISCOVERED, legacy_error="-32601"))
+    report = build_report(
+        Observed(
+            "http://u/mcp",
+            transport="streamable-http",
+            discover=DISCOVERED,
+            legacy_error="HTTP 400",
+        )
+    )
+    assert (report["era"], report["protocolVersion"], report["bridgeable"]) == (
+        "modern",
+        "2026-07-28",
+        True,
+    )
+    stdio = build_report(
+        Observed("stdio:x", transport="stdio", discover=DISCOVERED, legacy_error="-32601")
+    )
     assert (stdio["era"], stdio["bridgeable"]) == ("modern", False)
     assert "does not relay a modern stdio upstream yet" in stdio["problems"][0]
     assert report["serverInfo"] == {"name": "new"}
@@ -59,13 +110,28 @@ def test_modern_only_report_uses_the_discover_result() -> None:
 
 
 def test_dual_report_is_bridgeable() -> None:
-    report = build_report(Observed("http://u/mcp", transport="streamable-http", discover=DISCOVERED, init_result=INIT,
-                                   tools=[]))
-    assert (report["era"], report["protocolVersion"], report["bridgeable"]) == ("dual", "2025-06-18", True)
+    report = build_report(
+        Observed(
+            "http://u/mcp",
+            transport="streamable-http",
+            discover=DISCOVERED,
+            init_result=INIT,
+            tools=[],
+        )
+    )
+    assert (report["era"], report["protocolVersion"], report["bridgeable"]) == (
+        "dual",
+        "2025-06-18",
+        True,
+    )
     assert report["supportedVersions"] == ["2026-07-28"]
 
 
 def test_unreachable_report() -> None:
     report = build_report(Observed("http://u/mcp", unreachable="refused"))
     assert (report["reachable"], report["era"], report["bridgeable"], report["problems"]) == (
-        False, None, False, ["unreachable: refused"])
+        False,
+        None,
+        False,
+        ["unreachable: refused"],
+    )

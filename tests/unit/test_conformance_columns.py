@@ -1,5 +1,6 @@
 """The direct-vs-bridge conformance report (tests/conformance/legacy_columns.py): both kinds of
-header, and the rule that fails the run when a scenario passes directly but not through the bridge."""
+header, and the rule that fails the run when a scenario passes directly but not through the bridge.
+"""
 
 from __future__ import annotations
 
@@ -24,21 +25,28 @@ def columns() -> ModuleType:
 
 def _scenario(columns: ModuleType, name: str, status: str) -> object:
     summarize = sys.modules["summarize"]
-    return summarize.Scenario(name, (summarize.Check("c1", "SUCCESS", ""), summarize.Check("c2", status, "")))
+    return summarize.Scenario(
+        name, (summarize.Check("c1", "SUCCESS", ""), summarize.Check("c2", status, ""))
+    )
 
 
 def test_modern_report_names_the_lost_scenario(columns: ModuleType) -> None:
     names = ["tools-list", "caching", "dns-rebinding-protection"]
     direct = {name: _scenario(columns, name, "SUCCESS") for name in names}
-    bridged = {"tools-list": _scenario(columns, "tools-list", "SUCCESS"),
-               "caching": _scenario(columns, "caching", "WARNING")}
+    bridged = {
+        "tools-list": _scenario(columns, "tools-list", "SUCCESS"),
+        "caching": _scenario(columns, "caching", "WARNING"),
+    }
     lines, lost = columns.build(names, direct, bridged, "9.9", "modern")
     assert lost == ["caching", "dns-rebinding-protection"]
     assert lines[0] == "# Conformance at 2026-07-28: a modern upstream through the bridge"
     assert "Direct: **3 of 3**. Through the bridge: **1 of 3**." in lines
     assert "| caching | PASS | FAIL (0 failed, 1 warnings) |" in lines
     assert "| dns-rebinding-protection | PASS | MISSING |" in lines
-    assert lines[-1] == "Passing directly but not through the bridge: caching, dns-rebinding-protection"
+    assert (
+        lines[-1]
+        == "Passing directly but not through the bridge: caching, dns-rebinding-protection"
+    )
 
 
 def test_failing_directly_is_not_held_against_the_bridge(columns: ModuleType) -> None:

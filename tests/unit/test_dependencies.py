@@ -26,12 +26,17 @@ def imported_tops() -> set[str]:
 
 
 def test_every_directly_imported_package_is_declared() -> None:
-    declared = {re.split(r"[<>=!~ \[;]", spec, maxsplit=1)[0].replace("-", "_").lower()
-                for spec in PYPROJECT["project"]["dependencies"]}
+    declared = {
+        re.split(r"[<>=!~ \[;]", spec, maxsplit=1)[0].replace("-", "_").lower()
+        for spec in PYPROJECT["project"]["dependencies"]
+    }
     assert imported_tops() - declared == set()
 
 
 def test_every_package_directory_is_listed_for_setuptools() -> None:
-    found = {".".join(init.parent.relative_to(ROOT).parts)
-             for package in OWN for init in (ROOT / package).rglob("__init__.py")}
+    found = {
+        ".".join(init.parent.relative_to(ROOT).parts)
+        for package in OWN
+        for init in (ROOT / package).rglob("__init__.py")
+    }
     assert found == set(PYPROJECT["tool"]["setuptools"]["packages"])

@@ -1,4 +1,5 @@
-"""Era detection from a `server/discover` probe's answer (the 2026-07-28 backwards-compatibility rules)."""
+"""Era detection from a `server/discover` probe's answer (the 2026-07-28 backwards-compatibility
+rules)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,16 @@ from translators.era_detection import (
     verdict_of_reply,
 )
 
-DISCOVERED: dict[str, Any] = {"jsonrpc": "2.0", "id": PROBE_ID, "result": {
-    "supportedVersions": ["2026-07-28"], "capabilities": {"tools": {}}, "resultType": "complete",
-    "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "s", "version": "1"}}}}
+DISCOVERED: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": PROBE_ID,
+    "result": {
+        "supportedVersions": ["2026-07-28"],
+        "capabilities": {"tools": {}},
+        "resultType": "complete",
+        "_meta": {"io.modelcontextprotocol/serverInfo": {"name": "s", "version": "1"}},
+    },
+}
 
 
 def _error(code: int) -> dict[str, Any]:
@@ -32,9 +40,11 @@ def _error(code: int) -> dict[str, Any]:
 def test_probe_carries_the_modern_version_in_meta() -> None:
     request = discover_request({"name": "c", "version": "1"})
     assert request["method"] == "server/discover"
-    assert request["params"]["_meta"] == {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                                          "io.modelcontextprotocol/clientCapabilities": {},
-                                          "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"}}
+    assert request["params"]["_meta"] == {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "c", "version": "1"},
+    }
 
 
 def test_discover_result_is_modern_with_what_it_says() -> None:
@@ -57,8 +67,16 @@ def test_any_other_error_is_legacy(code: int) -> None:
     assert (verdict.modern, verdict.reason) == (False, f"server/discover refused with error {code}")
 
 
-@pytest.mark.parametrize(("status", "body"), [(400, None), (404, None), (405, {"detail": "x"}), (400, _error(-32600)),
-                                              (200, {"jsonrpc": "2.0", "id": PROBE_ID, "result": {}})])
+@pytest.mark.parametrize(
+    ("status", "body"),
+    [
+        (400, None),
+        (404, None),
+        (405, {"detail": "x"}),
+        (400, _error(-32600)),
+        (200, {"jsonrpc": "2.0", "id": PROBE_ID, "result": {}}),
+    ],
+)
 def test_http_answers_without_a_modern_error_are_legacy(status: int, body: Any) -> None:
     assert verdict_of_http(status, body).modern is False
 
@@ -78,33 +96,64 @@ def test_era_from_probe_and_initialize() -> None:
     assert era_of(SILENT, answers_initialize=True) == LEGACY
 
 
-LEGACY_INIT: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
-                               "params": {"protocolVersion": "2025-11-25", "capabilities": {}}}
-MODERN_CALL: dict[str, Any] = {"jsonrpc": "2.0", "id": 1, "method": "tools/list",
-                               "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}
+LEGACY_INIT: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "initialize",
+    "params": {"protocolVersion": "2025-11-25", "capabilities": {}},
+}
+MODERN_CALL: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "id": 1,
+    "method": "tools/list",
+    "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
+}
 
 
-@pytest.mark.parametrize(("headers", "message"), [
-    ({}, LEGACY_INIT),
-    ({"mcp-session-id": "s1"}, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-    ({"mcp-session-id": "s1"}, None),  # GET / DELETE of a legacy session
-    ({"mcp-protocol-version": "2025-06-18"}, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-    ({}, [LEGACY_INIT]),  # a 2025-03-26 batch
-])
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        ({}, LEGACY_INIT),
+        ({"mcp-session-id": "s1"}, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
+        ({"mcp-session-id": "s1"}, None),  # GET / DELETE of a legacy session
+        (
+            {"mcp-protocol-version": "2025-06-18"},
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+        ),
+        ({}, [LEGACY_INIT]),  # a 2025-03-26 batch
+    ],
+)
 def test_legacy_client_requests(headers: dict[str, str], message: Any) -> None:
     assert is_legacy_client(headers, message) is True
 
 
-@pytest.mark.parametrize(("headers", "message"), [
-    ({"mcp-protocol-version": "2026-07-28"}, MODERN_CALL),
-    ({"mcp-protocol-version": "2026-07-28", "mcp-session-id": "ignored"}, MODERN_CALL),  # modern wins
-    ({}, MODERN_CALL),
-    ({"mcp-session-id": "s1"}, MODERN_CALL),  # modern _meta: served statelessly
-    ({}, {**LEGACY_INIT, "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}),
-    ({"mcp-protocol-version": "v9"}, {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),  # unknown: modern errors
-    ({}, None),
-])
-def test_modern_or_unknown_requests_stay_on_the_modern_path(headers: dict[str, str], message: Any) -> None:
+@pytest.mark.parametrize(
+    ("headers", "message"),
+    [
+        ({"mcp-protocol-version": "2026-07-28"}, MODERN_CALL),
+        (
+            {"mcp-protocol-version": "2026-07-28", "mcp-session-id": "ignored"},
+            MODERN_CALL,
+        ),  # modern wins
+        ({}, MODERN_CALL),
+        ({"mcp-session-id": "s1"}, MODERN_CALL),  # modern _meta: served statelessly
+        (
+            {},
+            {
+                **LEGACY_INIT,
+                "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
+            },
+        ),
+        (
+            {"mcp-protocol-version": "v9"},
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+        ),  # unknown: modern errors
+        ({}, None),
+    ],
+)
+def test_modern_or_unknown_requests_stay_on_the_modern_path(
+    headers: dict[str, str], message: Any
+) -> None:
     assert is_legacy_client(headers, message) is False
 
 

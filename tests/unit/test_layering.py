@@ -1,4 +1,5 @@
-"""The dependency rules of docs/decisions.md § 1, checked on every module's imports (AST, no execution)."""
+"""The dependency rules of docs/decisions.md § 1, checked on every module's imports (AST, no
+execution)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,27 @@ PACKAGES = ("translators", "config", "proxy")
 STDLIB = frozenset(sys.stdlib_module_names)
 # Standard-library modules that would give pure code I/O, concurrency, clocks or randomness.
 IMPURE_STDLIB = frozenset(
-    {"asyncio", "socket", "selectors", "ssl", "subprocess", "threading", "multiprocessing", "concurrent",
-     "logging", "time", "datetime", "random", "secrets", "uuid", "os", "signal", "http", "urllib"}
-)  # fmt: skip
+    {
+        "asyncio",
+        "socket",
+        "selectors",
+        "ssl",
+        "subprocess",
+        "threading",
+        "multiprocessing",
+        "concurrent",
+        "logging",
+        "time",
+        "datetime",
+        "random",
+        "secrets",
+        "uuid",
+        "os",
+        "signal",
+        "http",
+        "urllib",
+    }
+)
 # translators/* may use the standard library (minus the impure part); request_state.py also
 # cryptography, and pushes.py pydantic (the brief: pydantic models for the messages the bridge
 # inspects: the client's input responses); config/* the standard library and pydantic.
@@ -57,12 +76,17 @@ def violation(relative: str, name: str) -> str | None:
     if relative.startswith("translators/"):
         allowed = EXTRA_ALLOWED.get(relative, EXTRA_ALLOWED["translators"])
         if top in IMPURE_STDLIB or not (top in STDLIB or top in allowed):
-            return "translators/ is pure: stdlib only (cryptography in request_state.py, pydantic in pushes.py)"
+            return (
+                "translators/ is pure: stdlib only (cryptography in request_state.py, "
+                "pydantic in pushes.py)"
+            )
     if relative.startswith("config/") and not (top in STDLIB or top in EXTRA_ALLOWED["config"]):
         return "config/ imports the standard library and pydantic only"
     for prefix, forbidden in SEPARATED:
         if relative.startswith(prefix) and (name == forbidden or name.startswith(forbidden)):
-            return "fronts and upstream transports meet only in dispatch.py, routes/ and held_calls.py"
+            return (
+                "fronts and upstream transports meet only in dispatch.py, routes/ and held_calls.py"
+            )
     return None
 
 
@@ -89,8 +113,11 @@ def test_no_module_prints(path: Path) -> None:
     """stdout carries protocol bytes only (stdio mode), so nothing calls print()."""
     tree = ast.parse(path.read_text(encoding="utf-8"))
     calls = [
-        node.lineno for node in ast.walk(tree)
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print"
+        node.lineno
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Name)
+        and node.func.id == "print"
     ]
     assert calls == []
 

@@ -49,7 +49,10 @@ def test_environment_beats_file_and_command_line_beats_both(tmp_path: Path) -> N
     assert load_settings(path, {}, {}).front.listen == "127.0.0.1:1000"
     from_env = load_settings(path, env, {})
     assert (from_env.front.listen, from_env.front.path) == ("127.0.0.1:2000", "/bridge")
-    assert load_settings(path, env, {"front.listen": "127.0.0.1:3000"}).front.listen == "127.0.0.1:3000"
+    assert (
+        load_settings(path, env, {"front.listen": "127.0.0.1:3000"}).front.listen
+        == "127.0.0.1:3000"
+    )
 
 
 def test_unset_command_line_flags_are_ignored() -> None:
@@ -69,23 +72,31 @@ def test_the_config_file_can_come_from_the_environment(tmp_path: Path) -> None:
 
 
 def test_environment_values_are_typed_from_the_model() -> None:
-    """Numbers, booleans, tuples, mappings, optionals and top-level fields all parse from strings."""
-    settings = load_settings(None, {
-        "MRTR_BRIDGE_HELD_TTL_S": "30.5",
-        "MRTR_BRIDGE_FRONT_MAX_BODY_BYTES": "2048",
-        "MRTR_BRIDGE_UPSTREAM_FORWARD_AUTHORIZATION": "false",
-        "MRTR_BRIDGE_FRONT_ALLOWED_HOSTS": " a.example, b.example ,",
-        "MRTR_BRIDGE_UPSTREAM_UNOWNED_ROOTS": "",
-        "MRTR_BRIDGE_HELD_KEYS": "k1=AAAA=,k2=BBBB",
-        "MRTR_BRIDGE_UPSTREAM_URL": "",
-        "MRTR_BRIDGE_SERVER_IDENTITY": "bridge",
-    }, {})
+    """Numbers, booleans, tuples, mappings, optionals and top-level fields all parse from
+    strings."""
+    settings = load_settings(
+        None,
+        {
+            "MRTR_BRIDGE_HELD_TTL_S": "30.5",
+            "MRTR_BRIDGE_FRONT_MAX_BODY_BYTES": "2048",
+            "MRTR_BRIDGE_UPSTREAM_FORWARD_AUTHORIZATION": "false",
+            "MRTR_BRIDGE_FRONT_ALLOWED_HOSTS": " a.example, b.example ,",
+            "MRTR_BRIDGE_UPSTREAM_UNOWNED_ROOTS": "",
+            "MRTR_BRIDGE_HELD_KEYS": "k1=AAAA=,k2=BBBB",
+            "MRTR_BRIDGE_UPSTREAM_URL": "",
+            "MRTR_BRIDGE_SERVER_IDENTITY": "bridge",
+        },
+        {},
+    )
     assert settings.held.ttl_s == 30.5
     assert settings.front.max_body_bytes == 2048
     assert settings.upstream.forward_authorization is False
     assert settings.front.allowed_hosts == ("a.example", "b.example")
     assert settings.upstream.unowned_roots == ()
-    assert {kid: key.get_secret_value() for kid, key in settings.held.keys.items()} == {"k1": "AAAA=", "k2": "BBBB"}
+    assert {kid: key.get_secret_value() for kid, key in settings.held.keys.items()} == {
+        "k1": "AAAA=",
+        "k2": "BBBB",
+    }
     assert settings.upstream.url is None
     assert settings.server_identity == "bridge"
 
@@ -97,7 +108,9 @@ def test_file_keys_table_is_read(tmp_path: Path) -> None:
     assert (held.active_key, held.keys["k1"].get_secret_value()) == ("k1", "c2VjcmV0")
 
 
-@pytest.mark.parametrize("dotted", ["upstream.url", "front.listen", "held.ttl_s", "held.keys", "server_identity"])
+@pytest.mark.parametrize(
+    "dotted", ["upstream.url", "front.listen", "held.ttl_s", "held.keys", "server_identity"]
+)
 def test_env_name_follows_section_and_field(dotted: str) -> None:
     """Every setting's variable is MRTR_BRIDGE_ plus its dotted name in upper snake case."""
     assert env_name(dotted) == "MRTR_BRIDGE_" + dotted.replace(".", "_").upper()
@@ -106,26 +119,50 @@ def test_env_name_follows_section_and_field(dotted: str) -> None:
 @pytest.mark.parametrize(
     ("env", "overrides", "expected"),
     [
-        ({"MRTR_BRIDGE_HELD_TTL_S": "soon"}, {},
-         "invalid setting held.ttl_s (from environment MRTR_BRIDGE_HELD_TTL_S): "
-         "Input should be a valid number, unable to parse string as a number"),
-        ({"MRTR_BRIDGE_FRONT_MAX_BODY_BYTES": "10"}, {},
-         "invalid setting front.max_body_bytes (from environment MRTR_BRIDGE_FRONT_MAX_BODY_BYTES): "
-         "Input should be greater than or equal to 1024"),
-        ({}, {"front.listen": "8080"},
-         "invalid setting front.listen (from command line): "
-         "Value error, listen must be HOST:PORT, e.g. 127.0.0.1:8080"),
-        ({"MRTR_BRIDGE_LOG_LEVEL": "loud"}, {},
-         "invalid setting log.level (from environment MRTR_BRIDGE_LOG_LEVEL): "
-         "Input should be 'debug', 'info', 'warning' or 'error'"),
-        ({"MRTR_BRIDGE_UPSTREM_URL": "http://x"}, {},
-         "invalid setting MRTR_BRIDGE_UPSTREM_URL (from environment MRTR_BRIDGE_UPSTREM_URL): "
-         "unknown MRTR_BRIDGE_* environment variable"),
-        ({"MRTR_BRIDGE_HELD_KEYS": "k1"}, {},
-         "invalid setting held.keys (from environment MRTR_BRIDGE_HELD_KEYS): expected comma-separated id=value pairs"),
-        ({"MRTR_BRIDGE_IDENTITY_PRINCIPAL": "header"}, {},
-         "invalid setting identity.principal_header (from environment MRTR_BRIDGE_IDENTITY_PRINCIPAL): "
-         'required when identity.principal is "header"'),
+        (
+            {"MRTR_BRIDGE_HELD_TTL_S": "soon"},
+            {},
+            "invalid setting held.ttl_s (from environment MRTR_BRIDGE_HELD_TTL_S): "
+            "Input should be a valid number, unable to parse string as a number",
+        ),
+        (
+            {"MRTR_BRIDGE_FRONT_MAX_BODY_BYTES": "10"},
+            {},
+            "invalid setting front.max_body_bytes (from environment "
+            "MRTR_BRIDGE_FRONT_MAX_BODY_BYTES): "
+            "Input should be greater than or equal to 1024",
+        ),
+        (
+            {},
+            {"front.listen": "8080"},
+            "invalid setting front.listen (from command line): "
+            "Value error, listen must be HOST:PORT, e.g. 127.0.0.1:8080",
+        ),
+        (
+            {"MRTR_BRIDGE_LOG_LEVEL": "loud"},
+            {},
+            "invalid setting log.level (from environment MRTR_BRIDGE_LOG_LEVEL): "
+            "Input should be 'debug', 'info', 'warning' or 'error'",
+        ),
+        (
+            {"MRTR_BRIDGE_UPSTREM_URL": "http://x"},
+            {},
+            "invalid setting MRTR_BRIDGE_UPSTREM_URL (from environment MRTR_BRIDGE_UPSTREM_URL): "
+            "unknown MRTR_BRIDGE_* environment variable",
+        ),
+        (
+            {"MRTR_BRIDGE_HELD_KEYS": "k1"},
+            {},
+            "invalid setting held.keys (from environment MRTR_BRIDGE_HELD_KEYS): expected "
+            "comma-separated id=value pairs",
+        ),
+        (
+            {"MRTR_BRIDGE_IDENTITY_PRINCIPAL": "header"},
+            {},
+            "invalid setting identity.principal_header (from environment "
+            "MRTR_BRIDGE_IDENTITY_PRINCIPAL): "
+            'required when identity.principal is "header"',
+        ),
     ],
 )
 def test_bad_values_fail_fast_naming_key_and_source(
@@ -142,7 +179,10 @@ def test_unknown_file_keys_are_named(tmp_path: Path) -> None:
     path = write(tmp_path, "[front]\nlisen = 1\n")
     with pytest.raises(ConfigError) as caught:
         load_settings(path, {}, {})
-    assert str(caught.value) == f"invalid setting front.lisen (from config file {path}): Extra inputs are not permitted"
+    assert (
+        str(caught.value)
+        == f"invalid setting front.lisen (from config file {path}): Extra inputs are not permitted"
+    )
     assert caught.value.key == "front.lisen"
 
 
@@ -160,7 +200,10 @@ def test_unreadable_and_invalid_files_are_config_errors(tmp_path: Path) -> None:
     missing = tmp_path / "absent.toml"
     with pytest.raises(ConfigError) as caught:
         load_settings(missing, {}, {})
-    assert str(caught.value) == f"invalid setting config: cannot read {missing}: No such file or directory"
+    assert (
+        str(caught.value)
+        == f"invalid setting config: cannot read {missing}: No such file or directory"
+    )
     broken = write(tmp_path, "[front\n")
     with pytest.raises(ConfigError) as caught:
         load_settings(broken, {}, {})

@@ -1,4 +1,5 @@
-"""Upstream notifications -> the front attempt they belong to (translators.notifications; docs/decisions.md § 12)."""
+"""Upstream notifications -> the front attempt they belong to (translators.notifications;
+docs/decisions.md § 12)."""
 
 from __future__ import annotations
 
@@ -15,21 +16,35 @@ from translators.notifications import log_level_admits, route_notification
 
 
 def _progress(token: Any, **extra: Any) -> JsonObject:
-    return {"jsonrpc": "2.0", "method": PROGRESS, "params": {"progressToken": token, "progress": 3, **extra}}
+    return {
+        "jsonrpc": "2.0",
+        "method": PROGRESS,
+        "params": {"progressToken": token, "progress": 3, **extra},
+    }
 
 
 def _log(level: Any, **extra: Any) -> JsonObject:
-    return {"jsonrpc": "2.0", "method": MESSAGE, "params": {"level": level, "data": {"line": "x"}, **extra}}
+    return {
+        "jsonrpc": "2.0",
+        "method": MESSAGE,
+        "params": {"level": level, "data": {"line": "x"}, **extra},
+    }
 
 
 @pytest.mark.parametrize(("upstream_token", "front_token"), [(17, "front-a"), ("up-1", 5), (0, 0)])
-def test_progress_is_remapped_to_the_front_token(upstream_token: str | int, front_token: str | int) -> None:
+def test_progress_is_remapped_to_the_front_token(
+    upstream_token: str | int, front_token: str | int
+) -> None:
     """Progress carrying the bridge's upstream token is re-sent under the attempt's own token."""
     assert_valid(_progress(upstream_token), "ProgressNotification", "legacy")
-    routed = route_notification(_progress(upstream_token, total=10, message="step 3"), upstream_token,
-                                front_token, None)
-    assert routed == {"jsonrpc": "2.0", "method": PROGRESS,
-                      "params": {"progressToken": front_token, "progress": 3, "total": 10, "message": "step 3"}}
+    routed = route_notification(
+        _progress(upstream_token, total=10, message="step 3"), upstream_token, front_token, None
+    )
+    assert routed == {
+        "jsonrpc": "2.0",
+        "method": PROGRESS,
+        "params": {"progressToken": front_token, "progress": 3, "total": 10, "message": "step 3"},
+    }
     assert_valid(routed, "ProgressNotification", "modern")
 
 
@@ -46,8 +61,11 @@ def test_progress_is_remapped_to_the_front_token(upstream_token: str | int, fron
 def test_progress_without_a_matching_token_is_dropped(
     message_token: Any, upstream_token: str | int | None, front_token: str | int | None
 ) -> None:
-    """Progress is forwarded only when it names this call's upstream token and the attempt asked for progress."""
-    assert route_notification(_progress(message_token), upstream_token, front_token, "debug") is None
+    """Progress is forwarded only when it names this call's upstream token and the attempt asked for
+    progress."""
+    assert (
+        route_notification(_progress(message_token), upstream_token, front_token, "debug") is None
+    )
 
 
 def test_progress_does_not_mutate_the_upstream_message() -> None:
@@ -60,13 +78,21 @@ def test_progress_does_not_mutate_the_upstream_message() -> None:
 @pytest.mark.parametrize(("requested", "level"), list(itertools.product(LOG_LEVELS, LOG_LEVELS)))
 def test_log_levels_follow_syslog_order(requested: str, level: str) -> None:
     """A level is admitted exactly when it is at or above the requested one."""
-    assert log_level_admits(requested, level) is (LOG_LEVELS.index(level) >= LOG_LEVELS.index(requested))
+    assert log_level_admits(requested, level) is (
+        LOG_LEVELS.index(level) >= LOG_LEVELS.index(requested)
+    )
 
 
 @pytest.mark.parametrize(
     ("requested", "level"),
-    [(None, LOG_LEVELS[-1]), ("verbose", LOG_LEVELS[-1]), (LOG_LEVELS[0], "verbose"), (LOG_LEVELS[0], None),
-     (LOG_LEVELS[0], 3), (LOG_LEVELS[0], [LOG_LEVELS[0]])],
+    [
+        (None, LOG_LEVELS[-1]),
+        ("verbose", LOG_LEVELS[-1]),
+        (LOG_LEVELS[0], "verbose"),
+        (LOG_LEVELS[0], None),
+        (LOG_LEVELS[0], 3),
+        (LOG_LEVELS[0], [LOG_LEVELS[0]]),
+    ],
 )
 def test_log_levels_unknown_or_unrequested_are_refused(requested: Any, level: Any) -> None:
     """Without a requested level, or with an unknown level on either side, nothing is admitted."""
@@ -90,7 +116,9 @@ def test_log_message_at_or_above_the_level_is_forwarded(level: str) -> None:
     assert_valid(routed, "LoggingMessageNotification", "modern")
 
 
-@pytest.mark.parametrize(("requested", "level"), [(LOG_LEVELS[3], LOG_LEVELS[2]), (LOG_LEVELS[-1], LOG_LEVELS[0])])
+@pytest.mark.parametrize(
+    ("requested", "level"), [(LOG_LEVELS[3], LOG_LEVELS[2]), (LOG_LEVELS[-1], LOG_LEVELS[0])]
+)
 def test_log_message_below_the_level_is_dropped(requested: str, level: str) -> None:
     """A log message below the attempt's requested level is dropped."""
     assert route_notification(_log(level), None, None, requested) is None
@@ -105,8 +133,16 @@ def test_log_message_without_a_requested_level_is_dropped() -> None:
     "message",
     [
         {"jsonrpc": "2.0", "method": "notifications/tools/list_changed"},
-        {"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "file:///a"}},
-        {"jsonrpc": "2.0", "method": "notifications/elicitation/complete", "params": {"elicitationId": "e"}},
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/resources/updated",
+            "params": {"uri": "file:///a"},
+        },
+        {
+            "jsonrpc": "2.0",
+            "method": "notifications/elicitation/complete",
+            "params": {"elicitationId": "e"},
+        },
         {"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 3}},
         {"jsonrpc": "2.0", "method": "notifications/tasks/status", "params": {"taskId": "t"}},
         {"jsonrpc": "2.0", "method": "notifications/message", "params": "not an object"},

@@ -1,4 +1,5 @@
-"""Public URLs and Protected Resource Metadata (translators/public_urls.py, translators/oauth.py)."""
+"""Public URLs and Protected Resource Metadata (translators/public_urls.py,
+translators/oauth.py)."""
 
 from __future__ import annotations
 
@@ -21,16 +22,31 @@ from translators.public_urls import PublicUrls, origin_of, public_endpoint, spli
 URLS = PublicUrls("https://bridge.example/mcp", "http://10.0.0.5:8931/mcp")
 
 
-@pytest.mark.parametrize(("public_url", "host", "port", "path", "expected"), [
-    (None, "127.0.0.1", 8080, "/mcp", "http://127.0.0.1:8080/mcp"),
-    (None, "0.0.0.0", 8080, "/mcp", "http://127.0.0.1:8080/mcp"),
-    (None, "::", 9000, "/mcp", "http://[::1]:9000/mcp"),
-    (None, "::1", 9000, "/mcp", "http://[::1]:9000/mcp"),
-    ("https://MCP.Example.com", "127.0.0.1", 8080, "/mcp", "https://mcp.example.com/mcp"),
-    ("https://mcp.example.com/", "127.0.0.1", 8080, "/mcp", "https://mcp.example.com/mcp"),
-    ("https://mcp.example.com:443/tools/mcp/", "127.0.0.1", 8080, "/mcp", "https://mcp.example.com/tools/mcp"),
-    ("http://mcp.example.com:8443/mcp", "127.0.0.1", 8080, "/mcp", "http://mcp.example.com:8443/mcp"),
-])
+@pytest.mark.parametrize(
+    ("public_url", "host", "port", "path", "expected"),
+    [
+        (None, "127.0.0.1", 8080, "/mcp", "http://127.0.0.1:8080/mcp"),
+        (None, "0.0.0.0", 8080, "/mcp", "http://127.0.0.1:8080/mcp"),
+        (None, "::", 9000, "/mcp", "http://[::1]:9000/mcp"),
+        (None, "::1", 9000, "/mcp", "http://[::1]:9000/mcp"),
+        ("https://MCP.Example.com", "127.0.0.1", 8080, "/mcp", "https://mcp.example.com/mcp"),
+        ("https://mcp.example.com/", "127.0.0.1", 8080, "/mcp", "https://mcp.example.com/mcp"),
+        (
+            "https://mcp.example.com:443/tools/mcp/",
+            "127.0.0.1",
+            8080,
+            "/mcp",
+            "https://mcp.example.com/tools/mcp",
+        ),
+        (
+            "http://mcp.example.com:8443/mcp",
+            "127.0.0.1",
+            8080,
+            "/mcp",
+            "http://mcp.example.com:8443/mcp",
+        ),
+    ],
+)
 def test_public_endpoint_comes_from_the_setting_or_the_listen_address(
     public_url: str | None, host: str, port: int, path: str, expected: str
 ) -> None:
@@ -39,21 +55,43 @@ def test_public_endpoint_comes_from_the_setting_or_the_listen_address(
 
 def test_metadata_urls_and_local_paths() -> None:
     assert URLS.metadata_url == "https://bridge.example/.well-known/oauth-protected-resource/mcp"
-    assert URLS.metadata_paths("/mcp") == ("/.well-known/oauth-protected-resource",
-                                           "/.well-known/oauth-protected-resource/mcp")
+    assert URLS.metadata_paths("/mcp") == (
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/mcp",
+    )
     behind_proxy = PublicUrls("https://x.example/tools/mcp", "http://u/mcp")
-    assert behind_proxy.metadata_paths("/mcp") == ("/.well-known/oauth-protected-resource",
-                                                   "/.well-known/oauth-protected-resource/tools/mcp",
-                                                   "/.well-known/oauth-protected-resource/mcp")
-    assert URLS.upstream_metadata_urls == ("http://10.0.0.5:8931/.well-known/oauth-protected-resource/mcp",
-                                           "http://10.0.0.5:8931/.well-known/oauth-protected-resource")
+    assert behind_proxy.metadata_paths("/mcp") == (
+        "/.well-known/oauth-protected-resource",
+        "/.well-known/oauth-protected-resource/tools/mcp",
+        "/.well-known/oauth-protected-resource/mcp",
+    )
+    assert URLS.upstream_metadata_urls == (
+        "http://10.0.0.5:8931/.well-known/oauth-protected-resource/mcp",
+        "http://10.0.0.5:8931/.well-known/oauth-protected-resource",
+    )
     assert PublicUrls("https://b/mcp", "http://u:1/").upstream_metadata_urls == (
-        "http://u:1/.well-known/oauth-protected-resource",)
-    assert URLS.upstream_issuer_metadata_url == "http://10.0.0.5:8931/.well-known/oauth-authorization-server"
+        "http://u:1/.well-known/oauth-protected-resource",
+    )
+    assert (
+        URLS.upstream_issuer_metadata_url
+        == "http://10.0.0.5:8931/.well-known/oauth-authorization-server"
+    )
 
 
-@pytest.mark.parametrize("url", ["ftp://a/b", "http://", "http://:80/", "http://a:x/", "http://[::1/", "//a/b",
-                                 "mailto:a@b", "http://a b/", ""])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://a/b",
+        "http://",
+        "http://:80/",
+        "http://a:x/",
+        "http://[::1/",
+        "//a/b",
+        "mailto:a@b",
+        "http://a b/",
+        "",
+    ],
+)
 def test_split_url_refuses_what_is_not_an_http_url(url: str) -> None:
     assert split_url(url) is None
     assert origin_of(url) is None
@@ -64,41 +102,78 @@ def test_origin_drops_userinfo_and_default_ports() -> None:
     assert origin_of("http://[::1]:80/") == "http://[::1]"
 
 
-@pytest.mark.parametrize("resource", [
-    "http://10.0.0.5:8931/mcp", "http://10.0.0.5:8931/mcp/", "http://10.0.0.5:8931", "HTTP://10.0.0.5:8931/",
-    "https://bridge.example/mcp", "https://BRIDGE.example:443", "https://bridge.example/",
-])
+@pytest.mark.parametrize(
+    "resource",
+    [
+        "http://10.0.0.5:8931/mcp",
+        "http://10.0.0.5:8931/mcp/",
+        "http://10.0.0.5:8931",
+        "HTTP://10.0.0.5:8931/",
+        "https://bridge.example/mcp",
+        "https://BRIDGE.example:443",
+        "https://bridge.example/",
+    ],
+)
 def test_metadata_of_this_server_is_relayed_with_the_bridge_as_resource(resource: str) -> None:
-    document = {"resource": resource, "authorization_servers": ["https://as.example/tenant"],
-                "scopes_supported": ["a", "b"], "resource_name": "files", "x-extra": {"nested": [1, 2]}}
+    document = {
+        "resource": resource,
+        "authorization_servers": ["https://as.example/tenant"],
+        "scopes_supported": ["a", "b"],
+        "resource_name": "files",
+        "x-extra": {"nested": [1, 2]},
+    }
     relayed = relay_metadata(json.dumps(document).encode(), URLS)
     assert relayed == {**document, "resource": "https://bridge.example/mcp"}
 
 
-@pytest.mark.parametrize(("body", "reason"), [
-    ({"resource": "https://evil.example/mcp", "authorization_servers": ["https://evil.example"]}, "foreign"),
-    ({"resource": "http://10.0.0.5:8932/mcp"}, "foreign"),  # another port
-    ({"resource": "https://bridge.example/other"}, "foreign"),  # another path on the bridge's origin
-    ({"resource": "http://10.0.0.5:8931@evil.example/mcp"}, "foreign"),
-    ({"authorization_servers": ["https://as.example"]}, "no resource"),
-    ({"resource": ["https://bridge.example/mcp"]}, "no resource"),
-    ([{"resource": "https://bridge.example/mcp"}], "not a JSON object"),
-])
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (
+            {
+                "resource": "https://evil.example/mcp",
+                "authorization_servers": ["https://evil.example"],
+            },
+            "foreign",
+        ),
+        ({"resource": "http://10.0.0.5:8932/mcp"}, "foreign"),  # another port
+        (
+            {"resource": "https://bridge.example/other"},
+            "foreign",
+        ),  # another path on the bridge's origin
+        ({"resource": "http://10.0.0.5:8931@evil.example/mcp"}, "foreign"),
+        ({"authorization_servers": ["https://as.example"]}, "no resource"),
+        ({"resource": ["https://bridge.example/mcp"]}, "no resource"),
+        ([{"resource": "https://bridge.example/mcp"}], "not a JSON object"),
+    ],
+)
 def test_metadata_not_about_this_server_is_refused(body: object, reason: str) -> None:
     with pytest.raises(MetadataRefused, match=reason):
         relay_metadata(json.dumps(body).encode(), URLS)
 
 
-@pytest.mark.parametrize("body", [b"", b"{", b"\xff\xfe", b"[" * 30_000 + b"]" * 30_000,
-                                  b'{"resource": "' + b"a" * MAX_METADATA_BYTES + b'"}'])
+@pytest.mark.parametrize(
+    "body",
+    [
+        b"",
+        b"{",
+        b"\xff\xfe",
+        b"[" * 30_000 + b"]" * 30_000,
+        b'{"resource": "' + b"a" * MAX_METADATA_BYTES + b'"}',
+    ],
+)
 def test_malformed_or_oversized_metadata_is_refused(body: bytes) -> None:
     with pytest.raises(MetadataRefused):
         relay_metadata(body, URLS)
 
 
 def test_a_2025_03_26_server_is_named_by_its_issuer() -> None:
-    document = {"issuer": "http://10.0.0.5:8931", "authorization_endpoint": "http://10.0.0.5:8931/authorize",
-                "token_endpoint": "http://10.0.0.5:8931/token", "scopes_supported": ["read", "write"]}
+    document = {
+        "issuer": "http://10.0.0.5:8931",
+        "authorization_endpoint": "http://10.0.0.5:8931/authorize",
+        "token_endpoint": "http://10.0.0.5:8931/token",
+        "scopes_supported": ["read", "write"],
+    }
     assert metadata_from_issuer(json.dumps(document).encode(), URLS) == {
         "resource": "https://bridge.example/mcp",
         "authorization_servers": ["http://10.0.0.5:8931"],
@@ -107,12 +182,15 @@ def test_a_2025_03_26_server_is_named_by_its_issuer() -> None:
     }
 
 
-@pytest.mark.parametrize("document", [
-    {"issuer": "https://evil.example"},
-    {"issuer": "http://10.0.0.5:8932"},
-    {"issuer": 7},
-    {"token_endpoint": "http://10.0.0.5:8931/token"},
-])
+@pytest.mark.parametrize(
+    "document",
+    [
+        {"issuer": "https://evil.example"},
+        {"issuer": "http://10.0.0.5:8932"},
+        {"issuer": 7},
+        {"token_endpoint": "http://10.0.0.5:8931/token"},
+    ],
+)
 def test_an_issuer_off_the_upstreams_origin_is_refused(document: dict[str, object]) -> None:
     with pytest.raises(MetadataRefused, match="issuer"):
         metadata_from_issuer(json.dumps(document).encode(), URLS)
@@ -124,15 +202,27 @@ def test_scopes_that_are_not_a_list_of_strings_are_left_out() -> None:
 
 
 def test_a_challenge_becomes_a_reply_with_status_and_rewritten_header() -> None:
-    raw = 'Bearer error="insufficient_scope", resource_metadata="http://10.0.0.5:8931/.well-known/x"'
+    raw = (
+        'Bearer error="insufficient_scope", resource_metadata="http://10.0.0.5:8931/.well-known/x"'
+    )
     exc = UpstreamAuthChallenge(403, raw)
-    assert isinstance(exc, UpstreamFault)  # so a held call carries it to the reply like any upstream fault
+    assert isinstance(
+        exc, UpstreamFault
+    )  # so a held call carries it to the reply like any upstream fault
     reply = challenge_reply(exc, 7, URLS)
     assert isinstance(reply, ChallengeReply)
     assert reply.status == 403
-    assert reply.www_authenticate == ('Bearer error="insufficient_scope", '
-                                      'resource_metadata="https://bridge.example/.well-known/oauth-protected-resource/mcp"')
-    assert dict(reply) == {"jsonrpc": "2.0", "id": 7, "error": {
-        "code": INVALID_REQUEST,
-        "message": "Forbidden: the server requires authorization (HTTP 403); see WWW-Authenticate",
-        "data": {"source": "mrtr-bridge", "httpStatus": 403}}}
+    assert reply.www_authenticate == (
+        'Bearer error="insufficient_scope", '
+        'resource_metadata="https://bridge.example/.well-known/oauth-protected-resource/mcp"'
+    )
+    assert dict(reply) == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {
+            "code": INVALID_REQUEST,
+            "message": "Forbidden: the server requires authorization (HTTP 403); see "
+            "WWW-Authenticate",
+            "data": {"source": "mrtr-bridge", "httpStatus": 403},
+        },
+    }

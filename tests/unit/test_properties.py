@@ -1,4 +1,5 @@
-"""Property-based tests on translators/: arbitrary JSON raises only BridgeError, sealing round-trips,
+"""Property-based tests on translators/: arbitrary JSON raises only BridgeError, sealing round-
+trips,
 tampered states never open, and random held-call scripts keep the machine's invariants."""
 
 from __future__ import annotations
@@ -85,7 +86,11 @@ from translators.request_state import (
     open_state,
     seal,
 )
-from translators.requests import modern_params_to_legacy, require_upstream_capability, salient_params
+from translators.requests import (
+    modern_params_to_legacy,
+    require_upstream_capability,
+    salient_params,
+)
 from translators.results import (
     CacheHints,
     discover_result,
@@ -94,35 +99,100 @@ from translators.results import (
     legacy_result_to_modern,
 )
 
-PROPERTY = settings(max_examples=80, deadline=None, database=None, derandomize=True,
-                    suppress_health_check=[HealthCheck.too_slow])
+PROPERTY = settings(
+    max_examples=80,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 LONE_SURROGATE = json.loads('"\\ud800"')  # what `json.loads` makes of a `\ud800` escape on the wire
 PUSH_METHODS = (ELICIT, SAMPLE, ROOTS)
 SCHEMA: JsonObject = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
 
 # ---- arbitrary JSON, biased towards the names the translators look at ---------------------------
 
-_WORDS = ["", "_meta", "mode", "form", "url", "message", "requestedSchema", "elicitationId", "tools",
-          "toolChoice", "includeContext", "thisServer", "allServers", "none", "context", "sampling",
-          "elicitation", "roots", "experimental", "tasks", "listChanged", "subscribe", "code", "message",
-          "data", "uri", "elicitations", "action", "accept", "decline", "content", "type", "text", "role",
-          "assistant", "model", "name", "arguments", "inputResponses", "requestState", "progressToken",
-          "level", "params", "method", "capabilities", "instructions", "resultType", "execution",
-          META_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES, META_INPUT_KEY_HINT, META_PREFIX, *PUSH_METHODS,
-          *LOG_LEVELS, LONE_SURROGATE, "x\x00y", "é東"]
+_WORDS = [
+    "",
+    "_meta",
+    "mode",
+    "form",
+    "url",
+    "message",
+    "requestedSchema",
+    "elicitationId",
+    "tools",
+    "toolChoice",
+    "includeContext",
+    "thisServer",
+    "allServers",
+    "none",
+    "context",
+    "sampling",
+    "elicitation",
+    "roots",
+    "experimental",
+    "tasks",
+    "listChanged",
+    "subscribe",
+    "code",
+    "message",
+    "data",
+    "uri",
+    "elicitations",
+    "action",
+    "accept",
+    "decline",
+    "content",
+    "type",
+    "text",
+    "role",
+    "assistant",
+    "model",
+    "name",
+    "arguments",
+    "inputResponses",
+    "requestState",
+    "progressToken",
+    "level",
+    "params",
+    "method",
+    "capabilities",
+    "instructions",
+    "resultType",
+    "execution",
+    META_PROTOCOL_VERSION,
+    META_CLIENT_CAPABILITIES,
+    META_INPUT_KEY_HINT,
+    META_PREFIX,
+    *PUSH_METHODS,
+    *LOG_LEVELS,
+    LONE_SURROGATE,
+    "x\x00y",
+    "é東",
+]
 json_keys = st.sampled_from(_WORDS) | st.text(max_size=5)
-json_scalars = (st.none() | st.booleans() | st.integers(-(2**64), 2**64) | st.just(f"x{LONE_SURROGATE}")
-                | st.floats(allow_nan=False, allow_infinity=False) | json_keys)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**64), 2**64)
+    | st.just(f"x{LONE_SURROGATE}")
+    | st.floats(allow_nan=False, allow_infinity=False)
+    | json_keys
+)
 json_values = st.recursive(
     json_scalars,
-    lambda children: st.lists(children, max_size=3) | st.dictionaries(json_keys, children, max_size=4),
+    lambda children: (
+        st.lists(children, max_size=3) | st.dictionaries(json_keys, children, max_size=4)
+    ),
     max_leaves=10,
 )
 json_objects = st.dictionaries(json_keys, json_values, max_size=6)
 tokens = st.none() | st.integers(-5, 5) | st.sampled_from(["t", "u", ""])
 
 
-# ---- capabilities, requests, results, errors, notifications ---------------------------------------
+# ---- capabilities, requests, results, errors, notifications
+# ---------------------------------------
 
 
 @PROPERTY
@@ -154,7 +224,9 @@ def test_capability_fingerprint_never_raises(declared: JsonObject) -> None:
 
 @PROPERTY
 @given(params=json_objects, method=st.sampled_from(sorted(FORWARDED_METHODS)), token=tokens)
-def test_request_translation_never_raises(params: JsonObject, method: str, token: str | int | None) -> None:
+def test_request_translation_never_raises(
+    params: JsonObject, method: str, token: str | int | None
+) -> None:
     """Arbitrary params translate without raising and never carry modern-only data upstream."""
     legacy = modern_params_to_legacy(params, upstream_progress_token=token)
     assert "inputResponses" not in legacy and "requestState" not in legacy
@@ -169,11 +241,18 @@ def test_request_translation_never_raises(params: JsonObject, method: str, token
 
 
 @PROPERTY
-@given(result=json_objects, method=st.sampled_from(sorted(FORWARDED_METHODS)),
-       server_info=st.none() | json_objects, ttl_ms=st.integers(0, 10**9), scope=st.sampled_from(["private", "public"]))
-def test_result_translation_never_raises(result: JsonObject, method: str, server_info: JsonObject | None,
-                                         ttl_ms: int, scope: Any) -> None:
-    """Arbitrary upstream results are stamped complete, with cache hints exactly on cacheable methods."""
+@given(
+    result=json_objects,
+    method=st.sampled_from(sorted(FORWARDED_METHODS)),
+    server_info=st.none() | json_objects,
+    ttl_ms=st.integers(0, 10**9),
+    scope=st.sampled_from(["private", "public"]),
+)
+def test_result_translation_never_raises(
+    result: JsonObject, method: str, server_info: JsonObject | None, ttl_ms: int, scope: Any
+) -> None:
+    """Arbitrary upstream results are stamped complete, with cache hints exactly on cacheable
+    methods."""
     cache = CacheHints(ttl_ms, scope)
     modern = legacy_result_to_modern(method, result, server_info=server_info, cache=cache)
     assert modern["resultType"] == RESULT_COMPLETE
@@ -185,10 +264,21 @@ def test_result_translation_never_raises(result: JsonObject, method: str, server
 
 
 @PROPERTY
-@given(error=json_objects | st.fixed_dictionaries(
-    {"code": st.integers(-33000, 1) | st.sampled_from([LEGACY_RESOURCE_NOT_FOUND, LEGACY_URL_ELICITATION_REQUIRED]),
-     "message": json_values, "data": json_values}), request_uri=st.none() | st.text(max_size=5))
-def test_error_mapping_never_emits_forbidden_codes(error: JsonObject, request_uri: str | None) -> None:
+@given(
+    error=json_objects
+    | st.fixed_dictionaries(
+        {
+            "code": st.integers(-33000, 1)
+            | st.sampled_from([LEGACY_RESOURCE_NOT_FOUND, LEGACY_URL_ELICITATION_REQUIRED]),
+            "message": json_values,
+            "data": json_values,
+        }
+    ),
+    request_uri=st.none() | st.text(max_size=5),
+)
+def test_error_mapping_never_emits_forbidden_codes(
+    error: JsonObject, request_uri: str | None
+) -> None:
     """Any upstream error maps to a valid modern error whose code is allowed on the modern wire."""
     mapped = legacy_error_to_modern(error, request_uri=request_uri)
     code = mapped["code"]
@@ -198,33 +288,70 @@ def test_error_mapping_never_emits_forbidden_codes(error: JsonObject, request_ur
 
 
 @PROPERTY
-@given(message=json_objects | st.fixed_dictionaries({"method": st.sampled_from([PROGRESS, MESSAGE]),
-                                                     "params": json_objects}),
-       upstream=tokens, front=tokens, level=st.none() | st.sampled_from(LOG_LEVELS) | json_keys)
-def test_notification_routing_never_raises(message: JsonObject, upstream: Any, front: Any, level: Any) -> None:
-    """Arbitrary notifications are routed or dropped, and routed progress always carries the front token."""
+@given(
+    message=json_objects
+    | st.fixed_dictionaries(
+        {"method": st.sampled_from([PROGRESS, MESSAGE]), "params": json_objects}
+    ),
+    upstream=tokens,
+    front=tokens,
+    level=st.none() | st.sampled_from(LOG_LEVELS) | json_keys,
+)
+def test_notification_routing_never_raises(
+    message: JsonObject, upstream: Any, front: Any, level: Any
+) -> None:
+    """Arbitrary notifications are routed or dropped, and routed progress always carries the front
+    token."""
     routed = route_notification(message, upstream, front, level)
     if routed is not None and routed["method"] == PROGRESS:
         assert routed["params"]["progressToken"] == front
 
 
-# ---- pushes ----------------------------------------------------------------------------------------
+# ---- pushes
+# ----------------------------------------------------------------------------------------
 
-_PUSH_FIELDS = ["mode", "message", "url", "elicitationId", "requestedSchema", "messages", "maxTokens", "tools",
-                "toolChoice", "includeContext", "task", "_meta"]
-push_params = st.fixed_dictionaries({}, optional=dict.fromkeys(_PUSH_FIELDS, json_values)) | json_objects
-pushes = st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": st.integers(0, 9),
-                                "method": st.sampled_from(PUSH_METHODS), "params": push_params}) | \
-    st.fixed_dictionaries({"jsonrpc": st.just("2.0"), "id": json_values, "method": json_keys, "params": json_values})
-capability_objects = st.dictionaries(st.sampled_from(["elicitation", "sampling", "roots"]) | json_keys,
-                                     st.dictionaries(st.sampled_from(["form", "url", "tools", "context"]),
-                                                     st.just({}) | json_values, max_size=3) | json_values,
-                                     max_size=3)
+_PUSH_FIELDS = [
+    "mode",
+    "message",
+    "url",
+    "elicitationId",
+    "requestedSchema",
+    "messages",
+    "maxTokens",
+    "tools",
+    "toolChoice",
+    "includeContext",
+    "task",
+    "_meta",
+]
+push_params = (
+    st.fixed_dictionaries({}, optional=dict.fromkeys(_PUSH_FIELDS, json_values)) | json_objects
+)
+pushes = st.fixed_dictionaries(
+    {
+        "jsonrpc": st.just("2.0"),
+        "id": st.integers(0, 9),
+        "method": st.sampled_from(PUSH_METHODS),
+        "params": push_params,
+    }
+) | st.fixed_dictionaries(
+    {"jsonrpc": st.just("2.0"), "id": json_values, "method": json_keys, "params": json_values}
+)
+capability_objects = st.dictionaries(
+    st.sampled_from(["elicitation", "sampling", "roots"]) | json_keys,
+    st.dictionaries(
+        st.sampled_from(["form", "url", "tools", "context"]), st.just({}) | json_values, max_size=3
+    )
+    | json_values,
+    max_size=3,
+)
 
 
 @PROPERTY
 @given(push=pushes, declared=capability_objects)
-@example(push={"jsonrpc": "2.0", "id": 1, "method": ELICIT, "params": {"mode": ["form"]}}, declared={})
+@example(
+    push={"jsonrpc": "2.0", "id": 1, "method": ELICIT, "params": {"mode": ["form"]}}, declared={}
+)
 def test_push_translation_never_raises(push: JsonObject, declared: JsonObject) -> None:
     """Any push from upstream becomes an input request or a refusal, never an exception."""
     translated = legacy_push_to_input_request(push, declared)
@@ -233,7 +360,10 @@ def test_push_translation_never_raises(push: JsonObject, declared: JsonObject) -
 
 @PROPERTY
 @given(push=pushes, taken=st.sets(st.text(max_size=4), max_size=3))
-@example(push={"jsonrpc": "2.0", "id": 1, "method": ELICIT, "params": {"message": LONE_SURROGATE}}, taken=set())
+@example(
+    push={"jsonrpc": "2.0", "id": 1, "method": ELICIT, "params": {"message": LONE_SURROGATE}},
+    taken=set(),
+)
 def test_input_key_never_raises(push: JsonObject, taken: set[str]) -> None:
     """Any push gets a fresh input key that is stable across calls."""
     key = input_key(push, taken)
@@ -253,26 +383,54 @@ def test_input_response_raises_only_invalid_params(method: str, value: Any) -> N
 
 
 _maybe_null = st.none() | st.text(max_size=3)
-_content_blocks = st.fixed_dictionaries({"type": st.sampled_from(["text", "image", "bogus"])},
-                                        optional={"text": _maybe_null, "data": st.just("aGk="),
-                                                  "mimeType": st.just("image/png")})
+_content_blocks = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "image", "bogus"])},
+    optional={"text": _maybe_null, "data": st.just("aGk="), "mimeType": st.just("image/png")},
+)
 near_valid_answers = {
     ELICIT: st.fixed_dictionaries(
         {"action": st.sampled_from(["accept", "decline", "cancel"])},
-        optional={"content": st.none() | st.dictionaries(st.text(max_size=3), st.none() | st.text(max_size=3)
-                                                         | st.integers() | st.booleans()
-                                                         | st.lists(st.text(max_size=2), max_size=2), max_size=3)}),
+        optional={
+            "content": st.none()
+            | st.dictionaries(
+                st.text(max_size=3),
+                st.none()
+                | st.text(max_size=3)
+                | st.integers()
+                | st.booleans()
+                | st.lists(st.text(max_size=2), max_size=2),
+                max_size=3,
+            )
+        },
+    ),
     SAMPLE: st.fixed_dictionaries(
-        {"role": st.sampled_from(["user", "assistant"]), "model": st.text(max_size=3),
-         "content": _content_blocks | st.lists(_content_blocks, max_size=2)},
-        optional={"stopReason": _maybe_null}),
-    ROOTS: st.fixed_dictionaries({"roots": st.lists(st.fixed_dictionaries(
-        {"uri": st.sampled_from(["file:///a", "file:///srv/b"])}, optional={"name": _maybe_null}), max_size=2)}),
+        {
+            "role": st.sampled_from(["user", "assistant"]),
+            "model": st.text(max_size=3),
+            "content": _content_blocks | st.lists(_content_blocks, max_size=2),
+        },
+        optional={"stopReason": _maybe_null},
+    ),
+    ROOTS: st.fixed_dictionaries(
+        {
+            "roots": st.lists(
+                st.fixed_dictionaries(
+                    {"uri": st.sampled_from(["file:///a", "file:///srv/b"])},
+                    optional={"name": _maybe_null},
+                ),
+                max_size=2,
+            )
+        }
+    ),
 }
 
 
 @PROPERTY
-@given(method_value=st.one_of(*(st.tuples(st.just(method), answers) for method, answers in near_valid_answers.items())))
+@given(
+    method_value=st.one_of(
+        *(st.tuples(st.just(method), answers) for method, answers in near_valid_answers.items())
+    )
+)
 @example(method_value=(ELICIT, {"action": "accept", "content": None}))
 def test_accepted_input_responses_are_valid_legacy_results(method_value: tuple[str, Any]) -> None:
     """Whatever answer the bridge accepts and sends upstream is a schema-valid legacy result."""
@@ -281,51 +439,83 @@ def test_accepted_input_responses_are_valid_legacy_results(method_value: tuple[s
         answer = input_response_to_legacy("k", PendingPush("k", 1, method, {}), value)
     except InvalidParams:
         return
-    definition = {ELICIT: "ElicitResult", SAMPLE: "CreateMessageResult", ROOTS: "ListRootsResult"}[method]
+    definition = {ELICIT: "ElicitResult", SAMPLE: "CreateMessageResult", ROOTS: "ListRootsResult"}[
+        method
+    ]
     assert errors(answer.result, definition, "legacy") == []
 
 
 valid_pushes: st.SearchStrategy[tuple[str, JsonObject]] = st.one_of(
-    st.fixed_dictionaries({"message": st.text(max_size=5), "requestedSchema": st.just(SCHEMA)},
-                          optional={"mode": st.just("form"), "task": st.just({"ttl": 5})}).map(
-        lambda params: (ELICIT, params)),
-    st.fixed_dictionaries({"mode": st.just("url"), "message": st.text(max_size=5), "url": st.just("https://a.example/x"),
-                           "elicitationId": st.text(max_size=4)}).map(lambda params: (ELICIT, params)),
-    st.fixed_dictionaries({"messages": st.just([{"role": "user", "content": {"type": "text", "text": "q"}}]),
-                           "maxTokens": st.integers(1, 100)},
-                          optional={"includeContext": st.sampled_from(["none", "thisServer", "allServers"]),
-                                    "tools": st.just([{"name": "t", "inputSchema": {"type": "object"}}]),
-                                    "temperature": st.floats(0, 1), "systemPrompt": st.text(max_size=4)}).map(
-        lambda params: (SAMPLE, params)),
+    st.fixed_dictionaries(
+        {"message": st.text(max_size=5), "requestedSchema": st.just(SCHEMA)},
+        optional={"mode": st.just("form"), "task": st.just({"ttl": 5})},
+    ).map(lambda params: (ELICIT, params)),
+    st.fixed_dictionaries(
+        {
+            "mode": st.just("url"),
+            "message": st.text(max_size=5),
+            "url": st.just("https://a.example/x"),
+            "elicitationId": st.text(max_size=4),
+        }
+    ).map(lambda params: (ELICIT, params)),
+    st.fixed_dictionaries(
+        {
+            "messages": st.just([{"role": "user", "content": {"type": "text", "text": "q"}}]),
+            "maxTokens": st.integers(1, 100),
+        },
+        optional={
+            "includeContext": st.sampled_from(["none", "thisServer", "allServers"]),
+            "tools": st.just([{"name": "t", "inputSchema": {"type": "object"}}]),
+            "temperature": st.floats(0, 1),
+            "systemPrompt": st.text(max_size=4),
+        },
+    ).map(lambda params: (SAMPLE, params)),
     st.just((ROOTS, {})),
 )
 
 
 @PROPERTY
 @given(method_params=valid_pushes, declared=capability_objects)
-def test_valid_pushes_become_valid_input_requests(method_params: tuple[str, JsonObject], declared: JsonObject) -> None:
-    """A schema-valid legacy push is forwarded as a schema-valid modern input request, or refused."""
+def test_valid_pushes_become_valid_input_requests(
+    method_params: tuple[str, JsonObject], declared: JsonObject
+) -> None:
+    """A schema-valid legacy push is forwarded as a schema-valid modern input request, or
+    refused."""
     method, params = method_params
     push = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-    assume(not errors(push, {ELICIT: "ElicitRequest", SAMPLE: "CreateMessageRequest", ROOTS: "ListRootsRequest"}
-                      [method], "legacy"))
+    assume(
+        not errors(
+            push,
+            {ELICIT: "ElicitRequest", SAMPLE: "CreateMessageRequest", ROOTS: "ListRootsRequest"}[
+                method
+            ],
+            "legacy",
+        )
+    )
     translated = legacy_push_to_input_request(push, declared)
     if isinstance(translated, PushAnswer):
         assert translated.error is not None
-        assert_valid({"jsonrpc": "2.0", "id": 1, "error": translated.error}, "JSONRPCErrorResponse", "legacy")
+        assert_valid(
+            {"jsonrpc": "2.0", "id": 1, "error": translated.error}, "JSONRPCErrorResponse", "legacy"
+        )
     else:
         assert_valid(translated, "InputRequest", "modern")
 
 
-# ---- requestState ----------------------------------------------------------------------------------
+# ---- requestState
+# ----------------------------------------------------------------------------------
 
 RING = KeyRing({"k1": bytes(range(KEY_SIZE))}, "k1")
 claims_strategy = st.builds(
     StateClaims,
-    continuation_id=st.binary(min_size=16, max_size=16), round=st.integers(0, 65535),
-    replica_id=st.text(max_size=16), principal_digest=st.binary(min_size=16, max_size=16),
-    method=st.sampled_from(sorted(MRTR_METHODS)), params_digest=st.binary(min_size=16, max_size=16),
-    keys_digest=st.binary(min_size=8, max_size=8), expires_at_ms=st.integers(0, 2**64 - 1),
+    continuation_id=st.binary(min_size=16, max_size=16),
+    round=st.integers(0, 65535),
+    replica_id=st.text(max_size=16),
+    principal_digest=st.binary(min_size=16, max_size=16),
+    method=st.sampled_from(sorted(MRTR_METHODS)),
+    params_digest=st.binary(min_size=16, max_size=16),
+    keys_digest=st.binary(min_size=8, max_size=8),
+    expires_at_ms=st.integers(0, 2**64 - 1),
 )
 nonces = st.binary(min_size=NONCE_SIZE, max_size=NONCE_SIZE)
 URLSAFE_ALPHABET = string.ascii_letters + string.digits + "-_"
@@ -340,20 +530,30 @@ def test_sealing_round_trips(claims: StateClaims, nonce: bytes) -> None:
 
 @PROPERTY
 @given(claims=claims_strategy, nonce=nonces, data=st.data())
-def test_any_single_byte_change_fails(claims: StateClaims, nonce: bytes, data: st.DataObject) -> None:
-    """Changing any one character of a sealed state to any other printable character never opens it."""
+def test_any_single_byte_change_fails(
+    claims: StateClaims, nonce: bytes, data: st.DataObject
+) -> None:
+    """Changing any one character of a sealed state to any other printable character never
+    opens it."""
     token = seal(claims, RING, nonce)
-    twins = [n for n, char in enumerate(token) if char in "-_"] + [len(token) - 1]  # base64 look-alikes, last
+    twins = [n for n, char in enumerate(token) if char in "-_"] + [
+        len(token) - 1
+    ]  # base64 look-alikes, last
     position = data.draw(st.integers(0, len(token) - 1) | st.sampled_from(twins))
-    replacement = data.draw(st.sampled_from(URLSAFE_ALPHABET + "+/=") | st.sampled_from(string.printable))
+    replacement = data.draw(
+        st.sampled_from(URLSAFE_ALPHABET + "+/=") | st.sampled_from(string.printable)
+    )
     assume(replacement != token[position])
     with pytest.raises(InvalidRequestState):
         open_state(token[:position] + replacement + token[position + 1 :], RING)
 
 
 @PROPERTY
-@given(token=json_values | st.text(max_size=40).map(lambda body: PREFIX + body)
-       | st.binary(max_size=120).map(lambda blob: PREFIX + base64.urlsafe_b64encode(blob).decode()))
+@given(
+    token=json_values
+    | st.text(max_size=40).map(lambda body: PREFIX + body)
+    | st.binary(max_size=120).map(lambda blob: PREFIX + base64.urlsafe_b64encode(blob).decode())
+)
 def test_open_state_raises_only_invalid_request_state(token: Any) -> None:
     """Opening arbitrary JSON or garbage bodies fails with InvalidRequestState and nothing else."""
     with pytest.raises(InvalidRequestState):
@@ -361,25 +561,48 @@ def test_open_state_raises_only_invalid_request_state(token: Any) -> None:
 
 
 @PROPERTY
-@given(claims=claims_strategy, now_ms=st.integers(0, 2**64), principal=st.text(max_size=5),
-       method=st.sampled_from(sorted(MRTR_METHODS)), params_digest=st.binary(min_size=16, max_size=16),
-       replica_id=st.text(max_size=4))
-def test_check_claims_raises_only_invalid_request_state(claims: StateClaims, now_ms: int, principal: str,
-                                                        method: str, params_digest: bytes, replica_id: str) -> None:
+@given(
+    claims=claims_strategy,
+    now_ms=st.integers(0, 2**64),
+    principal=st.text(max_size=5),
+    method=st.sampled_from(sorted(MRTR_METHODS)),
+    params_digest=st.binary(min_size=16, max_size=16),
+    replica_id=st.text(max_size=4),
+)
+def test_check_claims_raises_only_invalid_request_state(
+    claims: StateClaims,
+    now_ms: int,
+    principal: str,
+    method: str,
+    params_digest: bytes,
+    replica_id: str,
+) -> None:
     """Claim checks either pass or raise InvalidRequestState."""
     try:
-        check_claims(claims, now_ms=now_ms, principal=principal, method=method, params_digest=params_digest,
-                     replica_id=replica_id)
+        check_claims(
+            claims,
+            now_ms=now_ms,
+            principal=principal,
+            method=method,
+            params_digest=params_digest,
+            replica_id=replica_id,
+        )
     except InvalidRequestState as exc:
         assert exc.reason in {"expired", "other_principal", "other_request", "other_replica"}
 
 
-# ---- held calls: random scripts ----------------------------------------------------------------------
+# ---- held calls: random scripts
+# ----------------------------------------------------------------------
 
-LIMITS = Limits(batch_quiet_s=0.25, batch_max_s=1.0, attempt_timeout_s=30.0, held_ttl_s=300.0, max_rounds=3)
+LIMITS = Limits(
+    batch_quiet_s=0.25, batch_max_s=1.0, attempt_timeout_s=30.0, held_ttl_s=300.0, max_rounds=3
+)
 CAPABILITIES: JsonObject = {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
-GOOD_ANSWERS = {ELICIT: {"action": "accept", "content": {"ok": True}}, ROOTS: {"roots": []},
-                SAMPLE: {"role": "assistant", "content": {"type": "text", "text": "t"}, "model": "m"}}
+GOOD_ANSWERS = {
+    ELICIT: {"action": "accept", "content": {"ok": True}},
+    ROOTS: {"roots": []},
+    SAMPLE: {"role": "assistant", "content": {"type": "text", "text": "t"}, "model": "m"},
+}
 EVENT_KINDS = ["push", "cancel", "result", "error", "batch", "retry", "disconnect", "deadline"]
 
 
@@ -388,24 +611,44 @@ def _draw_event(data: st.DataObject, call: HeldCall, next_id: int) -> Event:
     timer_token = data.draw(st.integers(0, 6))
     if kind == "push":
         method = data.draw(st.sampled_from(PUSH_METHODS))
-        push = {"jsonrpc": "2.0", "id": next_id, "method": method,
-                "params": {"mode": "form", "message": f"q{next_id % 3}", "requestedSchema": SCHEMA}
-                if method == ELICIT else {"messages": [], "maxTokens": 1 + next_id % 2} if method == SAMPLE else {}}
+        push = {
+            "jsonrpc": "2.0",
+            "id": next_id,
+            "method": method,
+            "params": {"mode": "form", "message": f"q{next_id % 3}", "requestedSchema": SCHEMA}
+            if method == ELICIT
+            else {"messages": [], "maxTokens": 1 + next_id % 2}
+            if method == SAMPLE
+            else {},
+        }
         request = legacy_push_to_input_request(push, CAPABILITIES)
         assert isinstance(request, dict)
-        return UpstreamPushArrived(PendingPush(input_key(push, set(call.pending)), next_id, method, request))
+        return UpstreamPushArrived(
+            PendingPush(input_key(push, set(call.pending)), next_id, method, request)
+        )
     if kind == "retry":
-        answers = {key: data.draw(st.sampled_from([GOOD_ANSWERS[push.method], 12345]))
-                   for key, push in call.pending.items() if data.draw(st.booleans())}
-        return ClientRetried(next_id, data.draw(st.sampled_from([call.round, call.round + 1, call.round - 1])),
-                             answers)
+        answers = {
+            key: data.draw(st.sampled_from([GOOD_ANSWERS[push.method], 12345]))
+            for key, push in call.pending.items()
+            if data.draw(st.booleans())
+        }
+        return ClientRetried(
+            next_id,
+            data.draw(st.sampled_from([call.round, call.round + 1, call.round - 1])),
+            answers,
+        )
     simple: dict[str, Event] = {
         "cancel": UpstreamPushCancelled(data.draw(st.integers(0, next_id))),
         "result": UpstreamResultArrived({"content": []}),
-        "error": UpstreamErrorArrived(error={"code": LEGACY_URL_ELICITATION_REQUIRED, "message": "m",
-                                             "data": {"elicitations": [{"mode": "url", "url": "https://a/x",
-                                                                        "message": "go"}]}}
-                                      if data.draw(st.booleans()) else {"code": INTERNAL_ERROR, "message": "m"}),
+        "error": UpstreamErrorArrived(
+            error={
+                "code": LEGACY_URL_ELICITATION_REQUIRED,
+                "message": "m",
+                "data": {"elicitations": [{"mode": "url", "url": "https://a/x", "message": "go"}]},
+            }
+            if data.draw(st.booleans())
+            else {"code": INTERNAL_ERROR, "message": "m"}
+        ),
         "batch": BatchWindowClosed(timer_token),
         "disconnect": ClientDisconnected(data.draw(st.sampled_from([call.attempt or 0, next_id]))),
         "deadline": DeadlinePassed(timer_token),
@@ -413,18 +656,30 @@ def _draw_event(data: st.DataObject, call: HeldCall, next_id: int) -> Event:
     return simple[kind]
 
 
-def _check_invariants(call: HeldCall, before: HeldCallState, event: Event, actions: list[Any],
-                      replied: set[int], answered: set[int | str], cancelled: set[int | str]) -> None:
+def _check_invariants(
+    call: HeldCall,
+    before: HeldCallState,
+    event: Event,
+    actions: list[Any],
+    replied: set[int],
+    answered: set[int | str],
+    cancelled: set[int | str],
+) -> None:
     if before is HeldCallState.DONE:
         assert call.state is HeldCallState.DONE
-        if isinstance(event, ClientRetried):  # found the call just before the driver dropped it: rejected
+        if isinstance(
+            event, ClientRetried
+        ):  # found the call just before the driver dropped it: rejected
             assert [(type(a), a.attempt, getattr(a.fault, "reason", None)) for a in actions] == [
-                (ReplyError, event.attempt, "unknown_held_call")]
+                (ReplyError, event.attempt, "unknown_held_call")
+            ]
         else:
             assert actions == []
         return
     assert not any(isinstance(action, ReportBug) for action in actions)
-    assert (call.attempt is not None) is (call.state in (HeldCallState.RUNNING, HeldCallState.COLLECTING))
+    assert (call.attempt is not None) is (
+        call.state in (HeldCallState.RUNNING, HeldCallState.COLLECTING)
+    )
     assert call.state is not HeldCallState.COLLECTING or call.pending
     assert call.round <= LIMITS.max_rounds
     for action in actions:
@@ -433,8 +688,11 @@ def _check_invariants(call: HeldCall, before: HeldCallState, event: Event, actio
             replied.add(action.attempt)
         if isinstance(action, ReplyInputRequired):
             assert action.input_requests and action.round == call.round
-            assert_valid(input_required_result(action.input_requests, "v1.s", server_info=None),
-                         "InputRequiredResult", "modern")
+            assert_valid(
+                input_required_result(action.input_requests, "v1.s", server_info=None),
+                "InputRequiredResult",
+                "modern",
+            )
         if isinstance(action, AnswerPush):
             assert action.push_id not in answered and action.push_id not in cancelled
             answered.add(action.push_id)
@@ -452,8 +710,11 @@ def test_random_held_call_scripts_keep_the_invariants(data: st.DataObject) -> No
     for step in range(1, data.draw(st.integers(1, 25)) + 1):
         event = _draw_event(data, call, 100 + step)
         before = call.state
-        if isinstance(event, ClientRetried | ClientDisconnected) and event.attempt in replied and before is not \
-                HeldCallState.DONE:
+        if (
+            isinstance(event, ClientRetried | ClientDisconnected)
+            and event.attempt in replied
+            and before is not HeldCallState.DONE
+        ):
             continue
         actions = call.handle(event, float(step))
         if isinstance(event, UpstreamPushCancelled):

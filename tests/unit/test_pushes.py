@@ -1,4 +1,5 @@
-"""Legacy pushes <-> modern input requests and responses (translators.pushes; docs/decisions.md § 10)."""
+"""Legacy pushes <-> modern input requests and responses (translators.pushes; docs/decisions.md §
+10)."""
 
 from __future__ import annotations
 
@@ -31,12 +32,17 @@ from translators.pushes import (
 )
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
-PAIRS: list[JsonObject] = json.loads((FIXTURES / "pushes.json").read_text(encoding="utf-8"))["pairs"]
+PAIRS: list[JsonObject] = json.loads((FIXTURES / "pushes.json").read_text(encoding="utf-8"))[
+    "pairs"
+]
 REQUEST_DEFS = {ELICIT: "ElicitRequest", SAMPLE: "CreateMessageRequest", ROOTS: "ListRootsRequest"}
 RESULT_DEFS = {ELICIT: "ElicitResult", SAMPLE: "CreateMessageResult", ROOTS: "ListRootsResult"}
 SCHEMA = {"type": "object", "properties": {"ok": {"type": "boolean"}}}
-EVERYTHING: JsonObject = {"elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}, "context": {}},
-                          "roots": {}}
+EVERYTHING: JsonObject = {
+    "elicitation": {"form": {}, "url": {}},
+    "sampling": {"tools": {}, "context": {}},
+    "roots": {},
+}
 
 
 def _push(method: str, params: JsonObject | None = None, push_id: int | str = 1) -> JsonObject:
@@ -47,12 +53,22 @@ def _push(method: str, params: JsonObject | None = None, push_id: int | str = 1)
 
 
 def _form(**extra: Any) -> JsonObject:
-    return _push(ELICIT, {"mode": "form", "message": "Confirm?", "requestedSchema": SCHEMA, **extra})
+    return _push(
+        ELICIT, {"mode": "form", "message": "Confirm?", "requestedSchema": SCHEMA, **extra}
+    )
 
 
 def _url(**extra: Any) -> JsonObject:
-    return _push(ELICIT, {"mode": "url", "message": "Sign in", "url": "https://legacy.example/login",
-                          "elicitationId": "e-1", **extra})
+    return _push(
+        ELICIT,
+        {
+            "mode": "url",
+            "message": "Sign in",
+            "url": "https://legacy.example/login",
+            "elicitationId": "e-1",
+            **extra,
+        },
+    )
 
 
 def _sampling(**extra: Any) -> JsonObject:
@@ -64,13 +80,19 @@ def _assert_refused(answer: JsonObject | PushAnswer, code: int, push_id: int | s
     assert isinstance(answer, PushAnswer)
     assert answer.result is None and answer.error is not None
     assert answer.error["code"] == code
-    assert_valid({"jsonrpc": "2.0", "id": push_id, "error": answer.error}, "JSONRPCErrorResponse", "legacy")
+    assert_valid(
+        {"jsonrpc": "2.0", "id": push_id, "error": answer.error}, "JSONRPCErrorResponse", "legacy"
+    )
 
 
 def _assert_answered(answer: PushAnswer, method: str, push_id: int | str = 1) -> None:
     assert answer.error is None and answer.result is not None
     assert_valid(answer.result, RESULT_DEFS[method], "legacy")
-    assert_valid({"jsonrpc": "2.0", "id": push_id, "result": answer.result}, "JSONRPCResultResponse", "legacy")
+    assert_valid(
+        {"jsonrpc": "2.0", "id": push_id, "result": answer.result},
+        "JSONRPCResultResponse",
+        "legacy",
+    )
 
 
 def _pending(method: str, push_id: int | str | None = 1) -> PendingPush:
@@ -82,7 +104,8 @@ def _pending(method: str, push_id: int | str | None = 1) -> PendingPush:
 
 @pytest.mark.parametrize("pair", PAIRS, ids=[pair["name"] for pair in PAIRS])
 def test_wire_pairs_push_to_input_request(pair: JsonObject) -> None:
-    """Each fixture push becomes exactly its modern input request, under the key the server hinted."""
+    """Each fixture push becomes exactly its modern input request, under the key the server
+    hinted."""
     push, method = pair["push"], pair["push"]["method"]
     assert_valid(push, REQUEST_DEFS[method], "legacy")
     translated = legacy_push_to_input_request(push, pair["client_capabilities"])
@@ -113,7 +136,11 @@ def test_wire_pairs_input_response_to_legacy(pair: JsonObject) -> None:
         (_form(), {"elicitation": {"form": {}}}, True),
         (_form(), {"elicitation": {"url": {}}}, False),
         (_form(), {}, False),
-        (_push(ELICIT, {"message": "m", "requestedSchema": SCHEMA}), {"elicitation": {"url": {}}}, False),
+        (
+            _push(ELICIT, {"message": "m", "requestedSchema": SCHEMA}),
+            {"elicitation": {"url": {}}},
+            False,
+        ),
         (_url(), {"elicitation": {"url": {}}}, True),
         (_url(), {"elicitation": {"form": {}, "url": {}}}, True),
         (_url(), {"elicitation": {}}, False),
@@ -122,7 +149,9 @@ def test_wire_pairs_input_response_to_legacy(pair: JsonObject) -> None:
         (_form(mode="telepathy"), EVERYTHING, False),
     ],
 )
-def test_elicitation_needs_the_declared_mode(push: JsonObject, capabilities: JsonObject, forwarded: bool) -> None:
+def test_elicitation_needs_the_declared_mode(
+    push: JsonObject, capabilities: JsonObject, forwarded: bool
+) -> None:
     """An elicitation whose mode the request did not declare is refused upstream with -32602."""
     translated = legacy_push_to_input_request(push, capabilities)
     if forwarded:
@@ -134,11 +163,21 @@ def test_elicitation_needs_the_declared_mode(push: JsonObject, capabilities: Jso
 
 def test_form_elicitation_keeps_only_modern_fields() -> None:
     """`_meta` and `task` are dropped and the form mode is made explicit."""
-    push = _push(ELICIT, {"message": "m", "requestedSchema": SCHEMA, "task": {"ttl": 1000},
-                          "_meta": {"progressToken": 4}})
+    push = _push(
+        ELICIT,
+        {
+            "message": "m",
+            "requestedSchema": SCHEMA,
+            "task": {"ttl": 1000},
+            "_meta": {"progressToken": 4},
+        },
+    )
     assert_valid(push, "ElicitRequest", "legacy")
     translated = legacy_push_to_input_request(push, {"elicitation": {}})
-    assert translated == {"method": ELICIT, "params": {"mode": "form", "message": "m", "requestedSchema": SCHEMA}}
+    assert translated == {
+        "method": ELICIT,
+        "params": {"mode": "form", "message": "m", "requestedSchema": SCHEMA},
+    }
 
 
 @pytest.mark.parametrize("mode", [[], {}, ["form"], None, 1])
@@ -149,10 +188,13 @@ def test_elicitation_with_a_non_string_mode_is_refused(mode: Any) -> None:
 
 
 def test_url_elicitation_drops_the_elicitation_id() -> None:
-    """Modern URL elicitations have no `elicitationId`; the bridge keeps it only in its pending record."""
+    """Modern URL elicitations have no `elicitationId`; the bridge keeps it only in its pending
+    record."""
     translated = legacy_push_to_input_request(_url(), {"elicitation": {"url": {}}})
-    assert translated == {"method": ELICIT, "params": {"mode": "url", "message": "Sign in",
-                                                       "url": "https://legacy.example/login"}}
+    assert translated == {
+        "method": ELICIT,
+        "params": {"mode": "url", "message": "Sign in", "url": "https://legacy.example/login"},
+    }
     assert_valid(translated, "ElicitRequest", "modern")
 
 
@@ -164,16 +206,31 @@ def test_url_elicitation_drops_the_elicitation_id() -> None:
     [
         (_sampling(), {"sampling": {}}, True),
         (_sampling(), {"elicitation": {}, "roots": {}}, False),
-        (_sampling(tools=[{"name": "t", "inputSchema": {"type": "object"}}]), {"sampling": {"tools": {}}}, True),
-        (_sampling(tools=[{"name": "t", "inputSchema": {"type": "object"}}]), {"sampling": {}}, False),
-        (_sampling(tools=[{"name": "t", "inputSchema": {"type": "object"}}]), {"sampling": {"context": {}}}, False),
+        (
+            _sampling(tools=[{"name": "t", "inputSchema": {"type": "object"}}]),
+            {"sampling": {"tools": {}}},
+            True,
+        ),
+        (
+            _sampling(tools=[{"name": "t", "inputSchema": {"type": "object"}}]),
+            {"sampling": {}},
+            False,
+        ),
+        (
+            _sampling(tools=[{"name": "t", "inputSchema": {"type": "object"}}]),
+            {"sampling": {"context": {}}},
+            False,
+        ),
         (_sampling(toolChoice={"mode": "none"}), {"sampling": {}}, False),
         (_sampling(toolChoice={"mode": "none"}), {"sampling": {"tools": {}}}, True),
         (_sampling(), {"sampling": True}, False),
     ],
 )
-def test_sampling_needs_sampling_and_tools(push: JsonObject, capabilities: JsonObject, forwarded: bool) -> None:
-    """Sampling needs `sampling`, and sampling with tools needs `sampling.tools`; refusals are legacy -1."""
+def test_sampling_needs_sampling_and_tools(
+    push: JsonObject, capabilities: JsonObject, forwarded: bool
+) -> None:
+    """Sampling needs `sampling`, and sampling with tools needs `sampling.tools`; refusals are
+    legacy -1."""
     assert_valid(push, "CreateMessageRequest", "legacy")
     translated = legacy_push_to_input_request(push, capabilities)
     if forwarded:
@@ -198,7 +255,9 @@ def test_include_context_is_downgraded_without_sampling_context(
     include_context: str, capabilities: JsonObject, forwarded_context: str
 ) -> None:
     """Deprecated context inclusion survives only when the request declared `sampling.context`."""
-    translated = legacy_push_to_input_request(_sampling(includeContext=include_context), capabilities)
+    translated = legacy_push_to_input_request(
+        _sampling(includeContext=include_context), capabilities
+    )
     assert isinstance(translated, dict)
     assert translated["params"]["includeContext"] == forwarded_context
     assert_valid(translated, "CreateMessageRequest", "modern")
@@ -206,7 +265,9 @@ def test_include_context_is_downgraded_without_sampling_context(
 
 def test_sampling_drops_meta_and_task() -> None:
     """The push's `_meta` (key hint, progress token) and `task` never reach the client."""
-    push = _sampling(task={"ttl": 5}, _meta={META_INPUT_KEY_HINT: "k", "progressToken": 1}, temperature=0.5)
+    push = _sampling(
+        task={"ttl": 5}, _meta={META_INPUT_KEY_HINT: "k", "progressToken": 1}, temperature=0.5
+    )
     translated = legacy_push_to_input_request(push, {"sampling": {}})
     assert isinstance(translated, dict)
     assert set(translated["params"]) == {"messages", "maxTokens", "temperature"}
@@ -225,7 +286,8 @@ def test_roots_push_with_roots_declared() -> None:
 
 @pytest.mark.parametrize("capabilities", [{}, {"roots": True}, {"elicitation": {}, "sampling": {}}])
 def test_roots_push_without_roots_is_refused(capabilities: JsonObject) -> None:
-    """Without a declared `roots` capability the push is answered -32601, the legacy 'not supported'."""
+    """Without a declared `roots` capability the push is answered -32601, the legacy 'not
+    supported'."""
     _assert_refused(legacy_push_to_input_request(_push(ROOTS), capabilities), METHOD_NOT_FOUND)
 
 
@@ -287,8 +349,16 @@ def test_input_key_is_kind_and_content_digest(push: JsonObject) -> None:
 def test_input_key_ignores_key_order_push_id_and_meta() -> None:
     """The digest depends on the question only, not on key order, the push id or `_meta`."""
     forward = _push(ELICIT, {"mode": "form", "message": "Confirm?", "requestedSchema": SCHEMA})
-    backward = _push(ELICIT, {"requestedSchema": dict(reversed(SCHEMA.items())), "message": "Confirm?",
-                              "mode": "form", "_meta": {"progressToken": 9}}, push_id=999)
+    backward = _push(
+        ELICIT,
+        {
+            "requestedSchema": dict(reversed(SCHEMA.items())),
+            "message": "Confirm?",
+            "mode": "form",
+            "_meta": {"progressToken": 9},
+        },
+        push_id=999,
+    )
     assert input_key(forward, set()) == input_key(backward, set())
 
 
@@ -309,7 +379,8 @@ def test_input_key_suffixes_duplicates() -> None:
 
 
 def test_input_key_of_a_question_with_lone_surrogates() -> None:
-    """`json.loads` yields lone surrogates from `\\ud800` escapes; such a push still gets a stable key."""
+    """`json.loads` yields lone surrogates from `\\ud800` escapes; such a push still gets a stable
+    key."""
     lone_surrogate = json.loads('"\\ud800"')
     push = _form(message=f"{lone_surrogate}?")
     key = input_key(push, set())
@@ -325,15 +396,39 @@ def test_input_key_for_unknown_methods_uses_a_generic_kind() -> None:
 # ---- input responses --------------------------------------------------------------------------
 
 VALID_RESPONSES: list[tuple[str, Any]] = [
-    (ELICIT, {"action": "accept", "content": {"name": "a", "n": 3, "ok": True, "tags": ["x", "y"]}}),
+    (
+        ELICIT,
+        {"action": "accept", "content": {"name": "a", "n": 3, "ok": True, "tags": ["x", "y"]}},
+    ),
     (ELICIT, {"action": "accept"}),
     (ELICIT, {"action": "decline"}),
     (ELICIT, {"action": "cancel"}),
     (SAMPLE, {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m"}),
-    (SAMPLE, {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m", "stopReason": "endTurn"}),
-    (SAMPLE, {"role": "assistant", "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
-              "model": "m"}),
-    (SAMPLE, {"role": "user", "content": {"type": "image", "data": "aGk=", "mimeType": "image/png"}, "model": "m"}),
+    (
+        SAMPLE,
+        {
+            "role": "assistant",
+            "content": {"type": "text", "text": "hi"},
+            "model": "m",
+            "stopReason": "endTurn",
+        },
+    ),
+    (
+        SAMPLE,
+        {
+            "role": "assistant",
+            "content": [{"type": "text", "text": "a"}, {"type": "text", "text": "b"}],
+            "model": "m",
+        },
+    ),
+    (
+        SAMPLE,
+        {
+            "role": "user",
+            "content": {"type": "image", "data": "aGk=", "mimeType": "image/png"},
+            "model": "m",
+        },
+    ),
     (ROOTS, {"roots": []}),
     (ROOTS, {"roots": [{"uri": "file:///home/a"}, {"uri": "file:///srv", "name": "srv"}]}),
 ]
@@ -360,10 +455,26 @@ INVALID_RESPONSES: list[tuple[str, Any]] = [
 ]
 # Accepted today but not valid legacy results: the legacy server would receive a malformed response.
 SCHEMA_INVALID_RESPONSES = [
-    pytest.param(SAMPLE, {"role": "assistant", "content": {"type": "text"}, "model": "m"}, id="text-without-text"),
-    pytest.param(SAMPLE, {"role": "assistant", "content": {"type": "bogus"}, "model": "m"}, id="unknown-content"),
-    pytest.param(SAMPLE, {"role": "assistant", "content": {"type": "text", "text": "hi"}, "model": "m",
-                          "stopReason": None}, id="null-stop-reason"),
+    pytest.param(
+        SAMPLE,
+        {"role": "assistant", "content": {"type": "text"}, "model": "m"},
+        id="text-without-text",
+    ),
+    pytest.param(
+        SAMPLE,
+        {"role": "assistant", "content": {"type": "bogus"}, "model": "m"},
+        id="unknown-content",
+    ),
+    pytest.param(
+        SAMPLE,
+        {
+            "role": "assistant",
+            "content": {"type": "text", "text": "hi"},
+            "model": "m",
+            "stopReason": None,
+        },
+        id="null-stop-reason",
+    ),
     pytest.param(ELICIT, {"action": "accept", "content": None}, id="null-content"),
     pytest.param(ELICIT, {"action": "accept", "content": {"name": None}}, id="null-content-value"),
     pytest.param(ROOTS, {"roots": [{"uri": "file:///a", "name": None}]}, id="null-root-name"),
@@ -389,8 +500,11 @@ def test_invalid_input_responses_are_rejected(method: str, value: Any) -> None:
 
 
 @pytest.mark.parametrize(("method", "value"), SCHEMA_INVALID_RESPONSES)
-def test_answers_that_are_not_schema_valid_legacy_results_are_rejected(method: str, value: Any) -> None:
-    """Whatever is accepted must be a schema-valid legacy result; malformed content and nulls are not."""
+def test_answers_that_are_not_schema_valid_legacy_results_are_rejected(
+    method: str, value: Any
+) -> None:
+    """Whatever is accepted must be a schema-valid legacy result; malformed content and nulls are
+    not."""
     with pytest.raises(InvalidParams):
         input_response_to_legacy("k", _pending(method), value)
 
@@ -412,8 +526,10 @@ def test_refusal_of_an_elicitation_is_a_cancel() -> None:
     _assert_answered(answer, ELICIT)
 
 
-@pytest.mark.parametrize(("method", "code"), [(SAMPLE, LEGACY_SAMPLING_REJECTED), (ROOTS, INTERNAL_ERROR),
-                                              ("x/unknown", INTERNAL_ERROR)])
+@pytest.mark.parametrize(
+    ("method", "code"),
+    [(SAMPLE, LEGACY_SAMPLING_REJECTED), (ROOTS, INTERNAL_ERROR), ("x/unknown", INTERNAL_ERROR)],
+)
 def test_refusal_of_other_pushes_is_an_error(method: str, code: int) -> None:
     """Abandoned sampling is 'user rejected' (-1); anything else is -32603."""
     _assert_refused(refusal(method), code)
@@ -434,7 +550,9 @@ def test_unowned_elicitation_is_declined() -> None:
     _assert_answered(answer, ELICIT)
 
 
-@pytest.mark.parametrize(("method", "code"), [(SAMPLE, LEGACY_SAMPLING_REJECTED), ("tasks/get", METHOD_NOT_FOUND)])
+@pytest.mark.parametrize(
+    ("method", "code"), [(SAMPLE, LEGACY_SAMPLING_REJECTED), ("tasks/get", METHOD_NOT_FOUND)]
+)
 def test_unowned_other_pushes_get_errors(method: str, code: int) -> None:
     """Unowned sampling is rejected with -1 and unknown methods with -32601."""
     _assert_refused(unowned_push_answer(_push(method, {}), ()), code)

@@ -76,8 +76,13 @@ def _encode(blob: bytes) -> str:
 
 
 def _check(claims: StateClaims = CLAIMS, **overrides: Any) -> None:
-    arguments: dict[str, Any] = {"now_ms": NOW_MS, "principal": PRINCIPAL, "method": TOOLS_CALL,
-                                 "params_digest": PARAMS_DIGEST, "replica_id": REPLICA}
+    arguments: dict[str, Any] = {
+        "now_ms": NOW_MS,
+        "principal": PRINCIPAL,
+        "method": TOOLS_CALL,
+        "params_digest": PARAMS_DIGEST,
+        "replica_id": REPLICA,
+    }
     check_claims(claims, **(arguments | overrides))
 
 
@@ -87,7 +92,8 @@ def _check(claims: StateClaims = CLAIMS, **overrides: Any) -> None:
 @pytest.mark.parametrize("aead", ["aes-256-gcm", "chacha20-poly1305"])
 @pytest.mark.parametrize("method", sorted(MRTR_METHODS))
 def test_seal_open_round_trip(aead: str, method: str) -> None:
-    """Opening a sealed token gives back exactly the sealed claims, for each AEAD and MRTR method."""
+    """Opening a sealed token gives back exactly the sealed claims, for each AEAD and MRTR
+    method."""
     ring = _ring(aead=aead)
     claims = dataclasses.replace(CLAIMS, method=method)
     assert open_state(seal(claims, ring, NONCE), ring) == claims
@@ -103,7 +109,7 @@ def test_token_shape() -> None:
     """A token is `v1.` plus unpadded base64url, and a fresh nonce gives a different token."""
     token = seal(CLAIMS, _ring(), NONCE)
     assert token.startswith(PREFIX)
-    assert set(token[len(PREFIX):]) <= set(URLSAFE_ALPHABET)
+    assert set(token[len(PREFIX) :]) <= set(URLSAFE_ALPHABET)
     other = seal(CLAIMS, _ring(), bytes(NONCE_SIZE))
     assert other != token
     assert open_state(other, _ring()) == CLAIMS
@@ -111,11 +117,13 @@ def test_token_shape() -> None:
 
 @pytest.mark.parametrize("aead", ["aes-256-gcm", "chacha20-poly1305"])
 def test_token_length_stays_within_the_limit(aead: str) -> None:
-    """With the longest key id and replica id a token without earlier answers fits in 300 characters."""
+    """With the longest key id and replica id a token without earlier answers fits in 300
+    characters."""
     kid = "k" * MAX_KID_LENGTH
     ring = KeyRing({kid: KEY_OLD}, kid, aead)  # type: ignore[arg-type]
-    claims = dataclasses.replace(CLAIMS, replica_id="é" * MAX_REPLICA_ID_LENGTH, round=65535,
-                                 expires_at_ms=2**64 - 1)
+    claims = dataclasses.replace(
+        CLAIMS, replica_id="é" * MAX_REPLICA_ID_LENGTH, round=65535, expires_at_ms=2**64 - 1
+    )
     token = seal(claims, ring, NONCE)
     assert len(token) <= MAX_PLAIN_TOKEN_LENGTH == 300
     assert open_state(token, ring) == claims
@@ -169,8 +177,21 @@ def test_extended_tokens_fail() -> None:
 
 @pytest.mark.parametrize(
     "token",
-    [None, 12345, ["v1.x"], {"v": 1}, "", "v1", "v1.", "v2.AAAA", "V1.AAAA", "AAAA", "v1.é", "v1.!!!!",
-     PREFIX + "A" * MAX_TOKEN_LENGTH],
+    [
+        None,
+        12345,
+        ["v1.x"],
+        {"v": 1},
+        "",
+        "v1",
+        "v1.",
+        "v2.AAAA",
+        "V1.AAAA",
+        "AAAA",
+        "v1.é",
+        "v1.!!!!",
+        PREFIX + "A" * MAX_TOKEN_LENGTH,
+    ],
 )
 def test_malformed_tokens_fail(token: object) -> None:
     """Non-strings, wrong prefixes, non-base64 and over-long tokens are malformed."""
@@ -180,7 +201,7 @@ def test_malformed_tokens_fail(token: object) -> None:
 def test_wrong_prefix_on_a_real_token_fails() -> None:
     """A genuine body under another version prefix is rejected before any decryption."""
     token = seal(CLAIMS, _ring(), NONCE)
-    assert _reason("v2." + token[len(PREFIX):], _ring()) == "malformed"
+    assert _reason("v2." + token[len(PREFIX) :], _ring()) == "malformed"
 
 
 def test_unknown_key_id_fails() -> None:
@@ -236,7 +257,8 @@ def test_key_id_is_authenticated() -> None:
     ],
 )
 def test_key_ring_rejects_bad_configuration(keys: dict[str, bytes], active: str) -> None:
-    """An unknown active id, a malformed key id or a key of the wrong size is a configuration error."""
+    """An unknown active id, a malformed key id or a key of the wrong size is a
+    configuration error."""
     with pytest.raises(ValueError):
         KeyRing(keys, active)
 
@@ -262,7 +284,8 @@ def test_digests() -> None:
 
 
 def test_keys_digest_accepts_any_input_key() -> None:
-    """Input keys can be server hints holding any JSON string, lone surrogates included; they still digest."""
+    """Input keys can be server hints holding any JSON string, lone surrogates included; they still
+    digest."""
     hinted = json.loads('"key-\\udc80"')
     assert len(keys_digest([hinted, "elicit-abc123"])) == 8
 
@@ -283,13 +306,17 @@ def test_check_claims_accepts_the_matching_request() -> None:
         ({"method": RESOURCES_READ}, "other_request"),
         ({"params_digest": bytes(16)}, "other_request"),
         ({"replica_id": "r2"}, "other_replica"),
-        ({"now_ms": CLAIMS.expires_at_ms, "principal": "sha256:mallory", "replica_id": "r2"}, "expired"),
+        (
+            {"now_ms": CLAIMS.expires_at_ms, "principal": "sha256:mallory", "replica_id": "r2"},
+            "expired",
+        ),
         ({"principal": "sha256:mallory", "method": PROMPTS_GET}, "other_principal"),
         ({"method": PROMPTS_GET, "replica_id": "r2"}, "other_request"),
     ],
 )
 def test_check_claims_names_the_first_failed_claim(overrides: dict[str, Any], reason: str) -> None:
-    """Each failed claim raises InvalidRequestState with the fixed public message and a log-only reason."""
+    """Each failed claim raises InvalidRequestState with the fixed public message and a log-only
+    reason."""
     with pytest.raises(InvalidRequestState) as caught:
         _check(**overrides)
     assert caught.value.reason == reason
@@ -299,8 +326,14 @@ def test_check_claims_names_the_first_failed_claim(overrides: dict[str, Any], re
 
 # ---- earlier answers for a recovery ------------------------------------------------------------
 
-ANSWERS = {"elicitation-1a2b": {"action": "accept", "content": {"name": "Ada"}},
-           "sampling-3c4d": {"role": "assistant", "content": {"type": "text", "text": "é 4"}, "model": "m"}}
+ANSWERS = {
+    "elicitation-1a2b": {"action": "accept", "content": {"name": "Ada"}},
+    "sampling-3c4d": {
+        "role": "assistant",
+        "content": {"type": "text", "text": "é 4"},
+        "model": "m",
+    },
+}
 
 
 def test_sealed_answers_round_trip_and_stay_bound() -> None:
@@ -318,7 +351,10 @@ def test_no_answers_adds_nothing_and_the_not_carried_flag_costs_no_byte() -> Non
     plain = seal(CLAIMS, ring, NONCE)
     flagged = seal(dataclasses.replace(CLAIMS, answers_carried=False), ring, NONCE)
     assert pack_answers({}) == b"" and len(flagged) == len(plain)
-    assert open_state(flagged, ring).answers_carried is False and open_state(plain, ring).answers_carried is True
+    assert (
+        open_state(flagged, ring).answers_carried is False
+        and open_state(plain, ring).answers_carried is True
+    )
 
 
 def test_answers_over_the_hard_ceiling_are_never_sealed() -> None:
@@ -328,8 +364,15 @@ def test_answers_over_the_hard_ceiling_are_never_sealed() -> None:
     assert len(token) <= MAX_TOKEN_LENGTH
 
 
-@pytest.mark.parametrize("blob", [b"not zlib", zlib.compress(b"[1, 2]"), zlib.compress(b'{"a": 1}')[:-3],
-                                  zlib.compress(b'{"a": 1}') + b"trailing"])
+@pytest.mark.parametrize(
+    "blob",
+    [
+        b"not zlib",
+        zlib.compress(b"[1, 2]"),
+        zlib.compress(b'{"a": 1}')[:-3],
+        zlib.compress(b'{"a": 1}') + b"trailing",
+    ],
+)
 def test_a_bad_answers_blob_is_malformed(blob: bytes) -> None:
     with pytest.raises(InvalidRequestState) as caught:
         unpack_answers(blob)
@@ -338,7 +381,9 @@ def test_a_bad_answers_blob_is_malformed(blob: bytes) -> None:
 
 def test_recovery_grace_extends_only_the_expiry() -> None:
     late = dataclasses.replace(CLAIMS, expires_at_ms=NOW_MS - 1_000)
-    check = dict(principal=PRINCIPAL, method=TOOLS_CALL, params_digest=PARAMS_DIGEST, replica_id=REPLICA)
+    check = dict(
+        principal=PRINCIPAL, method=TOOLS_CALL, params_digest=PARAMS_DIGEST, replica_id=REPLICA
+    )
     with pytest.raises(InvalidRequestState) as caught:
         check_claims(late, now_ms=NOW_MS, **check)  # type: ignore[arg-type]
     assert caught.value.reason == "expired"

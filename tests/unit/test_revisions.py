@@ -36,8 +36,11 @@ from translators.revisions import REVISIONS, SUPPORTED, Revision
 from translators.stdio_framing import FramingError, LineDecoder, decode_messages
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
-EVERYTHING: JsonObject = {"elicitation": {"form": {}, "url": {}}, "sampling": {"tools": {}, "context": {}},
-                          "roots": {}}
+EVERYTHING: JsonObject = {
+    "elicitation": {"form": {}, "url": {}},
+    "sampling": {"tools": {}, "context": {}},
+    "roots": {},
+}
 R = REVISIONS
 
 
@@ -57,32 +60,44 @@ def _valid_in(instance: Any, def_name: str, version: str) -> bool:
 # ---- capabilities declared at initialize --------------------------------------------------------
 
 CAPABILITY_CASES: list[tuple[JsonObject, dict[str, JsonObject]]] = [
-    (EVERYTHING, {
-        "2025-11-25": EVERYTHING,
-        "2025-06-18": {"elicitation": {}, "sampling": {}, "roots": {}},
-        "2025-03-26": {"sampling": {}, "roots": {}},
-        "2024-11-05": {"sampling": {}, "roots": {}},
-    }),
-    ({"elicitation": {"form": {}}}, {
-        "2025-11-25": {"elicitation": {"form": {}}},
-        "2025-06-18": {"elicitation": {}},
-        "2025-03-26": {},
-        "2024-11-05": {},
-    }),
-    ({"elicitation": {"url": {}}, "experimental": {"x": {}}}, {
-        "2025-11-25": {"elicitation": {"url": {}}, "experimental": {"x": {}}},
-        "2025-06-18": {"experimental": {"x": {}}},
-        "2025-03-26": {"experimental": {"x": {}}},
-        "2024-11-05": {"experimental": {"x": {}}},
-    }),
+    (
+        EVERYTHING,
+        {
+            "2025-11-25": EVERYTHING,
+            "2025-06-18": {"elicitation": {}, "sampling": {}, "roots": {}},
+            "2025-03-26": {"sampling": {}, "roots": {}},
+            "2024-11-05": {"sampling": {}, "roots": {}},
+        },
+    ),
+    (
+        {"elicitation": {"form": {}}},
+        {
+            "2025-11-25": {"elicitation": {"form": {}}},
+            "2025-06-18": {"elicitation": {}},
+            "2025-03-26": {},
+            "2024-11-05": {},
+        },
+    ),
+    (
+        {"elicitation": {"url": {}}, "experimental": {"x": {}}},
+        {
+            "2025-11-25": {"elicitation": {"url": {}}, "experimental": {"x": {}}},
+            "2025-06-18": {"experimental": {"x": {}}},
+            "2025-03-26": {"experimental": {"x": {}}},
+            "2024-11-05": {"experimental": {"x": {}}},
+        },
+    ),
     ({}, {version: {} for version in SUPPORTED}),
 ]
 
 
 @pytest.mark.parametrize(("legacy", "expected"), CAPABILITY_CASES)
 @pytest.mark.parametrize("version", SUPPORTED)
-def test_capabilities_in_each_revision(version: str, legacy: JsonObject, expected: dict[str, JsonObject]) -> None:
-    """`elicitation: {}` at 2025-06-18, none below; URL mode and sampling tools/context only at 2025-11-25."""
+def test_capabilities_in_each_revision(
+    version: str, legacy: JsonObject, expected: dict[str, JsonObject]
+) -> None:
+    """`elicitation: {}` at 2025-06-18, none below; URL mode and sampling tools/context only at
+    2025-11-25."""
     shaped = capabilities_for_revision(R[version], legacy)
     assert shaped == expected[version]
     assert _valid_in(shaped, "ClientCapabilities", version)
@@ -93,7 +108,12 @@ def test_capabilities_in_each_revision(version: str, legacy: JsonObject, expecte
 ENUM_NAMES: JsonObject = {
     "type": "object",
     "properties": {
-        "size": {"type": "string", "title": "Size", "enum": ["s", "l"], "enumNames": ["Small", "Large"]},
+        "size": {
+            "type": "string",
+            "title": "Size",
+            "enum": ["s", "l"],
+            "enumNames": ["Small", "Large"],
+        },
         "odd": {"type": "string", "enum": ["a", "b"], "enumNames": ["Only one"]},
         "name": {"type": "string", "minLength": 1},
         "age": {"type": "integer", "minimum": 0},
@@ -104,8 +124,11 @@ ENUM_NAMES: JsonObject = {
 TITLED: JsonObject = {
     "type": "object",
     "properties": {
-        "size": {"type": "string", "title": "Size", "oneOf": [{"const": "s", "title": "Small"},
-                                                             {"const": "l", "title": "Large"}]},
+        "size": {
+            "type": "string",
+            "title": "Size",
+            "oneOf": [{"const": "s", "title": "Small"}, {"const": "l", "title": "Large"}],
+        },
         "odd": {"type": "string", "enum": ["a", "b"]},
         "name": {"type": "string", "minLength": 1},
         "age": {"type": "integer", "minimum": 0},
@@ -116,38 +139,61 @@ TITLED: JsonObject = {
 
 
 def _elicit(schema: JsonObject, **extra: Any) -> JsonObject:
-    return {"jsonrpc": "2.0", "id": 7, "method": ELICIT,
-            "params": {"message": "Pick", "requestedSchema": schema, **extra}}
+    return {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "method": ELICIT,
+        "params": {"message": "Pick", "requestedSchema": schema, **extra},
+    }
 
 
-@pytest.mark.parametrize(("version", "shown"), [
-    ("2025-11-25", ENUM_NAMES),  # the legacy titled form is still valid there: left as the server sent it
-    ("2025-06-18", TITLED),
-])
+@pytest.mark.parametrize(
+    ("version", "shown"),
+    [
+        (
+            "2025-11-25",
+            ENUM_NAMES,
+        ),  # the legacy titled form is still valid there: left as the server sent it
+        ("2025-06-18", TITLED),
+    ],
+)
 def test_enum_names_become_titled_single_select(version: str, shown: JsonObject) -> None:
     """A 2025-06-18 schema's `enum` + `enumNames` reaches the client as `oneOf` of `const`/`title`;
     titles that do not line up are dropped; other properties are kept exactly."""
     assert _valid_in(_elicit(ENUM_NAMES), "ElicitRequest", version)
     request = legacy_push_to_input_request(_elicit(ENUM_NAMES), EVERYTHING, R[version])
-    assert request == {"method": ELICIT, "params": {"mode": "form", "message": "Pick", "requestedSchema": shown}}
+    assert request == {
+        "method": ELICIT,
+        "params": {"mode": "form", "message": "Pick", "requestedSchema": shown},
+    }
     assert_valid(request, "ElicitRequest", "modern")
 
 
 @pytest.mark.parametrize("version", ["2025-03-26", "2024-11-05"])
 def test_elicitation_does_not_exist_below_2025_06_18(version: str) -> None:
     """Such a server cannot elicit: a push is refused with -32601, never shown to the client."""
-    expected = PushAnswer(error={"code": METHOD_NOT_FOUND,
-                                 "message": f"Method not found: elicitation/create does not exist in MCP {version}"})
+    expected = PushAnswer(
+        error={
+            "code": METHOD_NOT_FOUND,
+            "message": f"Method not found: elicitation/create does not exist in MCP {version}",
+        }
+    )
     assert legacy_push_to_input_request(_elicit(ENUM_NAMES), EVERYTHING, R[version]) == expected
     assert unowned_push_answer(_elicit(ENUM_NAMES), (), R[version]) == PushAnswer(
-        error={"code": METHOD_NOT_FOUND, "message": "Method not found: elicitation/create"})
+        error={"code": METHOD_NOT_FOUND, "message": "Method not found: elicitation/create"}
+    )
 
 
 def test_url_mode_does_not_exist_at_2025_06_18() -> None:
-    """A URL-mode push from a 2025-06-18 server is refused even when the client declared URL mode."""
+    """A URL-mode push from a 2025-06-18 server is refused even when the client declared URL
+    mode."""
     push = _elicit({}, mode="url", url="https://x.example", elicitationId="e")
     assert legacy_push_to_input_request(push, EVERYTHING, R["2025-06-18"]) == PushAnswer(
-        error={"code": INVALID_PARAMS, "message": "Elicitation mode 'url' does not exist in MCP 2025-06-18"})
+        error={
+            "code": INVALID_PARAMS,
+            "message": "Elicitation mode 'url' does not exist in MCP 2025-06-18",
+        }
+    )
 
 
 def _pending(method: str, version: str, schema: JsonObject | None = None) -> PendingPush:
@@ -161,7 +207,10 @@ ACCEPT_CASES: list[tuple[JsonObject, str | None]] = [
     ({"size": "m"}, "content['size'] is not one of 's', 'l'"),
     ({"size": "s", "age": "3"}, "content['age'] is not of type integer"),
     ({"size": "s", "age": True}, "content['age'] is not of type integer"),
-    ({"size": "s", "age": 2.5}, "content['age'] is a fractional number; this revision takes integers only"),
+    (
+        {"size": "s", "age": 2.5},
+        "content['age'] is a fractional number; this revision takes integers only",
+    ),
     ({"size": "s", "ok": "yes"}, "content['ok'] is not of type boolean"),
     ({"size": "s", "extra": "x"}, "content['extra'] was not asked for"),
     ({"name": "Ann"}, "content lacks required 'size'"),
@@ -169,7 +218,9 @@ ACCEPT_CASES: list[tuple[JsonObject, str | None]] = [
 
 
 @pytest.mark.parametrize(("content", "problem"), ACCEPT_CASES)
-def test_elicit_answers_a_2025_06_18_server_can_take(content: JsonObject, problem: str | None) -> None:
+def test_elicit_answers_a_2025_06_18_server_can_take(
+    content: JsonObject, problem: str | None
+) -> None:
     """Only answers valid for the requested schema go to a 2025-06-18 server; the rest are refused
     with the reason, and nothing is sent."""
     answer = {"action": "accept", "content": content}
@@ -182,12 +233,15 @@ def test_elicit_answers_a_2025_06_18_server_can_take(content: JsonObject, proble
     with pytest.raises(InvalidParams) as raised:
         input_response_to_legacy("k", pending, answer)
     assert raised.value.message == (
-        f"inputResponses['k'] cannot be sent to the server: {problem} (the server speaks MCP 2025-06-18)")
+        f"inputResponses['k'] cannot be sent to the server: {problem} (the server speaks MCP "
+        "2025-06-18)"
+    )
     assert raised.value.data == {"inputKey": "k"}
 
 
 def test_multi_select_still_reaches_a_2025_11_25_server() -> None:
-    """The checks are the older revision's: at 2025-11-25 a multi-select answer is valid and sent."""
+    """The checks are the older revision's: at 2025-11-25 a multi-select answer is valid and
+    sent."""
     answer = {"action": "accept", "content": {"size": ["s", "l"]}}
     sent = input_response_to_legacy("k", _pending(ELICIT, "2025-11-25", ENUM_NAMES), answer)
     assert sent == PushAnswer(result=answer)
@@ -196,11 +250,14 @@ def test_multi_select_still_reaches_a_2025_11_25_server() -> None:
 
 @pytest.mark.parametrize("action", ["decline", "cancel"])
 def test_declines_are_sent_as_they_are(action: str) -> None:
-    sent = input_response_to_legacy("k", _pending(ELICIT, "2025-06-18", ENUM_NAMES), {"action": action})
+    sent = input_response_to_legacy(
+        "k", _pending(ELICIT, "2025-06-18", ENUM_NAMES), {"action": action}
+    )
     assert sent == PushAnswer(result={"action": action})
 
 
-# ---- sampling answers -----------------------------------------------------------------------------
+# ---- sampling answers
+# -----------------------------------------------------------------------------
 
 TEXT = {"type": "text", "text": "hi"}
 AUDIO = {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}
@@ -209,19 +266,41 @@ SAMPLING_CASES: list[tuple[Any, dict[str, Any]]] = [
     # content, per revision: the content sent, or the reason it is refused
     (TEXT, {v: TEXT for v in SUPPORTED}),
     ([TEXT], {"2025-11-25": [TEXT], "2025-06-18": TEXT, "2025-03-26": TEXT, "2024-11-05": TEXT}),
-    (AUDIO, {"2025-11-25": AUDIO, "2025-06-18": AUDIO, "2025-03-26": AUDIO,
-             "2024-11-05": "content of type 'audio' does not exist in MCP 2024-11-05 sampling results"}),
-    (TOOL_USE, {"2025-11-25": TOOL_USE,
-                **{v: f"content of type 'tool_use' does not exist in MCP {v} sampling results"
-                   for v in SUPPORTED[1:]}}),
-    ([TEXT, TEXT], {"2025-11-25": [TEXT, TEXT],
-                    **{v: f"content holds 2 blocks; MCP {v} takes exactly one" for v in SUPPORTED[1:]}}),
+    (
+        AUDIO,
+        {
+            "2025-11-25": AUDIO,
+            "2025-06-18": AUDIO,
+            "2025-03-26": AUDIO,
+            "2024-11-05": "content of type 'audio' does not exist in MCP 2024-11-05 sampling "
+            "results",
+        },
+    ),
+    (
+        TOOL_USE,
+        {
+            "2025-11-25": TOOL_USE,
+            **{
+                v: f"content of type 'tool_use' does not exist in MCP {v} sampling results"
+                for v in SUPPORTED[1:]
+            },
+        },
+    ),
+    (
+        [TEXT, TEXT],
+        {
+            "2025-11-25": [TEXT, TEXT],
+            **{v: f"content holds 2 blocks; MCP {v} takes exactly one" for v in SUPPORTED[1:]},
+        },
+    ),
 ]
 
 
 @pytest.mark.parametrize(("content", "by_revision"), SAMPLING_CASES)
 @pytest.mark.parametrize("version", SUPPORTED)
-def test_sampling_answers_in_each_revision(version: str, content: Any, by_revision: dict[str, Any]) -> None:
+def test_sampling_answers_in_each_revision(
+    version: str, content: Any, by_revision: dict[str, Any]
+) -> None:
     """Tool use and block lists reach only 2025-11-25; one block in a list is sent as that block;
     audio does not exist at 2024-11-05. What is sent is valid in the revision's schema."""
     answer = {"role": "assistant", "content": content, "model": "m"}
@@ -245,32 +324,48 @@ def test_roots_answers_are_the_same_everywhere(version: str) -> None:
 
 # ---- requests and capabilities of the server --------------------------------------------------
 
-COMPLETE = {"ref": {"type": "ref/prompt", "name": "p"}, "argument": {"name": "a", "value": "x"},
-            "context": {"arguments": {"b": "y"}}}
+COMPLETE = {
+    "ref": {"type": "ref/prompt", "name": "p"},
+    "argument": {"name": "a", "value": "x"},
+    "context": {"arguments": {"b": "y"}},
+}
 
 
 @pytest.mark.parametrize("version", SUPPORTED)
 def test_completion_context_only_where_it_exists(version: str) -> None:
     """`context` (earlier arguments) came with 2025-06-18; older servers never see it."""
-    params = modern_params_to_legacy(COMPLETE, upstream_progress_token=None, method=COMPLETION_COMPLETE,
-                                     revision=R[version])
-    expected = COMPLETE if R[version].completion_context else {k: COMPLETE[k] for k in ("ref", "argument")}
+    params = modern_params_to_legacy(
+        COMPLETE, upstream_progress_token=None, method=COMPLETION_COMPLETE, revision=R[version]
+    )
+    expected = (
+        COMPLETE if R[version].completion_context else {k: COMPLETE[k] for k in ("ref", "argument")}
+    )
     assert params == expected
-    assert _valid_in({"jsonrpc": "2.0", "id": 1, "method": COMPLETION_COMPLETE, "params": params},
-                     "CompleteRequest", version)
+    assert _valid_in(
+        {"jsonrpc": "2.0", "id": 1, "method": COMPLETION_COMPLETE, "params": params},
+        "CompleteRequest",
+        version,
+    )
 
 
 def test_tool_call_params_are_the_same_everywhere() -> None:
     params = {"name": "echo", "arguments": {"a": 1}, "_meta": {"progressToken": "p"}}
     for version in SUPPORTED:
-        sent = modern_params_to_legacy(params, upstream_progress_token="up", method=TOOLS_CALL, revision=R[version])
+        sent = modern_params_to_legacy(
+            params, upstream_progress_token="up", method=TOOLS_CALL, revision=R[version]
+        )
         assert sent == {"name": "echo", "arguments": {"a": 1}, "_meta": {"progressToken": "up"}}
-        assert _valid_in({"jsonrpc": "2.0", "id": 1, "method": TOOLS_CALL, "params": sent}, "CallToolRequest", version)
+        assert _valid_in(
+            {"jsonrpc": "2.0", "id": 1, "method": TOOLS_CALL, "params": sent},
+            "CallToolRequest",
+            version,
+        )
 
 
 @pytest.mark.parametrize(("version", "gated"), [(v, R[v].completions_flag) for v in SUPPORTED])
 def test_completion_gate_follows_the_revision(version: str, gated: bool) -> None:
-    """Without a `completions` flag in the revision, completion is forwarded and the server decides."""
+    """Without a `completions` flag in the revision, completion is forwarded and the server
+    decides."""
     if gated:
         with pytest.raises(MethodNotFound, match="does not offer completions"):
             require_upstream_capability(COMPLETION_COMPLETE, {"tools": {}}, R[version])
@@ -282,14 +377,21 @@ def test_discover_claims_only_what_a_2024_11_05_server_declared() -> None:
     """Nothing is invented: a 2024-11-05 server's capabilities reach discover as they are."""
     declared = {"tools": {"listChanged": True}, "prompts": {}, "logging": {}}
     assert legacy_server_capabilities_to_modern(declared, listen_supported=True) == declared
-    assert "completions" not in legacy_server_capabilities_to_modern(declared, listen_supported=False)
+    assert "completions" not in legacy_server_capabilities_to_modern(
+        declared, listen_supported=False
+    )
 
 
 @pytest.mark.parametrize("version", SUPPORTED)
 def test_url_elicitation_error_is_lifted_only_where_it_exists(version: str) -> None:
-    """-32042 means "URL elicitation required" only at 2025-11-25; elsewhere it is the server's own error."""
-    limits = Limits(batch_quiet_s=1, batch_max_s=1, attempt_timeout_s=5, held_ttl_s=60, max_rounds=3)
-    call = HeldCall(limits, attempt=1, url_elicitation=False, lift_url_errors=R[version].elicitation_modes)
+    """-32042 means "URL elicitation required" only at 2025-11-25; elsewhere it is the server's own
+    error."""
+    limits = Limits(
+        batch_quiet_s=1, batch_max_s=1, attempt_timeout_s=5, held_ttl_s=60, max_rounds=3
+    )
+    call = HeldCall(
+        limits, attempt=1, url_elicitation=False, lift_url_errors=R[version].elicitation_modes
+    )
     error = {"code": -32042, "message": "needs a URL", "data": {"elicitations": []}}
     [reply, *_] = call.handle(UpstreamErrorArrived(error=error), 0.0)
     assert isinstance(reply, ReplyError)
@@ -306,31 +408,44 @@ def test_each_revision_is_a_frozen_record() -> None:
 
 # ---- batches -----------------------------------------------------------------------------------
 
-LOG = {"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": "info", "data": "x"}}
+LOG = {
+    "jsonrpc": "2.0",
+    "method": "notifications/message",
+    "params": {"level": "info", "data": "x"},
+}
 ANSWER = {"jsonrpc": "2.0", "id": 1, "result": {}}
 NOT_AN_OBJECT = FramingError("line is JSON but not an object", 0)
 
 
-@pytest.mark.parametrize(("line", "split"), [
-    ([LOG, ANSWER], [LOG, ANSWER]),
-    ([ANSWER], [ANSWER]),
-    ([LOG, 3, ANSWER], [LOG, NOT_AN_OBJECT, ANSWER]),
-    ([], [NOT_AN_OBJECT]),
-    (LOG, [LOG]),
-])
+@pytest.mark.parametrize(
+    ("line", "split"),
+    [
+        ([LOG, ANSWER], [LOG, ANSWER]),
+        ([ANSWER], [ANSWER]),
+        ([LOG, 3, ANSWER], [LOG, NOT_AN_OBJECT, ANSWER]),
+        ([], [NOT_AN_OBJECT]),
+        (LOG, [LOG]),
+    ],
+)
 @pytest.mark.parametrize("version", SUPPORTED)
-def test_batch_lines_split_only_where_the_revision_has_batches(version: str, line: Any, split: list[Any]) -> None:
+def test_batch_lines_split_only_where_the_revision_has_batches(
+    version: str, line: Any, split: list[Any]
+) -> None:
     """A batch line becomes its elements, in order, each checked as if alone (2025-03-26 only)."""
     raw = json.dumps(line).encode()
     sized = [FramingError(m.reason, len(raw)) if isinstance(m, FramingError) else m for m in split]
-    expected = sized if R[version].batches or isinstance(line, dict) else [FramingError(NOT_AN_OBJECT.reason,
-                                                                                         len(raw))]
+    expected = (
+        sized
+        if R[version].batches or isinstance(line, dict)
+        else [FramingError(NOT_AN_OBJECT.reason, len(raw))]
+    )
     assert decode_messages(raw, batches=R[version].batches) == expected
     decoder = LineDecoder(1 << 16)
     decoder.batches = R[version].batches
     assert decoder.feed(raw + b"\n" + json.dumps(LOG).encode() + b"\n") == [*expected, LOG]
     assert batch_elements(line, batches=R[version].batches) == (
-        line if R[version].batches and isinstance(line, list) and line else [line])
+        line if R[version].batches and isinstance(line, list) and line else [line]
+    )
 
 
 def test_only_2025_03_26_has_batches() -> None:
@@ -339,7 +454,9 @@ def test_only_2025_03_26_has_batches() -> None:
 
 def test_docs_table_matches_the_revision_table() -> None:
     """docs/revisions.md lists every feature of the table with each revision's value."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "revisions.md").read_text(encoding="utf-8")
+    text = (Path(__file__).resolve().parents[2] / "docs" / "revisions.md").read_text(
+        encoding="utf-8"
+    )
     documented: dict[str, list[bool]] = {}
     for line in text.splitlines():
         found = re.match(r"^\| [^|]*\(`([a-z_]+)`\) \|(.*)\|$", line)

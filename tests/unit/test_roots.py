@@ -38,8 +38,10 @@ def test_the_stable_key_is_the_key_of_a_plain_roots_push() -> None:
 
 def test_the_question_is_a_valid_input_required_result_without_request_state() -> None:
     result = input_required_result(roots_input_requests(), None, server_info=None)
-    assert result == {"resultType": "input_required",
-                      "inputRequests": {ROOTS_INPUT_KEY: {"method": ROOTS, "params": {}}}}
+    assert result == {
+        "resultType": "input_required",
+        "inputRequests": {ROOTS_INPUT_KEY: {"method": ROOTS, "params": {}}},
+    }
     assert_valid(result, "InputRequiredResult", "modern")
 
 
@@ -50,15 +52,23 @@ def test_client_roots_absent_is_none() -> None:
 
 def test_client_roots_are_checked_and_normalized() -> None:
     answer = {"roots": [{"uri": "file:///a", "name": "A", "_meta": {"x": 1}}, {"uri": "file:///b"}]}
-    assert client_roots({ROOTS_INPUT_KEY: answer}) == {"roots": [{"uri": "file:///a", "name": "A"},
-                                                                 {"uri": "file:///b"}]}
+    assert client_roots({ROOTS_INPUT_KEY: answer}) == {
+        "roots": [{"uri": "file:///a", "name": "A"}, {"uri": "file:///b"}]
+    }
     assert client_roots({ROOTS_INPUT_KEY: {"roots": []}}) == {"roots": []}
 
 
 @pytest.mark.parametrize(
     "bad",
-    [{"roots": [{"uri": ""}]}, {"roots": "file:///a"}, {"roots": [{"name": "no uri"}]}, {}, [], None,
-     {"roots": [{"uri": 7}]}],
+    [
+        {"roots": [{"uri": ""}]},
+        {"roots": "file:///a"},
+        {"roots": [{"name": "no uri"}]},
+        {},
+        [],
+        None,
+        {"roots": [{"uri": 7}]},
+    ],
 )
 def test_a_malformed_roots_answer_is_invalid_params(bad: Any) -> None:
     with pytest.raises(InvalidParams) as caught:
@@ -70,7 +80,9 @@ def test_the_digest_names_the_set_of_roots() -> None:
     reordered = {"roots": list(reversed(A["roots"]))}
     assert roots_digest(A) == roots_digest(reordered)
     assert len(roots_digest(A)) == 24
-    assert roots_digest(A) != roots_digest({"roots": [{"uri": "file:///a"}, {"uri": "file:///shared"}]})  # name counts
+    assert roots_digest(A) != roots_digest(
+        {"roots": [{"uri": "file:///a"}, {"uri": "file:///shared"}]}
+    )  # name counts
     assert roots_digest(A) != roots_digest({"roots": A["roots"][:1]})
     assert roots_digest({"roots": []}) != roots_digest(A)
 
@@ -85,29 +97,53 @@ def test_roots_capability_and_asks() -> None:
 
 def test_requests_that_cannot_be_asked_declare_everything_but_roots() -> None:
     legacy = {"roots": {}, "elicitation": {"form": {}}, "sampling": {}}
-    assert legacy_capabilities_without_roots(legacy) == {"elicitation": {"form": {}}, "sampling": {}}
+    assert legacy_capabilities_without_roots(legacy) == {
+        "elicitation": {"form": {}},
+        "sampling": {},
+    }
     assert legacy == {"roots": {}, "elicitation": {"form": {}}, "sampling": {}}  # not modified
 
 
 _scalars = st.none() | st.booleans() | st.integers() | st.text(max_size=8)
-_values = st.recursive(_scalars, lambda inner: st.lists(inner, max_size=3)
-                       | st.dictionaries(st.sampled_from(["roots", "uri", "name", "_meta"]) | st.text(max_size=4),
-                                         inner, max_size=4), max_leaves=12)
+_values = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(
+            st.sampled_from(["roots", "uri", "name", "_meta"]) | st.text(max_size=4),
+            inner,
+            max_size=4,
+        )
+    ),
+    max_leaves=12,
+)
 
 
-_answers = st.fixed_dictionaries({"roots": st.lists(st.fixed_dictionaries(
-    {"uri": st.text(max_size=5) | _scalars}, optional={"name": st.text(max_size=3) | _scalars, "_meta": _values}),
-    max_size=3)})
+_answers = st.fixed_dictionaries(
+    {
+        "roots": st.lists(
+            st.fixed_dictionaries(
+                {"uri": st.text(max_size=5) | _scalars},
+                optional={"name": st.text(max_size=3) | _scalars, "_meta": _values},
+            ),
+            max_size=3,
+        )
+    }
+)
 
 
 @settings(max_examples=300, deadline=None)
 @given(_answers | _values)
 def test_any_pre_answer_is_accepted_normalized_or_invalid_params(value: Any) -> None:
-    """Whatever a client sends under the roots key: a normalized answer with a stable digest, or -32602."""
+    """Whatever a client sends under the roots key: a normalized answer with a stable digest, or
+    -32602."""
     try:
         roots = client_roots({ROOTS_INPUT_KEY: value})
     except InvalidParams:
         return
     assert roots is not None
-    assert all(isinstance(root["uri"], str) and root["uri"] and set(root) <= {"uri", "name"} for root in roots["roots"])
+    assert all(
+        isinstance(root["uri"], str) and root["uri"] and set(root) <= {"uri", "name"}
+        for root in roots["roots"]
+    )
     assert roots_digest(roots) == roots_digest({"roots": list(reversed(roots["roots"]))})

@@ -11,8 +11,16 @@ from translators.request_state import KeyRing, StateClaims, keys_digest, princip
 
 def _token() -> str:
     ring = KeyRing({"k1": os.urandom(32)}, "k1")
-    claims = StateClaims(os.urandom(16), 1, "r0", principal_digest("p"), "tools/call", os.urandom(16),
-                         keys_digest(["a"]), 10**13)
+    claims = StateClaims(
+        os.urandom(16),
+        1,
+        "r0",
+        principal_digest("p"),
+        "tools/call",
+        os.urandom(16),
+        keys_digest(["a"]),
+        10**13,
+    )
     return seal(claims, ring, os.urandom(12))
 
 

@@ -157,11 +157,16 @@ def test_encode_comment_is_invisible_to_the_decoder() -> None:
     assert decode(wire + encode_event("x")) == [SSEEvent(data="x", event=DEFAULT_EVENT_TYPE)]
 
 
-_text = st.text(alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\r\n\x00"), max_size=20)
+_text = st.text(
+    alphabet=st.characters(blacklist_categories=["Cs"], blacklist_characters="\r\n\x00"),
+    max_size=20,
+)
 
 
 @given(
-    events=st.lists(st.tuples(st.lists(_text, min_size=1, max_size=3), st.none() | _text), max_size=5),
+    events=st.lists(
+        st.tuples(st.lists(_text, min_size=1, max_size=3), st.none() | _text), max_size=5
+    ),
     cuts=st.lists(st.integers(min_value=0, max_value=400), max_size=6),
 )
 def test_encoded_streams_decode_identically_under_any_chunking(

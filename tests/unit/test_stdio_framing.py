@@ -8,7 +8,14 @@ from typing import Any
 import pytest
 
 from translators.eras import LEGACY_VERSION
-from translators.stdio_framing import HEAD_BYTES, FramingError, LineDecoder, LineSplitter, decode_line, frame
+from translators.stdio_framing import (
+    HEAD_BYTES,
+    FramingError,
+    LineDecoder,
+    LineSplitter,
+    decode_line,
+    frame,
+)
 
 PING = {"jsonrpc": "2.0", "id": 1, "method": "ping"}
 
@@ -59,7 +66,8 @@ def test_framing_errors_carry_no_content() -> None:
 
 
 def test_oversized_line_is_rejected_once_with_a_bounded_buffer() -> None:
-    """A line over the limit is reported as soon as it outgrows it, never buffered, then skipped to its end."""
+    """A line over the limit is reported as soon as it outgrows it, never buffered, then skipped to
+    its end."""
     decoder = LineDecoder(1024)
     first = decoder.feed(b"a" * 1000)
     assert first == [] and decoder.buffered == 1000
@@ -74,7 +82,9 @@ def test_oversized_line_is_rejected_once_with_a_bounded_buffer() -> None:
 
 
 def test_line_of_exactly_the_limit_is_accepted() -> None:
-    """The limit counts bytes without the newline: a line of exactly that size passes, one more fails."""
+    """The limit counts bytes without the newline: a line of exactly that size passes, one more
+    fails."""
+
     def padded(pad: int) -> dict[str, Any]:
         return {"jsonrpc": "2.0", "id": 1, "result": {"pad": "p" * pad}}
 
@@ -85,7 +95,8 @@ def test_line_of_exactly_the_limit_is_accepted() -> None:
 
 
 def test_oversized_response_keeps_its_id() -> None:
-    """An oversized line that starts like a response reports its id, so its call can fail at once."""
+    """An oversized line that starts like a response reports its id, so its call can fail at
+    once."""
     line = frame({"jsonrpc": "2.0", "id": 42, "result": {"text": "x" * 5000}})
     [error] = LineDecoder(1024).feed(line)
     assert isinstance(error, FramingError)
@@ -94,7 +105,14 @@ def test_oversized_response_keeps_its_id() -> None:
 
 def test_oversized_push_keeps_its_string_id_and_is_not_a_response() -> None:
     """An oversized request keeps its string id and is marked as a request, not a response."""
-    line = frame({"jsonrpc": "2.0", "id": "push-7", "method": "elicitation/create", "params": {"m": "y" * 5000}})
+    line = frame(
+        {
+            "jsonrpc": "2.0",
+            "id": "push-7",
+            "method": "elicitation/create",
+            "params": {"m": "y" * 5000},
+        }
+    )
     [error] = LineSplitter(1024).feed(line)
     assert isinstance(error, FramingError)
     assert (error.head_id, error.head_key, error.is_response_head) == ("push-7", "method", False)
@@ -124,8 +142,13 @@ def test_remainder_returns_the_unterminated_tail() -> None:
 
 
 def test_frame_is_one_compact_line() -> None:
-    """`frame` writes compact JSON, escapes newlines inside strings and ends with exactly one newline."""
-    message = {"jsonrpc": "2.0", "method": "x", "params": {"text": "a\nb\r\u2028é", "version": LEGACY_VERSION}}
+    """`frame` writes compact JSON, escapes newlines inside strings and ends with exactly one
+    newline."""
+    message = {
+        "jsonrpc": "2.0",
+        "method": "x",
+        "params": {"text": "a\nb\r\u2028é", "version": LEGACY_VERSION},
+    }
     data = frame(message)
     assert data.endswith(b"\n") and data.count(b"\n") == 1 and b"\r" not in data
     assert b", " not in data and b": " not in data
