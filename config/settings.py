@@ -7,19 +7,16 @@ import re
 from typing import Final, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator, model_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 
-# An absolute http(s) URL with a host, no userinfo, query or fragment (front.public_url).
-_PUBLIC_URL: Final = re.compile(r"https?://[^/?#@\s]+(/[^?#\s]*)?", re.IGNORECASE)
+from config.base import PUBLIC_URL, Frozen
+from config.replicas import ClusterSettings, RecoverySettings
+
 # An Authorization header value: visible ASCII and spaces, nothing that could end the header.
 _HEADER_VALUE: Final = re.compile(r"[\x20-\x7e]+")
 
 
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-
-class FrontSettings(_Frozen):
+class FrontSettings(Frozen):
     """The modern Streamable HTTP endpoint."""
 
     listen: str = Field("127.0.0.1:8080", description="HOST:PORT the modern endpoint binds to")
@@ -99,14 +96,14 @@ class FrontSettings(_Frozen):
     @field_validator("public_url")
     @classmethod
     def _check_public_url(cls, value: str | None) -> str | None:
-        if value is not None and _PUBLIC_URL.fullmatch(value) is None:
+        if value is not None and PUBLIC_URL.fullmatch(value) is None:
             raise ValueError(
                 "public_url must be an absolute http(s) URL without credentials, query or fragment"
             )
         return value
 
 
-class UpstreamSettings(_Frozen):
+class UpstreamSettings(Frozen):
     """The legacy server behind the bridge."""
 
     url: str | None = Field(
@@ -226,7 +223,7 @@ class UpstreamSettings(_Frozen):
         return value
 
 
-class IdentitySettings(_Frozen):
+class IdentitySettings(Frozen):
     """Who the caller is (docs/decisions.md § 8)."""
 
     principal: Literal["authorization", "header", "none"] = Field(
@@ -241,7 +238,7 @@ class IdentitySettings(_Frozen):
         return value.lower() if value else value
 
 
-class CacheSettings(_Frozen):
+class CacheSettings(Frozen):
     """Cache hints stamped on cacheable modern results (docs/decisions.md § 15)."""
 
     ttl_ms: int = Field(0, ge=0, description="ttlMs on discover, list and read results")
@@ -250,7 +247,7 @@ class CacheSettings(_Frozen):
     )
 
 
-class HeldCallSettings(_Frozen):
+class HeldCallSettings(Frozen):
     """Held calls and requestState (docs/decisions.md §§ 4, 9)."""
 
     ttl_s: float = Field(
@@ -301,106 +298,14 @@ class HeldCallSettings(_Frozen):
         return "r" + os.urandom(6).hex() if value == "auto" else value
 
 
-class ClusterSettings(_Frozen):
-    """Replicas behind a load balancer: a retry reaching a replica other than its owner is forwarded
-    to the owner (docs/operations.md § Replicas). Off while neither `peers` nor `peers_dns` is set.
-    """
-
-    advertise_url: str | None = Field(
-        None,
-        description="this replica's base URL as the other replicas reach it (e.g. "
-        "http://10.0.0.5:8080)",
-    )
-    peers: tuple[str, ...] = Field(
-        (), description="base URLs of every replica (this one may be listed too)"
-    )
-    peers_dns: str | None = Field(
-        None,
-        description="HOST:PORT of a DNS name resolving to every replica (headless Service); "
-        "re-resolved",
-    )
-    refresh_s: float = Field(
-        5.0, gt=0, description="how often the peer set is re-resolved and asked for ids"
-    )
-    connect_timeout_s: float = Field(
-        2.0, gt=0, description="longest a forwarded retry waits to connect to its owner"
-    )
-    max_forwards: int = Field(
-        256, ge=1, description="forwarded retries in flight at once from this replica"
-    )
-    proof_max_age_s: float = Field(
-        30.0, gt=0, description="oldest accepted replica proof on a forwarded retry"
-    )
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self.peers) or self.peers_dns is not None
-
-    @field_validator("advertise_url")
-    @classmethod
-    def _check_advertise(cls, value: str | None) -> str | None:
-        return None if value is None else _base_url(value)
-
-    @field_validator("peers")
-    @classmethod
-    def _check_peers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        return tuple(dict.fromkeys(_base_url(url) for url in value))
-
-    @field_validator("peers_dns")
-    @classmethod
-    def _check_dns(cls, value: str | None) -> str | None:
-        if value is None:
-            return None
-        host, sep, port = value.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(
-                "peers_dns must be HOST:PORT, e.g. bridge-peers.default.svc.cluster.local:8080"
-            )
-        return value
-
-
-def _base_url(value: str) -> str:
-    if _PUBLIC_URL.fullmatch(value) is None or urlsplit(value).path not in ("", "/"):
-        raise ValueError(
-            f"{value!r} is not a base URL like http://10.0.0.5:8080 (no path, credentials or query)"
-        )
-    return value.rstrip("/")
-
-
-class RecoverySettings(_Frozen):
-    """Re-executing a call whose held call is gone (restart, lost replica, expiry);
-    docs/operations.md."""
-
-    reexecute: Literal["annotated", "allowlist", "off"] = Field(
-        "annotated",
-        description="which calls may run again: tools annotated readOnlyHint/idempotentHint (and"
-        " prompts/get, resources/read), those matching recovery.tools, or none",
-    )
-    tools: tuple[str, ...] = Field(
-        (), description="allowlist globs: a tool name, prompts/get:<name> or resources/read:<uri>"
-    )
-    grace_s: float = Field(
-        3600.0,
-        ge=0,
-        description="a requestState still recovers up to this long after its held call's expiry",
-    )
-    max_answers_bytes: int = Field(
-        4096,
-        ge=0,
-        le=16_384,
-        description="earlier answers sealed into requestState (compressed); above it, "
-        "recovery is not offered for that call",
-    )
-
-
-class LogSettings(_Frozen):
+class LogSettings(Frozen):
     level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
     format: Literal["auto", "json", "console"] = Field(
         "auto", description="json; console on a TTY when auto"
     )
 
 
-class Settings(_Frozen):
+class Settings(Frozen):
     front: FrontSettings = FrontSettings()
     upstream: UpstreamSettings = UpstreamSettings()
     identity: IdentitySettings = IdentitySettings()

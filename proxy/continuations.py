@@ -11,7 +11,8 @@ import time
 from collections import OrderedDict
 from typing import Final
 
-from config.settings import HeldCallSettings, RecoverySettings
+from config.replicas import RecoverySettings
+from config.settings import HeldCallSettings
 from proxy.context import FrontRequest
 from proxy.held_calls import CallDriver, HeldCallRegistry
 from translators.canonical import digest

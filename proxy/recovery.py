@@ -18,7 +18,7 @@ from typing import Final, NoReturn
 
 import structlog
 
-from config.settings import RecoverySettings
+from config.replicas import RecoverySettings
 from proxy.context import FrontRequest
 from proxy.continuations import Continuations
 from proxy.held_calls import HeldCallRegistry

@@ -20,7 +20,7 @@ import aiohttp
 import structlog
 from aiohttp import web
 
-from config.settings import ClusterSettings
+from config.replicas import ClusterSettings
 
 REPLICA_PATH: Final = "/cluster/v1/replica"
 MIN_REFRESH_GAP_S: Final = 1.0

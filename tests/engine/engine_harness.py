@@ -1,7 +1,7 @@
 """The real engine, pool and held-call registry around a `FakeUpstream`, driven request by request.
 
 `scripted_bridge(upstream, **overrides)` builds the bridge the way the composition root does
-(`proxy.app.bridge_runtime`, with the fake as its session opener) and yields a `ScriptedBridge`
+(`proxy.runtime.bridge_runtime`, with the fake as its session opener) and yields a `ScriptedBridge`
 whose `send()` hands one modern request to `Engine.handle` (the engine's one entry point) and
 returns the JSON-RPC response the client would receive. `start()` does the same in a task, so a
 test can interleave client requests with what the upstream does.
@@ -20,9 +20,9 @@ from typing import Any
 from fake_upstream import WAIT_S, FakeCall, FakeUpstream, Push
 
 from config.settings import Settings
-from proxy.app import bridge_runtime
 from proxy.context import FrontRequest
 from proxy.dispatch import Engine
+from proxy.runtime import bridge_runtime
 from proxy.upstream.base import SessionOpener
 from proxy.upstream.pool import UpstreamPool
 from translators.eras import (

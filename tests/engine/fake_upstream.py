@@ -362,7 +362,7 @@ class FakeUpstream:
         return session
 
     def spares(self, *, dead_first: int = 0) -> FakeSpares:
-        """Spare processes for `proxy.app.stdio_opener`; the first `dead_first` died while
+        """Spare processes for `proxy.runtime.stdio_opener`; the first `dead_first` died while
         waiting."""
         return FakeSpares(self, dead_first)
 

@@ -20,7 +20,7 @@ from engine_harness import (
 )
 from fake_upstream import FakeUpstream
 
-from proxy.app import stdio_opener
+from proxy.runtime import stdio_opener
 from translators.eras import DISCOVER, ELICIT, MODERN_VERSION
 from translators.errors import INTERNAL_ERROR, LEGACY_URL_ELICITATION_REQUIRED, UpstreamUnavailable
 from translators.jsonrpc import JsonObject

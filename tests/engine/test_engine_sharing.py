@@ -20,7 +20,7 @@ from engine_harness import (
 )
 from fake_upstream import FakeUpstream
 
-from proxy.app import stdio_opener
+from proxy.runtime import stdio_opener
 from translators.eras import ELICIT, ROOTS, SUBSCRIPTIONS_LISTEN
 
 STDIO = {"command": "fake-legacy-server", "url": None}

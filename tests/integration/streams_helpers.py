@@ -23,8 +23,9 @@ import aiohttp
 from aiohttp import web
 
 from config.settings import Settings
-from proxy.app import bridge_runtime, make_front_app
+from proxy.app import make_front_app
 from proxy.dispatch import Engine
+from proxy.runtime import bridge_runtime
 from translators.eras import (
     LOG_LEVELS,
     META_CLIENT_CAPABILITIES,

@@ -12,7 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
-from proxy.app import http_opener
+from proxy.runtime import http_opener
 from proxy.upstream.base import Inbound, UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from translators.eras import ELICIT, LEGACY_VERSION, ROOTS, SAMPLE

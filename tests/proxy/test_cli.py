@@ -16,7 +16,8 @@ import aiohttp
 import pytest
 
 from config import load_settings
-from proxy.cli import build_parser, keygen_text, main, overrides_from, public_url
+from proxy.cli import keygen_text, main, public_url
+from proxy.cli_args import build_parser, overrides_from
 from proxy.keys import decode_key, load_keyring
 from translators.eras import MODERN_VERSION
 from translators.revisions import SUPPORTED

@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 from aiohttp import web
 
-from config.settings import ClusterSettings
+from config.replicas import ClusterSettings
 from proxy.cluster.peers import REPLICA_PATH, PeerDirectory, replica_handler
 
 

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from config import ConfigError, load_settings
-from proxy.cli import build_parser
+from proxy.cli_args import build_parser
 from proxy.keys import load_keyring, new_key
 from translators.errors import InvalidRequestState
 from translators.request_state import NONCE_SIZE, PREFIX, StateClaims, open_state, seal

@@ -31,7 +31,7 @@ from safety_harness import (
 from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
-from proxy.app import http_opener
+from proxy.runtime import http_opener
 from proxy.upstream.base import Inbound
 from proxy.upstream.http import HttpUpstreamSession
 from proxy.upstream.negotiation import NegotiatingOpener

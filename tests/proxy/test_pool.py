@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 from fake_legacy import FakeCall, FakeLegacy, text_result
 
 from config.settings import UpstreamSettings
-from proxy.app import http_opener
+from proxy.runtime import http_opener
 from proxy.upstream.base import Inbound, UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from translators.eras import ROOTS
