@@ -132,11 +132,17 @@ class Processes:
         port = free_port()
         return self._spawn(name, [str(LEGACY_PYTHON), str(server), "--port", str(port)], None, port)
 
-    def bridge(self, name: str, upstream: list[str], env: dict[str, str] | None = None) -> Proc:
+    def bridge(
+        self,
+        name: str,
+        upstream: list[str],
+        env: dict[str, str] | None = None,
+        exe: list[str] | None = None,
+    ) -> Proc:
         """`mrtr-bridge serve` with `upstream` flags (`--upstream URL` or
-        `--upstream-command CMD`)."""
+        `--upstream-command CMD`); `exe` replaces the `mrtr-bridge` command."""
         port = free_port()
-        argv = [str(BRIDGE_EXE), "serve", *upstream, "--listen", f"127.0.0.1:{port}"]
+        argv = [*(exe or [str(BRIDGE_EXE)]), "serve", *upstream, "--listen", f"127.0.0.1:{port}"]
         return self._spawn(name, argv, env, port)
 
     def replica(self, name: str, upstream_url: str, port: int, env: dict[str, str]) -> Proc:

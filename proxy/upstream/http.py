@@ -1,5 +1,5 @@
-"""Legacy Streamable HTTP upstream session on one shared `aiohttp.ClientSession`
-(2025-11-25/basic/transports.mdx).
+"""Legacy Streamable HTTP upstream session on one shared `aiohttp.ClientSession` (2025-11-25/basic/
+transports.mdx).
 
 One `HttpUpstreamSession` is one `Mcp-Session-Id`: `initialize` → `notifications/initialized` → a
 GET stream kept open for pushes unrelated to a call (the `mcp` 1.x SDK sends sampling and roots
@@ -26,18 +26,13 @@ from proxy.upstream.base import InboundHandler, Negotiated, SendsMessages
 from proxy.upstream.errors import map_upstream_errors
 from proxy.upstream.http_call import HttpUpstreamCall
 from proxy.upstream.http_channel import HttpChannel, SessionExpired
+from proxy.upstream.http_replies import MAX_RESUME_ATTEMPTS, CallStreams
 from proxy.upstream.http_streams import GetStream, GetStreamState, StreamRouter
 from proxy.upstream.http_wire import (
     CLIENT_NAME,
     SESSION_HEADER,
-    SSE_TYPE,
     StreamCursor,
     client_info,
-    drain,
-    is_json,
-    is_response,
-    is_sse,
-    read_json_message,
 )
 from translators import jsonrpc
 from translators.eras import CANCELLED, INITIALIZE, INITIALIZED
@@ -48,8 +43,6 @@ from translators.errors import (
     UpstreamProtocolError,
     UpstreamReturnedError,
     UpstreamSessionLost,
-    UpstreamTimeout,
-    UpstreamUnavailable,
 )
 from translators.jsonrpc import JsonObject
 from translators.revisions import OFFERED, Revision, negotiated
@@ -61,7 +54,6 @@ _session_refs = itertools.count(1)
 # a FastMCP server of mcp 1.8/1.9 whose session is deleted while a cancelled handler still unwinds
 # can crash its whole session manager (every later request answered 500); see docs/revisions.md.
 CANCEL_SETTLE_S: Final = 0.5
-MAX_RESUME_ATTEMPTS: Final = 5  # consecutive resumptions of a call's stream that bring nothing new
 
 
 def _is_valid_session_id(value: str) -> bool:
@@ -76,7 +68,7 @@ class SessionState(enum.Enum):
     CLOSED = "closed"  # aclose() ran
 
 
-class HttpUpstreamSession(Negotiated, SendsMessages):
+class HttpUpstreamSession(CallStreams, Negotiated, SendsMessages):
     """Implements `UpstreamSession` over legacy Streamable HTTP. Build it with `open()`."""
 
     def __init__(
@@ -241,90 +233,10 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
                 if retried or call.pushes_delivered:
                     raise UpstreamSessionLost(
                         f"Upstream {self.upstream} ended the session while {call.method} was in "
-                        "flight;"
-                        " the call was not replayed"
+                        "flight; the call was not replayed"
                     ) from None
                 retried = True
                 await self._reinitialize(exc.generation)
-
-    async def _send_call(self, call: HttpUpstreamCall, generation: int) -> JsonObject:
-        cursor = StreamCursor()
-        async with self._channel.exchange(
-            "POST", call.method, body=call.request_message(), extra=call.headers
-        ) as resp:
-            await self._channel.check_status(resp, generation, call.method)
-            reply = await self._read_reply(resp, call, cursor)
-            if reply is not None and is_sse(resp):
-                call.resolve(reply)  # the caller has its answer; now let the connection be reused
-                await drain(resp)
-        if reply is None:
-            reply = await self._resume(call, cursor, generation)
-        return reply
-
-    async def _read_reply(
-        self, resp: aiohttp.ClientResponse, call: HttpUpstreamCall, cursor: StreamCursor
-    ) -> JsonObject | None:
-        """The response to `call` from a JSON or SSE answer; None when the SSE stream ended
-        first."""
-        if is_sse(resp):
-            return await self._router.read_stream(resp, cursor, call)
-        if not is_json(resp):
-            raise UpstreamProtocolError(
-                f"answered {call.method} with content type {resp.content_type!r}"
-            )
-        message = await read_json_message(resp)
-        if not is_response(message) or message.get("id") != call.upstream_request_id:
-            raise UpstreamProtocolError(
-                f"answered {call.method} with JSON that is not its response"
-            )
-        return message
-
-    async def _resume(
-        self, call: HttpUpstreamCall, cursor: StreamCursor, generation: int
-    ) -> JsonObject:
-        """GET + `Last-Event-ID` after the `retry` delay until the response comes
-        (2025-11-25/basic/transports.mdx
-        § Resumability and Redelivery)."""
-        failures = 0
-        while failures < MAX_RESUME_ATTEMPTS:
-            if cursor.last_event_id is None:
-                raise UpstreamProtocolError(
-                    f"Upstream {self.upstream} closed the stream of {call.method} before answering,"
-                    " with no event id to resume from"
-                )
-            await asyncio.sleep(cursor.retry_s)
-            before = (cursor.last_event_id, cursor.events_seen)
-            try:
-                reply = await self._resume_once(call, cursor, generation)
-            except (UpstreamUnavailable, UpstreamTimeout) as exc:
-                self._log.info("upstream_resume_failed", method=call.method, error=exc.message)
-                reply = None
-            if reply is not None:
-                return reply
-            failures = 0 if (cursor.last_event_id, cursor.events_seen) != before else failures + 1
-        raise UpstreamSessionLost(
-            f"Upstream {self.upstream}: the stream of {call.method} could not be resumed"
-            f" after {MAX_RESUME_ATTEMPTS} attempts"
-        )
-
-    async def _resume_once(
-        self, call: HttpUpstreamCall, cursor: StreamCursor, generation: int
-    ) -> JsonObject | None:
-        if generation != self._channel.generation:
-            raise SessionExpired(generation)  # the session was re-initialized under this call
-        action = f"resuming {call.method}"
-        async with self._channel.exchange(
-            "GET", action, extra=call.headers, accept=SSE_TYPE, last_event_id=cursor.last_event_id
-        ) as resp:
-            if resp.status == 405:
-                raise UpstreamProtocolError(
-                    f"Upstream {self.upstream} closed the stream of {call.method} early and does "
-                    "not"
-                    " support resumption (GET answered 405)"
-                )
-            await self._channel.check_status(resp, generation, action, content_type=SSE_TYPE)
-            self._log.debug("upstream_stream_resumed", method=call.method)
-            return await self._router.read_stream(resp, cursor, call)
 
     async def _cancel_call(self, call: HttpUpstreamCall, reason: str) -> None:
         if call.task is not None and call.task is not asyncio.current_task():
@@ -340,8 +252,7 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
     # -- session lifecycle ------------------------------------------------------------------------
 
     async def _handshake(self) -> None:
-        """initialize → GET stream → notifications/initialized, all within `init_timeout_s` (§
-        10.1).
+        """initialize → GET stream → notifications/initialized, within `init_timeout_s` (§ 10.1).
         The GET stream opens first so that a push the server sends on `initialized` (a `roots/list`,
         typically) has a stream to arrive on: the `mcp` 1.x SDK drops it otherwise."""
         self._channel.begin_generation()
@@ -383,16 +294,14 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
         self._accept_init_result(result)
 
     def _accept_init_result(self, result: JsonObject) -> None:
-        """Remember the negotiated revision; the version header is sent only where the revision has
-        it.
+        """Remember the negotiated revision; the version header goes only where the revision has it.
 
         A re-initialize must land on the same revision: the capabilities were shaped for it."""
         revision = negotiated(self.upstream, result.get("protocolVersion"))
         if self._revision is not None and revision != self._revision:
             raise UpstreamProtocolError(
                 f"Upstream {self.upstream} re-initialized with protocol version "
-                f"{revision.version!r}"
-                f" after {self._revision.version!r}"
+                f"{revision.version!r} after {self._revision.version!r}"
             )
         self._revision = revision
         self._channel.protocol_version = revision.version if revision.version_header else None
@@ -410,8 +319,7 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
         return self._channel.generation
 
     async def _reinitialize(self, seen_generation: int) -> None:
-        """Start a new upstream session in place (§ 10.5), once per expiry however many calls saw
-        it.
+        """Start a new upstream session in place (§ 10.5), once per expiry however many saw it.
 
         The handshake runs in a task the session owns, so a caller cancelled meanwhile cannot leave
         the session half initialized; every caller waits for the same outcome."""
@@ -428,8 +336,7 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
             raise self._reinit_error
 
     def _get_stream_expired(self) -> None:
-        """The GET stream met a 404: re-initialize now, not at the next call, so session-wide
-        messages flow."""
+        """The GET stream met a 404: re-initialize now, not at the next call."""
         if self._state is not SessionState.CLOSED:
             self._tasks.spawn(
                 self._reinitialize_eagerly(self._channel.generation),
@@ -466,9 +373,8 @@ class HttpUpstreamSession(Negotiated, SendsMessages):
             await self._channel.post_bounded(message, action)
         except SessionExpired as exc:
             if self._get_stream is not None and exc.generation == self._channel.generation:
-                self._get_stream.state = (
-                    GetStreamState.EXPIRED
-                )  # re-initialize before the next call
+                # re-initialize before the next call
+                self._get_stream.state = GetStreamState.EXPIRED
             raise UpstreamSessionLost(
                 f"Upstream {self.upstream} ended the session; the {action} was not delivered"
             ) from None

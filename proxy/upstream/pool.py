@@ -11,9 +11,7 @@ Limits are enforced by evicting idle sessions first; idle sessions are reaped af
 from __future__ import annotations
 
 import asyncio
-import enum
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import Final
 
 import structlog
@@ -22,15 +20,22 @@ from config.settings import UpstreamSettings
 from proxy.upstream.base import (
     STREAMABLE_HTTP,
     Inbound,
-    InboundHandler,
     PooledSession,
     SessionOpener,
     TransportInfo,
     UpstreamSession,
 )
 from proxy.upstream.http_call import invoke_handler
+from proxy.upstream.pool_entries import (
+    EntryRouter,
+    EntryState,
+    Lease,
+    Opening,
+    PoolEntry,
+    PoolStats,
+    SessionKey,
+)
 from translators.errors import (
-    BridgeBug,
     BridgeError,
     CapacityExceeded,
     ClientLimitExceeded,
@@ -43,122 +48,6 @@ _log = structlog.get_logger(__name__)
 UnownedHandler = Callable[[UpstreamSession, Inbound], None]
 MAX_CONCURRENT_OPENS: Final = 16  # upstream initialize handshakes in flight at once
 TOTAL_LIMIT: Final = "upstream.max_sessions"
-
-
-@dataclass(frozen=True)
-class SessionKey:
-    principal: str
-    fingerprint: str
-    # Roots affinity (proxy/roots.py): the digest of the roots answer this session's server holds,
-    # and that answer itself (not part of the key's identity); "" for a session that holds none.
-    roots: str = ""
-    roots_answer: JsonObject | None = field(default=None, compare=False, hash=False)
-
-
-@dataclass(frozen=True)
-class PoolStats:
-    sessions_open: int
-    created_total: int
-    reused_total: int
-    reinitialized_total: int
-
-
-class EntryState(enum.Enum):
-    """Where a pooled session's life stands. Who holds it is separate: `exclusive` (one lease) or
-    `shared` (a count of leases); idle when neither."""
-
-    SERVING = "serving"  # may be handed out
-    RETIRING = "retiring"  # never handed out again; closed when its last lease is released
-    CLOSED = "closed"  # its session is closed (or closing)
-
-
-class _Entry:
-    """The pool's record of one open session."""
-
-    def __init__(self, key: SessionKey, session: PooledSession, now: float) -> None:
-        self.key = key
-        self.session = session
-        self.shared = 0
-        self.exclusive: Lease | None = None
-        self.idle_since: float | None = now
-        self.state = EntryState.SERVING
-
-    @property
-    def is_idle(self) -> bool:
-        return self.shared == 0 and self.exclusive is None
-
-    @property
-    def can_serve(self) -> bool:
-        return self.state is EntryState.SERVING and self.session.is_alive
-
-    def retire(self) -> None:
-        if self.state is EntryState.SERVING:
-            self.state = EntryState.RETIRING
-
-
-class Lease:
-    """The right to use `session` for one request; give it back with `release()`."""
-
-    def __init__(self, pool: UpstreamPool, entry: _Entry, *, exclusive: bool) -> None:
-        self._pool = pool
-        self._entry = entry
-        self.exclusive = exclusive
-        self.unrelated_handler: InboundHandler | None = None
-        self._released = False
-
-    @property
-    def session(self) -> UpstreamSession:
-        return self._entry.session
-
-    @property
-    def key(self) -> SessionKey:
-        return self._entry.key
-
-    def set_unrelated_handler(self, handler: InboundHandler | None) -> None:
-        """Route the session's GET-stream messages to `handler` while set (exclusive leases
-        only)."""
-        if not self.exclusive:
-            raise BridgeBug("only an exclusive lease may own a session's unrelated messages")
-        self.unrelated_handler = None if self._released else handler
-
-    async def release(self, *, discard: bool = False) -> None:
-        """Give the session back (idempotent); `discard=True` closes it, e.g. after a cancelled
-        call."""
-        if self._released:
-            return
-        self._released = True
-        self.unrelated_handler = None
-        await self._pool._release(self, self._entry, discard=discard)
-
-
-class _Router:
-    """A session's `on_unrelated`: buffers until the session joins the pool, then routes per
-    lease."""
-
-    def __init__(self, pool: UpstreamPool) -> None:
-        self._pool = pool
-        self._entry: _Entry | None = None
-        self._pending: list[Inbound] = []
-
-    def __call__(self, inbound: Inbound) -> None:
-        if self._entry is None:
-            self._pending.append(inbound)
-        else:
-            self._pool._route(self._entry, inbound)
-
-    def bind(self, entry: _Entry) -> None:
-        self._entry = entry
-        pending, self._pending = self._pending, []
-        for inbound in pending:
-            self._pool._route(entry, inbound)
-
-
-class _Opening:
-    """A shared-lease open in progress, which concurrent shared leases of the same key wait for."""
-
-    def __init__(self) -> None:
-        self.done = asyncio.Event()
-        self.error: BridgeError | None = None
 
 
 class UpstreamPool:
@@ -180,8 +69,8 @@ class UpstreamPool:
             asyncio.Event()
         )  # set (and replaced) whenever a session may have become available
         self._on_unowned = on_unowned
-        self._entries: list[_Entry] = []
-        self._opening: dict[SessionKey, _Opening] = {}
+        self._entries: list[PoolEntry] = []
+        self._opening: dict[SessionKey, Opening] = {}
         self._reserved: dict[str, int] = {}  # opens in progress, by principal
         self._reaper: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
@@ -293,7 +182,7 @@ class UpstreamPool:
     # -- choosing
     # -----------------------------------------------------------------------------------
 
-    def _find(self, key: SessionKey, *, exclusive: bool) -> _Entry | None:
+    def _find(self, key: SessionKey, *, exclusive: bool) -> PoolEntry | None:
         candidates = [e for e in self._entries if e.key == key and e.can_serve]
         if exclusive:
             candidates = [e for e in candidates if e.exclusive is None]
@@ -301,7 +190,7 @@ class UpstreamPool:
             return None
         return min(candidates, key=lambda e: (e.exclusive is not None, e.shared))
 
-    def _grant(self, entry: _Entry, *, exclusive: bool) -> Lease:
+    def _grant(self, entry: PoolEntry, *, exclusive: bool) -> Lease:
         lease = Lease(self, entry, exclusive=exclusive)
         if exclusive:
             entry.exclusive = lease
@@ -311,10 +200,10 @@ class UpstreamPool:
         _log.debug("upstream_session_leased", exclusive=exclusive, open=len(self._entries))
         return lease
 
-    def _reserve(self, principal: str) -> list[_Entry]:
+    def _reserve(self, principal: str) -> list[PoolEntry]:
         """Claim room for one more session, evicting idle ones if needed; raises a
         `LimitExceeded`."""
-        victims: list[_Entry] = []
+        victims: list[PoolEntry] = []
         per_principal = self._settings.max_sessions_per_principal
         while self._count(principal, victims) >= per_principal:
             victims.append(self._idle_victim(victims, principal, per_principal))
@@ -328,13 +217,13 @@ class UpstreamPool:
         self._reserved[principal] = self._reserved.get(principal, 0) + 1
         return victims
 
-    def _count(self, principal: str, excluded: list[_Entry]) -> int:
+    def _count(self, principal: str, excluded: list[PoolEntry]) -> int:
         open_now = sum(
             1 for e in self._entries if e.key.principal == principal and e not in excluded
         )
         return open_now + self._reserved.get(principal, 0)
 
-    def _idle_victim(self, taken: list[_Entry], principal: str | None, limit: int) -> _Entry:
+    def _idle_victim(self, taken: list[PoolEntry], principal: str | None, limit: int) -> PoolEntry:
         idle = [
             e
             for e in self._entries
@@ -366,10 +255,10 @@ class UpstreamPool:
         headers: Mapping[str, str],
     ) -> Lease:
         victims = self._reserve(key.principal)
-        opening = None if exclusive else self._opening.setdefault(key, _Opening())
+        opening = None if exclusive else self._opening.setdefault(key, Opening())
         try:
             await self._close_all(victims, "evicted")
-            router = _Router(self)
+            router = EntryRouter(self)
             async with (
                 self._open_slots
             ):  # a burst opens a few at a time; each open's timeout starts here
@@ -389,18 +278,18 @@ class UpstreamPool:
             self._room_made()
 
     async def _admit(
-        self, key: SessionKey, session: PooledSession, router: _Router, *, exclusive: bool
+        self, key: SessionKey, session: PooledSession, router: EntryRouter, *, exclusive: bool
     ) -> Lease:
         if self._closed:
             await session.aclose()
             raise UpstreamUnavailable("The bridge is shutting down", public=True)
-        entry = _Entry(key, session, asyncio.get_running_loop().time())
+        entry = PoolEntry(key, session, asyncio.get_running_loop().time())
         self._entries.append(entry)
         self._created_total += 1
         router.bind(entry)
         return self._grant(entry, exclusive=exclusive)
 
-    async def _release(self, lease: Lease, entry: _Entry, *, discard: bool) -> None:
+    async def _release(self, lease: Lease, entry: PoolEntry, *, discard: bool) -> None:
         if lease.exclusive:
             if entry.exclusive is lease:
                 entry.exclusive = None
@@ -418,7 +307,7 @@ class UpstreamPool:
         else:
             entry.idle_since = asyncio.get_running_loop().time()
 
-    async def _close_all(self, entries: list[_Entry], reason: str) -> None:
+    async def _close_all(self, entries: list[PoolEntry], reason: str) -> None:
         entries = [entry for entry in entries if entry.state is not EntryState.CLOSED]
         if not entries:
             return
@@ -439,7 +328,7 @@ class UpstreamPool:
     # -- routing and reaping
     # ------------------------------------------------------------------------
 
-    def _route(self, entry: _Entry, inbound: Inbound) -> None:
+    def _route(self, entry: PoolEntry, inbound: Inbound) -> None:
         """GET-stream messages belong to the exclusive lease holder, if it listens; a push tied to a
         request that has no handler of its own (a shared call) and anything else go to policy."""
         handler = entry.exclusive.unrelated_handler if entry.exclusive is not None else None

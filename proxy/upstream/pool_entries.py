@@ -1,0 +1,143 @@
+"""The pool's records (proxy/upstream/pool.py): the session key, one entry per open session, the
+leases handed out on it, and the router of its session-wide messages."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from proxy.upstream.base import Inbound, InboundHandler, PooledSession, UpstreamSession
+from translators.errors import BridgeBug, BridgeError
+from translators.jsonrpc import JsonObject
+
+if TYPE_CHECKING:
+    from proxy.upstream.pool import UpstreamPool
+
+
+@dataclass(frozen=True)
+class SessionKey:
+    principal: str
+    fingerprint: str
+    # Roots affinity (proxy/roots.py): the digest of the roots answer this session's server holds,
+    # and that answer itself (not part of the key's identity); "" for a session that holds none.
+    roots: str = ""
+    roots_answer: JsonObject | None = field(default=None, compare=False, hash=False)
+
+
+@dataclass(frozen=True)
+class PoolStats:
+    sessions_open: int
+    created_total: int
+    reused_total: int
+    reinitialized_total: int
+
+
+class EntryState(enum.Enum):
+    """Where a pooled session's life stands. Who holds it is separate: `exclusive` (one lease) or
+    `shared` (a count of leases); idle when neither."""
+
+    SERVING = "serving"  # may be handed out
+    RETIRING = "retiring"  # never handed out again; closed when its last lease is released
+    CLOSED = "closed"  # its session is closed (or closing)
+
+
+class PoolEntry:
+    """The pool's record of one open session."""
+
+    def __init__(self, key: SessionKey, session: PooledSession, now: float) -> None:
+        self.key = key
+        self.session = session
+        self.shared = 0
+        self.exclusive: Lease | None = None
+        self.idle_since: float | None = now
+        self.state = EntryState.SERVING
+
+    @property
+    def is_idle(self) -> bool:
+        return self.shared == 0 and self.exclusive is None
+
+    @property
+    def can_serve(self) -> bool:
+        return self.state is EntryState.SERVING and self.session.is_alive
+
+    def retire(self) -> None:
+        if self.state is EntryState.SERVING:
+            self.state = EntryState.RETIRING
+
+
+class Lease:
+    """The right to use `session` for one request; give it back with `release()`."""
+
+    def __init__(self, pool: UpstreamPool, entry: PoolEntry, *, exclusive: bool) -> None:
+        self._pool = pool
+        self._entry = entry
+        self.exclusive = exclusive
+        self.unrelated_handler: InboundHandler | None = None
+        self._released = False
+
+    @property
+    def session(self) -> UpstreamSession:
+        return self._entry.session
+
+    @property
+    def key(self) -> SessionKey:
+        return self._entry.key
+
+    def set_unrelated_handler(self, handler: InboundHandler | None) -> None:
+        """Route the session's GET-stream messages to `handler` while set (exclusive leases
+        only)."""
+        if not self.exclusive:
+            raise BridgeBug("only an exclusive lease may own a session's unrelated messages")
+        self.unrelated_handler = None if self._released else handler
+
+    async def release(self, *, discard: bool = False) -> None:
+        """Give the session back (idempotent); `discard=True` closes it, e.g. after a cancelled
+        call."""
+        if self._released:
+            return
+        self._released = True
+        self.unrelated_handler = None
+        await self._pool._release(self, self._entry, discard=discard)
+
+
+class EntryRouter:
+    """A session's `on_unrelated`: buffers until the session joins the pool, then routes per
+    lease."""
+
+    def __init__(self, pool: UpstreamPool) -> None:
+        self._pool = pool
+        self._entry: PoolEntry | None = None
+        self._pending: list[Inbound] = []
+
+    def __call__(self, inbound: Inbound) -> None:
+        if self._entry is None:
+            self._pending.append(inbound)
+        else:
+            self._pool._route(self._entry, inbound)
+
+    def bind(self, entry: PoolEntry) -> None:
+        self._entry = entry
+        pending, self._pending = self._pending, []
+        for inbound in pending:
+            self._pool._route(entry, inbound)
+
+
+class Opening:
+    """A shared-lease open in progress, which concurrent shared leases of the same key wait for."""
+
+    def __init__(self) -> None:
+        self.done = asyncio.Event()
+        self.error: BridgeError | None = None
+
+
+__all__ = [
+    "EntryRouter",
+    "EntryState",
+    "Lease",
+    "Opening",
+    "PoolEntry",
+    "PoolStats",
+    "SessionKey",
+]
