@@ -29,7 +29,7 @@ from typing import Any, Final
 import aiohttp
 from drivers import ELICIT_FORM, ModernHttp
 from peers import BRIDGE_PYTHON, REPO, Processes
-from scenarios_http import burst_env
+from scenarios_held import burst_env
 
 TRACED: Final = REPO / "bench" / "servers" / "traced_bridge.py"
 

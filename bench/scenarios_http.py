@@ -5,33 +5,28 @@
 - one elicitation at concurrency 1: the bridge's MRTR round trip (tools/call -> InputRequiredResult
   -> retry -> complete) vs the legacy push round trip (tools/call -> push on the SSE stream -> POST
   the answer -> result), with the default `held.batch_quiet_ms` and with 1 ms.
-- 1,000 held calls opened in one burst: bridge RSS per held call, errors counted.
+- held calls: bench/scenarios_held.py.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import time
 from dataclasses import dataclass
 from typing import Final
 
 import aiohttp
 from drivers import ELICIT_FORM, LegacyHttp, ModernHttp
-from figures import Figure, compare, errors_of, first_errors, latency_summary, verdict
-from load import Call, Sample, alternating, closed_loop, median, percentile, timed
-from peers import Processes, rss_kib
+from figures import Figure, compare, errors_of, first_errors, latency_summary
+from load import Call, Sample, alternating, closed_loop, median, percentile
 
 ROUNDS: Final = 4  # interleaved rounds per concurrency (c > 1): direct, bridge, bridge, direct, ...
 ECHO_CALLS: Final = {1: 500, 16: 480, 64: 640}  # c=1: calls per path; c>1: calls per path per round
 WARMUP_CALLS: Final = 40
 MRTR_ROUNDS: Final = 150
-BURST: Final = 1000
-BURST_CAPACITY: Final = 1100
 THROUGHPUT_TARGET: Final = 0.95
 ADDED_P50_TARGET_MS: Final = 1.0
 MRTR_TARGET_MS: Final = 2.0
-HELD_KB_TARGET: Final = 20.0
 DEFAULT_QUIET_MS: Final = 10.0  # held.batch_quiet_ms's default (config/bridge.example.toml)
 
 
@@ -43,23 +38,8 @@ class Endpoints:
     relay: str  # a bare aiohttp relay in front of the legacy server (calibration)
 
 
-def burst_env() -> dict[str, str]:
-    """Enough capacity for the burst: each held call holds one upstream legacy session."""
-    capacity = str(BURST_CAPACITY)
-    return {
-        "MRTR_BRIDGE_HELD_MAX_PER_PRINCIPAL": capacity,
-        "MRTR_BRIDGE_HELD_MAX_TOTAL": capacity,
-        "MRTR_BRIDGE_UPSTREAM_MAX_SESSIONS": capacity,
-        "MRTR_BRIDGE_UPSTREAM_MAX_SESSIONS_PER_PRINCIPAL": capacity,
-    }
-
-
 async def _legacy_echo(session: LegacyHttp, index: int) -> str:
     return await session.echo(f"echo {index}")
-
-
-async def _finish(modern: ModernHttp, held: dict[str, object], index: int) -> str:
-    return await modern.finish_held(f"burst {index}", held)
 
 
 async def _echo_paths(
@@ -219,95 +199,3 @@ async def mrtr_figures(http: aiohttp.ClientSession, ends: Endpoints) -> list[Fig
             )
         )
     return figures
-
-
-async def _open_burst(modern: ModernHttp) -> tuple[Sample, list[tuple[int, dict[str, object]]]]:
-    sample = Sample()
-    opened: list[tuple[int, dict[str, object]]] = []
-
-    async def open_one(index: int) -> None:
-        held = await timed(lambda i: modern.open_held(f"burst {i}"), index, sample)
-        if held is not None:
-            opened.append((index, held))
-
-    started = time.perf_counter()
-    async with asyncio.timeout(120):
-        await asyncio.gather(*(open_one(index) for index in range(BURST)))
-    sample.elapsed_s = time.perf_counter() - started
-    return sample, opened
-
-
-async def burst_figures(procs: Processes) -> list[Figure]:
-    """1,000 held calls at once on a fresh legacy server and bridge; RSS from /proc before and
-    after."""
-    legacy = procs.legacy_http("legacy-burst")
-    bridge = procs.bridge("bridge-burst", ["--upstream", legacy.url], burst_env())
-    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
-        modern = ModernHttp(http, bridge.url, capabilities=ELICIT_FORM)
-        for index in range(10):  # warm-up: the code paths and one pooled session
-            await modern.mrtr_round_trip(f"warm {index}")
-        before = rss_kib(bridge.pid)
-        opened_sample, opened = await _open_burst(modern)
-        after = rss_kib(bridge.pid)
-        finished = Sample()
-        async with asyncio.timeout(120):
-            await asyncio.gather(
-                *(
-                    timed(functools.partial(_finish, modern, held), index, finished)
-                    for index, held in opened
-                )
-            )
-        settled = rss_kib(bridge.pid)
-    return _burst_report(before, after, settled, opened_sample, finished)
-
-
-def _burst_report(
-    before: int, after: int, settled: int, opened: Sample, finished: Sample
-) -> list[Figure]:
-    per_call_kb = (after - before) * 1024 / 1000 / BURST
-    errors = opened.errors + finished.errors + (BURST - opened.calls)
-    extra = {
-        "rss_before_kib": before,
-        "rss_held_kib": after,
-        "rss_after_completing_kib": settled,
-        "burst_wall_s": round(opened.elapsed_s, 3),
-        "open": latency_summary(opened),
-        "complete": latency_summary(finished),
-    }
-    note = first_errors(opened, finished)
-    held = opened.calls - opened.errors
-    memory = Figure(
-        "held_call_memory",
-        f"memory per held call ({BURST} held at once)",
-        "KB",
-        per_call_kb,
-        None,
-        "",
-        None,
-        f"<= {HELD_KB_TARGET:g} KB",
-        verdict(per_call_kb, lambda v: v <= HELD_KB_TARGET, errors),
-        {"bridge": errors},
-        note,
-        extra,
-        f"bridge RSS {before / 1024:.1f} -> {after / 1024:.1f} MiB with {held} calls held",
-    )
-    open_p50, open_p99 = (
-        median(opened.latencies_ms) / 1000,
-        percentile(opened.latencies_ms, 99) / 1000,
-    )
-    failures = Figure(
-        "held_burst_errors",
-        f"errors opening and completing {BURST} held calls",
-        "calls",
-        float(errors),
-        None,
-        "",
-        None,
-        "= 0",
-        verdict(errors, lambda v: v == 0),
-        {"open": opened.errors, "complete": finished.errors},
-        note,
-        detail=f"burst {opened.elapsed_s:.1f} s; open p50/p99 {open_p50:.1f}/{open_p99:.1f} s "
-        "(upstream.init_timeout_s is 10 s)",
-    )
-    return [memory, failures]

@@ -1,0 +1,180 @@
+"""Held calls (issues 3 and 14): what a held call costs the bridge, and how many it holds.
+
+- 1,000 `ask` calls opened in one burst on a fresh legacy server and bridge: bridge RSS per held
+  call (VmRSS while all are held minus before, / 1,000), then every call completed; errors counted.
+- 5,000 `ask` calls held at once in one fresh bridge: errors opening and completing them, and the
+  bridge's RSS. They are opened and completed 500 at a time: 5,000 at once overload the single
+  legacy server process (its answers to 5,000 simultaneous push responses fail) and would wait
+  longer than a driver's timeout for the bridge's 16 concurrent upstream handshakes.
+
+Each held call holds one upstream legacy session (its POST stream and its GET stream, two open
+connections) and the modern client's idle keep-alive connection to the bridge; the bridge gets the
+capacity for them (`burst_env`). Where the memory goes: bench/held_memory.py, bench/README.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import time
+from typing import Final
+
+import aiohttp
+from drivers import ELICIT_FORM, ModernHttp
+from figures import Figure, first_errors, latency_summary, verdict
+from load import Sample, median, percentile, timed
+from peers import Processes, rss_kib
+
+BURST: Final = 1000
+HELD_KB_TARGET: Final = 25.0
+MANY: Final = 5000
+MANY_OPENING: Final = 500  # opens (and completions) in flight at once for the 5,000
+HELD_TIMEOUT_S: Final = 600.0
+
+
+def burst_env(held: int = BURST) -> dict[str, str]:
+    """Enough capacity for `held` calls: each held call holds one upstream legacy session."""
+    capacity = str(held + held // 10)
+    return {
+        "MRTR_BRIDGE_HELD_MAX_PER_PRINCIPAL": capacity,
+        "MRTR_BRIDGE_HELD_MAX_TOTAL": capacity,
+        "MRTR_BRIDGE_UPSTREAM_MAX_SESSIONS": capacity,
+        "MRTR_BRIDGE_UPSTREAM_MAX_SESSIONS_PER_PRINCIPAL": capacity,
+    }
+
+
+async def _open(
+    modern: ModernHttp, count: int, in_flight: int
+) -> tuple[Sample, list[tuple[int, dict[str, object]]]]:
+    sample, opened, slots = Sample(), [], asyncio.Semaphore(in_flight)
+
+    async def open_one(index: int) -> None:
+        async with slots:
+            held = await timed(lambda i: modern.open_held(f"burst {i}"), index, sample)
+        if held is not None:
+            opened.append((index, held))
+
+    started = time.perf_counter()
+    async with asyncio.timeout(HELD_TIMEOUT_S):
+        await asyncio.gather(*(open_one(index) for index in range(count)))
+    sample.elapsed_s = time.perf_counter() - started
+    return sample, opened
+
+
+async def _finish(
+    modern: ModernHttp, opened: list[tuple[int, dict[str, object]]], in_flight: int
+) -> Sample:
+    finished, slots = Sample(), asyncio.Semaphore(in_flight)
+
+    async def finish(held: dict[str, object], index: int) -> str:
+        async with slots:
+            return await modern.finish_held(f"burst {index}", held)
+
+    async with asyncio.timeout(HELD_TIMEOUT_S):
+        await asyncio.gather(
+            *(timed(functools.partial(finish, held), index, finished) for index, held in opened)
+        )
+    return finished
+
+
+async def _held_run(
+    procs: Processes, name: str, count: int, in_flight: int
+) -> tuple[int, int, int, Sample, Sample]:
+    """Opens `count` held calls on a fresh server and bridge; RSS before, held, after completing."""
+    legacy = procs.legacy_http(f"legacy-{name}")
+    bridge = procs.bridge(f"bridge-{name}", ["--upstream", legacy.url], burst_env(count))
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
+        modern = ModernHttp(http, bridge.url, capabilities=ELICIT_FORM)
+        for index in range(10):  # warm-up: the code paths and one pooled session
+            await modern.mrtr_round_trip(f"warm {index}")
+        before = rss_kib(bridge.pid)
+        opened_sample, opened = await _open(modern, count, in_flight)
+        held = rss_kib(bridge.pid)
+        finished = await _finish(modern, opened, in_flight)
+        settled = rss_kib(bridge.pid)
+    legacy.stop()
+    bridge.stop()
+    return before, held, settled, opened_sample, finished
+
+
+async def held_figures(procs: Processes) -> list[Figure]:
+    burst = _burst_figures(*await _held_run(procs, "burst", BURST, BURST))
+    return [*burst, _many_figure(*await _held_run(procs, "many", MANY, MANY_OPENING))]
+
+
+def _extra(before: int, held: int, settled: int, opened: Sample, finished: Sample) -> dict:
+    return {
+        "rss_before_kib": before,
+        "rss_held_kib": held,
+        "rss_after_completing_kib": settled,
+        "open_wall_s": round(opened.elapsed_s, 3),
+        "open": latency_summary(opened),
+        "complete": latency_summary(finished),
+    }
+
+
+def _burst_figures(
+    before: int, after: int, settled: int, opened: Sample, finished: Sample
+) -> list[Figure]:
+    per_call_kb = (after - before) * 1024 / 1000 / BURST
+    errors = opened.errors + finished.errors + (BURST - opened.calls)
+    note = first_errors(opened, finished)
+    held = opened.calls - opened.errors
+    memory = Figure(
+        "held_call_memory",
+        f"memory per held call ({BURST} held at once)",
+        "KB",
+        per_call_kb,
+        None,
+        "",
+        None,
+        f"<= {HELD_KB_TARGET:g} KB",
+        verdict(per_call_kb, lambda v: v <= HELD_KB_TARGET, errors),
+        {"bridge": errors},
+        note,
+        _extra(before, after, settled, opened, finished),
+        f"bridge RSS {before / 1024:.1f} -> {after / 1024:.1f} MiB with {held} calls held",
+    )
+    open_p50, open_p99 = (
+        median(opened.latencies_ms) / 1000,
+        percentile(opened.latencies_ms, 99) / 1000,
+    )
+    failures = Figure(
+        "held_burst_errors",
+        f"errors opening and completing {BURST} held calls",
+        "calls",
+        float(errors),
+        None,
+        "",
+        None,
+        "= 0",
+        verdict(errors, lambda v: v == 0),
+        {"open": opened.errors, "complete": finished.errors},
+        note,
+        detail=f"burst {opened.elapsed_s:.1f} s; open p50/p99 {open_p50:.1f}/{open_p99:.1f} s "
+        "(upstream.init_timeout_s is 10 s)",
+    )
+    return [memory, failures]
+
+
+def _many_figure(before: int, after: int, settled: int, opened: Sample, finished: Sample) -> Figure:
+    errors = opened.errors + finished.errors + (MANY - opened.calls)
+    held = opened.calls - opened.errors
+    per_call_kb = (after - before) * 1024 / 1000 / MANY
+    return Figure(
+        "held_5000_errors",
+        f"{MANY} held calls at once in one bridge: errors",
+        "calls",
+        float(errors),
+        None,
+        "",
+        None,
+        "= 0",
+        verdict(errors, lambda v: v == 0),
+        {"open": opened.errors, "complete": finished.errors},
+        first_errors(opened, finished),
+        {**_extra(before, after, settled, opened, finished), "kb_per_held_call": per_call_kb},
+        f"{held} held; bridge RSS {before / 1024:.1f} -> {after / 1024:.1f} MiB "
+        f"({per_call_kb:.1f} KB per held call); opened and completed {MANY_OPENING} at a time, "
+        f"opening took {opened.elapsed_s:.0f} s",
+    )
