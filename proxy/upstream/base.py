@@ -132,6 +132,22 @@ class TransportInfo(Protocol):
         ...
 
 
+_init_results: dict[str, JsonObject] = {}  # the last `initialize` result seen, per upstream
+_MAX_INIT_RESULTS: Final = 64
+
+
+def shared_init_result(upstream: str, result: JsonObject) -> JsonObject:
+    """One object for equal `initialize` results of the same upstream: every held call keeps a
+    session, and the results are only read (server/discover, capability checks)."""
+    last = _init_results.get(upstream)
+    if last == result:
+        return last
+    if len(_init_results) >= _MAX_INIT_RESULTS:
+        _init_results.clear()
+    _init_results[upstream] = result
+    return result
+
+
 class Negotiated:
     """`init_result` and `revision` of an `UpstreamSession`, for a transport that stores what
     `initialize` answered in `_init_result` and the negotiated revision in `_revision`."""

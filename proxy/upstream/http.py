@@ -22,7 +22,7 @@ import structlog
 
 from config.settings import UpstreamSettings
 from proxy.tasks import TaskOwner
-from proxy.upstream.base import InboundHandler, Negotiated, SendsMessages
+from proxy.upstream.base import InboundHandler, Negotiated, SendsMessages, shared_init_result
 from proxy.upstream.errors import map_upstream_errors
 from proxy.upstream.http_call import HttpUpstreamCall
 from proxy.upstream.http_channel import HttpChannel, SessionExpired
@@ -306,7 +306,7 @@ class HttpUpstreamSession(CallStreams, Negotiated, SendsMessages):
         self._revision = revision
         self._channel.protocol_version = revision.version if revision.version_header else None
         self._channel.batches = revision.batches
-        self._init_result = result
+        self._init_result = shared_init_result(self.upstream, result)
 
     async def _current_generation(self) -> int:
         """The generation to send on, after any re-initialize that is due or under way."""

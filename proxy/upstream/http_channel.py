@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import AsyncIterator, Collection, Mapping
-from contextlib import asynccontextmanager
+from collections.abc import Collection, Mapping
+from types import TracebackType
 
 import aiohttp
 import structlog
@@ -82,8 +82,7 @@ class HttpChannel:
         self.generation += 1
         self.session_id = self.protocol_version = None
 
-    @asynccontextmanager
-    async def exchange(
+    def exchange(
         self,
         http_method: str,
         action: str,
@@ -92,7 +91,7 @@ class HttpChannel:
         extra: Mapping[str, str] | None = None,
         accept: str = POST_ACCEPT,
         last_event_id: str | None = None,
-    ) -> AsyncIterator[aiohttp.ClientResponse]:
+    ) -> Exchange:
         """One HTTP request; errors inside the block (reading the body too) are mapped to
         `UpstreamFault`s.
 
@@ -109,17 +108,21 @@ class HttpChannel:
         if body is not None:
             headers["Content-Type"] = JSON_TYPE
             data = json.dumps(body, separators=(",", ":")).encode()
-        with map_upstream_errors(self.upstream, action):
-            async with self._client.request(
-                http_method,
-                self._url,
-                headers=headers,
-                data=data,
-                timeout=self._timeout,
-                raise_for_status=False,
-            ) as resp:
-                self._follow_redirect(resp)
-                yield resp
+        return Exchange(self, http_method, action, headers, data)
+
+    async def _request(
+        self, http_method: str, headers: dict[str, str], data: bytes | None
+    ) -> aiohttp.ClientResponse:
+        resp = await self._client.request(
+            http_method,
+            self._url,
+            headers=headers,
+            data=data,
+            timeout=self._timeout,
+            raise_for_status=False,
+        )
+        self._follow_redirect(resp)
+        return resp
 
     def _follow_redirect(self, resp: aiohttp.ClientResponse) -> None:
         """Send to where a same-origin redirect (307/308: method and body kept) pointed from now on.
@@ -187,6 +190,51 @@ class HttpChannel:
                     return resp.status
 
 
+class Exchange:
+    """`async with channel.exchange(...) as resp`: the response of one request, released on exit.
+
+    A plain class rather than an `asynccontextmanager` (and the request awaited rather than kept in
+    aiohttp's request context manager): a held call keeps two of these open for its whole life, and
+    each generator frame and finished request coroutine would stay allocated with it."""
+
+    __slots__ = ("_action", "_channel", "_data", "_headers", "_method", "_resp")
+
+    def __init__(
+        self,
+        channel: HttpChannel,
+        http_method: str,
+        action: str,
+        headers: dict[str, str],
+        data: bytes | None,
+    ) -> None:
+        self._channel = channel
+        self._method = http_method
+        self._action = action
+        self._headers: dict[str, str] | None = headers
+        self._data = data
+        self._resp: aiohttp.ClientResponse | None = None
+
+    async def __aenter__(self) -> aiohttp.ClientResponse:
+        headers, self._headers = self._headers or {}, None
+        data, self._data = self._data, None
+        with map_upstream_errors(self._channel.upstream, self._action):
+            self._resp = await self._channel._request(self._method, headers, data)
+        return self._resp
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        resp, self._resp = self._resp, None
+        with map_upstream_errors(self._channel.upstream, self._action):
+            if resp is not None:
+                await resp.__aexit__(exc_type, exc, tb)
+            if isinstance(exc, Exception):
+                raise exc  # mapped to an `UpstreamFault` like the block's own errors
+
+
 async def _refusal_detail(resp: aiohttp.ClientResponse) -> str:
     """A short reason from a JSON-RPC error body, if the upstream sent one."""
     if not is_json(resp):
@@ -200,4 +248,4 @@ async def _refusal_detail(resp: aiohttp.ClientResponse) -> str:
     return f": {message[:200]}" if isinstance(message, str) else ""
 
 
-__all__ = ["HttpChannel", "SessionExpired", "UpstreamRefused"]
+__all__ = ["Exchange", "HttpChannel", "SessionExpired", "UpstreamRefused"]

@@ -20,7 +20,8 @@ from proxy.upstream.http_wire import (
     StreamCursor,
     is_request,
     is_response,
-    iter_stream_messages,
+    messages_of,
+    stream_decoder,
 )
 from translators.eras import LEGACY_PING, META_PROGRESS_TOKEN, PROGRESS
 from translators.errors import UpstreamFault, UpstreamProtocolError
@@ -57,15 +58,22 @@ class StreamRouter:
     ) -> JsonObject | None:
         """Route a stream's messages until `call`'s response (returned) or the stream's end (None).
 
-        A broken connection is an end like any other: the caller resumes from the cursor."""
+        A broken connection is an end like any other: the caller resumes from the cursor. The
+        chunks are read here, without nested async generators: a held call has two streams read for
+        its whole life, and every suspended generator frame stays allocated with it."""
+        decoder, batches = stream_decoder(), self._channel.batches
         try:
-            async for message in iter_stream_messages(resp, cursor, batches=self._channel.batches):
-                if not is_response(message):
-                    self._route_inbound(message, call)
-                elif call is not None and message.get("id") == call.upstream_request_id:
-                    return message
-                else:
-                    self._resolve_elsewhere(message)
+            async for chunk in resp.content.iter_any():
+                for event in decoder.feed(chunk):
+                    cursor.note(event)
+                    for message in messages_of(event, batches=batches):
+                        if not is_response(message):
+                            self._route_inbound(message, call)
+                        elif call is not None and message.get("id") == call.upstream_request_id:
+                            return message
+                        else:
+                            self._resolve_elsewhere(message)
+                cursor.absorb(decoder)
         except _BROKEN_STREAM_ERRORS as exc:
             self._log.info("upstream_stream_broken", error=type(exc).__name__)
         return None

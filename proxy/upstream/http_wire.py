@@ -126,6 +126,14 @@ class StreamCursor:
     retry_ms: int = DEFAULT_RETRY_MS
     events_seen: int = 0
 
+    def note(self, event: SSEEvent) -> None:
+        """An event arrived: count it, and remember its id and `retry`."""
+        self.events_seen += 1
+        if event.event_id is not None:
+            self.last_event_id = event.event_id
+        if event.retry is not None:
+            self.retry_ms = min(event.retry, MAX_RETRY_MS)
+
     def absorb(self, decoder: SSEDecoder) -> None:
         if decoder.last_event_id is not None:
             self.last_event_id = decoder.last_event_id
@@ -137,20 +145,20 @@ class StreamCursor:
         return self.retry_ms / 1000
 
 
+def stream_decoder() -> SSEDecoder:
+    return SSEDecoder(max_event_size=MAX_MESSAGE_BYTES)
+
+
 async def iter_stream_events(
     response: aiohttp.ClientResponse, cursor: StreamCursor
 ) -> AsyncIterator[SSEEvent]:
     """The events of an SSE response, in order, each at most `MAX_MESSAGE_BYTES`.
 
     The cursor moves as events arrive, so a caller that stops early can resume from it."""
-    decoder = SSEDecoder(max_event_size=MAX_MESSAGE_BYTES)
+    decoder = stream_decoder()
     async for chunk in response.content.iter_any():
         for event in decoder.feed(chunk):
-            cursor.events_seen += 1
-            if event.event_id is not None:
-                cursor.last_event_id = event.event_id
-            if event.retry is not None:
-                cursor.retry_ms = min(event.retry, MAX_RETRY_MS)
+            cursor.note(event)
             yield event
         cursor.absorb(decoder)
 
@@ -173,9 +181,16 @@ async def iter_stream_messages(
     where the revision has `batches`, each element of an array in one event comes as a message of
     its own."""
     async for event in iter_stream_events(response, cursor):
-        if event.event == "message" and event.data.strip():
-            for message in event_messages(event.data, batches=batches):
-                yield message
+        for message in messages_of(event, batches=batches):
+            yield message
+
+
+def messages_of(event: SSEEvent, *, batches: bool) -> list[JsonObject]:
+    """The JSON-RPC messages an SSE event carries: none for a priming event (empty data) or another
+    event type; where the revision has `batches`, each element of an array in the event."""
+    if event.event == "message" and event.data.strip():
+        return event_messages(event.data, batches=batches)
+    return []
 
 
 CLIENT_NAME: Final = "mrtr-bridge"
@@ -237,6 +252,8 @@ __all__ = [
     "is_sse",
     "iter_stream_events",
     "iter_stream_messages",
+    "messages_of",
     "parse_message",
     "read_json_message",
+    "stream_decoder",
 ]
