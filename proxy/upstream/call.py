@@ -1,7 +1,8 @@
 """One in-flight upstream request: its outcome slot, shared by the HTTP and stdio transports.
 
-The outcome is a value set once (a result object or a `BridgeError`); waiters use an
-`asyncio.Event`, so a cancelled waiter never disturbs the outcome."""
+The outcome is a value set once (a result object or a `BridgeError`); each waiter waits on a future
+of its own, so a cancelled waiter never disturbs the outcome (like an `asyncio.Event`, whose waiter
+queue a held call would keep allocated for its whole life)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ class OutcomeCall:
         self._upstream_request_id = upstream_request_id
         self.method = method
         self._send_cancel = send_cancel
-        self._done = asyncio.Event()
+        self._done = False
+        self._waiters: list[asyncio.Future[None]] | None = None
         self._result: JsonObject | None = None
         self._error: BridgeError | None = None
         self._cancel_requested = False
@@ -46,10 +48,19 @@ class OutcomeCall:
 
     @property
     def is_done(self) -> bool:
-        return self._done.is_set()
+        return self._done
 
     async def result(self) -> JsonObject:
-        await self._done.wait()
+        if not self._done:
+            waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            if self._waiters is None:
+                self._waiters = []
+            self._waiters.append(waiter)
+            try:
+                await waiter
+            finally:
+                if self._waiters is not None and waiter in self._waiters:
+                    self._waiters.remove(waiter)
         if self._error is not None:
             raise self._error
         if self._result is None:
@@ -82,14 +93,21 @@ class OutcomeCall:
                     f"{self.upstream} answered {self.method} with a non-object result"
                 )
             )
-        elif not self.is_done:
+        elif not self._done:
             self._result = result
-            self._done.set()
+            self._settle()
 
     def fail(self, error: BridgeError) -> None:
-        if not self.is_done:
+        if not self._done:
             self._error = error
-            self._done.set()
+            self._settle()
+
+    def _settle(self) -> None:
+        self._done = True
+        waiters, self._waiters = self._waiters or [], None
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
 
 __all__ = ["CancelSender", "OutcomeCall"]
