@@ -218,7 +218,8 @@ class Exchange:
         headers, self._headers = self._headers or {}, None
         data, self._data = self._data, None
         with map_upstream_errors(self._channel.upstream, self._action):
-            self._resp = await self._channel._request(self._method, headers, data)
+            resp = await self._channel._request(self._method, headers, data)
+        self._resp = await resp.__aenter__()
         return self._resp
 
     async def __aexit__(
