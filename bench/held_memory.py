@@ -53,6 +53,42 @@ def _short(filename: str) -> str:
     return filename.replace(str(REPO) + "/", "")
 
 
+# Who an allocation is for: the first frame (innermost first) outside the standard library and
+# the task helper, matched against these path fragments in order.
+CATEGORIES: Final = (
+    ("aiohttp/web", "front: the client's keep-alive connection and request (aiohttp server)"),
+    ("proxy/http_server", "front: the client's keep-alive connection and request (aiohttp server)"),
+    ("aiohttp/", "upstream: two open HTTP responses, POST and GET stream (aiohttp client)"),
+    ("proxy/upstream/", "upstream: the bridge's session, call and stream readers"),
+    ("translators/sse", "upstream: the bridge's session, call and stream readers"),
+    ("proxy/held_calls", "held call: the bridge's driver and state machine"),
+    ("translators/", "held call: the bridge's driver and state machine"),
+    ("proxy/", "front: the bridge's request handling (front_http, routes, dispatch)"),
+    ("structlog/", "bound loggers and log context"),
+)
+_SKIPPED: Final = ("/lib/python3", "proxy/tasks.py", "<frozen", "<string>")
+
+
+def _category(traceback: tracemalloc.Traceback) -> str:
+    for frame in reversed(traceback):  # innermost frame last in a Traceback
+        name = frame.filename
+        if any(part in name for part in _SKIPPED) and "site-packages" not in name:
+            continue
+        return next((label for part, label in CATEGORIES if part in name), _short(name))
+    return "event loop and standard library (no other frame recorded)"
+
+
+def categories(
+    before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, held: int
+) -> list[tuple[float, str]]:
+    """KB per held call by category, largest first."""
+    totals: dict[str, float] = {}
+    for stat in after.compare_to(before, "traceback"):
+        label = _category(stat.traceback)
+        totals[label] = totals.get(label, 0.0) + stat.size_diff / 1000 / held
+    return sorted(((kb, label) for label, kb in totals.items()), reverse=True)
+
+
 def _report(
     before: tracemalloc.Snapshot,
     after: tracemalloc.Snapshot,
@@ -66,6 +102,10 @@ def _report(
     print(f"held calls: {held}")
     print(f"RSS per held call (traced, so higher than untraced): {rss:.1f} KB")
     print(f"Python allocations per held call (tracemalloc): {total / 1000 / held:.1f} KB")
+    print("\nby category (KB per held call):")
+    for kb, label in categories(before, after, held):
+        if abs(kb) >= 0.05:
+            print(f"  {kb:7.2f}  {label}")
     print(f"\ntop {top} source lines (KB per held call, allocations per held call):")
     for stat in stats[:top]:
         frame = stat.traceback[0]
