@@ -9,7 +9,8 @@
 
 Each held call holds one upstream legacy session (its POST stream and its GET stream, two open
 connections) and the modern client's idle keep-alive connection to the bridge; the bridge gets the
-capacity for them (`burst_env`). Where the memory goes: bench/held_memory.py, bench/README.md.
+capacity for them (`burst_env`). Where the memory goes: bench/held_memory.py, bench/README.md; what
+aiohttp alone costs for those three connections: bench/aiohttp_floor.py (a calibration row).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import time
 from typing import Final
 
 import aiohttp
+import aiohttp_floor
 from drivers import ELICIT_FORM, ModernHttp
 from figures import Figure, first_errors, latency_summary, verdict
 from load import Sample, median, percentile, timed
@@ -99,7 +101,26 @@ async def _held_run(
 
 async def held_figures(procs: Processes) -> list[Figure]:
     burst = _burst_figures(*await _held_run(procs, "burst", BURST, BURST))
-    return [*burst, _many_figure(*await _held_run(procs, "many", MANY, MANY_OPENING))]
+    floor = _floor_figure(await asyncio.to_thread(aiohttp_floor.measure))
+    return [*burst, floor, _many_figure(*await _held_run(procs, "many", MANY, MANY_OPENING))]
+
+
+def _floor_figure(floor: dict[str, float]) -> Figure:
+    """aiohttp alone for a held call's three open connections (bench/aiohttp_floor.py)."""
+    stream, idle = floor["client_kb_per_stream"], floor["server_kb_per_idle_connection"]
+    total = 2 * stream + idle
+    return Figure(
+        "held_call_memory_aiohttp_floor",
+        "calibration: aiohttp alone for a held call's connections, no bridge",
+        "KB",
+        total,
+        None,
+        "",
+        None,
+        extra=floor,
+        detail=f"2 open SSE client responses x {stream:.1f} KB + 1 idle keep-alive server "
+        f"connection {idle:.1f} KB (bench/aiohttp_floor.py)",
+    )
 
 
 def _extra(before: int, held: int, settled: int, opened: Sample, finished: Sample) -> dict:
