@@ -160,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("-n", "--held", type=int, default=1000)
     parser.add_argument("--top", type=int, default=25)
     args = parser.parse_args(argv)
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    _soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # ~3 sockets per held call
     procs = Processes()
     trace_dir = Path(tempfile.mkdtemp(prefix="mrtr-trace-"))
