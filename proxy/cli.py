@@ -8,7 +8,6 @@ from the file or the environment, never from the command line, where `ps` would 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import gc
 import os
@@ -21,10 +20,12 @@ import structlog
 from aiohttp import web
 
 from config import ConfigError, Settings, env_name, load_settings
+from proxy import event_loop
 from proxy.app import make_app
 from proxy.check import run_check
 from proxy.cli_args import build_parser, overrides_from
 from proxy.drain import close_reserve_s
+from proxy.event_loop import EventLoopUnavailable, running_loop_name
 from proxy.front_stdio import serve_stdio
 from proxy.http_server import BridgeRunner
 from proxy.keys import new_key
@@ -126,6 +127,7 @@ async def _serve(settings: Settings) -> None:
                 "bridge_started",
                 listen=_listen_url(settings.front.host, port, settings.front.path),
                 upstream=upstream_label(settings),
+                event_loop=running_loop_name(),
             )
             await stop.wait()
             _log.info("bridge_stopping")
@@ -169,7 +171,12 @@ async def _stdio(settings: Settings) -> None:
         _children_stop(STDIO_STOP_DEADLINE_S) as (children, stop),
         bridge_runtime(settings, children=children) as (engine, _pool),
     ):
-        _log.info("bridge_started", listen="stdio", upstream=upstream_label(settings))
+        _log.info(
+            "bridge_started",
+            listen="stdio",
+            upstream=upstream_label(settings),
+            event_loop=running_loop_name(),
+        )
         await serve_stdio(settings, engine, stop)
 
 
@@ -177,11 +184,14 @@ def _run(command: Any, settings: Settings) -> int:
     """Run `serve` or `stdio` to the end; the process is expected to exit next."""
     configure_logging(settings.log)
     try:
-        asyncio.run(command(settings))
+        event_loop.run(command(settings), settings.front.event_loop)
         # Exiting next, the interpreter would collect the whole heap: up to 0.8 s on a loaded
         # machine, much of the 2 s a stdio client allows between closing stdin and SIGTERM. Frozen
         # objects are not collected; the operating system reclaims them.
         gc.freeze()
+    except EventLoopUnavailable as exc:
+        _log.error("bridge_failed", error=str(exc))
+        return EXIT_FAILED
     except OSError as exc:  # e.g. the address is in use
         _log.error("bridge_failed", error=str(exc))
         return EXIT_FAILED
