@@ -182,7 +182,7 @@ async def _stdio(settings: Settings) -> None:
 
 def _run(command: Any, settings: Settings) -> int:
     """Run `serve` or `stdio` to the end; the process is expected to exit next."""
-    configure_logging(settings.log)
+    configure_logging(settings.log, cache=True)
     try:
         event_loop.run(command(settings), settings.front.event_loop)
         # Exiting next, the interpreter would collect the whole heap: up to 0.8 s on a loaded

@@ -149,9 +149,13 @@ def _route_stdlib(level: int, renderer: Processor, stream: TextIO) -> None:
     root.setLevel(level)
 
 
-def configure_logging(settings: LogSettings, stream: TextIO | None = None) -> None:
+def configure_logging(
+    settings: LogSettings, stream: TextIO | None = None, *, cache: bool = False
+) -> None:
     """Configure structlog and the standard library once, writing to `stream` (stderr by
-    default)."""
+    default). `cache`: each logger is built on its first use and kept (the bridge process, which
+    configures once: a log call, even a filtered one, then costs no logger construction); tests
+    that configure again and again leave it off."""
     out = stream if stream is not None else sys.stderr
     level = logging.getLevelNamesMapping()[settings.level.upper()]
     renderer = _renderer(settings, out)
@@ -159,7 +163,7 @@ def configure_logging(settings: LogSettings, stream: TextIO | None = None) -> No
         processors=[*_shared_processors(), renderer],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(file=out),
-        cache_logger_on_first_use=False,
+        cache_logger_on_first_use=cache,
     )
     _route_stdlib(level, renderer, out)
 

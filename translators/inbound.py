@@ -108,7 +108,7 @@ def decode_json(raw: bytes, max_depth: int) -> Any:
         ) from None
     except ValueError as exc:  # JSONDecodeError, bad UTF-8, oversized integer literals
         raise ParseError(f"Parse error: body is not valid JSON ({exc})") from None
-    if _depth_exceeds(value, max_depth):
+    if raw.count(b"{") + raw.count(b"[") > max_depth and _depth_exceeds(value, max_depth):
         raise ParseError(f"Parse error: JSON nesting exceeds the limit of {max_depth} levels")
     return value
 
