@@ -54,6 +54,7 @@ SECRET_KEYS: Final[frozenset[str]] = frozenset(
     }
 )
 _CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9\-._~+/]+=*")
+_CREDENTIAL_HINT = re.compile(r"(?i)bearer|basic")  # what every _CREDENTIAL match contains
 _SEALED_STATE = re.compile(r"\bv1\.[A-Za-z0-9_\-]{16,}={0,2}")
 _MAX_DEPTH: Final = 8
 
@@ -65,6 +66,8 @@ def is_secret_key(key: object) -> bool:
 
 def mask_text(text: str) -> str:
     """Mask bearer/basic credentials and sealed `requestState` blobs inside free text."""
+    if "v1." not in text and not _CREDENTIAL_HINT.search(text):
+        return text  # most log values: nothing either pattern could match
     text = _CREDENTIAL.sub(lambda match: f"{match.group(1)}{match.group(2)}{REDACTED}", text)
     return _SEALED_STATE.sub(f"v1.{REDACTED}", text)
 
