@@ -18,22 +18,21 @@ stricter, and it parses an integer beyond 64 bits as a float, so:
 from __future__ import annotations
 
 import json
-import re
 from collections.abc import Callable
 from typing import Any, Final
 
 import orjson
 
-_LONG_DIGITS_BYTES: Final = re.compile(rb"\d{19}")
-_LONG_DIGITS_TEXT: Final = re.compile(r"\d{19}")
+_ZERO_DIGITS: Final = bytes.maketrans(b"123456789", b"000000000")
+_LONG_INTEGER: Final = b"0" * 19  # 19 digits in a row, once every digit reads as 0
 
 
 def loads(raw: bytes | str, fallback: Callable[[Any], Any] = json.loads) -> Any:
     """`raw` decoded by orjson when that is exact, else by `fallback(raw)` (which may raise)."""
-    digits = _LONG_DIGITS_BYTES if isinstance(raw, bytes) else _LONG_DIGITS_TEXT
-    if digits.search(raw) is None:  # type: ignore[arg-type]
+    data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
+    if _LONG_INTEGER not in data.translate(_ZERO_DIGITS):  # a C pass, cheaper than a regex
         try:
-            return orjson.loads(raw)
+            return orjson.loads(data)
         except orjson.JSONDecodeError:
             pass
     return fallback(raw)
