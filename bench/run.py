@@ -25,6 +25,7 @@ import aiohttp
 from figures import Figure
 from peers import Processes
 from report import cpu_busy, machine_facts, write
+from scenarios_cpu import cpu_figures
 from scenarios_held import held_figures
 from scenarios_http import Endpoints, echo_figures, mrtr_figures
 from scenarios_roots import roots_figures
@@ -62,10 +63,13 @@ async def _http_sections(procs: Processes, sections: set[str]) -> list[Figure]:
         quiet = procs.bridge(
             "bridge-quiet-1ms", ["--upstream", legacy.url], {"MRTR_BRIDGE_HELD_BATCH_QUIET_MS": "1"}
         )
-        ends = Endpoints(legacy.url, bridge.url, quiet.url, procs.relay(legacy.url).url)
+        relay = procs.relay(legacy.url)
+        ends = Endpoints(legacy.url, bridge.url, quiet.url, relay.url)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
             if "echo" in sections:
                 figures += await _section("echo", echo_figures(http, ends))
+                cpu = cpu_figures(http, (bridge.url, bridge.pid), (relay.url, relay.pid))
+                figures += await _section("cpu", cpu)
             if "mrtr" in sections:
                 figures += await _section("mrtr", mrtr_figures(http, ends))
     if "burst" in sections:

@@ -76,6 +76,11 @@ class FrontSettings(Frozen):
         description="legacy client sessions relayed at once; the oldest binding is dropped beyond "
         "it",
     )
+    event_loop: Literal["auto", "asyncio", "uvloop"] = Field(
+        "auto",
+        description="event loop: auto takes uvloop when installed, else asyncio's; uvloop requires "
+        "it; asyncio never uses it",
+    )
 
     @property
     def host(self) -> str:

@@ -17,6 +17,7 @@ from typing import Any, Final, TextIO
 import aiohttp
 
 from config.settings import Settings, UpstreamSettings
+from proxy import event_loop
 from proxy.upstream.base import Inbound, PooledSession, TransportInfo
 from proxy.upstream.era_probe import modern_post, probe_http, probe_stdio
 from proxy.upstream.errors import safe_url
@@ -229,7 +230,7 @@ def render_text(report: dict[str, Any]) -> str:
 
 def run_check(settings: Settings, as_json: bool, out: TextIO) -> int:
     """Run `check`, print the report, return the exit status."""
-    report = asyncio.run(inspect(settings))
+    report = event_loop.run(inspect(settings), settings.front.event_loop)
     out.write(json.dumps(report, indent=2) + "\n" if as_json else render_text(report))
     out.flush()
     return exit_status(report)

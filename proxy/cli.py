@@ -8,7 +8,6 @@ from the file or the environment, never from the command line, where `ps` would 
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import gc
 import os
@@ -21,10 +20,12 @@ import structlog
 from aiohttp import web
 
 from config import ConfigError, Settings, env_name, load_settings
+from proxy import event_loop
 from proxy.app import make_app
 from proxy.check import run_check
 from proxy.cli_args import build_parser, overrides_from
 from proxy.drain import close_reserve_s
+from proxy.event_loop import EventLoopUnavailable, running_loop_name
 from proxy.front_stdio import serve_stdio
 from proxy.http_server import BridgeRunner
 from proxy.keys import new_key
@@ -43,6 +44,10 @@ EXIT_USAGE: Final = 2
 # processes get SIGTERM at this deadline after the stop began, and SIGKILL `HURRY_GRACE_S` later.
 STDIO_STOP_DEADLINE_S: Final = 0.75
 HURRY_GRACE_S: Final = 0.25
+# A forwarded call allocates thousands of short-lived objects (tasks, futures, frames, headers):
+# at the interpreter's default of 700 the cyclic collector runs every few calls, about 8% of the
+# bridge's CPU under load (bench/README.md, "Where the CPU goes"). Cycles still get collected.
+GC_GEN0_THRESHOLD: Final = 10_000
 _log = structlog.get_logger("proxy.cli")
 
 
@@ -126,6 +131,7 @@ async def _serve(settings: Settings) -> None:
                 "bridge_started",
                 listen=_listen_url(settings.front.host, port, settings.front.path),
                 upstream=upstream_label(settings),
+                event_loop=running_loop_name(),
             )
             await stop.wait()
             _log.info("bridge_stopping")
@@ -169,19 +175,35 @@ async def _stdio(settings: Settings) -> None:
         _children_stop(STDIO_STOP_DEADLINE_S) as (children, stop),
         bridge_runtime(settings, children=children) as (engine, _pool),
     ):
-        _log.info("bridge_started", listen="stdio", upstream=upstream_label(settings))
+        _log.info(
+            "bridge_started",
+            listen="stdio",
+            upstream=upstream_label(settings),
+            event_loop=running_loop_name(),
+        )
         await serve_stdio(settings, engine, stop)
+
+
+def _tune_gc() -> None:
+    """What is alive after start-up (modules, classes, settings) is never scanned again; young
+    objects are collected less often."""
+    gc.freeze()
+    gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
 
 
 def _run(command: Any, settings: Settings) -> int:
     """Run `serve` or `stdio` to the end; the process is expected to exit next."""
-    configure_logging(settings.log)
+    configure_logging(settings.log, cache=True)
+    _tune_gc()
     try:
-        asyncio.run(command(settings))
+        event_loop.run(command(settings), settings.front.event_loop)
         # Exiting next, the interpreter would collect the whole heap: up to 0.8 s on a loaded
         # machine, much of the 2 s a stdio client allows between closing stdin and SIGTERM. Frozen
         # objects are not collected; the operating system reclaims them.
         gc.freeze()
+    except EventLoopUnavailable as exc:
+        _log.error("bridge_failed", error=str(exc))
+        return EXIT_FAILED
     except OSError as exc:  # e.g. the address is in use
         _log.error("bridge_failed", error=str(exc))
         return EXIT_FAILED

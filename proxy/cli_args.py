@@ -26,6 +26,7 @@ FLAG_SETTINGS: Final[dict[str, str]] = {
     "peers_dns": "cluster.peers_dns",
     "log_level": "log.level",
     "log_format": "log.format",
+    "event_loop": "front.event_loop",
 }
 
 
@@ -110,6 +111,12 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         choices=("auto", "json", "console"),
         help="log format on stderr: auto is console on a terminal, else json "
         + _where("log.format"),
+    )
+    parser.add_argument(
+        "--event-loop",
+        choices=("auto", "asyncio", "uvloop"),
+        help="event loop: auto (default) runs on uvloop when installed, else on asyncio's "
+        + _where("front.event_loop"),
     )
 
 

@@ -19,9 +19,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import stat
-import sys
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +28,14 @@ import structlog
 
 from config.settings import FrontSettings, Settings
 from proxy.context import FrontRequest, NotificationSink
+from proxy.front_stdio_pipes import (
+    READ_CHUNK,
+    LineWriter,
+    claim_stdout,
+    end_input,
+    open_stdin,
+    open_stdout,
+)
 from proxy.legacy_stdio import LegacyStdio, legacy_stdio
 from proxy.stopping import BridgeStop
 from translators.era_detection import is_legacy_client_message
@@ -43,7 +48,6 @@ from translators.stdio_framing import FramingError, LineSplitter, frame
 log = structlog.get_logger(__name__)
 
 STDIO_PRINCIPAL: Final = "stdio"  # one local client launched this process: a single principal
-READ_CHUNK: Final = 65536
 EOF_GRACE_S: Final = 0.5  # on stdin EOF, how long requests already received may take to finish
 SHUTDOWN_WAIT_S: Final = (
     5.0  # then how long cancelled requests get to finish their upstream cancels
@@ -56,14 +60,6 @@ class RequestEngine(Protocol):
     """What the front needs from `proxy.dispatch.Engine`."""
 
     async def handle(self, request: FrontRequest, sink: NotificationSink) -> JsonObject: ...
-
-
-class LineWriter(Protocol):
-    """Where protocol bytes go: an `asyncio.StreamWriter`, or anything with the same two methods."""
-
-    def write(self, data: bytes) -> None: ...
-
-    async def drain(self) -> None: ...
 
 
 class _Output:
@@ -354,95 +350,6 @@ async def _read(reader: asyncio.StreamReader) -> bytes:
         return b""
 
 
-# ---- wiring the process's own stdin and stdout
-# -----------------------------------------------------
-
-
-class _BlockingWriter:
-    """A `LineWriter` over a file descriptor that is not a pipe (a file, a terminal, /dev/null).
-
-    Such descriptors are not switched to non-blocking mode, which on a terminal would also change
-    stderr."""
-
-    def __init__(self, fd: int) -> None:
-        self._fd = fd
-
-    def write(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view) :]
-
-    async def drain(self) -> None:
-        return None
-
-
-def _is_pipe(fd: int) -> bool:
-    mode = os.fstat(fd).st_mode
-    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)
-
-
-def _claim_stdout() -> int:
-    """A private duplicate of fd 1 for protocol bytes; fd 1 itself then points at stderr, so a stray
-    `print` or a library writing to stdout cannot corrupt the protocol stream."""
-    sys.stdout.flush()
-    protocol_fd = os.dup(1)
-    os.dup2(2, 1)
-    return protocol_fd
-
-
-async def _open_stdin(
-    loop: asyncio.AbstractEventLoop,
-) -> tuple[asyncio.StreamReader, asyncio.BaseTransport | None]:
-    reader = asyncio.StreamReader()
-    if _is_pipe(0):
-        transport, _ = await loop.connect_read_pipe(
-            lambda: asyncio.StreamReaderProtocol(reader), sys.stdin
-        )
-        return reader, transport
-
-    def pump() -> None:  # files and terminals cannot be polled: read them in a daemon thread
-        try:
-            while chunk := os.read(0, READ_CHUNK):
-                loop.call_soon_threadsafe(reader.feed_data, chunk)
-            loop.call_soon_threadsafe(reader.feed_eof)
-        except (
-            OSError,
-            RuntimeError,
-        ):  # stdin unreadable, or the loop already closed on the way out
-            return
-
-    threading.Thread(target=pump, name="stdio-front-stdin", daemon=True).start()
-    return reader, None
-
-
-async def _open_stdout(
-    loop: asyncio.AbstractEventLoop, fd: int
-) -> tuple[LineWriter, asyncio.BaseTransport | None]:
-    """A writer for the protocol fd. On a pipe the write buffer limit is 0, so `drain()` returns
-    only
-    once every line has reached the pipe: backpressure per response, and nothing lost at exit."""
-    if not _is_pipe(fd):
-        return _BlockingWriter(fd), None
-    pipe = os.fdopen(fd, "wb", buffering=0)
-    transport, protocol = await loop.connect_write_pipe(asyncio.streams.FlowControlMixin, pipe)
-    transport.set_write_buffer_limits(high=0)
-    return asyncio.StreamWriter(transport, protocol, None, loop), transport
-
-
-def _end_input(
-    reader: asyncio.StreamReader, stdin_transport: asyncio.BaseTransport | None
-) -> Callable[[], None]:
-    """What a stop signal does to the front: end the input as EOF does."""
-
-    def end() -> None:
-        if stdin_transport is not None:
-            stdin_transport.close()  # no more reads; its protocol feeds the EOF
-        else:
-            reader.feed_eof()
-
-    return end
-
-
 async def serve_stdio(
     settings: Settings, engine: RequestEngine, stop: BridgeStop | None = None
 ) -> None:
@@ -456,11 +363,11 @@ async def serve_stdio(
             await serve_stdio(settings, engine, stop)
         return
     loop = asyncio.get_running_loop()
-    protocol_fd = _claim_stdout()
-    reader, stdin_transport = await _open_stdin(loop)
-    writer, stdout_transport = await _open_stdout(loop, protocol_fd)
+    protocol_fd = claim_stdout()
+    reader, stdin_transport = await open_stdin(loop)
+    writer, stdout_transport = await open_stdout(loop, protocol_fd)
     log.info("front_stdio_started", max_line_bytes=settings.front.max_body_bytes)
-    stop.on_request(_end_input(reader, stdin_transport))
+    stop.on_request(end_input(reader, stdin_transport))
     try:
         await run_stdio_front(
             engine,

@@ -54,6 +54,7 @@ SECRET_KEYS: Final[frozenset[str]] = frozenset(
     }
 )
 _CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9\-._~+/]+=*")
+_CREDENTIAL_HINT = re.compile(r"(?i)bearer|basic")  # what every _CREDENTIAL match contains
 _SEALED_STATE = re.compile(r"\bv1\.[A-Za-z0-9_\-]{16,}={0,2}")
 _MAX_DEPTH: Final = 8
 
@@ -65,6 +66,8 @@ def is_secret_key(key: object) -> bool:
 
 def mask_text(text: str) -> str:
     """Mask bearer/basic credentials and sealed `requestState` blobs inside free text."""
+    if "v1." not in text and not _CREDENTIAL_HINT.search(text):
+        return text  # most log values: nothing either pattern could match
     text = _CREDENTIAL.sub(lambda match: f"{match.group(1)}{match.group(2)}{REDACTED}", text)
     return _SEALED_STATE.sub(f"v1.{REDACTED}", text)
 
@@ -149,9 +152,13 @@ def _route_stdlib(level: int, renderer: Processor, stream: TextIO) -> None:
     root.setLevel(level)
 
 
-def configure_logging(settings: LogSettings, stream: TextIO | None = None) -> None:
+def configure_logging(
+    settings: LogSettings, stream: TextIO | None = None, *, cache: bool = False
+) -> None:
     """Configure structlog and the standard library once, writing to `stream` (stderr by
-    default)."""
+    default). `cache`: each logger is built on its first use and kept (the bridge process, which
+    configures once: a log call, even a filtered one, then costs no logger construction); tests
+    that configure again and again leave it off."""
     out = stream if stream is not None else sys.stderr
     level = logging.getLevelNamesMapping()[settings.level.upper()]
     renderer = _renderer(settings, out)
@@ -159,7 +166,7 @@ def configure_logging(settings: LogSettings, stream: TextIO | None = None) -> No
         processors=[*_shared_processors(), renderer],
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.PrintLoggerFactory(file=out),
-        cache_logger_on_first_use=False,
+        cache_logger_on_first_use=cache,
     )
     _route_stdlib(level, renderer, out)
 

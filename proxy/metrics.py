@@ -68,14 +68,22 @@ class Bounded:
         self.metric = metric
         self._seen: set[Labels] = set()
         self._max_series = max_series
+        self._children: dict[Labels, Any] = {}  # label values -> the series, found once
 
     def labels(self, *values: str) -> Any:
+        child = self._children.get(values)
+        if child is not None:
+            return child
+        asked = values
         if values not in self._seen:
             if len(self._seen) >= self._max_series:
                 values = (OVERFLOW,) * len(values)
             else:
                 self._seen.add(values)
-        return self.metric.labels(*values)
+        child = self.metric.labels(*values)
+        if asked == values:  # an overflowing label set is looked up again each time
+            self._children[asked] = child
+        return child
 
 
 class ScrapeTimeFamilies(Collector):

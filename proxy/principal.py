@@ -18,11 +18,15 @@ LOCAL_PRINCIPAL: Final = "local"
 DIGEST_HEX_CHARS: Final = 32
 
 
-def _digest(source: str, value: str | None) -> str:
-    material = f"{source}:{value}" if value is not None else "anonymous:"
+def _hash(material: str) -> str:
     return hashlib.sha256(material.encode("utf-8", "surrogateescape")).hexdigest()[
         :DIGEST_HEX_CHARS
     ]
+
+
+def _digest(source: str, value: str | None) -> str:
+    # ANONYMOUS_PRINCIPAL (below) is computed once, for every caller without a credential
+    return ANONYMOUS_PRINCIPAL if value is None else _hash(f"{source}:{value}")
 
 
 def principal_of(headers: Mapping[str, str], identity: IdentitySettings) -> str:
@@ -39,6 +43,6 @@ def principal_of(headers: Mapping[str, str], identity: IdentitySettings) -> str:
     return _digest("authorization", headers.get("authorization") or None)
 
 
-ANONYMOUS_PRINCIPAL: Final = _digest("authorization", None)
+ANONYMOUS_PRINCIPAL: Final = _hash("anonymous:")
 
 __all__ = ["ANONYMOUS_PRINCIPAL", "DIGEST_HEX_CHARS", "LOCAL_PRINCIPAL", "principal_of"]

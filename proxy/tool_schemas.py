@@ -12,7 +12,9 @@ from collections import OrderedDict
 from typing import Final
 
 from proxy.upstream.pool import SessionKey
+from translators import fast_json
 from translators.canonical import as_object
+from translators.header_values import X_MCP_HEADER
 from translators.jsonrpc import JsonObject
 
 MAX_KEYS: Final = 1024
@@ -22,6 +24,7 @@ class ToolSchemas:
     def __init__(self, max_keys: int = MAX_KEYS) -> None:
         self._by_key: OrderedDict[SessionKey, dict[str, JsonObject]] = OrderedDict()
         self._annotations: dict[SessionKey, dict[str, JsonObject]] = {}
+        self._with_headers: dict[SessionKey, frozenset[str]] = {}
         self._max_keys = max_keys
 
     def get(self, key: SessionKey) -> dict[str, JsonObject] | None:
@@ -33,6 +36,11 @@ class ToolSchemas:
     def annotations(self, key: SessionKey) -> dict[str, JsonObject] | None:
         """name -> annotations (empty when the tool has none) of the remembered first page."""
         return self._annotations.get(key) if self.get(key) is not None else None
+
+    def mentions_headers(self, key: SessionKey, name: str) -> bool:
+        """Whether tool `name`'s schema may hold `x-mcp-header` annotations (False: a call needs
+        no header check; decided once per listing, not per call)."""
+        return name in self._with_headers.get(key, ())
 
     def remember(self, key: SessionKey, tools_result: JsonObject) -> dict[str, JsonObject]:
         """Record the tools of a first `tools/list` page; returns name -> inputSchema."""
@@ -47,15 +55,22 @@ class ToolSchemas:
         self._annotations[key] = {
             tool["name"]: as_object(tool.get("annotations")) for tool in named
         }
+        marker = X_MCP_HEADER.encode()
+        self._with_headers[key] = frozenset(
+            name for name, schema in schemas.items() if marker in fast_json.dumps(schema)
+        )
         self._by_key.move_to_end(key)
         while len(self._by_key) > self._max_keys:
-            self._annotations.pop(self._by_key.popitem(last=False)[0], None)
+            oldest = self._by_key.popitem(last=False)[0]
+            self._annotations.pop(oldest, None)
+            self._with_headers.pop(oldest, None)
         return schemas
 
     def forget_principal(self, principal: str) -> None:
         for key in [key for key in self._by_key if key.principal == principal]:
             del self._by_key[key]
             self._annotations.pop(key, None)
+            self._with_headers.pop(key, None)
 
     def __len__(self) -> int:
         return len(self._by_key)

@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from translators import eras
+from translators import eras, fast_json
 from translators.errors import (
     HeaderMismatch,
     InvalidMeta,
@@ -93,18 +93,22 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def _strict_loads(raw: bytes) -> Any:
+    return json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
+
+
 def decode_json(raw: bytes, max_depth: int) -> Any:
     """Decode a POST body as JSON, refusing non-standard constants, numbers that overflow to
     infinity (they could not be sent on) and nesting beyond `max_depth`."""
     try:
-        value = json.loads(raw, parse_constant=_reject_constant, parse_float=_finite_float)
+        value = fast_json.loads(raw, _strict_loads)
     except RecursionError:
         raise ParseError(
             f"Parse error: JSON nesting exceeds the limit of {max_depth} levels"
         ) from None
     except ValueError as exc:  # JSONDecodeError, bad UTF-8, oversized integer literals
         raise ParseError(f"Parse error: body is not valid JSON ({exc})") from None
-    if _depth_exceeds(value, max_depth):
+    if raw.count(b"{") + raw.count(b"[") > max_depth and _depth_exceeds(value, max_depth):
         raise ParseError(f"Parse error: JSON nesting exceeds the limit of {max_depth} levels")
     return value
 

@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Final
 
+from translators import fast_json
 from translators.batches import batch_elements
 from translators.jsonrpc import JsonObject
 
@@ -137,9 +138,13 @@ def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
 
+def _strict_loads(line: bytes) -> Any:
+    return json.loads(line, parse_constant=_reject_constant)
+
+
 def _decode_value(line: bytes) -> Any:
     try:
-        return json.loads(line, parse_constant=_reject_constant)
+        return fast_json.loads(line, _strict_loads)
     except RecursionError:
         return FramingError("line nests JSON too deeply", len(line))
     except ValueError:  # JSONDecodeError, bad UTF-8

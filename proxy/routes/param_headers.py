@@ -22,9 +22,12 @@ async def check_param_headers(ctx: RouteContext, request: FrontRequest, lease: L
     schemas = ctx.tool_schemas.get(lease.key)
     if schemas is None:
         schemas = await list_tools(ctx, request, lease)
+    name = str(request.params.get("name"))
+    if not ctx.tool_schemas.mentions_headers(lease.key, name):
+        return  # nothing in its schema names a header: nothing to check
     arguments = request.params.get("arguments")
     check_against_schema(
-        schemas.get(str(request.params.get("name")), {}),
+        schemas.get(name, {}),
         arguments if isinstance(arguments, dict) else {},
         request.param_headers,
     )

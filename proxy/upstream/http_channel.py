@@ -17,6 +17,7 @@ from config.settings import UpstreamSettings
 from proxy.auth_passthrough import upstream_challenge
 from proxy.upstream.errors import map_upstream_errors, safe_url
 from proxy.upstream.http_wire import JSON_TYPE, POST_ACCEPT, SESSION_HEADER, build_headers, is_json
+from translators import fast_json
 from translators.errors import UpstreamProtocolError, UpstreamUnavailable
 from translators.jsonrpc import JsonObject
 
@@ -107,7 +108,7 @@ class HttpChannel:
         data = None
         if body is not None:
             headers["Content-Type"] = JSON_TYPE
-            data = json.dumps(body, separators=(",", ":")).encode()
+            data = fast_json.dumps(body)
         return Exchange(self, http_method, action, headers, data)
 
     async def _request(

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-import json
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
 import aiohttp
 
+from translators import fast_json
 from translators.batches import batch_elements
 from translators.errors import UpstreamProtocolError
 from translators.jsonrpc import JsonObject
@@ -79,7 +79,7 @@ def parse_message(text: str | bytes) -> JsonObject:
 
 def _parse_json(text: str | bytes) -> Any:
     try:
-        return json.loads(text)
+        return fast_json.loads(text)
     except ValueError as exc:
         raise UpstreamProtocolError("sent a message that is not JSON") from exc
 

@@ -183,12 +183,16 @@ class UpstreamPool:
     # -----------------------------------------------------------------------------------
 
     def _find(self, key: SessionKey, *, exclusive: bool) -> PoolEntry | None:
-        candidates = [e for e in self._entries if e.key == key and e.can_serve]
-        if exclusive:
-            candidates = [e for e in candidates if e.exclusive is None]
-        if not candidates:
-            return None
-        return min(candidates, key=lambda e: (e.exclusive is not None, e.shared))
+        """The first least-used session for `key` that can serve (one pass: on the hot path)."""
+        best: PoolEntry | None = None
+        best_rank = (True, 0)
+        for entry in self._entries:
+            if (exclusive and entry.exclusive is not None) or entry.key != key:
+                continue
+            rank = (entry.exclusive is not None, entry.shared)
+            if (best is None or rank < best_rank) and entry.can_serve:
+                best, best_rank = entry, rank
+        return best
 
     def _grant(self, entry: PoolEntry, *, exclusive: bool) -> Lease:
         lease = Lease(self, entry, exclusive=exclusive)

@@ -51,6 +51,7 @@ def test_serve_help_explains_every_flag_and_its_other_sources() -> None:
         ("--config FILE", "MRTR_BRIDGE_CONFIG", None),
         ("--log-level", "MRTR_BRIDGE_LOG_LEVEL", "log.level"),
         ("--log-format", "MRTR_BRIDGE_LOG_FORMAT", "log.format"),
+        ("--event-loop", "MRTR_BRIDGE_FRONT_EVENT_LOOP", "front.event_loop"),
     ]:
         assert flag in text and variable in " ".join(text.split())
         assert key is None or key in text
@@ -90,6 +91,7 @@ def test_flags_map_to_dotted_settings() -> None:
         "cluster.advertise_url": None,
         "cluster.peers": None,
         "cluster.peers_dns": None,
+        "front.event_loop": None,
     }
     settings = load_settings(
         None, {"MRTR_BRIDGE_FRONT_LISTEN": "127.0.0.1:9"}, overrides_from(args)

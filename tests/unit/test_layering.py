@@ -37,12 +37,14 @@ IMPURE_STDLIB = frozenset(
     }
 )
 # translators/* may use the standard library (minus the impure part); request_state.py also
-# cryptography, and pushes.py pydantic (the brief: pydantic models for the messages the bridge
+# cryptography, fast_json.py orjson, and pushes.py
+# pydantic (the brief: pydantic models for the messages the bridge
 # inspects: the client's input responses); config/* the standard library and pydantic.
 EXTRA_ALLOWED = {
     "translators": {"translators"},
     "translators/pushes.py": {"translators", "pydantic", "typing_extensions"},
     "translators/request_state.py": {"translators", "cryptography"},
+    "translators/fast_json.py": {"translators", "orjson"},
     "config": {"config", "pydantic"},
 }
 # Inside proxy/: the fronts and the upstream transports never import each other.

@@ -1,0 +1,86 @@
+"""CPU per forwarded echo call: the bridge's against the bare relay's, same server, same run.
+
+`cpu_seconds(pid)` is the user + system time of a process, from /proc/<pid>/stat. The figure
+drives echo calls at concurrency 16 through the bridge (raw modern POSTs) and through the bare
+aiohttp relay (`servers/relay.py`, raw legacy POSTs on one session per worker) in interleaved
+rounds, and divides each process's CPU time over its rounds by the calls it served. Both forward
+to the same legacy server; the relay forwards bytes, so the ratio is what the bridge's own work
+(validation, translation, sessions, logs, metrics) costs on top of one aiohttp hop.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from pathlib import Path
+from typing import Final
+
+import aiohttp
+from drivers import LegacyHttp, ModernHttp
+from figures import Figure, compare, errors_of, first_errors
+from load import Call, Sample, closed_loop
+
+CPU_CONCURRENCY: Final = 16
+CPU_ROUNDS: Final = 4
+CPU_CALLS: Final = 600  # per path per round
+CPU_TARGET: Final = 1.5  # bridge CPU per call <= 1.5x the relay's
+_TICK_S: Final = 1 / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of `pid` so far, in seconds (/proc/<pid>/stat fields 14 and 15)."""
+    stat = Path(f"/proc/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()  # after the command name, which may hold spaces
+    return (int(fields[11]) + int(fields[12])) * _TICK_S
+
+
+async def _measured(workers: list[Call], pid: int, calls: int) -> tuple[Sample, float]:
+    before = cpu_seconds(pid)
+    sample = await closed_loop(workers, calls)
+    return sample, cpu_seconds(pid) - before
+
+
+async def cpu_figures(
+    http: aiohttp.ClientSession, bridge: tuple[str, int], relay: tuple[str, int]
+) -> list[Figure]:
+    """`bridge` and `relay` are (url, pid); the relay fronts the same server as the bridge."""
+    modern = ModernHttp(http, bridge[0])
+    through_bridge: list[Call] = [lambda i: modern.echo(f"echo {i}")] * CPU_CONCURRENCY
+    sessions = [LegacyHttp(http, relay[0]) for _ in range(CPU_CONCURRENCY)]
+    for session in sessions:
+        await session.initialize()
+    through_relay: list[Call] = [
+        functools.partial(lambda s, i: s.echo(f"echo {i}"), session) for session in sessions
+    ]
+    await closed_loop(through_bridge, 2 * CPU_CONCURRENCY)
+    await closed_loop(through_relay, 2 * CPU_CONCURRENCY)
+    b, r = Sample(), Sample()
+    b_cpu = r_cpu = 0.0
+    for index in range(CPU_ROUNDS):
+        order = [(through_bridge, bridge[1], b), (through_relay, relay[1], r)]
+        for workers, pid, merged in order if index % 2 == 0 else order[::-1]:
+            sample, spent = await _measured(workers, pid, CPU_CALLS)
+            merged.merge(sample)
+            if merged is b:
+                b_cpu += spent
+            else:
+                r_cpu += spent
+    b_us = b_cpu / max(1, len(b.latencies_ms)) * 1e6
+    r_us = r_cpu / max(1, len(r.latencies_ms)) * 1e6
+    return [
+        compare(
+            "echo_cpu_per_call",
+            f"CPU per forwarded echo call (c={CPU_CONCURRENCY}), bridge vs bare relay",
+            "us",
+            b_us,
+            r_us,
+            comparison="ratio",
+            target=f"<= {CPU_TARGET:g}x relay",
+            check=lambda v: v <= CPU_TARGET,
+            errors=errors_of(b, r),
+            note=first_errors(b, r),
+            extra={"bridge_cpu_s": b_cpu, "relay_cpu_s": r_cpu},
+            detail=f"user+system of each process over {b.calls} calls (/proc/<pid>/stat); the "
+            "*direct* column is the relay",
+        )
+    ]

@@ -1,0 +1,150 @@
+"""`HttpFront`: the aiohttp handler of the MCP endpoint, and which route a request takes.
+
+In order: Host and Origin (403), then a legacy client's GET / DELETE goes to the legacy route;
+method (405), media type (415), body size (413), the replica proof, JSON; a legacy client's POST
+goes to the legacy route, and with a modern upstream a modern request to the modern relay; then
+the envelope (a notification is accepted with 202) and the validation ladder of
+`translators.inbound`, whose rejection is a JSON-RPC error echoing the request id with the error's
+HTTP status. A valid request goes to the replica that owns its held call, or the modern path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import structlog
+from aiohttp import web
+
+from config.settings import FrontSettings, IdentitySettings
+from proxy.front_http.checks import (
+    Gate,
+    check_gate,
+    check_transport,
+    lower_headers,
+    read_body,
+    too_large,
+)
+from proxy.front_http.hop import forward_to_owner, inbound_hop
+from proxy.front_http.legacy import LegacyClients
+from proxy.front_http.modern import ModernPath
+from proxy.front_http.modern_relay import ModernRelayHook
+from proxy.front_http.replies import Exchange, rejection
+from proxy.front_http.sse import SSE_KEEPALIVE_S, SSE_QUEUE_LIMIT
+from proxy.legacy_relay import LegacyRelay
+from proxy.modern_relay import ModernUpstream
+from translators.era_detection import is_legacy_client
+from translators.errors import ClientFault
+from translators.inbound import (
+    ModernRoute,
+    check_envelope,
+    decode_json,
+    fold_headers,
+    message_id,
+    validate_request,
+)
+
+_log = structlog.get_logger("proxy.front_http")
+
+
+class HttpFront:
+    """The aiohttp handler of the MCP endpoint; the engine comes from `request.app[ENGINE_KEY]`."""
+
+    def __init__(
+        self,
+        front: FrontSettings,
+        identity: IdentitySettings,
+        *,
+        keepalive_s: float = SSE_KEEPALIVE_S,
+        queue_limit: int = SSE_QUEUE_LIMIT,
+        legacy: LegacyRelay | None = None,
+        modern: ModernUpstream | None = None,
+    ) -> None:
+        # legacy clients are relayed (proxy.legacy_relay); None: the modern path only
+        self._legacy = LegacyClients(legacy, modern, identity) if legacy is not None else None
+        # a modern upstream takes modern requests untranslated (proxy.modern_relay)
+        self._modern = ModernRelayHook(modern)
+        self._path = ModernPath(identity, self._modern, keepalive_s, queue_limit)
+        self._front = front
+        self._gate = Gate(front)
+
+    def add_routes(self, app: web.Application) -> None:
+        app.router.add_route("*", self._front.path, self.handle)
+
+    async def handle(self, request: web.Request) -> web.StreamResponse:
+        exchange = Exchange()
+        try:
+            response = await self._serve(request, exchange)
+        except asyncio.CancelledError:
+            self._log_finished(exchange, status=None, cancelled=True)
+            raise
+        self._log_finished(exchange, status=response.status)
+        return response
+
+    def _log_finished(
+        self, exchange: Exchange, status: int | None, cancelled: bool = False
+    ) -> None:
+        _log.info(
+            "front_request_finished",
+            request_id=exchange.front_request_id,
+            method=exchange.method,
+            status=status,
+            code=exchange.code,
+            mode=exchange.mode,
+            cancelled=cancelled,
+            duration_ms=round((time.monotonic() - exchange.started) * 1000, 1),
+        )
+
+    async def _serve(self, request: web.Request, exchange: Exchange) -> web.StreamResponse:
+        headers = lower_headers(request)
+        legacy_head = (
+            self._legacy is not None
+            and request.method in ("GET", "DELETE")
+            and is_legacy_client(headers)
+        )
+        rejected = check_gate(self._gate, request, exchange) or (
+            None if legacy_head else check_transport(request, exchange)
+        )
+        if rejected is not None:
+            return rejected
+        if self._legacy is not None and legacy_head:
+            return await self._legacy.serve(request, headers, exchange, None, None)
+        raw = await read_body(request, self._front.max_body_bytes)
+        if raw is None:
+            return too_large(self._front.max_body_bytes, exchange)
+        hop, forged = inbound_hop(request, raw, exchange)
+        if forged is not None:
+            return forged
+        try:
+            decoded = decode_json(raw, self._front.max_json_depth)
+            if self._legacy is not None and is_legacy_client(headers, decoded):
+                method = decoded.get("method") if isinstance(decoded, dict) else None
+                method = method if isinstance(method, str) else None
+                return await self._legacy.serve(request, headers, exchange, raw, method)
+            exchange.front_request_id = message_id(decoded)
+            if await self._modern.takes():
+                return await self._modern.relay(request, raw, exchange)
+            message = check_envelope(decoded)
+            exchange.method = message["method"]
+            if "id" not in message:
+                exchange.mode = "accepted"
+                return web.Response(status=202)
+            route = validate_request(message, fold_headers(request.headers.items()))
+        except ClientFault as exc:
+            return rejection(exc, exchange.front_request_id, exchange)
+        owner = hop.owner_elsewhere(route) if hop is not None else None
+        if hop is not None and owner is not None:
+
+            async def recover_here(
+                request: web.Request, route: ModernRoute, _: object
+            ) -> web.StreamResponse:
+                # the owner is gone: serve the retry here, where recovery may re-execute it
+                return await self._path.dispatch(
+                    request, headers, route, exchange, raw, owner_unreachable=True
+                )
+
+            return await forward_to_owner(hop, request, raw, route, owner, exchange, recover_here)
+        return await self._path.dispatch(request, headers, route, exchange, raw)
+
+
+__all__ = ["HttpFront"]
