@@ -6,7 +6,7 @@ legacy bench server (`.venv-legacy`) and bridge instances on loopback ports, dri
 drivers, and writes `bench/results/latest.md` and `latest.json`. Method: bench/README.md.
 
     python bench/run.py                    # everything (about 2-3 minutes on 2 cores)
-    python bench/run.py --only echo,mrtr   # some sections: echo, mrtr, burst, stdio, roots
+    python bench/run.py --only echo,mrtr   # sections: echo, mrtr, burst, stdio, roots, conformance
     python bench/run.py --only roots --name roots   # results/roots.md (the issue 10 figures)
 """
 
@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Final
 
 import aiohttp
+from conformance_load import conformance_load_figures
 from figures import Figure
 from peers import Processes
 from report import cpu_busy, machine_facts, write
@@ -30,7 +31,7 @@ from scenarios_mrtr import mrtr_figures
 from scenarios_roots import roots_figures
 from scenarios_stdio import stdio_figures
 
-SECTIONS: Final = ("echo", "mrtr", "burst", "stdio", "roots")
+SECTIONS: Final = ("echo", "mrtr", "burst", "stdio", "roots", "conformance")
 RUN_TIMEOUT_S: Final = 600.0
 NOTES: Final = """\
 How to read it: *bridge* is a raw modern (2026-07-28) client through the bridge, *direct* the same
@@ -98,6 +99,8 @@ async def _run(sections: set[str]) -> list[Figure]:
             figures = await _http_sections(procs, sections)
             if "stdio" in sections:
                 figures += await _section("stdio", stdio_figures(procs))
+            if "conformance" in sections:
+                figures += await _section("conformance", conformance_load_figures(procs))
             return figures
     finally:
         procs.close()

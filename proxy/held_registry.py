@@ -28,7 +28,9 @@ class HeldCallRegistry:
     """Live MRTR-capable calls by `continuation_id`; the caps count only held ones
     (`admit_held`)."""
 
-    def __init__(self, *, max_per_principal: int, max_total: int) -> None:
+    def __init__(
+        self, *, max_per_principal: int, max_total: int, batch_sizes: BatchSizes | None = None
+    ) -> None:
         self._calls: dict[bytes, CallDriver] = {}
         self._held: set[bytes] = set()  # calls that have asked their client for input
         self._per_principal: dict[str, int] = {}  # held calls per principal
@@ -37,7 +39,8 @@ class HeldCallRegistry:
         self._max_total = max_total
         self._attempt_ids = 0
         self.rounds_total = 0
-        self.batch_sizes = BatchSizes()  # pushes per tool and round, learned from earlier calls
+        # pushes per tool and round: declared (held.batch_sizes) or learned from earlier calls
+        self.batch_sizes = batch_sizes if batch_sizes is not None else BatchSizes()
 
     def next_attempt_id(self) -> int:
         self._attempt_ids += 1

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from test_held_call import ATTEMPT, LIMITS, P101, P102, P103, QUIET, S, _asked, play
 
+from config import ConfigError, load_settings
 from translators.batching import BatchSizes, batch_key
 from translators.held_call import (
     HeldCall,
@@ -51,3 +53,18 @@ def test_the_table_forgets_the_least_recently_used_name() -> None:
     assert len(sizes) == 2
     assert sizes.sizes(("tools/call", "b")) == {}
     assert sizes.sizes(("tools/call", "a")) == {1: 1}
+
+
+def test_declared_sizes_cover_every_round_of_a_tool_until_learned() -> None:
+    sizes = BatchSizes({"survey": 3}, rounds=2)
+    assert sizes.sizes(("tools/call", "survey")) == {1: 3, 2: 3}
+    assert sizes.sizes(("prompts/get", "survey")) == {}  # tool names only
+    sizes.note(("tools/call", "survey"), 2, 1)
+    assert sizes.sizes(("tools/call", "survey")) == {1: 3, 2: 1}
+
+
+def test_declared_sizes_come_from_the_environment_as_pairs() -> None:
+    env = {"MRTR_BRIDGE_HELD_BATCH_SIZES": "survey=3, book=1"}
+    assert load_settings(None, env, {}).held.batch_sizes == {"survey": 3, "book": 1}
+    with pytest.raises(ConfigError):
+        load_settings(None, {"MRTR_BRIDGE_HELD_BATCH_SIZES": "survey=0"}, {})
