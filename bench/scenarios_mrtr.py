@@ -26,7 +26,7 @@ from peers import Processes
 MRTR_ROUNDS: Final = 150
 CPU_ROUNDS: Final = 200  # round trips per path for the CPU figure
 MRTR_TARGET_MS: Final = 3.0
-DEFAULT_QUIET_MS: Final = 10.0  # held.batch_quiet_ms's default (config/bridge.example.toml)
+DEFAULT_QUIET_MS: Final = 50.0  # held.batch_quiet_ms's default (config/bridge.example.toml)
 
 
 def cpu_s(pid: int) -> float:
