@@ -116,6 +116,7 @@ class CallDriver:
             url_elicitation="url" in elicitation_modes(client_capabilities),
             lift_url_errors=lease.session.revision.elicitation_modes,
             batch_sizes=registry.batch_sizes.sizes(self._batch_key),
+            batch_size=registry.batch_sizes.declared(self._batch_key),
         )
         self.issued_keys: list[str] = []
         self.answers: JsonObject = dict(

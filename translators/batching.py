@@ -15,12 +15,14 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Mapping
+from types import MappingProxyType
 from typing import Any, Final
 
 from translators.eras import TOOLS_CALL
 
 BatchKey = tuple[str, str]  # (method, tool or prompt name / resource URI)
 MAX_KEYS: Final = 4096  # tools remembered; the least recently used is forgotten first
+_NOTHING: Final[Mapping[int, int]] = MappingProxyType({})
 
 
 def batch_key(method: str, params: Any) -> BatchKey:
@@ -33,26 +35,26 @@ def batch_key(method: str, params: Any) -> BatchKey:
 class BatchSizes:
     """Learned batch size per (method, name) and input round; bounded to `max_keys` names.
 
-    `declared` (`held.batch_sizes`): tool name -> pushes it sends together in every one of its
-    `rounds` rounds, known before any call; a learned size replaces it for its round."""
+    `declared` (`held.batch_sizes`): tool name -> pushes it sends together in every round, known
+    before any call; a learned size replaces it for its round."""
 
-    def __init__(
-        self, declared: Mapping[str, int] | None = None, rounds: int = 32, max_keys: int = MAX_KEYS
-    ) -> None:
+    def __init__(self, declared: Mapping[str, int] | None = None, max_keys: int = MAX_KEYS) -> None:
         self._sizes: OrderedDict[BatchKey, dict[int, int]] = OrderedDict()
         self._declared = dict(declared or {})
-        self._rounds = rounds
         self._max_keys = max_keys
 
-    def sizes(self, key: BatchKey) -> dict[int, int]:
-        """What is known for `key` (a copy): input round -> pushes sent together."""
-        declared = self._declared.get(key[1]) if key[0] == TOOLS_CALL else None
-        known = dict.fromkeys(range(1, self._rounds + 1), declared) if declared else {}
-        learned = self._sizes.get(key)
-        if learned is None:
-            return known
+    def sizes(self, key: BatchKey) -> Mapping[int, int]:
+        """What was learned for `key` (input round -> pushes sent together): the live table, to
+        read only, so a held call costs no copy."""
+        sizes = self._sizes.get(key)
+        if sizes is None:
+            return _NOTHING
         self._sizes.move_to_end(key)
-        return known | learned
+        return sizes
+
+    def declared(self, key: BatchKey) -> int:
+        """The size `held.batch_sizes` declares for `key`'s tool in every round, or 0."""
+        return self._declared.get(key[1], 0) if key[0] == TOOLS_CALL else 0
 
     def note(self, key: BatchKey, round_: int, size: int) -> None:
         """The pushes of `round_` came `size` together (the latest observation wins)."""

@@ -16,6 +16,7 @@ chosen by the driver. `Reply*` actions name the attempt they answer.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from translators.errors import (
@@ -89,7 +90,8 @@ class HeldCall:
         True  # the session's revision has URL mode (else -32042 is a plain error)
     )
     upstream_done: bool = False
-    batch_sizes: dict[int, int] = field(default_factory=dict)  # learned: round -> pushes together
+    batch_sizes: Mapping[int, int] = field(default_factory=dict)  # learned: round -> pushes
+    batch_size: int = 0  # declared (held.batch_sizes) for every round not learned; 0: unknown
     _batch_started: float = 0.0
     _tokens: dict[str, int] = field(default_factory=lambda: {"batch": 0, "deadline": 0})
 

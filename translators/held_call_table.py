@@ -80,7 +80,7 @@ def _push_while_attached(call: HeldCall, event: UpstreamPushArrived, now: float)
         if answer is not None:
             return call._stay([AnswerPush(push.push_id, answer)])
     call.pending[push.key] = push
-    if len(call.pending) >= call.batch_sizes.get(call.round + 1, 0) > 0:
+    if len(call.pending) >= call.batch_sizes.get(call.round + 1, call.batch_size) > 0:
         return call._ask(call._attached(), list(call.pending))  # as many as learned: complete
     if call.state is _S.RUNNING:
         call._batch_started = now

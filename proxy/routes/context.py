@@ -43,7 +43,7 @@ class RouteContext:
         self.registry = HeldCallRegistry(
             max_per_principal=settings.held.max_per_principal,
             max_total=settings.held.max_total,
-            batch_sizes=BatchSizes(settings.held.batch_sizes, settings.held.max_rounds),
+            batch_sizes=BatchSizes(settings.held.batch_sizes),
         )
         self.continuations = Continuations(keyring, settings.held, self.registry, settings.recovery)
         self.tasks = TaskOwner()

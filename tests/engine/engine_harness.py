@@ -70,8 +70,8 @@ class OnePushPerRound(BatchSizes):
     """What a scripted bridge knows before its first call: every tool sends one push per round,
     unless a test teaches otherwise (`ScriptedBridge.learned`) or the bridge observes otherwise."""
 
-    def sizes(self, key: BatchKey) -> dict[int, int]:
-        return dict.fromkeys(range(1, 1000), 1) | super().sizes(key)
+    def declared(self, key: BatchKey) -> int:
+        return 1
 
 
 class ScriptedBridge:

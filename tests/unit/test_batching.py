@@ -56,11 +56,19 @@ def test_the_table_forgets_the_least_recently_used_name() -> None:
 
 
 def test_declared_sizes_cover_every_round_of_a_tool_until_learned() -> None:
-    sizes = BatchSizes({"survey": 3}, rounds=2)
-    assert sizes.sizes(("tools/call", "survey")) == {1: 3, 2: 3}
-    assert sizes.sizes(("prompts/get", "survey")) == {}  # tool names only
+    sizes = BatchSizes({"survey": 3})
+    assert sizes.declared(("tools/call", "survey")) == 3
+    assert sizes.declared(("prompts/get", "survey")) == 0  # tool names only
     sizes.note(("tools/call", "survey"), 2, 1)
-    assert sizes.sizes(("tools/call", "survey")) == {1: 3, 2: 1}
+    call = HeldCall(LIMITS, attempt=1, batch_sizes=sizes.sizes(("tools/call", "survey")))
+    call.batch_size = sizes.declared(("tools/call", "survey"))
+    call.start(0.0)
+    play(call, 0.0, UpstreamPushArrived(P101), [StartTimer("batch", QUIET, 1)], S.COLLECTING)
+    play(call, 0.0, UpstreamPushArrived(P102), [StartTimer("batch", QUIET, 2)], S.COLLECTING)
+    play(
+        call, 0.0, UpstreamPushArrived(P103), _asked(1, 1, [P101, P102, P103], 2), S.WAITING_CLIENT
+    )
+    assert call.batch_sizes == {2: 1}  # round 2 was learned: one push
 
 
 def test_declared_sizes_come_from_the_environment_as_pairs() -> None:
