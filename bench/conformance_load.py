@@ -7,8 +7,8 @@ is the echo section's closed loop (`ModernHttp`, stateless POSTs) at concurrency
 calling the fixture's plain tool `test_simple_text`, from before the suite starts until it ends.
 The verdict is tests/conformance/summarize.py's (strict: no FAILURE, no WARNING, with
 tests/conformance/expected-failures.txt), and the figure PASSes only if every scored scenario
-passes and no load call failed. The pinned CLI is the one `make conformance` installs into
-`.tools/` (tests/conformance/run.sh); without it the figure is a MISS that says so.
+passes and no load call failed. The pinned CLI is the one tests/conformance/run.sh installs into
+`.tools/` (`make bench` does, with INSTALL_ONLY=1); without it the figure is a MISS that says so.
 """
 
 from __future__ import annotations
