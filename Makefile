@@ -188,6 +188,7 @@ conformance: venv
 	MODERN=1 OUTDIR=$(CURDIR)/.conformance-results/modern tests/conformance/run.sh
 
 bench: venv
+	INSTALL_ONLY=1 tests/conformance/run.sh
 	$(BIN)/python bench/run.py
 
 clean:

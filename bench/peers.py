@@ -24,6 +24,7 @@ LEGACY_PYTHON: Final = REPO / ".venv-legacy" / "bin" / "python"
 BRIDGE_EXE: Final = REPO / ".venv" / "bin" / "mrtr-bridge"
 SERVER: Final = REPO / "bench" / "servers" / "legacy_bench_server.py"
 RELAY: Final = REPO / "bench" / "servers" / "relay.py"
+STREAM_RELAY: Final = REPO / "bench" / "servers" / "stream_relay.py"
 ROOTS_KEEPING_SERVER: Final = REPO / "tests" / "peers" / "roots_keeping_server.py"
 BRIDGE_PYTHON: Final = REPO / ".venv" / "bin" / "python"
 START_TIMEOUT_S: Final = 30.0
@@ -166,6 +167,12 @@ class Processes:
             None,
             port,
         )
+
+    def stream_relay(self, upstream_url: str) -> Proc:
+        """The bare relay that streams replies (carries a push on the call's SSE stream)."""
+        port = free_port()
+        argv = [str(BRIDGE_PYTHON), str(STREAM_RELAY), "--upstream", upstream_url]
+        return self._spawn("stream-relay", [*argv, "--port", str(port)], None, port)
 
     def close(self) -> None:
         for proc in reversed(self.procs):

@@ -6,7 +6,7 @@ legacy bench server (`.venv-legacy`) and bridge instances on loopback ports, dri
 drivers, and writes `bench/results/latest.md` and `latest.json`. Method: bench/README.md.
 
     python bench/run.py                    # everything (about 2-3 minutes on 2 cores)
-    python bench/run.py --only echo,mrtr   # some sections: echo, mrtr, burst, stdio, roots
+    python bench/run.py --only echo,mrtr   # sections: echo, mrtr, burst, stdio, roots, conformance
     python bench/run.py --only roots --name roots   # results/roots.md (the issue 10 figures)
 """
 
@@ -22,28 +22,30 @@ from pathlib import Path
 from typing import Final
 
 import aiohttp
+from conformance_load import conformance_load_figures
 from figures import Figure
 from peers import Processes
 from report import cpu_busy, machine_facts, write
 from scenarios_cpu import cpu_figures
 from scenarios_held import held_figures
-from scenarios_http import Endpoints, echo_figures, mrtr_figures
+from scenarios_http import Endpoints, echo_figures
+from scenarios_mrtr import mrtr_figures
 from scenarios_roots import roots_figures
 from scenarios_stdio import stdio_figures
 
-SECTIONS: Final = ("echo", "mrtr", "burst", "stdio", "roots")
+SECTIONS: Final = ("echo", "mrtr", "burst", "stdio", "roots", "conformance")
 RUN_TIMEOUT_S: Final = 1800.0
 NOTES: Final = """\
 How to read it: *bridge* is a raw modern (2026-07-28) client through the bridge, *direct* the same
 kind of raw client speaking legacy (2025-11-25) to the same `mcp` 1.x server; both run in the same
 process, interleaved. Latencies are medians (p50) and p99 in ms, throughput is completed calls per
 second, *ratio* is bridge / direct and *delta* bridge - direct. A figure with errors never passes.
-The MRTR round trip pays the bridge's push batching window (`held.batch_quiet_ms`, 10 ms by
-default) once per input round: the bridge cannot know that a push is the last of a batch, so it
-waits until the upstream has been quiet that long; the 1 ms row shows the same path with the
-window shrunk (see bench/README.md). In the roots and session_per_call figures *direct* is a
-baseline through the bridge instead: a client that declares no roots, or the default shared
-sessions (see bench/README.md, "roots")."""
+The MRTR round trip no longer waits for a quiet window: the bridge answers as soon as a batch holds
+as many pushes as the tool sent last time (`held.batch_quiet_ms` is only the ceiling for a tool it
+has not seen; the 1 ms row shows that the ceiling no longer matters), and its floor is the same
+legacy round trip through a bare streaming relay (see bench/README.md). In the roots and
+session_per_call figures *direct* is a baseline through the bridge instead: a client that declares
+no roots, or the default shared sessions (see bench/README.md, "roots")."""
 
 
 def _raise_open_files() -> None:
@@ -71,7 +73,8 @@ async def _http_sections(procs: Processes, sections: set[str]) -> list[Figure]:
                 cpu = cpu_figures(http, (bridge.url, bridge.pid), (relay.url, relay.pid))
                 figures += await _section("cpu", cpu)
             if "mrtr" in sections:
-                figures += await _section("mrtr", mrtr_figures(http, ends))
+                pids = {bridge.url: bridge.pid, quiet.url: quiet.pid}
+                figures += await _section("mrtr", mrtr_figures(http, procs, legacy.url, pids))
     if "burst" in sections:
         figures += await _section("burst", held_figures(procs))
     if "roots" in sections:
@@ -102,6 +105,8 @@ async def _run(sections: set[str]) -> list[Figure]:
             figures = await _http_sections(procs, sections)
             if "stdio" in sections:
                 figures += await _section("stdio", stdio_figures(procs))
+            if "conformance" in sections:
+                figures += await _section("conformance", conformance_load_figures(procs))
             return figures
     finally:
         procs.close()

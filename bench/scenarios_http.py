@@ -2,10 +2,7 @@
 
 - echo (no push) at concurrency 1, 16, 64: bridge (raw modern POST) vs direct (raw legacy POST on
   a session per worker); throughput ratio and added p50/p99.
-- one elicitation at concurrency 1: the bridge's MRTR round trip (tools/call -> InputRequiredResult
-  -> retry -> complete) vs the legacy push round trip (tools/call -> push on the SSE stream -> POST
-  the answer -> result), with the default `held.batch_quiet_ms` and with 1 ms.
-- held calls: bench/scenarios_held.py.
+- the MRTR round trip: bench/scenarios_mrtr.py; held calls: bench/scenarios_held.py.
 """
 
 from __future__ import annotations
@@ -16,18 +13,15 @@ from dataclasses import dataclass
 from typing import Final
 
 import aiohttp
-from drivers import ELICIT_FORM, LegacyHttp, ModernHttp
+from drivers import LegacyHttp, ModernHttp
 from figures import Figure, compare, errors_of, first_errors, latency_summary
 from load import Call, Sample, alternating, closed_loop, median, percentile
 
 ROUNDS: Final = 4  # interleaved rounds per concurrency (c > 1): direct, bridge, bridge, direct, ...
 ECHO_CALLS: Final = {1: 500, 16: 480, 64: 640}  # c=1: calls per path; c>1: calls per path per round
 WARMUP_CALLS: Final = 40
-MRTR_ROUNDS: Final = 150
 THROUGHPUT_TARGET: Final = 0.90
 ADDED_P50_OVER_RELAY_MS: Final = 0.3  # added p50 at c=1 <= the bare relay's added p50 + this
-MRTR_TARGET_MS: Final = 2.0
-DEFAULT_QUIET_MS: Final = 10.0  # held.batch_quiet_ms's default (config/bridge.example.toml)
 
 
 @dataclass(frozen=True)
@@ -161,46 +155,3 @@ def _relay_figure(d: Sample, r: Sample) -> Figure:
     )
 
 
-async def mrtr_figures(http: aiohttp.ClientSession, ends: Endpoints) -> list[Figure]:
-    """Interleaved per call: direct push round trip, MRTR (default quiet), MRTR (quiet 1 ms)."""
-    direct = LegacyHttp(http, ends.legacy, capabilities=ELICIT_FORM)
-    await direct.initialize()
-    default = ModernHttp(http, ends.bridge, capabilities=ELICIT_FORM)
-    quiet = ModernHttp(http, ends.bridge_quiet_1ms, capabilities=ELICIT_FORM)
-    calls: list[Call] = [
-        lambda i: direct.push_round_trip(f"t{i}"),
-        lambda i: default.mrtr_round_trip(f"t{i}"),
-        lambda i: quiet.mrtr_round_trip(f"t{i}"),
-    ]
-    await alternating(calls, 10)  # warm-up
-    d, b, q = await alternating(calls, MRTR_ROUNDS)
-    figures = []
-    for key, quiet_ms, sample in (
-        ("mrtr_default_quiet", DEFAULT_QUIET_MS, b),
-        ("mrtr_quiet_1ms", 1.0, q),
-    ):
-        delta = median(sample.latencies_ms) - median(d.latencies_ms)
-        figures.append(
-            compare(
-                key,
-                f"1 elicitation, c=1: round trip (batch_quiet_ms={quiet_ms:g})",
-                "ms",
-                median(sample.latencies_ms),
-                median(d.latencies_ms),
-                comparison="delta",
-                target=f"<= +{MRTR_TARGET_MS:g} ms",
-                check=lambda v: v <= MRTR_TARGET_MS,
-                errors=errors_of(sample, d),
-                note=first_errors(sample, d),
-                extra={
-                    "bridge": latency_summary(sample),
-                    "direct": latency_summary(d),
-                    "batch_quiet_ms": quiet_ms,
-                },
-                detail=f"{sample.calls} round trips; {delta - quiet_ms:+.2f} ms beyond the "
-                f"{quiet_ms:g} ms window; "
-                f"p99 {percentile(sample.latencies_ms, 99):.1f} vs "
-                f"{percentile(d.latencies_ms, 99):.1f} ms",
-            )
-        )
-    return figures

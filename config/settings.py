@@ -7,7 +7,7 @@ import re
 from typing import Final, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic import Field, PositiveInt, SecretStr, field_validator, model_validator
 
 from config.base import PUBLIC_URL, Frozen
 from config.replicas import ClusterSettings, RecoverySettings
@@ -277,10 +277,18 @@ class HeldCallSettings(Frozen):
         description="largest accepted inputResponses entry (its JSON in UTF-8 bytes)",
     )
     batch_quiet_ms: float = Field(
-        10.0, ge=0, description="pushes are batched until quiet for this long"
+        50.0,
+        ge=0,
+        description="ceiling: a batch smaller than learned (or of a tool not seen yet) closes "
+        "after this long without a push",
     )
     batch_max_ms: float = Field(
-        100.0, ge=0, description="longest a batch stays open after its first push"
+        250.0, ge=0, description="longest a batch stays open after its first push"
+    )
+    batch_sizes: dict[str, PositiveInt] = Field(
+        default_factory=dict,
+        description="pushes a tool sends together in each input round, when known in advance "
+        "(tool name -> count); what the bridge learns replaces it round by round",
     )
     keys: dict[str, SecretStr] = Field(
         default_factory=dict, description="requestState keys by key id (base64url of 32 bytes)"

@@ -17,19 +17,17 @@ from typing import Any
 import structlog
 
 from proxy.context import NotificationSink
+from proxy.held_registry import HELD_ABANDON_S as HELD_ABANDON_S
+from proxy.held_registry import HeldCallRegistry as HeldCallRegistry
 from proxy.tasks import TaskOwner
 from proxy.upstream.base import Inbound, UpstreamCall, UpstreamSession
 from proxy.upstream.pool import Lease
+from translators.batching import batch_key
 from translators.canonical import as_object
 from translators.capabilities import elicitation_modes
 from translators.eras import CANCELLED, META_PROGRESS_TOKEN
 from translators.errors import (
     BridgeError,
-    CapacityExceeded,
-    ClientLimitExceeded,
-    InvalidRequestState,
-    RejectionReason,
-    ShuttingDown,
     UpstreamFault,
     UpstreamReturnedError,
 )
@@ -44,8 +42,8 @@ from translators.held_call import (
     DeadlinePassed,
     Event,
     HeldCall,
-    HeldCallState,
     Limits,
+    NoteBatchSize,
     ReissueUpstreamCall,
     ReleaseUpstream,
     ReplyError,
@@ -72,7 +70,6 @@ from translators.subscriptions import SESSION_WIDE
 
 log = structlog.get_logger()
 Reply = ReplyInputRequired | ReplyResult | ReplyError
-HELD_ABANDON_S = 5.0  # longest an abandoned call waits for its upstream refusals and cancel
 
 
 @dataclass(frozen=True)
@@ -111,12 +108,15 @@ class CallDriver:
     ) -> None:
         self.continuation_id = os.urandom(16)
         self.principal = principal
+        self._batch_key = batch_key(upstream.method, upstream.params)
         self.machine = HeldCall(
             limits,
             attempt=None,
             pre_answers=dict(pre_answers),
             url_elicitation="url" in elicitation_modes(client_capabilities),
             lift_url_errors=lease.session.revision.elicitation_modes,
+            batch_sizes=registry.batch_sizes.sizes(self._batch_key),
+            batch_size=registry.batch_sizes.declared(self._batch_key),
         )
         self.issued_keys: list[str] = []
         self.answers: JsonObject = dict(
@@ -286,6 +286,8 @@ class CallDriver:
                 handle = self._timers.pop(action.name, None)
                 if handle is not None:
                     handle.cancel()
+            elif isinstance(action, NoteBatchSize):
+                self._registry.batch_sizes.note(self._batch_key, action.round, action.size)
             elif isinstance(action, ReportBug):
                 self._log.error("held_call_bug", detail=action.detail)
             else:
@@ -379,107 +381,6 @@ class CallDriver:
             except TimeoutError:
                 self._log.warning("held_call_abandon_timed_out")
         await self._tasks.aclose()
-
-
-class HeldCallRegistry:
-    """Live MRTR-capable calls by `continuation_id`; the caps count only held ones
-    (`admit_held`)."""
-
-    def __init__(self, *, max_per_principal: int, max_total: int) -> None:
-        self._calls: dict[bytes, CallDriver] = {}
-        self._held: set[bytes] = set()  # calls that have asked their client for input
-        self._per_principal: dict[str, int] = {}  # held calls per principal
-        self.closing = False  # shutdown: no call may become held any more
-        self._max_per_principal = max_per_principal
-        self._max_total = max_total
-        self._attempt_ids = 0
-        self.rounds_total = 0
-
-    def next_attempt_id(self) -> int:
-        self._attempt_ids += 1
-        return self._attempt_ids
-
-    def admit_held(self, driver: CallDriver) -> None:
-        """Count `driver` as held (it asks its client for input) unless a cap is reached. A call is
-        counted from its first InputRequiredResult until it ends; calls that never ask are not."""
-        if driver.continuation_id in self._held:
-            return
-        if self.closing:
-            raise ShuttingDown()
-        if len(self._held) >= self._max_total:
-            raise CapacityExceeded(
-                f"The bridge already holds its maximum of {self._max_total} calls waiting for "
-                "input "
-                "(held.max_total); retry later",
-                "held.max_total",
-            )
-        if self._per_principal.get(driver.principal, 0) >= self._max_per_principal:
-            raise ClientLimitExceeded(
-                f"This caller already has {self._max_per_principal} calls waiting for input "
-                "(held.max_per_principal); finish or abandon one first",
-                "held.max_per_principal",
-            )
-        self._held.add(driver.continuation_id)
-        self._per_principal[driver.principal] = self._per_principal.get(driver.principal, 0) + 1
-
-    def add(self, driver: CallDriver) -> None:
-        self._calls[driver.continuation_id] = driver
-
-    def get(self, continuation_id: bytes) -> CallDriver | None:
-        return self._calls.get(continuation_id)
-
-    def lookup(self, continuation_id: bytes) -> CallDriver:
-        driver = self._calls.get(continuation_id)
-        if driver is None:
-            raise InvalidRequestState(RejectionReason.UNKNOWN_HELD_CALL)
-        return driver
-
-    def remove(self, driver: CallDriver) -> None:
-        self._calls.pop(driver.continuation_id, None)
-        if driver.continuation_id in self._held:
-            self._held.discard(driver.continuation_id)
-            left = self._per_principal.get(driver.principal, 1) - 1
-            if left:
-                self._per_principal[driver.principal] = left
-            else:
-                self._per_principal.pop(driver.principal, None)
-
-    def note_round(self) -> None:
-        self.rounds_total += 1
-
-    def held_now(self) -> int:
-        return sum(
-            1 for d in self._calls.values() if d.machine.state is HeldCallState.WAITING_CLIENT
-        )
-
-    def __len__(self) -> int:
-        return len(self._calls)
-
-    def abort_all(self, reason: str) -> None:
-        """End of the shutdown grace: abort every call, attached ones included."""
-        for driver in list(self._calls.values()):
-            driver.abort(reason)
-
-    async def abandon_waiting(self) -> None:
-        """Shutdown: abandon every call that no request is attached to (its retry would be
-        refused)."""
-        waiting = [d for d in self._calls.values() if d.machine.attempt is None]
-        await asyncio.gather(
-            *(d.abandon("bridge shutting down") for d in waiting), return_exceptions=True
-        )
-
-    async def aclose(self, wait_s: float = HELD_ABANDON_S) -> None:
-        """Abandon every call left, waiting at most `wait_s` for their upstream refusals and
-        cancels."""
-        drivers = list(self._calls.values())
-        if drivers:
-            await asyncio.wait(
-                [asyncio.ensure_future(d.abandon("bridge shutting down", wait_s)) for d in drivers],
-                timeout=wait_s,
-            )
-        self._calls.clear()
-        self._held.clear()
-        self._per_principal.clear()
 
 
 def progress_meta_token(params: Any) -> str | int | None:

@@ -3,9 +3,10 @@
 
 `HeldCall.handle(event, now) -> list[Action]` is the whole interface. Time comes in as a
 parameter; timers go out as `StartTimer` actions and come back as `BatchWindowClosed` /
-`DeadlinePassed` events. Every (state, event type) pair is in `_TRANSITIONS`, which names the
-states the transition may lead to; a handler computes its actions and returns its target
-(`Step`), and `handle()` alone moves the state, once it has checked the table names the target.
+`DeadlinePassed` events. Every (state, event type) pair is in `_TRANSITIONS`
+(translators/held_call_table.py), which names the states the transition may lead to; a handler
+computes its actions and returns its target (`Step`), and `handle()` alone moves the state, once
+it has checked the table names the target.
 A missing pair, or a target the table does not name, is a `BridgeBug`: it yields `ReportBug`
 and leaves the state unchanged.
 
@@ -15,19 +16,13 @@ chosen by the driver. `Reply*` actions name the attempt they answer.
 
 from __future__ import annotations
 
-import enum
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from translators.errors import (
-    ClientFault,
     ClientLimitExceeded,
-    InvalidRequestState,
-    MissingClientCapability,
     RejectionReason,
     ShuttingDown,
-    UpstreamTimeout,
 )
 from translators.held_call_events import (
     Action,
@@ -39,6 +34,7 @@ from translators.held_call_events import (
     ClientRetried,
     DeadlinePassed,
     Event,
+    NoteBatchSize,
     ReissueUpstreamCall,
     ReleaseUpstream,
     ReplyError,
@@ -51,22 +47,15 @@ from translators.held_call_events import (
     UpstreamPushCancelled,
     UpstreamResultArrived,
 )
-from translators.jsonrpc import JsonObject
-from translators.pushes import PendingPush, PushAnswer, input_response_to_legacy, refusal
-from translators.url_elicitation import (
-    any_declined,
-    is_url_elicitation_required,
-    lift_url_elicitations,
-    url_declined,
+from translators.held_call_table import (
+    _TRANSITIONS,
+    EVENT_TYPES,
+    HeldCallState,
+    Step,
+    Transition,
 )
-
-
-class HeldCallState(enum.Enum):
-    RUNNING = "running"  # upstream call in flight, a front attempt attached
-    COLLECTING = "collecting"  # first push seen, batch window open, attempt attached
-    WAITING_CLIENT = "waiting_client"  # InputRequiredResult sent, no attempt attached
-    DONE = "done"  # final reply sent, cancelled or expired
-
+from translators.jsonrpc import JsonObject
+from translators.pushes import PendingPush, refusal
 
 _S = HeldCallState
 
@@ -101,6 +90,8 @@ class HeldCall:
         True  # the session's revision has URL mode (else -32042 is a plain error)
     )
     upstream_done: bool = False
+    batch_sizes: Mapping[int, int] = field(default_factory=dict)  # learned: round -> pushes
+    batch_size: int = 0  # declared (held.batch_sizes) for every round not learned; 0: unknown
     _batch_started: float = 0.0
     _tokens: dict[str, int] = field(default_factory=lambda: {"batch": 0, "deadline": 0})
 
@@ -208,235 +199,6 @@ class HeldCall:
         )
 
 
-@dataclass(frozen=True)
-class Step:
-    """What a transition handler decided: the state to move to, and the actions to perform."""
-
-    target: HeldCallState
-    actions: list[Action]
-
-
-# ---- transitions: each handler returns the `Step` it decided; `HeldCall.handle` moves the state
-# ----
-
-
-def _push_while_attached(call: HeldCall, event: UpstreamPushArrived, now: float) -> Step:
-    push = event.push
-    if push.key in call.pre_answers and push.push_id is not None:
-        try:
-            answer = input_response_to_legacy(push.key, push, call.pre_answers.pop(push.key))
-        except ClientFault:
-            answer = None  # an unusable pre-answer: ask the client normally
-        if answer is not None:
-            return call._stay([AnswerPush(push.push_id, answer)])
-    call.pending[push.key] = push
-    if call.state is _S.RUNNING:
-        call._batch_started = now
-    remaining = call.limits.batch_max_s - (now - call._batch_started)
-    return Step(_S.COLLECTING, [call._timer("batch", min(call.limits.batch_quiet_s, remaining))])
-
-
-def _push_while_waiting(call: HeldCall, event: UpstreamPushArrived, now: float) -> Step:
-    call.pending[event.push.key] = event.push  # asked for in the next round
-    return call._stay()
-
-
-def _push_cancelled(call: HeldCall, event: UpstreamPushCancelled, now: float) -> Step:
-    for key, push in list(call.pending.items()):
-        if push.push_id == event.push_id:
-            del call.pending[key]
-    if call.state is _S.COLLECTING and not call.pending:
-        return Step(_S.RUNNING, [CancelTimer("batch")])
-    return call._stay()
-
-
-def _final_while_attached(
-    call: HeldCall, event: UpstreamResultArrived | UpstreamErrorArrived, now: float
-) -> Step:
-    attempt = call._attached()
-    call.upstream_done = True
-    if (
-        isinstance(event, UpstreamErrorArrived)
-        and call.lift_url_errors
-        and is_url_elicitation_required(event.error)
-    ):
-        if not call.url_elicitation:
-            fault = MissingClientCapability(
-                "The server requires URL-mode elicitation, which this request did not declare",
-                {"elicitation": {"url": {}}},
-            )
-            return call._finish(ReplyError(attempt, fault=fault))
-        lifted = lift_url_elicitations(event.error)
-        if lifted:
-            call.pending.update(lifted)
-            call.reissue = True
-            return call._ask(attempt, list(call.pending))
-    call.pending.clear()
-    return call._finish(_final_reply(attempt, event))
-
-
-def _final_while_waiting(
-    call: HeldCall, event: UpstreamResultArrived | UpstreamErrorArrived, now: float
-) -> Step:
-    """The upstream call ended while held (e.g. the server timed its push out): the retry
-    gets it."""
-    call.upstream_done = True
-    call.outcome = event
-    return call._stay([ReleaseUpstream()])
-
-
-def _final_reply(
-    attempt: int, event: UpstreamResultArrived | UpstreamErrorArrived
-) -> ReplyResult | ReplyError:
-    if isinstance(event, UpstreamResultArrived):
-        return ReplyResult(attempt, event.result)
-    return ReplyError(attempt, error=event.error, fault=event.fault)
-
-
-def _batch_closed(call: HeldCall, event: BatchWindowClosed, now: float) -> Step:
-    if not call._is_current("batch", event.token):
-        return call._stay()  # superseded by a later push
-    return call._ask(call._attached(), list(call.pending))
-
-
-def _stale_timer(call: HeldCall, event: BatchWindowClosed | DeadlinePassed, now: float) -> Step:
-    return call._stay()
-
-
-def _retry(call: HeldCall, event: ClientRetried, now: float) -> Step:
-    """A retry in any state: refused unless the call waits for this round's answers. A retry that
-    found the call just before the driver dropped it is refused like a retry of an unknown call."""
-    reason = call.retry_refusal(event.round)
-    if reason is not None:
-        return call._stay([ReplyError(event.attempt, fault=InvalidRequestState(reason))])
-    if call.outcome is not None:
-        call.pending.clear()
-        return call._finish(_final_reply(event.attempt, call.outcome))
-    try:
-        answers = {
-            key: input_response_to_legacy(key, push, event.input_responses[key])
-            for key, push in call.pending.items()
-            if key in event.input_responses
-        }
-    except ClientFault as fault:
-        return call._stay([ReplyError(event.attempt, fault=fault)])  # nothing consumed
-    return _apply_answers(call, event.attempt, answers)
-
-
-def _apply_answers(call: HeldCall, attempt: int, answers: dict[str, PushAnswer]) -> Step:
-    actions: list[Action] = []
-    for key, answer in answers.items():
-        push = call.pending.pop(key)
-        if push.push_id is not None:
-            actions.append(AnswerPush(push.push_id, answer))
-    if call.pending:
-        return call._ask(attempt, list(call.pending), *actions)
-    call.attempt = attempt
-    actions += [CancelTimer("deadline"), call._timer("deadline", call.limits.attempt_timeout_s)]
-    if call.reissue:
-        call.reissue = False
-        if any_declined(answers):
-            return call._finish(ReplyError(attempt, fault=url_declined()))
-        call.upstream_done = False
-        actions.append(ReissueUpstreamCall())
-    return Step(_S.RUNNING, actions)
-
-
-def _disconnected(call: HeldCall, event: ClientDisconnected, now: float) -> Step:
-    if event.attempt != call.attempt:
-        return call._stay()
-    return call._abandon("client disconnected")
-
-
-def _ignore(call: HeldCall, event: Event, now: float) -> Step:
-    return call._stay()
-
-
-def _attempt_deadline(call: HeldCall, event: DeadlinePassed, now: float) -> Step:
-    if not call._is_current("deadline", event.token):
-        return call._stay()
-    fault = UpstreamTimeout(
-        f"The upstream call did not finish within {call.limits.attempt_timeout_s:g} s", public=True
-    )
-    return call._abandon("request timed out", ReplyError(call._attached(), fault=fault))
-
-
-def _held_deadline(call: HeldCall, event: DeadlinePassed, now: float) -> Step:
-    if not call._is_current("deadline", event.token):
-        return call._stay()
-    return call._abandon("held call expired")
-
-
-_Handler = Callable[[HeldCall, Any, float], Step]
-
-
-@dataclass(frozen=True)
-class Transition:
-    """One row of the table: the handler, and every state it may lead to."""
-
-    handler: _Handler
-    targets: frozenset[HeldCallState]
-
-
-def _to(handler: _Handler, *targets: HeldCallState) -> Transition:
-    return Transition(handler, frozenset(targets))
-
-
-RUN, COLLECT, WAIT, DONE = _S.RUNNING, _S.COLLECTING, _S.WAITING_CLIENT, _S.DONE
-_TRANSITIONS: dict[tuple[HeldCallState, type], Transition] = {
-    (RUN, UpstreamPushArrived): _to(
-        _push_while_attached, RUN, COLLECT
-    ),  # RUN: answered from pre-answers
-    (RUN, UpstreamPushCancelled): _to(_push_cancelled, RUN),
-    (RUN, UpstreamResultArrived): _to(_final_while_attached, DONE),
-    (RUN, UpstreamErrorArrived): _to(_final_while_attached, DONE, WAIT),  # WAIT: a lifted -32042
-    (RUN, BatchWindowClosed): _to(_stale_timer, RUN),
-    (RUN, ClientRetried): _to(_retry, RUN),  # refused: not waiting
-    (RUN, ClientDisconnected): _to(
-        _disconnected, RUN, DONE
-    ),  # RUN: an earlier attempt's disconnect
-    (RUN, DeadlinePassed): _to(_attempt_deadline, RUN, DONE),  # RUN: a stale timer
-    (COLLECT, UpstreamPushArrived): _to(_push_while_attached, COLLECT),
-    (COLLECT, UpstreamPushCancelled): _to(_push_cancelled, COLLECT, RUN),  # RUN: no push left
-    (COLLECT, UpstreamResultArrived): _to(_final_while_attached, DONE),
-    (COLLECT, UpstreamErrorArrived): _to(_final_while_attached, DONE, WAIT),
-    (COLLECT, BatchWindowClosed): _to(
-        _batch_closed, COLLECT, WAIT, DONE
-    ),  # DONE: past held.max_rounds
-    (COLLECT, ClientRetried): _to(_retry, COLLECT),
-    (COLLECT, ClientDisconnected): _to(_disconnected, COLLECT, DONE),
-    (COLLECT, DeadlinePassed): _to(_attempt_deadline, COLLECT, DONE),
-    (WAIT, UpstreamPushArrived): _to(_push_while_waiting, WAIT),
-    (WAIT, UpstreamPushCancelled): _to(_push_cancelled, WAIT),
-    (WAIT, UpstreamResultArrived): _to(_final_while_waiting, WAIT),
-    (WAIT, UpstreamErrorArrived): _to(_final_while_waiting, WAIT),
-    (WAIT, BatchWindowClosed): _to(_stale_timer, WAIT),
-    (WAIT, ClientRetried): _to(_retry, RUN, WAIT, DONE),  # WAIT: refused, or asked again
-    (WAIT, ClientDisconnected): _to(_ignore, WAIT),
-    (WAIT, DeadlinePassed): _to(_held_deadline, WAIT, DONE),
-    # DONE: late upstream traffic and stale timers are harmless races; so is a retry that found the
-    # call just before the driver dropped it (answered like any retry of an unknown call).
-    (DONE, UpstreamPushArrived): _to(_ignore, DONE),
-    (DONE, UpstreamPushCancelled): _to(_ignore, DONE),
-    (DONE, UpstreamResultArrived): _to(_ignore, DONE),
-    (DONE, UpstreamErrorArrived): _to(_ignore, DONE),
-    (DONE, BatchWindowClosed): _to(_stale_timer, DONE),
-    (DONE, DeadlinePassed): _to(_stale_timer, DONE),
-    (DONE, ClientRetried): _to(_retry, DONE),
-    (DONE, ClientDisconnected): _to(_ignore, DONE),
-}
-
-EVENT_TYPES: tuple[type, ...] = (
-    UpstreamPushArrived,
-    UpstreamPushCancelled,
-    UpstreamResultArrived,
-    UpstreamErrorArrived,
-    BatchWindowClosed,
-    ClientRetried,
-    ClientDisconnected,
-    DeadlinePassed,
-)
-
 __all__ = [
     "EVENT_TYPES",
     "Action",
@@ -451,6 +213,7 @@ __all__ = [
     "HeldCall",
     "HeldCallState",
     "Limits",
+    "NoteBatchSize",
     "ReissueUpstreamCall",
     "ReleaseUpstream",
     "ReplyError",

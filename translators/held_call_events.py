@@ -132,6 +132,15 @@ class ReleaseUpstream:
 
 
 @dataclass(frozen=True)
+class NoteBatchSize:
+    """The call's pushes for input round `round` came `size` together: remember it for the next
+    call of the same tool (translators/batching.py)."""
+
+    round: int
+    size: int
+
+
+@dataclass(frozen=True)
 class ReportBug:
     detail: str
 
@@ -145,6 +154,7 @@ Action = (
     | ReissueUpstreamCall
     | StartTimer
     | CancelTimer
+    | NoteBatchSize
     | ReleaseUpstream
     | ReportBug
 )

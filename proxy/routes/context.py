@@ -22,6 +22,7 @@ from proxy.tasks import TaskOwner
 from proxy.tool_schemas import ToolSchemas
 from proxy.upstream.base import UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
+from translators.batching import BatchSizes
 from translators.capabilities import modern_client_capabilities_to_legacy
 from translators.eras import META_CLIENT_CAPABILITIES, META_LOG_LEVEL, MRTR_METHODS
 from translators.jsonrpc import JsonObject
@@ -40,7 +41,9 @@ class RouteContext:
         self.pool = pool
         self.cache = CacheHints(settings.cache.ttl_ms, settings.cache.scope)
         self.registry = HeldCallRegistry(
-            max_per_principal=settings.held.max_per_principal, max_total=settings.held.max_total
+            max_per_principal=settings.held.max_per_principal,
+            max_total=settings.held.max_total,
+            batch_sizes=BatchSizes(settings.held.batch_sizes),
         )
         self.continuations = Continuations(keyring, settings.held, self.registry, settings.recovery)
         self.tasks = TaskOwner()

@@ -18,7 +18,8 @@
 # mcp 1.12.4, a 2025-06-18 server: tests/peers/legacy_fixture_2025_06_18.py from
 # .venv-2025-06-18, with tests/conformance/expected-failures-2025-06-18.txt), SCENARIO=name (one scenario only),
 # FIXTURE_ARGS="--no-key-hints" (extra fixture flags), OUTDIR (default .conformance-results),
-# RUN_TIMEOUT_S (bound on the CLI run, default 300).
+# RUN_TIMEOUT_S (bound on the CLI run, default 300), INSTALL_ONLY=1 (install the pinned tools, run
+# nothing: bench/conformance_load.py uses them).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -108,6 +109,9 @@ cleanup() {
 trap cleanup EXIT INT TERM
 
 install_tools
+if [[ "${INSTALL_ONLY:-0}" == "1" ]]; then  # `make bench`: the CLI for its conformance section
+    exit 0
+fi
 rm -rf "$OUTDIR"
 mkdir -p "$OUTDIR"
 

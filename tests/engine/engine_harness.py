@@ -25,6 +25,7 @@ from proxy.dispatch import Engine
 from proxy.runtime import bridge_runtime
 from proxy.upstream.base import SessionOpener
 from proxy.upstream.pool import UpstreamPool
+from translators.batching import BatchKey, BatchSizes
 from translators.eras import (
     ELICIT,
     META_CLIENT_CAPABILITIES,
@@ -65,8 +66,17 @@ class RecordingSink:
         self.sent.append(notification)
 
 
+class OnePushPerRound(BatchSizes):
+    """What a scripted bridge knows before its first call: every tool sends one push per round,
+    unless a test teaches otherwise (`ScriptedBridge.learned`) or the bridge observes otherwise."""
+
+    def declared(self, key: BatchKey) -> int:
+        return 1
+
+
 class ScriptedBridge:
     def __init__(self, engine: Engine, pool: UpstreamPool, upstream: FakeUpstream) -> None:
+        engine.registry.batch_sizes = OnePushPerRound()
         self.engine = engine
         self.pool = pool
         self.upstream = upstream
@@ -94,6 +104,13 @@ class ScriptedBridge:
             **(extra or {}),
         }
         return FrontRequest(next(self._ids), method, params, principal, transport="stdio")
+
+    def learned(self, *sizes: int, tool: str = "ask", method: str = TOOLS_CALL) -> None:
+        """Teach the bridge that `tool` sends `sizes[n]` pushes together in round n + 1 (as if an
+        earlier call had shown it): a batch is then complete the moment its last push arrives.
+        Before that, every tool is known to send one push per round (`OnePushPerRound`)."""
+        for round_, size in enumerate(sizes, start=1):
+            self.engine.registry.batch_sizes.note((method, tool), round_, size)
 
     def retry_of(
         self,
@@ -157,10 +174,12 @@ def fault_of(response: JsonObject) -> JsonObject:
 
 
 def settings_with(**sections: JsonObject) -> Settings:
-    """Settings for a bridge in front of the fake (short batch window unless a test sets one)."""
+    """Settings for a bridge in front of the fake. The batch ceiling is out of reach: a batch closes
+    when it holds as many pushes as learned (`ScriptedBridge.learned`), never by a timer, unless a
+    test sets one."""
     data: dict[str, JsonObject] = {
         "upstream": {"url": "http://fake-upstream.invalid/mcp"},
-        "held": {"batch_quiet_ms": 5, "batch_max_ms": 50},
+        "held": {"batch_quiet_ms": 600_000, "batch_max_ms": 600_000},
     }
     for name, values in sections.items():
         data[name] = {**data.get(name, {}), **values}

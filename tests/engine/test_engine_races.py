@@ -99,7 +99,8 @@ async def test_early_finish_while_waiting_for_the_client_answers_the_retry() -> 
 
 
 async def test_early_finish_while_collecting_answers_the_first_attempt() -> None:
-    async with scripted_bridge(held={"batch_quiet_ms": 5000, "batch_max_ms": 10000}) as bridge:
+    async with scripted_bridge() as bridge:
+        bridge.learned(2)  # one push of two: the batch stays open
         first = bridge.start(bridge.request())
         call = await bridge.upstream.next_call()
         push = call.push(ELICIT, ELICIT_PARAMS, key="name")
@@ -110,7 +111,8 @@ async def test_early_finish_while_collecting_answers_the_first_attempt() -> None
 
 
 async def test_cancel_during_collect_refuses_the_push_and_cancels_upstream() -> None:
-    async with scripted_bridge(held={"batch_quiet_ms": 5000, "batch_max_ms": 10000}) as bridge:
+    async with scripted_bridge() as bridge:
+        bridge.learned(2)  # one push of two: the batch stays open
         first = bridge.start(bridge.request())
         call = await bridge.upstream.next_call()
         push = call.push(ELICIT, ELICIT_PARAMS, key="name")

@@ -53,6 +53,7 @@ async def test_one_push_is_one_round_and_its_answer_goes_upstream() -> None:
 
 async def test_pushes_arriving_together_are_batched_into_one_round() -> None:
     async with scripted_bridge() as bridge:
+        bridge.learned(3)
         request = bridge.request()
         first = bridge.start(request)
         call = await bridge.upstream.next_call()
@@ -79,6 +80,7 @@ async def test_pushes_arriving_together_are_batched_into_one_round() -> None:
 
 async def test_missing_answers_are_asked_again_alone() -> None:
     async with scripted_bridge() as bridge:
+        bridge.learned(2)
         request = bridge.request()
         first = bridge.start(request)
         call = await bridge.upstream.next_call()
@@ -87,6 +89,7 @@ async def test_missing_answers_are_asked_again_alone() -> None:
             call.push(SAMPLE, SAMPLING_PARAMS, key="sum"),
         )
         reply = await first
+        assert set(input_requests(reply)) == {"name", "sum"}
         again = await bridge.send(bridge.retry_of(request, reply, {"name": accepted("Ada")}))
         assert input_requests(again) == {"sum": {"method": SAMPLE, "params": SAMPLING_PARAMS}}
         assert await name.answered() == {"result": accepted("Ada")}
@@ -179,13 +182,18 @@ async def test_a_call_without_push_capabilities_shares_a_session_and_refuses_pus
 
 
 async def test_a_withdrawn_push_is_not_asked() -> None:
-    async with scripted_bridge(held={"batch_quiet_ms": 50, "batch_max_ms": 500}) as bridge:
+    async with scripted_bridge() as bridge:
+        bridge.learned(2)
         first = bridge.start(bridge.request())
         call = await bridge.upstream.next_call()
         withdrawn = call.push(ELICIT, ELICIT_PARAMS, key="name")
-        call.push(ROOTS, key="roots")
         call.notify("notifications/cancelled", {"requestId": withdrawn.push_id})
-        assert input_requests(await first) == {"roots": {"method": ROOTS, "params": {}}}
+        call.push(ROOTS, key="roots")
+        call.push(SAMPLE, SAMPLING_PARAMS, key="sum")
+        assert input_requests(await first) == {
+            "roots": {"method": ROOTS, "params": {}},
+            "sum": {"method": SAMPLE, "params": SAMPLING_PARAMS},
+        }
         assert not withdrawn.is_answered
 
 

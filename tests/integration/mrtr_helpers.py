@@ -139,6 +139,11 @@ class Interactive(Bridged):
     journal: Journal
 
 
+# The interactive server's `everything` sends its three pushes at once: declared
+# (`held.batch_sizes`), its round is complete on the third push, whatever the timing.
+EVERYTHING_AT_ONCE: dict[str, int] = {"everything": 3}
+
+
 def start_interactive(
     peers: Peers, state_dir: Path, env: Mapping[str, str] | None = None
 ) -> Interactive:

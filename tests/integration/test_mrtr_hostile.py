@@ -24,6 +24,7 @@ from translators.eras import ELICIT, PROMPTS_GET, ROOTS, SAMPLE
 
 from .harness import ModernPoster, PeerProcess, Peers, bridge_env
 from .mrtr_helpers import (
+    EVERYTHING_AT_ONCE,
     Interactive,
     accept,
     assert_state_rejected,
@@ -44,6 +45,7 @@ GOOD_TEXT = '{"action": "accept", "content": {"answer": "good-4f1c"}}'
 KEY_ENV = bridge_env(
     {"held": {"keys": {"main": base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()}}}
 )
+BATCHES = {"batch_sizes": EVERYTHING_AT_ONCE}
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +58,8 @@ def server(module_peers: Peers, tmp_path_factory: pytest.TempPathFactory) -> Int
 def short_bridge(module_peers: Peers, server: Interactive) -> PeerProcess:
     """A second bridge on the same server (an ephemeral key) whose held calls and states expire
     after 1 s."""
-    return module_peers.bridge(server.legacy.url, env=bridge_env({"held": {"ttl_s": SHORT_TTL_S}}))
+    held = {"ttl_s": SHORT_TTL_S, **BATCHES}
+    return module_peers.bridge(server.legacy.url, env=bridge_env({"held": held}))
 
 
 @pytest.fixture(scope="module")

@@ -26,10 +26,11 @@ from translators.errors import (
     MISSING_CLIENT_CAPABILITY,
 )
 
-from .harness import Peers, modern_client
+from .harness import Peers, bridge_env, modern_client
 from .mrtr_helpers import (
     ANSWER_SCHEMA,
     ELICIT_COMPLETE,
+    EVERYTHING_AT_ONCE,
     SAMPLING_MESSAGES,
     TOOL_USE_ANSWER,
     Answerer,
@@ -54,7 +55,8 @@ MAX_STATE_CHARS = 300  # issue 3: a requestState is at most 300 characters
 @pytest.fixture(scope="module")
 def server(module_peers: Peers, tmp_path_factory: pytest.TempPathFactory) -> Interactive:
     """The interactive server behind the bridge, shared by this module."""
-    return start_interactive(module_peers, tmp_path_factory.mktemp("interactive"))
+    env = bridge_env({"held": {"batch_sizes": EVERYTHING_AT_ONCE}})
+    return start_interactive(module_peers, tmp_path_factory.mktemp("interactive"), env=env)
 
 
 @pytest.mark.parametrize("action", ["accept", "decline", "cancel"])

@@ -282,10 +282,11 @@ async def ask(
 
 
 @mcp.tool()
-async def ask_twice(tag: str, ctx: Ctx) -> str:
-    """Two sequential elicitations: a name, then a color."""
+async def ask_twice(tag: str, ctx: Ctx, pause_s: float = 0.0) -> str:
+    """Two sequential elicitations: a name, then (after `pause_s` s of thought) a color."""
     record(tag, "call", tool="ask_twice")
     name = await _elicit(ctx, tag, "Step 1: what is your name?", NAME_SCHEMA)
+    await anyio.sleep(pause_s)
     color = await _elicit(ctx, tag, "Step 2: what is your favorite color?", COLOR_SCHEMA)
     return f"{_content(name, 'name')} likes {_content(color, 'color')}."
 

@@ -39,6 +39,7 @@ from translators.held_call import (
     HeldCall,
     HeldCallState,
     Limits,
+    NoteBatchSize,
     ReissueUpstreamCall,
     ReleaseUpstream,
     ReplyError,
@@ -194,9 +195,8 @@ def _waiting(*pushes: PendingPush, limits: Limits = LIMITS) -> HeldCall:
         play(
             call, 0.0, UpstreamPushArrived(push), [StartTimer("batch", QUIET, 1 + n)], S.COLLECTING
         )
-    play(
-        call, QUIET, BatchWindowClosed(len(pushes)), _asked(1, 1, list(pushes), 2), S.WAITING_CLIENT
-    )
+    asked = [NoteBatchSize(1, len(pushes)), *_asked(1, 1, list(pushes), 2)]
+    play(call, QUIET, BatchWindowClosed(len(pushes)), asked, S.WAITING_CLIENT)
     return call
 
 
@@ -415,7 +415,8 @@ def test_two_pushes_are_batched_and_the_quiet_timer_restarts() -> None:
     play(call, 0.0, UpstreamPushArrived(P101), [StartTimer("batch", QUIET, 1)], S.COLLECTING)
     play(call, 0.125, UpstreamPushArrived(P102), [StartTimer("batch", QUIET, 2)], S.COLLECTING)
     play(call, 0.25, BatchWindowClosed(1), [], S.COLLECTING)
-    play(call, 0.375, BatchWindowClosed(2), _asked(1, 1, [P101, P102], 2), S.WAITING_CLIENT)
+    asked = [NoteBatchSize(1, 2), *_asked(1, 1, [P101, P102], 2)]
+    play(call, 0.375, BatchWindowClosed(2), asked, S.WAITING_CLIENT)
 
 
 def test_batch_window_is_capped_by_batch_max() -> None:
@@ -426,7 +427,8 @@ def test_batch_window_is_capped_by_batch_max() -> None:
     script = [(0.0, QUIET), (0.125, QUIET), (0.3125, 0.1875), (0.46875, 0.03125), (0.5, 0.0)]
     for n, ((at, delay), push) in enumerate(zip(script, pushes, strict=True)):
         play(call, at, UpstreamPushArrived(push), [StartTimer("batch", delay, 1 + n)], S.COLLECTING)
-    play(call, 0.5, BatchWindowClosed(5), _asked(1, 1, pushes, 2), S.WAITING_CLIENT)
+    asked = [NoteBatchSize(1, 5), *_asked(1, 1, pushes, 2)]
+    play(call, 0.5, BatchWindowClosed(5), asked, S.WAITING_CLIENT)
 
 
 def test_pre_answered_push_is_answered_on_the_spot() -> None:
@@ -446,7 +448,8 @@ def test_invalid_pre_answer_falls_back_to_asking() -> None:
     call.start(0.0)
     play(call, 0.0, UpstreamPushArrived(P101), [StartTimer("batch", QUIET, 1)], S.COLLECTING)
     assert call.pre_answers == {"other": ACCEPT}
-    play(call, QUIET, BatchWindowClosed(1), _asked(1, 1, [P101], 2), S.WAITING_CLIENT)
+    asked = [NoteBatchSize(1, 1), *_asked(1, 1, [P101], 2)]
+    play(call, QUIET, BatchWindowClosed(1), asked, S.WAITING_CLIENT)
 
 
 def test_missing_answers_start_a_new_round_asking_only_for_them() -> None:
@@ -476,9 +479,10 @@ def test_missing_answers_start_a_new_round_asking_only_for_them() -> None:
 
 
 def test_push_arriving_while_waiting_is_asked_in_the_next_round() -> None:
-    """A push that arrives while no attempt is attached joins the next round."""
+    """A push that arrives while no attempt is attached joins the next round, and the round's
+    batch is noted as larger."""
     call = _waiting(P101)
-    play(call, 1.0, UpstreamPushArrived(P102), [], S.WAITING_CLIENT)
+    play(call, 1.0, UpstreamPushArrived(P102), [NoteBatchSize(1, 2)], S.WAITING_CLIENT)
     play(
         call,
         5.0,
@@ -755,6 +759,7 @@ def test_max_rounds_ends_the_call() -> None:
         6.25,
         BatchWindowClosed(2),
         [
+            NoteBatchSize(2, 1),
             ReplyError(2, fault=ClientLimitExceeded("", "held.max_rounds")),
             AnswerPush(102, refusal(SAMPLE)),
             CancelUpstreamCall("too many input rounds"),

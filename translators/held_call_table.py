@@ -1,0 +1,292 @@
+"""The held call's transitions (translators/held_call.py): one handler per (state, event type),
+each returning the `Step` it decided, and the table naming the states each may lead to.
+
+Batching (docs/decisions.md, "Push batching by learned size"): a push joins the open batch, which
+closes as soon as it holds as many pushes as the tool sent for this round last time (`batch_sizes`),
+else when the `held.batch_quiet_ms` timer fires (capped by `held.batch_max_ms`). Each closed batch
+is noted (`NoteBatchSize`), and so is a push arriving after its round was asked: the batch was
+larger than learned, and the late push is asked in the next round.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from translators.errors import (
+    ClientFault,
+    InvalidRequestState,
+    MissingClientCapability,
+    UpstreamTimeout,
+)
+from translators.held_call_events import (
+    Action,
+    AnswerPush,
+    BatchWindowClosed,
+    CancelTimer,
+    ClientDisconnected,
+    ClientRetried,
+    DeadlinePassed,
+    Event,
+    NoteBatchSize,
+    ReissueUpstreamCall,
+    ReleaseUpstream,
+    ReplyError,
+    ReplyResult,
+    UpstreamErrorArrived,
+    UpstreamPushArrived,
+    UpstreamPushCancelled,
+    UpstreamResultArrived,
+)
+from translators.pushes import PushAnswer, input_response_to_legacy
+from translators.url_elicitation import (
+    any_declined,
+    is_url_elicitation_required,
+    lift_url_elicitations,
+    url_declined,
+)
+
+if TYPE_CHECKING:
+    from translators.held_call import HeldCall
+
+
+class HeldCallState(enum.Enum):
+    RUNNING = "running"  # upstream call in flight, a front attempt attached
+    COLLECTING = "collecting"  # first push seen, batch window open, attempt attached
+    WAITING_CLIENT = "waiting_client"  # InputRequiredResult sent, no attempt attached
+    DONE = "done"  # final reply sent, cancelled or expired
+
+
+_S = HeldCallState
+
+
+@dataclass(frozen=True)
+class Step:
+    """What a transition handler decided: the state to move to, and the actions to perform."""
+
+    target: HeldCallState
+    actions: list[Action]
+
+
+def _push_while_attached(call: HeldCall, event: UpstreamPushArrived, now: float) -> Step:
+    push = event.push
+    if push.key in call.pre_answers and push.push_id is not None:
+        try:
+            answer = input_response_to_legacy(push.key, push, call.pre_answers.pop(push.key))
+        except ClientFault:
+            answer = None  # an unusable pre-answer: ask the client normally
+        if answer is not None:
+            return call._stay([AnswerPush(push.push_id, answer)])
+    call.pending[push.key] = push
+    if len(call.pending) >= call.batch_sizes.get(call.round + 1, call.batch_size) > 0:
+        return call._ask(call._attached(), list(call.pending))  # as many as learned: complete
+    if call.state is _S.RUNNING:
+        call._batch_started = now
+    remaining = call.limits.batch_max_s - (now - call._batch_started)
+    return Step(_S.COLLECTING, [call._timer("batch", min(call.limits.batch_quiet_s, remaining))])
+
+
+def _push_while_waiting(call: HeldCall, event: UpstreamPushArrived, now: float) -> Step:
+    """A push after its round was asked: asked for in the next round, and the round's batch was
+    larger than learned (or than the ceiling let in)."""
+    call.pending[event.push.key] = event.push
+    return call._stay([NoteBatchSize(call.round, len(call.pending))])
+
+
+def _push_cancelled(call: HeldCall, event: UpstreamPushCancelled, now: float) -> Step:
+    for key, push in list(call.pending.items()):
+        if push.push_id == event.push_id:
+            del call.pending[key]
+    if call.state is _S.COLLECTING and not call.pending:
+        return Step(_S.RUNNING, [CancelTimer("batch")])
+    return call._stay()
+
+
+def _final_while_attached(
+    call: HeldCall, event: UpstreamResultArrived | UpstreamErrorArrived, now: float
+) -> Step:
+    attempt = call._attached()
+    call.upstream_done = True
+    if (
+        isinstance(event, UpstreamErrorArrived)
+        and call.lift_url_errors
+        and is_url_elicitation_required(event.error)
+    ):
+        if not call.url_elicitation:
+            fault = MissingClientCapability(
+                "The server requires URL-mode elicitation, which this request did not declare",
+                {"elicitation": {"url": {}}},
+            )
+            return call._finish(ReplyError(attempt, fault=fault))
+        lifted = lift_url_elicitations(event.error)
+        if lifted:
+            call.pending.update(lifted)
+            call.reissue = True
+            return call._ask(attempt, list(call.pending))
+    call.pending.clear()
+    return call._finish(_final_reply(attempt, event))
+
+
+def _final_while_waiting(
+    call: HeldCall, event: UpstreamResultArrived | UpstreamErrorArrived, now: float
+) -> Step:
+    """The upstream call ended while held (e.g. the server timed its push out): the retry
+    gets it."""
+    call.upstream_done = True
+    call.outcome = event
+    return call._stay([ReleaseUpstream()])
+
+
+def _final_reply(
+    attempt: int, event: UpstreamResultArrived | UpstreamErrorArrived
+) -> ReplyResult | ReplyError:
+    if isinstance(event, UpstreamResultArrived):
+        return ReplyResult(attempt, event.result)
+    return ReplyError(attempt, error=event.error, fault=event.fault)
+
+
+def _batch_closed(call: HeldCall, event: BatchWindowClosed, now: float) -> Step:
+    if not call._is_current("batch", event.token):
+        return call._stay()  # superseded by a later push
+    noted = NoteBatchSize(call.round + 1, len(call.pending))
+    return call._ask(call._attached(), list(call.pending), noted)
+
+
+def _stale_timer(call: HeldCall, event: BatchWindowClosed | DeadlinePassed, now: float) -> Step:
+    return call._stay()
+
+
+def _retry(call: HeldCall, event: ClientRetried, now: float) -> Step:
+    """A retry in any state: refused unless the call waits for this round's answers. A retry that
+    found the call just before the driver dropped it is refused like a retry of an unknown call."""
+    reason = call.retry_refusal(event.round)
+    if reason is not None:
+        return call._stay([ReplyError(event.attempt, fault=InvalidRequestState(reason))])
+    if call.outcome is not None:
+        call.pending.clear()
+        return call._finish(_final_reply(event.attempt, call.outcome))
+    try:
+        answers = {
+            key: input_response_to_legacy(key, push, event.input_responses[key])
+            for key, push in call.pending.items()
+            if key in event.input_responses
+        }
+    except ClientFault as fault:
+        return call._stay([ReplyError(event.attempt, fault=fault)])  # nothing consumed
+    return _apply_answers(call, event.attempt, answers)
+
+
+def _apply_answers(call: HeldCall, attempt: int, answers: dict[str, PushAnswer]) -> Step:
+    actions: list[Action] = []
+    for key, answer in answers.items():
+        push = call.pending.pop(key)
+        if push.push_id is not None:
+            actions.append(AnswerPush(push.push_id, answer))
+    if call.pending:
+        return call._ask(attempt, list(call.pending), *actions)
+    call.attempt = attempt
+    actions += [CancelTimer("deadline"), call._timer("deadline", call.limits.attempt_timeout_s)]
+    if call.reissue:
+        call.reissue = False
+        if any_declined(answers):
+            return call._finish(ReplyError(attempt, fault=url_declined()))
+        call.upstream_done = False
+        actions.append(ReissueUpstreamCall())
+    return Step(_S.RUNNING, actions)
+
+
+def _disconnected(call: HeldCall, event: ClientDisconnected, now: float) -> Step:
+    if event.attempt != call.attempt:
+        return call._stay()
+    return call._abandon("client disconnected")
+
+
+def _ignore(call: HeldCall, event: Event, now: float) -> Step:
+    return call._stay()
+
+
+def _attempt_deadline(call: HeldCall, event: DeadlinePassed, now: float) -> Step:
+    if not call._is_current("deadline", event.token):
+        return call._stay()
+    fault = UpstreamTimeout(
+        f"The upstream call did not finish within {call.limits.attempt_timeout_s:g} s", public=True
+    )
+    return call._abandon("request timed out", ReplyError(call._attached(), fault=fault))
+
+
+def _held_deadline(call: HeldCall, event: DeadlinePassed, now: float) -> Step:
+    if not call._is_current("deadline", event.token):
+        return call._stay()
+    return call._abandon("held call expired")
+
+
+_Handler = Callable[["HeldCall", Any, float], Step]
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One row of the table: the handler, and every state it may lead to."""
+
+    handler: _Handler
+    targets: frozenset[HeldCallState]
+
+
+def _to(handler: _Handler, *targets: HeldCallState) -> Transition:
+    return Transition(handler, frozenset(targets))
+
+
+RUN, COLLECT, WAIT, DONE = _S.RUNNING, _S.COLLECTING, _S.WAITING_CLIENT, _S.DONE
+_TRANSITIONS: dict[tuple[HeldCallState, type], Transition] = {
+    # RUN: answered from pre-answers; WAIT: as many pushes as learned (DONE: past max_rounds)
+    (RUN, UpstreamPushArrived): _to(_push_while_attached, RUN, COLLECT, WAIT, DONE),
+    (RUN, UpstreamPushCancelled): _to(_push_cancelled, RUN),
+    (RUN, UpstreamResultArrived): _to(_final_while_attached, DONE),
+    (RUN, UpstreamErrorArrived): _to(_final_while_attached, DONE, WAIT),  # WAIT: a lifted -32042
+    (RUN, BatchWindowClosed): _to(_stale_timer, RUN),
+    (RUN, ClientRetried): _to(_retry, RUN),  # refused: not waiting
+    (RUN, ClientDisconnected): _to(
+        _disconnected, RUN, DONE
+    ),  # RUN: an earlier attempt's disconnect
+    (RUN, DeadlinePassed): _to(_attempt_deadline, RUN, DONE),  # RUN: a stale timer
+    (COLLECT, UpstreamPushArrived): _to(_push_while_attached, COLLECT, WAIT, DONE),
+    (COLLECT, UpstreamPushCancelled): _to(_push_cancelled, COLLECT, RUN),  # RUN: no push left
+    (COLLECT, UpstreamResultArrived): _to(_final_while_attached, DONE),
+    (COLLECT, UpstreamErrorArrived): _to(_final_while_attached, DONE, WAIT),
+    (COLLECT, BatchWindowClosed): _to(
+        _batch_closed, COLLECT, WAIT, DONE
+    ),  # DONE: past held.max_rounds
+    (COLLECT, ClientRetried): _to(_retry, COLLECT),
+    (COLLECT, ClientDisconnected): _to(_disconnected, COLLECT, DONE),
+    (COLLECT, DeadlinePassed): _to(_attempt_deadline, COLLECT, DONE),
+    (WAIT, UpstreamPushArrived): _to(_push_while_waiting, WAIT),
+    (WAIT, UpstreamPushCancelled): _to(_push_cancelled, WAIT),
+    (WAIT, UpstreamResultArrived): _to(_final_while_waiting, WAIT),
+    (WAIT, UpstreamErrorArrived): _to(_final_while_waiting, WAIT),
+    (WAIT, BatchWindowClosed): _to(_stale_timer, WAIT),
+    (WAIT, ClientRetried): _to(_retry, RUN, WAIT, DONE),  # WAIT: refused, or asked again
+    (WAIT, ClientDisconnected): _to(_ignore, WAIT),
+    (WAIT, DeadlinePassed): _to(_held_deadline, WAIT, DONE),
+    # DONE: late upstream traffic and stale timers are harmless races; so is a retry that found the
+    # call just before the driver dropped it (answered like any retry of an unknown call).
+    (DONE, UpstreamPushArrived): _to(_ignore, DONE),
+    (DONE, UpstreamPushCancelled): _to(_ignore, DONE),
+    (DONE, UpstreamResultArrived): _to(_ignore, DONE),
+    (DONE, UpstreamErrorArrived): _to(_ignore, DONE),
+    (DONE, BatchWindowClosed): _to(_stale_timer, DONE),
+    (DONE, DeadlinePassed): _to(_stale_timer, DONE),
+    (DONE, ClientRetried): _to(_retry, DONE),
+    (DONE, ClientDisconnected): _to(_ignore, DONE),
+}
+
+EVENT_TYPES: tuple[type, ...] = (
+    UpstreamPushArrived,
+    UpstreamPushCancelled,
+    UpstreamResultArrived,
+    UpstreamErrorArrived,
+    BatchWindowClosed,
+    ClientRetried,
+    ClientDisconnected,
+    DeadlinePassed,
+)
