@@ -153,5 +153,3 @@ def _relay_figure(d: Sample, r: Sample) -> Figure:
         detail="bench/servers/relay.py: forwards bytes, no parsing or logging; the floor for one "
         "extra hop",
     )
-
-
