@@ -106,9 +106,14 @@ async def conformance_load_figures(procs: Processes) -> list[Figure]:
     scenarios = outdir / "scenarios.txt"
     with scenarios.open("wb") as out:
         listing = await asyncio.create_subprocess_exec(
-            NODE, CLI / "dist" / "index.js", "list", "--server", "--spec-version", "2026-07-28",
+            NODE,
+            CLI / "dist" / "index.js",
+            "list",
+            "--server",
+            "--spec-version",
+            "2026-07-28",
             stdout=out,
-        )  # fmt: skip
+        )
         await listing.wait()
     report = outdir / "conformance.md"
     status = await _run(

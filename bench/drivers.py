@@ -249,9 +249,8 @@ class LegacyHttp:
                     if inbound.get("method") == "elicitation/create":
                         await self._send({"jsonrpc": "2.0", "id": inbound["id"], "result": ANSWER})
                     elif inbound.get("id") == message["id"]:
-                        await (
-                            response.read()
-                        )  # to the end of the stream, so the connection is kept alive
+                        # to the end of the stream, so the connection is kept alive
+                        await response.read()
                         return tool_text(result_of(inbound))
         raise CallFailed("the call's stream ended without a result")
 

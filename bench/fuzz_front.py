@@ -95,9 +95,8 @@ ANSWERS: Final[list[Any]] = [
     None,
     "x" * 3000,
 ]
-Held = tuple[
-    JsonObject, str, list[str]
-]  # the params that got an InputRequiredResult, its state, its keys
+# the params that got an InputRequiredResult, its state, its keys
+Held = tuple[JsonObject, str, list[str]]
 REQUEST_TIMEOUT_S: Final = 30.0
 
 
@@ -271,9 +270,8 @@ class Tally:
         if content_type.startswith("application/json") and status != 202:
             try:
                 reply = json.loads(body)
-                assert (
-                    reply["jsonrpc"] == "2.0" and reply.get("id", 0) is not None
-                )  # never a null id
+                # never a null id
+                assert reply["jsonrpc"] == "2.0" and reply.get("id", 0) is not None
                 assert ("result" in reply) != ("error" in reply)
             except (ValueError, KeyError, TypeError, AssertionError):
                 self.crashes.append(f"not one JSON-RPC response (HTTP {status}): {body[:200]!r}")

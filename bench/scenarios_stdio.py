@@ -252,9 +252,8 @@ async def stdio_figures(procs: Processes) -> list[Figure]:
         paths = StdioPaths(http, bridge.url)
         await paths.start()
         try:
-            figures += await reuse_figures(
-                http, bridge.url, bridge.pid
-            )  # first: the pool starts cold
+            # first: the pool starts cold
+            figures += await reuse_figures(http, bridge.url, bridge.pid)
             for concurrency in CONCURRENCY:
                 direct, http_front, stdio_front = await _measure(
                     paths.calls(concurrency), concurrency

@@ -54,9 +54,8 @@ RUNTIME_ENGINE_KEY: Final = web.AppKey("engine", Engine)
 CHILDREN_KEY: Final = web.AppKey("stdio_children", ChildProcesses)
 METRICS_KEY: Final = web.AppKey("metrics", BridgeMetrics)
 READINESS_PROBE_KEY: Final = web.AppKey("readiness_probe", Readiness)
-OPENER_KEY: Final[web.AppKey[SessionOpener]] = web.AppKey(
-    "session_opener"
-)  # optional: replaces the transport
+# optional: replaces the transport
+OPENER_KEY: Final[web.AppKey[SessionOpener]] = web.AppKey("session_opener")
 LEGACY_RELAY_KEY: Final = web.AppKey("legacy_relay", LegacyRelay)
 MODERN_KEY: Final = web.AppKey("modern_upstream", ModernUpstream)
 HEALTH_PATH: Final = "/healthz"
@@ -77,9 +76,8 @@ async def _readyz(request: web.Request) -> web.Response:
         modern = request.app.get(MODERN_KEY)
         if modern is not None:
             checks["era"] = modern.era.era or "unknown"
-            if (
-                modern.modern_only
-            ):  # no legacy session can open: reachable means the era probe answered
+            # no legacy session can open: reachable means the era probe answered
+            if modern.modern_only:
                 ready, checks["upstream"] = True, "reachable (modern-only: relayed untranslated)"
         body = {"status": "ready" if ready else "unavailable", "checks": checks}
         return web.json_response(body, status=200 if ready else 503)
@@ -230,18 +228,17 @@ def _readiness(settings: Settings, pool: UpstreamPool) -> Readiness:
 
 async def _on_shutdown(app: web.Application) -> None:
     """SIGTERM (the listening socket is already closed): refuse new work, end listen streams,
-    abandon
-    waiting held calls, let attached requests finish until the grace minus its closing reserve, then
-    cut off the rest with a shutting-down error (timeline: docs/operations.md § Shutdown)."""
+    abandon waiting held calls, let attached requests finish until the grace minus its closing
+    reserve, then cut off the rest with a shutting-down error (timeline: docs/operations.md §
+    Shutdown)."""
     engine = app.get(RUNTIME_ENGINE_KEY)
     if engine is None:
         return
     grace_s = app[SETTINGS_KEY].front.shutdown_grace_s
     reserve_s = close_reserve_s(grace_s)
     deadline = asyncio.get_running_loop().time() + grace_s - reserve_s
-    await engine.drain(
-        deadline, cut_wait_s=reserve_s / 2
-    )  # then aiohttp (R/4) and held calls (R/4)
+    # then aiohttp (R/4) and held calls (R/4)
+    await engine.drain(deadline, cut_wait_s=reserve_s / 2)
 
 
 def make_app(

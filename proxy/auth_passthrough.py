@@ -135,9 +135,8 @@ class MetadataRelay:
         return web.json_response(document, headers=_METADATA_HEADERS)
 
     async def _cached_document(self) -> dict[str, Any] | None:
-        """The document (None: there is none), fetched at most once per `METADATA_FRESH_S`; failures
-        are
-        not remembered, so the next request tries again."""
+        """The document (None: there is none), fetched at most once per `METADATA_FRESH_S`;
+        failures are not remembered, so the next request tries again."""
         now = asyncio.get_running_loop().time()
         if self._fresh is not None and now - self._fresh[0] < METADATA_FRESH_S:
             return self._fresh[1]

@@ -143,8 +143,7 @@ def _settings(
     args: argparse.Namespace, env: Mapping[str, str], parser: argparse.ArgumentParser
 ) -> Settings:
     """Validated settings for `serve`/`stdio`/`check`; a usage error (exit 2) says what is wrong
-    (`check`
-    reports a command that cannot start as an unreachable upstream instead)."""
+    (`check` reports a command that cannot start as an unreachable upstream instead)."""
     try:
         settings = load_settings(args.config, env, overrides_from(args))
     except ConfigError as exc:

@@ -36,9 +36,8 @@ class FrontRequest:
     authorization: str | None = (
         None  # the client's Authorization header value, forwarded upstream by policy
     )
-    trace_headers: Mapping[str, str] = field(
-        default_factory=dict
-    )  # traceparent / tracestate / baggage
+    # traceparent / tracestate / baggage
+    trace_headers: Mapping[str, str] = field(default_factory=dict)
     transport: str = "http"
     # `Mcp-Param-*` headers by lower-cased name without the prefix, values as received (trimmed,
     # Base64 sentinel not yet decoded): `translators.inbound.check_param_headers` decodes them.

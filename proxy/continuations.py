@@ -61,9 +61,8 @@ class Continuations:
     def opened(
         self, request: FrontRequest, *, grace_s: float, any_replica: bool = False
     ) -> StateClaims:
-        """The state's claims, checked against this request; a recovery accepts `grace_s` past its
-        expiry
-        and (its owner replica unreachable) any replica."""
+        """The state's claims, checked against this request; a recovery accepts `grace_s`
+        past its expiry and (its owner replica unreachable) any replica."""
         claims = open_state(request.params.get("requestState"), self._keyring)
         check_claims(
             claims,
@@ -104,9 +103,8 @@ class Continuations:
         driver = self._registry.lookup(claims.continuation_id)
         refusal = driver.machine.retry_refusal(claims.round)
         if refusal is not None and refusal is not RejectionReason.NOT_WAITING:
-            raise InvalidRequestState(
-                refusal
-            )  # early, before the log level is raised; the machine asks
+            # early, before the log level is raised; the machine asks
+            raise InvalidRequestState(refusal)
             # again when fed, atomically (a doubled retry is refused there, not_waiting, once it
             # loses)
         if driver.principal != request.principal or claims.keys_digest != keys_digest(
@@ -138,9 +136,9 @@ class Continuations:
         return seal(claims, self._keyring, os.urandom(NONCE_SIZE))
 
     def _sealed_answers(self, answers: JsonObject) -> tuple[bytes, bool]:
-        """The earlier answers as sealed, or not carried (recovery off, or over the cap). A call
-        with no
-        earlier answers (its first round) adds nothing: its token is as long as without recovery."""
+        """The earlier answers as sealed, or not carried (recovery off, or over the cap). A
+        call with no earlier answers (its first round) adds nothing: its token is as long as without
+        recovery."""
         if self._recovery.reexecute == "off":
             return b"", False
         packed = pack_answers(answers)

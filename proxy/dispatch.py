@@ -159,9 +159,9 @@ class Engine:
         return self._ctx.ready
 
     def begin_shutdown(self) -> None:
-        """Refuse new work, end every listen stream gracefully, and abandon the held calls waiting
-        for
-        their clients (their retries would be refused): pushes refused, calls cancelled upstream."""
+        """Refuse new work, end every listen stream gracefully, and abandon the held calls
+        waiting for their clients (their retries would be refused): pushes refused, calls cancelled
+        upstream."""
         if self._drain.stopping:
             return
         self._drain.stop()

@@ -68,10 +68,9 @@ class Drain:
     async def drain(
         self, deadline: float, cut_wait_s: float, before_cut: Callable[[], None]
     ) -> None:
-        """Wait for the requests in flight until `deadline` (loop time); then `before_cut()` (which
-        answers
-        what it can itself), cut off the rest, and give them `cut_wait_s` to send their upstream
-        cancels and answer their clients."""
+        """Wait for the requests in flight until `deadline` (loop time); then `before_cut()`
+        (which answers what it can itself), cut off the rest, and give them `cut_wait_s` to send
+        their upstream cancels and answer their clients."""
         try:
             async with asyncio.timeout_at(deadline):
                 await self._idle.wait()

@@ -25,9 +25,8 @@ def new_correlation_id() -> str:
 
 def reported_error(exc: BridgeError) -> dict[str, Any]:
     """Log `exc` and return the JSON-RPC error object the client receives for it."""
-    if isinstance(
-        exc, CapacityExceeded
-    ):  # the bridge is full: an operator's concern, not the client's
+    # the bridge is full: an operator's concern, not the client's
+    if isinstance(exc, CapacityExceeded):
         log.warning(
             "front_request_failed", code=exc.code, error=exc.message, kind="CapacityExceeded"
         )

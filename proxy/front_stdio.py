@@ -158,9 +158,8 @@ class _StdioFront:
             and "method" not in decoded
             and ("result" in decoded or "error" in decoded)
         ):
-            log.info(
-                "front_response_ignored"
-            )  # this server never sends requests, so no response is due
+            # this server never sends requests, so no response is due
+            log.info("front_response_ignored")
             return
         try:
             message = check_envelope(decoded)
@@ -353,10 +352,9 @@ async def _read(reader: asyncio.StreamReader) -> bytes:
 async def serve_stdio(
     settings: Settings, engine: RequestEngine, stop: BridgeStop | None = None
 ) -> None:
-    """Serve the modern stdio front on this process's stdin and stdout until stdin reaches EOF (or
-    the
-    stop is requested: SIGTERM or SIGINT). stdin EOF requests the `stop` in turn. Without a `stop`,
-    the front handles the stop signals itself."""
+    """Serve the modern stdio front on this process's stdin and stdout until stdin reaches EOF
+    (or the stop is requested: SIGTERM or SIGINT). stdin EOF requests the `stop` in turn. Without a
+    `stop`, the front handles the stop signals itself."""
     if stop is None:
         stop = BridgeStop()
         with stop.signals():

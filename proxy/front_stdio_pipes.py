@@ -74,10 +74,11 @@ async def open_stdin(
             while chunk := os.read(0, READ_CHUNK):
                 loop.call_soon_threadsafe(reader.feed_data, chunk)
             loop.call_soon_threadsafe(reader.feed_eof)
+        # stdin unreadable, or the loop already closed on the way out
         except (
             OSError,
             RuntimeError,
-        ):  # stdin unreadable, or the loop already closed on the way out
+        ):
             return
 
     threading.Thread(target=pump, name="stdio-front-stdin", daemon=True).start()
@@ -88,8 +89,8 @@ async def open_stdout(
     loop: asyncio.AbstractEventLoop, fd: int
 ) -> tuple[LineWriter, asyncio.BaseTransport | None]:
     """A writer for the protocol fd. On a pipe the write buffer limit is 0, so `drain()` returns
-    only
-    once every line has reached the pipe: backpressure per response, and nothing lost at exit."""
+    only once every line has reached the pipe: backpressure per response, and nothing lost at exit.
+    """
     if not _is_pipe(fd):
         return _BlockingWriter(fd), None
     pipe = os.fdopen(fd, "wb", buffering=0)

@@ -77,9 +77,8 @@ class Readiness:
         self._winding_down: set[asyncio.Task[str]] = set()
 
     async def report(self) -> ReadinessReport:
-        """The verdict within `answer_within_s`: a fresh check's, or else the last known one while
-        the
-        check goes on in the background (a hung upstream must not make `/readyz` hang)."""
+        """The verdict within `answer_within_s`: a fresh check's, or else the last known one
+        while the check goes on in the background (a hung upstream must not make `/readyz` hang)."""
         checks = {"keys": self._keys}
         upstream = await self._upstream()
         if upstream is None:

@@ -119,9 +119,8 @@ class CallDriver:
             batch_size=registry.batch_sizes.declared(self._batch_key),
         )
         self.issued_keys: list[str] = []
-        self.answers: JsonObject = dict(
-            pre_answers
-        )  # every answer the client gave; sealed for a recovery
+        # every answer the client gave; sealed for a recovery
+        self.answers: JsonObject = dict(pre_answers)
         self._registry = registry
         self._lease = lease
         self._upstream = upstream
@@ -192,9 +191,8 @@ class CallDriver:
         self._call = self._lease.session.start(
             up.method, up.params, headers=up.headers, on_inbound=self.on_inbound
         )
-        if (
-            self._lease.exclusive
-        ):  # the session's GET-stream pushes are this call's (docs/decisions.md § 7)
+        # the session's GET-stream pushes are this call's (docs/decisions.md § 7)
+        if self._lease.exclusive:
             self._lease.set_unrelated_handler(self.on_inbound)
         self._tasks.spawn(self._await_result(self._call), name="held-call-result")
 
@@ -352,9 +350,8 @@ class CallDriver:
         return False
 
     async def _release(self, *, discard: bool) -> None:
-        """Return the lease; a session is discarded after a cancel only if it was this call's alone
-        (a
-        late push from the cancelled call must not reach its next holder)."""
+        """Return the lease; a session is discarded after a cancel only if it was this
+        call's alone (a late push from the cancelled call must not reach its next holder)."""
         if self._lease.exclusive:
             self._lease.set_unrelated_handler(None)
         await self._lease.release(
@@ -366,9 +363,8 @@ class CallDriver:
         return asyncio.get_running_loop().time()
 
     def abort(self, reason: str) -> None:
-        """Answer any attached attempt with the shutting-down error, refuse held pushes and cancel
-        the
-        upstream call (queued; `abandon` waits for them)."""
+        """Answer any attached attempt with the shutting-down error, refuse held pushes and
+        cancel the upstream call (queued; `abandon` waits for them)."""
         self._perform(self.machine.abort(reason, self._now()))
 
     async def abandon(self, reason: str, wait_s: float = HELD_ABANDON_S) -> None:

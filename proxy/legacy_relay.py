@@ -176,9 +176,8 @@ async def _stream_back(
         async for chunk in upstream.content.iter_any():
             await response.write(chunk)
     except (aiohttp.ClientError, OSError):
-        _log.info(
-            "relay_stream_ended", reason="upstream"
-        )  # a legacy client resumes with Last-Event-ID
+        # a legacy client resumes with Last-Event-ID
+        _log.info("relay_stream_ended", reason="upstream")
         return response
     await response.write_eof()
     return response

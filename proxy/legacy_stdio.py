@@ -117,9 +117,8 @@ class _HttpSession:
         return headers
 
     async def _emit(self, data: bytes) -> None:
-        if (
-            self._version is None
-        ):  # the initialize answer names the revision every later request carries
+        # the initialize answer names the revision every later request carries
+        if self._version is None:
             with contextlib.suppress(ValueError, AttributeError):
                 version = json.loads(data).get("result", {}).get("protocolVersion")
                 self._version = version if isinstance(version, str) else None
@@ -198,9 +197,8 @@ async def relay_to_http(
         log.info("legacy_stdio_session_relayed", upstream="http")
         buffer = first
         try:
-            await session.send(
-                buffer.split(b"\n", 1)[0]
-            )  # initialize, answered before anything else
+            # initialize, answered before anything else
+            await session.send(buffer.split(b"\n", 1)[0])
             buffer = buffer.split(b"\n", 1)[1] if b"\n" in buffer else b""
             while True:
                 while b"\n" in buffer:

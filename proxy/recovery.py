@@ -1,6 +1,5 @@
 """Recovery of lost held calls: opt-in re-execution with the client's earlier answers
-(docs/operations.md
-§ Recovery).
+(docs/operations.md § Recovery).
 
 A retry whose `requestState` is valid (a key in the ring, untampered, this principal and request,
 at most `recovery.grace_s` past its expiry) but names no held call here (the bridge restarted, the
@@ -76,9 +75,8 @@ class Recovery:
         """The lost call `refused` names, if its state may start a recovery; else raises
         `refused`."""
         if owner_unreachable and refused.reason == RejectionReason.OTHER_REPLICA:
-            refused = InvalidRequestState(
-                RejectionReason.OWNER_UNREACHABLE
-            )  # what a refusal reports
+            # what a refusal reports
+            refused = InvalidRequestState(RejectionReason.OWNER_UNREACHABLE)
         cause = (
             OWNER_UNREACHABLE
             if refused.reason == RejectionReason.OWNER_UNREACHABLE

@@ -38,9 +38,8 @@ from translators.roots import (
 
 log = structlog.get_logger()
 ProbeLeaser = Callable[[], Awaitable[Lease]]
-KeyedProbeLeaser = Callable[
-    [JsonObject, str], Awaitable[Lease]
-]  # (capabilities, fingerprint) -> lease
+# (capabilities, fingerprint) -> lease
+KeyedProbeLeaser = Callable[[JsonObject, str], Awaitable[Lease]]
 
 
 class AskClient:

@@ -55,8 +55,7 @@ def http_opener(client: aiohttp.ClientSession, settings: UpstreamSettings) -> Ht
 
 def stdio_opener(spares: SpareProcesses) -> SessionOpener:
     """The pool's way to open a legacy session: a started process (a spare if one is ready),
-    initialized
-    with the request's capabilities."""
+    initialized with the request's capabilities."""
 
     async def open_session(
         capabilities: JsonObject, headers: Mapping[str, str], on_unrelated: InboundHandler
@@ -64,9 +63,8 @@ def stdio_opener(spares: SpareProcesses) -> SessionOpener:
         session = await spares.take()
         try:
             await session.initialize(capabilities, on_unrelated=on_unrelated)
-        except (
-            UpstreamUnavailable
-        ):  # it died before answering (a spare may die while it waits): one more try
+        # it died before answering (a spare may die while it waits): one more try
+        except UpstreamUnavailable:
             session = await spares.take()
             await session.initialize(capabilities, on_unrelated=on_unrelated)
         return session
@@ -80,9 +78,8 @@ def _opener(
     spares: SpareProcesses | None,
     scripted: SessionOpener | None,
 ) -> tuple[SessionOpener, TransportInfo]:
-    if (
-        scripted is not None
-    ):  # a test's in-memory upstream, with the sharing rules of the configured kind
+    # a test's in-memory upstream, with the sharing rules of the configured kind
+    if scripted is not None:
         return scripted, STDIO if upstream.command else STREAMABLE_HTTP
     if spares is not None:
         return stdio_opener(spares), STDIO
@@ -113,10 +110,10 @@ async def bridge_runtime(
     on_open_failure: Callable[[], None] | None = None,
 ) -> AsyncIterator[tuple[Engine, UpstreamPool]]:
     """Key ring, upstream client, pool and engine for either front; closed in reverse on exit.
-    Legacy
-    stdio processes are recorded in `children`; the pool's and the spares are stopped in parallel.
-    `opener` replaces the configured transport (tests script an in-memory upstream with it);
-    `on_open_failure` hears of every session that would not open (the era tracker re-probes)."""
+    Legacy stdio processes are recorded in `children`; the pool's and the spares are stopped in
+    parallel. `opener` replaces the configured transport (tests script an in-memory upstream with
+    it); `on_open_failure` hears of every session that would not open (the era tracker re-probes).
+    """
     keyring, is_ephemeral = load_keyring(settings.held)
     if is_ephemeral:
         _log.warning(

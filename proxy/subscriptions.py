@@ -120,9 +120,8 @@ class ListenHub:
         return honoured_filter(wanted, capabilities, session_stream=session.has_get_stream)
 
     async def _watch(self, listener: _Listener, open_lease: LeaseOpener) -> None:
-        """Wait for the end; replace a lost (or silently re-initialized) upstream session and re-
-        make
-        its subscriptions. If no replacement can be had, the stream ends gracefully."""
+        """Wait for the end; replace a lost (or silently re-initialized) upstream session
+        and re- make its subscriptions. If no replacement can be had, the stream ends gracefully."""
         while True:
             done, _ = await asyncio.wait({listener.ended}, timeout=HEALTH_CHECK_S)
             if done:
@@ -130,9 +129,8 @@ class ListenHub:
             session = listener.lease.session
             if session.is_alive and _generation(session) == listener.generation:
                 continue
-            await self._unsubscribe(
-                session, listener.subscribed, upstream=False
-            )  # they died with it
+            # they died with it
+            await self._unsubscribe(session, listener.subscribed, upstream=False)
             listener.subscribed = frozenset()
             await listener.lease.release(discard=True)
             try:

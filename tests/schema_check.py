@@ -52,9 +52,8 @@ def _defs_key(schema: dict[str, Any]) -> str:
 @cache
 def _schema(era: Era) -> dict[str, Any]:
     loaded: dict[str, Any] = json.loads(_file(era).read_text(encoding="utf-8"))
-    validator_for(loaded).check_schema(
-        loaded
-    )  # once per file: the metaschema check is the slow part
+    # once per file: the metaschema check is the slow part
+    validator_for(loaded).check_schema(loaded)
     return loaded
 
 

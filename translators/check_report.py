@@ -30,8 +30,7 @@ _SERVED: Final = (
 @dataclass
 class Observed:
     """What `check` saw. `legacy_error` is why a legacy `initialize` failed (None if it was not
-    tried
-    or succeeded); `unreachable` is why nothing could be asked at all."""
+    tried or succeeded); `unreachable` is why nothing could be asked at all."""
 
     upstream: str
     transport: str | None = None

@@ -33,9 +33,9 @@ def request_params(revision: Revision, method: str, params: JsonObject) -> JsonO
 
 
 def modern_requested_schema(revision: Revision, schema: Any) -> Any:
-    """An elicitation schema from a `revision` server, with its `enum` + `enumNames` properties in
-    the
-    titled single-select form (`oneOf` of `const` / `title`). Other properties are kept as sent."""
+    """An elicitation schema from a `revision` server, with its `enum` + `enumNames` properties
+    in the titled single-select form (`oneOf` of `const` / `title`). Other properties are kept as
+    sent."""
     if (
         revision.rich_enums
         or not isinstance(schema, dict)
@@ -53,9 +53,8 @@ def _titled_enum(prop: Any) -> Any:
     if not (
         isinstance(values, list) and isinstance(names, list) and len(values) == len(names)
     ) or not all(isinstance(x, str) for x in [*values, *names]):
-        return {
-            k: v for k, v in prop.items() if k != "enumNames"
-        }  # titles that do not line up: untitled
+        # titles that do not line up: untitled
+        return {k: v for k, v in prop.items() if k != "enumNames"}
     rest = {k: v for k, v in prop.items() if k not in ("enum", "enumNames")}
     return {
         **rest,

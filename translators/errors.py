@@ -134,8 +134,7 @@ class UnsupportedVersion(ClientFault):
 
 class LimitExceeded(BridgeError):
     """A configured limit was hit; `limit` names the setting. JSON-RPC -32603 with a precise
-    message.
-    Raise one of the two kinds below: whose fault it is decides how it is logged."""
+    message. Raise one of the two kinds below: whose fault it is decides how it is logged."""
 
     code = INTERNAL_ERROR
 
@@ -154,8 +153,7 @@ class ClientLimitExceeded(LimitExceeded, ClientFault):
 
 class CapacityExceeded(LimitExceeded):
     """The bridge as a whole is full (`upstream.max_sessions`, `held.max_total`): the bridge's
-    fault,
-    not the client's; the same request succeeds later."""
+    fault, not the client's; the same request succeeds later."""
 
 
 class UpstreamFault(BridgeError):
@@ -171,9 +169,8 @@ class UpstreamFault(BridgeError):
     def __init__(self, message: str, data: Any = None, *, public: str | bool = False) -> None:
         marked = {"source": BRIDGE_MARKER, **(data or {})}
         super().__init__(message, marked)
-        self.public = (
-            message if public is True else public or None
-        )  # True: `message` is itself public
+        # True: `message` is itself public
+        self.public = message if public is True else public or None
 
     def public_error(self, correlation_id: str) -> dict[str, Any]:
         """The client's error object: the failure named, no internals."""

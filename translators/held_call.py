@@ -125,9 +125,9 @@ class HeldCall:
         return None
 
     def abort(self, reason: str, now: float) -> list[Action]:
-        """Abandon the call now (shutdown, or a held-call cap refused it): an attached attempt is
-        told the
-        bridge is shutting down, pending pushes are refused and the upstream call is cancelled."""
+        """Abandon the call now (shutdown, or a held-call cap refused it): an attached
+        attempt is told the bridge is shutting down, pending pushes are refused and the upstream
+        call is cancelled."""
         if self.state is _S.DONE:
             return []
         told = [ReplyError(self.attempt, fault=ShuttingDown())] if self.attempt is not None else []

@@ -1,6 +1,5 @@
 """Events and actions of the held-call machine (`translators.held_call`), named as in
-docs/decisions.md § 2:
-events are past-tense facts, actions are imperatives."""
+docs/decisions.md § 2: events are past-tense facts, actions are imperatives."""
 
 from __future__ import annotations
 
@@ -123,9 +122,8 @@ class CancelTimer:
 @dataclass(frozen=True)
 class ReleaseUpstream:
     """The upstream call is over: return the session lease (`discard` after a cancellation).
-    `final`:
-    the held call is over too (the driver then leaves the registry); not final when the call ended
-    while its client has yet to retry (the retry gets the stored outcome)."""
+    `final`: the held call is over too (the driver then leaves the registry); not final when the
+    call ended while its client has yet to retry (the retry gets the stored outcome)."""
 
     discard: bool = False
     final: bool = False

@@ -238,6 +238,7 @@ def _to(handler: _Handler, *targets: HeldCallState) -> Transition:
 
 
 RUN, COLLECT, WAIT, DONE = _S.RUNNING, _S.COLLECTING, _S.WAITING_CLIENT, _S.DONE
+# DONE: past held.max_rounds
 _TRANSITIONS: dict[tuple[HeldCallState, type], Transition] = {
     # RUN: answered from pre-answers; WAIT: as many pushes as learned (DONE: past max_rounds)
     (RUN, UpstreamPushArrived): _to(_push_while_attached, RUN, COLLECT, WAIT, DONE),
@@ -254,9 +255,7 @@ _TRANSITIONS: dict[tuple[HeldCallState, type], Transition] = {
     (COLLECT, UpstreamPushCancelled): _to(_push_cancelled, COLLECT, RUN),  # RUN: no push left
     (COLLECT, UpstreamResultArrived): _to(_final_while_attached, DONE),
     (COLLECT, UpstreamErrorArrived): _to(_final_while_attached, DONE, WAIT),
-    (COLLECT, BatchWindowClosed): _to(
-        _batch_closed, COLLECT, WAIT, DONE
-    ),  # DONE: past held.max_rounds
+    (COLLECT, BatchWindowClosed): _to(_batch_closed, COLLECT, WAIT, DONE),
     (COLLECT, ClientRetried): _to(_retry, COLLECT),
     (COLLECT, ClientDisconnected): _to(_disconnected, COLLECT, DONE),
     (COLLECT, DeadlinePassed): _to(_attempt_deadline, COLLECT, DONE),

@@ -18,9 +18,8 @@ def modern_params_to_legacy(
     method: str = "",
     revision: Revision = NEWEST,
 ) -> JsonObject:
-    """Strip the modern-only fields, the fields `revision` lacks for `method`, and reserved `_meta`
-    keys;
-    rewrite the progress token.
+    """Strip the modern-only fields, the fields `revision` lacks for `method`, and reserved
+    `_meta` keys; rewrite the progress token.
 
     Vendor `_meta` keys and trace context (`traceparent`, `tracestate`, `baggage`) pass through."""
     legacy = {k: v for k, v in params.items() if k not in _MODERN_ONLY_PARAMS and k != "_meta"}

@@ -46,15 +46,13 @@ class FirstCall:
         *,
         authorize: Callable[[Lease], Awaitable[None]] | None = None,
     ) -> JsonObject:
-        """Start the call pre-answered with `responses`; `authorize` (a recovery's policy) may
-        refuse it
-        once its session is leased, before anything is sent upstream."""
+        """Start the call pre-answered with `responses`; `authorize` (a recovery's policy)
+        may refuse it once its session is leased, before anything is sent upstream."""
         ctx = self._ctx
         roots = await self._affine_roots(request, responses)
         if isinstance(roots, AskClient):
-            own = (
-                BRIDGE_INFO if ctx.settings.server_identity == "bridge" else None
-            )  # no session chosen yet
+            # no session chosen yet
+            own = BRIDGE_INFO if ctx.settings.server_identity == "bridge" else None
             return input_required_result(roots_input_requests(), None, server_info=own)
         fresh = ctx.settings.upstream.session_per_call
         lease = await self._call_lease(request, roots, fresh=fresh, authorize=authorize)

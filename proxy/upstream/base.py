@@ -86,9 +86,9 @@ class UpstreamSession(Protocol):
         headers: Mapping[str, str],
         on_inbound: InboundHandler | None,
     ) -> UpstreamCall:
-        """Send a request (a fresh upstream id is minted) and return at once; the POST runs in a
-        task
-        owned by the session. `headers` are per-request extras (Authorization, traceparent...)."""
+        """Send a request (a fresh upstream id is minted) and return at once; the POST runs
+        in a task owned by the session. `headers` are per-request extras (Authorization,
+        traceparent...)."""
         ...
 
     async def respond(
@@ -125,10 +125,9 @@ class TransportInfo(Protocol):
 
     @property
     def streams_per_call(self) -> bool:
-        """Whether each call's pushes and notifications come on a stream of its own (Streamable
-        HTTP), so
-        an interactive call may share its session; over stdio and HTTP+SSE only an exclusive lease
-        attributes them."""
+        """Whether each call's pushes and notifications come on a stream of its own
+        (Streamable HTTP), so an interactive call may share its session; over stdio and HTTP+SSE
+        only an exclusive lease attributes them."""
         ...
 
 

@@ -69,9 +69,9 @@ async def modern_post(
     settings: UpstreamSettings,
     headers: Mapping[str, str],
 ) -> tuple[int, Any]:
-    """POST one 2026-07-28 request (its headers from `message`); the status and the JSON-RPC reply
-    (None if
-    none could be read). Raises `TimeoutError` after `upstream.era_probe_timeout_s`."""
+    """POST one 2026-07-28 request (its headers from `message`); the status and the JSON-RPC
+    reply (None if none could be read). Raises `TimeoutError` after `upstream.era_probe_timeout_s`.
+    """
     timeout = aiohttp.ClientTimeout(total=settings.era_probe_timeout_s)
     with map_upstream_errors(safe_url(url), f"{message['method']} (modern)"):
         async with client.post(
@@ -114,10 +114,11 @@ async def probe_stdio(settings: UpstreamSettings) -> DiscoverVerdict:
                 return await _read_probe_reply(process.stdout)
         except TimeoutError:
             return SILENT
+        # the process died, or a line beyond the reader's limit
         except (
             ConnectionError,
             ValueError,
-        ):  # the process died, or a line beyond the reader's limit
+        ):
             return DiscoverVerdict(False, reason="the process closed stdio after server/discover")
     finally:
         await stop_process(

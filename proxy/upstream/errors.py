@@ -37,9 +37,8 @@ def _data(url: str) -> dict[str, str]:
 
 def _translate(exc: Exception, url: str, action: str) -> UpstreamFault | None:
     """The most specific fault for `exc`, or None when it is not a transport error."""
-    if isinstance(
-        exc, TimeoutError
-    ):  # includes aiohttp.ServerTimeoutError / ConnectionTimeoutError
+    # includes aiohttp.ServerTimeoutError / ConnectionTimeoutError
+    if isinstance(exc, TimeoutError):
         return UpstreamTimeout(f"Upstream {url} did not answer in time ({action})", _data(url))
     if isinstance(exc, aiohttp.ClientConnectorError):
         return UpstreamUnavailable(

@@ -1,6 +1,5 @@
 """The HTTP side of one legacy session: where to send, with which headers, bounded how; plus the
-task
-set a session owns (docs/decisions.md § 6: no fire-and-forget)."""
+task set a session owns (docs/decisions.md § 6: no fire-and-forget)."""
 
 from __future__ import annotations
 
@@ -148,9 +147,8 @@ class HttpChannel:
         ok: Collection[int] = (200,),
         content_type: str | None = None,
     ) -> None:
-        """Raise `SessionExpired` on 404 to a request that carried a session id, an `UpstreamFault`
-        on any
-        other refusal."""
+        """Raise `SessionExpired` on 404 to a request that carried a session id, an
+        `UpstreamFault` on any other refusal."""
         if resp.status == 404 and SESSION_HEADER in resp.request_info.headers:
             raise SessionExpired(generation)
         challenge = upstream_challenge(resp, self.settings)

@@ -76,8 +76,7 @@ class CallStreams:
         self, call: HttpUpstreamCall, cursor: StreamCursor, generation: int
     ) -> JsonObject:
         """GET + `Last-Event-ID` after the `retry` delay until the response comes
-        (2025-11-25/basic/transports.mdx
-        § Resumability and Redelivery)."""
+        (2025-11-25/basic/transports.mdx § Resumability and Redelivery)."""
         failures = 0
         while failures < MAX_RESUME_ATTEMPTS:
             if cursor.last_event_id is None:

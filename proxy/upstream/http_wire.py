@@ -1,6 +1,6 @@
 """Wire details of the legacy Streamable HTTP transport (2025-11-25/basic/transports.mdx): headers,
-bounded
-JSON bodies, SSE message streams with their resumption cursor, and JSON-RPC message shapes."""
+bounded JSON bodies, SSE message streams with their resumption cursor, and JSON-RPC message shapes.
+"""
 
 from __future__ import annotations
 

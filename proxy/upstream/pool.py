@@ -65,9 +65,8 @@ class UpstreamPool:
         self._opener = opener
         self.transport = transport
         self._open_slots = asyncio.Semaphore(MAX_CONCURRENT_OPENS)
-        self._room = (
-            asyncio.Event()
-        )  # set (and replaced) whenever a session may have become available
+        # set (and replaced) whenever a session may have become available
+        self._room = asyncio.Event()
         self._on_unowned = on_unowned
         self._entries: list[PoolEntry] = []
         self._opening: dict[SessionKey, Opening] = {}
@@ -123,10 +122,9 @@ class UpstreamPool:
         headers: Mapping[str, str],
         wait: bool = True,
     ) -> Lease:
-        """A session for `key`: a warm one when one fits, else a new one (within the limits). When
-        all
-        `max_sessions` are in use, waits up to `session_wait_s` for one to free up (unless `wait` is
-        False), first come first served."""
+        """A session for `key`: a warm one when one fits, else a new one (within the
+        limits). When all `max_sessions` are in use, waits up to `session_wait_s` for one to free up
+        (unless `wait` is False), first come first served."""
         deadline: float | None = None
         while True:
             self._check_open()
@@ -263,9 +261,8 @@ class UpstreamPool:
         try:
             await self._close_all(victims, "evicted")
             router = EntryRouter(self)
-            async with (
-                self._open_slots
-            ):  # a burst opens a few at a time; each open's timeout starts here
+            # a burst opens a few at a time; each open's timeout starts here
+            async with self._open_slots:
                 session = await self._opener(capabilities, headers, router)
             return await self._admit(key, session, router, exclusive=exclusive)
         except BridgeError as exc:

@@ -155,8 +155,7 @@ class SseUpstreamSession(Negotiated, SendsMessages):
         on_inbound: InboundHandler | None,
     ) -> OutcomeCall:
         """POST a request from a task the session owns; its response comes on the stream.
-        `on_inbound`
-        is unused: every inbound message is unrelated (module docstring)."""
+        `on_inbound` is unused: every inbound message is unrelated (module docstring)."""
         call = OutcomeCall(next(self._ids), method, self._send_cancel, f"Upstream {self.upstream}")
         if self._lost is not None or self._closing:
             call.fail(self._lost_error())

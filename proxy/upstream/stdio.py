@@ -118,9 +118,8 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
     async def spawned(
         cls, settings: UpstreamSettings, children: ChildProcesses | None = None
     ) -> StdioUpstreamSession:
-        """A started process (recorded in `children`), not yet initialized (a spare): its output is
-        read,
-        nothing is sent."""
+        """A started process (recorded in `children`), not yet initialized (a spare): its
+        output is read, nothing is sent."""
         started = time.monotonic()
         process, program = await spawn(settings, children)
         session = cls(process, settings, program, _nobody)

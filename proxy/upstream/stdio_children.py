@@ -67,9 +67,8 @@ def die_with_bridge() -> Callable[[], None] | None:
         return None
     prctl, bridge_pid, death_signal = _PRCTL, os.getpid(), ctypes.c_ulong(signal.SIGKILL)
 
-    def set_death_signal() -> (
-        None
-    ):  # in the child, between fork and exec: a system call and nothing more
+    # in the child, between fork and exec: a system call and nothing more
+    def set_death_signal() -> None:
         prctl(
             PR_SET_PDEATHSIG, death_signal, ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
         )
@@ -136,9 +135,9 @@ def _group_alive(pgid: int, running: set[int] | None = None) -> bool:
 
 
 async def stop_leftovers(process: Process, grace_s: float) -> bool:
-    """After the process exited: SIGTERM to what is left of its group (its own children, which had
-    the
-    same stdin EOF), SIGKILL to those still there `grace_s` later. Whether anything was left."""
+    """After the process exited: SIGTERM to what is left of its group (its own children, which
+    had the same stdin EOF), SIGKILL to those still there `grace_s` later. Whether anything was
+    left."""
     if not _group_alive(process.pid, _groups_running()):
         return False
     signal_group(process, signal.SIGTERM)
@@ -153,9 +152,8 @@ async def stop_leftovers(process: Process, grace_s: float) -> bool:
 
 
 class ChildProcesses:
-    """Every process one bridge spawned that has not been stopped yet, and, if given, the `keeper`
-    that
-    stops their groups should the bridge die first (`stdio_keeper`)."""
+    """Every process one bridge spawned that has not been stopped yet, and, if given, the
+    `keeper` that stops their groups should the bridge die first (`stdio_keeper`)."""
 
     def __init__(self, keeper: GroupKeeper | None = None) -> None:
         self._processes: list[Process] = []

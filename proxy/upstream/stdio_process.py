@@ -82,8 +82,7 @@ async def spawn(
     settings: UpstreamSettings, children: ChildProcesses | None = None
 ) -> tuple[asyncio.subprocess.Process, str]:
     """Start the command with piped stdio, `env` merged over the bridge's, in `cwd`, in its own
-    session,
-    dying with the bridge (Linux); record it in `children`; returns it and its program."""
+    session, dying with the bridge (Linux); record it in `children`; returns it and its program."""
     argv, program = command_argv(settings)
     _check_cwd(settings, program)
     try:
@@ -127,9 +126,9 @@ async def exit_code(process: asyncio.subprocess.Process, timeout: float) -> int 
 
 
 async def stop_process(process: asyncio.subprocess.Process, grace_s: float, logger: Any) -> str:
-    """Close stdin, then escalate to SIGTERM and SIGKILL to its group, `grace_s` apart; returns how
-    it
-    ended. What is left of its process group then (children that ignore the EOF) is stopped too."""
+    """Close stdin, then escalate to SIGTERM and SIGKILL to its group, `grace_s` apart; returns
+    how it ended. What is left of its process group then (children that ignore the EOF) is stopped
+    too."""
     if process.stdin is not None:
         process.stdin.close()
     how = await _escalate(process, grace_s)
@@ -144,9 +143,8 @@ async def _escalate(process: asyncio.subprocess.Process, grace_s: float) -> str:
     if await exited_within(process, grace_s):
         return "exited"
     signal_group(process, signal.SIGTERM)
-    if await exited_within(
-        process, grace_s
-    ):  # a hurried bridge may have sent the SIGKILL meanwhile
+    # a hurried bridge may have sent the SIGKILL meanwhile
+    if await exited_within(process, grace_s):
         return "killed" if process.returncode == -signal.SIGKILL else "terminated"
     signal_group(process, signal.SIGKILL)
     return "killed" if await exited_within(process, grace_s) else "unreaped"

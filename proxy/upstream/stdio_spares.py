@@ -53,9 +53,8 @@ class SpareProcesses:
                     self._tasks.spawn(spare.aclose(), name="stdio-spare-close")
                 if not self._is_refilling():
                     break
-                await (
-                    self._changed.wait()
-                )  # starting one is under way: sooner than starting another
+                # starting one is under way: sooner than starting another
+                await self._changed.wait()
         self._refill_soon()
         return await StdioUpstreamSession.spawned(self._settings, self._children)
 

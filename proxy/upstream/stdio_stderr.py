@@ -43,9 +43,8 @@ class StderrRelay:
         self._unreported = 0
 
     async def run(self, stream: asyncio.StreamReader | None) -> None:
-        """Relay until EOF (or cancellation); the last unterminated line and the suppressed count
-        are
-        reported on the way out."""
+        """Relay until EOF (or cancellation); the last unterminated line and the suppressed
+        count are reported on the way out."""
         try:
             while stream is not None:
                 chunk = await stream.read(READ_CHUNK)

@@ -79,9 +79,8 @@ class HttpTransport:
         try:
             session = await self._open(STREAMABLE, capabilities, headers, on_unrelated)
         except UnsupportedUpstreamVersion:
-            self._remember(
-                STREAMABLE
-            )  # it answered initialize: the transport is right, the revision is not
+            # it answered initialize: the transport is right, the revision is not
+            self._remember(STREAMABLE)
             raise
         except UpstreamRefused as refused:
             if refused.status in _CREDENTIAL_STATUSES:
@@ -136,9 +135,8 @@ class HttpTransport:
             settings=self._settings,
         )
         if isinstance(session, HttpUpstreamSession):
-            self._url = (
-                session.url
-            )  # a redirect the session followed (mcp 1.8/1.9: /mcp -> /mcp/) is not redone
+            # a redirect the session followed (mcp 1.8/1.9: /mcp -> /mcp/) is not redone
+            self._url = session.url
         return session
 
 

@@ -1,7 +1,6 @@
 """Two columns for a set of conformance scenarios: an upstream used directly, and through the
-bridge.
-Writes a Markdown report and exits 1 unless every scenario the upstream passes directly also passes
-through the bridge (strict: no FAILURE, no WARNING).
+bridge. Writes a Markdown report and exits 1 unless every scenario the upstream passes directly also
+passes through the bridge (strict: no FAILURE, no WARNING).
 
 `--kind legacy` (default): the 2025-11-25 server scenarios against the legacy fixture (legacy
 clients pass through). `--kind modern`: the 2026-07-28 server scenarios against the modern fixture

@@ -1,6 +1,5 @@
 """Scripted recovery of lost held calls (proxy/recovery.py): a restart (a second bridge with the
-same
-key), an expiry, the policies, the size cap and the refusals, against the in-memory upstream.
+same key), an expiry, the policies, the size cap and the refusals, against the in-memory upstream.
 
 Pushes carry no key hint here: their input keys derive from their content, as with real servers, so
 a re-executed call asking the same question gets the same key.
@@ -113,9 +112,8 @@ async def test_after_a_restart_an_idempotent_call_runs_again_with_the_earlier_an
     async with bridge(fake) as after:
         retry = after.start(after.retry_of(request, reply2, {key2: answer("blue")}))
         again = await after.upstream.next_call()
-        assert await again.push(ELICIT, NAME_Q).answered() == {
-            "result": answer("Ada")
-        }  # from the sealed answers
+        # from the sealed answers
+        assert await again.push(ELICIT, NAME_Q).answered() == {"result": answer("Ada")}
         assert await again.push(ELICIT, COLOR_Q).answered() == {"result": answer("blue")}
         again.finish(text_result("Ada likes blue"))
         assert result_text(await retry) == "Ada likes blue"
@@ -137,9 +135,10 @@ async def test_after_a_restart_an_unannotated_call_is_refused_and_not_run_again(
             rejections(after, "unknown_held_call"),
         ) == (1, 1)
         assert recovered(after, "lost") == 0
+    # ran once
     assert [entry[:2] for entry in fake.all_received() if entry[3] == "tools/call"] == [
         (1, "request")
-    ]  # ran once
+    ]
 
 
 async def test_an_expired_call_runs_again_and_a_changed_question_is_asked_again() -> None:
@@ -273,9 +272,8 @@ async def test_another_replicas_state_recovers_only_when_its_owner_is_unreachabl
         request, reply2, _, key2 = await held_at_second_round(owner, "survey")
     async with bridge(fake, held={"replica_id": "r2"}) as other:
         retry = other.retry_of(request, reply2, {key2: answer("blue")})
-        assert (
-            error_of(await other.send(retry)) == REFUSED_STATE
-        )  # no forwarding: refused as before
+        # no forwarding: refused as before
+        assert error_of(await other.send(retry)) == REFUSED_STATE
         assert rejections(other, "other_replica") == 1 and fake.no_call_waiting()
         result = other.start(dataclasses.replace(retry, owner_unreachable=True))
         again = await other.upstream.next_call()

@@ -198,9 +198,8 @@ async def test_url_elicitation_required_is_a_round_and_the_call_is_sent_again() 
 
 
 async def test_the_held_call_cap_counts_only_calls_that_ask_for_input() -> None:
-    """At the cap, the owner's plain calls still run; a call is refused when it asks for input, and
-    its
-    push is refused and its call cancelled upstream."""
+    """At the cap, the owner's plain calls still run; a call is refused when it asks for input,
+    and its push is refused and its call cancelled upstream."""
     async with scripted_bridge(held={"max_per_principal": 1}) as bridge:
         await hold(bridge)
         plain = bridge.start(bridge.request("echo"))
@@ -215,9 +214,8 @@ async def test_the_held_call_cap_counts_only_calls_that_ask_for_input() -> None:
         }
         assert await push.answered() == {"result": {"action": "cancel"}}
         assert await call.cancellation() == "held call refused"
-        await hold(
-            bridge, principal="bob"
-        )  # another principal's cap is its own (hold asserts the round)
+        # another principal's cap is its own (hold asserts the round)
+        await hold(bridge, principal="bob")
 
 
 async def test_shutdown_refuses_held_pushes_and_cancels_upstream() -> None:

@@ -1,7 +1,6 @@
 """What the legacy conformance fixture (tests/peers/legacy_fixture_server.py) answers through the
-bridge, and
-the raw good and bad requests of `test_foundation.py`'s concurrency test (each checks its own exact
-reply).
+bridge, and the raw good and bad requests of `test_foundation.py`'s concurrency test (each checks
+its own exact reply).
 """
 
 from __future__ import annotations
@@ -200,9 +199,8 @@ async def bad_request(post: ModernPoster, n: int, state: str, key: str) -> bool:
         reply = await post.post(TOOLS_CALL, params, request_id=request_id)
         expected = (413, None, {"code": INVALID_REQUEST, "message": TOO_LARGE_MESSAGE})
     assert (reply.status, reply.response.get("id"), reply.response["error"]) == expected, reply.text
-    if (
-        kind != 4
-    ):  # the id-less 413 reply is checked by test_errors_without_a_request_id_omit_the_id
+    # the id-less 413 reply is checked by test_errors_without_a_request_id_omit_the_id
+    if kind != 4:
         assert_valid(reply.response, SCHEMA_DEFINITIONS.get(kind, "JSONRPCErrorResponse"), "modern")
     return True
 

@@ -1,7 +1,7 @@
 """Helpers for `test_foundation.py`: the real mcp 2.x client over either front (HTTP or stdio), with
-a tap
-that keeps every raw JSON-RPC message the client sent and received, so results the client parses
-into models can still be checked, as they came off the wire, against the official 2026-07-28 schema.
+a tap that keeps every raw JSON-RPC message the client sent and received, so results the client
+parses into models can still be checked, as they came off the wire, against the official 2026-07-28
+schema.
 
 `Wire` is the tap; `Combo` is one {front} x {upstream} combination and `Combo.connect()` opens a
 client pinned to 2026-07-28 (no probe, no cache) on it. The stdio front is launched by the client
@@ -46,9 +46,8 @@ from .raw_http import HTTP_TIMEOUT_S
 Side = Literal["http", "stdio"]
 
 FIXTURE_NAME = "mcp-legacy-conformance-fixture"
-PAGED_SERVER = str(
-    Path(__file__).with_name("foundation_paged_server.py")
-)  # absolute: harness paths accept it
+# absolute: harness paths accept it
+PAGED_SERVER = str(Path(__file__).with_name("foundation_paged_server.py"))
 PAGED_NAME = "foundation-paged-fixture"
 PAGED_INSTRUCTIONS = "Paged fixture: list tools page by page, then call any tool_<n>."
 FIXTURE_VERSION = "1.30.0"  # the mcp 1.x SDK version FastMCP reports as the server version
@@ -64,8 +63,7 @@ CACHE_ENV = {"MRTR_BRIDGE_CACHE_TTL_MS": str(TTL_MS), "MRTR_BRIDGE_CACHE_SCOPE":
 @dataclass
 class Wire:
     """Every JSON-RPC request the client sent and every response it received, as plain JSON;
-    `server` is the
-    upstream's name, expected in every result's serverInfo."""
+    `server` is the upstream's name, expected in every result's serverInfo."""
 
     server: str = FIXTURE_NAME
     requests: list[JsonObject] = field(default_factory=list)
@@ -93,8 +91,8 @@ class Wire:
 
     def result(self, method: str, definition: str) -> JsonObject:
         """The raw result of the last `method`: checked against `<definition>` and
-        `<definition>Response`
-        of the modern schema, complete, and carrying the upstream's serverInfo."""
+        `<definition>Response` of the modern schema, complete, and carrying the upstream's
+        serverInfo."""
         response = self.last(method)
         assert "result" in response, response
         assert_valid(response, f"{definition}Response", "modern")
@@ -209,10 +207,9 @@ async def tapped(
 
 @dataclass(frozen=True)
 class Combo:
-    """One front x upstream combination for one legacy `script`. An HTTP front is `bridge` (started
-    once
-    per module); a stdio front is launched by each client, fronting `upstream_url` or `script` over
-    stdio."""
+    """One front x upstream combination for one legacy `script`. An HTTP front is `bridge`
+    (started once per module); a stdio front is launched by each client, fronting `upstream_url` or
+    `script` over stdio."""
 
     front: Side
     upstream: Side

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A legacy (2025-11-25) peer for `test_foundation.py`, run by `.venv-legacy` (mcp 1.x FastMCP): it
-has
-`instructions` and paginates `tools/list` and `prompts/list`, two items a page, with opaque cursors
-(`page-<offset>`); an unknown cursor is JSON-RPC `-32602`. The conformance fixture does neither.
+has `instructions` and paginates `tools/list` and `prompts/list`, two items a page, with opaque
+cursors (`page-<offset>`); an unknown cursor is JSON-RPC `-32602`. The conformance fixture does
+neither.
 
     python foundation_paged_server.py --port N        # Streamable HTTP on 127.0.0.1:N/mcp
     python foundation_paged_server.py --transport stdio

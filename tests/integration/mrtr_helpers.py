@@ -163,8 +163,7 @@ async def stdio_bridge_client(
     state_dir: Path, env: Mapping[str, str] | None = None, **client_kwargs: Any
 ) -> AsyncIterator[Client]:
     """The modern client launching `mrtr-bridge stdio --upstream-command "<interactive server>"`
-    (with a
-    configured requestState key; `env` adds bridge settings, see `bridge_env`)."""
+    (with a configured requestState key; `env` adds bridge settings, see `bridge_env`)."""
     client_kwargs.setdefault("mode", MODERN_VERSION)
     client_kwargs.setdefault("cache", None)
     key = base64.urlsafe_b64encode(os.urandom(32)).rstrip(b"=").decode()

@@ -1,6 +1,5 @@
 """Helpers for the streams tests (issue 5): SSE replies read as they arrive, the streams server's
-journal,
-the bridge's JSON log, expected messages, and the whole bridge in the test's event loop.
+journal, the bridge's JSON log, expected messages, and the whole bridge in the test's event loop.
 
 Used by `test_streams_http.py` and `test_streams_stdio.py`; the legacy peer is
 `tests/peers/streams_server.py`.

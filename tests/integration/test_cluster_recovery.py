@@ -43,10 +43,11 @@ async def test_retry_on_another_replica_recovers_when_the_owner_was_killed(
         owner.popen.wait(timeout=10)
         assert await finish(other.url, "survey", "idem", key_a, state_a) == "Ada likes blue"
         await refused(other.url, "survey_plain", "plain", key_p, state_p)
+        # the unannotated tool ran once
         assert (runs(state_dir, "idem"), runs(state_dir, "plain")) == (
             2,
             1,
-        )  # the unannotated tool ran once
+        )
         text = await scrape(other.port)
     assert metric(text, "mrtr_bridge_recovered_calls_total", cause="owner_unreachable") == 1
     assert (

@@ -1,9 +1,8 @@
 """The foundation with real peers (issue 2, and issue 4 item 3): the mcp 2.x client pinned to
-2026-07-28 ->
-the bridge -> the mcp 1.x legacy conformance fixture, for every method that needs no client input,
-over all four combinations {HTTP, stdio} front x {HTTP, stdio} upstream. Every result is also taken
-raw off the client's wire (`foundation_helpers.Wire`) and checked against the official 2026-07-28
-schema.
+2026-07-28 -> the bridge -> the mcp 1.x legacy conformance fixture, for every method that needs no
+client input, over all four combinations {HTTP, stdio} front x {HTTP, stdio} upstream. Every result
+is also taken raw off the client's wire (`foundation_helpers.Wire`) and checked against the official
+2026-07-28 schema.
 
 Then, HTTP only: an upstream restarted between two calls (its session expired: re-initialized
 transparently), an upstream that is down (a clear bridge error at once, and recovery), a slow
@@ -110,8 +109,8 @@ def _cacheable(result: dict[str, Any]) -> None:
 @pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
 async def test_discover(combos: Combos, shape: tuple[Side, Side]) -> None:
     """`server/discover` is synthesized from the upstream initialize: version, translated
-    capabilities,
-    serverInfo in `_meta`, the configured cache hints, no instructions (the fixture has none)."""
+    capabilities, serverInfo in `_meta`, the configured cache hints, no instructions (the fixture
+    has none)."""
     async with asyncio.timeout(T), combos.get(*shape).connect() as (client, wire):
         raw = await client.session.send_discover(MODERN_VERSION)
     result = wire.result(DISCOVER, "DiscoverResult")
@@ -124,9 +123,9 @@ async def test_discover(combos: Combos, shape: tuple[Side, Side]) -> None:
 
 @pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
 async def test_every_list(combos: Combos, shape: tuple[Side, Side]) -> None:
-    """tools, prompts, resources and resource templates are listed whole (no nextCursor), cacheable,
-    and a
-    client cursor is passed upstream (the fixture ignores it and lists everything again)."""
+    """tools, prompts, resources and resource templates are listed whole (no nextCursor),
+    cacheable, and a client cursor is passed upstream (the fixture ignores it and lists everything
+    again)."""
     async with asyncio.timeout(T), combos.get(*shape).connect() as (client, wire):
         tools = await client.list_tools()
         raw_tools = wire.result(TOOLS_LIST, "ListToolsResult")
@@ -157,8 +156,7 @@ async def test_every_list(combos: Combos, shape: tuple[Side, Side]) -> None:
 @pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
 async def test_pagination_and_instructions(combos: Combos, shape: tuple[Side, Side]) -> None:
     """Against a paginating upstream with instructions: discover carries them, tools/list and
-    prompts/list
-    cursors walk every page, and an unknown cursor is the upstream's -32602."""
+    prompts/list cursors walk every page, and an unknown cursor is the upstream's -32602."""
     async with asyncio.timeout(T), combos.get(*shape, PAGED_SERVER).connect() as (client, wire):
         discovered = await client.session.send_discover(MODERN_VERSION)
         tool_pages = await _walk(client.list_tools, wire, TOOLS_LIST, "ListToolsResult")
@@ -279,8 +277,8 @@ async def test_prompts_resources_completion(combos: Combos, shape: tuple[Side, S
 @pytest.mark.parametrize("shape", SHAPES, ids=SHAPE_IDS)
 async def test_errors(combos: Combos, shape: tuple[Side, Side]) -> None:
     """Unknown tool (the legacy server's isError result), unknown prompt (its error, passed
-    through), resource
-    not found (-32002 becomes -32602 with data.uri), and `ping`, removed in 2026-07-28 (-32601)."""
+    through), resource not found (-32002 becomes -32602 with data.uri), and `ping`, removed in
+    2026-07-28 (-32601)."""
     async with asyncio.timeout(T), combos.get(*shape).connect() as (client, wire):
         unknown_tool = await client.call_tool("no_such_tool", {})
         raw_tool = wire.result(TOOLS_CALL, "CallToolResult")
@@ -310,9 +308,8 @@ async def test_errors(combos: Combos, shape: tuple[Side, Side]) -> None:
 
 @pytest.mark.parametrize("upstream", ["http", "stdio"])
 async def test_http_front_error_statuses(combos: Combos, upstream: Side) -> None:
-    """Over the HTTP front: a removed method is HTTP 404, a resource not found and an unknown prompt
-    are
-    JSON-RPC errors in a 200 reply; every error echoes its request id."""
+    """Over the HTTP front: a removed method is HTTP 404, a resource not found and an unknown
+    prompt are JSON-RPC errors in a 200 reply; every error echoes its request id."""
     bridge = combos.get("http", upstream).bridge
     assert bridge is not None
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
@@ -338,10 +335,9 @@ async def test_http_front_error_statuses(combos: Combos, upstream: Side) -> None
 
 
 async def test_errors_without_a_request_id_omit_the_id(combos: Combos) -> None:
-    """When the request id cannot be read (unparseable body, oversized body), the error response has
-    no `id`
-    member: 2026-07-28 allows `id?: string | number` there, never null (basic/index.mdx § Error
-    Responses)."""
+    """When the request id cannot be read (unparseable body, oversized body), the error response
+    has no `id` member: 2026-07-28 allows `id?: string | number` there, never null (basic/index.mdx
+    § Error Responses)."""
     combo = combos.get("http", "http")
     assert combo.bridge is not None
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
@@ -365,9 +361,8 @@ async def test_errors_without_a_request_id_omit_the_id(combos: Combos) -> None:
 
 
 async def test_upstream_session_expiry_reinitializes(peers: Peers) -> None:
-    """The legacy server restarted between two calls (its session gone: 404): the second call still
-    succeeds,
-    transparently, and the bridge log shows the re-initialize."""
+    """The legacy server restarted between two calls (its session gone: 404): the second call
+    still succeeds, transparently, and the bridge log shows the re-initialize."""
     legacy = peers.legacy()
     bridge = peers.bridge(legacy.url)
     async with asyncio.timeout(T), modern_client(bridge.url) as client:
@@ -397,9 +392,8 @@ async def test_upstream_session_expiry_reinitializes(peers: Peers) -> None:
 
 
 async def test_upstream_down_clear_error_then_recovers(peers: Peers) -> None:
-    """With the legacy server stopped a call fails at once with a bridge-marked -32603 (no hang);
-    once the
-    server is back, calls work again."""
+    """With the legacy server stopped a call fails at once with a bridge-marked -32603 (no
+    hang); once the server is back, calls work again."""
     legacy = peers.legacy()
     bridge = peers.bridge(legacy.url)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
@@ -414,9 +408,8 @@ async def test_upstream_down_clear_error_then_recovers(peers: Peers) -> None:
         restart(peers, legacy)
         back = await post.post(TOOLS_CALL, {"name": "test_simple_text"})
     assert raw_text(first) == raw_text(back) == "This is a simple text response for testing."
-    assert elapsed < 8.0, (
-        elapsed
-    )  # no hang: a refused connect, well inside the 10 s the post allows
+    # no hang: a refused connect, well inside the 10 s the post allows
+    assert elapsed < 8.0, elapsed
     assert (down.status, down.response["id"]) == (200, "down")
     error = down.response["error"]
     assert_valid(error, "InternalError", "modern")
@@ -427,9 +420,8 @@ async def test_upstream_down_clear_error_then_recovers(peers: Peers) -> None:
 
 
 async def test_slow_upstream_gets_the_front_timeout(peers: Peers, tmp_path: Path) -> None:
-    """With `front.request_timeout_s` = 1, a tool sleeping 30 s gets a bridge-marked -32603 after
-    about 1 s, the
-    upstream call is cancelled, and the next call works."""
+    """With `front.request_timeout_s` = 1, a tool sleeping 30 s gets a bridge-marked -32603
+    after about 1 s, the upstream call is cancelled, and the next call works."""
     journal = Journal(tmp_path)
     legacy = peers.legacy("interactive_server.py", "--state-dir", str(tmp_path))
     bridge = peers.bridge(legacy.url, env=bridge_env({"front": {"request_timeout_s": 1}}))
@@ -442,9 +434,8 @@ async def test_slow_upstream_gets_the_front_timeout(peers: Peers, tmp_path: Path
         elapsed = time.monotonic() - started
         await journal.wait_for("slow", "cancel_notification")
         echo = await post.post(TOOLS_CALL, {"name": "echo", "arguments": {"text": "after"}})
-    assert elapsed < 20.0, (
-        elapsed
-    )  # the front's 1 s timeout answered, not the 30 s tool (its message says so)
+    # the front's 1 s timeout answered, not the 30 s tool (its message says so)
+    assert elapsed < 20.0, elapsed
     error = slow.response["error"]
     assert error == {
         "code": INTERNAL_ERROR,
@@ -459,10 +450,10 @@ async def test_slow_upstream_gets_the_front_timeout(peers: Peers, tmp_path: Path
 
 
 async def test_bad_requests_never_disturb_good_ones(combos: Combos) -> None:
-    """20 good and 20 bad requests (bad headers, bad _meta, wrong version, tampered requestState,
-    oversized
-    body) at once through the HTTP front: every good one completes correctly, every bad one gets its
-    exact error, and the held call whose state was tampered with still completes afterwards."""
+    """20 good and 20 bad requests (bad headers, bad _meta, wrong version, tampered
+    requestState, oversized body) at once through the HTTP front: every good one completes
+    correctly, every bad one gets its exact error, and the held call whose state was tampered with
+    still completes afterwards."""
     bridge = combos.get("http", "http").bridge
     assert bridge is not None
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:

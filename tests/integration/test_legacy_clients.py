@@ -1,6 +1,5 @@
 """Legacy clients through the bridge: an `mcp` 1.x client gets a legacy session relayed to the
-legacy
-server (HTTP and stdio fronts, HTTP and stdio upstreams), next to modern clients on the same
+legacy server (HTTP and stdio fronts, HTTP and stdio upstreams), next to modern clients on the same
 endpoint; legacy sessions are bound to the principal that opened them; `front.legacy_clients =
 "refuse"` keeps the modern-only answer."""
 

@@ -64,9 +64,8 @@ async def exercise(url: str) -> tuple[list[str], str, str, list[str]]:
 async def test_modern_requests_reach_a_modern_upstream_unchanged(peers: Peers) -> None:
     server = modern_server(peers, "--modern-only")
     async with asyncio.timeout(T), recording_proxy(server.url) as upstream_side:
-        bridge = await asyncio.to_thread(
-            peers.bridge, upstream_side.url
-        )  # the proxy answers meanwhile
+        # the proxy answers meanwhile
+        bridge = await asyncio.to_thread(peers.bridge, upstream_side.url)
         probes = len(upstream_side.requests)
         async with recording_proxy(bridge.url) as client_side:
             tools, asked, echoed, questions = await exercise(client_side.url)
@@ -80,9 +79,8 @@ async def test_modern_requests_reach_a_modern_upstream_unchanged(peers: Peers) -
     received = [(r.method, r.body, r.headers) for r in upstream_side.requests[probes:]]
     assert received == sent
     methods = [json.loads(body)["method"] for _, body, _ in sent]
-    assert (
-        methods.count("tools/call") == 3
-    )  # ask_name twice (first round, retry with inputResponses), echo
+    # ask_name twice (first round, retry with inputResponses), echo
+    assert methods.count("tools/call") == 3
     retry = json.loads(sent[methods.index("tools/call") + 1][1])
     assert "inputResponses" in retry["params"]  # the upstream's own requestState round, untouched
 

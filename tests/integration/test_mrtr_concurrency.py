@@ -1,8 +1,7 @@
 """Attribution under load: 40 concurrent interactive calls through the bridge, answered in shuffled
-order,
-each getting its own answers (the interactive mcp 1.x server's `ask` elicits with the call's own
-question, and every answer echoes the question it was given, so a crossed push or answer shows in
-the result).
+order, each getting its own answers (the interactive mcp 1.x server's `ask` elicits with the call's
+own question, and every answer echoes the question it was given, so a crossed push or answer shows
+in the result).
 """
 
 from __future__ import annotations
@@ -58,9 +57,9 @@ async def _answer(post: ModernPoster, n: int, first: RawReply, delay_s: float) -
 
 
 async def test_forty_concurrent_calls_answered_in_shuffled_order(server: Interactive) -> None:
-    """40 concurrent raw calls each get an InputRequiredResult for their own push and, answered in
-    shuffled
-    order, each completes with its own answer (and the server saw each answer on the right call)."""
+    """40 concurrent raw calls each get an InputRequiredResult for their own push and, answered
+    in shuffled order, each completes with its own answer (and the server saw each answer on the
+    right call)."""
     order = list(range(CALLS))
     random.Random(2026).shuffle(order)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:

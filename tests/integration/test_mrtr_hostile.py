@@ -146,15 +146,13 @@ async def test_state_from_another_bridge_rejected(
     reason: str,
 ) -> None:
     """A state sealed by another bridge is rejected here, whether its key is unknown here or the
-    same key (then
-    for the very same request, but the held call is unknown); nothing reaches the server, the
-    rightful retry completes."""
+    same key (then for the very same request, but the held call is unknown); nothing reaches the
+    server, the rightful retry completes."""
     tag = f"foreign-{other}"
     reasons = Reasons(server.bridge)
     elsewhere = short_bridge if other == "short" else twin_bridge
-    foreign_tag = (
-        f"{tag}-elsewhere" if other == "short" else tag
-    )  # the short bridge's call expires: keep it apart
+    # the short bridge's call expires: keep it apart
+    foreign_tag = f"{tag}-elsewhere" if other == "short" else tag
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, server.url)
         foreign_key, foreign_state = await _held(poster(http, elsewhere.url), foreign_tag)
@@ -242,8 +240,7 @@ async def test_other_principal_rejected(server: Interactive, authorization: str 
 
 async def test_other_request_rejected(server: Interactive) -> None:
     """The state of one call is rejected on another tool, other arguments and another method;
-    nothing is started;
-    the same arguments in another key order are the same request."""
+    nothing is started; the same arguments in another key order are the same request."""
     reasons = Reasons(server.bridge)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, server.url)
@@ -286,9 +283,8 @@ async def test_other_request_rejected(server: Interactive) -> None:
 
 
 async def test_stale_round_rejected(server: Interactive) -> None:
-    """A round's state is rejected once a later round was issued (by an answer, or by a retry that
-    answered
-    nothing); the latest round's state then completes the call."""
+    """A round's state is rejected once a later round was issued (by an answer, or by a retry
+    that answered nothing); the latest round's state then completes the call."""
     reasons = Reasons(server.bridge)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, server.url)
@@ -327,9 +323,8 @@ async def test_stale_round_rejected(server: Interactive) -> None:
 async def test_expired_held_call_is_refused_and_cancelled_upstream(
     server: Interactive, short_bridge: PeerProcess
 ) -> None:
-    """Past the TTL the server sees the elicitation refused (`cancel`) and the call cancelled; the
-    expired state is
-    then rejected with nothing sent upstream, and a fresh call completes."""
+    """Past the TTL the server sees the elicitation refused (`cancel`) and the call cancelled;
+    the expired state is then rejected with nothing sent upstream, and a fresh call completes."""
     reasons = Reasons(short_bridge)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, short_bridge.url)
@@ -401,8 +396,7 @@ async def test_disconnect_while_attached_cancels_upstream(server: Interactive) -
 
 async def test_bridge_log_holds_no_secrets(server: Interactive) -> None:
     """The bridge's log (info level, every test of this module so far) holds no requestState,
-    Authorization value
-    or elicited answer, even for rejected retries."""
+    Authorization value or elicited answer, even for rejected retries."""
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, server.url, authorization="Bearer s3cret-t0ken")
         key, state = await _held(post, "secrets")

@@ -1,6 +1,5 @@
 """MRTR through the bridge over Streamable HTTP: the mcp 2.x client pinned to 2026-07-28 (its
-automatic
-MRTR loop and manual retries) against the interactive mcp 1.x server
+automatic MRTR loop and manual retries) against the interactive mcp 1.x server
 (`tests/peers/interactive_server.py`).
 
 Every test checks the client's view and, through the server's journal, what the legacy server saw.
@@ -186,9 +185,8 @@ async def test_url_elicitation_required_error_reissues_the_call(server: Interact
         early = await call_tool(
             post, "authorize", auth, responses={key: {"action": "accept"}}, state=state
         )
-        again, state2 = input_required(
-            early
-        )  # accepted but not yet visited: the re-issued call asks again
+        # accepted but not yet visited: the re-issued call asks again
+        again, state2 = input_required(early)
         assert list(again.values()) == [request] and state2 != state
         server.journal.visit("auth-auth")
         yes = {k: {"action": "accept"} for k in again}
@@ -216,9 +214,8 @@ async def test_url_elicitation_required_declined(server: Interactive) -> None:
         no = {key: {"action": "decline"} for key in requests}
         declined = await call_tool(post, "authorize", {"tag": "auth-no"}, responses=no, state=state)
     assert server.journal.events("auth-no") == ["call"]
-    error = declined.response[
-        "error"
-    ]  # a bridge-local error, marked as such (docs/decisions.md § 3)
+    # a bridge-local error, marked as such (docs/decisions.md § 3)
+    error = declined.response["error"]
     assert (error["code"], error.get("data", {}).get("source")) == (INTERNAL_ERROR, BRIDGE_MARKER)
 
 
@@ -246,8 +243,8 @@ async def test_url_elicitation_required_without_url_capability(
 
 async def test_sampling_with_tools_passes_through_unchanged(server: Interactive) -> None:
     """A sampling push with tools, tool-use/tool-result and image content reaches the client
-    unchanged, and the
-    client's tool_use answer reaches the server unchanged (the session declared sampling.tools)."""
+    unchanged, and the client's tool_use answer reaches the server unchanged (the session declared
+    sampling.tools)."""
     seen: list[types.CreateMessageRequestParams] = []
 
     async def sampling(
@@ -390,8 +387,7 @@ async def test_pushes_inside_prompts_get_and_resources_read(server: Interactive)
 
 async def test_pre_answered_input_completes_without_a_round(server: Interactive) -> None:
     """A fresh call carrying inputResponses for its pushes' keys completes with no
-    InputRequiredResult (one push, or
-    two sequential ones)."""
+    InputRequiredResult (one push, or two sequential ones)."""
     same = {"question": "Same?"}
     async with (
         asyncio.timeout(T),
@@ -444,9 +440,8 @@ async def test_undeclared_pushes_are_refused_upstream(
 
 
 async def test_push_timed_out_upstream_while_held(server: Interactive) -> None:
-    """When the legacy server times its push out while the call is held, the retry gets the call's
-    outcome and the
-    late answer is not sent upstream."""
+    """When the legacy server times its push out while the call is held, the retry gets the
+    call's outcome and the late answer is not sent upstream."""
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, server.url)
         arguments = {"tag": "timeout", "push_timeout_s": 0.3}

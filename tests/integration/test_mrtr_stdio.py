@@ -1,8 +1,7 @@
 """MRTR over stdio: the mcp 2.x client pinned to 2026-07-28 launching `mrtr-bridge stdio --upstream-
-command
-"<interactive mcp 1.x server> --transport stdio"`, and the HTTP front (`mrtr-bridge serve`) with the
-same stdio upstream. Over stdio nothing links a push to its call: the one-call-per-process lease
-decides.
+command "<interactive mcp 1.x server> --transport stdio"`, and the HTTP front (`mrtr-bridge serve`)
+with the same stdio upstream. Over stdio nothing links a push to its call: the one-call-per-process
+lease decides.
 
 Faults: the upstream process killed while a call is held or attached fails that call promptly and
 clearly, and the next call runs on a fresh process (found through the journal's `pid`s).
@@ -186,9 +185,8 @@ async def test_stdio_front_twenty_concurrent_calls_never_cross(state_dir: Path) 
 
 
 async def test_stdio_front_hostile_retries_rejected(state_dir: Path) -> None:
-    """Over stdio: tampered, other-request, doubled, replayed and stale-round states are rejected
-    with the fixed
-    error, nothing reaches the server, and the rightful retry completes."""
+    """Over stdio: tampered, other-request, doubled, replayed and stale-round states are
+    rejected with the fixed error, nothing reaches the server, and the rightful retry completes."""
     journal = Journal(state_dir)
     good, evil = elicited(answer="good"), elicited(answer="evil")
     mine = {"tag": "s-hostile"}
@@ -210,9 +208,8 @@ async def test_stdio_front_hostile_retries_rejected(state_dir: Path) -> None:
         outcomes = await asyncio.gather(*doubled, return_exceptions=True)
         (won,) = [o for o in outcomes if isinstance(o, types.CallToolResult)]
         assert_client_rejected(next(o for o in outcomes if not isinstance(o, types.CallToolResult)))
-        await client_rejection(
-            manual.call("ask", mine, state=state, responses={key: evil})
-        )  # replayed
+        # replayed
+        await client_rejection(manual.call("ask", mine, state=state, responses={key: evil}))
         stale = {"tag": "s-stale"}
         (key1,), state1 = await manual.held("ask_twice", stale)
         (key2,), state2 = await manual.held(
@@ -231,10 +228,9 @@ async def test_stdio_front_hostile_retries_rejected(state_dir: Path) -> None:
 
 
 async def test_stdio_front_abandonment_observed_upstream(state_dir: Path) -> None:
-    """Over stdio with a 1 s TTL: the server sees an expired held call refused and cancelled, the
-    expired state is
-    rejected; a client that abandons an attached call (`notifications/cancelled`) cancels it
-    upstream."""
+    """Over stdio with a 1 s TTL: the server sees an expired held call refused and cancelled,
+    the expired state is rejected; a client that abandons an attached call
+    (`notifications/cancelled`) cancels it upstream."""
     journal = Journal(state_dir)
     env = bridge_env({"held": {"ttl_s": 1}})
     async with (
@@ -322,9 +318,8 @@ async def test_http_front_stdio_upstream_hostile_retries(
 
 
 async def test_upstream_killed_while_held(http_bridge: PeerProcess, state_dir: Path) -> None:
-    """Killing the process of a held call fails its retry promptly with a clear bridge error; the
-    next call runs on
-    a fresh process."""
+    """Killing the process of a held call fails its retry promptly with a clear bridge error;
+    the next call runs on a fresh process."""
     journal = Journal(state_dir)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, http_bridge.url)
@@ -344,8 +339,7 @@ async def test_upstream_killed_while_held(http_bridge: PeerProcess, state_dir: P
 
 async def test_upstream_killed_while_attached(http_bridge: PeerProcess, state_dir: Path) -> None:
     """Killing the process of an attached call fails that request promptly with a clear bridge
-    error; the next call
-    runs on a fresh process."""
+    error; the next call runs on a fresh process."""
     journal = Journal(state_dir)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         post = poster(http, http_bridge.url)

@@ -95,9 +95,8 @@ async def test_metadata_is_relayed_with_the_bridge_as_resource(
 
 
 async def test_the_modern_client_logs_in_through_the_bridge(stack: OAuthStack) -> None:
-    """The mcp 2.x client is challenged, discovers everything through the bridge, gets a token bound
-    to
-    the bridge's URL, and calls tools, one of them with an elicitation round."""
+    """The mcp 2.x client is challenged, discovers everything through the bridge, gets a token
+    bound to the bridge's URL, and calls tools, one of them with an elicitation round."""
     alice = OAuthUser("alice-app")
     async with (
         asyncio.timeout(T),
@@ -151,9 +150,8 @@ async def test_a_403_step_up_challenge_passes_through(stack: OAuthStack) -> None
 
 async def test_the_modern_client_steps_up_on_a_passed_through_403(stack: OAuthStack) -> None:
     """The client holds a token without the required scope: the 403 step-up challenge reaches it
-    through the
-    bridge, it authorizes again for the scope the bridge's metadata lists, and the call goes
-    through."""
+    through the bridge, it authorizes again for the scope the bridge's metadata lists, and the call
+    goes through."""
     carol = OAuthUser("carol-app")
     narrow = await client_credentials_token(stack.issuer, audience=stack.url, scope="profile")
     carol.storage.tokens = OAuthToken(access_token=narrow, scope="profile", expires_in=3600)
@@ -168,9 +166,8 @@ async def test_the_modern_client_steps_up_on_a_passed_through_403(stack: OAuthSt
 
 
 async def test_two_users_never_share_a_session_or_a_request_state(stack: OAuthStack) -> None:
-    """Alice and Bob log in with their own tokens: their calls land on disjoint legacy sessions, and
-    Bob
-    cannot resume Alice's held call with her requestState; Alice then completes it."""
+    """Alice and Bob log in with their own tokens: their calls land on disjoint legacy sessions,
+    and Bob cannot resume Alice's held call with her requestState; Alice then completes it."""
     alice, bob = OAuthUser("alice-app"), OAuthUser("bob-app")
     async with asyncio.timeout(T):
         for user in (alice, bob):
@@ -214,10 +211,9 @@ async def test_two_users_never_share_a_session_or_a_request_state(stack: OAuthSt
 async def test_a_2025_03_26_server_that_is_its_own_authorization_server(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    """No RFC 9728 document upstream, only RFC 8414 metadata at its origin: the bridge's metadata
-    names the
-    upstream as authorization server, and the client registers, logs in there and calls through the
-    bridge."""
+    """No RFC 9728 document upstream, only RFC 8414 metadata at its origin: the bridge's
+    metadata names the upstream as authorization server, and the client registers, logs in there and
+    calls through the bridge."""
     peers = Peers(log_dir=tmp_path_factory.mktemp("oauth-own-issuer"))
     try:
         own = start_own_issuer_stack(peers)

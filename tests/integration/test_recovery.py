@@ -1,6 +1,5 @@
 """Recovery of lost held calls with real peers: the `mcp` 2.x client, the bridge as a process
-(restarted
-with a persistent key, or with a short held-call TTL), and the mcp 1.x server
+(restarted with a persistent key, or with a short held-call TTL), and the mcp 1.x server
 `tests/peers/recovery_server.py`, whose run counter (`<state dir>/runs-<tag>`) shows how often a
 tool ran.
 
@@ -129,10 +128,11 @@ async def test_restart_recovers_an_idempotent_tool_and_refuses_an_unannotated_on
         setup.restart()
         assert await finish(setup.bridge.url, "survey", "idem", key_a, state_a) == "Ada likes blue"
         await refused(setup.bridge.url, "survey_plain", "plain", key_p, state_p)
+        # the unannotated tool ran exactly once
         assert (setup.runs("idem"), setup.runs("plain")) == (
             2,
             1,
-        )  # the unannotated tool ran exactly once
+        )
         assert await setup.metric('mrtr_bridge_recovered_calls_total{cause="lost"}') == 1
         assert (
             await setup.metric(

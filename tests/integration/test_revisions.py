@@ -1,7 +1,6 @@
 """Older legacy servers through the bridge: `mcp` 1.12 (2025-06-18), 1.9 (2025-03-26) and 1.8
-(2024-11-05),
-each over Streamable HTTP, stdio and the HTTP+SSE transport (`upstream.transport = "sse"`), driven
-by the real modern `mcp` 2.x client.
+(2024-11-05), each over Streamable HTTP, stdio and the HTTP+SSE transport (`upstream.transport =
+"sse"`), driven by the real modern `mcp` 2.x client.
 
 One stack per (revision, transport), shared by the tests of that parameter (`revision_stack.py`):
 the server from `.venv-<revision>`, the bridge, a recording relay on each side of it (a tee for
@@ -130,9 +129,9 @@ async def test_plain_call_prompt_and_read(stack: RevisionStack, answers: InputAn
 async def test_upstream_initialize_speaks_the_revision(
     stack: RevisionStack, answers: InputAnswers
 ) -> None:
-    """The bridge offers 2025-11-25, accepts the older answer, and every session it uses declared
-    only
-    what the revision has (a first session shaped for another revision is closed unused)."""
+    """The bridge offers 2025-11-25, accepts the older answer, and every session it uses
+    declared only what the revision has (a first session shaped for another revision is closed
+    unused)."""
     async with asyncio.timeout(T), connect(stack, answers) as client:
         await client.call_tool("sample", {"prompt": "warm up"})
     assert all(
@@ -254,12 +253,10 @@ async def test_a_redirected_endpoint_costs_one_redirect_per_bridge(
         modern_client(stack.url) as plain,
         connect(stack, answers) as interactive,
     ):
-        await plain.call_tool(
-            "echo", {"text": "one"}
-        )  # declares no capabilities: a session of its own
-        await interactive.call_tool(
-            "sample", {"prompt": "two"}
-        )  # declares all three: another session
+        # declares no capabilities: a session of its own
+        await plain.call_tool("echo", {"text": "one"})
+        # declares all three: another session
+        await interactive.call_tool("sample", {"prompt": "two"})
     redirects = [
         r for r in stack.upstream_log.records() if r["dir"] == "sent" and r.get("status") == 307
     ]

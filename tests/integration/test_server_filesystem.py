@@ -1,6 +1,5 @@
 """The real `@modelcontextprotocol/server-filesystem` (pinned in the Makefile, installed by `make
-test`
-into `.tools/server-filesystem/`) as the bridge's stdio upstream (issue 10).
+test` into `.tools/server-filesystem/`) as the bridge's stdio upstream (issue 10).
 
 Started with a base directory holding `a/` and `b/`, it replaces its allowed directories with the
 client's roots on `initialized`. Client A's roots hold `a/`, client B's hold `b/`: through the

@@ -1,6 +1,5 @@
 """No legacy process outlives the bridge (issue 18): closed the way stdio clients close it,
-SIGTERMed,
-SIGINTed or SIGKILLed.
+SIGTERMed, SIGINTed or SIGKILLed.
 
 Every process of the bridge's tree (the bridge, each legacy server, their children) inherits one
 marker in its environment, and is found by it in /proc/<pid>/environ, never by name. The stdio
@@ -282,8 +281,7 @@ async def test_close_sequence_stops_what_a_server_left_behind(
     stdio_bridge: Callable[[str], Any],
 ) -> None:
     """Each server ends on stdin EOF but leaves a child of its own running (it ignores EOF and
-    SIGTERM):
-    the rest of each process group is stopped too."""
+    SIGTERM): the rest of each process group is stopped too."""
     bridge = await stdio_bridge(
         shlex.join([sys.executable, str(PEERS_DIR / "stdio_misbehaving.py"), "--grandchild"])
     )
@@ -334,9 +332,8 @@ async def test_sigkill_of_the_stdio_front_leaves_no_child(
 async def test_sigkill_of_the_stdio_front_leaves_no_grandchild(
     stdio_bridge: Callable[[str], Any],
 ) -> None:
-    """The servers' own children (which the death signal does not reach, and which ignore EOF and
-    SIGTERM)
-    are killed by the group keeper."""
+    """The servers' own children (which the death signal does not reach, and which ignore EOF
+    and SIGTERM) are killed by the group keeper."""
     bridge = await stdio_bridge(lingering_command("--grandchild"))
     await served_with_spares(bridge, "echo", processes_per_server=2)
     os.kill(bridge.process.pid, signal.SIGKILL)
@@ -390,9 +387,8 @@ async def test_ctrl_c_to_the_bridges_group_reaches_the_bridge_only(
 
 @pytest.fixture
 def serve_bridge(tmp_path: Path) -> Iterator[Callable[[str], tuple[PeerProcess, str]]]:
-    """Starts `mrtr-bridge serve --upstream-command CMD` (own session, marker in its environment),
-    which
-    lets attached requests finish for up to 60 s when stopped."""
+    """Starts `mrtr-bridge serve --upstream-command CMD` (own session, marker in its
+    environment), which lets attached requests finish for up to 60 s when stopped."""
     peers = Peers(log_dir=tmp_path)
     markers: list[str] = []
 
@@ -457,9 +453,8 @@ async def test_serve_second_sigterm_stops_the_servers_at_once(
     bridge, marker = serve_bridge(lingering_command())
     await serving_with_spares(bridge, marker)
     async with aiohttp.ClientSession() as http:
-        poster = ModernPoster(
-            http, bridge.url, capabilities={"elicitation": {}}
-        )  # a process of its own
+        # a process of its own
+        poster = ModernPoster(http, bridge.url, capabilities={"elicitation": {}})
         attached = asyncio.create_task(poster.post("tools/call", {"name": "slow"}))
         await wait_for_tree(marker, lambda pids: len(pids) == BRIDGE_AND_KEEPER + 2 + SPARES)
         os.kill(bridge.popen.pid, signal.SIGTERM)

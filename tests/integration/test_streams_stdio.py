@@ -254,9 +254,8 @@ async def test_stdio_front_listen_is_acknowledged_tagged_and_cancelled(
     assert [
         m for m in stdio_bridge.lines if m.get("id") == "L1"
     ] == []  # a cancelled listen is not answered
-    assert (
-        len([m for m in stdio_bridge.lines if "method" in m]) == 3
-    )  # nothing after the cancellation
+    # nothing after the cancellation
+    assert len([m for m in stdio_bridge.lines if "method" in m]) == 3
 
 
 # ---- legacy stdio upstreams
@@ -455,9 +454,8 @@ async def test_a_listener_whose_upstream_cannot_be_replaced_is_closed_gracefully
     """The listener's process dies and no replacement starts: the stream ends with the closing
     result."""
     journal = Journal(tmp_path / "journal.jsonl")
-    no_spares = bridge_env(
-        {"upstream": {"spare_processes": 0}}
-    )  # only one process may ever start here
+    # only one process may ever start here
+    no_spares = bridge_env({"upstream": {"spare_processes": 0}})
     bridge = peers.bridge_stdio(
         SERVER,
         "--journal",
@@ -479,9 +477,8 @@ async def test_a_listener_whose_upstream_cannot_be_replaced_is_closed_gracefully
         rest = [item for item in await listener.rest() if isinstance(item, dict)]
     finally:
         await listener.close()
-    assert len(rest) == 1 and "error" not in rest[0], (
-        rest
-    )  # docs/decisions.md § 14: upstream gone -> closing result
+    # docs/decisions.md § 14: upstream gone -> closing result
+    assert len(rest) == 1 and "error" not in rest[0], rest
     assert rest[0]["id"] == "gone-1"
     assert rest[0]["result"]["resultType"] == RESULT_COMPLETE
     assert rest[0]["result"]["_meta"][META_SUBSCRIPTION_ID] == "gone-1"

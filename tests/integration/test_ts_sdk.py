@@ -59,10 +59,9 @@ def node() -> str:
 
 
 def bridge_for(peers: Peers, sdk: Sdk, transport: str, records: Path) -> PeerProcess:
-    """The SDK server over `transport` (a child of the bridge over stdio), with the bridge in front
-    and a recording
-    hop on each side of it (`records/upstream.jsonl`, `records/front.jsonl`); returns the front
-    relay."""
+    """The SDK server over `transport` (a child of the bridge over stdio), with the bridge in
+    front and a recording hop on each side of it (`records/upstream.jsonl`, `records/front.jsonl`);
+    returns the front relay."""
     if transport == "stdio":
         command = tee_command(
             records / "upstream.jsonl", [node(), str(SERVER), "--transport", "stdio"]

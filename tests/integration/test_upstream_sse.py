@@ -239,9 +239,8 @@ async def test_closing_the_stream_cancels_the_legacy_call(
 async def test_a_dropped_sse_connection_fails_its_calls_at_once_and_is_replaced(
     peers: Peers, tmp_path: Path, http: aiohttp.ClientSession
 ) -> None:
-    """The connection is cut under a held call and an attached one: both fail at once with a clear
-    error,
-    and the next call runs on a new SSE session of the same (still running) server."""
+    """The connection is cut under a held call and an attached one: both fail at once with a
+    clear error, and the next call runs on a new SSE session of the same (still running) server."""
     legacy = sse_peer(peers, INTERACTIVE, "--state-dir", str(tmp_path))
     journal = Journal(tmp_path)
     async with asyncio.timeout(T), tcp_relay(legacy.port) as relay:

@@ -106,8 +106,8 @@ def test_a_capability_the_revision_lacks_is_a_problem_on_a_used_session(
 
 def test_a_first_session_shaped_for_2025_11_25_and_closed_unused_is_no_problem() -> None:
     """The opener's first initialize offers 2025-11-25 with its capabilities; on an older answer
-    that session is
-    closed before any request, so only the offered revision's schema applies to it."""
+    that session is closed before any request, so only the offered revision's schema applies to it.
+    """
     first = initialize({"elicitation": {"form": {}, "url": {}}, "sampling": {}})
     assert (
         upstream_problems(

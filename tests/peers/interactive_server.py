@@ -170,9 +170,9 @@ async def _push(
     on_call_stream: bool,
     timeout_s: float = 0.0,
 ) -> Any:
-    """Send one push; journal its answer or error. `on_call_stream=False` uses the GET stream (SDK
-    default
-    for sampling and roots); `timeout_s` > 0 times the push out the way legacy SDKs do."""
+    """Send one push; journal its answer or error. `on_call_stream=False` uses the GET stream
+    (SDK default for sampling and roots); `timeout_s` > 0 times the push out the way legacy SDKs do.
+    """
     related = ctx.request_id if on_call_stream else None
     try:
         result = await ctx.request_context.session.send_request(
@@ -269,9 +269,8 @@ async def ask(
     linger_s: float = 0.0,
     push_timeout_s: float = 0.0,
 ) -> str:
-    """Elicit {answer} with `question`; returns {"action", "content"} as JSON (or {"error"} if the
-    push timed out
-    after `push_timeout_s`)."""
+    """Elicit {answer} with `question`; returns {"action", "content"} as JSON (or {"error"} if
+    the push timed out after `push_timeout_s`)."""
     record(tag, "call", tool="ask")
     try:
         result = await _elicit(ctx, tag, question, ANSWER_SCHEMA, push_timeout_s)

@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """The conformance fixture server as a 2025-06-18 server: `legacy_fixture_server.py`, unchanged,
-loaded on
-`mcp` 1.12.4 (which negotiates 2025-06-18; run it from `.venv-2025-06-18`), with the port below for
-what that SDK lacks and what the revision does not have. `make conformance` runs the 2026-07-28
-suite through the bridge in front of it (docs/conformance-2025-06-18.md).
+loaded on `mcp` 1.12.4 (which negotiates 2025-06-18; run it from `.venv-2025-06-18`), with the port
+below for what that SDK lacks and what the revision does not have. `make conformance` runs the
+2026-07-28 suite through the bridge in front of it (docs/conformance-2025-06-18.md).
 
 The port, item by item (everything else is the fixture as written):
 - `UrlElicitationRequiredError` does not exist in `mcp` 1.12 (URL elicitation is 2025-11-25); the

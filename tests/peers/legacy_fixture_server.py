@@ -65,9 +65,8 @@ SEND_KEY_HINTS = True
 TEST_IMAGE_BASE64 = "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAFBQIAX8jx0gAAAABJRU5ErkJggg=="
 TEST_AUDIO_BASE64 = "UklGRiYAAABXQVZFZm10IBAAAAABAAEAQB8AAAB9AAACABAAZGF0YQIAAAA="
 
-MISSING_REQUIRED_CLIENT_CAPABILITY = (
-    -32021
-)  # 2026-07-28 code; legacy servers have none of their own
+# 2026-07-28 code; legacy servers have none of their own
+MISSING_REQUIRED_CLIENT_CAPABILITY = -32021
 RESOURCE_NOT_FOUND = -32002  # 2025-11-25 resources.mdx "Resource not found"
 
 mcp = FastMCP(name="mcp-legacy-conformance-fixture", host="127.0.0.1")
@@ -544,9 +543,8 @@ async def test_input_required_result_tampered_state(ctx: Context) -> str:
 
 @mcp.tool()
 async def test_input_required_result_capabilities(ctx: Context) -> str:
-    """Sends only the requests the (legacy) client declared in initialize: sampling (sample) and/or
-    elicitation (ask),
-    concurrently. The capability-check scenario declares only sampling."""
+    """Sends only the requests the (legacy) client declared in initialize: sampling (sample)
+    and/or elicitation (ask), concurrently. The capability-check scenario declares only sampling."""
     caps = _client_caps(ctx)
     pending = []
     if caps is None or caps.sampling is not None:

@@ -130,9 +130,8 @@ def make_app(upstream: str, recorder: Recorder) -> web.Application:
         ) as upstream_resp:
             exchange = {**exchange, "status": upstream_resp.status}
             exchange["session"] = upstream_resp.headers.get(SESSION_HEADER) or exchange["session"]
-            recorder.write(
-                "sent", exchange, body
-            )  # once the answer names the session an initialize opened
+            # once the answer names the session an initialize opened
+            recorder.write("sent", exchange, body)
             response = web.StreamResponse(status=upstream_resp.status)
             for name, value in upstream_resp.headers.items():
                 if name.lower() not in HOP_BY_HOP:

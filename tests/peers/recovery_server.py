@@ -1,8 +1,7 @@
 #!/usr/bin/env python3
 """A legacy (mcp 1.x FastMCP) server for the recovery integration tests: tools that ask two
-questions
-in turn (three rounds for the client), with and without the idempotent annotation, and a run
-counter.
+questions in turn (three rounds for the client), with and without the idempotent annotation, and a
+run counter.
 
 Every tool run appends one line to `<state dir>/runs-<tag>`, so a test counts how often a tool ran
 across bridge restarts. The first question's text is `<state dir>/question-<tag>` when that file

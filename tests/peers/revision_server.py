@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A legacy server for every older revision: the same tools on `mcp` 1.8 (2024-11-05), 1.9
-(2025-03-26)
-and 1.12 (2025-06-18), run from `.venv-<revision>` (tests/peers/requirements-<revision>.txt).
+(2025-03-26) and 1.12 (2025-06-18), run from `.venv-<revision>`
+(tests/peers/requirements-<revision>.txt).
 
 Written with each release's own FastMCP API, the way a server of that age is written: `ctx.elicit`
 (only from `mcp` 1.10 on, so only at 2025-06-18), `ctx.session.create_message` and

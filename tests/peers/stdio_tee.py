@@ -1,9 +1,8 @@
 #!/usr/bin/env python3
 """A recording wrapper for a stdio MCP server: runs `COMMAND...`, copies this process's stdin to it
-and
-its stdout to this process's stdout, line by line, and appends every line that passes to `--record`
-(JSON lines, the same records as `recording_relay.py`: `dir` is `"sent"` for a line the client
-wrote, `"received"` for one the server wrote; `session` is this wrapper's pid, as every stdio
+and its stdout to this process's stdout, line by line, and appends every line that passes to
+`--record` (JSON lines, the same records as `recording_relay.py`: `dir` is `"sent"` for a line the
+client wrote, `"received"` for one the server wrote; `session` is this wrapper's pid, as every stdio
 process is one session). Standard library only; the child's stderr is inherited. SIGTERM and SIGINT
 are passed on to the child, stdin's end closes the child's stdin, and the wrapper exits with the
 child's status.

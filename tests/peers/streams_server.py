@@ -1,7 +1,6 @@
 #!/usr/bin/env python3
 """A legacy (MCP 2025-11-25) server for the streams tests (issue 5): progress, logging,
-cancellation,
-list-changed and resource-update notifications, and a journal of what it saw.
+cancellation, list-changed and resource-update notifications, and a journal of what it saw.
 
 Written with FastMCP from `mcp` 1.x (run it from `.venv-legacy`). Everything the bridge does to the
 session-wide state of a legacy session is journaled: `logging/setLevel`, `resources/subscribe` and

@@ -185,9 +185,8 @@ class FakeLegacy:
         self.protocol_version = (
             LEGACY_VERSION  # answered to initialize (an older revision, or an unknown one)
         )
-        self.capabilities: JsonObject = {
-            "tools": {}
-        }  # the server capabilities answered to initialize
+        # the server capabilities answered to initialize
+        self.capabilities: JsonObject = {"tools": {}}
         self.hang_initialize = False
         self.hang_accept = False  # never answer notifications/responses
         self.initialize_body: bytes | None = None  # raw (garbage) initialize reply

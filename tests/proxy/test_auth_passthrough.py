@@ -1,7 +1,6 @@
 """OAuth pass-through in process: the whole bridge (`make_app`) in front of the scriptable legacy
-fake
-behind an authorization gate, for the cases a real resource server will not produce on demand: a
-token refused on a call or on a session re-initialize, a malformed or oversized challenge, a 403
+fake behind an authorization gate, for the cases a real resource server will not produce on demand:
+a token refused on a call or on a session re-initialize, a malformed or oversized challenge, a 403
 that is not a step-up, a hostile `Host`, foreign or missing metadata, a 2025-03-26 server that is
 its own authorization server, and static upstream credentials.
 """
@@ -63,9 +62,8 @@ class Gate:
             document = self.documents.get(request.path)
             return web.json_response(document) if document is not None else web.Response(status=404)
         authorization = request.headers.get("Authorization")
-        if (
-            request.headers.get("Mcp-Method") == DISCOVER
-        ):  # the bridge's own era probe: no client's credentials
+        # the bridge's own era probe: no client's credentials
+        if request.headers.get("Mcp-Method") == DISCOVER:
             self.era_probes.append(authorization)
             return self.refusal()
         self.seen.append(authorization)
@@ -143,9 +141,8 @@ async def test_the_clients_authorization_reaches_the_upstream_unchanged() -> Non
         reply = await bridge.poster(ALICE).post("tools/list")
     assert reply.status == 200
     assert set(gate.seen) == {ALICE}
-    assert gate.era_probes == [
-        None
-    ]  # the bridge's era probe at start carries no client's credentials
+    # the bridge's era probe at start carries no client's credentials
+    assert gate.era_probes == [None]
 
 
 async def test_a_403_that_is_not_a_step_up_stays_an_upstream_error() -> None:

@@ -133,9 +133,8 @@ async def test_json_depth_limit(upstream: JournalPeer) -> None:
 async def test_header_limits(
     upstream: JournalPeer, headers: dict[str, str], path: str, served: bool
 ) -> None:
-    """Header values, header count and the request line are bounded by front.max_header_* settings;
-    the
-    400 says only its status (aiohttp's parser message would quote the request)."""
+    """Header values, header count and the request line are bounded by front.max_header_*
+    settings; the 400 says only its status (aiohttp's parser message would quote the request)."""
     settings = bridge_settings(
         upstream.url,
         front={"max_header_field_bytes": 1024, "max_header_line_bytes": 1024, "max_headers": 16},
@@ -217,8 +216,7 @@ REFUSED_ASK = [
 
 async def test_held_calls_per_principal_limit(upstream: JournalPeer) -> None:
     """A third call of Alice's that asks for input over held.max_per_principal is refused (and
-    abandoned
-    upstream); her plain calls still go through while she is at the cap."""
+    abandoned upstream); her plain calls still go through while she is at the cap."""
     settings = bridge_settings(upstream.url, held={"max_per_principal": 2})
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         alice = bridge.poster(ALICE)
@@ -249,8 +247,7 @@ async def test_held_calls_per_principal_limit(upstream: JournalPeer) -> None:
 
 async def test_held_calls_total_limit(upstream: JournalPeer) -> None:
     """Beyond held.max_total no call may wait for input; plain calls from a new principal that
-    declares
-    elicitation still succeed, and the held ones complete."""
+    declares elicitation still succeed, and the held ones complete."""
     settings = bridge_settings(upstream.url, held={"max_total": 2})
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         alice, carol, dave = (
@@ -260,9 +257,8 @@ async def test_held_calls_total_limit(upstream: JournalPeer) -> None:
         )
         mine = await start_held(alice, "ask", tag="alice-total")
 
-        async def offend() -> (
-            RawReply
-        ):  # Bob holds one (two in all with Alice's) and has one attached
+        # Bob holds one (two in all with Alice's) and has one attached
+        async def offend() -> RawReply:
             assert "elicitation" in dave.capabilities
             assert text_of(await call(dave, "echo", text="dave plain")) == "dave plain"
             return await call(carol, "ask", tag="carol-total", linger=30)
@@ -332,9 +328,8 @@ async def test_rounds_per_call_limit(upstream: JournalPeer) -> None:
         assert_limit(reply, "held.max_rounds", "The call needed more than 2 input rounds")
         assert text_of(await call(alice, "ask_rounds", rounds=0)) == "0 rounds done"
     refusal = {"event": "elicit_answered", "tag": "rounds-3", "action": "cancel", "round": 2}
-    await upstream.wait_for(
-        lambda entries: refusal in entries
-    )  # the third push was refused upstream
+    # the third push was refused upstream
+    await upstream.wait_for(lambda entries: refusal in entries)
 
 
 def test_limit_settings_exist_with_safe_defaults() -> None:

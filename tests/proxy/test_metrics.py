@@ -130,9 +130,8 @@ async def test_metrics_route_counts_bridge_activity(upstream: JournalPeer) -> No
     assert after['mrtr_bridge_limit_rejections_total{limit="held.max_per_principal"}'] == 1
     assert after['mrtr_bridge_request_state_rejections_total{reason="authentication_failed"}'] == 1
     assert after["mrtr_bridge_input_rounds_total"] == 1
-    assert (
-        after['mrtr_bridge_upstream_sessions{transport="http"}'] == 1
-    )  # Alice's, warm and reused; Bob none
+    # Alice's, warm and reused; Bob none
+    assert after['mrtr_bridge_upstream_sessions{transport="http"}'] == 1
     assert after['mrtr_bridge_upstream_session_reuses_total{transport="http"}'] == 1
     assert after['mrtr_bridge_http_responses_total{status="200"}'] == 6  # five POSTs and the scrape
 

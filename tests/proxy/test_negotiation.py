@@ -264,9 +264,8 @@ def _asking(fake: FakeLegacy) -> None:
 
 
 async def test_2025_06_18_elicitation_end_to_end(fake: FakeLegacy, url: str) -> None:
-    """The client sees the titled single-select; a multi-select answer is refused with the reason
-    and
-    never sent; the held call survives and a valid answer reaches the server."""
+    """The client sees the titled single-select; a multi-select answer is refused with the
+    reason and never sent; the held call survives and a valid answer reaches the server."""
     fake.protocol_version = "2025-06-18"
     _asking(fake)
     async with asyncio.timeout(30), inprocess_bridge(bridge_settings(url)) as bridge:

@@ -381,8 +381,7 @@ async def test_one_session_scripted_shared_and_exclusive_leases_never_deadlock(
     make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
 ) -> None:
     """max_sessions = 1: shared leases join the exclusive holder, a second exclusive lease and
-    another
-    key queue, and each gets the session as soon as the leases before it are released."""
+    another key queue, and each gets the session as soon as the leases before it are released."""
     pool = make_pool(max_sessions=1, session_wait_s=5)
     shared = await lease(pool)
     first = await lease(pool, exclusive=True)

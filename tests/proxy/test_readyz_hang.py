@@ -62,6 +62,7 @@ async def test_readyz_is_bounded_when_the_upstream_hangs(legacy: PeerProcess) ->
         os.kill(legacy.popen.pid, signal.SIGSTOP)
         took, status, body = await timed_readyz(bridge)
         assert took <= bound, f"/readyz took {took:.2f} s with the upstream stopped"
+        # the era probe got an answer before the upstream was stopped
         assert (status, body) == (
             503,
             {
@@ -74,7 +75,7 @@ async def test_readyz_is_bounded_when_the_upstream_hangs(legacy: PeerProcess) ->
                     "era": "legacy",
                 },
             },
-        )  # the era probe got an answer before the upstream was stopped
+        )
 
         os.kill(legacy.popen.pid, signal.SIGCONT)
         while (await timed_readyz(bridge))[1] != 200:  # the background check (or the next) succeeds
@@ -82,17 +83,15 @@ async def test_readyz_is_bounded_when_the_upstream_hangs(legacy: PeerProcess) ->
         checked = time.monotonic()
 
         os.kill(legacy.popen.pid, signal.SIGSTOP)
-        await asyncio.sleep(
-            max(0.0, FRESH_S - (time.monotonic() - checked)) + 0.2
-        )  # the verdict is stale
+        # the verdict is stale
+        await asyncio.sleep(max(0.0, FRESH_S - (time.monotonic() - checked)) + 0.2)
         took, status, body = await timed_readyz(bridge)
         assert took <= bound, f"/readyz took {took:.2f} s with the upstream stopped"
         assert status == 200 and body["checks"]["upstream"] == "reachable"
         assert body["checks"]["upstream_checked"].endswith(" s ago, a check is running")
 
-        async with asyncio.timeout(
-            INIT_TIMEOUT_S + FRESH_S
-        ):  # the background check gives up, says so
+        # the background check gives up, says so
+        async with asyncio.timeout(INIT_TIMEOUT_S + FRESH_S):
             while status == 200:
                 took, status, body = await timed_readyz(bridge)
                 assert took <= bound, f"/readyz took {took:.2f} s with the upstream stopped"

@@ -1,7 +1,6 @@
 """RootsAffinity (proxy/roots.py; issue 10): learning whether the upstream keeps roots, answering
-its
-outside-call asks per session, settling fresh sessions. The pool and leases are small fakes here;
-tests/integration/test_roots_isolation.py runs the whole path against real peers."""
+its outside-call asks per session, settling fresh sessions. The pool and leases are small fakes
+here; tests/integration/test_roots_isolation.py runs the whole path against real peers."""
 
 from __future__ import annotations
 
@@ -149,9 +148,8 @@ def test_outside_call_asks_get_the_sessions_own_roots() -> None:
     pool.keys[id(session)] = SessionKey("alice", "f", roots_digest(ROOTS), ROOTS)
     answer = roots.answer_outside_call(cast(UpstreamSession, session))
     assert answer is not None and answer.result == ROOTS and answer.error is None
-    assert (
-        roots.answer_outside_call(cast(UpstreamSession, FakeSession())) is None
-    )  # not in the pool
+    # not in the pool
+    assert roots.answer_outside_call(cast(UpstreamSession, FakeSession())) is None
     assert pool.retired == []
 
 
@@ -160,9 +158,8 @@ def test_an_outside_call_ask_on_a_session_without_roots_teaches_and_retires_it()
     roots = affinity(pool)
     session = FakeSession()
     pool.keys[id(session)] = SessionKey("alice", "f")
-    assert (
-        roots.answer_outside_call(cast(UpstreamSession, session)) is None
-    )  # the default policy answers
+    # the default policy answers
+    assert roots.answer_outside_call(cast(UpstreamSession, session)) is None
     assert roots.keeps_roots is True
     assert pool.retired == [session]
 
@@ -190,9 +187,8 @@ async def test_a_session_whose_server_never_asks_settles_after_the_window() -> N
     key = SessionKey("alice", "f", roots_digest(ROOTS), ROOTS)
     async with asyncio.timeout(BOUND_S):
         await roots.settle(cast(Lease, FakeLease(key, FakeSession())))
-        await roots.settle(
-            cast(Lease, FakeLease(SessionKey("alice", "f"), FakeSession()))
-        )  # not affine
+        # not affine
+        await roots.settle(cast(Lease, FakeLease(SessionKey("alice", "f"), FakeSession())))
 
 
 def test_session_keys() -> None:
@@ -209,6 +205,5 @@ def test_session_keys() -> None:
     fresh1, _ = roots.session_key("alice", legacy, ROOTS, 1)
     fresh2, _ = roots.session_key("alice", legacy, ROOTS, 2)
     assert len({affine, fresh1, fresh2}) == 3
-    assert SessionKey("alice", "f", "d", {"roots": []}) == SessionKey(
-        "alice", "f", "d", None
-    )  # answer not in identity
+    # answer not in identity
+    assert SessionKey("alice", "f", "d", {"roots": []}) == SessionKey("alice", "f", "d", None)

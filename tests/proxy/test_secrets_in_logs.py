@@ -1,6 +1,5 @@
 """No secret ever reaches a log line (issue 6, docs/decisions.md § 5): not the bearer token, a
-`requestState`, a
-requestState key, an `Mcp-Session-Id` value, an elicited answer or a sampled text.
+`requestState`, a requestState key, an `Mcp-Session-Id` value, an elicited answer or a sampled text.
 
 The same full flow runs twice against a real legacy server (`tests/peers/journal_server.py`,
 mcp 1.x): through `mrtr-bridge serve --log-level debug` (a subprocess, every line it wrote is
@@ -83,9 +82,8 @@ async def run_flow(http: aiohttp.ClientSession, url: str, found: Secrets) -> Non
         text_of(await retry(poster, asked, accept(asked, found.elicited)))
         == f"secret-ask: {found.elicited}"
     )
-    assert (
-        error_of(await retry(poster, asked, accept(asked, found.elicited)))["code"] == -32602
-    )  # replayed
+    # replayed
+    assert error_of(await retry(poster, asked, accept(asked, found.elicited)))["code"] == -32602
     sampling = await start_held(poster, "sample", tag="secret-sample")
     found.seen.append(sampling.request_state)
     tampered = Held(
@@ -99,9 +97,8 @@ async def run_flow(http: aiohttp.ClientSession, url: str, found: Secrets) -> Non
     for _ in range(2):
         found.seen.append(json.loads(text_of(await call(poster, "whoami")))["session"])
     limited = ModernPoster(http, url, headers={"Authorization": found.authorization})
-    assert "refused" in text_of(
-        await call(limited, "sample", tag="secret-refused")
-    )  # no sampling capability
+    # no sampling capability
+    assert "refused" in text_of(await call(limited, "sample", tag="secret-refused"))
     oversized = {"Authorization": f"Bearer {found.token}{'x' * 9000}"}
     async with http.post(url, json=poster.body("tools/list"), headers=oversized) as response:
         assert response.status == 400

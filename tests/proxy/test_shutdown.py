@@ -78,9 +78,8 @@ async def refuses_connections(url: str) -> bool:
                 return False
         except aiohttp.ClientConnectorError:
             return True
-        except (
-            aiohttp.ClientOSError
-        ):  # accepted in the instant the socket closed, then reset: ask again
+        # accepted in the instant the socket closed, then reset: ask again
+        except aiohttp.ClientOSError:
             return False
 
 

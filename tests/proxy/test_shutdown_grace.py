@@ -138,8 +138,7 @@ async def test_sigterm_finishes_within_the_grace(upstream: JournalPeer, tmp_path
 
 async def test_new_work_and_retries_are_refused_once_shutdown_begins(upstream: JournalPeer) -> None:
     """After shutdown begins, a new call and a held call's retry get the shutting-down error at
-    once,
-    and the held call has been abandoned upstream (its push refused, its call cancelled)."""
+    once, and the held call has been abandoned upstream (its push refused, its call cancelled)."""
     async with (
         asyncio.timeout(TIMEOUT_S),
         inprocess_bridge(bridge_settings(upstream.url)) as bridge,

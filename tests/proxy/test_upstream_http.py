@@ -96,9 +96,8 @@ async def test_open_initializes_and_keeps_a_get_stream(
     fake: FakeLegacy, url: str, client: aiohttp.ClientSession
 ) -> None:
     """open() sends initialize with the legacy version, the given capabilities and the bridge's
-    clientInfo,
-    then notifications/initialized, then opens a GET stream; later requests carry session and
-    version."""
+    clientInfo, then notifications/initialized, then opens a GET stream; later requests carry
+    session and version."""
     session = await open_session(client, url)
     try:
         [server_session] = fake.all_sessions
@@ -355,9 +354,8 @@ async def test_get_stream_404_reinitializes_before_the_next_call(
     try:
         await fake.expire()
         async with asyncio.timeout(5):
-            while (
-                session.reinitialized_count == 0
-            ):  # the GET stream reconnects, gets 404, re-initializes
+            # the GET stream reconnects, gets 404, re-initializes
+            while session.reinitialized_count == 0:
                 await asyncio.sleep(0.01)
         assert session.is_alive and session.has_get_stream
         assert await call_tool(session, "echo", text="fresh") == text_result("fresh")
@@ -525,8 +523,7 @@ async def test_unsupported_version_closes_and_raises(
     fake: FakeLegacy, url: str, client: aiohttp.ClientSession
 ) -> None:
     """An initialize answered with a version outside the supported set is refused, naming the
-    version and
-    the set, and the session deleted."""
+    version and the set, and the session deleted."""
     fake.protocol_version = "2024-10-07"
     with pytest.raises(UnsupportedUpstreamVersion) as raised:
         await open_session(client, url)

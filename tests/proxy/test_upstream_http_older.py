@@ -1,6 +1,5 @@
 """HttpUpstreamSession against behaviours of older legacy servers (`mcp` 1.8-1.12), on the fake
-server:
-progress sent on the GET stream, and `POST /mcp` redirected to `/mcp/`."""
+server: progress sent on the GET stream, and `POST /mcp` redirected to `/mcp/`."""
 
 from __future__ import annotations
 
@@ -22,9 +21,8 @@ PROGRESS = "notifications/progress"
 async def test_progress_on_the_get_stream_reaches_the_call_with_that_token(
     aiohttp_server: ServerFactory, client: aiohttp.ClientSession
 ) -> None:
-    """Progress on the GET stream goes to the in-flight call whose upstream token it names, not to
-    on_unrelated;
-    progress naming no call in flight stays unrelated."""
+    """Progress on the GET stream goes to the in-flight call whose upstream token it names, not
+    to on_unrelated; progress naming no call in flight stays unrelated."""
     release = asyncio.Event()
 
     async def work(call: FakeCall) -> dict[str, Any]:

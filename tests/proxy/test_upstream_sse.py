@@ -88,9 +88,8 @@ def test_endpoint_resolution_stays_on_the_origin_of_the_stream() -> None:
 async def test_a_call_its_pushes_and_pings_share_the_one_stream(
     fake: FakeSse, url: str, client: aiohttp.ClientSession
 ) -> None:
-    """POSTs go to the endpoint; the response comes on the stream; a push goes to on_unrelated; a
-    ping is
-    answered by the transport; the caller's headers reach the endpoint."""
+    """POSTs go to the endpoint; the response comes on the stream; a push goes to on_unrelated;
+    a ping is answered by the transport; the caller's headers reach the endpoint."""
 
     async def ask(session: FakeSseSession, request_id: Any) -> dict[str, Any]:
         session.send({"jsonrpc": "2.0", "id": "p1", "method": "ping"})
@@ -283,9 +282,8 @@ async def test_a_batch_on_the_stream_is_split_only_where_the_revision_has_batche
     aiohttp_server: ServerFactory, client: aiohttp.ClientSession, revision: str, delivered: int
 ) -> None:
     """At 2025-03-26 each element of an array event is handled in order as if it came alone (an
-    element
-    that is not a message is skipped like a lone one); in a revision without batches the array is
-    one invalid message, ignored."""
+    element that is not a message is skipped like a lone one); in a revision without batches the
+    array is one invalid message, ignored."""
     fake = FakeSse(protocol_version=revision)
     one = {
         "jsonrpc": "2.0",

@@ -223,9 +223,8 @@ async def test_garbage_on_stdout_is_logged_by_size_and_skipped() -> None:
         "line is not valid JSON",
         "line is JSON but not an object",
     }
-    assert (
-        len(rejected) == 6 and len(invalid) == 2
-    )  # three bad lines + one wrong-version message per reply
+    # three bad lines + one wrong-version message per reply
+    assert len(rejected) == 6 and len(invalid) == 2
     assert "this is not json" not in repr(logs)
 
 

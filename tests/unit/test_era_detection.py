@@ -127,6 +127,7 @@ def test_legacy_client_requests(headers: dict[str, str], message: Any) -> None:
     assert is_legacy_client(headers, message) is True
 
 
+# unknown: modern errors
 @pytest.mark.parametrize(
     ("headers", "message"),
     [
@@ -147,7 +148,7 @@ def test_legacy_client_requests(headers: dict[str, str], message: Any) -> None:
         (
             {"mcp-protocol-version": "v9"},
             {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-        ),  # unknown: modern errors
+        ),
         ({}, None),
     ],
 )

@@ -40,8 +40,8 @@ def every_error_class(base: type[BridgeError] = BridgeError) -> list[type[Bridge
 
 def test_the_status_table_is_derived_from_the_classes() -> None:
     """Every class gets the status of its code, but InvalidMeta (400, shares -32602 with
-    InvalidParams)
-    and an upstream auth challenge (answered with the upstream's own 401 or 403, per instance)."""
+    InvalidParams) and an upstream auth challenge (answered with the upstream's own 401 or 403, per
+    instance)."""
     classes = [cls for cls in every_error_class() if cls is not UpstreamAuthChallenge]
     assert UpstreamAuthChallenge in every_error_class()
     assert {cls.__name__ for cls in classes if cls.http_status != http_status_for(cls.code)} == {

@@ -126,6 +126,7 @@ def test_metadata_of_this_server_is_relayed_with_the_bridge_as_resource(resource
     assert relayed == {**document, "resource": "https://bridge.example/mcp"}
 
 
+# another path on the bridge's origin
 @pytest.mark.parametrize(
     ("body", "reason"),
     [
@@ -140,7 +141,7 @@ def test_metadata_of_this_server_is_relayed_with_the_bridge_as_resource(resource
         (
             {"resource": "https://bridge.example/other"},
             "foreign",
-        ),  # another path on the bridge's origin
+        ),
         ({"resource": "http://10.0.0.5:8931@evil.example/mcp"}, "foreign"),
         ({"authorization_servers": ["https://as.example"]}, "no resource"),
         ({"resource": ["https://bridge.example/mcp"]}, "no resource"),
@@ -206,9 +207,8 @@ def test_a_challenge_becomes_a_reply_with_status_and_rewritten_header() -> None:
         'Bearer error="insufficient_scope", resource_metadata="http://10.0.0.5:8931/.well-known/x"'
     )
     exc = UpstreamAuthChallenge(403, raw)
-    assert isinstance(
-        exc, UpstreamFault
-    )  # so a held call carries it to the reply like any upstream fault
+    # so a held call carries it to the reply like any upstream fault
+    assert isinstance(exc, UpstreamFault)
     reply = challenge_reply(exc, 7, URLS)
     assert isinstance(reply, ChallengeReply)
     assert reply.status == 403

@@ -1,6 +1,5 @@
 """Property-based tests on translators/: arbitrary JSON raises only BridgeError, sealing round-
-trips,
-tampered states never open, and random held-call scripts keep the machine's invariants."""
+trips, tampered states never open, and random held-call scripts keep the machine's invariants."""
 
 from __future__ import annotations
 
@@ -536,9 +535,8 @@ def test_any_single_byte_change_fails(
     """Changing any one character of a sealed state to any other printable character never
     opens it."""
     token = seal(claims, RING, nonce)
-    twins = [n for n, char in enumerate(token) if char in "-_"] + [
-        len(token) - 1
-    ]  # base64 look-alikes, last
+    # base64 look-alikes, last
+    twins = [n for n, char in enumerate(token) if char in "-_"] + [len(token) - 1]
     position = data.draw(st.integers(0, len(token) - 1) | st.sampled_from(twins))
     replacement = data.draw(
         st.sampled_from(URLSAFE_ALPHABET + "+/=") | st.sampled_from(string.printable)
@@ -667,9 +665,8 @@ def _check_invariants(
 ) -> None:
     if before is HeldCallState.DONE:
         assert call.state is HeldCallState.DONE
-        if isinstance(
-            event, ClientRetried
-        ):  # found the call just before the driver dropped it: rejected
+        # found the call just before the driver dropped it: rejected
+        if isinstance(event, ClientRetried):
             assert [(type(a), a.attempt, getattr(a.fault, "reason", None)) for a in actions] == [
                 (ReplyError, event.attempt, "unknown_held_call")
             ]

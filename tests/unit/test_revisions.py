@@ -147,13 +147,14 @@ def _elicit(schema: JsonObject, **extra: Any) -> JsonObject:
     }
 
 
+# the legacy titled form is still valid there: left as the server sent it
 @pytest.mark.parametrize(
     ("version", "shown"),
     [
         (
             "2025-11-25",
             ENUM_NAMES,
-        ),  # the legacy titled form is still valid there: left as the server sent it
+        ),
         ("2025-06-18", TITLED),
     ],
 )

@@ -80,9 +80,10 @@ def test_the_digest_names_the_set_of_roots() -> None:
     reordered = {"roots": list(reversed(A["roots"]))}
     assert roots_digest(A) == roots_digest(reordered)
     assert len(roots_digest(A)) == 24
+    # name counts
     assert roots_digest(A) != roots_digest(
         {"roots": [{"uri": "file:///a"}, {"uri": "file:///shared"}]}
-    )  # name counts
+    )
     assert roots_digest(A) != roots_digest({"roots": A["roots"][:1]})
     assert roots_digest({"roots": []}) != roots_digest(A)
 
