@@ -1,11 +1,13 @@
 """`WWW-Authenticate` challenges (RFC 9110 § 11.6.1, RFC 6750 § 3): parse, rewrite, serialize.
 
-The bridge passes an upstream's `401` (and its `403 insufficient_scope` step-up) to the modern
-client with the upstream's challenge, but a URL in it that names the upstream's origin would send
-the client around the bridge. So each auth-param whose value is an absolute URL on the upstream's
-origin is moved to the bridge's public origin, and `resource_metadata` (RFC 9728 § 5.1) on the
-upstream's origin becomes the bridge's own metadata URL, which relays the upstream's document.
-A Bearer challenge that names no metadata gets the bridge's.
+The bridge passes an upstream's `401` (and its `403 insufficient_scope` step-up) to the client
+(modern, or legacy through the relay) with the upstream's challenge, but a URL in it that names the
+upstream would send the client around the bridge and leak an internal address. So
+`resource_metadata` (RFC 9728 § 5.1) always becomes the bridge's own metadata URL, which relays the
+upstream's document, whatever origin or spelling the upstream gave (`localhost:<port>` for a
+`127.0.0.1` upstream, another internal name); any other auth-param whose value is a URL on the
+upstream's server is moved to the bridge's public origin, and one on another internal host is
+left out (`PublicUrls.is_hidden`). A Bearer challenge that names no metadata gets the bridge's.
 
 The header is untrusted input: values are bounded (`MAX_CHALLENGE_CHARS`, `MAX_PARAMS`), only
 visible ASCII, space and tab are accepted, and anything that does not parse is replaced by a
@@ -18,7 +20,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Final
 
-from translators.public_urls import PublicUrls, origin_of
+from translators.public_urls import PublicUrls
 
 MAX_CHALLENGE_CHARS: Final = 4096
 MAX_PARAMS: Final = 32
@@ -160,14 +162,21 @@ def serialize_challenges(challenges: list[Challenge]) -> str:
     return ", ".join(parts)
 
 
-def _rewrite_value(name: str, value: str, urls: PublicUrls) -> str:
-    if origin_of(value) != urls.upstream_origin:
-        return value
-    return urls.metadata_url if name.lower() == RESOURCE_METADATA else urls.on_public_origin(value)
+def _rewrite_value(name: str, value: str, urls: PublicUrls) -> str | None:
+    """The value the client sees; None leaves the auth-param out."""
+    if name.lower() == RESOURCE_METADATA:
+        return urls.metadata_url
+    if urls.names_upstream(value):
+        return urls.on_public_origin(value)
+    return None if urls.is_hidden(value) else value
 
 
 def _rewrite(challenge: Challenge, urls: PublicUrls) -> Challenge:
-    params = [(name, _rewrite_value(name, value, urls)) for name, value in challenge.params]
+    params = [
+        (name, public)
+        for name, value in challenge.params
+        if (public := _rewrite_value(name, value, urls)) is not None
+    ]
     rewritten = Challenge(challenge.scheme, params, challenge.token68)
     is_bearer = challenge.scheme.lower() == "bearer" and challenge.token68 is None
     if is_bearer and rewritten.param(RESOURCE_METADATA) is None:

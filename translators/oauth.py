@@ -2,10 +2,14 @@
 Protected Resource Metadata (RFC 9728) made from the upstream's documents.
 
 Relayed metadata: the upstream's document with `resource` set to the bridge's public endpoint
-(clients check it against the URL they connect to); `authorization_servers` and every other member
-pass unchanged. A document naming a `resource` that is neither the upstream nor the bridge is
-refused: it does not describe this server, and relaying it would vouch for someone else's
-authorization servers.
+(clients check it against the URL they connect to). `authorization_servers` passes unchanged: the
+client must reach the real authorization server, wherever it is. `signed_metadata` is left out (the
+upstream signed claims the bridge changed, and they would win over the plain members, RFC 9728
+§ 2.2). Every other member is treated as the challenge rewriter treats URLs: a URL on the upstream's
+server is moved to the bridge's public origin, except `jwks_uri` (the upstream's keys are not served
+there: left out), and a URL on another internal host is left out (in lists and nested objects too).
+A document naming a `resource` that is neither the upstream nor the bridge is refused: it does not
+describe this server, and relaying it would vouch for someone else's authorization servers.
 
 A 2025-03-26 server has no such document: it is its own authorization server, with RFC 8414
 metadata at its origin. For it the bridge states what that revision implied: a document whose
@@ -21,9 +25,13 @@ from typing import Any, Final
 from translators.challenges import rewrite_challenge
 from translators.errors import INVALID_REQUEST, UpstreamFault
 from translators.jsonrpc import error_response
-from translators.public_urls import PublicUrls, canonical_resource, origin_of
+from translators.public_urls import PublicUrls, origin_of
 
 MAX_METADATA_BYTES: Final = 65_536
+UNCHANGED_MEMBERS: Final = frozenset({"authorization_servers"})
+DROPPED_MEMBERS: Final = frozenset({"signed_metadata"})
+UNMOVED_MEMBERS: Final = frozenset({"jwks_uri"})  # left out, not moved, when on the upstream
+_LEFT_OUT: Final = object()
 _REASONS: Final = {401: "Unauthorized", 403: "Forbidden"}
 
 
@@ -86,9 +94,35 @@ def relay_metadata(body: bytes, urls: PublicUrls) -> dict[str, Any]:
     resource = document.get("resource")
     if not isinstance(resource, str):
         raise MetadataRefused("no resource member")
-    if canonical_resource(resource) not in urls.own_resources:
+    if not urls.is_own_resource(resource):
         raise MetadataRefused("it names a foreign resource")
-    return {**document, "resource": urls.endpoint}
+    relayed: dict[str, Any] = {}
+    for name, value in document.items():
+        if name in DROPPED_MEMBERS:
+            continue
+        try:
+            public = value if name in UNCHANGED_MEMBERS else _public_value(name, value, urls)
+        except RecursionError:
+            raise MetadataRefused("nested too deeply") from None
+        if public is not _LEFT_OUT:
+            relayed[name] = public
+    relayed["resource"] = urls.endpoint
+    return relayed
+
+
+def _public_value(member: str, value: Any, urls: PublicUrls) -> Any:
+    """`value` of `member` as clients may see it, or `_LEFT_OUT`."""
+    if isinstance(value, str):
+        if urls.names_upstream(value) and member not in UNMOVED_MEMBERS:
+            return urls.on_public_origin(value)
+        return _LEFT_OUT if urls.is_hidden(value) else value
+    if isinstance(value, list):
+        items = (_public_value(member, item, urls) for item in value)
+        return [item for item in items if item is not _LEFT_OUT]
+    if isinstance(value, dict):
+        pairs = ((key, _public_value(member, item, urls)) for key, item in value.items())
+        return {key: item for key, item in pairs if item is not _LEFT_OUT}
+    return value
 
 
 def metadata_from_issuer(body: bytes, urls: PublicUrls) -> dict[str, Any]:

@@ -11,6 +11,7 @@ Pure string work (no `urllib`: translators stay free of I/O-capable modules): on
 
 from __future__ import annotations
 
+import ipaddress
 import re
 from dataclasses import dataclass
 from functools import cached_property
@@ -19,6 +20,18 @@ from typing import Final
 PRM_WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"
 AS_WELL_KNOWN: Final = "/.well-known/oauth-authorization-server"
 _DEFAULT_PORTS: Final = {"http": "80", "https": "443"}
+# Names that only resolve inside a site (RFC 6761, RFC 6762, RFC 8375, common cluster suffixes).
+_INTERNAL_SUFFIXES: Final = (
+    ".localhost",
+    ".local",
+    ".localdomain",
+    ".internal",
+    ".intranet",
+    ".lan",
+    ".home.arpa",
+    ".svc",
+    ".cluster.local",
+)
 _URL: Final = re.compile(
     r"(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://(?P<authority>[^/?#\s]*)(?P<path>[^?#\s]*)(?P<tail>\?[^#\s]*)?(?:#\S*)?"
 )
@@ -69,6 +82,35 @@ def origin_of(url: str) -> str | None:
     """`scheme://host[:port]` of an absolute http(s) URL, normalized; None for anything else."""
     parts = split_url(url)
     return parts.origin if parts is not None else None
+
+
+def _ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        address = ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return None
+    mapped = address.ipv4_mapped if isinstance(address, ipaddress.IPv6Address) else None
+    return mapped or address
+
+
+def is_loopback_host(host: str) -> bool:
+    """`localhost`, a `.localhost` name, a loopback or unspecified address (any spelling)."""
+    address = _ip(host)
+    if address is not None:
+        return address.is_loopback or address.is_unspecified
+    name = host.rstrip(".")
+    return name == "localhost" or name.endswith(".localhost")
+
+
+def is_internal_host(host: str) -> bool:
+    """A host name or address that only means something inside a site: loopback, private,
+    link-local or reserved addresses, single-label names, and internal suffixes (`.local`,
+    `.internal`, `.svc`, ...). Clients on the internet cannot reach it; naming it only leaks."""
+    address = _ip(host)
+    if address is not None:
+        return not address.is_global or address.is_reserved
+    name = host.rstrip(".")
+    return "." not in name or name.endswith(_INTERNAL_SUFFIXES)
 
 
 def canonical_resource(url: str) -> str | None:
@@ -129,6 +171,31 @@ class PublicUrls:
         variants = (self._public.path.rstrip("/"), front_path.rstrip("/"))
         return tuple(dict.fromkeys((PRM_WELL_KNOWN, *(PRM_WELL_KNOWN + path for path in variants))))
 
+    def names_upstream(self, url: str) -> bool:
+        """Whether `url` is on the upstream's server: its origin, or (for a loopback upstream) the
+        same scheme and port under another loopback spelling (`localhost`, `[::1]`, `127.0.0.2`)."""
+        parts, upstream = split_url(url), self._upstream
+        if parts is None or upstream is None:
+            return False
+        if parts.origin == upstream.origin:
+            return True
+        return (
+            (parts.scheme, parts.port) == (upstream.scheme, upstream.port)
+            and is_loopback_host(parts.host)
+            and is_loopback_host(upstream.host)
+        )
+
+    def is_hidden(self, url: str) -> bool:
+        """Whether clients must not be shown `url`: it is on the upstream's server, or on an
+        internal host while the bridge itself is public (when the bridge's own public URL is on an
+        internal host, its clients are on that network and such names are theirs too)."""
+        parts = split_url(url)
+        if parts is None or parts.origin == self.origin:
+            return False
+        if self.names_upstream(url):
+            return True
+        return is_internal_host(parts.host) and not is_internal_host(self._public.host)
+
     def on_public_origin(self, url: str) -> str:
         """`url` with its origin replaced by the bridge's public origin."""
         parts = split_url(url)
@@ -139,6 +206,16 @@ class PublicUrls:
         """Resource identifiers that name this bridge or its upstream (endpoint or origin)."""
         names = [self.endpoint, self.origin, self.upstream, self.upstream_origin or ""]
         return frozenset(filter(None, (canonical_resource(name) for name in names)))
+
+    def is_own_resource(self, url: str) -> bool:
+        """Whether a metadata `resource` names this bridge or its upstream (any loopback spelling
+        of a loopback upstream included)."""
+        if canonical_resource(url) in self.own_resources:
+            return True
+        parts, upstream = split_url(url), self._upstream
+        if parts is None or upstream is None or parts.query or not self.names_upstream(url):
+            return False
+        return parts.path.rstrip("/") in ("", upstream.path.rstrip("/"))
 
     @property
     def upstream_metadata_urls(self) -> tuple[str, ...]:
@@ -163,6 +240,8 @@ __all__ = [
     "PublicUrls",
     "SplitUrl",
     "canonical_resource",
+    "is_internal_host",
+    "is_loopback_host",
     "origin_of",
     "public_endpoint",
     "split_url",

@@ -70,19 +70,70 @@ def test_the_upstream_origin_is_recognised_however_it_is_spelled(spelling: str) 
 @pytest.mark.parametrize(
     "url",
     [
-        # another site: left as the upstream said
         "https://as.example/.well-known/oauth-protected-resource",
-        "http://10.0.0.5:8932/x",  # another port is another origin
-        "https://10.0.0.5:8931/x",  # another scheme too
+        "http://10.0.0.5:8932/x",
+        "http://localhost:8931/.well-known/oauth-protected-resource/mcp",
+        "http://mcp-upstream.internal/.well-known/oauth-protected-resource",
+        "not a url",
+        "",
+    ],
+)
+def test_resource_metadata_always_names_the_bridge(url: str) -> None:
+    """Issue 24 defect 8: whatever origin or spelling the upstream uses, the client is sent to the
+    bridge's own metadata (which relays the upstream's document)."""
+    assert rewrite_challenge(f'Bearer resource_metadata="{url}"', URLS) == MINIMAL
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        # another public site: left as the upstream said
+        "https://as.example/.well-known/oauth-protected-resource",
         "http://10.0.0.5:8931@evil.example/x",  # userinfo trick: the host is evil.example
         "http://10.0.0.5.evil.example:8931/x",
         "not a url",
     ],
 )
-def test_urls_on_other_origins_pass_unchanged(url: str) -> None:
-    assert (
-        rewrite_challenge(f'Bearer resource_metadata="{url}"', URLS)
-        == f'Bearer resource_metadata="{url}"'
+def test_other_public_urls_pass_unchanged(url: str) -> None:
+    assert rewrite_challenge(f'Bearer uri="{url}"', URLS) == f'Bearer uri="{url}", {OWN}'
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://10.0.0.5:8932/x",  # another port of the upstream's (private) host
+        "https://10.0.0.5:8931/x",  # another scheme too
+        "http://192.168.1.9/login",
+        "http://localhost:9000/x",
+        "http://[::1]/x",
+        "http://mcp-upstream/x",  # a single-label (cluster or LAN) name
+        "http://auth.corp.internal/x",
+        "http://mcp.default.svc/x",
+        "http://printer.local/x",
+    ],
+)
+def test_urls_on_other_internal_hosts_are_left_out(url: str) -> None:
+    value = f'Bearer error="invalid_token", uri="{url}", realm="mcp"'
+    assert rewrite_challenge(value, URLS) == f'Bearer error="invalid_token", realm="mcp", {OWN}'
+
+
+def test_another_loopback_spelling_of_a_loopback_upstream_is_the_upstream() -> None:
+    """`localhost:<port>` and `[::1]:<port>` name a `127.0.0.1:<port>` upstream: moved, not
+    dropped."""
+    urls = PublicUrls("https://bridge.example/mcp", "http://127.0.0.1:8931/mcp")
+    value = 'Bearer uri="http://localhost:8931/a?b", other="http://[::1]:8931/c"'
+    expected = f'Bearer uri="https://bridge.example/a?b", other="https://bridge.example/c", {OWN}'
+    assert rewrite_challenge(value, urls) == expected
+
+
+def test_internal_hosts_stay_when_the_bridge_itself_is_on_an_internal_network() -> None:
+    """A bridge whose public URL is on a private host serves clients on that network: only the
+    upstream's own URLs are moved."""
+    urls = PublicUrls("http://10.1.0.9:8080/mcp", "http://10.0.0.5:8931/mcp")
+    value = 'Bearer uri="http://10.0.0.7/login", doc="http://10.0.0.5:8931/doc"'
+    assert rewrite_challenge(value, urls) == (
+        'Bearer uri="http://10.0.0.7/login", doc="http://10.1.0.9:8080/doc", '
+        'resource_metadata="http://10.1.0.9:8080/.well-known/oauth-protected-resource/mcp"'
     )
 
 

@@ -226,3 +226,57 @@ def test_a_challenge_becomes_a_reply_with_status_and_rewritten_header() -> None:
             "data": {"source": "mrtr-bridge", "httpStatus": 403},
         },
     }
+
+
+def test_metadata_members_never_name_the_upstream_or_an_internal_host() -> None:
+    """Issue 24 defect 9: every member but `resource` used to pass unchanged, so documentation,
+    policy and key URLs reached clients with the upstream's internal address. Per member: the
+    authorization servers stay (the client must reach the real one), URLs on the upstream move to
+    the bridge's origin (its keys are left out: the bridge does not serve them), URLs on other
+    internal hosts and the upstream's signature are left out, public URLs pass."""
+    document = {
+        "resource": "http://10.0.0.5:8931/mcp",
+        "authorization_servers": ["http://10.0.0.6:9000/", "https://as.example/tenant"],
+        "jwks_uri": "http://10.0.0.5:8931/jwks.json",
+        "resource_documentation": "http://localhost:8931/docs",
+        "resource_policy_uri": "http://10.0.0.5:8931/policy?lang=en",
+        "resource_tos_uri": "http://wiki.corp.internal/tos",
+        "resource_name": "files",
+        "scopes_supported": ["files:read", "files:write"],
+        "bearer_methods_supported": ["header"],
+        "signed_metadata": "eyJhbGciOiJSUzI1NiJ9.eyJyZXNvdXJjZSI6Imh0dHAifQ.c2ln",
+        "x-links": {
+            "status": ["https://status.example/mcp", "http://10.0.0.5:8931/status", "http://x/"]
+        },
+    }
+    relayed = relay_metadata(json.dumps(document).encode(), URLS)
+    assert relayed == {
+        "resource": "https://bridge.example/mcp",
+        "authorization_servers": ["http://10.0.0.6:9000/", "https://as.example/tenant"],
+        "resource_policy_uri": "https://bridge.example/policy?lang=en",
+        "resource_name": "files",
+        "scopes_supported": ["files:read", "files:write"],
+        "bearer_methods_supported": ["header"],
+        "x-links": {"status": ["https://status.example/mcp", "https://bridge.example/status"]},
+    }
+    assert "10.0.0.5" not in json.dumps(relayed) and "internal" not in json.dumps(relayed)
+
+
+def test_a_loopback_upstream_is_recognised_in_metadata_however_it_is_spelled() -> None:
+    urls = PublicUrls("https://bridge.example/mcp", "http://127.0.0.1:8931/mcp")
+    document = {
+        "resource": "http://localhost:8931/mcp",
+        "resource_documentation": "http://[::1]:8931/docs",
+        "jwks_uri": "https://keys.example/jwks",
+    }
+    assert relay_metadata(json.dumps(document).encode(), urls) == {
+        "resource": "https://bridge.example/mcp",
+        "resource_documentation": "https://bridge.example/docs",
+        "jwks_uri": "https://keys.example/jwks",
+    }
+
+
+def test_metadata_nested_past_the_recursion_limit_is_refused() -> None:
+    body = b'{"resource": "http://10.0.0.5:8931/mcp", "x": ' + b"[" * 5000 + b"]" * 5000 + b"}"
+    with pytest.raises(MetadataRefused):
+        relay_metadata(body, URLS)
