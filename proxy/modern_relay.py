@@ -18,7 +18,7 @@ import aiohttp
 from aiohttp import web
 
 from config.settings import Settings
-from proxy.legacy_relay import HttpRelay
+from proxy.http_relay import HttpRelay
 from proxy.upstream.era import UpstreamEra
 from translators.era_detection import MODERN, Era
 from translators.eras import MODERN_VERSIONS
@@ -48,12 +48,14 @@ class ModernUpstream:
         await self.era.settled()
         return before != MODERN and self.modern_only
 
-    async def relay(self, request: web.Request, body: bytes) -> web.StreamResponse:
+    async def relay(
+        self, request: web.Request, body: bytes, request_id: object = None
+    ) -> web.StreamResponse:
         def learn(upstream: aiohttp.ClientResponse) -> None:
             if upstream.status >= 500 or upstream.status in _REPROBE_STATUSES:
                 self.era.reprobe_soon()  # downgraded, moved, or failing: find out
 
-        return await self._relay.forward(request, body, learn)
+        return await self._relay.forward(request, body, request_id, learn)
 
     def legacy_refusal(self, request_id: object) -> web.Response:
         supported = list(MODERN_VERSIONS)

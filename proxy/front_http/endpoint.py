@@ -120,7 +120,9 @@ class HttpFront:
             if self._legacy is not None and is_legacy_client(headers, decoded):
                 method = decoded.get("method") if isinstance(decoded, dict) else None
                 method = method if isinstance(method, str) else None
-                return await self._legacy.serve(request, headers, exchange, raw, method)
+                return await self._legacy.serve(
+                    request, headers, exchange, raw, method, message_id(decoded)
+                )
             exchange.front_request_id = message_id(decoded)
             if await self._modern.takes():
                 return await self._modern.relay(request, raw, exchange)

@@ -32,14 +32,17 @@ class LegacyClients:
         exchange: Exchange,
         body: bytes | None,
         method: str | None,
+        request_id: int | str | None = None,
     ) -> web.StreamResponse:
-        """`headers` are the request's, lower-cased; `body` None for GET / DELETE."""
+        """`headers` are the request's, lower-cased; `body` None for GET / DELETE; `request_id`
+        is echoed in the bridge's own error replies."""
         exchange.mode, exchange.method = "legacy", method
+        exchange.front_request_id = request_id
         if self._modern is not None and self._modern.modern_only:
-            return self._modern.legacy_refusal(None)
+            return self._modern.legacy_refusal(request_id)
         principal = principal_of(headers, self._identity)
         with bound_contextvars(transport="http", era="legacy", principal=principal):
-            return await self._relay.handle(request, body, principal, method)
+            return await self._relay.handle(request, body, principal, method, request_id)
 
 
 __all__ = ["LegacyClients"]

@@ -38,7 +38,7 @@ class ModernRelayHook:
     ) -> web.StreamResponse:
         assert self._modern is not None
         exchange.mode = "relayed"
-        return await self._modern.relay(request, raw)
+        return await self._modern.relay(request, raw, exchange.front_request_id)
 
 
 __all__ = ["ModernRelayHook"]

@@ -18,10 +18,12 @@ from typing import Any
 
 import aiohttp
 
+from config import env_name
 from translators.errors import BRIDGE_MARKER, INTERNAL_ERROR, UpstreamUnavailable
 
-from .harness import PeerProcess, Peers, free_port
+from .harness import LegacyPoster, PeerProcess, Peers, free_port
 from .mrtr_helpers import Journal, call_tool, poster
+from .test_modern_upstream import modern_server, readyz
 
 T = 60.0
 SECRET_ARG = "s3cret-arg-7f1c"  # part of the stdio command line: it must never reach a client
@@ -95,6 +97,45 @@ async def test_http_upstream_errors_hide_the_upstream_address(peers: Peers) -> N
     assert str(port) not in text and "127.0.0.1" not in text
     logged = log_entry(bridge, correlation_id)
     assert logged["error"].startswith(f"Cannot connect to upstream http://127.0.0.1:{port}/mcp")
+
+
+async def test_the_legacy_relay_hides_the_upstream_address_and_echoes_the_id(
+    peers: Peers,
+) -> None:
+    """Issue 24 defect 2: a legacy client's initialize to a bridge whose upstream is down got a 502
+    naming the upstream URL with `"id": null`. Now: the failure named, the request's own id, a
+    correlation id into the log (which has the address)."""
+    port = free_port()
+    bridge = peers.bridge(f"http://127.0.0.1:{port}/mcp")
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        legacy = LegacyPoster(http, bridge.url, next_id=41)
+        reply = await legacy.post(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}},
+        )
+    assert (reply.status, reply.response["id"]) == (502, 41)
+    correlation_id = public_error(reply.text, UpstreamUnavailable.PUBLIC)
+    assert str(port) not in reply.text and "127.0.0.1" not in reply.text
+    logged = log_entry(bridge, correlation_id)
+    assert logged["error"].startswith(f"Cannot connect to upstream http://127.0.0.1:{port}/mcp")
+
+
+async def test_the_modern_relay_hides_the_upstream_address_and_echoes_the_id(
+    peers: Peers,
+) -> None:
+    """The same for a modern request relayed to a modern upstream that has gone away."""
+    modern = modern_server(peers, "--modern-only")
+    bridge = peers.bridge(modern.url, env={env_name("upstream.era_probe_interval_s"): "0"})
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        assert (await readyz(bridge))["checks"]["era"] == "modern"
+        modern.stop()
+        reply = await poster(http, bridge.url).post(
+            "tools/call", {"name": "echo", "arguments": {"text": "x"}}, request_id="call-7"
+        )
+    assert (reply.status, reply.response["id"]) == (502, "call-7")
+    correlation_id = public_error(reply.text, UpstreamUnavailable.PUBLIC)
+    assert str(modern.port) not in reply.text and "127.0.0.1" not in reply.text
+    assert f"127.0.0.1:{modern.port}" in log_entry(bridge, correlation_id)["error"]
 
 
 async def test_an_upstream_http_error_page_is_not_relayed(peers: Peers) -> None:
