@@ -10,7 +10,9 @@ port, bounded by `START_TIMEOUT_S`. See tests/integration/README.md for the clie
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import os
 import shlex
 import signal
@@ -188,6 +190,22 @@ def _env_value(value: Any) -> str:
     if isinstance(value, list | tuple):
         return ",".join(_env_value(item) for item in value)
     return str(value)
+
+
+async def run_legacy_script(script: str, *args: str) -> dict[str, Any]:
+    """Run `tests/peers/<script>` with `.venv-legacy` to the end; the JSON of its last line."""
+    process = await asyncio.create_subprocess_exec(
+        str(LEGACY_PYTHON),
+        str(PEERS_DIR / script),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        stdin=asyncio.subprocess.DEVNULL,
+    )
+    out, err = await process.communicate()
+    assert process.returncode == 0, err.decode(errors="replace")[-3000:]
+    report: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+    return report
 
 
 def legacy_stdio_command(script: str = FIXTURE_SERVER, *args: str) -> str:

@@ -36,6 +36,7 @@ from .harness import (
     PeerStartError,
     bridge_env,
     free_port,
+    run_legacy_script,
 )
 
 OAUTH_AS_PREFIX = REPO_ROOT / ".tools" / "oauth-as"
@@ -245,6 +246,11 @@ async def oauth_client(user: OAuthUser, url: str, **client_kwargs: Any) -> Async
             yield client
 
 
+async def run_legacy_oauth_client(url: str, client_id: str) -> dict[str, Any]:
+    """Run tests/peers/legacy_oauth_client.py (mcp 1.x, its own OAuth client); its report."""
+    return await run_legacy_script("legacy_oauth_client.py", "--url", url, "--client-id", client_id)
+
+
 async def answer_name(ctx: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
     return types.ElicitResult(action="accept", content={"name": "Ada"})
 
@@ -258,6 +264,7 @@ __all__ = [
     "answer_name",
     "client_credentials_token",
     "oauth_client",
+    "run_legacy_oauth_client",
     "start_authorization_server",
     "start_own_issuer_stack",
     "start_stack",

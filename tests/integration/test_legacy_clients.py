@@ -6,7 +6,6 @@ endpoint; legacy sessions are bound to the principal that opened them; `front.le
 from __future__ import annotations
 
 import asyncio
-import json
 import shlex
 from typing import Any
 
@@ -17,13 +16,13 @@ from config import env_name
 
 from .harness import (
     BRIDGE_EXE,
-    LEGACY_PYTHON,
     PEERS_DIR,
     InputAnswers,
     LegacyPoster,
     Peers,
     legacy_stdio_command,
     modern_client,
+    run_legacy_script,
 )
 
 T = 60.0
@@ -33,18 +32,7 @@ FIXTURE_TOOLS = 27
 
 async def run_legacy_client(*args: str) -> dict[str, Any]:
     """Run tests/peers/legacy_client.py (mcp 1.x) to the end; its one JSON line."""
-    process = await asyncio.create_subprocess_exec(
-        str(LEGACY_PYTHON),
-        str(LEGACY_CLIENT),
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        stdin=asyncio.subprocess.DEVNULL,
-    )
-    out, err = await process.communicate()
-    assert process.returncode == 0, err.decode(errors="replace")[-3000:]
-    report: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
-    return report
+    return await run_legacy_script("legacy_client.py", *args)
 
 
 def expected_text(answer: str) -> str:

@@ -19,7 +19,7 @@ from mcp.shared.auth import OAuthToken
 from translators.challenges import parse_challenges
 from translators.errors import INVALID_REQUEST
 
-from .harness import Peers
+from .harness import LegacyPoster, Peers
 from .mrtr_helpers import assert_state_rejected, call_tool, complete_text, input_required, poster
 from .oauth_flow import (
     SCOPE,
@@ -28,6 +28,7 @@ from .oauth_flow import (
     answer_name,
     client_credentials_token,
     oauth_client,
+    run_legacy_oauth_client,
     start_own_issuer_stack,
     start_stack,
 )
@@ -235,3 +236,51 @@ async def test_a_2025_03_26_server_that_is_its_own_authorization_server(
     assert wire[1] == ("GET", own.metadata_url, 200)
     assert ("POST", f"{own.issuer}register", 201) in wire
     assert ("POST", f"{own.issuer}token", 200) in wire
+
+
+async def test_a_legacy_client_without_a_token_gets_the_bridges_challenge(
+    stack: OAuthStack,
+) -> None:
+    """Issue 24 defect 1: a legacy initialize without a token got the upstream's own 401 (its
+    internal address in WWW-Authenticate, its own body). Now the relay rewrites it as the modern
+    path does: the bridge's metadata URL, and a JSON-RPC error echoing the request's id."""
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        reply = await LegacyPoster(http, stack.url, next_id=7).post(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}},
+        )
+    assert reply.status == 401
+    challenge = reply.headers.get("www-authenticate")
+    assert challenge is not None
+    assert _params(challenge) == {
+        "error": "invalid_token",
+        "error_description": "Authentication required",
+        "resource_metadata": stack.metadata_url,
+    }
+    assert reply.response == {
+        "jsonrpc": "2.0",
+        "id": 7,
+        "error": {
+            "code": INVALID_REQUEST,
+            "message": "Unauthorized: the server requires authorization (HTTP 401); see "
+            "WWW-Authenticate",
+            "data": {"source": "mrtr-bridge", "httpStatus": 401},
+        },
+    }
+    assert str(stack.legacy.port) not in challenge + reply.text
+
+
+async def test_a_legacy_client_logs_in_through_the_bridge(stack: OAuthStack) -> None:
+    """The mcp 1.x client with its own OAuthClientProvider: challenged by the bridge, discovers
+    everything through the bridge, gets a token bound to the bridge's URL, and calls tools (one
+    with an elicitation round) in a legacy session relayed to the upstream."""
+    async with asyncio.timeout(T):
+        report = await run_legacy_oauth_client(stack.url, "legacy-app")
+    assert report["protocolVersion"] == "2025-11-25"
+    assert report["whoami"].startswith("legacy-app session=")
+    assert report["booked"] == "Booked Chez Nous under Ada for legacy-app."
+    wire = [tuple(exchange) for exchange in report["wire"]]
+    assert (wire[0][1], wire[0][2]) == (stack.url, 401)
+    assert wire[1] == ("GET", stack.metadata_url, 200)
+    assert ("POST", f"{stack.issuer}token", 200) in wire
+    assert not [url for _, url, _ in wire if url.startswith(stack.legacy.url.removesuffix("/mcp"))]
