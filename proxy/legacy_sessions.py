@@ -69,21 +69,22 @@ class LegacySessions:
     def begin(self, session_id: str, headers: dict[str, str]) -> None:
         """A request on the session starts: it is the most recently used, and in flight."""
         session = self._sessions.get(session_id)
-        if session is None:
-            return
-        session.in_flight += 1
-        session.last_used = self._clock()
-        session.headers = headers
-        self._sessions.move_to_end(session_id)
-        self._by_principal[session.principal].move_to_end(session_id)
+        if session is not None:
+            session.in_flight += 1
+            session.headers = headers
+            self._touch(session_id, session)
 
     def end(self, session_id: str) -> None:
         """The request on the session has been answered (its stream ended)."""
         session = self._sessions.get(session_id)
         if session is not None:
             session.in_flight -= 1
-            session.last_used = self._clock()
-            self._sessions.move_to_end(session_id)
+            self._touch(session_id, session)
+
+    def _touch(self, session_id: str, session: _Session) -> None:
+        session.last_used = self._clock()
+        self._sessions.move_to_end(session_id)
+        self._by_principal[session.principal].move_to_end(session_id)
 
     def bind(
         self, session_id: str, principal: str, headers: dict[str, str]

@@ -165,6 +165,7 @@ class LegacyPoster:
     capabilities: JsonObject = field(default_factory=dict)
     session_id: str | None = None
     next_id: int = 1
+    headers: dict[str, str] = field(default_factory=dict)  # sent with every request
 
     async def initialize(self) -> RawReply:
         """`initialize` + `notifications/initialized`; keeps the `Mcp-Session-Id`."""
@@ -191,6 +192,7 @@ class LegacyPoster:
 
     async def send(self, message: JsonObject, timeout: float = HTTP_TIMEOUT_S) -> RawReply:
         headers = {
+            **self.headers,
             "Content-Type": "application/json",
             "Accept": "application/json, text/event-stream",
         }
@@ -206,7 +208,11 @@ class LegacyPoster:
         """DELETE the session; returns the HTTP status."""
         if self.session_id is None:
             return 0
-        headers = {"Mcp-Session-Id": self.session_id, "MCP-Protocol-Version": LEGACY_VERSION}
+        headers = {
+            **self.headers,
+            "Mcp-Session-Id": self.session_id,
+            "MCP-Protocol-Version": LEGACY_VERSION,
+        }
         async with self.http.delete(self.url, headers=headers) as response:
             self.session_id = None
             return response.status

@@ -162,3 +162,72 @@ async def test_stdio_front_relays_a_legacy_client_to_an_http_upstream(peers: Pee
         "asked": ["legacy says posted"],
         "tools": FIXTURE_TOOLS,
     }
+
+
+async def _open(http: aiohttp.ClientSession, url: str, who: str) -> LegacyPoster:
+    poster = LegacyPoster(http, url, headers={"Authorization": f"Bearer {who}"})
+    opened = await poster.initialize()
+    assert opened.status == 200 and poster.session_id, opened.text
+    return poster
+
+
+async def _status(http: aiohttp.ClientSession, url: str, who: str, session_id: str) -> int:
+    poster = LegacyPoster(
+        http, url, session_id=session_id, headers={"Authorization": f"Bearer {who}"}
+    )
+    return (await poster.post("tools/list")).status
+
+
+async def _deleted_upstream(http: aiohttp.ClientSession, url: str, session_ids: list[str]) -> None:
+    """Wait (bounded) until the upstream answers 404 for each of `session_ids`."""
+    while [sid for sid in session_ids if await _status(http, url, "x", sid) != 404]:
+        await asyncio.sleep(0.05)
+
+
+async def test_one_principal_cannot_evict_anothers_legacy_sessions(peers: Peers) -> None:
+    """Issue 24 defect 3: with a small `front.max_legacy_sessions`, another token's burst of
+    initializes pushed the victim's session out, the relay ignored
+    `upstream.max_sessions_per_principal` and never DELETEd what it evicted. Now a principal at its
+    cap loses its own oldest session (DELETEd upstream), and with the bridge full a newcomer is
+    refused while every session in use stays."""
+    caps = {
+        env_name("upstream.max_sessions_per_principal"): "2",
+        env_name("front.max_legacy_sessions"): "4",
+    }
+    bridged = peers.bridged(env=caps)
+    url, upstream = bridged.url, bridged.legacy.url
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        alice = await _open(http, url, "alice")
+        bob = [await _open(http, url, "bob") for _ in range(2)]
+        burst = [await _open(http, url, "mallory") for _ in range(6)]
+        evicted = [poster.session_id or "" for poster in burst[:-1]]
+        kept = burst[-1].session_id or ""
+        await _deleted_upstream(http, upstream, evicted)
+        seen = {
+            "alice": await _status(http, url, "alice", alice.session_id or ""),
+            "bob": [await _status(http, url, "bob", p.session_id or "") for p in bob],
+            "mallory evicted": [await _status(http, url, "mallory", sid) for sid in evicted],
+            "mallory kept": await _status(http, url, "mallory", kept),
+            "kept upstream": await _status(http, upstream, "x", kept),
+        }
+        carol = LegacyPoster(http, url, next_id=5, headers={"Authorization": "Bearer carol"})
+        refused = await carol.post(
+            "initialize",
+            {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}},
+        )
+        after = await _status(http, url, "alice", alice.session_id or "")
+    assert seen == {
+        "alice": 200,
+        "bob": [200, 200],
+        "mallory evicted": [404] * 5,
+        "mallory kept": 200,
+        "kept upstream": 200,
+    }
+    assert (refused.status, refused.response["id"], after) == (503, 5, 200)
+    assert refused.response["error"] == {
+        "code": -32603,
+        "message": "The bridge already relays 4 legacy sessions (front.max_legacy_sessions); "
+        "retry later",
+        "data": {"source": "mrtr-bridge", "limit": "front.max_legacy_sessions"},
+    }
+    assert "mcp-session-id" not in refused.headers
