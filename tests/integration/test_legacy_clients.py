@@ -1,22 +1,27 @@
 """Legacy clients through the bridge: an `mcp` 1.x client gets a legacy session relayed to the
 legacy server (HTTP and stdio fronts, HTTP and stdio upstreams), next to modern clients on the same
 endpoint; legacy sessions are bound to the principal that opened them; `front.legacy_clients =
-"refuse"` keeps the modern-only answer."""
+"refuse"` keeps the modern-only answer; the relay caps sessions per principal and streams large
+answers in bounded memory."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import json
 import shlex
+from pathlib import Path
 from typing import Any
 
 import aiohttp
 import mcp_types as types
+from aiohttp import web
+from aiohttp.test_utils import TestServer
 
 from config import env_name
 
 from .harness import (
     BRIDGE_EXE,
-    PEERS_DIR,
     InputAnswers,
     LegacyPoster,
     Peers,
@@ -26,7 +31,6 @@ from .harness import (
 )
 
 T = 60.0
-LEGACY_CLIENT = PEERS_DIR / "legacy_client.py"
 FIXTURE_TOOLS = 27
 
 
@@ -231,3 +235,86 @@ async def test_one_principal_cannot_evict_anothers_legacy_sessions(peers: Peers)
         "data": {"source": "mrtr-bridge", "limit": "front.max_legacy_sessions"},
     }
     assert "mcp-session-id" not in refused.headers
+
+
+BIG_BYTES = 100 * 1024 * 1024
+BIG_CHUNK = b"x" * (1024 * 1024)
+
+
+def _big_body(request_id: object) -> tuple[bytes, bytes]:
+    """A `tools/call` result of about BIG_BYTES: (head, tail) around BIG_BYTES of `x`."""
+    head = json.dumps({"jsonrpc": "2.0", "id": request_id}).encode()[:-1]
+    return head + b', "result": {"content": [{"type": "text", "text": "', b'"}]}}'
+
+
+async def _big_upstream(request: web.Request) -> web.StreamResponse:
+    """A legacy server whose every tool answers ~100 MB of JSON (in 1 MiB writes)."""
+    if request.method != "POST":
+        return web.Response(status=405)
+    message = await request.json()
+    method, request_id = message.get("method"), message.get("id")
+    if method == "initialize":
+        result = {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "big", "version": "1"},
+        }
+        reply = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        return web.json_response(reply, headers={"Mcp-Session-Id": "big-session"})
+    if request_id is None:
+        return web.Response(status=202)
+    if method != "tools/call":
+        error = {"code": -32601, "message": "Method not found"}
+        return web.json_response({"jsonrpc": "2.0", "id": request_id, "error": error})
+    head, tail = _big_body(request_id)
+    response = web.StreamResponse(headers={"Content-Type": "application/json"})
+    response.content_length = len(head) + BIG_BYTES + len(tail)
+    await response.prepare(request)
+    await response.write(head)
+    for _ in range(BIG_BYTES // len(BIG_CHUNK)):
+        await response.write(BIG_CHUNK)
+    await response.write(tail)
+    await response.write_eof()
+    return response
+
+
+def _peak_rss_bytes(pid: int) -> int:
+    status = Path(f"/proc/{pid}/status").read_text()
+    (line,) = [line for line in status.splitlines() if line.startswith("VmHWM:")]
+    return int(line.split()[1]) * 1024
+
+
+async def test_a_large_json_answer_is_streamed_in_bounded_memory(peers: Peers) -> None:
+    """Issue 24 defect 6: the relay read any `application/json` answer whole (a 100 MB body took
+    the bridge from 65 to 261 MB). Now it streams it: the legacy client gets every byte, and the
+    bridge's peak memory grows by less than a quarter of the body."""
+    app = web.Application()
+    app.router.add_route("*", "/mcp", _big_upstream)
+    upstream = TestServer(app, host="127.0.0.1")
+    await upstream.start_server()
+    try:
+        bridge = peers.bridge(str(upstream.make_url("/mcp")))
+        async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+            poster = await _open(http, bridge.url, "alice")
+            before = _peak_rss_bytes(bridge.popen.pid)
+            message = {"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "t"}}
+            headers = {
+                "Mcp-Session-Id": poster.session_id or "",
+                "MCP-Protocol-Version": "2025-11-25",
+                "Accept": "application/json, text/event-stream",
+                "Authorization": "Bearer alice",
+            }
+            digest, size = hashlib.sha256(), 0
+            async with http.post(bridge.url, json=message, headers=headers) as response:
+                status, declared = response.status, response.content_length
+                async for chunk in response.content.iter_chunked(1 << 16):
+                    digest.update(chunk)
+                    size += len(chunk)
+            growth = _peak_rss_bytes(bridge.popen.pid) - before
+    finally:
+        await upstream.close()
+    head, tail = _big_body(9)
+    expected = hashlib.sha256(head + BIG_CHUNK * (BIG_BYTES // len(BIG_CHUNK)) + tail)
+    assert (status, declared, size) == (200, len(head) + BIG_BYTES + len(tail), declared)
+    assert digest.hexdigest() == expected.hexdigest()
+    assert growth < BIG_BYTES // 4, f"the bridge's peak RSS grew by {growth} bytes"
