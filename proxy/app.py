@@ -126,7 +126,11 @@ def _base_app(
     app = web.Application(middlewares=[_count_responses], handler_args=_header_limits(settings))
     app[SETTINGS_KEY] = settings
     app[METRICS_KEY] = BridgeMetrics()
-    legacy = LegacyRelay(settings) if settings.front.legacy_clients == "pass" else None
+    legacy = (
+        LegacyRelay(settings, observe=app[METRICS_KEY].observe_error)
+        if settings.front.legacy_clients == "pass"
+        else None
+    )
     if legacy is not None:
         app[LEGACY_RELAY_KEY] = legacy
         app.on_cleanup.append(lambda _app: legacy.aclose())

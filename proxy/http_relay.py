@@ -32,7 +32,7 @@ from proxy.auth_passthrough import passes_challenges, public_urls_of, upstream_c
 from proxy.faults import reported_error
 from proxy.upstream.errors import map_upstream_errors, safe_url
 from translators import fast_json
-from translators.errors import INVALID_REQUEST, UpstreamFault
+from translators.errors import BRIDGE_MARKER, INVALID_REQUEST, BridgeError, UpstreamFault
 from translators.jsonrpc import JsonObject
 from translators.oauth import challenge_reply
 
@@ -79,22 +79,40 @@ def error_reply(
     )
 
 
-def fault_reply(fault: UpstreamFault, request_id: Any) -> web.Response:
-    """HTTP 502 with the fault's public error and a correlation id (the details are logged)."""
-    return error_reply(502, request_id, reported_error(fault))
+# Hears of every error the relay answers itself (the metrics' `observe_error`).
+Observe = Callable[[BridgeError], None]
 
 
 class HttpRelay:
     """Relays client requests to `upstream.url` (body bytes, protocol headers) and streams the
     answers back; `aclose()` closes its upstream client. `on_failure` hears of a connection
-    failure."""
+    failure, `observe` of every error the relay answers itself."""
 
-    def __init__(self, settings: Settings, on_failure: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        on_failure: Callable[[], None] | None = None,
+        observe: Observe | None = None,
+    ) -> None:
         self._upstream = settings.upstream
+        self._observe = observe
         self._url = settings.upstream.url or ""
         self._on_failure = on_failure
         self._client: aiohttp.ClientSession | None = None
         self._urls = public_urls_of(settings) if passes_challenges(settings.upstream) else None
+
+    def error_of(
+        self,
+        status: int,
+        exc: BridgeError,
+        request_id: Any,
+        headers: dict[str, str] | None = None,
+    ) -> web.Response:
+        """`status` with `exc` as the client may see it (an upstream fault: its public message and
+        a correlation id; the details are logged), counted."""
+        if self._observe is not None:
+            self._observe(exc)
+        return error_reply(status, request_id, reported_error(exc), headers)
 
     def credentials(self, request: web.Request) -> dict[str, str]:
         """The `Authorization` the upstream gets for `request` (static, forwarded, or none)."""
@@ -150,7 +168,7 @@ class HttpRelay:
         except UpstreamFault as fault:
             if self._on_failure is not None:
                 self._on_failure()
-            return fault_reply(fault, request_id)
+            return self.error_of(502, fault, request_id)
         async with upstream:
             replaced = inspect(upstream) if inspect is not None else None
             if replaced is None:
@@ -170,14 +188,15 @@ class HttpRelay:
             return error_reply(reply.status, request_id, reply["error"], headers)
         if upstream.status == 403 and self._urls is not None:
             message = "Forbidden: the upstream server refused the request (HTTP 403)"
-            error = {"code": INVALID_REQUEST, "message": message, "data": {"httpStatus": 403}}
+            data = {"source": BRIDGE_MARKER, "httpStatus": 403}
+            error = {"code": INVALID_REQUEST, "message": message, "data": data}
             return error_reply(403, request_id, error)
         fault = UpstreamFault(
             f"Upstream {safe_url(self._url)} refused the bridge's credentials (HTTP"
             f" {upstream.status})",
             public=CREDENTIALS_REFUSED,
         )
-        return fault_reply(fault, request_id)
+        return self.error_of(502, fault, request_id)
 
     async def delete(self, session_id: str, headers: dict[str, str]) -> int | None:
         """DELETE a session upstream within `upstream.init_timeout_s`: its status, None on
@@ -228,6 +247,6 @@ __all__ = [
     "SESSION",
     "VERSION",
     "HttpRelay",
+    "Observe",
     "error_reply",
-    "fault_reply",
 ]

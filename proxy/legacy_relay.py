@@ -21,7 +21,6 @@ With `front.legacy_clients = "refuse"` the relay is not installed: the modern pa
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any, Final
 
 import aiohttp
@@ -29,8 +28,7 @@ import structlog
 from aiohttp import web
 
 from config.settings import Settings
-from proxy.faults import reported_error
-from proxy.http_relay import SESSION, VERSION, HttpRelay, error_reply
+from proxy.http_relay import SESSION, VERSION, HttpRelay, Observe, error_reply
 from proxy.legacy_sessions import LegacySessions
 from translators.eras import INITIALIZE, MODERN_VERSION
 from translators.errors import INVALID_REQUEST, CapacityExceeded
@@ -44,14 +42,14 @@ class LegacyRelay:
     """Relays one legacy client request, enforcing the session bindings and caps; `aclose()` ends
     the DELETEs in flight and closes its client."""
 
-    def __init__(self, settings: Settings, on_failure: Callable[[], None] | None = None) -> None:
+    def __init__(self, settings: Settings, observe: Observe | None = None) -> None:
         self._upstream = settings.upstream
         self.sessions = LegacySessions(
             settings.upstream.max_sessions_per_principal,
             settings.front.max_legacy_sessions,
             settings.upstream.session_idle_s,
         )
-        self._http = HttpRelay(settings, on_failure)
+        self._http = HttpRelay(settings, observe=observe)
         self._deletes: set[asyncio.Task[int | None]] = set()
 
     async def handle(
@@ -124,7 +122,7 @@ class LegacyRelay:
                 " retry later",
                 TOTAL_LIMIT,
             )
-            return error_reply(503, request_id, reported_error(refusal), {"Retry-After": "5"})
+            return self._http.error_of(503, refusal, request_id, {"Retry-After": "5"})
         _log.info("legacy_session_relayed", sessions=len(self.sessions))
         return None
 
