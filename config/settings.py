@@ -73,8 +73,9 @@ class FrontSettings(Frozen):
     max_legacy_sessions: int = Field(
         4096,
         ge=1,
-        description="legacy client sessions relayed at once; the oldest binding is dropped beyond "
-        "it",
+        description="legacy client sessions relayed at once, all principals; when full, one idle "
+        "for upstream.session_idle_s or the opener's own oldest is evicted (DELETEd upstream), "
+        "else 503",
     )
     event_loop: Literal["auto", "asyncio", "uvloop"] = Field(
         "auto",
@@ -157,7 +158,10 @@ class UpstreamSettings(Frozen):
         256, ge=1, description="upstream sessions open at once, all principals"
     )
     max_sessions_per_principal: int = Field(
-        64, ge=1, description="upstream sessions open at once per principal"
+        64,
+        ge=1,
+        description="upstream sessions open at once per principal (relayed legacy client sessions"
+        " too: one more evicts the principal's least recently used)",
     )
     session_wait_s: float = Field(
         10.0,
