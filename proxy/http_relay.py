@@ -41,6 +41,7 @@ SESSION: Final = "Mcp-Session-Id"
 VERSION: Final = "MCP-Protocol-Version"
 _REQUEST_HEADERS: Final = (
     "Accept",
+    "Accept-Encoding",
     "Content-Type",
     SESSION,
     VERSION,
@@ -164,6 +165,8 @@ class HttpRelay:
                     data=body,
                     headers=self._headers(request),
                     allow_redirects=False,
+                    # the client's own Accept-Encoding, or none: the body is relayed as it comes
+                    skip_auto_headers=("Accept-Encoding",),
                 )
         except UpstreamFault as fault:
             if self._on_failure is not None:

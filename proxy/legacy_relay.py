@@ -36,6 +36,7 @@ from translators.errors import INVALID_REQUEST, CapacityExceeded
 _log = structlog.get_logger("proxy.legacy_relay")
 NOT_FOUND: Final = -32001
 TOTAL_LIMIT: Final = "front.max_legacy_sessions"
+DELETE_GRACE_S: Final = 1.0  # at shutdown, evicted sessions' DELETEs still in flight get this long
 
 
 class LegacyRelay:
@@ -132,8 +133,12 @@ class LegacyRelay:
         task.add_done_callback(self._deletes.discard)
 
     async def aclose(self) -> None:
+        """Give the evictions' DELETEs in flight up to `DELETE_GRACE_S`, then close."""
         if self._deletes:
-            await asyncio.gather(*self._deletes, return_exceptions=True)
+            _, late = await asyncio.wait(self._deletes, timeout=DELETE_GRACE_S)
+            for task in late:
+                task.cancel()
+            await asyncio.gather(*late, return_exceptions=True)
         await self._http.aclose()
 
 
