@@ -1,11 +1,13 @@
 """An HTTP reverse proxy to `upstream.url`, for what the bridge does not translate: legacy clients'
 sessions (`proxy.legacy_relay`) and modern requests to a modern upstream (`proxy.modern_relay`).
 
-Same method and body, the protocol headers (`Accept`, `Content-Type`, `Mcp-Session-Id`,
-`MCP-Protocol-Version`, `Last-Event-ID`, trace context, the credentials `serve` would send), and the
-answer streamed back as it comes, chunk by chunk, whatever its type: an SSE stream or a JSON body of
-any size passes through a bounded buffer, never read whole (issue 24, defect 6). Three answers are
-the bridge's own, never the upstream's (docs/security.md, "OAuth through the bridge", "Secrets"):
+Same method and body, the protocol headers (`Accept`, `Accept-Encoding`, `Content-Type`,
+`Mcp-Session-Id`, `MCP-Protocol-Version`, `Last-Event-ID`, trace context, the credentials `serve`
+would send), and the answer streamed back as it comes (with its `Content-Encoding`: content coding
+is the client's and the upstream's to agree), chunk by chunk, whatever its type: an SSE stream or
+a JSON body of any size passes through a bounded buffer, never read whole (issue 24, defect 6).
+Three answers are the bridge's own, never the upstream's (docs/security.md, "OAuth through the
+bridge", "Secrets"):
 
 - the upstream cannot be reached: HTTP 502, "The upstream server is unavailable" with a correlation
   id and the request's own id; the address and cause go to the log under that id;
