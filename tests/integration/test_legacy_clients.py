@@ -220,6 +220,8 @@ async def test_one_principal_cannot_evict_anothers_legacy_sessions(peers: Peers)
             {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}},
         )
         after = await _status(http, url, "alice", alice.session_id or "")
+        async with http.get(url.removesuffix("/mcp") + "/metrics") as response:
+            metrics = await response.text()
     assert seen == {
         "alice": 200,
         "bob": [200, 200],
@@ -235,6 +237,7 @@ async def test_one_principal_cannot_evict_anothers_legacy_sessions(peers: Peers)
         "data": {"source": "mrtr-bridge", "limit": "front.max_legacy_sessions"},
     }
     assert "mcp-session-id" not in refused.headers
+    assert 'mrtr_bridge_limit_rejections_total{limit="front.max_legacy_sessions"} 1.0' in metrics
 
 
 BIG_BYTES = 100 * 1024 * 1024
