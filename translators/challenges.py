@@ -7,7 +7,8 @@ upstream would send the client around the bridge and leak an internal address. S
 upstream's document, whatever origin or spelling the upstream gave (`localhost:<port>` for a
 `127.0.0.1` upstream, another internal name); any other auth-param whose value is a URL on the
 upstream's server is moved to the bridge's public origin, and one on another internal host is
-left out (`PublicUrls.is_hidden`). A Bearer challenge that names no metadata gets the bridge's.
+left out (`PublicUrls.is_hidden`), URLs inside prose (`error_description`) included. A Bearer
+challenge that names no metadata gets the bridge's.
 
 The header is untrusted input: values are bounded (`MAX_CHALLENGE_CHARS`, `MAX_PARAMS`), only
 visible ASCII, space and tab are accepted, and anything that does not parse is replaced by a
@@ -166,9 +167,7 @@ def _rewrite_value(name: str, value: str, urls: PublicUrls) -> str | None:
     """The value the client sees; None leaves the auth-param out."""
     if name.lower() == RESOURCE_METADATA:
         return urls.metadata_url
-    if urls.names_upstream(value):
-        return urls.on_public_origin(value)
-    return None if urls.is_hidden(value) else value
+    return urls.public_text(value)
 
 
 def _rewrite(challenge: Challenge, urls: PublicUrls) -> Challenge:

@@ -7,7 +7,8 @@ client must reach the real authorization server, wherever it is. `signed_metadat
 upstream signed claims the bridge changed, and they would win over the plain members, RFC 9728
 § 2.2). Every other member is treated as the challenge rewriter treats URLs: a URL on the upstream's
 server is moved to the bridge's public origin, except `jwks_uri` (the upstream's keys are not served
-there: left out), and a URL on another internal host is left out (in lists and nested objects too).
+there: left out), and a URL on another internal host is left out (in lists, nested objects and
+prose too).
 A document naming a `resource` that is neither the upstream nor the bridge is refused: it does not
 describe this server, and relaying it would vouch for someone else's authorization servers.
 
@@ -113,9 +114,8 @@ def relay_metadata(body: bytes, urls: PublicUrls) -> dict[str, Any]:
 def _public_value(member: str, value: Any, urls: PublicUrls) -> Any:
     """`value` of `member` as clients may see it, or `_LEFT_OUT`."""
     if isinstance(value, str):
-        if urls.names_upstream(value) and member not in UNMOVED_MEMBERS:
-            return urls.on_public_origin(value)
-        return _LEFT_OUT if urls.is_hidden(value) else value
+        public = urls.public_text(value, move=member not in UNMOVED_MEMBERS)
+        return _LEFT_OUT if public is None else public
     if isinstance(value, list):
         items = (_public_value(member, item, urls) for item in value)
         return [item for item in items if item is not _LEFT_OUT]

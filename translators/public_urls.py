@@ -20,6 +20,8 @@ from typing import Final
 PRM_WELL_KNOWN: Final = "/.well-known/oauth-protected-resource"
 AS_WELL_KNOWN: Final = "/.well-known/oauth-authorization-server"
 _DEFAULT_PORTS: Final = {"http": "80", "https": "443"}
+# A URL inside a value (a whole value, or prose such as an error description).
+_EMBEDDED_URL: Final = re.compile(r"https?://[^\s\"'<>`]+", re.IGNORECASE)
 # Names that only resolve inside a site (RFC 6761, RFC 6762, RFC 8375, common cluster suffixes).
 _INTERNAL_SUFFIXES: Final = (
     ".localhost",
@@ -195,6 +197,25 @@ class PublicUrls:
         if self.names_upstream(url):
             return True
         return is_internal_host(parts.host) and not is_internal_host(self._public.host)
+
+    def public_text(self, text: str, *, move: bool = True) -> str | None:
+        """`text` (a URL, or prose holding URLs) as clients may see it: each URL in it on the
+        upstream's server moved to the bridge's public origin (with `move`; else it hides the text),
+        None when one is hidden and not moved (`is_hidden`): the caller leaves the text out."""
+        hidden = False
+
+        def public(match: re.Match[str]) -> str:
+            nonlocal hidden
+            url = match.group()
+            if not self.is_hidden(url):
+                return url
+            if move and self.names_upstream(url):
+                return self.on_public_origin(url)
+            hidden = True
+            return url
+
+        rewritten = _EMBEDDED_URL.sub(public, text)
+        return None if hidden else rewritten
 
     def on_public_origin(self, url: str) -> str:
         """`url` with its origin replaced by the bridge's public origin."""

@@ -227,3 +227,17 @@ def test_which_refusals_are_challenges(status: int, value: str | None, expected:
 def test_parse_rejects_an_empty_list() -> None:
     with pytest.raises(MalformedChallenge):
         parse_challenges(" , ")
+
+
+def test_urls_inside_prose_follow_the_same_rules() -> None:
+    """An `error_description` naming the upstream gets the public origin; one naming another
+    internal host is left out; public URLs in prose stay."""
+    value = (
+        'Bearer error="invalid_token", error_description="Log in via http://10.0.0.5:8931/login.", '
+        'hint="ask admin@example.com or see http://wiki.corp.internal/mcp", '
+        'note="see https://docs.example.com/mcp"'
+    )
+    assert rewrite_challenge(value, URLS) == (
+        'Bearer error="invalid_token", error_description="Log in via https://bridge.example/login.",'
+        f' note="see https://docs.example.com/mcp", {OWN}'
+    )
