@@ -188,6 +188,23 @@ async def _deleted_upstream(http: aiohttp.ClientSession, url: str, session_ids: 
         await asyncio.sleep(0.05)
 
 
+async def test_the_per_principal_cap_applies_to_relayed_sessions(peers: Peers) -> None:
+    """`upstream.max_sessions_per_principal` = 3 and room to spare in total: Mallory's eight
+    initializes leave her three live sessions, at the bridge and at the upstream itself (the
+    other five were DELETEd); Alice's session is untouched."""
+    bridged = peers.bridged(env={env_name("upstream.max_sessions_per_principal"): "3"})
+    url, upstream = bridged.url, bridged.legacy.url
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        alice = await _open(http, url, "alice")
+        burst = [(await _open(http, url, "mallory")).session_id or "" for _ in range(8)]
+        await _deleted_upstream(http, upstream, burst[:5])
+        through_bridge = [await _status(http, url, "mallory", sid) for sid in burst]
+        at_upstream = [await _status(http, upstream, "x", sid) for sid in burst]
+        alices = await _status(http, url, "alice", alice.session_id or "")
+    assert through_bridge == at_upstream == [404] * 5 + [200] * 3
+    assert alices == 200
+
+
 async def test_one_principal_cannot_evict_anothers_legacy_sessions(peers: Peers) -> None:
     """Issue 24 defect 3: with a small `front.max_legacy_sessions`, another token's burst of
     initializes pushed the victim's session out, the relay ignored
