@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
+from proxy.access import call_name
 from proxy.context import NotificationSink
 from proxy.held_registry import HELD_ABANDON_S as HELD_ABANDON_S
 from proxy.held_registry import HeldCallRegistry as HeldCallRegistry
@@ -108,6 +110,9 @@ class CallDriver:
     ) -> None:
         self.continuation_id = os.urandom(16)
         self.principal = principal
+        self.started = time.monotonic()  # the status page shows its age
+        self.method = upstream.method
+        self.name = call_name(upstream.method, upstream.params)
         self._batch_key = batch_key(upstream.method, upstream.params)
         self.machine = HeldCall(
             limits,

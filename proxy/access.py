@@ -1,0 +1,117 @@
+"""What the access log line of one front request says (docs/operations.md § Access log).
+
+The HTTP front opens a `RequestNote` per request and makes it current (a context variable: the
+engine runs in the front's own task), the MRTR routes write into it what only they know (the input
+round issued, the rounds of the logical call so far, the upstream session's revision), and the
+front logs it once, as `front_request_finished`, when the request ends. Names are what a person
+looks for (tool, prompt, resource URI without its query) and the upstream is named by host and
+port or by its command's program, never by a URL that could carry credentials.
+"""
+
+from __future__ import annotations
+
+import shlex
+from contextvars import ContextVar, Token
+from pathlib import PurePath
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+from config.settings import UpstreamSettings
+from translators.eras import PROMPTS_GET, RESOURCES_READ, TOOLS_CALL
+
+MAX_NAME: Final = 200  # characters of a tool / prompt name or resource URI in a log line or page
+
+
+class RequestNote:
+    """What the engine learned about one front request, for its access log line and its span."""
+
+    __slots__ = ("name", "revision", "round", "rounds")
+
+    def __init__(self) -> None:
+        self.name: str | None = None
+        self.round: int | None = None  # the input round this answer asks for (input_required)
+        self.rounds = 0  # input rounds of the logical call so far
+        self.revision: str | None = None  # the upstream session's revision, when one served it
+
+
+_CURRENT: ContextVar[RequestNote | None] = ContextVar("mrtr_request_note", default=None)
+
+
+def begin() -> tuple[RequestNote, Token[RequestNote | None]]:
+    note = RequestNote()
+    return note, _CURRENT.set(note)
+
+
+def end(token: Token[RequestNote | None]) -> None:
+    _CURRENT.reset(token)
+
+
+def current() -> RequestNote | None:
+    """The note of the front request being served in this task, if any."""
+    return _CURRENT.get()
+
+
+def note_rounds(*, rounds: int, asked: int | None, revision: str | None) -> None:
+    """An MRTR route's outcome: `asked` is the round of the InputRequiredResult it answers with."""
+    note = _CURRENT.get()
+    if note is not None:
+        note.rounds, note.round, note.revision = rounds, asked, revision
+
+
+def without_query(uri: str) -> str:
+    """A resource URI without its query and fragment (they may carry tokens)."""
+    return uri.split("#", 1)[0].split("?", 1)[0]
+
+
+def call_name(method: str | None, params: Any) -> str | None:
+    """The tool or prompt name, or the resource URI without its query, of a request."""
+    if not isinstance(params, dict):
+        return None
+    if method in (TOOLS_CALL, PROMPTS_GET):
+        name = params.get("name")
+    elif method == RESOURCES_READ:
+        uri = params.get("uri")
+        name = without_query(uri) if isinstance(uri, str) else None
+    else:
+        return None
+    return name[:MAX_NAME] if isinstance(name, str) else None
+
+
+def host_port(url: str) -> str:
+    """`host:port` of a URL: no userinfo, path or query."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "?"
+    host = parts.hostname or "?"
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{port}" if port else host
+
+
+def upstream_name(settings: UpstreamSettings) -> str:
+    """The upstream as a name: `host:port` of its URL (no credentials, path or query), or
+    `stdio:<program>` of its command."""
+    if settings.url is not None:
+        return host_port(settings.url)
+    if settings.command:
+        try:
+            argv = shlex.split(settings.command)
+        except ValueError:
+            argv = settings.command.split()
+        return f"stdio:{PurePath(argv[0]).name}" if argv else "stdio"
+    return "none"
+
+
+__all__ = [
+    "MAX_NAME",
+    "RequestNote",
+    "begin",
+    "call_name",
+    "current",
+    "end",
+    "host_port",
+    "note_rounds",
+    "upstream_name",
+    "without_query",
+]
