@@ -13,11 +13,14 @@ from __future__ import annotations
 import shlex
 from contextvars import ContextVar, Token
 from pathlib import PurePath
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from config.settings import UpstreamSettings
 from translators.eras import PROMPTS_GET, RESOURCES_READ, TOOLS_CALL
+
+if TYPE_CHECKING:
+    from proxy.tracing import RequestTrace
 
 MAX_NAME: Final = 200  # characters of a tool / prompt name or resource URI in a log line or page
 
@@ -25,9 +28,10 @@ MAX_NAME: Final = 200  # characters of a tool / prompt name or resource URI in a
 class RequestNote:
     """What the engine learned about one front request, for its access log line and its span."""
 
-    __slots__ = ("name", "revision", "round", "rounds")
+    __slots__ = ("name", "revision", "round", "rounds", "trace")
 
     def __init__(self) -> None:
+        self.trace: RequestTrace | None = None  # its span, when tracing (proxy/tracing.py)
         self.name: str | None = None
         self.round: int | None = None  # the input round this answer asks for (input_required)
         self.rounds = 0  # input rounds of the logical call so far
@@ -49,6 +53,11 @@ def end(token: Token[RequestNote | None]) -> None:
 def current() -> RequestNote | None:
     """The note of the front request being served in this task, if any."""
     return _CURRENT.get()
+
+
+def current_trace() -> RequestTrace | None:
+    note = _CURRENT.get()
+    return note.trace if note is not None else None
 
 
 def note_rounds(*, rounds: int, asked: int | None, revision: str | None) -> None:
@@ -109,6 +118,7 @@ __all__ = [
     "begin",
     "call_name",
     "current",
+    "current_trace",
     "end",
     "host_port",
     "note_rounds",

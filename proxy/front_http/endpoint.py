@@ -17,7 +17,7 @@ import structlog
 from aiohttp import web
 
 from config.settings import FrontSettings, IdentitySettings
-from proxy import access
+from proxy import access, tracing
 from proxy.front_http.checks import (
     Gate,
     check_gate,
@@ -80,6 +80,7 @@ class HttpFront:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         exchange = Exchange()
         note, token = access.begin()
+        note.trace = tracing.begin_request(lower_headers(request))
         try:
             response = await self._serve(request, exchange)
         except asyncio.CancelledError:
@@ -97,27 +98,27 @@ class HttpFront:
         status: int | None,
         cancelled: bool = False,
     ) -> None:
-        """The access log line (docs/operations.md § Access log)."""
-        log = _log.info if self._access_log else _log.debug
-        log(
-            "front_request_finished",
-            request_id=exchange.front_request_id,
-            method=exchange.method,
-            name=exchange.name,
-            principal=exchange.principal[:12] if exchange.principal else None,
-            client_era=exchange.client_era,
-            upstream_era=self._upstream_era(),
-            upstream_revision=note.revision,
-            upstream=self._upstream,
-            outcome=exchange.outcome(status, cancelled),
-            round=note.round,
-            rounds=note.rounds,
-            status=status,
-            code=exchange.code,
-            mode=exchange.mode,
-            cancelled=cancelled,
-            duration_ms=round((time.monotonic() - exchange.started) * 1000, 1),
-        )
+        """The access log line (docs/operations.md § Access log), and the request's span."""
+        fields = {
+            "request_id": exchange.front_request_id,
+            "method": exchange.method,
+            "name": exchange.name,
+            "principal": exchange.principal[:12] if exchange.principal else None,
+            "client_era": exchange.client_era,
+            "upstream_era": self._upstream_era(),
+            "upstream_revision": note.revision,
+            "upstream": self._upstream,
+            "outcome": exchange.outcome(status, cancelled),
+            "round": note.round,
+            "rounds": note.rounds,
+            "status": status,
+            "code": exchange.code,
+            "mode": exchange.mode,
+            "cancelled": cancelled,
+            "duration_ms": round((time.monotonic() - exchange.started) * 1000, 1),
+        }
+        (_log.info if self._access_log else _log.debug)("front_request_finished", **fields)
+        tracing.end_request(note.trace, fields)
 
     def _upstream_era(self) -> str:
         """legacy, modern or dual; an HTTP upstream not probed yet is `unknown`."""

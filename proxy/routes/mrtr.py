@@ -6,7 +6,7 @@ proxy/routes/first_call.py starts such a call, proxy/routes/retry.py continues i
 
 from __future__ import annotations
 
-from proxy import access
+from proxy import access, tracing
 from proxy.context import FrontRequest
 from proxy.held_calls import CallDriver, Reply
 from proxy.routes.context import RouteContext
@@ -34,6 +34,9 @@ def reply_result(
     access.note_rounds(
         rounds=driver.machine.round, asked=asked, revision=driver.session.revision.version
     )
+    trace = access.current_trace()
+    if trace is not None and not driver.trace_context:
+        driver.trace_context = tracing.call_context(trace)  # sealed into every round's state
     if isinstance(reply, ReplyResult):
         return legacy_result_to_modern(
             request.method, reply.result, server_info=server_info, cache=ctx.cache
@@ -42,11 +45,9 @@ def reply_result(
         if reply.error is not None:
             raise UpstreamReturnedError(reply.error)
         raise reply.fault if reply.fault is not None else BridgeBug("error reply without an error")
-    return input_required_result(
-        reply.input_requests,
-        ctx.continuations.seal(request, driver, reply),
-        server_info=server_info,
-    )
+    state = ctx.continuations.seal(request, driver, reply)
+    driver.held_wait.start(reply.round)
+    return input_required_result(reply.input_requests, state, server_info=server_info)
 
 
 __all__ = ["input_responses", "reply_result"]
