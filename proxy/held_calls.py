@@ -153,7 +153,7 @@ class CallDriver:
 
     async def first_attempt(self, attempt: Attempt) -> Reply:
         slot = self._attach(attempt)
-        with tracing.child(current_trace(), f"upstream {self.method}", **{_ROUND: 0}):
+        with tracing.child(current_trace(), f"upstream {self.method}", {_ROUND: 0}):
             self._worker = self._tasks.spawn(self._send_worker(), name="held-call-sends")
             self._perform(self.machine.start(self._now(), attempt=attempt.attempt_id))
             self._start_upstream()
@@ -163,7 +163,7 @@ class CallDriver:
     async def retry(self, attempt: Attempt, round_: int, input_responses: JsonObject) -> Reply:
         slot = self._attach(attempt)
         self.held_wait.end("retried")
-        with tracing.child(current_trace(), "upstream answers", **{_ROUND: round_}):
+        with tracing.child(current_trace(), "upstream answers", {_ROUND: round_}):
             self.feed(ClientRetried(attempt.attempt_id, round_, input_responses))
             reply = await self._wait(attempt, slot)
         return self._admit(reply)

@@ -189,9 +189,15 @@ def begin_request(headers: Mapping[str, str]) -> RequestTrace | None:
 
 
 @contextmanager
-def child(trace: RequestTrace | None, name: str, **attributes: Any) -> Iterator[None]:
-    """A CLIENT span under the request's span, current for the block (so `upstream_headers` sends
-    its context upstream)."""
+def child(
+    trace: RequestTrace | None,
+    name: str,
+    attributes: Mapping[str, Any] | None = None,
+    *,
+    internal: bool = False,
+) -> Iterator[None]:
+    """A CLIENT span (an upstream exchange; INTERNAL if `internal`) under the request's span,
+    current for the block (so `upstream_headers` sends its context upstream)."""
     if trace is None or _tracer is None:
         yield
         return
@@ -199,8 +205,9 @@ def child(trace: RequestTrace | None, name: str, **attributes: Any) -> Iterator[
     from opentelemetry.trace import SpanKind
 
     parent = api.set_span_in_context(trace.materialize())
+    kind = SpanKind.INTERNAL if internal else SpanKind.CLIENT
     with _tracer.start_as_current_span(
-        name, context=parent, kind=SpanKind.CLIENT, attributes=attributes
+        name, context=parent, kind=kind, attributes=dict(attributes or {})
     ):
         yield
 

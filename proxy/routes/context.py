@@ -13,6 +13,8 @@ from importlib.metadata import version
 from typing import Any
 
 from config.settings import Settings
+from proxy import tracing
+from proxy.access import current_trace
 from proxy.context import FrontRequest, NotificationSink
 from proxy.continuations import Continuations
 from proxy.held_calls import Attempt, HeldCallRegistry, UpstreamRequest
@@ -92,9 +94,10 @@ class RouteContext:
         fresh: bool = False,
     ) -> Lease:
         key, legacy_caps = self.session_key(request, roots, fresh)
-        lease = await self.pool.lease(
-            key, legacy_caps, exclusive=exclusive, headers=self.headers(request)
-        )
+        # a warm session, or a new one initialized upstream (or the wait for room in the pool)
+        with tracing.child(current_trace(), "upstream session", {"exclusive": exclusive}):
+            headers = tracing.upstream_headers(self.headers(request))
+            lease = await self.pool.lease(key, legacy_caps, exclusive=exclusive, headers=headers)
         self.ready = True
         return lease
 

@@ -119,8 +119,10 @@ async def test_a_retry_without_traceparent_continues_the_first_rounds_trace(
     named = _by_name(spans.get_finished_spans())
     assert sorted(named) == [
         "mrtr held",
+        "roots affinity",  # the process's first call: does the upstream keep roots? (a probe)
         "tools/call ask",
         "upstream answers",
+        "upstream session",  # a session leased (here: opened, initialized) for the call
         "upstream tools/call",
         "upstream tools/list",  # the bridge's own: the tool's input schema (Mcp-Param-* checks)
     ]
@@ -142,6 +144,10 @@ async def test_a_retry_without_traceparent_continues_the_first_rounds_trace(
     ] == [first_id]
     [listing] = named["upstream tools/list"]
     assert _parent(listing) == first_id
+    [roots] = named["roots affinity"]
+    assert (_parent(roots), roots.kind) == (first_id, SpanKind.INTERNAL)
+    [lease] = named["upstream session"]  # the call's own (the tools/list runs on it too)
+    assert (_parent(lease), dict(lease.attributes or {})) == (first_id, {"exclusive": True})
     assert (_parent(exchange), _parent(wait), _parent(answers)) == (
         first_id,
         first_id,
