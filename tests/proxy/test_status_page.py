@@ -18,13 +18,12 @@ from unittest import mock
 import aiohttp
 import pytest
 from aiohttp.test_utils import make_mocked_request
-from integration.harness import free_port
 from safety_harness import (
-    BridgeTestServer,
     JournalPeer,
     accept,
     bridge_settings,
     inprocess_bridge,
+    inprocess_replicas,
     journal_peer,
     retry,
     start_held,
@@ -32,7 +31,6 @@ from safety_harness import (
 )
 
 from config.settings import Settings
-from proxy.app import make_app
 from proxy.keys import new_key
 from proxy.principal import principal_of
 from proxy.status import StatusPage, StatusSources, is_loopback
@@ -205,40 +203,28 @@ def test_the_page_escapes_what_it_shows() -> None:
 
 async def test_it_lists_the_replicas_this_one_sees(upstream: JournalPeer) -> None:
     """Two real bridges (make_app) peers of each other: each one's page names the other."""
-    kid, key = new_key()
-    ports = [free_port(), free_port()]
-    urls = [f"http://127.0.0.1:{port}" for port in ports]
-    servers = []
-    for index, port in enumerate(ports):
-        settings = bridge_settings(
-            upstream.url,
-            held={"keys": {kid: key}, "replica_id": f"r{index + 1}"},
-            cluster={"peers": urls, "advertise_url": urls[index], "refresh_s": 0.2},
-        )
-        server = BridgeTestServer(make_app(settings), host="127.0.0.1", port=port)
-        await server.start_server()
-        servers.append(server)
-    try:
-        async with asyncio.timeout(TIMEOUT_S), aiohttp.ClientSession() as http:
-            seen: list[dict[str, Any]] = []
-            while len(seen) < 2 or not all(facts["peers"] for facts in seen):
-                seen = []
-                for url in urls:
-                    async with http.get(url + "/status.json") as response:
-                        seen.append((await response.json())["replicas"])
-                await asyncio.sleep(0.05)
-        assert seen == [
-            {
-                "self": "r1",
-                "clustered": True,
-                "peers": [{"replica_id": "r2", "address": f"127.0.0.1:{ports[1]}"}],
-            },
-            {
-                "self": "r2",
-                "clustered": True,
-                "peers": [{"replica_id": "r1", "address": f"127.0.0.1:{ports[0]}"}],
-            },
-        ]
-    finally:
-        for server in servers:
-            await server.close()
+    async with (
+        asyncio.timeout(TIMEOUT_S),
+        inprocess_replicas(upstream.url) as urls,
+        aiohttp.ClientSession() as http,
+    ):
+        seen: list[dict[str, Any]] = []
+        while len(seen) < 2 or not all(facts["peers"] for facts in seen):
+            seen = []
+            for url in urls:
+                async with http.get(url + "/status.json") as response:
+                    seen.append((await response.json())["replicas"])
+            await asyncio.sleep(0.05)
+    addresses = [url.removeprefix("http://") for url in urls]
+    assert seen == [
+        {
+            "self": "r1",
+            "clustered": True,
+            "peers": [{"replica_id": "r2", "address": addresses[1]}],
+        },
+        {
+            "self": "r2",
+            "clustered": True,
+            "peers": [{"replica_id": "r1", "address": addresses[0]}],
+        },
+    ]

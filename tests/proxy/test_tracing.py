@@ -10,18 +10,22 @@ import sys
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 
+import aiohttp
 import pytest
 from integration import recording_proxy as recording
+from integration.raw_http import ModernPoster
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 from safety_harness import (
+    CAPABILITIES,
     Held,
     JournalPeer,
     accept,
     bridge_settings,
     inprocess_bridge,
+    inprocess_replicas,
     journal_peer,
     retry,
     start_held,
@@ -219,3 +223,37 @@ def test_nothing_of_opentelemetry_is_imported_while_tracing_is_off() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert out.stdout.strip() == "[]"
+
+
+async def test_a_retry_forwarded_to_its_owner_stays_in_the_calls_trace(
+    upstream: JournalPeer, spans: InMemorySpanExporter
+) -> None:
+    """Two real bridges, peers of each other: round 1 to r1, the retry (no traceparent) to r2,
+    which forwards it to r1. One trace: r2's span continues the first round's (sealed context), its
+    `forward` span is the parent of the owner's span, which links to the first round."""
+    async with (
+        asyncio.timeout(TIMEOUT_S),
+        inprocess_replicas(upstream.url) as urls,
+        aiohttp.ClientSession() as http,
+    ):
+        traced = _header(CLIENT_TRACE, CLIENT_SPAN)
+        first = ModernPoster(http, urls[0] + "/mcp", capabilities=CAPABILITIES, headers=traced)
+        held = await start_held(first, "ask", tag="trace-3")
+        then = ModernPoster(http, urls[1] + "/mcp", capabilities=CAPABILITIES)
+        assert text_of(await retry(then, held, accept(held, "yes"))) == "trace-3: yes"
+    named = _by_name(spans.get_finished_spans())
+    first_span, hop_span, owner_span = named["tools/call ask"]
+    [forward] = named["forward"]
+    _, first_id = _ids(first_span)
+    assert {_ids(s)[0] for s in (first_span, hop_span, forward, owner_span)} == {CLIENT_TRACE}
+    assert dict(hop_span.attributes or {})["mrtr_bridge.outcome"] == "forwarded"
+    assert _parent(hop_span) == first_id  # r2 opened the state: the call's trace goes on
+    assert (_parent(forward), forward.kind) == (_ids(hop_span)[1], SpanKind.CLIENT)
+    assert dict(forward.attributes or {}) == {"mrtr_bridge.owner": "r1"}
+    assert _parent(owner_span) == _ids(forward)[1]  # the hop's traceparent, on r1
+    assert [f"{link.context.span_id:016x}" for link in owner_span.links] == [first_id]
+    assert dict(owner_span.attributes or {})["mrtr_bridge.outcome"] == "complete"
+    call_ids = {
+        dict(s.attributes or {})[tracing.CALL_ID] for s in (first_span, hop_span, owner_span)
+    }
+    assert call_ids == {CLIENT_TRACE}
