@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from opentelemetry.trace import Span, SpanContext, Tracer
 
 CALL_ID: Final = "mrtr_bridge.call_id"
+MAX_ID: Final = 128  # characters of a client's request id or method kept on a span
 _TRACE_HEADERS: Final = ("traceparent", "tracestate")
 _log = structlog.get_logger("proxy.tracing")
 _tracer: Tracer | None = None
@@ -151,10 +152,11 @@ def end_request(trace: RequestTrace | None, fields: Mapping[str, Any]) -> None:
     """End the request's span with what its access log line says (`fields`, proxy/front_http)."""
     if trace is None:
         return
-    method, name = fields.get("method"), fields.get("name")
+    method, name, rid = fields.get("method"), fields.get("name"), fields["request_id"]
+    method = method[:MAX_ID] if isinstance(method, str) else None  # a client's, maybe unknown
     attributes = {
         "mcp.method.name": method,
-        "jsonrpc.request.id": None if fields["request_id"] is None else str(fields["request_id"]),
+        "jsonrpc.request.id": None if rid is None else str(rid)[:MAX_ID],
         "mrtr_bridge.principal": fields["principal"],
         "mrtr_bridge.client_era": fields["client_era"],
         "mrtr_bridge.upstream_era": fields["upstream_era"],
@@ -251,8 +253,10 @@ def upstream_headers(headers: Mapping[str, str]) -> Mapping[str, str]:
     """`headers` with the current span's context as `traceparent` (unchanged when not tracing)."""
     if _tracer is None:
         return headers
-    from opentelemetry import propagate
+    from opentelemetry import propagate, trace
 
+    if not trace.get_current_span().get_span_context().is_valid:
+        return headers  # no span of ours here: what the client sent goes on
     carrier = {k: v for k, v in headers.items() if k.lower() not in _TRACE_HEADERS}
     propagate.inject(carrier)
     return carrier

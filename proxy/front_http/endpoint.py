@@ -80,7 +80,8 @@ class HttpFront:
     async def handle(self, request: web.Request) -> web.StreamResponse:
         exchange = Exchange()
         note, token = access.begin()
-        note.trace = tracing.begin_request(lower_headers(request))
+        if tracing.active():
+            note.trace = tracing.begin_request(lower_headers(request))
         try:
             response = await self._serve(request, exchange)
         except asyncio.CancelledError:

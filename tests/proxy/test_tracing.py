@@ -257,3 +257,24 @@ async def test_a_retry_forwarded_to_its_owner_stays_in_the_calls_trace(
         dict(s.attributes or {})[tracing.CALL_ID] for s in (first_span, hop_span, owner_span)
     }
     assert call_ids == {CLIENT_TRACE}
+
+
+async def test_what_a_client_sends_is_bounded_on_the_span(
+    upstream: JournalPeer, spans: InMemorySpanExporter
+) -> None:
+    """An unknown method and a request id of 5,000 characters: -32601, and a span that keeps 128."""
+    settings = bridge_settings(upstream.url)
+    async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
+        reply = await bridge.poster().post("m" * 5000, {}, request_id="i" * 5000)
+    assert reply.response["error"]["code"] == -32601
+    [span] = spans.get_finished_spans()
+    attributes = dict(span.attributes or {})
+    assert span.name == "m" * 128
+    assert (attributes["mcp.method.name"], attributes["jsonrpc.request.id"]) == (
+        "m" * 128,
+        "i" * 128,
+    )
+    assert (attributes["mrtr_bridge.outcome"], attributes["rpc.jsonrpc.error_code"]) == (
+        "error",
+        -32601,
+    )
