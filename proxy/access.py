@@ -11,18 +11,25 @@ port or by its command's program, never by a URL that could carry credentials.
 from __future__ import annotations
 
 import shlex
+import time
 from contextvars import ContextVar, Token
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-from config.settings import UpstreamSettings
+import structlog
+
+from config.settings import Settings, UpstreamSettings
+from proxy.context import FrontRequest
 from translators.eras import PROMPTS_GET, RESOURCES_READ, TOOLS_CALL
+from translators.jsonrpc import JsonObject
 
 if TYPE_CHECKING:
     from proxy.tracing import RequestTrace
 
 MAX_NAME: Final = 200  # characters of a tool / prompt name or resource URI in a log line or page
+_log = structlog.get_logger("proxy.front")
 
 
 class RequestNote:
@@ -65,6 +72,58 @@ def note_rounds(*, rounds: int, asked: int | None, revision: str | None) -> None
     note = _CURRENT.get()
     if note is not None:
         note.rounds, note.round, note.revision = rounds, asked, revision
+
+
+@dataclass(frozen=True)
+class AccessLog:
+    """The access log of the stdio front (the HTTP front logs from its `Exchange`)."""
+
+    enabled: bool = True  # log.access; off: the same line at debug level
+    upstream: str = "none"  # `upstream_name`
+
+    @classmethod
+    def of(cls, settings: Settings) -> AccessLog:
+        return cls(settings.log.access, upstream_name(settings.upstream))
+
+    def stdio_line(
+        self,
+        request: FrontRequest,
+        note: RequestNote,
+        response: JsonObject | None,
+        started: float,
+    ) -> None:
+        """The line of one stdio request; `response` None: cancelled before its answer."""
+        error = response.get("error") if response is not None else None
+        result = response.get("result") if response is not None else None
+        kind = result.get("resultType") if isinstance(result, dict) else None
+        code = error.get("code") if isinstance(error, dict) else None
+        outcome = (
+            "cancelled"
+            if response is None
+            else "error"
+            if error is not None
+            else kind
+            if kind in ("input_required", "task")
+            else "complete"
+        )
+        (_log.info if self.enabled else _log.debug)(
+            "front_request_finished",
+            request_id=request.front_request_id,
+            method=request.method,
+            name=call_name(request.method, request.params),
+            principal=request.principal[:12],
+            client_era="modern",
+            upstream_era="legacy",
+            upstream_revision=note.revision,
+            upstream=self.upstream,
+            outcome=outcome,
+            round=note.round,
+            rounds=note.rounds,
+            code=code,
+            mode="stdio",
+            cancelled=response is None,
+            duration_ms=round((time.monotonic() - started) * 1000, 1),
+        )
 
 
 def without_query(uri: str) -> str:
@@ -114,6 +173,7 @@ def upstream_name(settings: UpstreamSettings) -> str:
 
 __all__ = [
     "MAX_NAME",
+    "AccessLog",
     "RequestNote",
     "begin",
     "call_name",

@@ -12,11 +12,15 @@ import asyncio
 import json
 import secrets
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 import structlog
+from integration.streams_helpers import StdioBridge, request
+from integration.streams_helpers import call as call_params
 from safety_harness import (
+    Held,
     JournalPeer,
     accept,
     bridge_settings,
@@ -30,8 +34,10 @@ from safety_harness import (
 
 from config.settings import UpstreamSettings
 from proxy.access import call_name, upstream_name
+from proxy.front_stdio import STDIO_PRINCIPAL
 from proxy.keys import new_key
 from proxy.principal import principal_of
+from translators.eras import META_CLIENT_CAPABILITIES, TOOLS_CALL
 
 TIMEOUT_S = 30.0
 
@@ -124,3 +130,42 @@ def test_names_and_upstream_names() -> None:
         UpstreamSettings(command="/usr/bin/python3 -m server --token abc"),
     ]
     assert [upstream_name(s) for s in named] == ["10.0.0.5:8931", "[::1]", "stdio:python3"]
+
+
+async def test_the_stdio_front_logs_the_same_line(upstream: JournalPeer, tmp_path: Path) -> None:
+    """`mrtr-bridge stdio` (a real child process) in front of the same server: a two-round call
+    gives two lines, `mode` stdio."""
+    capabilities = {META_CLIENT_CAPABILITIES: {"elicitation": {"form": {}}}}
+    log_path = tmp_path / "bridge-stdio.log"
+    async with asyncio.timeout(TIMEOUT_S), StdioBridge.running(upstream.url, log_path) as bridge:
+        params = call_params("ask", {"tag": "stdio-1"})
+        bridge.send(request(1, TOOLS_CALL, params, **capabilities))
+        await bridge.until_responses(1)
+        asked = bridge.response(1)["result"]
+        held = Held("ask", {"tag": "stdio-1"}, asked["requestState"], tuple(asked["inputRequests"]))
+        answered = {
+            **params,
+            "requestState": held.request_state,
+            "inputResponses": accept(held, "ok"),
+        }
+        bridge.send(request(2, TOOLS_CALL, answered, **capabilities))
+        await bridge.until_responses(2)
+        assert bridge.response(2)["result"]["content"][0]["text"] == "stdio-1: ok"
+    assert upstream.events("stdio-1") == ["call_started", "elicit_answered"]
+    lines = [
+        json.loads(line)
+        for line in log_path.read_text().splitlines()
+        if '"front_request_finished"' in line
+    ]
+    port = upstream.url.split(":")[2].split("/")[0]
+    assert [
+        (e["request_id"], e["name"], e["outcome"], e["round"], e["rounds"], e["mode"], e["level"])
+        for e in lines
+    ] == [
+        (1, "ask", "input_required", 1, 1, "stdio", "info"),
+        (2, "ask", "complete", None, 1, "stdio", "info"),
+    ]
+    assert {(e["upstream"], e["client_era"], e["principal"]) for e in lines} == {
+        (f"127.0.0.1:{port}", "modern", STDIO_PRINCIPAL)  # the one stdio client
+    }
+    assert held.request_state not in log_path.read_text()
