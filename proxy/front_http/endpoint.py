@@ -87,6 +87,9 @@ class HttpFront:
         except asyncio.CancelledError:
             self._log_finished(exchange, note, status=None, cancelled=True)
             raise
+        except Exception:  # aiohttp answers 500; the line and the span say so
+            self._log_finished(exchange, note, status=500)
+            raise
         finally:
             access.end(token)
         self._log_finished(exchange, note, status=response.status)
