@@ -133,8 +133,8 @@ pytest: venv ts-peers test-tools $(OAUTH_AS_STAMP)
 
 test: lint pytest
 
-# Needs haproxy and docker-compose on the PATH (Debian: apt-get install haproxy docker-compose;
-# .ci/run installs them when missing).
+# Needs haproxy, docker-compose, promtool and chromium on the PATH (Debian: apt-get install
+# haproxy docker-compose prometheus chromium; .ci/run installs them when missing).
 test-lb: venv
 	@for tool in haproxy docker-compose promtool chromium; do command -v $$tool >/dev/null || \
 		{ echo "make test-lb needs $$tool (apt-get install -y haproxy docker-compose prometheus chromium)" >&2; exit 1; }; done
