@@ -39,7 +39,7 @@ from proxy.upstream.pool import UpstreamPool
 
 STATUS_PATH: Final = "/status"
 STATUS_JSON_PATH: Final = "/status.json"
-MAX_LISTED: Final = 500  # calls and sessions listed on one page; the counts stay exact
+MAX_LISTED: Final = 500  # calls, tools and sessions listed on one page; the counts stay exact
 MAX_BATCH_ROWS: Final = 100
 DIGEST_CHARS: Final = 12
 Facts = dict[str, Any]
@@ -162,15 +162,15 @@ class StatusPage:
                 "round": driver.machine.round,
                 "state": driver.machine.state.value,
             }
-            for driver in drivers
+            for driver in drivers[:MAX_LISTED]
         ]
-        per_tool = Counter(f"{call['method']} {call['name'] or ''}".strip() for call in calls)
+        per_tool = Counter(f"{driver.method} {driver.name or ''}".strip() for driver in drivers)
         return {
             "count": registry.held_now(),
-            "in_progress": len(calls),
+            "in_progress": len(drivers),
             "rounds_total": registry.rounds_total,
-            "per_tool": dict(per_tool.most_common()),
-            "calls": calls[:MAX_LISTED],
+            "per_tool": dict(per_tool.most_common(MAX_LISTED)),
+            "calls": calls,
         }
 
     def _upstream_facts(self, sources: StatusSources) -> Facts:

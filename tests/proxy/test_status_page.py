@@ -11,7 +11,9 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import time
 from collections.abc import Iterator
+from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
@@ -31,9 +33,11 @@ from safety_harness import (
 )
 
 from config.settings import Settings
+from proxy.held_registry import HeldCallRegistry
 from proxy.keys import new_key
 from proxy.principal import principal_of
 from proxy.status import StatusPage, StatusSources, is_loopback
+from translators.held_call_table import HeldCallState
 
 TIMEOUT_S = 30.0
 ADMIN = "admin-" + secrets.token_hex(12)
@@ -228,3 +232,28 @@ async def test_it_lists_the_replicas_this_one_sees(upstream: JournalPeer) -> Non
             "peers": [{"replica_id": "r1", "address": addresses[0]}],
         },
     ]
+
+
+def test_the_lists_are_bounded_and_the_counts_exact() -> None:
+    """4,096 held calls of 600 tools: 500 calls and 500 tools listed, oldest first; every count
+    exact."""
+    registry = HeldCallRegistry(max_per_principal=64, max_total=4096)
+    now = time.monotonic()
+    for index in range(4096):
+        machine = SimpleNamespace(round=1 + index % 3, state=HeldCallState.WAITING_CLIENT)
+        registry.add(
+            SimpleNamespace(  # type: ignore[arg-type]  # what the page reads of a CallDriver
+                continuation_id=index.to_bytes(16, "big"),
+                principal=f"{index:032x}",
+                started=now - index,
+                method="tools/call",
+                name=f"tool-{index % 600}",
+                machine=machine,
+            )
+        )
+    sources = StatusSources(registry=registry, pool=None, peers=None, era=None)
+    held = _page().facts(sources)["held"]
+    assert (held["count"], held["in_progress"], len(held["calls"])) == (4096, 4096, 500)
+    assert len(held["per_tool"]) == 500 and sum(held["per_tool"].values()) <= 4096
+    assert held["calls"][0]["principal"] == f"{4095:032x}"[:12]  # the oldest first
+    assert held["calls"][0]["age_s"] >= 4095
