@@ -278,3 +278,29 @@ async def test_what_a_client_sends_is_bounded_on_the_span(
         "error",
         -32601,
     )
+
+
+async def test_a_call_recovered_after_a_restart_stays_in_its_trace(
+    upstream: JournalPeer, spans: InMemorySpanExporter
+) -> None:
+    """Round 1 on one bridge, which then stops (the held call is lost); the retry to a new bridge
+    with the same key runs the call again (recovery.tools allows `ask`), in the same trace."""
+    kid, key = new_key()
+    settings = bridge_settings(
+        upstream.url,
+        held={"keys": {kid: key}},
+        recovery={"reexecute": "allowlist", "tools": ["ask"]},
+    )
+    async with asyncio.timeout(TIMEOUT_S):
+        async with inprocess_bridge(settings) as before:
+            traced = before.poster(traceparent=_header(CLIENT_TRACE, CLIENT_SPAN)["traceparent"])
+            held = await start_held(traced, "ask", tag="trace-4")
+        async with inprocess_bridge(settings) as after:
+            reply = await retry(after.poster(), held, accept(held, "yes"))
+    assert text_of(reply) == "trace-4: yes"
+    assert upstream.events("trace-4").count("call_started") == 2  # run again after the restart
+    first, second = _by_name(spans.get_finished_spans())["tools/call ask"]
+    _, first_id = _ids(first)
+    assert _ids(second)[0] == CLIENT_TRACE and _parent(second) == first_id
+    assert [f"{link.context.span_id:016x}" for link in second.links] == [first_id]
+    assert dict(second.attributes or {})[tracing.CALL_ID] == CLIENT_TRACE
