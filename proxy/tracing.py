@@ -204,14 +204,25 @@ def child(
         yield
         return
     from opentelemetry import trace as api
-    from opentelemetry.trace import SpanKind
+    from opentelemetry.trace import SpanKind, Status, StatusCode
 
     parent = api.set_span_in_context(trace.materialize())
     kind = SpanKind.INTERNAL if internal else SpanKind.CLIENT
+    # an exception's text may name an internal URL or program: only its class goes on the span
     with _tracer.start_as_current_span(
-        name, context=parent, kind=kind, attributes=dict(attributes or {})
-    ):
-        yield
+        name,
+        context=parent,
+        kind=kind,
+        attributes=dict(attributes or {}),
+        record_exception=False,
+        set_status_on_exception=False,  # its description would be the exception's text
+    ) as span:
+        try:
+            yield
+        except BaseException as exc:
+            span.set_attribute("error.type", type(exc).__name__)
+            span.set_status(Status(StatusCode.ERROR))
+            raise
 
 
 def start_wait(trace: RequestTrace | None, name: str, **attributes: Any) -> Span | None:

@@ -13,11 +13,12 @@ from contextlib import asynccontextmanager
 import aiohttp
 import pytest
 from integration import recording_proxy as recording
+from integration.harness import free_port
 from integration.raw_http import ModernPoster
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from opentelemetry.trace import SpanKind
+from opentelemetry.trace import SpanKind, StatusCode
 from safety_harness import (
     CAPABILITIES,
     Held,
@@ -304,3 +305,24 @@ async def test_a_call_recovered_after_a_restart_stays_in_its_trace(
     assert _ids(second)[0] == CLIENT_TRACE and _parent(second) == first_id
     assert [f"{link.context.span_id:016x}" for link in second.links] == [first_id]
     assert dict(second.attributes or {})[tracing.CALL_ID] == CLIENT_TRACE
+
+
+async def test_a_failed_upstream_exchange_names_its_error_class_not_its_text(
+    spans: InMemorySpanExporter,
+) -> None:
+    """An upstream that refuses connections: the session span is an error with `error.type`,
+    and no span carries the exception's text (it names the upstream URL)."""
+    closed = f"http://127.0.0.1:{free_port()}/mcp"
+    async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(bridge_settings(closed)) as bridge:
+        reply = await bridge.poster().post("tools/call", {"name": "echo", "arguments": {}})
+    assert reply.response["error"]["code"] == -32603
+    named = _by_name(spans.get_finished_spans())
+    # the first call's roots probe is the first exchange with the upstream: it fails there
+    [failed] = [s for s in spans.get_finished_spans() if "error.type" in (s.attributes or {})]
+    assert (failed.name, failed.status.status_code) == ("roots affinity", StatusCode.ERROR)
+    assert dict(failed.attributes or {})["error.type"] == "UpstreamUnavailable"
+    assert all(span.events == () for span in spans.get_finished_spans())
+    [request] = named["tools/call echo"]
+    assert dict(request.attributes or {})["mrtr_bridge.outcome"] == "error"
+    for span in spans.get_finished_spans():
+        assert closed not in repr(span.to_json())
