@@ -2,7 +2,8 @@
 #
 #   make test         ruff + mypy + pytest (unit, proxy, integration)
 #   make run          legacy demo server on 127.0.0.1:8931 behind the bridge on 127.0.0.1:8080
-#   make test-lb      replicas behind a real HAProxy, and the deploy files checked by their tools
+#   make test-lb      replicas behind a real HAProxy, the deploy files checked by their tools
+#                     (promtool for the alert rules), the status page in headless Chromium
 #   make conformance  the official MCP conformance suite through the bridge (docs/conformance*.md)
 #   make bench        benchmarks (bench/run.py -> bench/results/)
 #   make lint         ruff + mypy only
@@ -132,11 +133,11 @@ pytest: venv ts-peers test-tools $(OAUTH_AS_STAMP)
 
 test: lint pytest
 
-# Needs haproxy and docker-compose on the PATH (Debian: apt-get install haproxy docker-compose;
-# .ci/run installs them when missing).
+# Needs haproxy, docker-compose, promtool and chromium on the PATH (Debian: apt-get install
+# haproxy docker-compose prometheus chromium; .ci/run installs them when missing).
 test-lb: venv
-	@for tool in haproxy docker-compose; do command -v $$tool >/dev/null || \
-		{ echo "make test-lb needs $$tool (apt-get install -y haproxy docker-compose)" >&2; exit 1; }; done
+	@for tool in haproxy docker-compose promtool chromium; do command -v $$tool >/dev/null || \
+		{ echo "make test-lb needs $$tool (apt-get install -y haproxy docker-compose prometheus chromium)" >&2; exit 1; }; done
 	$(BIN)/pytest -q tests/integration/lb
 
 # A literal backslash for the banner (a backslash before a newline would join the lines).

@@ -11,6 +11,7 @@ from pydantic import Field, PositiveInt, SecretStr, field_validator, model_valid
 
 from config.base import PUBLIC_URL, Frozen
 from config.replicas import ClusterSettings, RecoverySettings
+from config.status import StatusSettings
 
 # An Authorization header value: visible ASCII and spaces, nothing that could end the header.
 _HEADER_VALUE: Final = re.compile(r"[\x20-\x7e]+")
@@ -320,6 +321,10 @@ class LogSettings(Frozen):
     format: Literal["auto", "json", "console"] = Field(
         "auto", description="json; console on a TTY when auto"
     )
+    access: bool = Field(
+        True,
+        description="one info line per front request (front_request_finished); false: debug level",
+    )
 
 
 class Settings(Frozen):
@@ -331,6 +336,7 @@ class Settings(Frozen):
     recovery: RecoverySettings = RecoverySettings()
     cluster: ClusterSettings = ClusterSettings()
     log: LogSettings = LogSettings()
+    status: StatusSettings = StatusSettings()
     server_identity: Literal["upstream", "bridge"] = Field(
         "upstream", description="serverInfo reported to clients: the upstream's or the bridge's own"
     )

@@ -18,6 +18,7 @@ import structlog
 from aiohttp import web
 
 from config.settings import Settings
+from proxy.access import upstream_name
 from proxy.auth_passthrough import MetadataRelay, passes_challenges
 from proxy.cluster.forward import Forwarder
 from proxy.cluster.peers import REPLICA_PATH, PeerDirectory, replica_handler
@@ -31,6 +32,7 @@ from proxy.logs import scrub_aiohttp_server_logs
 from proxy.metrics import BridgeMetrics
 from proxy.modern_relay import ModernUpstream
 from proxy.runtime import UPSTREAM_KEEPALIVE_S, bridge_runtime
+from proxy.status import StatusPage, StatusSources
 from proxy.upstream.base import (
     SessionOpener,
 )
@@ -58,6 +60,7 @@ READINESS_PROBE_KEY: Final = web.AppKey("readiness_probe", Readiness)
 OPENER_KEY: Final[web.AppKey[SessionOpener]] = web.AppKey("session_opener")
 LEGACY_RELAY_KEY: Final = web.AppKey("legacy_relay", LegacyRelay)
 MODERN_KEY: Final = web.AppKey("modern_upstream", ModernUpstream)
+PEERS_KEY: Final = web.AppKey("cluster_peers", PeerDirectory)
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
 METRICS_PATH: Final = "/metrics"
@@ -137,14 +140,33 @@ def _base_app(
     if modern is not None:
         app[MODERN_KEY] = modern
     HttpFront(
-        settings.front, settings.identity, keepalive_s=keepalive_s, legacy=legacy, modern=modern
+        settings.front,
+        settings.identity,
+        keepalive_s=keepalive_s,
+        legacy=legacy,
+        modern=modern,
+        access_log=settings.log.access,
+        upstream=upstream_name(settings.upstream),
     ).add_routes(app)
     if passes_challenges(settings.upstream):
         MetadataRelay(settings).add_routes(app)
     app.router.add_get(HEALTH_PATH, _healthz)
     app.router.add_get(READY_PATH, _readyz)
     app.router.add_get(METRICS_PATH, _metrics)
+    StatusPage(settings, _status_sources).add_routes(app)
     return app
+
+
+def _status_sources(app: web.Application) -> StatusSources:
+    """What `/status` reads, from this app's lifetimes (proxy/status.py)."""
+    engine = app.get(RUNTIME_ENGINE_KEY)  # none around a scripted engine (make_front_app)
+    modern = app.get(MODERN_KEY)
+    return StatusSources(
+        registry=engine.registry if engine is not None else None,
+        pool=app.get(POOL_KEY),
+        peers=app.get(PEERS_KEY),
+        era=modern.era.era if modern is not None else None,
+    )
 
 
 def make_front_app(
@@ -185,6 +207,7 @@ async def _cluster_context(app: web.Application) -> AsyncIterator[None]:
         app[HOP_KEY] = Forwarder(
             settings, load_keyring(settings.held)[0], directory, client, app[METRICS_KEY]
         )
+        app[PEERS_KEY] = directory
         directory.start()
         _log.info(
             "cluster_enabled",

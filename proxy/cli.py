@@ -20,7 +20,7 @@ import structlog
 from aiohttp import web
 
 from config import ConfigError, Settings, env_name, load_settings
-from proxy import event_loop
+from proxy import event_loop, tracing
 from proxy.app import make_app
 from proxy.check import run_check
 from proxy.cli_args import build_parser, overrides_from
@@ -193,6 +193,8 @@ def _tune_gc() -> None:
 def _run(command: Any, settings: Settings) -> int:
     """Run `serve` or `stdio` to the end; the process is expected to exit next."""
     configure_logging(settings.log, cache=True)
+    if command is _serve:
+        tracing.configure()  # OpenTelemetry from OTEL_*, when installed (proxy/tracing.py)
     _tune_gc()
     try:
         event_loop.run(command(settings), settings.front.event_loop)

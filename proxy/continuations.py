@@ -132,6 +132,7 @@ class Continuations:
             expires_at_ms=int((time.time() + self._held.ttl_s) * 1000),
             answers=answers,
             answers_carried=carried,
+            trace=driver.trace_context,
         )
         return seal(claims, self._keyring, os.urandom(NONCE_SIZE))
 

@@ -27,14 +27,16 @@ from typing import Any, Final, Protocol
 import structlog
 
 from config.settings import FrontSettings, Settings
+from proxy import access
 from proxy.context import FrontRequest, NotificationSink
 from proxy.front_stdio_pipes import (
-    READ_CHUNK,
     LineWriter,
     claim_stdout,
     end_input,
+    first_line,
     open_stdin,
     open_stdout,
+    read_chunk,
 )
 from proxy.legacy_stdio import LegacyStdio, legacy_stdio
 from proxy.stopping import BridgeStop
@@ -130,8 +132,10 @@ class _StdioFront:
         *,
         max_line_bytes: int,
         max_depth: int,
+        access_log: access.AccessLog,
     ) -> None:
         self._engine = engine
+        self._access = access_log
         self._output = output
         self._principal = principal
         self._max_line_bytes = max_line_bytes
@@ -221,26 +225,22 @@ class _StdioFront:
 
     async def _serve(self, request: FrontRequest, sink: _RequestSink) -> None:
         started = time.monotonic()
+        note, token = access.begin()
+        response: JsonObject | None = None
         try:
             response = await self._engine.handle(request, sink)
         except Exception:  # the engine never raises; if it does, the client still gets an answer
             log.exception("front_engine_crashed", method=request.method)
             response = to_error_response(BridgeBug("engine raised"), request.front_request_id)
         finally:
+            access.end(token)
+            self._access.stdio_line(request, note, response, started)  # None: cancelled
             sink.is_open = False
             entry = self._in_flight.get(request.front_request_id)
             if entry is not None and entry.task is asyncio.current_task():
                 del self._in_flight[request.front_request_id]
         self._output.send(response)
         await self._output.flush()
-        error = response.get("error")
-        log.debug(
-            "front_request_answered",
-            request_id=request.front_request_id,
-            method=request.method,
-            code=error.get("code") if isinstance(error, dict) else None,
-            duration_s=round(time.monotonic() - started, 4),
-        )
 
     def _cancel(self, params: Any) -> None:
         """Cancel one request; unknown or finished ids are ignored (spec: cancellation § Error
@@ -277,17 +277,6 @@ class _StdioFront:
                 log.warning("front_requests_not_stopped", count=len(pending))
 
 
-async def _first_line(reader: asyncio.StreamReader, limit: int) -> bytes:
-    """What stdin holds up to and including its first newline (or up to `limit`, or EOF)."""
-    buffer = b""
-    while b"\n" not in buffer and len(buffer) <= limit:
-        chunk = await _read(reader)
-        if not chunk:
-            break
-        buffer += chunk
-    return buffer
-
-
 def _is_legacy_opening(buffer: bytes, max_depth: int) -> bool:
     line = buffer.split(b"\n", 1)[0]
     try:
@@ -307,6 +296,7 @@ async def run_stdio_front(
     eof_grace_s: float = EOF_GRACE_S,
     on_eof: Callable[[], None] | None = None,
     legacy: LegacyStdio | None = None,
+    access_log: access.AccessLog | None = None,
 ) -> None:
     """Serve modern JSON-RPC lines from `reader` until EOF, writing protocol lines to `writer`.
 
@@ -314,7 +304,7 @@ async def run_stdio_front(
     (so `printf ... | mrtr-bridge stdio` is answered); whatever is still running then is cancelled,
     and the function returns. With `legacy`, a first line that opens a legacy session (`initialize`
     without modern `_meta`) hands the whole stream to it instead (`proxy.legacy_stdio`)."""
-    first = await _first_line(reader, max_line_bytes) if legacy is not None else b""
+    first = await first_line(reader, max_line_bytes) if legacy is not None else b""
     if legacy is not None and _is_legacy_opening(first, max_depth):
         with structlog.contextvars.bound_contextvars(transport="stdio"):
             await legacy(first, reader, writer)
@@ -323,14 +313,19 @@ async def run_stdio_front(
         return
     output = _Output(writer)
     front = _StdioFront(
-        engine, output, principal, max_line_bytes=max_line_bytes, max_depth=max_depth
+        engine,
+        output,
+        principal,
+        max_line_bytes=max_line_bytes,
+        max_depth=max_depth,
+        access_log=access_log or access.AccessLog(),
     )
     splitter = LineSplitter(max_line_bytes)
     with structlog.contextvars.bound_contextvars(transport="stdio"):
         try:
             for item in splitter.feed(first):
                 front.receive(item)
-            while chunk := await _read(reader):
+            while chunk := await read_chunk(reader):
                 for item in splitter.feed(chunk):
                     front.receive(item)
             log.info("front_stdin_closed", in_flight=len(front.in_flight_ids))
@@ -340,13 +335,6 @@ async def run_stdio_front(
         finally:
             await front.shutdown()
             await output.flush()
-
-
-async def _read(reader: asyncio.StreamReader) -> bytes:
-    try:
-        return await reader.read(READ_CHUNK)
-    except OSError:
-        return b""
 
 
 async def serve_stdio(
@@ -376,6 +364,9 @@ async def serve_stdio(
             max_depth=settings.front.max_json_depth,
             on_eof=lambda: stop.request("stdin_closed"),
             legacy=legacy_stdio(settings),
+            access_log=access.AccessLog(
+                settings.log.access, access.upstream_name(settings.upstream)
+            ),
         )
     finally:
         for transport in (stdin_transport, stdout_transport):

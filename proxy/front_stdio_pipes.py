@@ -113,4 +113,32 @@ def end_input(
     return end
 
 
-__all__ = ["READ_CHUNK", "LineWriter", "claim_stdout", "end_input", "open_stdin", "open_stdout"]
+async def read_chunk(reader: asyncio.StreamReader) -> bytes:
+    """What stdin has now (at most `READ_CHUNK` bytes); b"" at its end or on a read error."""
+    try:
+        return await reader.read(READ_CHUNK)
+    except OSError:
+        return b""
+
+
+async def first_line(reader: asyncio.StreamReader, limit: int) -> bytes:
+    """What stdin holds up to and including its first newline (or up to `limit`, or EOF)."""
+    buffer = b""
+    while b"\n" not in buffer and len(buffer) <= limit:
+        chunk = await read_chunk(reader)
+        if not chunk:
+            break
+        buffer += chunk
+    return buffer
+
+
+__all__ = [
+    "READ_CHUNK",
+    "LineWriter",
+    "claim_stdout",
+    "end_input",
+    "first_line",
+    "open_stdin",
+    "open_stdout",
+    "read_chunk",
+]

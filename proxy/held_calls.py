@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import os
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import structlog
 
+from proxy import tracing
+from proxy.access import call_name, current_trace
 from proxy.context import NotificationSink
 from proxy.held_registry import HELD_ABANDON_S as HELD_ABANDON_S
 from proxy.held_registry import HeldCallRegistry as HeldCallRegistry
@@ -25,7 +28,7 @@ from proxy.upstream.pool import Lease
 from translators.batching import batch_key
 from translators.canonical import as_object
 from translators.capabilities import elicitation_modes
-from translators.eras import CANCELLED, META_PROGRESS_TOKEN
+from translators.eras import CANCELLED
 from translators.errors import (
     BridgeError,
     UpstreamFault,
@@ -69,6 +72,7 @@ from translators.roots import is_roots_ask
 from translators.subscriptions import SESSION_WIDE
 
 log = structlog.get_logger()
+_ROUND = "mrtr_bridge.round"
 Reply = ReplyInputRequired | ReplyResult | ReplyError
 
 
@@ -107,7 +111,12 @@ class CallDriver:
         discard_session: bool = False,
     ) -> None:
         self.continuation_id = os.urandom(16)
+        self.trace_context = b""  # the first round's span context, sealed (proxy/tracing.py)
+        self.held_wait = tracing.HeldWait()  # a span from InputRequiredResult to retry
         self.principal = principal
+        self.started = time.monotonic()  # the status page shows its age
+        self.method = upstream.method
+        self.name = call_name(upstream.method, upstream.params)
         self._batch_key = batch_key(upstream.method, upstream.params)
         self.machine = HeldCall(
             limits,
@@ -144,15 +153,24 @@ class CallDriver:
 
     async def first_attempt(self, attempt: Attempt) -> Reply:
         slot = self._attach(attempt)
-        self._worker = self._tasks.spawn(self._send_worker(), name="held-call-sends")
-        self._perform(self.machine.start(self._now(), attempt=attempt.attempt_id))
-        self._start_upstream()
-        return self._admit(await self._wait(attempt, slot))
+        with tracing.child(current_trace(), f"upstream {self.method}", {_ROUND: 0}):
+            self._worker = self._tasks.spawn(self._send_worker(), name="held-call-sends")
+            self._perform(self.machine.start(self._now(), attempt=attempt.attempt_id))
+            self._start_upstream()
+            reply = await self._wait(attempt, slot)
+        return self._admit(reply)
 
     async def retry(self, attempt: Attempt, round_: int, input_responses: JsonObject) -> Reply:
         slot = self._attach(attempt)
-        self.feed(ClientRetried(attempt.attempt_id, round_, input_responses))
-        return self._admit(await self._wait(attempt, slot))
+        self.held_wait.end("retried")
+        with tracing.child(current_trace(), "upstream answers", {_ROUND: round_}):
+            self.feed(ClientRetried(attempt.attempt_id, round_, input_responses))
+            reply = await self._wait(attempt, slot)
+        return self._admit(reply)
+
+    def _remove(self) -> None:
+        self.held_wait.end("ended")
+        self._registry.remove(self)
 
     def _admit(self, reply: Reply) -> Reply:
         """A call that asks its client for input becomes a held call, within the caps; over them (or
@@ -163,7 +181,7 @@ class CallDriver:
             except BridgeError as exc:
                 self._log.info("held_call_refused", reason=exc.message)
                 self._perform(self.machine.abort("held call refused", self._now()))
-                self._registry.remove(self)
+                self._remove()
                 raise
             self._registry.note_round()
         return reply
@@ -189,7 +207,10 @@ class CallDriver:
     def _start_upstream(self) -> None:
         up = self._upstream
         self._call = self._lease.session.start(
-            up.method, up.params, headers=up.headers, on_inbound=self.on_inbound
+            up.method,
+            up.params,
+            headers=tracing.upstream_headers(up.headers),
+            on_inbound=self.on_inbound,
         )
         # the session's GET-stream pushes are this call's (docs/decisions.md § 7)
         if self._lease.exclusive:
@@ -345,7 +366,7 @@ class CallDriver:
         elif isinstance(action, ReleaseUpstream):
             await self._release(discard=action.discard)
             if action.final:
-                self._registry.remove(self)
+                self._remove()
             return action.final
         return False
 
@@ -377,9 +398,3 @@ class CallDriver:
             except TimeoutError:
                 self._log.warning("held_call_abandon_timed_out")
         await self._tasks.aclose()
-
-
-def progress_meta_token(params: Any) -> str | int | None:
-    meta = params.get("_meta") if isinstance(params, dict) else None
-    token = meta.get(META_PROGRESS_TOKEN) if isinstance(meta, dict) else None
-    return token if isinstance(token, str | int) and not isinstance(token, bool) else None

@@ -102,6 +102,10 @@ class HeldCallRegistry:
     def __len__(self) -> int:
         return len(self._calls)
 
+    def calls(self) -> list[CallDriver]:
+        """The live calls, oldest first (the status page)."""
+        return sorted(self._calls.values(), key=lambda driver: driver.started)
+
     def abort_all(self, reason: str) -> None:
         """End of the shutdown grace: abort every call, attached ones included."""
         for driver in list(self._calls.values()):

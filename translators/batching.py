@@ -69,5 +69,14 @@ class BatchSizes:
     def __len__(self) -> int:
         return len(self._sizes)
 
+    def table(self, limit: int) -> list[tuple[BatchKey, dict[int, int]]]:
+        """At most `limit` learned entries, the most recently used first (a copy)."""
+        newest = list(reversed(self._sizes.items()))[:limit]
+        return [(key, dict(sizes)) for key, sizes in newest]
+
+    @property
+    def declared_sizes(self) -> Mapping[str, int]:
+        return MappingProxyType(self._declared)
+
 
 __all__ = ["MAX_KEYS", "BatchKey", "BatchSizes", "batch_key"]

@@ -9,6 +9,13 @@ Recovery (docs/operations.md § Recovery): from the second round on, the client'
 may follow the fixed layout, as zlib-compressed canonical JSON (`pack_answers`), sealed with the
 rest. A token without them is exactly as long as before. The method byte's high bit says "earlier
 answers not carried" (over the size cap, or recovery off): such a state never starts a recovery.
+
+Tracing (docs/operations.md § Tracing): when the bridge traces, the state also carries the trace
+context of the call's first round (`TRACE_CONTEXT_SIZE` bytes: trace id, span id, trace flags)
+right after the replica id, flagged by the method byte's bit 0x40, so every round of one logical
+call, on any replica, is linked to the same trace. A state without the flag reads as before;
+a bridge older than this flag refuses a state that has it (as malformed): upgrade every replica
+before turning tracing on.
 """
 
 from __future__ import annotations
@@ -36,6 +43,8 @@ MAX_PLAIN_TOKEN_LENGTH: Final = 300  # a token without earlier answers
 MAX_TOKEN_LENGTH: Final = MAX_PLAIN_TOKEN_LENGTH + (MAX_ANSWERS_BYTES + 2) // 3 * 4
 MAX_ANSWERS_JSON_BYTES: Final = 8 * 1_048_576  # inflating a sealed answers blob stops here
 _NOT_CARRIED: Final = 0x80  # method byte flag: the earlier answers are not in the token
+_TRACED: Final = 0x40  # method byte flag: a trace context follows the replica id
+TRACE_CONTEXT_SIZE: Final = 25  # trace id (16) + span id (8) + trace flags (1)
 MAX_KID_LENGTH: Final = 16
 _AAD: Final = b"mrtr-bridge/requestState/v1|"
 _METHOD_CODES: Final[dict[str, int]] = {TOOLS_CALL: 1, PROMPTS_GET: 2, RESOURCES_READ: 3}
@@ -60,6 +69,7 @@ class StateClaims:
     expires_at_ms: int
     answers: bytes = b""  # earlier rounds' answers, `pack_answers`; empty: none (or not carried)
     answers_carried: bool = True  # False: over the size cap or recovery off; never recovered
+    trace: bytes = b""  # the first round's trace context (TRACE_CONTEXT_SIZE bytes), or none
 
 
 class KeyRing:
@@ -127,18 +137,22 @@ def seal(claims: StateClaims, ring: KeyRing, nonce: bytes) -> str:
     replica = claims.replica_id.encode()
     if len(claims.answers) > MAX_ANSWERS_BYTES:
         raise ValueError(f"sealed answers over {MAX_ANSWERS_BYTES} bytes")
+    if claims.trace and len(claims.trace) != TRACE_CONTEXT_SIZE:
+        raise ValueError(f"a trace context is {TRACE_CONTEXT_SIZE} bytes")
+    flags = (0 if claims.answers_carried else _NOT_CARRIED) | (_TRACED if claims.trace else 0)
     plaintext = (
         _LAYOUT.pack(
             claims.continuation_id,
             claims.round,
             claims.principal_digest,
-            _METHOD_CODES[claims.method] | (0 if claims.answers_carried else _NOT_CARRIED),
+            _METHOD_CODES[claims.method] | flags,
             claims.params_digest,
             claims.keys_digest,
             claims.expires_at_ms,
             len(replica),
         )
         + replica
+        + claims.trace
         + claims.answers
     )
     kid = ring.active.encode()
@@ -182,10 +196,14 @@ def _decode(plaintext: bytes) -> StateClaims:
         plaintext
     )
     replica = plaintext[_LAYOUT.size : _LAYOUT.size + replica_len]
-    code = method & ~_NOT_CARRIED
+    code = method & ~(_NOT_CARRIED | _TRACED)
     if code not in _METHODS_BY_CODE or len(replica) != replica_len:
         raise InvalidRequestState(RejectionReason.MALFORMED)
-    answers = plaintext[_LAYOUT.size + replica_len :]
+    rest = _LAYOUT.size + replica_len
+    trace = plaintext[rest : rest + TRACE_CONTEXT_SIZE] if method & _TRACED else b""
+    if method & _TRACED and len(trace) != TRACE_CONTEXT_SIZE:
+        raise InvalidRequestState(RejectionReason.MALFORMED)
+    answers = plaintext[rest + len(trace) :]
     carried = not method & _NOT_CARRIED
     if answers and not carried:
         raise InvalidRequestState(RejectionReason.MALFORMED)
@@ -200,6 +218,7 @@ def _decode(plaintext: bytes) -> StateClaims:
         expires,
         answers,
         carried,
+        trace,
     )
 
 
@@ -232,6 +251,7 @@ __all__ = [
     "MAX_PLAIN_TOKEN_LENGTH",
     "MAX_TOKEN_LENGTH",
     "NONCE_SIZE",
+    "TRACE_CONTEXT_SIZE",
     "KeyRing",
     "StateClaims",
     "check_claims",

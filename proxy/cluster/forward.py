@@ -25,6 +25,8 @@ import structlog
 from aiohttp import web
 
 from config.settings import Settings
+from proxy import tracing
+from proxy.access import current_trace
 from proxy.cluster.peers import PeerDirectory
 from proxy.keys import decode_key
 from proxy.metrics import BridgeMetrics
@@ -135,10 +137,11 @@ class Forwarder:
         if route.method not in MRTR_METHODS or "requestState" not in route.params:
             return None
         try:
-            owner = open_state(route.params["requestState"], self._keyring).replica_id
+            claims = open_state(route.params["requestState"], self._keyring)
         except InvalidRequestState:
             return None  # the engine rejects it, here
-        return owner if owner != self._me else None
+        tracing.adopt(current_trace(), claims.trace)  # this hop is part of the call's trace too
+        return claims.replica_id if claims.replica_id != self._me else None
 
     async def forward(
         self,
@@ -163,7 +166,8 @@ class Forwarder:
             )
         async with self._slots:
             try:
-                return await self._relay(request, body, owner)
+                with tracing.child(current_trace(), "forward", {"mrtr_bridge.owner": owner}):
+                    return await self._relay(request, body, owner)
             except OwnerUnreachable as exc:
                 self._failed(owner, exc.reason.value)
                 if on_unreachable is not None:
@@ -179,12 +183,17 @@ class Forwarder:
 
     def _headers(self, request: web.Request, body: bytes, owner: str) -> list[tuple[str, str]]:
         """The client's headers as received (repeated ones kept, hop-by-hop ones dropped), plus the
-        proof."""
+        proof; when tracing, the `traceparent` is this hop's span."""
         headers = [
             (name, value)
             for name, value in request.headers.items()
             if name.lower() not in _HOP_BY_HOP
         ]
+        if tracing.active():
+            context = tracing.upstream_headers({})  # this hop's span, as traceparent
+            replaced = {name.lower() for name in (*context, "traceparent", "tracestate")}
+            headers = [(n, v) for n, v in headers if n.lower() not in replaced]
+            headers += list(context.items())
         proof = sign(
             self._proof_keys,
             sender=self._me,

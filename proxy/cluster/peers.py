@@ -110,6 +110,10 @@ class PeerDirectory:
             await self.refresh()
         return self._owners.get(owner)
 
+    def known(self) -> dict[str, str]:
+        """Replica id -> base URL of every other replica that answered the last refresh."""
+        return dict(self._owners)
+
     def forget(self, owner: str) -> None:
         """Drop an owner that did not answer: the next retry for it looks it up afresh."""
         self._owners.pop(owner, None)

@@ -17,6 +17,7 @@ import structlog
 from aiohttp import web
 
 from config.settings import FrontSettings, IdentitySettings
+from proxy import access, tracing
 from proxy.front_http.checks import (
     Gate,
     check_gate,
@@ -59,6 +60,8 @@ class HttpFront:
         queue_limit: int = SSE_QUEUE_LIMIT,
         legacy: LegacyRelay | None = None,
         modern: ModernUpstream | None = None,
+        access_log: bool = True,
+        upstream: str = "none",
     ) -> None:
         # legacy clients are relayed (proxy.legacy_relay); None: the modern path only
         self._legacy = LegacyClients(legacy, modern, identity) if legacy is not None else None
@@ -67,33 +70,65 @@ class HttpFront:
         self._path = ModernPath(identity, self._modern, keepalive_s, queue_limit)
         self._front = front
         self._gate = Gate(front)
+        self._era = modern.era if modern is not None else None
+        self._access_log = access_log  # off: the line is logged at debug level
+        self._upstream = upstream  # a name (proxy.access.upstream_name), never a URL
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_route("*", self._front.path, self.handle)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         exchange = Exchange()
+        note, token = access.begin()
+        if tracing.active():
+            note.trace = tracing.begin_request(lower_headers(request))
         try:
             response = await self._serve(request, exchange)
         except asyncio.CancelledError:
-            self._log_finished(exchange, status=None, cancelled=True)
+            self._log_finished(exchange, note, status=None, cancelled=True)
             raise
-        self._log_finished(exchange, status=response.status)
+        except Exception:  # aiohttp answers 500; the line and the span say so
+            self._log_finished(exchange, note, status=500)
+            raise
+        finally:
+            access.end(token)
+        self._log_finished(exchange, note, status=response.status)
         return response
 
     def _log_finished(
-        self, exchange: Exchange, status: int | None, cancelled: bool = False
+        self,
+        exchange: Exchange,
+        note: access.RequestNote,
+        status: int | None,
+        cancelled: bool = False,
     ) -> None:
-        _log.info(
-            "front_request_finished",
-            request_id=exchange.front_request_id,
-            method=exchange.method,
-            status=status,
-            code=exchange.code,
-            mode=exchange.mode,
-            cancelled=cancelled,
-            duration_ms=round((time.monotonic() - exchange.started) * 1000, 1),
-        )
+        """The access log line (docs/operations.md § Access log), and the request's span."""
+        fields = {
+            "request_id": exchange.front_request_id,
+            "method": exchange.method,
+            "name": exchange.name,
+            "principal": exchange.principal[:12] if exchange.principal else None,
+            "client_era": exchange.client_era,
+            "upstream_era": self._upstream_era(),
+            "upstream_revision": note.revision,
+            "upstream": self._upstream,
+            "outcome": exchange.outcome(status, cancelled),
+            "round": note.round,
+            "rounds": note.rounds,
+            "status": status,
+            "code": exchange.code,
+            "mode": exchange.mode,
+            "cancelled": cancelled,
+            "duration_ms": round((time.monotonic() - exchange.started) * 1000, 1),
+        }
+        (_log.info if self._access_log else _log.debug)("front_request_finished", **fields)
+        tracing.end_request(note.trace, fields)
+
+    def _upstream_era(self) -> str:
+        """legacy, modern or dual; an HTTP upstream not probed yet is `unknown`."""
+        if self._era is None:
+            return "legacy"  # stdio (bridged through its legacy side) or a scripted engine
+        return self._era.era or "unknown"
 
     async def _serve(self, request: web.Request, exchange: Exchange) -> web.StreamResponse:
         headers = lower_headers(request)
@@ -120,14 +155,19 @@ class HttpFront:
             if self._legacy is not None and is_legacy_client(headers, decoded):
                 method = decoded.get("method") if isinstance(decoded, dict) else None
                 method = method if isinstance(method, str) else None
+                exchange.name = access.call_name(method, _params(decoded))
                 return await self._legacy.serve(
                     request, headers, exchange, raw, method, message_id(decoded)
                 )
             exchange.front_request_id = message_id(decoded)
             if await self._modern.takes():
+                method = decoded.get("method") if isinstance(decoded, dict) else None
+                exchange.method = method if isinstance(method, str) else None
+                exchange.name = access.call_name(exchange.method, _params(decoded))
                 return await self._modern.relay(request, raw, exchange)
             message = check_envelope(decoded)
             exchange.method = message["method"]
+            exchange.name = access.call_name(exchange.method, message.get("params"))
             if "id" not in message:
                 exchange.mode = "accepted"
                 return web.Response(status=202)
@@ -147,6 +187,10 @@ class HttpFront:
 
             return await forward_to_owner(hop, request, raw, route, owner, exchange, recover_here)
         return await self._path.dispatch(request, headers, route, exchange, raw)
+
+
+def _params(decoded: object) -> object:
+    return decoded.get("params") if isinstance(decoded, dict) else None
 
 
 __all__ = ["HttpFront"]

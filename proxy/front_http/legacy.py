@@ -40,7 +40,8 @@ class LegacyClients:
         exchange.front_request_id = request_id
         if self._modern is not None and self._modern.modern_only:
             return self._modern.legacy_refusal(request_id)
-        principal = principal_of(headers, self._identity)
+        principal = exchange.principal = principal_of(headers, self._identity)
+        exchange.client_era = "legacy"
         with bound_contextvars(transport="http", era="legacy", principal=principal):
             return await self._relay.handle(request, body, principal, method, request_id)
 

@@ -76,6 +76,7 @@ class ModernPath:
         owner_unreachable: bool = False,
     ) -> web.StreamResponse:
         front_request = self.front_request(headers, route, owner_unreachable=owner_unreachable)
+        exchange.principal = front_request.principal
         wants_notifications = (
             route.progress_token is not None
             or route.log_level is not None
@@ -132,8 +133,7 @@ class ModernPath:
         if stream is None:
             return engine_reply(response, exchange)
         exchange.mode = "sse"
-        error = response.get("error")
-        exchange.code = error.get("code") if isinstance(error, dict) else None
+        exchange.answered(response)
         return stream
 
 

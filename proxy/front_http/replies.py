@@ -14,23 +14,59 @@ from translators.oauth import ChallengeReply
 
 
 class Exchange:
-    """What the summary log line reports about one POST."""
+    """What the access log line (`front_request_finished`, proxy/access.py) reports about one
+    request."""
 
-    __slots__ = ("code", "front_request_id", "method", "mode", "started")
+    __slots__ = (
+        "client_era",
+        "code",
+        "front_request_id",
+        "method",
+        "mode",
+        "name",
+        "principal",
+        "result_type",
+        "started",
+    )
 
     def __init__(self) -> None:
         self.started = time.monotonic()
         self.front_request_id: int | str | None = None
         self.method: str | None = None
+        self.name: str | None = None  # tool / prompt name, resource URI without its query
+        self.principal: str | None = None  # the caller's digest
+        self.client_era = "modern"
         self.code: int | None = None
+        self.result_type: str | None = None
         self.mode = "json"
+
+    def answered(self, message: JsonObject) -> None:
+        """Note the JSON-RPC answer: its error code, or its result's `resultType`."""
+        error = message.get("error")
+        self.code = error.get("code") if isinstance(error, dict) else None
+        result = message.get("result")
+        kind = result.get("resultType") if isinstance(result, dict) else None
+        self.result_type = kind if isinstance(kind, str) else None
+
+    def outcome(self, status: int | None, cancelled: bool) -> str:
+        """`complete`, `input_required`, `task`, `error` (with `code`), `cancelled`, `accepted`, or
+        where the answer came from when the bridge did not read it (`legacy`, `relayed`,
+        `forwarded`, with the HTTP status)."""
+        if cancelled:
+            return "cancelled"
+        if self.code is not None or (status is not None and status >= 400):
+            return "error"
+        if self.mode in ("legacy", "relayed", "forwarded", "accepted"):
+            return self.mode
+        if self.result_type in ("input_required", "task"):
+            return self.result_type
+        return "complete"
 
 
 def json_reply(message: JsonObject, status: int, exchange: Exchange) -> web.Response:
     """`message` as compact UTF-8 JSON (`\\u` escapes only where a string holds a lone surrogate,
     an echoed id, say)."""
-    error = message.get("error")
-    exchange.code = error.get("code") if isinstance(error, dict) else None
+    exchange.answered(message)
     body = fast_json.dumps(message)
     return web.Response(body=body, status=status, content_type="application/json")
 

@@ -10,11 +10,14 @@ import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
+from typing import Any
 
 from config.settings import Settings
+from proxy import tracing
+from proxy.access import current_trace
 from proxy.context import FrontRequest, NotificationSink
 from proxy.continuations import Continuations
-from proxy.held_calls import Attempt, HeldCallRegistry, UpstreamRequest, progress_meta_token
+from proxy.held_calls import Attempt, HeldCallRegistry, UpstreamRequest
 from proxy.roots import RootsAffinity
 from proxy.routes.log_levels import LogLevels
 from proxy.subscriptions import ListenHub
@@ -24,7 +27,12 @@ from proxy.upstream.base import UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from translators.batching import BatchSizes
 from translators.capabilities import modern_client_capabilities_to_legacy
-from translators.eras import META_CLIENT_CAPABILITIES, META_LOG_LEVEL, MRTR_METHODS
+from translators.eras import (
+    META_CLIENT_CAPABILITIES,
+    META_LOG_LEVEL,
+    META_PROGRESS_TOKEN,
+    MRTR_METHODS,
+)
 from translators.jsonrpc import JsonObject
 from translators.request_state import KeyRing
 from translators.requests import modern_params_to_legacy
@@ -86,9 +94,10 @@ class RouteContext:
         fresh: bool = False,
     ) -> Lease:
         key, legacy_caps = self.session_key(request, roots, fresh)
-        lease = await self.pool.lease(
-            key, legacy_caps, exclusive=exclusive, headers=self.headers(request)
-        )
+        # a warm session, or a new one initialized upstream (or the wait for room in the pool)
+        with tracing.child(current_trace(), "upstream session", {"exclusive": exclusive}):
+            headers = tracing.upstream_headers(self.headers(request))
+            lease = await self.pool.lease(key, legacy_caps, exclusive=exclusive, headers=headers)
         self.ready = True
         return lease
 
@@ -136,6 +145,12 @@ def client_capabilities(request: FrontRequest) -> JsonObject:
 def log_level(request: FrontRequest) -> str | None:
     level = request.meta.get(META_LOG_LEVEL)
     return level if isinstance(level, str) else None
+
+
+def progress_meta_token(params: Any) -> str | int | None:
+    meta = params.get("_meta") if isinstance(params, dict) else None
+    token = meta.get(META_PROGRESS_TOKEN) if isinstance(meta, dict) else None
+    return token if isinstance(token, str | int) and not isinstance(token, bool) else None
 
 
 __all__ = ["BRIDGE_INFO", "RouteContext", "client_capabilities", "log_level"]

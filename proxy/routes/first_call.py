@@ -14,6 +14,8 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from proxy import tracing
+from proxy.access import current_trace
 from proxy.context import FrontRequest, NotificationSink
 from proxy.held_calls import CallDriver
 from proxy.roots import AskClient
@@ -49,7 +51,9 @@ class FirstCall:
         """Start the call pre-answered with `responses`; `authorize` (a recovery's policy)
         may refuse it once its session is leased, before anything is sent upstream."""
         ctx = self._ctx
-        roots = await self._affine_roots(request, responses)
+        # the first call of a process learns whether the upstream keeps roots (a short probe)
+        with tracing.child(current_trace(), "roots affinity", internal=True):
+            roots = await self._affine_roots(request, responses)
         if isinstance(roots, AskClient):
             # no session chosen yet
             own = BRIDGE_INFO if ctx.settings.server_identity == "bridge" else None

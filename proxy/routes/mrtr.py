@@ -6,11 +6,12 @@ proxy/routes/first_call.py starts such a call, proxy/routes/retry.py continues i
 
 from __future__ import annotations
 
+from proxy import access, tracing
 from proxy.context import FrontRequest
 from proxy.held_calls import CallDriver, Reply
 from proxy.routes.context import RouteContext
 from translators.errors import BridgeBug, InvalidParams, UpstreamReturnedError
-from translators.held_call import ReplyError, ReplyResult
+from translators.held_call import ReplyError, ReplyInputRequired, ReplyResult
 from translators.jsonrpc import JsonObject
 from translators.results import input_required_result, legacy_result_to_modern
 
@@ -29,6 +30,13 @@ def reply_result(
 ) -> JsonObject:
     """The modern `result` for a driver's reply: final result, input required, or a raised error."""
     server_info = ctx.server_info(driver.session)
+    asked = reply.round if isinstance(reply, ReplyInputRequired) else None
+    access.note_rounds(
+        rounds=driver.machine.round, asked=asked, revision=driver.session.revision.version
+    )
+    trace = access.current_trace()
+    if trace is not None and not driver.trace_context:
+        driver.trace_context = tracing.call_context(trace)  # sealed into every round's state
     if isinstance(reply, ReplyResult):
         return legacy_result_to_modern(
             request.method, reply.result, server_info=server_info, cache=ctx.cache
@@ -37,11 +45,9 @@ def reply_result(
         if reply.error is not None:
             raise UpstreamReturnedError(reply.error)
         raise reply.fault if reply.fault is not None else BridgeBug("error reply without an error")
-    return input_required_result(
-        reply.input_requests,
-        ctx.continuations.seal(request, driver, reply),
-        server_info=server_info,
-    )
+    state = ctx.continuations.seal(request, driver, reply)
+    driver.held_wait.start(reply.round)
+    return input_required_result(reply.input_requests, state, server_info=server_info)
 
 
 __all__ = ["input_responses", "reply_result"]

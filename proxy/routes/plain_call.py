@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import asyncio
 
+from proxy import tracing
+from proxy.access import current_trace
 from proxy.context import FrontRequest, NotificationSink
 from proxy.routes.context import RouteContext
 from proxy.routes.outside_calls import publish, refuse_push
-from proxy.upstream.base import Inbound
+from proxy.upstream.base import Inbound, UpstreamCall
 from proxy.upstream.pool import Lease
 from translators.errors import UpstreamTimeout
 from translators.jsonrpc import JsonObject
@@ -41,10 +43,16 @@ async def call_through(
             sink.send(routed)
 
     await ctx.log_levels.raise_to(lease.session, attempt.log_level)
-    call = lease.session.start(
-        upstream.method, upstream.params, headers=upstream.headers, on_inbound=on_inbound
-    )
     timeout_s = ctx.settings.front.request_timeout_s
+    with tracing.child(current_trace(), f"upstream {upstream.method}"):
+        headers = tracing.upstream_headers(upstream.headers)
+        call = lease.session.start(
+            upstream.method, upstream.params, headers=headers, on_inbound=on_inbound
+        )
+        return await _result(call, timeout_s)
+
+
+async def _result(call: UpstreamCall, timeout_s: float) -> JsonObject:
     try:
         async with asyncio.timeout(timeout_s):
             return await call.result()

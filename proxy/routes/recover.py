@@ -12,6 +12,8 @@ with the sealed earlier answers and this retry's `inputResponses`. A refusal rai
 
 from __future__ import annotations
 
+from proxy import tracing
+from proxy.access import current_trace
 from proxy.context import FrontRequest, NotificationSink
 from proxy.metrics import BridgeMetrics
 from proxy.recovery import LostCall, Recovery
@@ -47,6 +49,8 @@ class Recover:
     async def _run(
         self, request: FrontRequest, sink: NotificationSink, lost: LostCall
     ) -> JsonObject:
+        tracing.adopt(current_trace(), lost.claims.trace)  # the lost call's trace goes on here
+
         async def authorize(lease: Lease) -> None:
             if needs_annotations(self.recovery.settings.reexecute, request.method):
                 self.recovery.authorize(request, lost, await self._annotations(request, lease))

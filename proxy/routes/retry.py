@@ -12,6 +12,8 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from proxy import tracing
+from proxy.access import current_trace
 from proxy.context import FrontRequest, NotificationSink
 from proxy.routes.context import RouteContext, log_level
 from proxy.routes.mrtr import input_responses, reply_result
@@ -39,6 +41,7 @@ class Retry:
             if self._on_lost is None:
                 raise
             return await self._on_lost(request, sink, refused, responses)
+        tracing.adopt(current_trace(), claims.trace)
         await ctx.log_levels.raise_to(driver.session, log_level(request))
         with structlog.contextvars.bound_contextvars(
             continuation_id=driver.continuation_id.hex()[:12], round=claims.round

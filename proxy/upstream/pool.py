@@ -11,6 +11,7 @@ Limits are enforced by evicting idle sessions first; idle sessions are reaped af
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Callable, Mapping
 from typing import Final
 
@@ -34,6 +35,7 @@ from proxy.upstream.pool_entries import (
     PoolEntry,
     PoolStats,
     SessionKey,
+    SessionView,
 )
 from translators.errors import (
     BridgeError,
@@ -77,6 +79,8 @@ class UpstreamPool:
         self._created_total = 0
         self._reused_total = 0
         self._retired_reinitialized = 0
+        # the last session that failed to open: (error class, time.time()); the status page
+        self.last_error: tuple[str, float] | None = None
 
     async def start(self) -> None:
         """Start the idle reaper (a task the pool owns until `aclose()`)."""
@@ -112,6 +116,21 @@ class UpstreamPool:
             reused_total=self._reused_total,
             reinitialized_total=self._retired_reinitialized + reinitialized,
         )
+
+    def sessions(self) -> list[SessionView]:
+        """What the status page shows of each open session: no key material, no session id."""
+        now = asyncio.get_running_loop().time()
+        return [
+            SessionView(
+                principal=entry.key.principal,
+                revision=entry.session.revision.version,
+                state=entry.state.value,
+                exclusive=entry.exclusive is not None,
+                shared=entry.shared,
+                idle_s=None if entry.idle_since is None else round(now - entry.idle_since, 1),
+            )
+            for entry in self._entries
+        ]
 
     async def lease(
         self,
@@ -268,6 +287,7 @@ class UpstreamPool:
         except BridgeError as exc:
             if opening is not None:
                 opening.error = exc
+            self.last_error = (type(exc).__name__, time.time())
             raise
         finally:
             self._reserved[key.principal] -= 1

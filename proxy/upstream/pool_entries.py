@@ -34,6 +34,18 @@ class PoolStats:
     reinitialized_total: int
 
 
+@dataclass(frozen=True)
+class SessionView:
+    """One open session as the status page shows it."""
+
+    principal: str
+    revision: str
+    state: str
+    exclusive: bool
+    shared: int
+    idle_s: float | None
+
+
 class EntryState(enum.Enum):
     """Where a pooled session's life stands. Who holds it is separate: `exclusive` (one lease) or
     `shared` (a count of leases); idle when neither."""

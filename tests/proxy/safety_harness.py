@@ -20,13 +20,14 @@ import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from aiohttp.web_runner import BaseRunner
-from integration.harness import ModernPoster, PeerProcess, Peers, RawReply
+from integration.harness import ModernPoster, PeerProcess, Peers, RawReply, free_port
 
 from config.settings import Settings
 from proxy.app import METRICS_KEY, POOL_KEY, make_app
 from proxy.dispatch import Engine
 from proxy.front_http import ENGINE_KEY
 from proxy.http_server import BridgeRunner
+from proxy.keys import new_key
 from proxy.upstream.pool import UpstreamPool
 from translators.eras import RESULT_COMPLETE, RESULT_INPUT_REQUIRED, TOOLS_CALL
 from translators.jsonrpc import JsonObject
@@ -147,6 +148,30 @@ async def inprocess_bridge(settings: Settings) -> AsyncIterator[InProcessBridge]
         await server.close()
 
 
+@contextlib.asynccontextmanager
+async def inprocess_replicas(upstream_url: str, count: int = 2) -> AsyncIterator[list[str]]:
+    """`count` whole bridges (`make_app`), replicas `r1`, `r2`, ... sharing one key and listing
+    each other as peers; yields their base URLs (`http://127.0.0.1:PORT`)."""
+    kid, key = new_key()
+    ports = [free_port() for _ in range(count)]
+    urls = [f"http://127.0.0.1:{port}" for port in ports]
+    servers: list[TestServer] = []
+    try:
+        for index, port in enumerate(ports):
+            settings = bridge_settings(
+                upstream_url,
+                held={"keys": {kid: key}, "replica_id": f"r{index + 1}"},
+                cluster={"peers": urls, "advertise_url": urls[index], "refresh_s": 0.2},
+            )
+            server = BridgeTestServer(make_app(settings), host="127.0.0.1", port=port)
+            await server.start_server()
+            servers.append(server)
+        yield urls
+    finally:
+        for server in servers:
+            await server.close()
+
+
 # ---- MRTR rounds
 # ----------------------------------------------------------------------------------
 
@@ -234,6 +259,7 @@ __all__ = [
     "error_of",
     "finish",
     "inprocess_bridge",
+    "inprocess_replicas",
     "journal_peer",
     "result_of",
     "retry",

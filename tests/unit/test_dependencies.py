@@ -30,7 +30,18 @@ def test_every_directly_imported_package_is_declared() -> None:
         re.split(r"[<>=!~ \[;]", spec, maxsplit=1)[0].replace("-", "_").lower()
         for spec in PYPROJECT["project"]["dependencies"]
     }
-    assert imported_tops() - declared == set()
+    assert imported_tops() - declared - set(OPTIONAL) == set()
+
+
+# imported only when installed, from an extra: import name -> (extra, a distribution it lists)
+OPTIONAL = {"opentelemetry": ("otel", "opentelemetry-sdk")}
+
+
+def test_optional_imports_come_from_their_extra() -> None:
+    extras = PYPROJECT["project"]["optional-dependencies"]
+    for top, (extra, distribution) in OPTIONAL.items():
+        assert top in imported_tops()
+        assert any(spec.startswith(distribution) for spec in extras[extra])
 
 
 def test_every_package_directory_is_listed_for_setuptools() -> None:

@@ -1,0 +1,259 @@
+"""`GET /status` and `GET /status.json` (issue 29): what is held right now, against a real legacy
+server (`tests/peers/journal_server.py`, mcp 1.x), and who may read it.
+
+The ground truth is the server itself: the held call is listed while the server's journal says
+its tool is waiting for its elicitation, the session's revision is the one the server answers a
+legacy client's `initialize` with directly, and the call is gone from the page once the server
+has returned its result."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+import time
+from collections.abc import Iterator
+from types import SimpleNamespace
+from typing import Any
+from unittest import mock
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import make_mocked_request
+from safety_harness import (
+    JournalPeer,
+    accept,
+    bridge_settings,
+    inprocess_bridge,
+    inprocess_replicas,
+    journal_peer,
+    retry,
+    start_held,
+    text_of,
+)
+
+from config.settings import Settings
+from proxy.held_registry import HeldCallRegistry
+from proxy.keys import new_key
+from proxy.principal import principal_of
+from proxy.status import StatusPage, StatusSources, is_loopback
+from translators.held_call_table import HeldCallState
+
+TIMEOUT_S = 30.0
+ADMIN = "admin-" + secrets.token_hex(12)
+
+
+@pytest.fixture(scope="module")
+def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JournalPeer]:
+    with journal_peer(tmp_path_factory.mktemp("status")) as peer:
+        yield peer
+
+
+async def _direct_revision(url: str) -> str:
+    """The protocol version the server answers a legacy client's `initialize` with, directly."""
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": {"name": "direct", "version": "1"},
+        },
+    }
+    headers = {"Accept": "application/json, text/event-stream"}
+    async with aiohttp.ClientSession() as http, http.post(url, json=body, headers=headers) as reply:
+        text = await reply.text()
+    data = next(line[5:] for line in text.splitlines() if line.startswith("data:"))
+    version: str = json.loads(data)["result"]["protocolVersion"]
+    return version
+
+
+async def test_the_page_shows_the_call_held_at_that_moment(upstream: JournalPeer) -> None:
+    kid, key = new_key()
+    token = "tok-" + secrets.token_hex(16)
+    answer = "elicited-" + secrets.token_hex(6)
+    settings = bridge_settings(upstream.url, held={"keys": {kid: key}})
+    principal = principal_of({"authorization": f"Bearer {token}"}, settings.identity)
+    revision = await _direct_revision(upstream.url)
+    async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
+        poster = bridge.poster(f"Bearer {token}")
+        held = await start_held(poster, "ask", tag="status-1")
+        await upstream.wait_for(lambda entries: any(e.get("tag") == "status-1" for e in entries))
+        assert upstream.events("status-1") == ["call_started"]  # its tool waits for the answer
+
+        status, body = await bridge.get("/status.json")
+        assert status == 200
+        facts = json.loads(body)
+        held_facts = facts["held"]
+        assert (held_facts["count"], held_facts["in_progress"]) == (1, 1)
+        assert held_facts["per_tool"] == {"tools/call ask": 1}
+        [call] = held_facts["calls"]
+        assert (call["method"], call["name"], call["principal"]) == (
+            "tools/call",
+            "ask",
+            principal[:12],
+        )
+        assert (call["round"], call["state"]) == (1, "waiting_client")
+        assert 0 <= call["age_s"] < TIMEOUT_S
+        [up] = facts["upstreams"]
+        port = upstream.url.split(":")[2].split("/")[0]
+        assert (up["name"], up["era"], up["transport"]) == (
+            f"127.0.0.1:{port}",
+            "legacy",
+            "streamable-http",
+        )
+        mine = [s for s in up["sessions"] if s["principal"] == principal[:12]]
+        assert [(s["revision"], s["held_by"]) for s in mine] == [(revision, "exclusive")]
+        assert up["last_error"] is None
+        assert facts["replicas"] == {"self": "r0", "clustered": False, "peers": []}
+
+        page_status, page = await bridge.get("/status")
+        assert page_status == 200
+        assert "<td>ask</td>" in page and principal[:12] in page
+        assert '<td class="waiting_client">waiting_client</td>' in page
+        assert f"<td>127.0.0.1:{port}</td>" in page and f"<td>{revision}</td>" in page
+        for text in (page, body):
+            assert held.request_state not in text and token not in text
+            assert "/mcp" not in text  # the upstream is a name, never its URL
+
+        assert text_of(await retry(poster, held, accept(held, answer))) == f"status-1: {answer}"
+        assert upstream.events("status-1") == ["call_started", "elicit_answered"]
+        status, body = await bridge.get("/status.json")
+        facts = json.loads(body)
+        assert (facts["held"]["count"], facts["held"]["calls"]) == (0, [])
+        assert facts["held"]["rounds_total"] == 1
+        [learned] = facts["batch_sizes"]["learned"]
+        assert learned == {"method": "tools/call", "name": "ask", "rounds": {"1": 1}}
+        assert answer not in body and token not in body
+
+
+async def test_an_admin_token_opens_it_and_nothing_else_does(upstream: JournalPeer) -> None:
+    settings = bridge_settings(upstream.url, status={"loopback": False, "admin_token": ADMIN})
+    async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
+        for path in ("/status", "/status.json"):
+            url = bridge.server.make_url(path)
+            async with bridge.http.get(url) as response:  # loopback, but loopback is off
+                assert response.status == 403
+                assert "status.admin_token" in await response.text()
+            for wrong in (f"Bearer {ADMIN}x", f"Basic {ADMIN}", ADMIN, "Bearer "):
+                async with bridge.http.get(url, headers={"Authorization": wrong}) as response:
+                    assert response.status == 403
+            admin = {"Authorization": f"Bearer {ADMIN}"}
+            async with bridge.http.get(url, headers=admin) as response:
+                assert response.status == 200
+                assert ADMIN not in await response.text()
+            rebinding = {**admin, "Host": "evil.example:8080"}
+            async with bridge.http.get(url, headers=rebinding) as response:
+                assert response.status == 403
+
+
+def _request(remote: str, **headers: str) -> Any:
+    transport = mock.Mock()
+    transport.get_extra_info.side_effect = lambda name, default=None: (
+        (remote, 40000) if name == "peername" else default
+    )
+    return make_mocked_request(
+        "GET", "/status", headers={"Host": "127.0.0.1:8080", **headers}, transport=transport
+    )
+
+
+def _page(**status: Any) -> StatusPage:
+    sources = StatusSources(registry=None, pool=None, peers=None, era=None)
+    return StatusPage(Settings.model_validate({"status": status}), lambda _app: sources)
+
+
+def test_only_loopback_peers_without_a_token() -> None:
+    page = _page()
+    assert page.allowed(_request("127.0.0.1")) and page.allowed(_request("::1"))
+    assert page.allowed(_request("::ffff:127.0.0.1")) and page.allowed(_request("127.9.0.1"))
+    for remote in ("10.0.0.7", "192.168.1.2", "::ffff:10.0.0.7", "2001:db8::1", "not-an-ip"):
+        assert not page.allowed(_request(remote)), remote
+    # no admin token configured: a bearer token opens nothing
+    assert not page.allowed(_request("10.0.0.7", Authorization=f"Bearer {ADMIN}"))
+    assert not page.allowed(_request("127.0.0.1", Origin="http://evil.example"))
+    assert not _page(loopback=False).allowed(_request("127.0.0.1"))
+    with_token = _page(admin_token=ADMIN)
+    assert with_token.allowed(_request("10.0.0.7", Authorization=f"Bearer {ADMIN}"))
+    assert with_token.allowed(_request("10.0.0.7", Authorization=f"bearer  {ADMIN} "))
+    assert not with_token.allowed(_request("10.0.0.7", Authorization=f"Bearer {ADMIN[:-1]}"))
+    # a wrong token is refused even from loopback: whoever sends one means to be checked by it
+    assert not with_token.allowed(_request("127.0.0.1", Authorization="Bearer wrong-token"))
+    assert is_loopback("127.0.0.1") and not is_loopback(None)
+
+
+def test_a_short_admin_token_is_refused() -> None:
+    with pytest.raises(ValueError, match="at least 16 characters"):
+        Settings.model_validate({"status": {"admin_token": "short"}})
+
+
+def test_the_page_escapes_what_it_shows() -> None:
+    from proxy.status_page import render_page
+
+    facts = _page().facts(StatusSources(registry=None, pool=None, peers=None, era=None))
+    facts["held"]["calls"] = [
+        {
+            "method": "tools/call",
+            "name": "<script>alert(1)</script>",
+            "principal": "abc",
+            "age_s": 1.0,
+            "round": 1,
+            "state": "waiting_client",
+        }
+    ]
+    html = render_page(facts)
+    assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+
+
+async def test_it_lists_the_replicas_this_one_sees(upstream: JournalPeer) -> None:
+    """Two real bridges (make_app) peers of each other: each one's page names the other."""
+    async with (
+        asyncio.timeout(TIMEOUT_S),
+        inprocess_replicas(upstream.url) as urls,
+        aiohttp.ClientSession() as http,
+    ):
+        seen: list[dict[str, Any]] = []
+        while len(seen) < 2 or not all(facts["peers"] for facts in seen):
+            seen = []
+            for url in urls:
+                async with http.get(url + "/status.json") as response:
+                    seen.append((await response.json())["replicas"])
+            await asyncio.sleep(0.05)
+    addresses = [url.removeprefix("http://") for url in urls]
+    assert seen == [
+        {
+            "self": "r1",
+            "clustered": True,
+            "peers": [{"replica_id": "r2", "address": addresses[1]}],
+        },
+        {
+            "self": "r2",
+            "clustered": True,
+            "peers": [{"replica_id": "r1", "address": addresses[0]}],
+        },
+    ]
+
+
+def test_the_lists_are_bounded_and_the_counts_exact() -> None:
+    """4,096 held calls of 600 tools: 500 calls and 500 tools listed, oldest first; every count
+    exact."""
+    registry = HeldCallRegistry(max_per_principal=64, max_total=4096)
+    now = time.monotonic()
+    for index in range(4096):
+        machine = SimpleNamespace(round=1 + index % 3, state=HeldCallState.WAITING_CLIENT)
+        registry.add(
+            SimpleNamespace(  # type: ignore[arg-type]  # what the page reads of a CallDriver
+                continuation_id=index.to_bytes(16, "big"),
+                principal=f"{index:032x}",
+                started=now - index,
+                method="tools/call",
+                name=f"tool-{index % 600}",
+                machine=machine,
+            )
+        )
+    sources = StatusSources(registry=registry, pool=None, peers=None, era=None)
+    held = _page().facts(sources)["held"]
+    assert (held["count"], held["in_progress"], len(held["calls"])) == (4096, 4096, 500)
+    assert len(held["per_tool"]) == 500 and sum(held["per_tool"].values()) <= 4096
+    assert held["calls"][0]["principal"] == f"{4095:032x}"[:12]  # the oldest first
+    assert held["calls"][0]["age_s"] >= 4095
