@@ -151,6 +151,11 @@ class ClientLimitExceeded(LimitExceeded, ClientFault):
     caps)."""
 
 
+class UpstreamLimitExceeded(LimitExceeded):
+    """The upstream server went past a limit on what it may send the bridge (pushes per call or
+    per round): its fault, neither the client's nor the bridge's."""
+
+
 class CapacityExceeded(LimitExceeded):
     """The bridge as a whole is full (`upstream.max_sessions`, `held.max_total`): the bridge's
     fault, not the client's; the same request succeeds later."""
@@ -278,6 +283,7 @@ __all__ = [
     "ShuttingDown",
     "UnsupportedVersion",
     "UpstreamFault",
+    "UpstreamLimitExceeded",
     "UpstreamProtocolError",
     "UpstreamReturnedError",
     "UpstreamSessionLost",
