@@ -30,6 +30,7 @@ from config.settings import Settings, UpstreamSettings
 from proxy.upstream.stdio_process import spawn, stop_process
 from translators.eras import INITIALIZED
 from translators.sse import SSEDecoder
+from translators.stdio_framing import FramingError, LineSplitter, frame, oversized_reply
 
 log = structlog.get_logger(__name__)
 READ_CHUNK: Final = 65536
@@ -188,29 +189,50 @@ class _HttpSession:
 
 
 async def relay_to_http(
-    settings: UpstreamSettings, first: bytes, reader: asyncio.StreamReader, writer: ByteWriter
+    settings: UpstreamSettings,
+    first: bytes,
+    reader: asyncio.StreamReader,
+    writer: ByteWriter,
+    *,
+    max_line_bytes: int,
 ) -> None:
-    """Drive a legacy HTTP session from the client's lines until stdin ends."""
+    """Drive a legacy HTTP session from the client's lines until stdin ends. Lines are cut as the
+    modern stdio front cuts them (`LineSplitter`: linear, at most `max_line_bytes` buffered); a
+    longer one never reaches the upstream, and the client gets the same -32600 for it."""
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_s)
     async with aiohttp.ClientSession(timeout=timeout) as client:
         session = _HttpSession(client, settings, writer)
         log.info("legacy_stdio_session_relayed", upstream="http")
-        buffer = first
+        splitter = LineSplitter(max_line_bytes)
+        opened = False
+
+        async def take(items: list[bytes | FramingError]) -> None:
+            nonlocal opened
+            for item in items:
+                if isinstance(item, FramingError):
+                    await _reject(writer, item, max_line_bytes)
+                elif not opened:  # initialize, answered before anything else
+                    opened = True
+                    await session.send(item)
+                else:
+                    await session.forward(item)
+
         try:
-            # initialize, answered before anything else
-            await session.send(buffer.split(b"\n", 1)[0])
-            buffer = buffer.split(b"\n", 1)[1] if b"\n" in buffer else b""
-            while True:
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        await session.forward(line)
+            chunk = first
+            while chunk:
+                await take(splitter.feed(chunk))
                 chunk = await reader.read(READ_CHUNK)
-                if not chunk:
-                    break
-                buffer += chunk
+            await take(splitter.feed(b"\n"))  # a last line without its newline still counts
         finally:
             await session.close()
+
+
+async def _reject(writer: ByteWriter, error: FramingError, max_line_bytes: int) -> None:
+    log.info("front_line_rejected", reason=error.reason, size=error.size)
+    reply = oversized_reply(error, max_line_bytes)
+    if reply is not None:
+        writer.write(frame(reply))
+        await writer.drain()
 
 
 def legacy_stdio(settings: Settings) -> LegacyStdio | None:
@@ -221,9 +243,13 @@ def legacy_stdio(settings: Settings) -> LegacyStdio | None:
     upstream = settings.upstream
 
     async def handle(first: bytes, reader: asyncio.StreamReader, writer: ByteWriter) -> None:
-        relay = relay_to_process if upstream.command else relay_to_http
         with structlog.contextvars.bound_contextvars(era="legacy"):
-            await relay(upstream, first, reader, writer)
+            if upstream.command:
+                await relay_to_process(upstream, first, reader, writer)
+            else:
+                await relay_to_http(
+                    upstream, first, reader, writer, max_line_bytes=settings.front.max_body_bytes
+                )
 
     return handle
 

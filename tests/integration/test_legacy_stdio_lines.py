@@ -1,0 +1,107 @@
+"""A legacy client on `mrtr-bridge stdio --upstream <url>` sending a line far past the limit: the
+line is cut as the modern stdio front cuts it (linear, at most `front.max_body_bytes` buffered),
+never reaches the real legacy server, and the client gets the same -32600 with its request's id;
+the session goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from typing import Any
+
+from translators.errors import INVALID_REQUEST
+
+from .harness import BRIDGE_EXE, Peers
+
+T = 60.0
+BIG = 24 * 1024 * 1024  # the probe used 50 MB: 54 s of CPU and 162 MB before the fix
+LIMIT = 1_048_576  # front.max_body_bytes, the default
+FIXTURE_TOOLS = 27
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_kib(pid: int) -> int:
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmHWM")
+
+
+def line(message: dict[str, Any]) -> bytes:
+    return json.dumps(message).encode() + b"\n"
+
+
+async def read_answer(stdout: asyncio.StreamReader, request_id: int) -> dict[str, Any]:
+    while True:
+        raw = await stdout.readline()
+        assert raw, "the bridge closed stdout"
+        message: dict[str, Any] = json.loads(raw)
+        if message.get("id") == request_id and "method" not in message:
+            return message
+
+
+async def test_an_oversized_line_is_refused_in_linear_time_and_the_session_goes_on(
+    peers: Peers,
+) -> None:
+    legacy = peers.legacy()
+    bridge = await asyncio.create_subprocess_exec(
+        str(BRIDGE_EXE),
+        "stdio",
+        "--log-level",
+        "warning",
+        "--upstream",
+        legacy.url,
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.DEVNULL,
+        limit=16 * 1024 * 1024,
+    )
+    assert bridge.stdin is not None and bridge.stdout is not None
+    stdin, stdout = bridge.stdin, bridge.stdout
+    try:
+        async with asyncio.timeout(T):
+            init = {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "legacy-probe", "version": "1"},
+            }
+            stdin.write(line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
+            opened = await read_answer(stdout, 1)
+            assert opened["result"]["protocolVersion"] == "2025-06-18"
+            stdin.write(line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            await stdin.drain()
+            cpu_before, rss_before = cpu_seconds(bridge.pid), peak_rss_kib(bridge.pid)
+            head = b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"x","pad":"'
+            stdin.write(head + b"a" * BIG + b'"}}\n')
+            stdin.write(line({"jsonrpc": "2.0", "id": 10, "method": "tools/list"}))
+            await stdin.drain()
+            refused = await read_answer(stdout, 9)
+            listed = await read_answer(stdout, 10)
+            cpu = cpu_seconds(bridge.pid) - cpu_before
+            rss_growth_mib = (peak_rss_kib(bridge.pid) - rss_before) / 1024
+            stdin.close()
+            assert await bridge.wait() == 0
+    finally:
+        if bridge.returncode is None:
+            bridge.kill()
+            await bridge.wait()
+    assert refused == {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "error": {
+            "code": INVALID_REQUEST,
+            "message": f"Invalid request: message larger than the limit of {LIMIT} bytes",
+        },
+    }
+    assert len(listed["result"]["tools"]) == FIXTURE_TOOLS
+    # linear: reading 24 MB in 64 KiB chunks costs well under a second; quadratic took minutes
+    assert cpu < 5.0, cpu
+    assert rss_growth_mib < 16, rss_growth_mib  # never the whole line in memory
+    # the legacy server never saw the line: it answered the next request normally (above), and
+    # a tools/call named "x" would have been answered as an unknown tool, not refused here
