@@ -7,10 +7,13 @@ headers aside, with the original `Host`) plus the replica proof (`translators.fo
 owner's status, headers and body stream back unchanged, SSE included. The owner checks everything
 again (the proof, principal binding, round, single use) as for any retry.
 
-When the owner is outside the peer set, or does not accept a connection within
-`cluster.connect_timeout_s`, the retry gets the fixed invalid-`requestState` error, logged and
+When the owner is known to be gone — outside the peer set, or its address refuses the connection
+(or drops it unanswered) — the retry gets the fixed invalid-`requestState` error, logged and
 counted with reason `owner_not_in_peer_set` / `owner_unreachable`; the front's `on_unreachable`
-then serves the retry locally, where recovery by re-execution may answer instead.
+then serves the retry locally, where recovery by re-execution may answer instead. An owner that
+does not answer in time (paused, overloaded, a network that drops packets) is not gone: the retry
+gets the retryable `OwnerStalled` error (reason `owner_stalled`), nothing runs here, and the owner
+keeps its call.
 """
 
 from __future__ import annotations
@@ -29,7 +32,14 @@ from proxy.cluster.peers import PeerDirectory
 from proxy.keys import decode_key
 from proxy.metrics import BridgeMetrics
 from translators.eras import MRTR_METHODS
-from translators.errors import InvalidRequestState, LimitExceeded, RejectionReason, http_status_for
+from translators.errors import (
+    BridgeError,
+    InvalidRequestState,
+    LimitExceeded,
+    OwnerStalled,
+    RejectionReason,
+    http_status_for,
+)
 from translators.forward_proof import HEADER, ForwardedFrom, ProofKeys, ProofRejected, sign, verify
 from translators.inbound import ModernRoute
 from translators.jsonrpc import to_error_response
@@ -80,7 +90,7 @@ def proof_keys(settings: Settings) -> ProofKeys:
     return ProofKeys(keys, held.active_key or next(iter(keys)))
 
 
-def _error(route: ModernRoute, exc: InvalidRequestState | LimitExceeded) -> web.Response:
+def _error(route: ModernRoute, exc: BridgeError) -> web.Response:
     return web.json_response(
         to_error_response(exc, route.front_request_id), status=http_status_for(exc.code)
     )
@@ -164,6 +174,9 @@ class Forwarder:
         async with self._slots:
             try:
                 return await self._relay(request, body, owner)
+            except TimeoutError:  # stalled, not gone: a retryable error, and nothing runs here
+                self._failed(owner, "owner_stalled")
+                return _error(route, OwnerStalled())
             except OwnerUnreachable as exc:
                 self._failed(owner, exc.reason.value)
                 if on_unreachable is not None:
@@ -216,7 +229,9 @@ class Forwarder:
                 allow_redirects=False,
                 auto_decompress=False,
             )
-        except (aiohttp.ClientConnectionError, TimeoutError):
+        except TimeoutError:
+            raise  # aiohttp's timeouts included: the owner may be paused, it is not gone
+        except aiohttp.ClientConnectionError:  # refused, or closed without an answer: gone
             self._directory.forget(owner)
             raise OwnerUnreachable(owner, RejectionReason.OWNER_UNREACHABLE) from None
         self._metrics.forwarded.inc()
