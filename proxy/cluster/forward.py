@@ -219,6 +219,7 @@ class Forwarder:
             sock_connect=self._settings.cluster.connect_timeout_s,
             sock_read=front.request_timeout_s + front.sse_keepalive_s + STREAM_MARGIN_S,
         )
+        sent_at = time.monotonic()
         try:
             headers = self._headers(request, body, owner)
             upstream = await self._client.post(
@@ -234,6 +235,12 @@ class Forwarder:
         except aiohttp.ClientConnectionError:  # refused, or closed without an answer: gone
             self._directory.forget(owner)
             raise OwnerUnreachable(owner, RejectionReason.OWNER_UNREACHABLE) from None
+        stale = time.monotonic() - sent_at >= self._settings.cluster.proof_max_age_s
+        if upstream.status == 403 and stale:
+            # the owner took longer than a proof lives to read the request: stalled, and it
+            # refused the proof, so nothing ran there either
+            upstream.release()
+            raise TimeoutError
         self._metrics.forwarded.inc()
         _log.info("retry_forwarded", owner=owner, status=upstream.status)
         async with upstream:
