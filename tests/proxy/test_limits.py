@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
+import time
 from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
@@ -332,8 +333,51 @@ async def test_rounds_per_call_limit(upstream: JournalPeer) -> None:
     await upstream.wait_for(lambda entries: refusal in entries)
 
 
+async def test_pushes_per_round_limit_under_a_flood(upstream: JournalPeer) -> None:
+    """A server sending 2,000 elicitations at once: the call ends with the limit error past
+    held.max_pushes_per_round (64), while /healthz keeps answering at once and Bob's calls
+    complete."""
+    settings = bridge_settings(upstream.url)
+    probes: list[tuple[int, float]] = []
+    async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
+        alice = bridge.poster(ALICE)
+
+        async def probe() -> None:
+            while True:
+                started = time.monotonic()
+                status, _ = await bridge.get("/healthz")
+                probes.append((status, time.monotonic() - started))
+                await asyncio.sleep(0.02)
+
+        async def offend() -> RawReply:
+            probing = asyncio.create_task(probe())
+            try:
+                return await call(alice, "flood", tag="flood", count=2000)
+            finally:
+                probing.cancel()
+
+        reply = await while_bob_works(bridge, upstream, offend)
+        assert_limit(
+            reply,
+            "held.max_pushes_per_round",
+            "The upstream server asked for more than 64 inputs in one round",
+        )
+        assert text_of(await call(alice, "echo", text="after")) == "after"
+        rejected = 'mrtr_bridge_limit_rejections_total{limit="held.max_pushes_per_round"} 1.0'
+        assert rejected in bridge.metrics_text()
+    assert probes and all(status == 200 and seconds < 2.0 for status, seconds in probes), probes
+    # the server's push past the cap was refused with the limit (sent first; the 64 held pushes'
+    # refusals follow, then the cancel, which may overtake some of them in the server's tasks)
+    await upstream.wait_for(
+        lambda entries: any(entry.get("event") == "flood_answered" for entry in entries)
+    )
+    (answered,) = [e for e in upstream.entries() if e.get("event") == "flood_answered"]
+    assert answered["outcomes"][str(INTERNAL_ERROR)] == 1
+
+
 def test_limit_settings_exist_with_safe_defaults() -> None:
-    """Every limit of issue 6 is a setting with a finite default."""
+    """Every limit of issue 6 (and the push caps of issue 24) is a setting with a finite
+    default."""
     settings = bridge_settings("http://127.0.0.1:1/mcp")
     limits = {
         "front.max_body_bytes": settings.front.max_body_bytes,
@@ -346,6 +390,8 @@ def test_limit_settings_exist_with_safe_defaults() -> None:
         "held.max_per_principal": settings.held.max_per_principal,
         "held.max_total": settings.held.max_total,
         "held.max_rounds": settings.held.max_rounds,
+        "held.max_pushes_per_round": settings.held.max_pushes_per_round,
+        "held.max_pushes_per_call": settings.held.max_pushes_per_call,
         "upstream.max_sessions": settings.upstream.max_sessions,
         "upstream.max_sessions_per_principal": settings.upstream.max_sessions_per_principal,
     }
@@ -360,6 +406,8 @@ def test_limit_settings_exist_with_safe_defaults() -> None:
         "held.max_per_principal": 64,
         "held.max_total": 4096,
         "held.max_rounds": 32,
+        "held.max_pushes_per_round": 64,
+        "held.max_pushes_per_call": 1024,
         "upstream.max_sessions": 256,
         "upstream.max_sessions_per_principal": 64,
     }
