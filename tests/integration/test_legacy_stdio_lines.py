@@ -8,8 +8,10 @@ whole: the client gets -32603 naming the limit, and the session goes on.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
+from collections.abc import AsyncIterator
 from typing import Any
 
 from translators.errors import BRIDGE_MARKER, INTERNAL_ERROR, INVALID_REQUEST
@@ -47,9 +49,13 @@ async def read_answer(stdout: asyncio.StreamReader, request_id: int) -> dict[str
             return message
 
 
-async def stdio_bridge(url: str, **sections: dict[str, Any]) -> asyncio.subprocess.Process:
-    """`mrtr-bridge stdio --upstream url`, its settings overridden by `sections`."""
-    return await asyncio.create_subprocess_exec(
+@contextlib.asynccontextmanager
+async def legacy_session(
+    url: str, **sections: dict[str, Any]
+) -> AsyncIterator[tuple[asyncio.subprocess.Process, asyncio.StreamWriter, asyncio.StreamReader]]:
+    """`mrtr-bridge stdio --upstream url` (settings overridden by `sections`) with a legacy
+    session opened on it; the bridge must exit 0 once the block closes its stdin."""
+    bridge = await asyncio.create_subprocess_exec(
         str(BRIDGE_EXE),
         "stdio",
         "--log-level",
@@ -62,46 +68,43 @@ async def stdio_bridge(url: str, **sections: dict[str, Any]) -> asyncio.subproce
         env={**os.environ, **bridge_env(sections)},
         limit=16 * 1024 * 1024,
     )
-
-
-async def open_legacy_session(stdin: asyncio.StreamWriter, stdout: asyncio.StreamReader) -> None:
-    init = {
-        "protocolVersion": "2025-06-18",
-        "capabilities": {},
-        "clientInfo": {"name": "legacy-probe", "version": "1"},
-    }
-    stdin.write(line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
-    opened = await read_answer(stdout, 1)
-    assert opened["result"]["protocolVersion"] == "2025-06-18"
-    stdin.write(line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-    await stdin.drain()
-
-
-async def test_an_oversized_line_is_refused_in_linear_time_and_the_session_goes_on(
-    peers: Peers,
-) -> None:
-    legacy = peers.legacy()
-    bridge = await stdio_bridge(legacy.url)
     assert bridge.stdin is not None and bridge.stdout is not None
     stdin, stdout = bridge.stdin, bridge.stdout
     try:
         async with asyncio.timeout(T):
-            await open_legacy_session(stdin, stdout)
-            cpu_before, rss_before = cpu_seconds(bridge.pid), peak_rss_kib(bridge.pid)
-            head = b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"x","pad":"'
-            stdin.write(head + b"a" * BIG + b'"}}\n')
-            stdin.write(line({"jsonrpc": "2.0", "id": 10, "method": "tools/list"}))
+            init = {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "legacy-probe", "version": "1"},
+            }
+            stdin.write(line({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": init}))
+            opened = await read_answer(stdout, 1)
+            assert opened["result"]["protocolVersion"] == "2025-06-18"
+            stdin.write(line({"jsonrpc": "2.0", "method": "notifications/initialized"}))
             await stdin.drain()
-            refused = await read_answer(stdout, 9)
-            listed = await read_answer(stdout, 10)
-            cpu = cpu_seconds(bridge.pid) - cpu_before
-            rss_growth_mib = (peak_rss_kib(bridge.pid) - rss_before) / 1024
+            yield bridge, stdin, stdout
             stdin.close()
             assert await bridge.wait() == 0
     finally:
         if bridge.returncode is None:
             bridge.kill()
             await bridge.wait()
+
+
+async def test_an_oversized_line_is_refused_in_linear_time_and_the_session_goes_on(
+    peers: Peers,
+) -> None:
+    legacy = peers.legacy()
+    async with legacy_session(legacy.url) as (bridge, stdin, stdout):
+        cpu_before, rss_before = cpu_seconds(bridge.pid), peak_rss_kib(bridge.pid)
+        head = b'{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"x","pad":"'
+        stdin.write(head + b"a" * BIG + b'"}}\n')
+        stdin.write(line({"jsonrpc": "2.0", "id": 10, "method": "tools/list"}))
+        await stdin.drain()
+        refused = await read_answer(stdout, 9)
+        listed = await read_answer(stdout, 10)
+        cpu = cpu_seconds(bridge.pid) - cpu_before
+        rss_growth_mib = (peak_rss_kib(bridge.pid) - rss_before) / 1024
     assert refused == {
         "jsonrpc": "2.0",
         "id": 9,
@@ -122,22 +125,11 @@ async def test_an_oversized_json_answer_is_refused_and_the_session_goes_on(peers
     """The real legacy server answering in JSON (`--json-response`); its tools/list answer is past
     a 1 KiB `upstream.max_line_bytes`, a ping's answer is not."""
     legacy = peers.legacy("legacy_fixture_server.py", "--json-response")
-    bridge = await stdio_bridge(legacy.url, upstream={"max_line_bytes": 1024})
-    assert bridge.stdin is not None and bridge.stdout is not None
-    stdin, stdout = bridge.stdin, bridge.stdout
-    try:
-        async with asyncio.timeout(T):
-            await open_legacy_session(stdin, stdout)
-            stdin.write(line({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
-            refused = await read_answer(stdout, 2)
-            stdin.write(line({"jsonrpc": "2.0", "id": 3, "method": "ping"}))
-            pong = await read_answer(stdout, 3)
-            stdin.close()
-            assert await bridge.wait() == 0
-    finally:
-        if bridge.returncode is None:
-            bridge.kill()
-            await bridge.wait()
+    async with legacy_session(legacy.url, upstream={"max_line_bytes": 1024}) as (_, stdin, stdout):
+        stdin.write(line({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}))
+        refused = await read_answer(stdout, 2)
+        stdin.write(line({"jsonrpc": "2.0", "id": 3, "method": "ping"}))
+        pong = await read_answer(stdout, 3)
     assert refused == {
         "jsonrpc": "2.0",
         "id": 2,
