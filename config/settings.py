@@ -273,6 +273,19 @@ class HeldCallSettings(Frozen):
         4096, ge=1, description="held calls at once, all principals; plain calls not counted"
     )
     max_rounds: int = Field(32, ge=1, description="input rounds one call may take")
+    max_pushes_per_round: int = Field(
+        64,
+        ge=1,
+        le=4096,
+        description="requests for input (pushes) one upstream call may have waiting for the "
+        "client at once, i.e. in one input round",
+    )
+    max_pushes_per_call: int = Field(
+        1024,
+        ge=1,
+        le=1_000_000,
+        description="requests for input (pushes) one upstream call may send in all",
+    )
     max_input_responses: int = Field(
         64, ge=1, description="entries accepted in one request's inputResponses"
     )

@@ -58,6 +58,18 @@ class Continuations:
         while len(self._used) > MAX_USED:
             self._used.popitem(last=False)
 
+    def try_claim(self, claims: StateClaims) -> bool:
+        """Mark the state used unless it already was, in one step with no await between the check
+        and the mark: of N concurrent retries of one state, exactly one gets True."""
+        if self.was_used(claims):
+            return False
+        self.mark_used(claims)
+        return True
+
+    def unclaim(self, claims: StateClaims) -> None:
+        """Give back a state claimed by `try_claim` whose recovery never started upstream."""
+        self._used.pop((claims.continuation_id, claims.round), None)
+
     def opened(
         self, request: FrontRequest, *, grace_s: float, any_replica: bool = False
     ) -> StateClaims:

@@ -45,7 +45,7 @@ from translators.eras import CANCELLED, TRACE_META_KEYS
 from translators.errors import BridgeBug, BridgeError, InvalidRequest
 from translators.inbound import check_envelope, decode_json, message_id, validate_request
 from translators.jsonrpc import JsonObject, to_error_response
-from translators.stdio_framing import FramingError, LineSplitter, frame
+from translators.stdio_framing import FramingError, LineSplitter, frame, oversized_reply
 
 log = structlog.get_logger(__name__)
 
@@ -179,18 +179,9 @@ class _StdioFront:
 
     def _reject_oversized(self, error: FramingError) -> None:
         log.info("front_line_rejected", reason=error.reason, size=error.size)
-        if error.is_response_head:
-            return  # a client response: nothing is due (as for one of normal size)
-        request_id = error.head_id if error.head_key == "method" else None
-        self._output.send(
-            to_error_response(
-                InvalidRequest(
-                    f"Invalid request: message larger than the limit of {self._max_line_bytes} "
-                    "bytes"
-                ),
-                request_id,
-            )
-        )
+        reply = oversized_reply(error, self._max_line_bytes)
+        if reply is not None:  # None: a client response, for which nothing is due
+            self._output.send(reply)
 
     def _start(self, message: JsonObject) -> None:
         request_id = message_id(message)

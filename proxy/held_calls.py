@@ -61,12 +61,14 @@ from translators.held_call import (
 )
 from translators.jsonrpc import JsonObject
 from translators.notifications import route_notification
+from translators.push_ledger import PushLedger
 from translators.pushes import (
-    PendingPush,
     PushAnswer,
-    input_key,
+    duplicate_id,
     is_push,
     legacy_push_to_input_request,
+    over_limit,
+    pending_push,
 )
 from translators.roots import is_roots_ask
 from translators.subscriptions import SESSION_WIDE
@@ -144,6 +146,7 @@ class CallDriver:
         self._tasks = TaskOwner()
         self._worker: asyncio.Task[Any] | None = None
         self._log = log.bind(continuation_id=self.continuation_id.hex()[:12])
+        self._pushes = PushLedger(limits.max_pushes_per_call)
 
     @property
     def session(self) -> UpstreamSession:
@@ -238,6 +241,7 @@ class CallDriver:
             return
         if message.get("method") == CANCELLED:
             params = as_object(message.get("params"))
+            self._pushes.closed(params.get("requestId"))
             self.feed(UpstreamPushCancelled(params.get("requestId", "")))
             return
         attached = (
@@ -251,6 +255,20 @@ class CallDriver:
                 attached.sink.send(routed)
 
     def _on_push(self, push: JsonObject) -> None:
+        push_id = push["id"]
+        over = self._pushes.count()
+        if over:
+            if over == 1:  # later ones arrive before the cancel lands: dropped, O(1), no memory
+                fault = self._pushes.over_limit()
+                self._log.warning("push_refused", reason=fault.limit)
+                answer = AnswerPush(push_id, over_limit(fault))
+                self._perform(self.machine.overflow(fault, self._now(), answer))
+            return
+        if self._pushes.is_duplicate(push_id):
+            # an upstream error: an id must not be reused while its request is pending
+            self._log.info("push_refused", method=push.get("method"), reason="duplicate_id")
+            self._sends.put_nowait(AnswerPush(push_id, duplicate_id(push_id)))
+            return
         revision = self._lease.session.revision
         translated = legacy_push_to_input_request(push, self._client_capabilities, revision)
         affine_roots = self._lease.key.roots_answer
@@ -267,20 +285,11 @@ class CallDriver:
             self._log.info("push_refused", method=push.get("method"), reason="capability")
             self._sends.put_nowait(AnswerPush(push["id"], translated))
             return
-        key = input_key(push, set(self.machine.pending))
-        params = as_object(push.get("params"))
-        elicitation_id = params.get("elicitationId")
-        schema = params.get("requestedSchema")
-        pending = PendingPush(
-            key,
-            push["id"],
-            str(push["method"]),
-            translated,
-            elicitation_id if isinstance(elicitation_id, str) else None,
-            revision,
-            schema if isinstance(schema, dict) else None,
-        )
+        key = self._pushes.key(push, self.machine.pending)
+        pending = pending_push(push, key, translated, revision)
+        self._pushes.held(push_id)
         self.feed(UpstreamPushArrived(pending))
+        self._pushes.after_held(self.machine.pending)
 
     # ---- the machine ---------------------------------------------------------------------------
 
@@ -310,6 +319,8 @@ class CallDriver:
             elif isinstance(action, ReportBug):
                 self._log.error("held_call_bug", detail=action.detail)
             else:
+                if isinstance(action, AnswerPush):
+                    self._pushes.closed(action.push_id)
                 self._sends.put_nowait(action)
 
     def _reply(self, action: Reply) -> None:

@@ -29,7 +29,10 @@ import structlog
 from config.settings import Settings, UpstreamSettings
 from proxy.upstream.stdio_process import spawn, stop_process
 from translators.eras import INITIALIZED
+from translators.errors import UpstreamLimitExceeded
+from translators.jsonrpc import JsonObject, to_error_response
 from translators.sse import SSEDecoder
+from translators.stdio_framing import FramingError, LineSplitter, frame, oversized_reply
 
 log = structlog.get_logger(__name__)
 READ_CHUNK: Final = 65536
@@ -125,17 +128,26 @@ class _HttpSession:
         self._writer.write(data.rstrip(b"\n") + b"\n")
         await self._writer.drain()
 
-    async def _answer(self, response: aiohttp.ClientResponse) -> None:
+    async def _answer(self, response: aiohttp.ClientResponse, line: bytes | None = None) -> None:
+        """Relay an answer: SSE events one by one, or a JSON body of at most
+        `upstream.max_line_bytes` (past it, the client gets -32603 for its request `line`)."""
+        limit = self._settings.max_line_bytes
         if response.headers.get("Content-Type", "").startswith("text/event-stream"):
-            decoder = SSEDecoder(max_event_size=self._settings.max_line_bytes)
+            decoder = SSEDecoder(max_event_size=limit)
             async for chunk in response.content.iter_any():
                 for event in decoder.feed(chunk):
                     if event.data:
                         await self._emit(event.data.encode())
         elif response.status != 202:
-            body = await response.read()
+            body = bytearray()
+            async for chunk in response.content.iter_chunked(READ_CHUNK):
+                body += chunk
+                if len(body) > limit:
+                    log.warning("legacy_stdio_answer_too_large", limit=limit)
+                    await self._emit(frame(too_large(line, limit)))
+                    return
             if body.strip():
-                await self._emit(body)
+                await self._emit(bytes(body))
 
     async def send(self, line: bytes) -> None:
         """POST one client line; the first answer with a session id opens the session."""
@@ -143,7 +155,7 @@ class _HttpSession:
             issued = response.headers.get(SESSION)
             if issued and self._session_id is None:
                 self._session_id = issued
-            await self._answer(response)
+            await self._answer(response, line)
         if self._get_stream is None and f'"{INITIALIZED}"'.encode() in line:
             self._get_stream = asyncio.create_task(self._listen())
 
@@ -188,29 +200,65 @@ class _HttpSession:
 
 
 async def relay_to_http(
-    settings: UpstreamSettings, first: bytes, reader: asyncio.StreamReader, writer: ByteWriter
+    settings: UpstreamSettings,
+    first: bytes,
+    reader: asyncio.StreamReader,
+    writer: ByteWriter,
+    *,
+    max_line_bytes: int,
 ) -> None:
-    """Drive a legacy HTTP session from the client's lines until stdin ends."""
+    """Drive a legacy HTTP session from the client's lines until stdin ends. Lines are cut as the
+    modern stdio front cuts them (`LineSplitter`: linear, at most `max_line_bytes` buffered); a
+    longer one never reaches the upstream, and the client gets the same -32600 for it."""
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_s)
     async with aiohttp.ClientSession(timeout=timeout) as client:
         session = _HttpSession(client, settings, writer)
         log.info("legacy_stdio_session_relayed", upstream="http")
-        buffer = first
+        splitter = LineSplitter(max_line_bytes)
+        opened = False
+
+        async def take(items: list[bytes | FramingError]) -> None:
+            nonlocal opened
+            for item in items:
+                if isinstance(item, FramingError):
+                    await _reject(writer, item, max_line_bytes)
+                elif not opened:  # initialize, answered before anything else
+                    opened = True
+                    await session.send(item)
+                else:
+                    await session.forward(item)
+
         try:
-            # initialize, answered before anything else
-            await session.send(buffer.split(b"\n", 1)[0])
-            buffer = buffer.split(b"\n", 1)[1] if b"\n" in buffer else b""
-            while True:
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
-                    if line.strip():
-                        await session.forward(line)
+            chunk = first
+            while chunk:
+                await take(splitter.feed(chunk))
                 chunk = await reader.read(READ_CHUNK)
-                if not chunk:
-                    break
-                buffer += chunk
+            await take(splitter.feed(b"\n"))  # a last line without its newline still counts
         finally:
             await session.close()
+
+
+def too_large(line: bytes | None, limit: int) -> JsonObject:
+    """The client's error for an upstream answer past `upstream.max_line_bytes`, with the id of
+    the request `line` (null when it has none)."""
+    try:
+        request = json.loads(line) if line is not None else None
+    except ValueError:
+        request = None
+    request_id = request.get("id") if isinstance(request, dict) else None
+    fault = UpstreamLimitExceeded(
+        f"The upstream server's answer is larger than the limit of {limit} bytes",
+        "upstream.max_line_bytes",
+    )
+    return to_error_response(fault, request_id if isinstance(request_id, int | str) else None)
+
+
+async def _reject(writer: ByteWriter, error: FramingError, max_line_bytes: int) -> None:
+    log.info("front_line_rejected", reason=error.reason, size=error.size)
+    reply = oversized_reply(error, max_line_bytes)
+    if reply is not None:
+        writer.write(frame(reply))
+        await writer.drain()
 
 
 def legacy_stdio(settings: Settings) -> LegacyStdio | None:
@@ -221,9 +269,13 @@ def legacy_stdio(settings: Settings) -> LegacyStdio | None:
     upstream = settings.upstream
 
     async def handle(first: bytes, reader: asyncio.StreamReader, writer: ByteWriter) -> None:
-        relay = relay_to_process if upstream.command else relay_to_http
         with structlog.contextvars.bound_contextvars(era="legacy"):
-            await relay(upstream, first, reader, writer)
+            if upstream.command:
+                await relay_to_process(upstream, first, reader, writer)
+            else:
+                await relay_to_http(
+                    upstream, first, reader, writer, max_line_bytes=settings.front.max_body_bytes
+                )
 
     return handle
 

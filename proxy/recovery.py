@@ -96,13 +96,19 @@ class Recovery:
             raise refused from None
         if self._registry.get(claims.continuation_id) is not None:
             raise refused  # the call is still here (finishing): this is a replay, not a lost call
-        if self._continuations.was_used(claims):
-            self.refuse(ALREADY_USED, refused)
         if not claims.answers_carried:
             self.refuse(NOT_CARRIED, refused)
+        # claimed here, before any await: a concurrent retry of the same state is refused
+        # (already_used) while this one recovers; `release` gives it back if nothing started
+        if not self._continuations.try_claim(claims):
+            self.refuse(ALREADY_USED, refused)
         lost = LostCall(claims, {**unpack_answers(claims.answers), **responses}, refused, cause)
         if not needs_annotations(self.settings.reexecute, request.method):
-            self.authorize(request, lost, None)
+            try:
+                self.authorize(request, lost, None)
+            except InvalidRequestState:
+                self.release(lost)
+                raise
         return lost
 
     def authorize(
@@ -120,9 +126,14 @@ class Recovery:
         if refusal is not None:
             self.refuse(refusal, lost.refused)
 
+    def release(self, lost: LostCall) -> None:
+        """The recovery was refused or failed before anything was sent upstream: a later retry of
+        the same state may try again."""
+        self._continuations.unclaim(lost.claims)
+
     def started(self, lost: LostCall) -> None:
-        """The re-execution is about to start upstream: the state is spent."""
-        self._continuations.mark_used(lost.claims)
+        """The re-execution is about to start upstream: the state (claimed by `lost_call`) stays
+        spent."""
         log.info(
             "held_call_recovered",
             cause=lost.cause,

@@ -151,6 +151,23 @@ class ClientLimitExceeded(LimitExceeded, ClientFault):
     caps)."""
 
 
+class OwnerStalled(BridgeError):
+    """Replicas: the replica holding the retry's call did not answer in time. Not a refusal (it
+    may be paused or overloaded, not gone): nothing ran again, and the same retry may be sent
+    again; `data.retryable` says so."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "The replica holding this call did not answer in time; send the same request again",
+            {"source": BRIDGE_MARKER, "retryable": True},
+        )
+
+
+class UpstreamLimitExceeded(LimitExceeded):
+    """The upstream server went past a limit on what it may send the bridge (pushes per call or
+    per round): its fault, neither the client's nor the bridge's."""
+
+
 class CapacityExceeded(LimitExceeded):
     """The bridge as a whole is full (`upstream.max_sessions`, `held.max_total`): the bridge's
     fault, not the client's; the same request succeeds later."""
@@ -273,11 +290,13 @@ __all__ = [
     "LimitExceeded",
     "MethodNotFound",
     "MissingClientCapability",
+    "OwnerStalled",
     "ParseError",
     "RejectionReason",
     "ShuttingDown",
     "UnsupportedVersion",
     "UpstreamFault",
+    "UpstreamLimitExceeded",
     "UpstreamProtocolError",
     "UpstreamReturnedError",
     "UpstreamSessionLost",

@@ -23,6 +23,7 @@ from translators.errors import (
     ClientLimitExceeded,
     RejectionReason,
     ShuttingDown,
+    UpstreamLimitExceeded,
 )
 from translators.held_call_events import (
     Action,
@@ -67,6 +68,8 @@ class Limits:
     attempt_timeout_s: float
     held_ttl_s: float
     max_rounds: int
+    max_pushes_per_round: int = 64  # held.max_pushes_per_round: pending pushes at once
+    max_pushes_per_call: int = 1024  # held.max_pushes_per_call: pushes the call may send in all
 
 
 @dataclass
@@ -135,6 +138,28 @@ class HeldCall:
         self.state = step.target
         return step.actions
 
+    def overflow(self, fault: UpstreamLimitExceeded, now: float, *before: Action) -> list[Action]:
+        """The upstream went past a push cap (`held.max_pushes_per_call`, checked by the driver):
+        `before` (the excess push refused), then as `overflowed`."""
+        if self.state is _S.DONE or (self.attempt is None and self.upstream_done):
+            return []  # the call is already over upstream (its session discarded): nothing to tell
+        step = self.overflowed(fault, *before)
+        self.state = step.target
+        return step.actions
+
+    def overflowed(self, fault: UpstreamLimitExceeded, *before: Action) -> Step:
+        """`before`, then every held push refused and the upstream call cancelled; the client is
+        told `fault`: an attached attempt now, else the retry (the outcome it will find)."""
+        if self.attempt is not None:
+            return self._abandon("too many pushes", *before, ReplyError(self.attempt, fault=fault))
+        actions: list[Action] = [*before, *self._refuse_pending()]
+        if not self.upstream_done:
+            self.upstream_done = True
+            actions += [CancelUpstreamCall("too many pushes"), ReleaseUpstream(discard=True)]
+        if self.outcome is None:
+            self.outcome = UpstreamErrorArrived(fault=fault)
+        return self._stay(actions)
+
     # ---- helpers -----------------------------------------------------------------------------
 
     def _timer(self, name: str, delay_s: float) -> StartTimer:
@@ -160,15 +185,20 @@ class HeldCall:
 
     def _abandon(self, reason: str, *actions: Action) -> Step:
         """`actions`, then refuse every held push, cancel the upstream call, end."""
+        refusals = self._refuse_pending()
+        if not self.upstream_done:
+            refusals.append(CancelUpstreamCall(reason))
+        return self._finish(*actions, *refusals, discard=not self.upstream_done)
+
+    def _refuse_pending(self) -> list[Action]:
+        """Every held push refused (as on an abandon), and none held any more."""
         refusals: list[Action] = [
             AnswerPush(p.push_id, refusal(p.method))
             for p in self.pending.values()
             if p.push_id is not None
         ]
         self.pending.clear()
-        if not self.upstream_done:
-            refusals.append(CancelUpstreamCall(reason))
-        return self._finish(*actions, *refusals, discard=not self.upstream_done)
+        return refusals
 
     def _stay(self, actions: list[Action] | None = None) -> Step:
         return Step(self.state, actions or [])

@@ -19,6 +19,7 @@ from translators.errors import (
     ClientFault,
     InvalidRequestState,
     MissingClientCapability,
+    UpstreamLimitExceeded,
     UpstreamTimeout,
 )
 from translators.held_call_events import (
@@ -40,7 +41,7 @@ from translators.held_call_events import (
     UpstreamPushCancelled,
     UpstreamResultArrived,
 )
-from translators.pushes import PushAnswer, input_response_to_legacy
+from translators.pushes import PendingPush, PushAnswer, input_response_to_legacy, over_limit
 from translators.url_elicitation import (
     any_declined,
     is_url_elicitation_required,
@@ -79,6 +80,8 @@ def _push_while_attached(call: HeldCall, event: UpstreamPushArrived, now: float)
             answer = None  # an unusable pre-answer: ask the client normally
         if answer is not None:
             return call._stay([AnswerPush(push.push_id, answer)])
+    if len(call.pending) >= call.limits.max_pushes_per_round:
+        return _too_many_in_round(call, push)
     call.pending[push.key] = push
     if len(call.pending) >= call.batch_sizes.get(call.round + 1, call.batch_size) > 0:
         return call._ask(call._attached(), list(call.pending))  # as many as learned: complete
@@ -91,8 +94,24 @@ def _push_while_attached(call: HeldCall, event: UpstreamPushArrived, now: float)
 def _push_while_waiting(call: HeldCall, event: UpstreamPushArrived, now: float) -> Step:
     """A push after its round was asked: asked for in the next round, and the round's batch was
     larger than learned (or than the ceiling let in)."""
+    if call.outcome is not None:
+        return call._stay()  # the upstream call is over (or was cut off at a push cap)
+    if len(call.pending) >= call.limits.max_pushes_per_round:
+        return _too_many_in_round(call, event.push)
     call.pending[event.push.key] = event.push
     return call._stay([NoteBatchSize(call.round, len(call.pending))])
+
+
+def _too_many_in_round(call: HeldCall, push: PendingPush) -> Step:
+    """A push past `held.max_pushes_per_round`: refused upstream, and the call ends with the
+    limit error (`HeldCall.overflowed`)."""
+    limit = call.limits.max_pushes_per_round
+    fault = UpstreamLimitExceeded(
+        f"The upstream server asked for more than {limit} inputs in one round",
+        "held.max_pushes_per_round",
+    )
+    before = [] if push.push_id is None else [AnswerPush(push.push_id, over_limit(fault))]
+    return call.overflowed(fault, *before)
 
 
 def _push_cancelled(call: HeldCall, event: UpstreamPushCancelled, now: float) -> Step:
@@ -135,7 +154,8 @@ def _final_while_waiting(
     """The upstream call ended while held (e.g. the server timed its push out): the retry
     gets it."""
     call.upstream_done = True
-    call.outcome = event
+    if call.outcome is None:  # a push cap may have decided it first (`HeldCall.overflowed`)
+        call.outcome = event
     return call._stay([ReleaseUpstream()])
 
 
@@ -259,7 +279,7 @@ _TRANSITIONS: dict[tuple[HeldCallState, type], Transition] = {
     (COLLECT, ClientRetried): _to(_retry, COLLECT),
     (COLLECT, ClientDisconnected): _to(_disconnected, COLLECT, DONE),
     (COLLECT, DeadlinePassed): _to(_attempt_deadline, COLLECT, DONE),
-    (WAIT, UpstreamPushArrived): _to(_push_while_waiting, WAIT),
+    (WAIT, UpstreamPushArrived): _to(_push_while_waiting, WAIT),  # past a cap: outcome kept
     (WAIT, UpstreamPushCancelled): _to(_push_cancelled, WAIT),
     (WAIT, UpstreamResultArrived): _to(_final_while_waiting, WAIT),
     (WAIT, UpstreamErrorArrived): _to(_final_while_waiting, WAIT),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal, NotRequired
 
@@ -15,8 +17,10 @@ from translators.eras import ELICIT, META_INPUT_KEY_HINT, PUSH_KINDS, ROOTS, SAM
 from translators.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    INVALID_REQUEST,
     LEGACY_SAMPLING_REJECTED,
     METHOD_NOT_FOUND,
+    BridgeError,
     InvalidParams,
 )
 from translators.jsonrpc import JsonObject
@@ -46,12 +50,33 @@ class PendingPush:
     requested_schema: JsonObject | None = None  # an elicitation's schema as the server sent it
 
 
+def pending_push(
+    push: JsonObject, key: str, input_request: JsonObject, revision: Revision
+) -> PendingPush:
+    """The push held under `key`, asked of the client as `input_request`."""
+    params = as_object(push.get("params"))
+    elicitation_id = params.get("elicitationId")
+    schema = params.get("requestedSchema")
+    return PendingPush(
+        key,
+        push["id"],
+        str(push["method"]),
+        input_request,
+        elicitation_id if isinstance(elicitation_id, str) else None,
+        revision,
+        schema if isinstance(schema, dict) else None,
+    )
+
+
 def is_push(message: JsonObject) -> bool:
     return "id" in message and isinstance(message.get("method"), str)
 
 
-def input_key(push: JsonObject, taken: set[str]) -> str:
-    """`<kind>-<digest>` of the push's content, or the server's own hint; unique within `taken`."""
+def input_key(push: JsonObject, taken: Container[str], hints: dict[str, int] | None = None) -> str:
+    """`<kind>-<digest>` of the push's content, or the server's own hint; unique within `taken`
+    (the smallest free `-n` suffix). `hints` (base -> a suffix no smaller than the smallest free
+    one, valid while nothing left `taken`) makes a flood of identical pushes linear; the caller
+    clears it whenever a key leaves `taken`."""
     method = push.get("method", "")
     params = as_object(push.get("params"))
     meta = as_object(params.get("_meta"))
@@ -61,10 +86,13 @@ def input_key(push: JsonObject, taken: set[str]) -> str:
     else:
         content = {k: v for k, v in params.items() if k != "_meta"}
         base = f"{PUSH_KINDS.get(method, 'input')}-{digest([method, content], 3).hex()}"
-    key, n = base, 1
+    n = hints.get(base, 1) if hints is not None else 1
+    key = base if n == 1 else f"{base}-{n}"
     while key in taken:
         n += 1
         key = f"{base}-{n}"
+    if hints is not None:
+        hints[base] = n
     return key
 
 
@@ -128,6 +156,19 @@ def _sampling(params: JsonObject, client_capabilities: JsonObject) -> JsonObject
 
 def _error(code: int, message: str) -> PushAnswer:
     return PushAnswer(error={"code": code, "message": message})
+
+
+def over_limit(fault: BridgeError) -> PushAnswer:
+    """How a push past one of the bridge's push caps is refused upstream: the limit named."""
+    return _error(INTERNAL_ERROR, f"{fault.message} ({fault.data['limit']})")
+
+
+def duplicate_id(push_id: int | str) -> PushAnswer:
+    """How a push reusing the id of a push still pending is refused upstream (the first stays)."""
+    return _error(
+        INVALID_REQUEST,
+        f"Invalid request: id {json.dumps(push_id)} is already used by a pending request",
+    )
 
 
 def refusal(method: str) -> PushAnswer:
@@ -254,10 +295,13 @@ def _for_revision(key: str, push: PendingPush, result: JsonObject) -> JsonObject
 __all__ = [
     "PendingPush",
     "PushAnswer",
+    "duplicate_id",
     "input_key",
     "input_response_to_legacy",
     "is_push",
     "legacy_push_to_input_request",
+    "over_limit",
+    "pending_push",
     "refusal",
     "unowned_push_answer",
 ]

@@ -22,7 +22,8 @@ from typing import Any, Final
 
 from translators import fast_json
 from translators.batches import batch_elements
-from translators.jsonrpc import JsonObject
+from translators.errors import InvalidRequest
+from translators.jsonrpc import JsonObject, to_error_response
 
 MessageId = int | str
 
@@ -134,6 +135,18 @@ class LineSplitter:
         )
 
 
+def oversized_reply(error: FramingError, max_line_bytes: int) -> JsonObject | None:
+    """What the client is told of its line past the limit: -32600 with the request's id when the
+    line starts like a request (null otherwise); None for a response (nothing is due)."""
+    if error.is_response_head:
+        return None
+    request_id = error.head_id if error.head_key == "method" else None
+    fault = InvalidRequest(
+        f"Invalid request: message larger than the limit of {max_line_bytes} bytes"
+    )
+    return to_error_response(fault, request_id)
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 
@@ -209,4 +222,5 @@ __all__ = [
     "decode_line",
     "decode_messages",
     "frame",
+    "oversized_reply",
 ]

@@ -7,10 +7,13 @@ headers aside, with the original `Host`) plus the replica proof (`translators.fo
 owner's status, headers and body stream back unchanged, SSE included. The owner checks everything
 again (the proof, principal binding, round, single use) as for any retry.
 
-When the owner is outside the peer set, or does not accept a connection within
-`cluster.connect_timeout_s`, the retry gets the fixed invalid-`requestState` error, logged and
+When the owner is known to be gone — outside the peer set, or its address refuses the connection
+(or drops it unanswered) — the retry gets the fixed invalid-`requestState` error, logged and
 counted with reason `owner_not_in_peer_set` / `owner_unreachable`; the front's `on_unreachable`
-then serves the retry locally, where recovery by re-execution may answer instead.
+then serves the retry locally, where recovery by re-execution may answer instead. An owner that
+does not answer in time (paused, overloaded, a network that drops packets) is not gone: the retry
+gets the retryable `OwnerStalled` error (reason `owner_stalled`), nothing runs here, and the owner
+keeps its call.
 """
 
 from __future__ import annotations
@@ -31,7 +34,14 @@ from proxy.cluster.peers import PeerDirectory
 from proxy.keys import decode_key
 from proxy.metrics import BridgeMetrics
 from translators.eras import MRTR_METHODS
-from translators.errors import InvalidRequestState, LimitExceeded, RejectionReason, http_status_for
+from translators.errors import (
+    BridgeError,
+    InvalidRequestState,
+    LimitExceeded,
+    OwnerStalled,
+    RejectionReason,
+    http_status_for,
+)
 from translators.forward_proof import HEADER, ForwardedFrom, ProofKeys, ProofRejected, sign, verify
 from translators.inbound import ModernRoute
 from translators.jsonrpc import to_error_response
@@ -82,7 +92,7 @@ def proof_keys(settings: Settings) -> ProofKeys:
     return ProofKeys(keys, held.active_key or next(iter(keys)))
 
 
-def _error(route: ModernRoute, exc: InvalidRequestState | LimitExceeded) -> web.Response:
+def _error(route: ModernRoute, exc: BridgeError) -> web.Response:
     return web.json_response(
         to_error_response(exc, route.front_request_id), status=http_status_for(exc.code)
     )
@@ -168,6 +178,9 @@ class Forwarder:
             try:
                 with tracing.child(current_trace(), "forward", {"mrtr_bridge.owner": owner}):
                     return await self._relay(request, body, owner)
+            except TimeoutError:  # stalled, not gone: a retryable error, and nothing runs here
+                self._failed(owner, "owner_stalled")
+                return _error(route, OwnerStalled())
             except OwnerUnreachable as exc:
                 self._failed(owner, exc.reason.value)
                 if on_unreachable is not None:
@@ -215,6 +228,7 @@ class Forwarder:
             sock_connect=self._settings.cluster.connect_timeout_s,
             sock_read=front.request_timeout_s + front.sse_keepalive_s + STREAM_MARGIN_S,
         )
+        sent_at = time.monotonic()
         try:
             headers = self._headers(request, body, owner)
             upstream = await self._client.post(
@@ -225,9 +239,17 @@ class Forwarder:
                 allow_redirects=False,
                 auto_decompress=False,
             )
-        except (aiohttp.ClientConnectionError, TimeoutError):
+        except TimeoutError:
+            raise  # aiohttp's timeouts included: the owner may be paused, it is not gone
+        except aiohttp.ClientConnectionError:  # refused, or closed without an answer: gone
             self._directory.forget(owner)
             raise OwnerUnreachable(owner, RejectionReason.OWNER_UNREACHABLE) from None
+        stale = time.monotonic() - sent_at >= self._settings.cluster.proof_max_age_s
+        if upstream.status == 403 and stale:
+            # the owner took longer than a proof lives to read the request: stalled, and it
+            # refused the proof, so nothing ran there either
+            upstream.release()
+            raise TimeoutError
         self._metrics.forwarded.inc()
         _log.info("retry_forwarded", owner=owner, status=upstream.status)
         async with upstream:

@@ -6,6 +6,11 @@ to every replica, re-resolved every `cluster.refresh_s`). Each address is asked 
 address in the set is ever contacted: a `requestState` names an owner *id*, never an address, so a
 client cannot make a replica connect anywhere else. An id missing from the map triggers at most one
 refresh per `MIN_REFRESH_GAP_S` (a replica that just started), then counts as outside the set.
+
+An address that does not answer in time is *stalled*, not gone (a paused or overloaded replica, a
+network dropping packets): the id it answered with before stays in the map, so a retry for it is
+not recovered elsewhere while the owner may still complete it. An id leaves the map only when its
+address refuses the connection, answers with another id, or leaves the set.
 """
 
 from __future__ import annotations
@@ -82,7 +87,9 @@ class PeerDirectory:
         own = self._cluster.advertise_url
         return [url for url in dict.fromkeys(urls) if url != own]
 
-    async def _ask(self, url: str) -> tuple[str, str] | None:
+    async def _ask(self, url: str) -> tuple[str, str] | bool | None:
+        """(replica id, url); None: not a replica (refused, gone, no id); False: no answer in
+        time (stalled)."""
         timeout = aiohttp.ClientTimeout(
             total=self._cluster.connect_timeout_s * 2, sock_connect=self._cluster.connect_timeout_s
         )
@@ -91,17 +98,28 @@ class PeerDirectory:
                 url + REPLICA_PATH, timeout=timeout, allow_redirects=False
             ) as response:
                 body = await response.json() if response.status == 200 else None
-        except (aiohttp.ClientError, TimeoutError, ValueError):
+        except TimeoutError:  # aiohttp's timeouts included
+            return False
+        except (aiohttp.ClientError, ValueError):
             return None
         replica = body.get("replicaId") if isinstance(body, dict) else None
         return (replica, url) if isinstance(replica, str) and 0 < len(replica) <= 16 else None
 
     async def refresh(self) -> None:
         async with self._lock:
-            answers = await asyncio.gather(*(self._ask(url) for url in await self.addresses()))
-            self._owners = {
-                replica: url for replica, url in filter(None, answers) if replica != self._me
+            urls = await self.addresses()
+            answers = await asyncio.gather(*(self._ask(url) for url in urls))
+            owners = {
+                answer[0]: answer[1]
+                for answer in answers
+                if isinstance(answer, tuple) and answer[0] != self._me
             }
+            stalled = {url for url, answer in zip(urls, answers, strict=True) if answer is False}
+            for replica, url in self._owners.items():  # stalled is not gone: keep what it was
+                if url in stalled and replica not in owners:
+                    owners[replica] = url
+                    _log.warning("cluster_peer_stalled", replica=replica)
+            self._owners = owners
             self._refreshed_at = time.monotonic()
 
     async def owner_url(self, owner: str) -> str | None:

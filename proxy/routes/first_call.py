@@ -142,6 +142,8 @@ class FirstCall:
             attempt_timeout_s=front.request_timeout_s,
             held_ttl_s=held.ttl_s,
             max_rounds=held.max_rounds,
+            max_pushes_per_round=held.max_pushes_per_round,
+            max_pushes_per_call=held.max_pushes_per_call,
         )
 
 

@@ -50,13 +50,20 @@ class Recover:
         self, request: FrontRequest, sink: NotificationSink, lost: LostCall
     ) -> JsonObject:
         tracing.adopt(current_trace(), lost.claims.trace)  # the lost call's trace goes on here
+        started = False
 
         async def authorize(lease: Lease) -> None:
+            nonlocal started
             if needs_annotations(self.recovery.settings.reexecute, request.method):
                 self.recovery.authorize(request, lost, await self._annotations(request, lease))
+            started = True
             self.recovery.started(lost)
 
-        return await self._first_call.start(request, sink, lost.answers, authorize=authorize)
+        try:
+            return await self._first_call.start(request, sink, lost.answers, authorize=authorize)
+        finally:
+            if not started:  # refused, failed or asked for roots before anything ran upstream
+                self.recovery.release(lost)
 
     async def _annotations(self, request: FrontRequest, lease: Lease) -> JsonObject | None:
         """The called tool's annotations as the upstream lists it (None: not on the first page)."""

@@ -11,12 +11,15 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import aiohttp
+import structlog
 
 from translators import fast_json
 from translators.batches import batch_elements
 from translators.errors import UpstreamProtocolError
 from translators.jsonrpc import JsonObject
 from translators.sse import SSEDecoder, SSEEvent
+
+_log = structlog.get_logger("proxy.upstream")
 
 SESSION_HEADER: Final = "Mcp-Session-Id"
 VERSION_HEADER: Final = "MCP-Protocol-Version"
@@ -170,8 +173,22 @@ def event_elements(data: str, *, batches: bool) -> list[Any]:
 
 
 def event_messages(data: str, *, batches: bool) -> list[JsonObject]:
-    """`event_elements` as JSON-RPC messages; `UpstreamProtocolError` if any is not a message."""
-    return [as_message(element) for element in event_elements(data, batches=batches)]
+    """`event_elements` as JSON-RPC messages. The one rule for every transport: an event that is
+    not JSON, or an element that is not a JSON-RPC message, is logged (`upstream_message_ignored`)
+    and skipped, as a stdio line is; the rest of the event and of the stream go on, and a call whose
+    response was lost so ends by its stream's end or `front.request_timeout_s`."""
+    try:
+        elements = event_elements(data, batches=batches)
+    except UpstreamProtocolError as exc:
+        _log.warning("upstream_message_ignored", reason=exc.message)
+        return []
+    messages: list[JsonObject] = []
+    for element in elements:
+        try:
+            messages.append(as_message(element))
+        except UpstreamProtocolError as exc:
+            _log.warning("upstream_message_ignored", reason=exc.message)
+    return messages
 
 
 async def iter_stream_messages(

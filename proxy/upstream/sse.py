@@ -34,9 +34,8 @@ from proxy.upstream.http_channel import HttpChannel, UpstreamRefused
 from proxy.upstream.http_wire import (
     SSE_TYPE,
     StreamCursor,
-    as_message,
     client_info,
-    event_elements,
+    event_messages,
     is_request,
     is_response,
     iter_stream_events,
@@ -243,19 +242,10 @@ class SseUpstreamSession(Negotiated, SendsMessages):
 
     def _on_message_event(self, data: str) -> None:
         """Each message of the event (each element of a 2025-03-26 batch), in order, as if it came
-        alone: one that is not a JSON-RPC message is logged and skipped, like a lone one."""
+        alone: one that is not a JSON-RPC message is logged and skipped (`event_messages`, the
+        same rule as on Streamable HTTP)."""
         batches = self._revision is not None and self._revision.batches
-        try:
-            elements = event_elements(data, batches=batches)
-        except UpstreamProtocolError as exc:
-            self._log.warning("upstream_message_ignored", reason=exc.message)
-            return
-        for element in elements:
-            try:
-                message = as_message(element)
-            except UpstreamProtocolError as exc:
-                self._log.warning("upstream_message_ignored", reason=exc.message)
-                continue
+        for message in event_messages(data, batches=batches):
             self._receive(message)
 
     def _receive(self, message: JsonObject) -> None:

@@ -201,15 +201,17 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
     async def _send_message(self, message: JsonObject, action: str) -> None:
         await self._write(message)
 
-    async def aclose(self) -> None:
-        """Fail pending calls, stop the process (stdin EOF, SIGTERM, SIGKILL), await owned tasks."""
+    async def aclose(self, *, at_once: bool = False) -> None:
+        """Fail pending calls, stop the process (stdin EOF or `at_once` SIGTERM...), await tasks."""
         if self._closing:
             await self._closed.wait()
             return
         self._closing = True
         try:
             self._fail_pending("the legacy stdio session was closed by the bridge")
-            how = await stop_process(self._process, self._settings.kill_grace_s, self._log)
+            how = await stop_process(
+                self._process, self._settings.kill_grace_s, self._log, at_once=at_once
+            )
             if how != "unreaped":  # the pipes are closed: let the readers drain what is buffered
                 if self._children is not None:
                     self._children.discard(self._process)

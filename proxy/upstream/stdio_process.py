@@ -125,13 +125,16 @@ async def exit_code(process: asyncio.subprocess.Process, timeout: float) -> int 
         return process.returncode
 
 
-async def stop_process(process: asyncio.subprocess.Process, grace_s: float, logger: Any) -> str:
+async def stop_process(
+    process: asyncio.subprocess.Process, grace_s: float, logger: Any, *, at_once: bool = False
+) -> str:
     """Close stdin, then escalate to SIGTERM and SIGKILL to its group, `grace_s` apart; returns
     how it ended. What is left of its process group then (children that ignore the EOF) is stopped
-    too."""
+    too. `at_once`: SIGTERM right away, for a process that holds nothing to finish (a spare never
+    initialized, perhaps still importing, which would read the EOF only once started)."""
     if process.stdin is not None:
         process.stdin.close()
-    how = await _escalate(process, grace_s)
+    how = await _escalate(process, grace_s, at_once=at_once)
     if how == "unreaped":
         logger.error("upstream_process_unreaped", grace_s=grace_s)
     elif await stop_leftovers(process, grace_s):
@@ -139,8 +142,10 @@ async def stop_process(process: asyncio.subprocess.Process, grace_s: float, logg
     return how
 
 
-async def _escalate(process: asyncio.subprocess.Process, grace_s: float) -> str:
-    if await exited_within(process, grace_s):
+async def _escalate(
+    process: asyncio.subprocess.Process, grace_s: float, *, at_once: bool = False
+) -> str:
+    if not at_once and await exited_within(process, grace_s):
         return "exited"
     signal_group(process, signal.SIGTERM)
     # a hurried bridge may have sent the SIGKILL meanwhile

@@ -50,7 +50,7 @@ class SpareProcesses:
                     if spare.is_alive:
                         self._refill_soon()
                         return spare
-                    self._tasks.spawn(spare.aclose(), name="stdio-spare-close")
+                    self._tasks.spawn(spare.aclose(at_once=True), name="stdio-spare-close")
                 if not self._is_refilling():
                     break
                 # starting one is under way: sooner than starting another
@@ -95,7 +95,7 @@ class SpareProcesses:
             log.warning("upstream_spare_not_started", error=exc.message)
             return False
         if self._closed:
-            await spare.aclose()
+            await spare.aclose(at_once=True)
             return False
         async with self._changed:
             self._spares.append(spare)
@@ -103,7 +103,11 @@ class SpareProcesses:
         return True
 
     async def aclose(self) -> None:
+        """Stop every spare at once: none was initialized, so none has anything to finish (a
+        spare still importing would read its stdin EOF only when started, seconds later)."""
         self._closed = True
         await self._tasks.aclose()
         spares, self._spares = self._spares, []
-        await asyncio.gather(*(spare.aclose() for spare in spares), return_exceptions=True)
+        await asyncio.gather(
+            *(spare.aclose(at_once=True) for spare in spares), return_exceptions=True
+        )

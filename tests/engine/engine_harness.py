@@ -47,6 +47,11 @@ ELICIT_PARAMS: JsonObject = {
     },
 }
 
+SAMPLING_PARAMS: JsonObject = {
+    "messages": [{"role": "user", "content": {"type": "text", "text": "2+2?"}}],
+    "maxTokens": 5,
+}
+
 
 def accepted(name: str) -> JsonObject:
     return {"action": "accept", "content": {"name": name}}

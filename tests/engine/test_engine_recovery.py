@@ -23,7 +23,7 @@ from engine_harness import (
     scripted_bridge,
     text_result,
 )
-from fake_upstream import FakeCall, FakeUpstream, Push
+from fake_upstream import WAIT_S, FakeCall, FakeUpstream, Push
 
 from translators.eras import ELICIT, PROMPTS_GET
 from translators.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
@@ -295,3 +295,52 @@ async def test_a_state_sealed_with_recovery_off_is_refused_naming_off() -> None:
         )
         assert (refusals(scripted, "off"), rejections(scripted, "expired")) == (1, 1)
         assert fake.no_call_waiting()
+
+
+async def test_concurrent_retries_of_one_lost_state_recover_exactly_once() -> None:
+    fake = upstream()
+    async with bridge(fake) as before:
+        request, reply2, _, key2 = await held_at_second_round(before, "survey")
+    del fake.auto["tools/list"]  # the policy's look-up of annotations waits until answered below
+    async with bridge(fake) as after:
+        retries = [
+            after.start(after.retry_of(request, reply2, {key2: answer("blue")})) for _ in range(20)
+        ]
+        listing = await after.upstream.next_call("tools/list")
+        async with asyncio.timeout(WAIT_S):  # the 19 others are refused while the first waits
+            while sum(retry.done() for retry in retries) < 19:
+                await asyncio.sleep(0.001)
+        listing.finish({"tools": [IDEMPOTENT, READ_ONLY, PLAIN]})
+        again = await after.upstream.next_call()
+        assert await again.push(ELICIT, NAME_Q).answered() == {"result": answer("Ada")}
+        assert await again.push(ELICIT, COLOR_Q).answered() == {"result": answer("blue")}
+        again.finish(text_result("Ada likes blue"))
+        replies = await asyncio.gather(*retries)
+        completed = [reply for reply in replies if "result" in reply]
+        assert [result_text(reply) for reply in completed] == ["Ada likes blue"]
+        assert [error_of(reply) for reply in replies if "error" in reply] == [REFUSED_STATE] * 19
+        assert (recovered(after, "lost"), refusals(after, "already_used")) == (1, 19)
+        await after.settled()
+        assert fake.no_call_waiting()
+    # the first run and exactly one re-execution
+    assert [entry[:2] for entry in fake.all_received() if entry[3] == "tools/call"] == [
+        (1, "request"),
+        (2, "request"),
+    ]
+    assert len([entry for entry in fake.all_received() if entry[3] == "tools/list"]) == 1
+
+
+async def test_a_recovery_refused_before_it_ran_leaves_its_state_usable() -> None:
+    fake = upstream()
+    async with bridge(fake) as before:
+        request, reply2, _, key2 = await held_at_second_round(before, "order")
+    async with bridge(fake) as after:
+        for _ in range(2):  # refused by the policy both times, never as already used
+            assert (
+                error_of(await after.send(after.retry_of(request, reply2, {key2: answer("x")})))
+                == REFUSED_STATE
+            )
+        assert (refusals(after, "not_annotated_idempotent"), refusals(after, "already_used")) == (
+            2,
+            0,
+        )

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from engine_harness import (
     ELICIT_PARAMS,
+    SAMPLING_PARAMS,
     RecordingSink,
     accepted,
     error_of,
@@ -27,10 +28,6 @@ from translators.errors import (
     LEGACY_SAMPLING_REJECTED,
 )
 
-SAMPLING_PARAMS = {
-    "messages": [{"role": "user", "content": {"type": "text", "text": "2+2?"}}],
-    "maxTokens": 5,
-}
 SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}
 ROOTS_ANSWER = {"roots": [{"uri": "file:///work"}]}
 FORM = {"mode": "form", **ELICIT_PARAMS}

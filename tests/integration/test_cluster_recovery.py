@@ -8,12 +8,14 @@ and ran exactly once."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from .cluster_helpers import metric, scrape, start_replica
-from .harness import Peers, free_port
+from .harness import PeerProcess, Peers, free_port
 from .test_recovery import SERVER, finish, refused, second_round
 
 pytestmark = pytest.mark.integration
@@ -26,16 +28,24 @@ def runs(state_dir: Path, tag: str) -> int:
     return len(path.read_text().splitlines()) if path.exists() else 0
 
 
+def replicas_of_one_server(
+    peers: Peers, state_dir: Path, count: int, extra: Mapping[str, Any] | None = None
+) -> list[PeerProcess]:
+    """`count` replicas r1, r2, ... in front of one recovery server counting runs in
+    `state_dir`."""
+    legacy = peers.legacy(SERVER, "--state-dir", str(state_dir))
+    ports = [free_port() for _ in range(count)]
+    return [
+        start_replica(peers, legacy.url, f"r{index + 1}", port, ports, extra)
+        for index, port in enumerate(ports)
+    ]
+
+
 async def test_retry_on_another_replica_recovers_when_the_owner_was_killed(
     peers: Peers, tmp_path: Path
 ) -> None:
     state_dir = tmp_path / "state"
-    legacy = peers.legacy(SERVER, "--state-dir", str(state_dir))
-    ports = [free_port() for _ in range(3)]
-    owner, other, _third = (
-        start_replica(peers, legacy.url, f"r{index + 1}", port, ports)
-        for index, port in enumerate(ports)
-    )
+    owner, other, _third = replicas_of_one_server(peers, state_dir, 3)
     async with asyncio.timeout(T):
         key_a, state_a = await second_round(owner.url, "survey", "idem")
         key_p, state_p = await second_round(owner.url, "survey_plain", "plain")

@@ -15,7 +15,9 @@ arrived with, and that the process stopped.
   the error code, then lingers like `ask`;
 - `ask_rounds(rounds)`: `rounds` sequential elicitations (one input round each), each answer
   journaled;
-- `whoami()`: the Authorization header and Mcp-Session-Id this call arrived with, as JSON.
+- `whoami()`: the Authorization header and Mcp-Session-Id this call arrived with, as JSON;
+- `flood(tag, count)`: `count` form elicitations sent at once (a hostile server); journals
+  `flood_answered` with how many were answered (by action or error code) when the call ends.
 
 Journal events: `call_started`, `elicit_answered`, `sample_answered`, `sample_failed`,
 `cancelled`, `finished`, `stopped` (stdio: after stdin closed). Each line carries the `tag`.
@@ -169,6 +171,33 @@ async def ask_rounds(rounds: int, ctx: Context) -> str:  # type: ignore[type-arg
         journal("cancelled", tag=f"rounds-{rounds}")
         raise
     return f"{rounds} rounds done"
+
+
+@mcp.tool()
+async def flood(tag: str, count: int, ctx: Context) -> str:  # type: ignore[type-arg]
+    """Send `count` elicitations at once; journal how they were answered when the call ends."""
+    journal("call_started", tag=tag, tool="flood")
+    outcomes: dict[str, int] = {}
+
+    async def one(n: int) -> None:
+        request = types.ElicitRequest.model_validate(
+            {
+                "method": "elicitation/create",
+                "params": {"mode": "form", "message": f"Q{n}", "requestedSchema": ANSWER_SCHEMA},
+            }
+        )
+        try:
+            answer = await _push(ctx, request, types.ElicitResult)
+            outcome = answer.action
+        except McpError as exc:
+            outcome = str(exc.error.code)
+        outcomes[outcome] = outcomes.get(outcome, 0) + 1
+
+    try:
+        await asyncio.gather(*(one(n) for n in range(count)))
+    finally:
+        journal("flood_answered", tag=tag, outcomes=outcomes)
+    return f"{tag}: {outcomes}"
 
 
 @mcp.tool()

@@ -1,8 +1,10 @@
 """The forwarding hop in process (proxy/cluster/forward.py): which requests it forwards, the
-owner-unreachable outcome (the fixed error, or a recovery hook's answer), and the in-flight cap."""
+owner-unreachable outcome (the fixed error, or a recovery hook's answer), a stalled owner's
+retryable error, and the in-flight cap."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -17,7 +19,7 @@ from proxy.cluster.forward import Forwarder, OwnerUnreachable
 from proxy.cluster.peers import PeerDirectory
 from proxy.keys import load_keyring, new_key
 from proxy.metrics import BridgeMetrics
-from translators.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
+from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
 from translators.inbound import ModernRoute
 from translators.request_state import StateClaims, seal
 
@@ -121,3 +123,48 @@ async def test_a_recovery_hook_answers_instead() -> None:
     assert json.loads(bytes(response.body))["result"] == {"recovered": True}
     assert isinstance(missing, web.Response)
     assert seen == [("r2", "owner_unreachable"), ("r7", "owner_not_in_peer_set")]
+
+
+async def test_an_owner_too_slow_for_its_proof_is_stalled_not_gone() -> None:
+    """An owner that reads the forward only after `cluster.proof_max_age_s` (paused, then resumed)
+    refuses the proof as stale: the retry gets the retryable error, and no recovery starts."""
+
+    async def resumed_late(request: web.Request) -> web.Response:
+        await asyncio.sleep(0.3)
+        return web.json_response({"error": "stale proof"}, status=403)
+
+    app = web.Application()
+    app.router.add_post("/mcp", resumed_late)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    hook_calls: list[OwnerUnreachable] = []
+
+    async def recover(
+        request: web.Request, route: ModernRoute, exc: OwnerUnreachable
+    ) -> web.StreamResponse:
+        hook_calls.append(exc)
+        return web.json_response({})
+
+    try:
+        async with aiohttp.ClientSession() as client:
+            forwarder, metrics, state = _setup(client, proof_max_age_s=0.2)
+            forwarder._directory._owners["r2"] = f"http://127.0.0.1:{port}"
+            request = make_mocked_request("POST", "/mcp")
+            response = await forwarder.forward(
+                request, b"{}", _route({"requestState": state}), "r2", on_unreachable=recover
+            )
+    finally:
+        await runner.cleanup()
+    assert isinstance(response, web.Response) and response.body is not None
+    assert json.loads(bytes(response.body))["error"] == {
+        "code": INTERNAL_ERROR,
+        "message": "The replica holding this call did not answer in time; send the same "
+        "request again",
+        "data": {"source": "mrtr-bridge", "retryable": True},
+    }
+    assert hook_calls == []
+    assert metrics.sample("mrtr_bridge_forward_failures_total", reason="owner_stalled") == 1
+    assert metrics.sample("mrtr_bridge_forwarded_retries_total") == 0

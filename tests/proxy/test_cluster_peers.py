@@ -1,8 +1,10 @@
 """The peer set (proxy/cluster/peers.py): ids learned from the addresses of the set only, a DNS
-name re-resolved as replicas come and go, an unknown id refreshed at most once a second."""
+name re-resolved as replicas come and go, an unknown id refreshed at most once a second, a peer
+that stops answering kept (stalled is not gone) and one that refuses connections dropped."""
 
 from __future__ import annotations
 
+import asyncio
 import socket
 from collections.abc import AsyncIterator
 
@@ -27,12 +29,16 @@ class Replicas:
     def __init__(self) -> None:
         self.runners: list[web.AppRunner] = []
         self.asked: dict[str, int] = {}
+        self.stalled: set[str] = set()  # these ids take their time: they answer at teardown
+        self.resumed = asyncio.Event()
 
     async def start(self, host: str, port: int, replica_id: str) -> None:
         answer = replica_handler(replica_id)
 
         async def counted(request: web.Request) -> web.Response:
             self.asked[replica_id] = self.asked.get(replica_id, 0) + 1
+            if replica_id in self.stalled:
+                await self.resumed.wait()
             return await answer(request)
 
         app = web.Application()
@@ -47,6 +53,7 @@ class Replicas:
 async def replicas() -> AsyncIterator[Replicas]:
     started = Replicas()
     yield started
+    started.resumed.set()
     for runner in started.runners:
         await runner.cleanup()
 
@@ -113,3 +120,25 @@ async def test_an_unknown_id_refreshes_at_most_once_a_second(replicas: Replicas)
         for _ in range(5):
             assert await directory.owner_url("r9") is None
     assert replicas.asked == {"r2": 1}
+
+
+async def test_a_peer_that_stops_answering_is_kept_and_one_that_refuses_is_dropped(
+    replicas: Replicas,
+) -> None:
+    ports = [_free_port("127.0.0.1") for _ in range(2)]
+    for index, port in enumerate(ports):
+        await replicas.start("127.0.0.1", port, f"r{index + 2}")
+    cluster = ClusterSettings(
+        peers=tuple(f"http://127.0.0.1:{port}" for port in ports), connect_timeout_s=0.2
+    )
+    async with aiohttp.ClientSession() as client:
+        directory = PeerDirectory(cluster, "r1", client)
+        await directory.refresh()
+        replicas.stalled.add("r2")
+        await replicas.runners.pop().cleanup()  # r3 is gone: its port refuses connections
+        await directory.refresh()
+        assert (await directory.owner_url("r2"), await directory.owner_url("r3")) == (
+            f"http://127.0.0.1:{ports[0]}",
+            None,
+        )
+    assert replicas.asked["r2"] == 2

@@ -333,7 +333,8 @@ async def test_rounds_per_call_limit(upstream: JournalPeer) -> None:
 
 
 def test_limit_settings_exist_with_safe_defaults() -> None:
-    """Every limit of issue 6 is a setting with a finite default."""
+    """Every limit of issue 6 (and the push caps of issue 24) is a setting with a finite
+    default."""
     settings = bridge_settings("http://127.0.0.1:1/mcp")
     limits = {
         "front.max_body_bytes": settings.front.max_body_bytes,
@@ -346,6 +347,8 @@ def test_limit_settings_exist_with_safe_defaults() -> None:
         "held.max_per_principal": settings.held.max_per_principal,
         "held.max_total": settings.held.max_total,
         "held.max_rounds": settings.held.max_rounds,
+        "held.max_pushes_per_round": settings.held.max_pushes_per_round,
+        "held.max_pushes_per_call": settings.held.max_pushes_per_call,
         "upstream.max_sessions": settings.upstream.max_sessions,
         "upstream.max_sessions_per_principal": settings.upstream.max_sessions_per_principal,
     }
@@ -360,6 +363,8 @@ def test_limit_settings_exist_with_safe_defaults() -> None:
         "held.max_per_principal": 64,
         "held.max_total": 4096,
         "held.max_rounds": 32,
+        "held.max_pushes_per_round": 64,
+        "held.max_pushes_per_call": 1024,
         "upstream.max_sessions": 256,
         "upstream.max_sessions_per_principal": 64,
     }

@@ -475,22 +475,27 @@ async def test_upstream_error_reply_raises_returned_error(
         await session.aclose()
 
 
-async def test_garbage_on_the_stream_fails_the_call_not_the_session(
+async def test_garbage_on_the_stream_is_skipped_as_over_http_sse(
     fake: FakeLegacy, url: str, client: aiohttp.ClientSession
 ) -> None:
-    """Non-JSON SSE data fails that call with UpstreamProtocolError; the session keeps serving."""
+    """An event that is not JSON, or not a JSON-RPC message, is logged and skipped, the one rule of
+    every upstream transport (test_upstream_sse.py has the same case): the call's response after
+    it completes the call, and the session keeps serving."""
 
     async def garbage(call: FakeCall) -> dict[str, Any]:
         await call.send_raw("this is not json")
-        await asyncio.Event().wait()
-        return {}
+        await call.send_raw('{"jsonrpc": "1.0", "method": "x"}')
+        return text_result("after the garbage")
 
     fake.tools["garbage"] = garbage
     session = await open_session(client, url)
     try:
-        with pytest.raises(UpstreamProtocolError, match="not JSON") as info:
-            await call_tool(session, "garbage")
-        assert url in info.value.message
+        with capture_logs() as logs:
+            assert await call_tool(session, "garbage") == text_result("after the garbage")
+        assert [entry["reason"] for entry in logs if "reason" in entry] == [
+            "sent a message that is not JSON",
+            "sent something that is not a JSON-RPC 2.0 message object",
+        ]
         assert await call_tool(session, "echo", text="still") == text_result("still")
     finally:
         await session.aclose()

@@ -17,6 +17,7 @@ import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 from fake_sse import FakeSse, FakeSseSession
+from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
 from proxy.upstream.base import Inbound
@@ -25,6 +26,7 @@ from proxy.upstream.sse import SseUpstreamSession, resolve_endpoint
 from proxy.upstream.transport import NOT_DETECTED, HttpTransport
 from translators.errors import UpstreamProtocolError, UpstreamSessionLost
 from translators.oauth import UpstreamAuthChallenge
+from translators.sse import encode_event
 
 ServerFactory = Callable[..., Awaitable[TestServer]]
 T = 10.0
@@ -311,4 +313,33 @@ async def test_a_batch_on_the_stream_is_split_only_where_the_revision_has_batche
         ).result() == {"content": []}
     assert [inbound.message for inbound in seen] == [one, two][:delivered]
     assert session.revision.version == revision and session.is_alive
+    await session.aclose()
+
+
+async def test_garbage_on_the_stream_is_skipped_as_over_streamable_http(
+    aiohttp_server: ServerFactory, client: aiohttp.ClientSession
+) -> None:
+    """The same rule as test_upstream_http.py's: an event that is not JSON, or not a JSON-RPC
+    message, is logged and skipped; the call's response after it completes the call."""
+    fake = FakeSse()
+
+    async def garbage(session: FakeSseSession, request_id: Any) -> dict[str, Any]:
+        session.outbox.put_nowait(encode_event("this is not json", event="message"))
+        session.send({"jsonrpc": "1.0", "method": "x"})  # type: ignore[dict-item]
+        return {"content": [{"type": "text", "text": "after the garbage"}]}
+
+    fake.tools["garbage"] = garbage
+    url = str((await aiohttp_server(fake.app)).make_url("/sse"))
+    async with asyncio.timeout(T):
+        session = await open_session(client, url, [])
+        with capture_logs() as logs:
+            result = await session.start(
+                "tools/call", {"name": "garbage"}, headers={}, on_inbound=None
+            ).result()
+    assert result == {"content": [{"type": "text", "text": "after the garbage"}]}
+    assert [entry["reason"] for entry in logs if "reason" in entry] == [
+        "sent a message that is not JSON",
+        "sent something that is not a JSON-RPC 2.0 message object",
+    ]
+    assert session.is_alive
     await session.aclose()

@@ -378,6 +378,26 @@ def test_input_key_suffixes_duplicates() -> None:
     assert input_key(hinted, {"other"}) == "confirm"
 
 
+def test_input_key_hints_give_the_same_keys_in_constant_checks() -> None:
+    """With hints, the n-th identical question gets the same `-n` key as by scanning, and each
+    key is found with at most two membership checks."""
+
+    class Counting(set[str]):
+        checks = 0
+
+        def __contains__(self, key: object) -> bool:
+            Counting.checks += 1
+            return super().__contains__(key)
+
+    taken, plain, hints = Counting(), set[str](), dict[str, int]()
+    for _ in range(200):
+        key = input_key(_form(), taken, hints)
+        assert key == input_key(_form(), plain)
+        taken.add(key)
+        plain.add(key)
+    assert len(taken) == 200 and Counting.checks <= 2 * 200
+
+
 def test_input_key_of_a_question_with_lone_surrogates() -> None:
     """`json.loads` yields lone surrogates from `\\ud800` escapes; such a push still gets a stable
     key."""
