@@ -206,7 +206,7 @@ def test_every_documented_metric_is_registered() -> None:
     registered = {
         line.split()[2]
         for line in BridgeMetrics().render().splitlines()
-        if line.startswith("# TYPE ")
+        if line.startswith("# TYPE mrtr_bridge_")
     }
     operations = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text(
         encoding="utf-8"
