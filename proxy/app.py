@@ -35,8 +35,10 @@ from proxy.upstream.base import (
     SessionOpener,
 )
 from proxy.upstream.era import UpstreamEra
+from proxy.upstream.errors import safe_url
 from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.stdio_children import ChildProcesses
+from proxy.upstream_watch import StartupWatch
 
 _log = structlog.get_logger("proxy.app")
 
@@ -159,9 +161,13 @@ async def _era_context(app: web.Application) -> AsyncIterator[None]:
     """The upstream's era: probed before the first request, kept current until shutdown."""
     modern = app[MODERN_KEY]
     await modern.era.start()
+    url = app[SETTINGS_KEY].upstream.url
+    watch = StartupWatch(modern.era, safe_url(url) if url else "")
+    watch.start()
     try:
         yield
     finally:
+        await watch.aclose()
         await modern.aclose()
 
 

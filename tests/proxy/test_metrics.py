@@ -191,7 +191,7 @@ async def test_readyz_is_503_when_the_upstream_is_down(upstream: JournalPeer) ->
             "status": "unavailable",
             "checks": {
                 "keys": "ephemeral",
-                "upstream": "unreachable: UpstreamUnavailable",
+                "upstream": "unreachable: cannot connect: connection refused",
                 "transport": "auto (not detected yet)",
                 "era": "unknown",
             },
