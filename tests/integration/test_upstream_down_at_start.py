@@ -58,9 +58,18 @@ def readyz(port: int) -> tuple[int, dict[str, Any]]:
 def test_upstream_down_at_start_is_warned_with_backoff_until_it_answers(peers: Peers) -> None:
     upstream_port, bridge_port = free_port(), free_port()
     url = f"http://127.0.0.1:{upstream_port}/mcp"
+    listen = f"127.0.0.1:{bridge_port}"
     process = subprocess.Popen(
-        [str(BRIDGE_EXE), "serve", "--upstream", f"{url}?token=s3cret", "--listen"]
-        + [f"127.0.0.1:{bridge_port}", "--log-format", "json"],
+        [
+            str(BRIDGE_EXE),
+            "serve",
+            "--upstream",
+            f"{url}?token=s3cret",
+            "--listen",
+            listen,
+            "--log-format",
+            "json",
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
