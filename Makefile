@@ -30,6 +30,8 @@ VENV := .venv
 LEGACY_VENV := .venv-legacy
 BIN := $(VENV)/bin
 VENV_STAMP := $(VENV)/.mrtr-installed
+# The bridge alone (no test tools), all that `make run` needs in .venv; `make test` adds the rest.
+VENV_RUN_STAMP := $(VENV)/.mrtr-installed-run
 LEGACY_STAMP := $(LEGACY_VENV)/.mrtr-installed
 LEGACY_REQUIREMENTS := tests/peers/requirements-legacy.txt
 OLD_REVISIONS := 2024-11-05 2025-03-26 2025-06-18
@@ -67,6 +69,9 @@ endef
 
 $(VENV_STAMP): pyproject.toml
 	$(call ensure_venv,$(VENV),$@,pyproject.toml test,-e '.[test]')
+
+$(VENV_RUN_STAMP): pyproject.toml
+	$(call ensure_venv,$(VENV),$@,pyproject.toml,-e .)
 
 $(LEGACY_STAMP): $(LEGACY_REQUIREMENTS)
 	$(call ensure_venv,$(LEGACY_VENV),$@,$(LEGACY_REQUIREMENTS),-r $(LEGACY_REQUIREMENTS))
@@ -161,8 +166,15 @@ define RUN_BANNER
 endef
 export RUN_BANNER
 
+# Only what the demo needs: .venv with the bridge alone (no test tools) and .venv-legacy (mcp 1.x)
+# for the demo server; no older-revision venvs, no npm. Each step says what it does.
 # The demo server runs in the background; the EXIT trap stops it when the bridge exits.
-run: venv
+run:
+	@echo "==> [1/4] .venv: the bridge (pip install -e .; skipped when already installed)"
+	@$(MAKE) -s --no-print-directory $(VENV_RUN_STAMP)
+	@echo "==> [2/4] .venv-legacy: mcp 1.x for the legacy demo server (skipped when installed)"
+	@$(MAKE) -s --no-print-directory $(LEGACY_STAMP)
+	@echo "==> [3/4] starting the legacy demo server on 127.0.0.1:$(DEMO_PORT) (log: $(RUN_DIR)/demo_server.log)"
 	@mkdir -p $(RUN_DIR)
 	@$(LEGACY_VENV)/bin/python tests/peers/demo_server.py --port $(DEMO_PORT) >$(RUN_DIR)/demo_server.log 2>&1 & \
 	demo=$$!; \
@@ -174,6 +186,7 @@ run: venv
 		sleep 0.1; \
 	done; \
 	(exec 3<>/dev/tcp/127.0.0.1/$(DEMO_PORT)) 2>/dev/null || { echo "demo server did not listen on $(DEMO_PORT)" >&2; exit 1; }; \
+	echo "==> [4/4] starting mrtr-bridge on $(BRIDGE_LISTEN) in front of it"; \
 	printf '%s\n' "$$RUN_BANNER"; \
 	$(BIN)/mrtr-bridge serve --upstream http://127.0.0.1:$(DEMO_PORT)/mcp --listen $(BRIDGE_LISTEN)
 
