@@ -169,12 +169,12 @@ export RUN_BANNER
 # Only what the demo needs: .venv with the bridge alone (no test tools) and .venv-legacy (mcp 1.x)
 # for the demo server; no older-revision venvs, no npm. Each step says what it does.
 # The demo server runs in the background; the EXIT trap stops it when the bridge exits.
+# The two virtualenvs are installed in parallel, without compiling bytecode up front (Python
+# compiles what it imports, once).
 run:
-	@echo "==> [1/4] .venv: the bridge (pip install -e .; skipped when already installed)"
-	@$(MAKE) -s --no-print-directory $(VENV_RUN_STAMP)
-	@echo "==> [2/4] .venv-legacy: mcp 1.x for the legacy demo server (skipped when installed)"
-	@$(MAKE) -s --no-print-directory $(LEGACY_STAMP)
-	@echo "==> [3/4] starting the legacy demo server on 127.0.0.1:$(DEMO_PORT) (log: $(RUN_DIR)/demo_server.log)"
+	@echo "==> [1/3] .venv (the bridge: pip install -e .) and .venv-legacy (mcp 1.x for the demo server), in parallel; skipped when installed"
+	@$(MAKE) -s -j2 --no-print-directory PIP_FLAGS="$(PIP_FLAGS) --no-compile" $(VENV_RUN_STAMP) $(LEGACY_STAMP)
+	@echo "==> [2/3] starting the legacy demo server on 127.0.0.1:$(DEMO_PORT) (log: $(RUN_DIR)/demo_server.log)"
 	@mkdir -p $(RUN_DIR)
 	@$(LEGACY_VENV)/bin/python tests/peers/demo_server.py --port $(DEMO_PORT) >$(RUN_DIR)/demo_server.log 2>&1 & \
 	demo=$$!; \
@@ -186,7 +186,7 @@ run:
 		sleep 0.1; \
 	done; \
 	(exec 3<>/dev/tcp/127.0.0.1/$(DEMO_PORT)) 2>/dev/null || { echo "demo server did not listen on $(DEMO_PORT)" >&2; exit 1; }; \
-	echo "==> [4/4] starting mrtr-bridge on $(BRIDGE_LISTEN) in front of it"; \
+	echo "==> [3/3] starting mrtr-bridge on $(BRIDGE_LISTEN) in front of it"; \
 	printf '%s\n' "$$RUN_BANNER"; \
 	$(BIN)/mrtr-bridge serve --upstream http://127.0.0.1:$(DEMO_PORT)/mcp --listen $(BRIDGE_LISTEN)
 
