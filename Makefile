@@ -65,10 +65,14 @@ UV_STAMP := $(UV_DIR)/.stamp-uv-$(UV_VERSION)
 INSTALLER ?= pip
 INSTALLER_DEPS := $(if $(filter uv,$(INSTALLER)),$(UV_STAMP))
 
+# Into a --target folder with the interpreter's own pip when it has one (seconds), else a venv.
 $(UV_STAMP):
 	@echo "installing uv $(UV_VERSION) into $(UV_DIR) (once, with pip)"
-	@rm -rf $(UV_DIR) && $(check_python) && $(PYTHON) -m venv $(UV_DIR)
-	@$(UV_DIR)/bin/python -m pip install $(PIP_FLAGS) --no-compile uv==$(UV_VERSION)
+	@rm -rf $(UV_DIR) && $(check_python)
+	@$(PYTHON) -m pip install $(PIP_FLAGS) --no-compile --no-deps --target $(UV_DIR) uv==$(UV_VERSION) \
+		2>/dev/null || { rm -rf $(UV_DIR) && $(PYTHON) -m venv $(UV_DIR) && \
+		$(UV_DIR)/bin/python -m pip install $(PIP_FLAGS) --no-compile uv==$(UV_VERSION); }
+	@$(UV) --version >/dev/null
 	@touch $@
 
 # $(call new_venv,DIR) and $(call venv_install,DIR,PIP_ARGS), with pip or uv (INSTALLER)
