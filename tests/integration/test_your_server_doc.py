@@ -80,4 +80,5 @@ def test_desktop_client_entries_are_valid_and_parse_as_bridge_arguments() -> Non
         parsed = parser.parse_args(args)
         assert parsed.command == "stdio"
         assert (parsed.upstream is None) != (parsed.upstream_command is None)
-    assert desktop[-1]["servers"]["my-server"]["type"] == "stdio"
+    (vscode,) = [entry for entry in desktop if "servers" in entry]
+    assert vscode["servers"]["my-server"]["type"] == "stdio"
