@@ -9,8 +9,9 @@
 #   make clean        caches and run output; `make distclean` also drops .venv* and .tools
 #
 # Needs python3 >= 3.11, make, node and npm, and network to PyPI and npm (`make test` installs npm
-# test servers into .tools/). Virtualenvs are created on demand and refreshed when their
-# requirements change:
+# test servers into .tools/, and uv into .tools/uv: `make run` builds its two virtualenvs with it,
+# and tests/integration/test_install.py runs the README's `uv tool install .`). Virtualenvs are
+# created on demand and refreshed when their requirements change:
 #   .venv         the bridge, editable, with its test extras (pytest, ruff, mypy, mcp 2.x client)
 #   .venv-legacy  mcp 1.x, for the legacy servers in tests/peers/
 #   .venv-<rev>   an older mcp 1.x that negotiates <rev> (2024-11-05, 2025-03-26, 2025-06-18),
@@ -156,7 +157,7 @@ lint: $(VENV_STAMP)
 	$(BIN)/ruff format --check --extend-exclude '$(LEGACY_VENV),.venv-*,.tools,.conformance-results,$(RUN_DIR)' .
 	$(BIN)/mypy
 
-pytest: venv ts-peers test-tools $(OAUTH_AS_STAMP)
+pytest: venv ts-peers test-tools $(OAUTH_AS_STAMP) $(UV_STAMP)
 	$(BIN)/pytest -q --ignore=tests/integration/lb
 
 test: lint pytest
