@@ -10,10 +10,10 @@ repeated, and user info in a URL is masked.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from typing import Any, Final
 
 from pydantic import SecretStr
-from pydantic_core import ErrorDetails
 
 # Settings whose value may be a secret: never echoed in an error.
 SECRET_SETTINGS: Final = frozenset({"held.keys", "upstream.authorization", "upstream.env"})
@@ -51,7 +51,7 @@ def shown(dotted: str, value: Any) -> str | None:
     return repr(text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "...")
 
 
-def allowed(error: ErrorDetails, known: tuple[str, ...] = ()) -> str:
+def allowed(error: Mapping[str, Any], known: tuple[str, ...] = ()) -> str:
     """What the setting accepts, in plain words, from one pydantic error."""
     kind, context = error["type"], error.get("ctx") or {}
     if kind == "value_error":

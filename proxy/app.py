@@ -37,8 +37,8 @@ from proxy.upstream.base import (
 from proxy.upstream.era import UpstreamEra
 from proxy.upstream.errors import safe_url
 from proxy.upstream.pool import UpstreamPool
+from proxy.upstream.reachability import StartupWatch
 from proxy.upstream.stdio_children import ChildProcesses
-from proxy.upstream_watch import StartupWatch
 
 _log = structlog.get_logger("proxy.app")
 

@@ -244,7 +244,10 @@ def main(
         configure_logging(
             settings.log if args.log_level else settings.log.model_copy(update={"level": "warning"})
         )
-        return run_check(settings, args.json, out or sys.stdout)
+        try:
+            return run_check(settings, args.json, out or sys.stdout)
+        except Exception as exc:  # a bug: one line; the traceback at --log-level debug
+            _failed(settings, exc, hint=" (run with --log-level debug for the traceback)")
     if args.command in ("serve", "stdio"):
         settings = _settings(args, os.environ if env is None else env)
         return _run(_serve if args.command == "serve" else _stdio, settings)

@@ -17,6 +17,7 @@ import pytest
 
 from config import ENV_PREFIX, load_settings
 from config.settings import FrontSettings
+from proxy import cli
 from proxy.cli_hints import loopback_only_warning
 
 BRIDGE = [sys.executable, "-m", "proxy"]
@@ -205,3 +206,19 @@ def test_serve_on_all_interfaces_warns_once_at_start() -> None:
     finally:
         process.terminate()
         process.wait(TIMEOUT_S)
+
+
+def test_an_unexpected_failure_in_check_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(*_args: object) -> int:
+        raise RuntimeError("something the bridge did not expect")
+
+    monkeypatch.setattr(cli, "run_check", broken)
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["check", "--upstream", "http://127.0.0.1:9/mcp"], env={})
+    assert caught.value.code == 1
+    assert capsys.readouterr().err == (
+        "mrtr-bridge: error: something the bridge did not expect (run with --log-level debug for "
+        "the traceback)\n"
+    )

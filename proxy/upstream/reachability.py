@@ -22,7 +22,7 @@ from proxy.upstream.errors import plain_reason
 
 FIRST_DELAY_S: Final = 1.0
 MAX_DELAY_S: Final = 60.0
-_log = structlog.get_logger("proxy.upstream_watch")
+_log = structlog.get_logger(__name__)
 
 
 class StartupWatch:
