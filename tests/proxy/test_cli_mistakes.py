@@ -215,6 +215,8 @@ def test_an_unexpected_failure_in_check_is_one_line(
         raise RuntimeError("something the bridge did not expect")
 
     monkeypatch.setattr(cli, "run_check", broken)
+    # logging stays as it was: configured here, it would write to capsys's stream after the test
+    monkeypatch.setattr(cli, "configure_logging", lambda *_args: None)
     with pytest.raises(SystemExit) as caught:
         cli.main(["check", "--upstream", "http://127.0.0.1:9/mcp"], env={})
     assert caught.value.code == 1
