@@ -10,8 +10,9 @@
 #   make clean        caches and run output; `make distclean` also drops .venv* and .tools
 #
 # Needs python3 >= 3.11, make, node and npm, and network to PyPI and npm (`make test` installs npm
-# test servers into .tools/). Virtualenvs are created on demand and refreshed when their
-# requirements change:
+# test servers into .tools/, and uv into .tools/uv: `make run` builds its two virtualenvs with it,
+# and tests/integration/test_install.py runs the README's `uv tool install .`). Virtualenvs are
+# created on demand and refreshed when their requirements change:
 #   .venv         the bridge, editable, with its test extras (pytest, ruff, mypy, mcp 2.x client)
 #   .venv-legacy  mcp 1.x, for the legacy servers in tests/peers/
 #   .venv-<rev>   an older mcp 1.x that negotiates <rev> (2024-11-05, 2025-03-26, 2025-06-18),
@@ -31,6 +32,8 @@ VENV := .venv
 LEGACY_VENV := .venv-legacy
 BIN := $(VENV)/bin
 VENV_STAMP := $(VENV)/.mrtr-installed
+# The bridge alone (no test tools), all that `make run` needs in .venv; `make test` adds the rest.
+VENV_RUN_STAMP := $(VENV)/.mrtr-installed-run
 LEGACY_STAMP := $(LEGACY_VENV)/.mrtr-installed
 LEGACY_REQUIREMENTS := tests/peers/requirements-legacy.txt
 OLD_REVISIONS := 2024-11-05 2025-03-26 2025-06-18
@@ -54,22 +57,49 @@ define check_python
 	$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "Python >= 3.11 is required, found " + sys.version.split()[0])'
 endef
 
+# uv (pinned, in .tools/uv, installed once with pip) builds `make run`'s two virtualenvs in seconds
+# where pip takes a minute or more; INSTALLER=uv selects it, and its venvs are seeded with pip so
+# that `make test` can add to them. Everything else installs with pip.
+UV_VERSION := 0.13.9
+UV_DIR := .tools/uv
+UV := $(UV_DIR)/bin/uv
+UV_STAMP := $(UV_DIR)/.stamp-uv-$(UV_VERSION)
+INSTALLER ?= pip
+INSTALLER_DEPS := $(if $(filter uv,$(INSTALLER)),$(UV_STAMP))
+
+# Into a --target folder with the interpreter's own pip when it has one (seconds), else a venv.
+$(UV_STAMP):
+	@echo "installing uv $(UV_VERSION) into $(UV_DIR) (once, with pip)"
+	@rm -rf $(UV_DIR) && $(check_python)
+	@$(PYTHON) -m pip install $(PIP_FLAGS) --no-compile --no-deps --target $(UV_DIR) uv==$(UV_VERSION) \
+		2>/dev/null || { rm -rf $(UV_DIR) && $(PYTHON) -m venv $(UV_DIR) && \
+		$(UV_DIR)/bin/python -m pip install $(PIP_FLAGS) --no-compile uv==$(UV_VERSION); }
+	@$(UV) --version >/dev/null
+	@touch $@
+
+# $(call new_venv,DIR) and $(call venv_install,DIR,PIP_ARGS), with pip or uv (INSTALLER)
+new_venv = $(if $(filter uv,$(INSTALLER)),$(UV) venv --quiet --seed --python $(PYTHON) $(1),$(PYTHON) -m venv $(1))
+venv_install = $(if $(filter uv,$(INSTALLER)),$(UV) pip install --quiet --python $(1)/bin/python $(2),$(1)/bin/python -m pip install $(PIP_FLAGS) $(2))
+
 # $(call ensure_venv,DIR,STAMP,CHECK_ARGS,PIP_ARGS)
 define ensure_venv
 	@if [ -x $(1)/bin/python ] && [ ! -e $(2) ] && $(1)/bin/python .ci/venv_satisfied.py $(3); then \
 		echo "adopting existing $(1) (requirements already satisfied)"; \
 	else \
-		if [ ! -x $(1)/bin/python ]; then $(check_python) && $(PYTHON) -m venv $(1); fi; \
-		echo "installing into $(1): pip install $(4)"; \
-		$(1)/bin/python -m pip install $(PIP_FLAGS) $(4); \
+		if [ ! -x $(1)/bin/python ]; then $(check_python) && $(call new_venv,$(1)); fi; \
+		echo "installing into $(1): $(INSTALLER) install $(4)"; \
+		$(call venv_install,$(1),$(4)); \
 	fi
 	@touch $(2)
 endef
 
-$(VENV_STAMP): pyproject.toml
+$(VENV_STAMP): pyproject.toml | $(INSTALLER_DEPS)
 	$(call ensure_venv,$(VENV),$@,pyproject.toml test,-e '.[test]')
 
-$(LEGACY_STAMP): $(LEGACY_REQUIREMENTS)
+$(VENV_RUN_STAMP): pyproject.toml | $(INSTALLER_DEPS)
+	$(call ensure_venv,$(VENV),$@,pyproject.toml,-e .)
+
+$(LEGACY_STAMP): $(LEGACY_REQUIREMENTS) | $(INSTALLER_DEPS)
 	$(call ensure_venv,$(LEGACY_VENV),$@,$(LEGACY_REQUIREMENTS),-r $(LEGACY_REQUIREMENTS))
 
 .venv-%/.mrtr-installed: tests/peers/requirements-%.txt
@@ -128,7 +158,7 @@ lint: $(VENV_STAMP)
 	$(BIN)/ruff format --check --extend-exclude '$(LEGACY_VENV),.venv-*,.tools,.conformance-results,$(RUN_DIR)' .
 	$(BIN)/mypy
 
-pytest: venv ts-peers test-tools $(OAUTH_AS_STAMP)
+pytest: venv ts-peers test-tools $(OAUTH_AS_STAMP) $(UV_STAMP)
 	$(BIN)/pytest -q --ignore=tests/integration/lb
 
 test: lint pytest
@@ -162,8 +192,16 @@ define RUN_BANNER
 endef
 export RUN_BANNER
 
+# Only what the demo needs: .venv with the bridge alone (no test tools) and .venv-legacy (mcp 1.x)
+# for the demo server; no older-revision venvs, no npm. Each step says what it does.
 # The demo server runs in the background; the EXIT trap stops it when the bridge exits.
-run: venv
+# The two virtualenvs are installed with uv (bootstrapped once into .tools/uv by pip).
+run:
+	@echo "==> [1/4] uv $(UV_VERSION), to install the virtualenvs ($(UV_DIR); skipped when installed)"
+	@$(MAKE) -s --no-print-directory $(UV_STAMP)
+	@echo "==> [2/4] .venv (the bridge: install -e .) and .venv-legacy (mcp 1.x for the demo server); skipped when installed"
+	@$(MAKE) -s -j2 --no-print-directory INSTALLER=uv $(VENV_RUN_STAMP) $(LEGACY_STAMP)
+	@echo "==> [3/4] starting the legacy demo server on 127.0.0.1:$(DEMO_PORT) (log: $(RUN_DIR)/demo_server.log)"
 	@mkdir -p $(RUN_DIR)
 	@$(LEGACY_VENV)/bin/python tests/peers/demo_server.py --port $(DEMO_PORT) >$(RUN_DIR)/demo_server.log 2>&1 & \
 	demo=$$!; \
@@ -175,6 +213,7 @@ run: venv
 		sleep 0.1; \
 	done; \
 	(exec 3<>/dev/tcp/127.0.0.1/$(DEMO_PORT)) 2>/dev/null || { echo "demo server did not listen on $(DEMO_PORT)" >&2; exit 1; }; \
+	echo "==> [4/4] starting mrtr-bridge on $(BRIDGE_LISTEN) in front of it"; \
 	printf '%s\n' "$$RUN_BANNER"; \
 	$(BIN)/mrtr-bridge serve --upstream http://127.0.0.1:$(DEMO_PORT)/mcp --listen $(BRIDGE_LISTEN)
 

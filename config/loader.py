@@ -7,7 +7,8 @@ comma-separated; mappings are `id=value` pairs separated by commas
 (`MRTR_BRIDGE_HELD_KEYS="k1=<base64url>,k2=<base64url>"`). The names come from the `Settings` model,
 so a new field gets its variable for free, and an unknown `MRTR_BRIDGE_*` variable is an error
 rather than a silently ignored typo. A bad value fails fast with a `ConfigError` naming the dotted
-key, where it came from and pydantic's message — never the value, which may be a secret.
+key, where it came from (file, environment variable or flag), the value given (never a secret's:
+`config.messages`) and what is allowed, in plain words.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, SecretStr, ValidationError
 
+from config.messages import allowed, shown
 from config.settings import Settings, UpstreamSettings
 
 ENV_PREFIX: Final = "MRTR_BRIDGE_"
@@ -32,9 +34,12 @@ Layer = dict[str, Any]
 class ConfigError(ValueError):
     """A setting is missing, unknown or invalid; `key` is its dotted name (`upstream.url`)."""
 
-    def __init__(self, key: str, message: str, source: str | None = None) -> None:
+    def __init__(
+        self, key: str, message: str, source: str | None = None, given: str | None = None
+    ) -> None:
         where = f" (from {source})" if source else ""
-        super().__init__(f"invalid setting {key}{where}: {message}")
+        value = f"given {given}; " if given is not None else ""
+        super().__init__(f"invalid setting {key}{where}: {value}{message}")
         self.key = key
         self.source = source
 
@@ -125,9 +130,12 @@ def _file_layer(path: Path, sources: dict[str, str]) -> Layer:
     return data
 
 
-def _override_layer(overrides: Mapping[str, Any], sources: dict[str, str]) -> Layer:
+def _override_layer(
+    overrides: Mapping[str, Any], sources: dict[str, str], flags: Mapping[str, str]
+) -> Layer:
     flat = {dotted: value for dotted, value in overrides.items() if value is not None}
-    sources.update(dict.fromkeys(flat, "command line"))
+    for dotted in flat:
+        sources[dotted] = f"command line {flags[dotted]}" if dotted in flags else "command line"
     return _nest(flat)
 
 
@@ -152,19 +160,44 @@ def _source_of(dotted: str, sources: Mapping[str, str]) -> str | None:
     return None
 
 
+def _known(loc: tuple[int | str, ...]) -> tuple[str, ...]:
+    """The setting names next to a misspelt one (`front.lisen` -> the fields of [front])."""
+    if len(loc) == 2 and str(loc[0]) in Settings.model_fields:
+        return tuple(sorted(Settings.model_fields[str(loc[0])].annotation.model_fields))  # type: ignore[union-attr]
+    return ()
+
+
 def _validate(merged: Layer, sources: Mapping[str, str]) -> Settings:
     try:
         settings = Settings.model_validate(merged)
     except ValidationError as exc:
-        first = exc.errors(include_input=False)[0]
+        first = exc.errors()[0]
         dotted = ".".join(str(part) for part in first["loc"]) or "settings"
-        raise ConfigError(dotted, first["msg"], _source_of(dotted, sources)) from None
+        given = None if first["type"] == "extra_forbidden" else shown(dotted, first.get("input"))
+        raise ConfigError(
+            dotted, allowed(first, _known(first["loc"])), _source_of(dotted, sources), given
+        ) from None
+    _check_cluster_keys(settings, sources)
     if settings.identity.principal == "header" and not settings.identity.principal_header:
         source = _source_of("identity.principal", sources)
         raise ConfigError(
             "identity.principal_header", 'required when identity.principal is "header"', source
         )
     return _with_authorization_file(settings, sources)
+
+
+def _check_cluster_keys(settings: Settings, sources: Mapping[str, str]) -> None:
+    """Replicas must share a requestState key: an ephemeral one per replica could not open another
+    replica's `requestState`."""
+    if settings.cluster.enabled and not settings.held.keys:
+        peers = "cluster.peers" if settings.cluster.peers else "cluster.peers_dns"
+        raise ConfigError(
+            "held.keys",
+            f"required when {peers} is set: replicas need held.keys shared by every replica (an "
+            "ephemeral key cannot open another replica's requestState); make one with "
+            f"`mrtr-bridge keygen` and set {env_name('held.keys')} on every replica",
+            _source_of(peers, sources),
+        )
 
 
 def _with_authorization_file(settings: Settings, sources: Mapping[str, str]) -> Settings:
@@ -196,18 +229,22 @@ def _with_authorization_file(settings: Settings, sources: Mapping[str, str]) -> 
 
 
 def load_settings(
-    config_file: Path | None, env: Mapping[str, str], overrides: Mapping[str, Any] | None = None
+    config_file: Path | None,
+    env: Mapping[str, str],
+    overrides: Mapping[str, Any] | None = None,
+    flags: Mapping[str, str] | None = None,
 ) -> Settings:
     """Build the one `Settings` object: defaults < file < environment < `overrides` (dotted keys).
 
-    `config_file` wins over `MRTR_BRIDGE_CONFIG`; `overrides` entries that are None are ignored."""
+    `config_file` wins over `MRTR_BRIDGE_CONFIG`; `overrides` entries that are None are ignored;
+    `flags` names the command-line flag of an override (`front.listen` -> `--listen`) for errors."""
     sources: dict[str, str] = {}
     layers: list[Layer] = []
     path = config_file or (Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else None)
     if path is not None:
         layers.append(_file_layer(path, sources))
     layers.append(_env_layer(env, sources))
-    layers.append(_override_layer(overrides or {}, sources))
+    layers.append(_override_layer(overrides or {}, sources, flags or {}))
     return _validate(_merge(layers), sources)
 
 

@@ -7,7 +7,7 @@ import re
 from typing import Final, Literal
 from urllib.parse import urlsplit
 
-from pydantic import Field, PositiveInt, SecretStr, field_validator, model_validator
+from pydantic import Field, PositiveInt, SecretStr, field_validator
 
 from config.base import PUBLIC_URL, Frozen
 from config.replicas import ClusterSettings, RecoverySettings
@@ -95,9 +95,14 @@ class FrontSettings(Frozen):
     @field_validator("listen")
     @classmethod
     def _check_listen(cls, value: str) -> str:
+        if "://" in value or "/" in value:
+            raise ValueError(
+                "allowed: HOST:PORT, not a URL, e.g. 127.0.0.1:8080 "
+                "(the endpoint's path is front.path, /mcp)"
+            )
         host, sep, port = value.rpartition(":")
         if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
-            raise ValueError("listen must be HOST:PORT, e.g. 127.0.0.1:8080")
+            raise ValueError("allowed: HOST:PORT, e.g. 127.0.0.1:8080 or 0.0.0.0:8080")
         return value
 
     @field_validator("public_url")
@@ -223,6 +228,13 @@ class UpstreamSettings(Frozen):
     @field_validator("url")
     @classmethod
     def _no_credentials_in_url(cls, value: str | None) -> str | None:
+        if value is not None and (
+            urlsplit(value).scheme.lower() not in ("http", "https") or not urlsplit(value).netloc
+        ):
+            raise ValueError(
+                "allowed: an http:// or https:// URL, e.g. http://127.0.0.1:8931/mcp "
+                "(a stdio server goes in upstream.command, --upstream-command)"
+            )
         # Refused rather than turned into a header: see docs/security.md § Upstream credentials.
         if value is not None and "@" in urlsplit(value).netloc:
             raise ValueError(
@@ -353,12 +365,3 @@ class Settings(Frozen):
     server_identity: Literal["upstream", "bridge"] = Field(
         "upstream", description="serverInfo reported to clients: the upstream's or the bridge's own"
     )
-
-    @model_validator(mode="after")
-    def _cluster_needs_shared_keys(self) -> Settings:
-        if self.cluster.enabled and not self.held.keys:
-            raise ValueError(
-                "cluster.peers / cluster.peers_dns need held.keys shared by every replica "
-                "(an ephemeral key cannot open another replica's requestState)"
-            )
-        return self

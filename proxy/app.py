@@ -37,7 +37,9 @@ from proxy.upstream.base import (
     SessionOpener,
 )
 from proxy.upstream.era import UpstreamEra
+from proxy.upstream.errors import safe_url
 from proxy.upstream.pool import UpstreamPool
+from proxy.upstream.reachability import StartupWatch
 from proxy.upstream.stdio_children import ChildProcesses
 
 _log = structlog.get_logger("proxy.app")
@@ -185,9 +187,13 @@ async def _era_context(app: web.Application) -> AsyncIterator[None]:
     """The upstream's era: probed before the first request, kept current until shutdown."""
     modern = app[MODERN_KEY]
     await modern.era.start()
+    url = app[SETTINGS_KEY].upstream.url
+    watch = StartupWatch(modern.era, safe_url(url) if url else "")
+    watch.start()
     try:
         yield
     finally:
+        await watch.aclose()
         await modern.aclose()
 
 

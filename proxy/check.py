@@ -19,8 +19,9 @@ import aiohttp
 from config.settings import Settings, UpstreamSettings
 from proxy import event_loop
 from proxy.upstream.base import Inbound, PooledSession, TransportInfo
-from proxy.upstream.era_probe import modern_post, probe_http, probe_stdio
+from proxy.upstream.era_probe import modern_post, probe_stdio
 from proxy.upstream.errors import safe_url
+from proxy.upstream.http_channel import UpstreamRefused
 from proxy.upstream.http_wire import client_info
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.stdio import StdioUpstreamSession
@@ -28,9 +29,15 @@ from proxy.upstream.stdio_process import check_command
 from proxy.upstream.transport import HttpTransport
 from translators.canonical import as_object
 from translators.check_report import Observed, build_report
-from translators.era_detection import DiscoverVerdict, modern_request
+from translators.era_detection import (
+    SILENT,
+    DiscoverVerdict,
+    discover_request,
+    modern_request,
+    verdict_of_http,
+)
 from translators.eras import ROOTS, TOOLS_LIST
-from translators.errors import BridgeError, UpstreamUnavailable
+from translators.errors import BridgeError, UpstreamReturnedError, UpstreamUnavailable
 from translators.jsonrpc import JsonObject
 from translators.revisions import UnsupportedUpstreamVersion
 
@@ -39,6 +46,9 @@ EXIT_NOT_BRIDGEABLE: Final = 1
 EXIT_UNREACHABLE: Final = 2
 MAX_TOOL_PAGES: Final = 20
 _CAPABILITIES: Final[JsonObject] = {"roots": {"listChanged": True}}
+_CREDENTIAL_STATUSES: Final = frozenset(
+    {401, 403}
+)  # it wants a credential: an answer, not "not MCP"
 
 
 class _RootsWatch:
@@ -92,16 +102,17 @@ async def _look(
 
 async def _legacy(
     seen: Observed, settings: UpstreamSettings, opener: Any, transport: TransportInfo | None
-) -> None:
+) -> BridgeError | None:
+    """Open a legacy session and look at it; the error that kept it from opening, if any."""
     watch = _RootsWatch()
     try:
         session: PooledSession = await opener(dict(_CAPABILITIES), _static_headers(settings), watch)
     except UnsupportedUpstreamVersion as exc:
         seen.unsupported_version = exc.answered
-        return
+        return None
     except BridgeError as exc:
         seen.legacy_error = exc.message
-        return
+        return exc
     finally:
         if transport is not None and not transport.name.startswith("auto"):
             seen.transport = transport.name
@@ -109,11 +120,64 @@ async def _legacy(
         await _look(session, seen, watch, settings.roots_probe_ms / 1000)
     finally:
         await session.aclose()
+    return None
+
+
+def _answered_nothing(seen: Observed) -> bool:
+    return (
+        seen.discover is not None
+        and not seen.discover.modern
+        and seen.init_result is None
+        and (seen.unsupported_version is None)
+    )
 
 
 def _static_headers(settings: UpstreamSettings) -> dict[str, str]:
     static = settings.authorization
     return {"Authorization": static.get_secret_value()} if static is not None else {}
+
+
+async def _discover_http(
+    client: aiohttp.ClientSession, settings: UpstreamSettings, seen: Observed
+) -> tuple[int | None, bool]:
+    """The `server/discover` probe: the HTTP status it got (None: no HTTP answer at all) and
+    whether the body was JSON-RPC. Raises `UpstreamUnavailable` when the connection fails."""
+    assert settings.url is not None
+    request = discover_request(client_info())
+    try:
+        status, reply = await modern_post(
+            client, settings.url, request, settings, _static_headers(settings)
+        )
+    except TimeoutError:
+        seen.discover = SILENT
+        return None, False
+    except UpstreamUnavailable:
+        raise
+    except BridgeError as exc:  # not HTTP (junk bytes): judged later with initialize
+        seen.discover = DiscoverVerdict(False, reason=f"server/discover failed: {exc.message}")
+        return None, False
+    seen.discover = verdict_of_http(status, reply)
+    return status, isinstance(reply, dict) and reply.get("jsonrpc") == "2.0"
+
+
+def _judge_http(
+    seen: Observed, status: int | None, jsonrpc: bool, error: BridgeError | None
+) -> None:
+    """Neither `server/discover` nor `initialize` answered as MCP: nothing answered at all
+    (unreachable), or an HTTP server that is not an MCP server."""
+    if not _answered_nothing(seen) or error is None:
+        return
+    refused = error.status if isinstance(error, UpstreamRefused) else None
+    if status is None and refused is None:
+        seen.unreachable = f"no HTTP answer: {error.message}"
+    elif (
+        not jsonrpc
+        and not isinstance(error, UpstreamReturnedError)
+        and ({status, refused}.isdisjoint(_CREDENTIAL_STATUSES))
+    ):
+        seen.not_mcp = (
+            f"server/discover got HTTP {status} without a JSON-RPC answer, and {error.message}"
+        )
 
 
 async def _check_http(settings: UpstreamSettings) -> Observed:
@@ -122,20 +186,13 @@ async def _check_http(settings: UpstreamSettings) -> Observed:
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_s)
     async with aiohttp.ClientSession(timeout=timeout) as client:
         try:
-            seen.discover = await probe_http(
-                client, settings.url, settings, _static_headers(settings)
-            )
+            status, jsonrpc = await _discover_http(client, settings, seen)
         except UpstreamUnavailable as exc:
             seen.unreachable = exc.message
             return seen
-        except (
-            BridgeError
-        ) as exc:  # not a modern answer: judged legacy, as the spec's fallback says
-            seen.discover = DiscoverVerdict(
-                False, reason=f"server/discover probe failed: {exc.message}"
-            )
         transport = HttpTransport(client, settings)
-        await _legacy(seen, settings, NegotiatingOpener(transport), transport)
+        error = await _legacy(seen, settings, NegotiatingOpener(transport), transport)
+        _judge_http(seen, status, jsonrpc, error)
         if seen.discover is not None and seen.discover.modern:
             seen.transport = "streamable-http"
             if seen.init_result is None and "tools" in seen.discover.capabilities:
@@ -173,13 +230,23 @@ async def _check_stdio(settings: UpstreamSettings) -> Observed:
     except UpstreamUnavailable as exc:
         seen.unreachable = exc.message
         return seen
+    started: list[StdioUpstreamSession] = []
 
     async def open_stdio(
         capabilities: JsonObject, headers: Any, on_unrelated: Any
     ) -> PooledSession:
-        return await StdioUpstreamSession.open(settings, capabilities, on_unrelated=on_unrelated)
+        session = await StdioUpstreamSession.spawned(settings)
+        started.append(session)
+        await session.initialize(capabilities, on_unrelated=on_unrelated)
+        return session
 
-    await _legacy(seen, settings, NegotiatingOpener(open_stdio), None)
+    error = await _legacy(seen, settings, NegotiatingOpener(open_stdio), None)
+    # It died or hung before answering initialize (a JSON-RPC refusal is an answer).
+    if _answered_nothing(seen) and error is not None:
+        if not isinstance(error.__cause__, UpstreamReturnedError):
+            seen.unreachable = error.message
+        if started:
+            seen.stderr_tail = list(started[-1].stderr.tail)
     return seen
 
 
@@ -224,6 +291,9 @@ def render_text(report: dict[str, Any]) -> str:
     lines += [f"will bridge: {item}" for item in report["bridges"]]
     lines += [f"problem:     {item}" for item in report["problems"]]
     lines += [f"note:        {item}" for item in report["notes"]]
+    if report["stderrTail"]:
+        lines.append("its stderr ended with:")
+        lines += [f"  | {line}" for line in report["stderrTail"]]
     lines.append(f"bridgeable: {'yes' if report['bridgeable'] else 'no'}")
     return "\n".join(lines) + "\n"
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gc
 import os
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
-from typing import Any, Final, TextIO
+from typing import Any, Final, NoReturn, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
 import structlog
@@ -23,7 +24,8 @@ from config import ConfigError, Settings, env_name, load_settings
 from proxy import event_loop, tracing
 from proxy.app import make_app
 from proxy.check import run_check
-from proxy.cli_args import build_parser, overrides_from
+from proxy.cli_args import FLAG_SETTINGS, build_parser, overrides_from
+from proxy.cli_hints import example_config, fail, loopback_only_warning
 from proxy.drain import close_reserve_s
 from proxy.event_loop import EventLoopUnavailable, running_loop_name
 from proxy.front_stdio import serve_stdio
@@ -133,37 +135,42 @@ async def _serve(settings: Settings) -> None:
                 upstream=upstream_label(settings),
                 event_loop=running_loop_name(),
             )
+            warning = loopback_only_warning(settings.front)
+            if warning is not None:
+                _log.warning("allowed_hosts_loopback_only", hint=warning)
             await stop.wait()
             _log.info("bridge_stopping")
         finally:
             await runner.cleanup()
 
 
-def _settings(
-    args: argparse.Namespace, env: Mapping[str, str], parser: argparse.ArgumentParser
-) -> Settings:
-    """Validated settings for `serve`/`stdio`/`check`; a usage error (exit 2) says what is wrong
+def _flag_names() -> dict[str, str]:
+    return {dotted: "--" + flag.replace("_", "-") for flag, dotted in FLAG_SETTINGS.items()}
+
+
+def _settings(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:
+    """Validated settings for `serve`/`stdio`/`check`; a mistake is one line on stderr and exit 2
     (`check` reports a command that cannot start as an unreachable upstream instead)."""
     try:
-        settings = load_settings(args.config, env, overrides_from(args))
+        settings = load_settings(args.config, env, overrides_from(args), _flag_names())
     except ConfigError as exc:
-        parser.error(str(exc))
+        fail(str(exc))
     upstream = settings.upstream
     if not (upstream.url or upstream.command):
-        parser.error(
+        fail(
             "no upstream: pass --upstream URL or --upstream-command CMD, or set "
             f"{env_name('upstream.url')}"
             f" / {env_name('upstream.command')} or the config file"
         )
     if upstream.url and upstream.command:
-        parser.error(
+        fail(
             "choose one upstream: --upstream URL (HTTP) or --upstream-command CMD (stdio), not both"
         )
     if upstream.command and args.command != "check":
         try:
             check_command(upstream)
         except BridgeError as exc:
-            parser.error(exc.message)
+            fail(exc.message)
     return settings
 
 
@@ -202,16 +209,23 @@ def _run(command: Any, settings: Settings) -> int:
         # machine, much of the 2 s a stdio client allows between closing stdin and SIGTERM. Frozen
         # objects are not collected; the operating system reclaims them.
         gc.freeze()
-    except EventLoopUnavailable as exc:
-        _log.error("bridge_failed", error=str(exc))
-        return EXIT_FAILED
-    except OSError as exc:  # e.g. the address is in use
-        _log.error("bridge_failed", error=str(exc))
-        return EXIT_FAILED
-    except ValueError as exc:  # e.g. a requestState key that is not 32 bytes of base64url
-        _log.error("bridge_failed", error=str(exc), exc_info=exc)
-        return EXIT_FAILED
+    except (EventLoopUnavailable, OSError, ValueError) as exc:
+        # e.g. the address is in use, a requestState key that is not 32 bytes of base64url
+        _failed(settings, exc)
+    except Exception as exc:  # a bug: one line; the traceback at --log-level debug
+        _failed(settings, exc, hint=" (run with --log-level debug for the traceback)")
     return EXIT_OK
+
+
+def _failed(settings: Settings, exc: BaseException, hint: str = "") -> NoReturn:
+    """A start-up or run failure: one plain line on stderr, exit 1; the traceback only in a debug
+    log line."""
+    if settings.log.level == "debug":
+        _log.error("bridge_failed", error=str(exc), exc_info=exc)
+    reason = str(exc) or type(exc).__name__
+    if isinstance(exc, OSError) and exc.strerror and exc.errno == errno.EADDRINUSE:
+        reason = f"cannot listen on {settings.front.listen}: the address is already in use"
+    fail(f"{reason}{hint}", EXIT_FAILED)
 
 
 def main(
@@ -224,14 +238,20 @@ def main(
     args = parser.parse_args(argv)
     if args.command == "keygen":
         return _keygen(args, out or sys.stdout)
+    if args.command == "config":
+        (out or sys.stdout).write(example_config())
+        return EXIT_OK
     if args.command == "check":
-        settings = _settings(args, os.environ if env is None else env, parser)
+        settings = _settings(args, os.environ if env is None else env)
         configure_logging(
             settings.log if args.log_level else settings.log.model_copy(update={"level": "warning"})
         )
-        return run_check(settings, args.json, out or sys.stdout)
+        try:
+            return run_check(settings, args.json, out or sys.stdout)
+        except Exception as exc:  # a bug: one line; the traceback at --log-level debug
+            _failed(settings, exc, hint=" (run with --log-level debug for the traceback)")
     if args.command in ("serve", "stdio"):
-        settings = _settings(args, os.environ if env is None else env, parser)
+        settings = _settings(args, os.environ if env is None else env)
         return _run(_serve if args.command == "serve" else _stdio, settings)
     parser.print_help(out or sys.stdout)
     return EXIT_USAGE

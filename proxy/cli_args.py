@@ -99,7 +99,8 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
         "--config",
         metavar="FILE",
         type=Path,
-        help=f"TOML settings file, see config/bridge.example.toml [env {CONFIG_ENV}]",
+        help="TOML settings file; `mrtr-bridge config example` prints a commented one with every "
+        f"setting and its default [env {CONFIG_ENV}]",
     )
     parser.add_argument(
         "--log-level",
@@ -131,8 +132,8 @@ def _add_serve(commands: Any) -> None:
     serve.add_argument(
         "--listen",
         metavar="HOST:PORT",
-        help="where the modern endpoint listens; its path is /mcp (default 127.0.0.1:8080) "
-        + _where("front.listen"),
+        help="where the modern endpoint listens: HOST:PORT, not a URL; its path is /mcp "
+        "(default 127.0.0.1:8080) " + _where("front.listen"),
     )
     _add_cluster_flags(serve)
     _add_common(serve)
@@ -190,6 +191,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(commands)
     _add_stdio(commands)
     _add_check(commands)
+    config = commands.add_parser(
+        "config",
+        help="print the example settings file (every setting, commented, with its default)",
+        description="Print the commented example settings file shipped with the bridge: "
+        "`mrtr-bridge config example > bridge.toml`, then `--config bridge.toml`.",
+    )
+    config.add_argument("action", choices=("example",), help="example: print it")
     keygen = commands.add_parser(
         "keygen",
         help="print a new requestState key (32 random bytes, base64url) for [held.keys]",

@@ -26,6 +26,7 @@ from typing import Final
 import structlog
 
 from proxy.upstream.base import TransportInfo
+from proxy.upstream.errors import plain_reason
 from proxy.upstream.pool import SessionKey, UpstreamPool
 from translators.eras import LEGACY_PING
 from translators.errors import (
@@ -35,11 +36,13 @@ from translators.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+from translators.oauth import UpstreamAuthChallenge
 from translators.revisions import UnsupportedUpstreamVersion
 
 PROBE_KEY: Final = SessionKey("~readiness-probe", "probe")
 FRESH_S: Final = 5.0
 ANSWER_WITHIN_S: Final = 2.0
+_TIMED_OUT: Final = "unreachable: it did not answer in time"
 _log = structlog.get_logger("proxy.health")
 
 
@@ -124,7 +127,7 @@ class Readiness:
         except TimeoutError:
             # The verdict is recorded now; the ping winds down on its own (closing its session may
             # wait on the same hung upstream).
-            verdict = "unreachable: UpstreamTimeout"
+            verdict = _TIMED_OUT
             ping.cancel()
             self._winding_down.add(ping)
             ping.add_done_callback(self._winding_down.discard)
@@ -138,16 +141,22 @@ class Readiness:
             )
         except (UpstreamUnavailable, UpstreamTimeout, UpstreamSessionLost) as exc:
             _log.warning("readiness_probe_failed", error=exc.message)
-            return f"unreachable: {type(exc).__name__}"
+            return f"unreachable: {plain_reason(exc)}"
         except LimitExceeded:
             return "reachable (every upstream session is in use)"
         except UnsupportedUpstreamVersion as exc:
             _log.warning("readiness_probe_failed", error=exc.message)
             return exc.verdict
+        except UpstreamAuthChallenge as exc:
+            _log.info("readiness_probe_refused", error=exc.message)
+            return (
+                "reachable (it asks for credentials the probe does not have; set "
+                "upstream.authorization to probe with one)"
+            )
         except BridgeError as exc:
             _log.info("readiness_probe_refused", error=exc.message)
-            return f"reachable (it refused the probe session: {type(exc).__name__})"
-        verdict = "unreachable: UpstreamTimeout"  # unless the ping ends before the probe's deadline
+            return f"reachable (it refused the probe session: {plain_reason(exc)})"
+        verdict = _TIMED_OUT  # unless the ping ends before the probe's deadline
         try:
             await lease.session.start(
                 LEGACY_PING, {}, headers=self._headers, on_inbound=None
@@ -155,7 +164,7 @@ class Readiness:
             verdict = "reachable"
         except (UpstreamUnavailable, UpstreamTimeout, UpstreamSessionLost) as exc:
             _log.warning("readiness_probe_failed", error=exc.message)
-            verdict = f"unreachable: {type(exc).__name__}"
+            verdict = f"unreachable: {plain_reason(exc)}"
         except BridgeError:
             verdict = "reachable (ping answered with an error)"
         finally:

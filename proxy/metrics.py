@@ -19,7 +19,16 @@ from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import version
 from typing import Any, Final, Protocol
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    GCCollector,
+    Histogram,
+    PlatformCollector,
+    ProcessCollector,
+    disable_created_metrics,
+)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder, generate_latest
 from prometheus_client.registry import Collector
@@ -152,11 +161,21 @@ def _counter(registry: CollectorRegistry, name: str, help_text: str, *labels: st
     return Bounded(Counter(PREFIX + name, help_text, labels, registry=registry))
 
 
+def _standard_collectors(registry: CollectorRegistry) -> None:
+    """The series every Prometheus user expects next to the bridge's own: `process_*` (CPU,
+    memory, file descriptors, start time), `python_info` and `python_gc_*`, as prometheus_client's
+    default registry has them, registered on this bridge's own registry."""
+    ProcessCollector(registry=registry)
+    PlatformCollector(registry=registry)
+    GCCollector(registry=registry)
+
+
 class BridgeMetrics:
     """The bridge's metric families (names in docs/operations.md) and how outcomes feed them."""
 
     def __init__(self) -> None:
         registry = self.registry = CollectorRegistry()
+        _standard_collectors(registry)
         self.requests = _counter(
             registry,
             "requests_total",

@@ -30,7 +30,9 @@ _SERVED: Final = (
 @dataclass
 class Observed:
     """What `check` saw. `legacy_error` is why a legacy `initialize` failed (None if it was not
-    tried or succeeded); `unreachable` is why nothing could be asked at all."""
+    tried or succeeded); `unreachable` is why nothing answered at all (refused, silent, not HTTP,
+    a command that died or hung); `not_mcp` why something answered, but not as an MCP server;
+    `stderr_tail` what a stdio server that died wrote last to stderr."""
 
     upstream: str
     transport: str | None = None
@@ -42,15 +44,20 @@ class Observed:
     tools_error: str | None = None
     roots_at_initialized: bool | None = None
     unreachable: str | None = None
+    not_mcp: str | None = None
+    stderr_tail: list[str] | None = None
     notes: list[str] = field(default_factory=list)
 
 
 def _era(seen: Observed) -> Era | None:
+    """legacy, modern or dual only after the server answered as one: a `DiscoverResult` (or a
+    modern error), an `InitializeResult` (or one naming a revision the bridge does not speak)."""
     if seen.unreachable is not None or seen.discover is None:
         return None
-    return era_of(
-        seen.discover, seen.init_result is not None or seen.unsupported_version is not None
-    )
+    answered_initialize = seen.init_result is not None or seen.unsupported_version is not None
+    if not (seen.discover.modern or answered_initialize):
+        return None
+    return era_of(seen.discover, answered_initialize)
 
 
 def _protocol_version(seen: Observed, era: Era | None) -> str | None:
@@ -169,6 +176,8 @@ def _verdict(
     """(bridgeable, bridges, problems)."""
     if seen.unreachable is not None:
         return False, [], [f"unreachable: {seen.unreachable}"]
+    if seen.not_mcp is not None:
+        return False, [], [f"not an MCP server: {seen.not_mcp}"]
     if era == MODERN:
         return _modern_only(seen)
     if seen.unsupported_version is not None:
@@ -230,6 +239,7 @@ def build_report(seen: Observed) -> dict[str, Any]:
         "bridges": bridges,
         "problems": problems,
         "notes": list(seen.notes),
+        "stderrTail": seen.stderr_tail,
     }
 
 

@@ -43,6 +43,7 @@ class UpstreamEra:
         self._probe: asyncio.Task[Era | None] | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._client: aiohttp.ClientSession | None = None
+        self.last_failure: BridgeError | None = None  # why the last probe got no answer
 
     @property
     def relays_modern(self) -> bool:
@@ -92,7 +93,9 @@ class UpstreamEra:
             era = await self._probe_http()
         except BridgeError as exc:
             _log.info("upstream_era_unknown", reason=exc.message, keeping=self.era)
+            self.last_failure = exc
             return self.era
+        self.last_failure = None
         self._learn(era)
         return era
 

@@ -107,18 +107,16 @@ async def probe_stdio(settings: UpstreamSettings) -> DiscoverVerdict:
     process, program = await spawn(settings)
     try:
         assert process.stdin is not None and process.stdout is not None
-        process.stdin.write(json.dumps(discover_request(client_info())).encode() + b"\n")
         try:
+            process.stdin.write(json.dumps(discover_request(client_info())).encode() + b"\n")
             await process.stdin.drain()
             async with asyncio.timeout(settings.era_probe_timeout_s):
                 return await _read_probe_reply(process.stdout)
         except TimeoutError:
             return SILENT
-        # the process died, or a line beyond the reader's limit
-        except (
-            ConnectionError,
-            ValueError,
-        ):
+        # the process died (uvloop raises RuntimeError on a pipe it has closed), or a line beyond
+        # the reader's limit
+        except (ConnectionError, RuntimeError, ValueError):
             return DiscoverVerdict(False, reason="the process closed stdio after server/discover")
     finally:
         await stop_process(

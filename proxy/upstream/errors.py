@@ -6,7 +6,10 @@ Messages say what happened and to which upstream, with the URL stripped of crede
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -17,9 +20,12 @@ from translators.errors import (
     BridgeError,
     UpstreamFault,
     UpstreamProtocolError,
+    UpstreamSessionLost,
     UpstreamTimeout,
     UpstreamUnavailable,
 )
+
+_HTTP_STATUS = re.compile(r"\bwith HTTP (\d{3})\b")
 
 
 def safe_url(url: str | URL) -> str:
@@ -85,4 +91,36 @@ def map_upstream_errors(url: str, action: str) -> Iterator[None]:
         raise fault from exc
 
 
-__all__ = ["map_upstream_errors", "safe_url"]
+def _connect_reason(exc: aiohttp.ClientConnectorError) -> str:
+    if isinstance(exc, aiohttp.ClientConnectorDNSError):
+        return "cannot connect: the host name does not resolve"
+    code = exc.os_error.errno
+    if code in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ETIMEDOUT):
+        return f"cannot connect: {os.strerror(code).lower()}"
+    return "cannot connect"
+
+
+def plain_reason(exc: BridgeError) -> str:
+    """Why the upstream could not be used, in plain words without its URL or addresses (for
+    `/readyz` and the start-up warning): "cannot connect: connection refused", "it did not answer
+    in time", "it answered HTTP 502", ..."""
+    cause: BaseException | None = exc
+    while cause is not None:
+        if isinstance(cause, aiohttp.ClientConnectorError):
+            return _connect_reason(cause)
+        if isinstance(cause, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+            return "it closed the connection without answering"
+        cause = cause.__cause__
+    status = _HTTP_STATUS.search(exc.message)
+    if status is not None:
+        return f"it answered HTTP {status.group(1)}"
+    if isinstance(exc, UpstreamTimeout):
+        return "it did not answer in time"
+    if isinstance(exc, UpstreamSessionLost):
+        return "the upstream session was lost"
+    if isinstance(exc, UpstreamProtocolError):
+        return "it answered with something that is not MCP"
+    return "it is unavailable"
+
+
+__all__ = ["map_upstream_errors", "plain_reason", "safe_url"]

@@ -104,6 +104,7 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
         self._readers: tuple[asyncio.Task[Any], ...] = ()
         self._children: ChildProcesses | None = None  # where the process is recorded while it runs
         self._log = log.bind(program=program, pid=process.pid)
+        self.stderr = StderrRelay(self._log)  # its `tail` is for `check`, never for a client
 
     @classmethod
     async def open(
@@ -149,7 +150,7 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
         self._readers = (
             self._tasks.spawn(self._read_stdout(), name=f"stdio-stdout-{self.pid}"),
             self._tasks.spawn(
-                StderrRelay(self._log).run(self._process.stderr), name=f"stdio-stderr-{self.pid}"
+                self.stderr.run(self._process.stderr), name=f"stdio-stderr-{self.pid}"
             ),
         )
 
@@ -290,7 +291,7 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
             try:
                 stdin.write(data)
                 await stdin.drain()
-            except OSError as exc:  # BrokenPipeError / ConnectionResetError: the child is gone
+            except (OSError, RuntimeError) as exc:  # a gone child (uvloop: RuntimeError)
                 self._log.info("upstream_stdin_write_failed", error=type(exc).__name__)
                 if self._lost is None:  # say why, as the reader will once it sees the end of stdout
                     self._fail_pending(

@@ -3,12 +3,15 @@
 Per the spec stderr is free-form logging and not an error signal, so lines are logged at INFO, each
 cut to `LINE_CHARS` characters, at most `LINES_PER_S` per second; the rest are counted and reported
 as one `upstream_stderr_suppressed` entry when the next one-second window opens or the stream ends.
+The last `TAIL_LINES` lines (suppressed ones too) are kept in `tail`, so that `mrtr-bridge check`
+can show why a server that died said it died.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any, Final
 
@@ -19,6 +22,7 @@ MAX_LINE_BYTES: Final = 65536  # longer stderr lines are not buffered, only coun
 LINE_CHARS: Final = 1000
 LINES_PER_S: Final = 50
 WINDOW_S: Final = 1.0
+TAIL_LINES: Final = 20
 
 
 class StderrRelay:
@@ -41,6 +45,7 @@ class StderrRelay:
         self.logged = 0
         self.suppressed = 0
         self._unreported = 0
+        self.tail: deque[str] = deque(maxlen=TAIL_LINES)
 
     async def run(self, stream: asyncio.StreamReader | None) -> None:
         """Relay until EOF (or cancellation); the last unterminated line and the suppressed
@@ -65,6 +70,10 @@ class StderrRelay:
         self._report_suppressed()
 
     def _line(self, item: bytes | FramingError) -> None:
+        if isinstance(item, FramingError):
+            self.tail.append(f"[a line of {item.size} bytes, omitted]")
+        else:
+            self.tail.append(item.decode("utf-8", errors="replace").rstrip()[:LINE_CHARS])
         now = self._clock()
         if self._window_start is None or now - self._window_start >= WINDOW_S:
             self._report_suppressed()
@@ -94,4 +103,4 @@ class StderrRelay:
             self._unreported = 0
 
 
-__all__ = ["LINES_PER_S", "LINE_CHARS", "StderrRelay"]
+__all__ = ["LINES_PER_S", "LINE_CHARS", "TAIL_LINES", "StderrRelay"]

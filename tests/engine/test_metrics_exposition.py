@@ -33,6 +33,19 @@ from translators.errors import UpstreamUnavailable
 
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "metrics-families.json"
 TEXT_0_0_4 = "text/plain; version=0.0.4; charset=utf-8"
+# prometheus_client's process, platform and gc collectors, on the app's own registry (Linux).
+STANDARD_FAMILIES = {
+    "process_virtual_memory_bytes",
+    "process_resident_memory_bytes",
+    "process_start_time_seconds",
+    "process_cpu_seconds",
+    "process_open_fds",
+    "process_max_fds",
+    "python_info",
+    "python_gc_objects_collected",
+    "python_gc_objects_uncollectable",
+    "python_gc_collections",
+}
 
 
 def families_of(metrics: Any) -> dict[str, dict[str, Any]]:
@@ -80,14 +93,18 @@ async def test_metrics_keeps_every_family_and_label_of_the_recorded_exposition(
     response = await client.get("/metrics")
     assert response.headers["Content-Type"] == TEXT_0_0_4
     text = await response.text()
-    assert families_of(text_string_to_metric_families(text)) == json.loads(
-        RECORDED.read_text(encoding="utf-8")
-    )
+    families = families_of(text_string_to_metric_families(text))
+    own = {name: family for name, family in families.items() if name.startswith("mrtr_bridge_")}
+    assert own == json.loads(RECORDED.read_text(encoding="utf-8"))
+    assert set(families) - set(own) == STANDARD_FAMILIES
     assert 'mrtr_bridge_request_state_rejections_total{reason="other_principal"} 1.0' in text
     assert 'mrtr_bridge_limit_rejections_total{limit="held.max_per_principal"} 1.0' in text
     assert 'mrtr_bridge_upstream_errors_total{kind="UpstreamUnavailable"} 1.0' in text
     assert "mrtr_bridge_input_rounds_total 1.0" in text
     assert "_created" not in text
+    assert 'python_info{implementation="CPython"' in text
+    cpu = next(line for line in text.splitlines() if line.startswith("process_cpu_seconds_total "))
+    assert float(cpu.split()[1]) > 0
 
 
 async def test_metrics_offers_openmetrics_to_a_scraper_that_asks(aiohttp_client: Any) -> None:
@@ -100,7 +117,8 @@ async def test_metrics_offers_openmetrics_to_a_scraper_that_asks(aiohttp_client:
     text = await response.text()
     assert text.endswith("# EOF\n")
     parsed = families_of(parse_openmetrics(text))
+    assert {name for name in parsed if not name.startswith("mrtr_bridge_")} == STANDARD_FAMILIES
     recorded = json.loads(RECORDED.read_text(encoding="utf-8"))
-    assert {name: (f["type"], f["labels"]) for name, f in parsed.items()} == {
+    assert {name: (f["type"], f["labels"]) for name, f in parsed.items() if name in recorded} == {
         name: (f["type"], f["labels"]) for name, f in recorded.items()
     }

@@ -19,11 +19,13 @@ FIXTURE_TOOLS = 27
 MODERN_SERVER = PEERS_DIR / "modern_server.py"
 
 
-def run_check(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
-    """`mrtr-bridge check <args> --json`: exit status and the one JSON object on stdout."""
+def run_check_raw(
+    *args: str, env: dict[str, str] | None = None, json_output: bool = True
+) -> tuple[int, str, str]:
+    """`mrtr-bridge check <args> [--json]`: exit status, stdout and stderr."""
     base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
     done = subprocess.run(
-        [str(BRIDGE_EXE), "check", *args, "--json"],
+        [str(BRIDGE_EXE), "check", *args, *(["--json"] if json_output else [])],
         capture_output=True,
         text=True,
         timeout=CHECK_TIMEOUT_S,
@@ -31,7 +33,13 @@ def run_check(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[
         stdin=subprocess.DEVNULL,
         check=False,
     )
-    return done.returncode, json.loads(done.stdout)
+    return done.returncode, done.stdout, done.stderr
+
+
+def run_check(*args: str, env: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:
+    """`mrtr-bridge check <args> --json`: exit status and the one JSON object on stdout."""
+    status, stdout, _stderr = run_check_raw(*args, env=env)
+    return status, json.loads(stdout)
 
 
 def modern_server(peers: Peers, *args: str) -> PeerProcess:

@@ -327,5 +327,6 @@ async def test_an_upstream_that_challenges_the_probe_is_ready() -> None:
     assert status == 200
     assert (
         json.loads(text)["checks"]["upstream"]
-        == "reachable (it refused the probe session: UpstreamAuthChallenge)"
+        == "reachable (it asks for credentials the probe does not have; set upstream.authorization "
+        "to probe with one)"
     )

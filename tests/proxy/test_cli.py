@@ -172,27 +172,27 @@ def test_keygen_text_shows_both_forms() -> None:
         (
             ["serve", "--upstream", "http://u/mcp", "--listen", "8080"],
             {},
-            "invalid setting front.listen (from command line): Value error, listen must be "
-            "HOST:PORT",
+            "mrtr-bridge: error: invalid setting front.listen (from command line --listen): given "
+            "'8080'; allowed: HOST:PORT, e.g. 127.0.0.1:8080 or 0.0.0.0:8080\n",
         ),
         (
             ["serve", "--upstream", "http://u/mcp"],
             {"MRTR_BRIDGE_HELD_TTL_S": "-1"},
-            "invalid setting held.ttl_s (from environment MRTR_BRIDGE_HELD_TTL_S): Input should "
-            "be greater than 0",
+            "mrtr-bridge: error: invalid setting held.ttl_s (from environment "
+            "MRTR_BRIDGE_HELD_TTL_S): given '-1'; allowed: a number above 0\n",
         ),
         (
             ["serve", "--upstream", "http://user:pw@127.0.0.1:8931/mcp"],
             {},
-            "invalid setting upstream.url (from command line): Value error, must not carry "
-            "credentials "
+            "invalid setting upstream.url (from command line --upstream): given "
+            "'http://***@127.0.0.1:8931/mcp'; must not carry credentials "
             "(user:password@host); give them as upstream.authorization",
         ),
         (
             ["stdio"],
             {"MRTR_BRIDGE_UPSTREAM_URL": "http://tok@127.0.0.1:8931/mcp"},
-            "invalid setting upstream.url (from environment MRTR_BRIDGE_UPSTREAM_URL): Value "
-            "error, must not carry",
+            "invalid setting upstream.url (from environment MRTR_BRIDGE_UPSTREAM_URL): given "
+            "'http://***@127.0.0.1:8931/mcp'; must not carry",
         ),
     ],
 )

@@ -191,7 +191,7 @@ async def test_readyz_is_503_when_the_upstream_is_down(upstream: JournalPeer) ->
             "status": "unavailable",
             "checks": {
                 "keys": "ephemeral",
-                "upstream": "unreachable: UpstreamUnavailable",
+                "upstream": "unreachable: cannot connect: connection refused",
                 "transport": "auto (not detected yet)",
                 "era": "unknown",
             },
@@ -206,7 +206,7 @@ def test_every_documented_metric_is_registered() -> None:
     registered = {
         line.split()[2]
         for line in BridgeMetrics().render().splitlines()
-        if line.startswith("# TYPE ")
+        if line.startswith("# TYPE mrtr_bridge_")
     }
     operations = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text(
         encoding="utf-8"

@@ -1,0 +1,72 @@
+"""Plain-word config errors: pydantic's validation errors put as what is allowed, with the value
+that was given when it is not a secret (docs/operations.md § Configuration errors).
+
+pydantic words an error for a developer ("Value error, ...", "Input should be a valid number,
+unable to parse string as a number"); a person running the bridge needs the setting, where it came
+from, what they gave and what would do. Secrets (`SecretStr` settings, `upstream.env`) are never
+repeated, and user info in a URL is masked.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from pydantic import SecretStr
+
+# Settings whose value may be a secret: never echoed in an error.
+SECRET_SETTINGS: Final = frozenset({"held.keys", "upstream.authorization", "upstream.env"})
+MAX_SHOWN: Final = 120
+_USERINFO: Final = re.compile(r"(//)[^/@\s]*@")
+_BOUNDS: Final = {
+    "greater_than": ("gt", "a number above {}"),
+    "greater_than_equal": ("ge", "a number of at least {}"),
+    "less_than": ("lt", "a number below {}"),
+    "less_than_equal": ("le", "a number of at most {}"),
+    "string_too_short": ("min_length", "at least {} characters"),
+    "string_too_long": ("max_length", "at most {} characters"),
+}
+_KINDS: Final = {
+    "int_parsing": "a whole number",
+    "int_type": "a whole number",
+    "int_from_float": "a whole number",
+    "float_parsing": "a number",
+    "float_type": "a number",
+    "bool_parsing": "true or false",
+    "bool_type": "true or false",
+    "string_type": "a string",
+    "dict_type": "a table of name = value",
+    "tuple_type": "a list",
+}
+
+
+def shown(dotted: str, value: Any) -> str | None:
+    """How a given value is quoted in an error, or None when it must not be."""
+    if dotted in SECRET_SETTINGS or dotted.startswith("held.keys.") or isinstance(value, SecretStr):
+        return None
+    if isinstance(value, (list, tuple)):
+        value = ",".join(str(item) for item in value)
+    text = _USERINFO.sub(r"\1***@", str(value))
+    return repr(text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "...")
+
+
+def allowed(error: Mapping[str, Any], known: tuple[str, ...] = ()) -> str:
+    """What the setting accepts, in plain words, from one pydantic error."""
+    kind, context = error["type"], error.get("ctx") or {}
+    if kind == "value_error":
+        return str(context.get("error") or error["msg"]).removeprefix("Value error, ")
+    if kind == "literal_error":
+        return f"allowed: {context.get('expected')}"
+    if kind == "extra_forbidden":
+        return "no such setting" + (f"; the settings here are {', '.join(known)}" if known else "")
+    if kind in _BOUNDS:
+        name, words = _BOUNDS[kind]
+        bound = context.get(name)
+        return "allowed: " + words.format(f"{bound:g}" if isinstance(bound, float) else bound)
+    if kind in _KINDS:
+        return f"allowed: {_KINDS[kind]}"
+    return str(error["msg"])
+
+
+__all__ = ["SECRET_SETTINGS", "allowed", "shown"]

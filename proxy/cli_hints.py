@@ -1,0 +1,67 @@
+"""What the command line tells a person before anything runs: one plain line per mistake, a warning
+for a listen address that remote clients would reach only to get 403, and the example config file
+shipped with the package (`mrtr-bridge config example`)."""
+
+from __future__ import annotations
+
+import ipaddress
+import sys
+from importlib.resources import files
+from typing import Final, NoReturn, TextIO
+
+from config import env_name
+from config.settings import FrontSettings
+
+PROG: Final = "mrtr-bridge"
+EXAMPLE_CONFIG: Final = "bridge.example.toml"
+LOOPBACK_NAMES: Final = frozenset({"localhost", "127.0.0.1", "::1", "[::1]"})
+EXIT_USAGE: Final = 2
+
+
+def fail(message: str, status: int = EXIT_USAGE, err: TextIO | None = None) -> NoReturn:
+    """Print `mrtr-bridge: error: <message>` as one line on stderr and exit with `status`."""
+    stream = err or sys.stderr
+    stream.write(f"{PROG}: error: {' '.join(message.split())}\n")
+    stream.flush()
+    raise SystemExit(status)
+
+
+def example_config() -> str:
+    """The commented example settings file, as shipped inside the `config` package."""
+    return files("config").joinpath(EXAMPLE_CONFIG).read_text(encoding="utf-8")
+
+
+def _is_loopback(host: str) -> bool:
+    host = host.strip("[]").lower()
+    if host == "localhost" or host.endswith(".localhost"):
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _host_of(allowed: str) -> str:
+    """An allowed `Host` value without its port (`localhost:8080`, `[::1]:8080`)."""
+    if allowed.startswith("["):
+        return allowed.partition("]")[0] + "]"
+    return allowed.rsplit(":", 1)[0] if allowed.count(":") == 1 else allowed
+
+
+def loopback_only_warning(front: FrontSettings) -> str | None:
+    """Why remote clients of a bridge listening beyond the loopback would all get 403, or None:
+    its `front.allowed_hosts` admit loopback names only."""
+    if _is_loopback(front.host) or "*" in front.allowed_hosts:
+        return None
+    if not all(_is_loopback(_host_of(allowed)) for allowed in front.allowed_hosts):
+        return None
+    return (
+        f"listening on {front.listen}, but front.allowed_hosts ({', '.join(front.allowed_hosts)}) "
+        "admits loopback names only: a client that reaches this bridge by another name or address "
+        "gets 403. Add the names clients use to front.allowed_hosts "
+        f"({env_name('front.allowed_hosts')}=mcp.example.com,10.0.0.5, or the config file); "
+        "behind a port published on the loopback only (docker-compose.yml) this is expected"
+    )
+
+
+__all__ = ["EXAMPLE_CONFIG", "PROG", "example_config", "fail", "loopback_only_warning"]

@@ -1,0 +1,226 @@
+"""The first hour: every newcomer mistake on the command line is one plain line on stderr with a
+non-zero exit and no traceback (a traceback only at `--log-level debug`), the example config is
+printed by the command itself, and a listen address beyond the loopback with loopback-only allowed
+hosts is warned about. Each test runs the real `mrtr-bridge` command."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from config import ENV_PREFIX, load_settings
+from config.settings import FrontSettings
+from proxy import cli
+from proxy.cli_hints import loopback_only_warning
+
+BRIDGE = [sys.executable, "-m", "proxy"]
+TIMEOUT_S = 30
+LOOPBACK_WARNING = "admits loopback names only"
+
+
+def bridge(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
+    return subprocess.run(
+        [*BRIDGE, *args],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env={**base, **(env or {})},
+        stdin=subprocess.DEVNULL,
+        check=False,
+    )
+
+
+def one_line(done: subprocess.CompletedProcess[str]) -> str:
+    """The one stderr line of a refused start; nothing on stdout, no traceback."""
+    assert done.stdout == ""
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert "Traceback" not in done.stderr and "Value error" not in done.stderr
+    return lines[0]
+
+
+def test_listen_given_as_a_url_says_to_use_host_port() -> None:
+    done = bridge(
+        "serve", "--upstream", "http://127.0.0.1:9/mcp", "--listen", "http://127.0.0.1:8080"
+    )
+    assert done.returncode == 2
+    assert one_line(done) == (
+        "mrtr-bridge: error: invalid setting front.listen (from command line --listen): given "
+        "'http://127.0.0.1:8080'; allowed: HOST:PORT, not a URL, e.g. 127.0.0.1:8080 (the "
+        "endpoint's path is front.path, /mcp)"
+    )
+
+
+@pytest.mark.parametrize("url", ["127.0.0.1:8931/mcp", "localhost:8931", "ftp://host/mcp"])
+def test_upstream_without_http_scheme_is_refused_at_start(url: str) -> None:
+    done = bridge("serve", "--upstream", url)
+    assert done.returncode == 2
+    assert one_line(done) == (
+        "mrtr-bridge: error: invalid setting upstream.url (from command line --upstream): given "
+        f"'{url}'; allowed: an http:// or https:// URL, e.g. http://127.0.0.1:8931/mcp (a stdio "
+        "server goes in upstream.command, --upstream-command)"
+    )
+
+
+def test_config_file_error_names_setting_file_value_and_choices(tmp_path: Path) -> None:
+    path = tmp_path / "bridge.toml"
+    path.write_text('[upstream]\nurl = "http://127.0.0.1:9/mcp"\ntransport = "grpc"\n')
+    done = bridge("check", "--config", str(path))
+    assert done.returncode == 2
+    assert one_line(done) == (
+        f"mrtr-bridge: error: invalid setting upstream.transport (from config file {path}): "
+        "given 'grpc'; allowed: 'auto', 'streamable-http' or 'sse'"
+    )
+
+
+def test_env_error_names_the_variable_and_never_a_secret() -> None:
+    done = bridge(
+        "stdio",
+        "--upstream",
+        "http://127.0.0.1:9/mcp",
+        env={"MRTR_BRIDGE_HELD_MAX_ROUNDS": "many", "MRTR_BRIDGE_UPSTREAM_AUTHORIZATION": "x\ty"},
+    )
+    assert done.returncode == 2
+    line = one_line(done)
+    assert line.startswith("mrtr-bridge: error: invalid setting ")
+    assert "x\ty" not in done.stderr
+    secret = bridge(
+        "serve",
+        "--upstream",
+        "http://127.0.0.1:9/mcp",
+        env={"MRTR_BRIDGE_UPSTREAM_AUTHORIZATION": "Bearer se\x01cret"},
+    )
+    assert one_line(secret) == (
+        "mrtr-bridge: error: invalid setting upstream.authorization (from environment "
+        "MRTR_BRIDGE_UPSTREAM_AUTHORIZATION): authorization must be one line of visible ASCII "
+        "(an HTTP header value)"
+    )
+
+
+def test_replicas_without_shared_keys_fail_with_a_clear_line() -> None:
+    done = bridge(
+        "serve",
+        "--upstream",
+        "http://demo:8931/mcp",
+        env={"MRTR_BRIDGE_CLUSTER_PEERS_DNS": "bridge-peers:8080"},
+    )
+    assert done.returncode == 2
+    assert one_line(done) == (
+        "mrtr-bridge: error: invalid setting held.keys (from environment "
+        "MRTR_BRIDGE_CLUSTER_PEERS_DNS): required when cluster.peers_dns is set: replicas need "
+        "held.keys shared by every replica (an ephemeral key cannot open another replica's "
+        "requestState); make one with `mrtr-bridge keygen` and set MRTR_BRIDGE_HELD_KEYS on "
+        "every replica"
+    )
+
+
+def test_address_in_use_is_one_line_and_a_traceback_only_at_debug() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        listen = f"127.0.0.1:{taken.getsockname()[1]}"
+        args = ("serve", "--upstream", "http://127.0.0.1:9/mcp", "--listen", listen)
+        done = bridge(*args, "--log-format", "json")
+        debug = bridge(*args, "--log-format", "json", "--log-level", "debug")
+    assert done.returncode == 1
+    message = f"mrtr-bridge: error: cannot listen on {listen}: the address is already in use"
+    plain = [line for line in done.stderr.splitlines() if not line.startswith("{")]
+    assert plain == [message]
+    assert "Traceback" not in done.stderr
+    assert debug.returncode == 1
+    assert debug.stderr.splitlines()[-1] == message
+    failed = [json.loads(line) for line in debug.stderr.splitlines() if '"bridge_failed"' in line]
+    assert len(failed) == 1 and "Traceback" in failed[0]["exception"]
+
+
+def test_config_example_prints_the_shipped_file_and_it_loads(tmp_path: Path) -> None:
+    done = bridge("config", "example")
+    assert done.returncode == 0 and done.stderr == ""
+    shipped = Path(__file__).resolve().parents[2] / "config" / "bridge.example.toml"
+    assert done.stdout == shipped.read_text(encoding="utf-8")
+    tomllib.loads(done.stdout)
+    path = tmp_path / "bridge.toml"
+    path.write_text(done.stdout)
+    assert load_settings(path, {}).front.listen == "127.0.0.1:8080"
+
+
+@pytest.mark.parametrize("command", [[], ["serve"], ["stdio"], ["check"], ["config"]])
+def test_help_never_points_at_a_file_an_installed_copy_lacks(command: list[str]) -> None:
+    done = bridge(*command, "--help")
+    assert done.returncode == 0
+    assert "bridge.example.toml" not in done.stdout
+    if command in (["serve"], ["stdio"], ["check"]):
+        assert "mrtr-bridge config example" in " ".join(done.stdout.split())
+
+
+@pytest.mark.parametrize(
+    ("listen", "allowed", "warned"),
+    [
+        ("0.0.0.0:8080", ("127.0.0.1", "localhost", "[::1]", "::1"), True),
+        ("[::]:8080", ("localhost:8080", "127.0.0.1"), True),
+        ("10.1.2.3:8080", ("localhost",), True),
+        ("0.0.0.0:8080", ("127.0.0.1", "mcp.example.com"), False),
+        ("0.0.0.0:8080", ("*",), False),
+        ("127.0.0.1:8080", ("127.0.0.1",), False),
+        ("localhost:8080", ("localhost",), False),
+        ("[::1]:8080", ("[::1]",), False),
+    ],
+)
+def test_loopback_only_allowed_hosts_beyond_the_loopback(
+    listen: str, allowed: tuple[str, ...], warned: bool
+) -> None:
+    warning = loopback_only_warning(FrontSettings(listen=listen, allowed_hosts=allowed))
+    assert (warning is not None) == warned
+    if warning is not None:
+        assert warning.startswith(f"listening on {listen}, but front.allowed_hosts (")
+        assert "MRTR_BRIDGE_FRONT_ALLOWED_HOSTS=" in warning
+
+
+def test_serve_on_all_interfaces_warns_once_at_start() -> None:
+    args = ["serve", "--upstream", "http://127.0.0.1:9/mcp", "--listen", "0.0.0.0:0"]
+    process = subprocess.Popen(
+        [*BRIDGE, *args, "--log-format", "json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)},
+    )
+    assert process.stderr is not None
+    try:
+        events: list[dict[str, str]] = []
+        for line in process.stderr:
+            events.append(json.loads(line))
+            if events[-1]["event"] == "allowed_hosts_loopback_only":
+                break
+        assert "bridge_started" in [event["event"] for event in events]
+        assert LOOPBACK_WARNING in events[-1]["hint"]
+        assert events[-1]["level"] == "warning"
+    finally:
+        process.terminate()
+        process.wait(TIMEOUT_S)
+
+
+def test_an_unexpected_failure_in_check_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken(*_args: object) -> int:
+        raise RuntimeError("something the bridge did not expect")
+
+    monkeypatch.setattr(cli, "run_check", broken)
+    # logging stays as it was: configured here, it would write to capsys's stream after the test
+    monkeypatch.setattr(cli, "configure_logging", lambda *_args: None)
+    with pytest.raises(SystemExit) as caught:
+        cli.main(["check", "--upstream", "http://127.0.0.1:9/mcp"], env={})
+    assert caught.value.code == 1
+    assert capsys.readouterr().err == (
+        "mrtr-bridge: error: something the bridge did not expect (run with --log-level debug for "
+        "the traceback)\n"
+    )

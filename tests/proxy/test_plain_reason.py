@@ -1,0 +1,67 @@
+"""`plain_reason`: what `/readyz` and the start-up warning say of an upstream failure, in plain
+words, with no URL, address or exception class name."""
+
+from __future__ import annotations
+
+import errno
+import socket
+
+import aiohttp
+import pytest
+
+from proxy.upstream.errors import map_upstream_errors, plain_reason
+from translators.errors import (
+    BridgeError,
+    UpstreamProtocolError,
+    UpstreamSessionLost,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+
+URL = "http://10.1.2.3:8931/mcp"
+
+
+def mapped(exc: Exception) -> BridgeError:
+    with pytest.raises(BridgeError) as caught, map_upstream_errors(URL, "initialize"):
+        raise exc
+    return caught.value
+
+
+def connector_error(code: int) -> aiohttp.ClientConnectorError:
+    key = aiohttp.client_reqrep.ConnectionKey("10.1.2.3", 8931, False, True, None, None, None)
+    return aiohttp.ClientConnectorError(key, OSError(code, f"Connect call failed ({code})"))
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (mapped(connector_error(errno.ECONNREFUSED)), "cannot connect: connection refused"),
+        (mapped(connector_error(errno.EHOSTUNREACH)), "cannot connect: no route to host"),
+        (mapped(connector_error(errno.EACCES)), "cannot connect"),
+        (mapped(aiohttp.ServerDisconnectedError()), "it closed the connection without answering"),
+        (mapped(TimeoutError()), "it did not answer in time"),
+        (
+            UpstreamUnavailable(f"Upstream {URL} answered initialize with HTTP 502"),
+            "it answered HTTP 502",
+        ),
+        (
+            UpstreamSessionLost("legacy server process exited with code 3"),
+            "the upstream session was lost",
+        ),
+        (
+            UpstreamProtocolError(f"Upstream {URL} sent a body that is not JSON"),
+            "it answered with something that is not MCP",
+        ),
+        (UpstreamTimeout("slow"), "it did not answer in time"),
+        (UpstreamUnavailable("Cannot start legacy stdio server"), "it is unavailable"),
+    ],
+)
+def test_plain_reason_says_what_happened_without_addresses(error: BridgeError, reason: str) -> None:
+    assert plain_reason(error) == reason
+    assert "10.1.2.3" not in reason and "Error" not in reason and "Upstream" not in reason
+
+
+def test_dns_failure_is_named() -> None:
+    key = aiohttp.client_reqrep.ConnectionKey("nowhere.invalid", 80, False, True, None, None, None)
+    dns = aiohttp.ClientConnectorDNSError(key, socket.gaierror(-2, "Name or service not known"))
+    assert plain_reason(mapped(dns)) == "cannot connect: the host name does not resolve"
