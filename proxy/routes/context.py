@@ -85,9 +85,12 @@ class RouteContext:
         roots: JsonObject | None = None,
         fresh: bool = False,
     ) -> Lease:
+        """A session of the request's key; an interactive call prefers the session holding its
+        principal's subscriptions (docs/architecture.md, "Routing rules")."""
         key, legacy_caps = self.session_key(request, roots, fresh)
+        prefer = None if fresh else self.listens.home(key.principal, key.fingerprint)
         lease = await self.pool.lease(
-            key, legacy_caps, exclusive=exclusive, headers=self.headers(request)
+            key, legacy_caps, exclusive=exclusive, headers=self.headers(request), prefer=prefer
         )
         self.ready = True
         return lease

@@ -97,6 +97,13 @@ class UpstreamPool:
         """The key of an open session (for routing its session-wide notifications)."""
         return next((entry.key for entry in self._entries if entry.session is session), None)
 
+    def share(self, session: UpstreamSession) -> Lease | None:
+        """A shared lease on exactly `session`, or None when it cannot serve any more."""
+        entry = next((e for e in self._entries if e.session is session), None)
+        if entry is None or not entry.can_serve:
+            return None
+        return self._grant(entry, exclusive=False)
+
     def retire(self, session: UpstreamSession) -> None:
         """Never hand `session` out again; it is closed when its last lease is released (or
         reaped)."""
@@ -121,14 +128,16 @@ class UpstreamPool:
         exclusive: bool,
         headers: Mapping[str, str],
         wait: bool = True,
+        prefer: UpstreamSession | None = None,
     ) -> Lease:
-        """A session for `key`: a warm one when one fits, else a new one (within the
-        limits). When all `max_sessions` are in use, waits up to `session_wait_s` for one to free up
-        (unless `wait` is False), first come first served."""
+        """A session for `key`: `prefer` when it is of that key and free enough, else a warm one
+        when one fits, else a new one (within the limits). When all `max_sessions` are in use, waits
+        up to `session_wait_s` for one to free up (unless `wait` is False), first come first
+        served."""
         deadline: float | None = None
         while True:
             self._check_open()
-            entry = self._find(key, exclusive=exclusive)
+            entry = self._find(key, exclusive=exclusive, prefer=prefer)
             if entry is not None:
                 self._reused_total += 1
                 return self._grant(entry, exclusive=exclusive)
@@ -180,13 +189,18 @@ class UpstreamPool:
     # -- choosing
     # -----------------------------------------------------------------------------------
 
-    def _find(self, key: SessionKey, *, exclusive: bool) -> PoolEntry | None:
-        """The first least-used session for `key` that can serve (one pass: on the hot path)."""
+    def _find(
+        self, key: SessionKey, *, exclusive: bool, prefer: UpstreamSession | None = None
+    ) -> PoolEntry | None:
+        """The preferred session, else the first least-used session for `key` that can serve (one
+        pass: on the hot path)."""
         best: PoolEntry | None = None
         best_rank = (True, 0)
         for entry in self._entries:
             if (exclusive and entry.exclusive is not None) or entry.key != key:
                 continue
+            if entry.session is prefer and entry.can_serve:
+                return entry
             rank = (entry.exclusive is not None, entry.shared)
             if (best is None or rank < best_rank) and entry.can_serve:
                 best, best_rank = entry, rank

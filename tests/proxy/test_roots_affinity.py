@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 
 from config.settings import UpstreamSettings
-from proxy.roots import AskClient, RootsAffinity
+from proxy.roots import NO_ROOTS, AskClient, RootsAffinity
 from proxy.upstream.base import UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from translators.errors import InvalidParams, UpstreamUnavailable
@@ -197,11 +197,21 @@ def test_session_keys() -> None:
     plain, caps = roots.session_key("alice", legacy, None)
     assert (plain.roots, caps) == ("", legacy)  # not known to keep roots: unchanged
     roots.keeps_roots = True
-    stripped, caps = roots.session_key("alice", legacy, None)
-    assert caps == {"sampling": {}} and stripped.fingerprint != plain.fingerprint
+    # a request that cannot ask, before any call gave roots: roots declared, holding none
+    unknown, caps = roots.session_key("alice", legacy, None)
+    assert caps == legacy and unknown.fingerprint == plain.fingerprint
+    assert unknown.roots == roots_digest(NO_ROOTS) and unknown.roots_answer == NO_ROOTS
     affine, caps = roots.session_key("alice", legacy, ROOTS)
     assert caps == legacy and affine.roots == roots_digest(ROOTS) and affine.roots_answer == ROOTS
     assert affine.fingerprint == plain.fingerprint
+    # after a call gave roots: the same session key as that call's (known roots), per principal
+    assert roots.session_key("alice", legacy, None)[0] == affine
+    assert roots.session_key("bob", legacy, None)[0] == SessionKey(
+        "bob", unknown.fingerprint, unknown.roots
+    )
+    # a client that declares no roots: no roots, no affinity
+    none, caps = roots.session_key("alice", {"sampling": {}}, None)
+    assert caps == {"sampling": {}} and none.roots == "" and none.roots_answer is None
     fresh1, _ = roots.session_key("alice", legacy, ROOTS, 1)
     fresh2, _ = roots.session_key("alice", legacy, ROOTS, 2)
     assert len({affine, fresh1, fresh2}) == 3
