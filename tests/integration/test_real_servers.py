@@ -1,0 +1,190 @@
+"""Real npm servers through the bridge show a modern client what they show a legacy client directly
+(issue 23; docs/architecture.md, "Routing rules").
+
+`@modelcontextprotocol/server-everything` 2026.8.31 and 2025.11.25 (installed by `make test` into
+`.tools/npm-servers/`), over Streamable HTTP and stdio. For each set of declared capabilities, the
+same steps run twice: the `mcp` 1.x client directly (`tests/peers/legacy_probe_client.py`), and the
+`mcp` 2.x client through the bridge. Compared:
+
+- the tool list (2026.8.31 lists `get-roots-list`, `trigger-elicitation-request` and
+  `trigger-sampling-request` only to clients declaring roots, elicitation or sampling; 2025.11.25
+  lists `listRoots` and `startElicitation` the same way), asked before and after the bridge has
+  learned that the server keeps roots per session. The one documented difference: tools that run
+  only as tasks are hidden by the bridge (docs/decisions.md § 13).
+- a resource subscription: the server's `notifications/resources/updated` reaches the client
+  (2026.8.31 sends them per session once `toggle-subscriber-updates` is called by that session's
+  client; 2025.11.25 sends them every 10 s to its subscribers).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shlex
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from mcp import Client
+from mcp.client.subscriptions import ResourceUpdated
+
+from .harness import (
+    LEGACY_PYTHON,
+    PEERS_DIR,
+    REPO_ROOT,
+    InputAnswers,
+    Peers,
+    PeerStartError,
+    bridge_env,
+    free_port,
+    modern_client,
+)
+
+T = 90  # bound on every test body, seconds
+SERVERS = REPO_ROOT / ".tools" / "npm-servers"
+NEW, OLD = "2026.8.31", "2025.11.25"
+
+
+@dataclass(frozen=True)
+class Everything:
+    version: str
+    resource: str  # a resource the server sends updates for
+    trigger: str | None  # the tool that starts the updates for the calling session, if any
+
+    @property
+    def entry(self) -> Path:
+        path = f"server-everything@{self.version}/node_modules/@modelcontextprotocol/"
+        return SERVERS / path / "server-everything" / "dist" / "index.js"
+
+
+EVERYTHING = {
+    NEW: Everything(NEW, "demo://resource/dynamic/text/1", "toggle-subscriber-updates"),
+    OLD: Everything(OLD, "test://static/resource/1", None),
+}
+PROFILES = {  # declared capabilities: (legacy client flags, modern client callbacks)
+    "none": ((), ()),
+    "roots": (("--roots",), ("list_roots_callback",)),
+    "all": (
+        ("--roots", "--elicitation", "--sampling"),
+        ("list_roots_callback", "elicitation_callback", "sampling_callback"),
+    ),
+}
+
+
+def node() -> str:
+    found = shutil.which("node")
+    if found is None:
+        raise PeerStartError("node is missing")
+    return found
+
+
+@dataclass
+class Upstream:
+    """A server-everything as a legacy client reaches it directly, and the bridge in front."""
+
+    direct: list[str]  # legacy_probe_client.py's --url URL or --command CMD
+    bridge_url: str
+
+
+@pytest.fixture(scope="module")
+def upstreams(module_peers: Peers) -> dict[tuple[str, str], Upstream]:
+    started: dict[tuple[str, str], Upstream] = {}
+    for version, server in EVERYTHING.items():
+        if not server.entry.exists():
+            raise PeerStartError(f"{server.entry} is missing: run `make test`, which installs it")
+        port = free_port()
+        name = f"everything-{version}"
+        argv = [node(), str(server.entry), "streamableHttp"]
+        http = module_peers.start(name, argv, port, {"PORT": str(port)})
+        bridged = module_peers.bridge(http.url, env=bridge_env({"upstream": {}}))
+        started[(version, "http")] = Upstream(["--url", http.url], bridged.url)
+        command = shlex.join([node(), str(server.entry), "stdio"])
+        stdio = module_peers.bridge(None, env=bridge_env({"upstream": {"command": command}}))
+        started[(version, "stdio")] = Upstream(["--command", command], stdio.url)
+    return started
+
+
+async def direct(upstream: Upstream, profile: str, *extra: str) -> dict[str, Any]:
+    """legacy_probe_client.py's report, run from `.venv-legacy`."""
+    argv = [str(LEGACY_PYTHON), str(PEERS_DIR / "legacy_probe_client.py"), *upstream.direct]
+    argv += [*PROFILES[profile][0], *extra]
+    done = await asyncio.to_thread(
+        subprocess.run, argv, capture_output=True, text=True, timeout=T, check=False
+    )
+    assert done.stdout, done.stderr[-3000:]
+    report: dict[str, Any] = json.loads(done.stdout.splitlines()[0])
+    return report
+
+
+def bridged_client(upstream: Upstream, profile: str, principal: str) -> Any:
+    answers = InputAnswers(roots=["file:///test/root"]).client_kwargs()
+    callbacks = {name: answers[name] for name in PROFILES[profile][1]}
+    headers = {"Authorization": f"Bearer {principal}"}
+    return modern_client(upstream.bridge_url, headers=headers, **callbacks)
+
+
+async def tool_names(client: Client) -> list[str]:
+    return sorted(tool.name for tool in (await client.list_tools()).tools)
+
+
+async def first_update(client: Client, server: Everything) -> list[str]:
+    """Listen on the server's resource, call its trigger tool (if any), and return the URIs of
+    the updates received until the first (within 15 s)."""
+    updated: list[str] = []
+    async with client.listen(resource_subscriptions=[server.resource]) as listening:
+        assert listening.honored.resource_subscriptions == [server.resource]
+        if server.trigger is not None:
+            await client.call_tool(server.trigger, {})
+        try:
+            async with asyncio.timeout(15):
+                async for event in listening:
+                    if isinstance(event, ResourceUpdated):
+                        updated.append(event.uri)
+                        break
+        except TimeoutError:
+            pass
+    return updated
+
+
+TASK_ONLY = {NEW: {"simulate-research-query"}, OLD: set()}  # hidden by the bridge (§ 13)
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+@pytest.mark.parametrize("version", [NEW, OLD])
+@pytest.mark.parametrize("profile", list(PROFILES))
+async def test_tool_lists_match_a_direct_client_with_the_same_capabilities(
+    upstreams: dict[tuple[str, str], Upstream], version: str, transport: str, profile: str
+) -> None:
+    upstream = upstreams[(version, transport)]
+    principal = f"lists-{version}-{transport}-{profile}"
+    async with asyncio.timeout(T):
+        seen = await direct(upstream, profile)
+        async with bridged_client(upstream, profile, principal) as client:
+            before = await tool_names(client)
+            await client.call_tool("echo", {"message": "hi"})  # the roots round, if any
+            after = await tool_names(client)
+    expected = sorted(set(seen["tools"]) - TASK_ONLY[version])
+    assert before == expected and after == expected
+    roots_tool = "get-roots-list" if version == NEW else "listRoots"
+    assert (roots_tool in expected) == (profile != "none")
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+@pytest.mark.parametrize("version", [NEW, OLD])
+async def test_a_subscription_gets_the_servers_updates_as_a_direct_client_does(
+    upstreams: dict[tuple[str, str], Upstream], version: str, transport: str
+) -> None:
+    """With roots declared: the hard case, where calls go to roots-affine sessions."""
+    server, upstream = EVERYTHING[version], upstreams[(version, transport)]
+    trigger = ["--call", server.trigger] if server.trigger else []
+    async with asyncio.timeout(T):
+        seen = await direct(upstream, "roots", "--subscribe", server.resource, *trigger)
+        principal = f"listen-{version}-{transport}"
+        async with bridged_client(upstream, "roots", principal) as client:
+            await tool_names(client)
+            updated = await first_update(client, server)
+    assert seen["updated"][:1] == [server.resource]
+    assert updated == [server.resource]
