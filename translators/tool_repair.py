@@ -1,4 +1,4 @@
-"""Legacy tools made valid 2026-07-28 tools where the fix is unambiguous (docs/decisions.md § 20).
+"""Legacy tools made valid 2026-07-28 tools where the fix is unambiguous (docs/decisions.md § 21).
 
 A legacy client takes a tool whatever its `inputSchema` says; a modern client validates every tool
 of a `tools/list` page against the 2026-07-28 schema, and one invalid tool fails the whole page
