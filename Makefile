@@ -120,11 +120,12 @@ $(FS_SERVER_STAMP):
 		@modelcontextprotocol/server-filesystem@$(FS_SERVER_VERSION)
 	@touch $@
 
-# Real npm servers for the routing tests (tests/integration/test_real_servers*.py): server-everything
-# of two ages (2026.8.31 and 2025.11.25, both speaking 2025-11-25 over stdio and Streamable HTTP)
-# and server-gitlab 2025.4.25 (2024-11-05, loose tool inputSchemas), each pinned in its own
-# stamped prefix under .tools/.
-NPM_SERVERS := server-everything@2026.8.31 server-everything@2025.11.25 server-gitlab@2025.4.25
+# Real npm peers for the routing tests (tests/integration/test_real_server*.py): server-everything
+# of two ages (2026.8.31 and 2025.11.25, both speaking 2025-11-25 over stdio and Streamable HTTP),
+# server-gitlab 2025.4.25 (2024-11-05, loose tool inputSchemas) and the TypeScript SDK's modern
+# client 2.4.0 (tests/peers/ts_modern_client.mjs), each pinned in its own stamped prefix.
+NPM_SERVERS := server-everything@2026.8.31 server-everything@2025.11.25 server-gitlab@2025.4.25 \
+	client@2.4.0
 NPM_SERVER_STAMPS := $(foreach server,$(NPM_SERVERS),.tools/npm-servers/$(server)/.mrtr-installed)
 
 .tools/npm-servers/%/.mrtr-installed:

@@ -14,12 +14,16 @@ same steps run twice: the `mcp` 1.x client directly (`tests/peers/legacy_probe_c
 - a resource subscription: the server's `notifications/resources/updated` reaches the client
   (2026.8.31 sends them per session once `toggle-subscriber-updates` is called by that session's
   client; 2025.11.25 sends them every 10 s to its subscribers).
+
+The TypeScript SDK 2.x client (`@modelcontextprotocol/client`, pinned, `tests/peers/
+ts_modern_client.mjs`) runs the same steps through the bridge as the Python one.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import shlex
 import shutil
 import subprocess
@@ -45,6 +49,7 @@ from .harness import (
 
 T = 90  # bound on every test body, seconds
 SERVERS = REPO_ROOT / ".tools" / "npm-servers"
+TS_CLIENT = SERVERS / "client@2.4.0"
 NEW, OLD = "2026.8.31", "2025.11.25"
 
 
@@ -150,11 +155,14 @@ async def first_update(client: Client, server: Everything) -> list[str]:
 
 
 TASK_ONLY = {NEW: {"simulate-research-query"}, OLD: set()}  # hidden by the bridge (§ 13)
+each_upstream = pytest.mark.parametrize(
+    ("version", "transport"), [(v, t) for v in (NEW, OLD) for t in ("http", "stdio")]
+)
+each_profile = pytest.mark.parametrize("profile", list(PROFILES))
 
 
-@pytest.mark.parametrize("transport", ["http", "stdio"])
-@pytest.mark.parametrize("version", [NEW, OLD])
-@pytest.mark.parametrize("profile", list(PROFILES))
+@each_upstream
+@each_profile
 async def test_tool_lists_match_a_direct_client_with_the_same_capabilities(
     upstreams: dict[tuple[str, str], Upstream], version: str, transport: str, profile: str
 ) -> None:
@@ -172,8 +180,7 @@ async def test_tool_lists_match_a_direct_client_with_the_same_capabilities(
     assert (roots_tool in expected) == (profile != "none")
 
 
-@pytest.mark.parametrize("transport", ["http", "stdio"])
-@pytest.mark.parametrize("version", [NEW, OLD])
+@each_upstream
 async def test_a_subscription_gets_the_servers_updates_as_a_direct_client_does(
     upstreams: dict[tuple[str, str], Upstream], version: str, transport: str
 ) -> None:
@@ -188,3 +195,36 @@ async def test_a_subscription_gets_the_servers_updates_as_a_direct_client_does(
             updated = await first_update(client, server)
     assert seen["updated"][:1] == [server.resource]
     assert updated == [server.resource]
+
+
+@each_upstream
+@each_profile
+async def test_the_typescript_client_sees_what_a_direct_client_sees(
+    upstreams: dict[tuple[str, str], Upstream], version: str, transport: str, profile: str
+) -> None:
+    """Tools before and after a subscription (and, with roots, the roots round of its trigger
+    call), and the subscription's first update when the client declares roots."""
+    if not (TS_CLIENT / ".mrtr-installed").exists():
+        raise PeerStartError(f"{TS_CLIENT} is missing: run `make test`, which installs it")
+    server, upstream = EVERYTHING[version], upstreams[(version, transport)]
+    steps = [*PROFILES[profile][0]]
+    if profile == "roots":
+        steps += [
+            "--subscribe",
+            server.resource,
+            *(["--call", server.trigger] * bool(server.trigger)),
+        ]
+    argv = [node(), str(PEERS_DIR / "ts_modern_client.mjs"), str(TS_CLIENT), upstream.bridge_url]
+    env = {**os.environ, "MRTR_PRINCIPAL": f"ts-{version}-{transport}-{profile}"}
+    async with asyncio.timeout(T):
+        seen = await direct(upstream, profile, *steps[len(PROFILES[profile][0]) :])
+        done = await asyncio.to_thread(
+            subprocess.run, [*argv, *steps], capture_output=True, text=True, env=env, timeout=T
+        )
+    assert done.returncode == 0 and done.stdout, done.stderr[-3000:]
+    bridged = json.loads(done.stdout.splitlines()[-1])
+    expected = sorted(set(seen["tools"]) - TASK_ONLY[version])
+    assert bridged["tools"] == expected and bridged["after"] == expected
+    if profile == "roots":
+        assert seen["updated"][:1] == [server.resource]
+        assert bridged["updated"][:1] == [server.resource]
