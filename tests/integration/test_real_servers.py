@@ -17,6 +17,7 @@ same steps run twice: the `mcp` 1.x client directly (`tests/peers/legacy_probe_c
 
 The TypeScript SDK 2.x client (`@modelcontextprotocol/client`, pinned, `tests/peers/
 ts_modern_client.mjs`) runs the same steps through the bridge as the Python one.
+`@modelcontextprotocol/server-filesystem` (stdio) lists the same tools per capability too.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ from .harness import (
     free_port,
     modern_client,
 )
+from .test_server_filesystem import FS_SERVER
 
 T = 90  # bound on every test body, seconds
 SERVERS = REPO_ROOT / ".tools" / "npm-servers"
@@ -228,3 +230,24 @@ async def test_the_typescript_client_sees_what_a_direct_client_sees(
     if profile == "roots":
         assert seen["updated"][:1] == [server.resource]
         assert bridged["updated"][:1] == [server.resource]
+
+
+@each_profile
+async def test_server_filesystem_lists_what_it_lists_a_direct_client(
+    module_peers: Peers, tmp_path: Path, profile: str
+) -> None:
+    """`@modelcontextprotocol/server-filesystem` (stdio, roots-keeping): the same tools per
+    declared capability, directly and through the bridge."""
+    if not FS_SERVER.exists():
+        raise PeerStartError(f"{FS_SERVER} is missing: run `make test`, which installs it")
+    command = shlex.join([node(), str(FS_SERVER), str(tmp_path)])
+    bridge = module_peers.bridge(None, env=bridge_env({"upstream": {"command": command}}))
+    upstream = Upstream(["--command", command], bridge.url)
+    async with asyncio.timeout(T):
+        seen = await direct(upstream, profile)
+        async with bridged_client(upstream, profile, f"fs-{profile}") as client:
+            before = await tool_names(client)
+            await client.call_tool("list_allowed_directories", {})
+            after = await tool_names(client)
+    assert "read_text_file" in seen["tools"]
+    assert before == seen["tools"] and after == seen["tools"]
