@@ -217,3 +217,21 @@ def test_session_keys() -> None:
     assert len({affine, fresh1, fresh2}) == 3
     # answer not in identity
     assert SessionKey("alice", "f", "d", {"roots": []}) == SessionKey("alice", "f", "d", None)
+
+
+def test_known_roots_are_per_principal_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last roots each principal's calls gave, for lists and listens; the oldest forgotten."""
+    monkeypatch.setattr("proxy.roots.MAX_KNOWN", 2)
+    roots = affinity(FakePool(), roots_affinity="always")
+    legacy: JsonObject = {"roots": {}}
+    other: JsonObject = {"roots": [{"uri": "file:///other"}]}
+    for principal in ("alice", "bob"):
+        roots.session_key(principal, legacy, ROOTS)
+    roots.session_key("alice", legacy, other)  # alice's latest, and now the most recent entry
+    assert roots.session_key("alice", legacy, None)[0].roots_answer == other
+    roots.session_key("carol", legacy, ROOTS)  # bob's is the oldest: forgotten
+    assert roots.session_key("bob", legacy, None)[0].roots_answer == NO_ROOTS
+    assert roots.session_key("carol", legacy, None)[0].roots_answer == ROOTS
+    # a fresh (session_per_call) key is never remembered
+    roots.session_key("dave", legacy, other, 7)
+    assert roots.session_key("dave", legacy, None)[0].roots_answer == NO_ROOTS
