@@ -11,6 +11,7 @@ same steps run twice: the `mcp` 1.x client directly (`tests/peers/legacy_probe_c
   lists `listRoots` and `startElicitation` the same way), asked before and after the bridge has
   learned that the server keeps roots per session. The one documented difference: tools that run
   only as tasks are hidden by the bridge (docs/decisions.md § 13).
+- the roots the server holds (its own roots tool), given by the client's answer;
 - a resource subscription: the server's `notifications/resources/updated` reaches the client
   (2026.8.31 sends them per session once `toggle-subscriber-updates` is called by that session's
   client; 2025.11.25 sends them every 10 s to its subscribers).
@@ -32,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import mcp_types as types
 import pytest
 from mcp import Client
 from mcp.client.subscriptions import ResourceUpdated
@@ -251,3 +253,28 @@ async def test_server_filesystem_lists_what_it_lists_a_direct_client(
             after = await tool_names(client)
     assert "read_text_file" in seen["tools"]
     assert before == seen["tools"] and after == seen["tools"]
+
+
+@each_upstream
+async def test_the_server_sees_the_roots_a_direct_client_would_give(
+    upstreams: dict[tuple[str, str], Upstream], version: str, transport: str
+) -> None:
+    """The server's own roots tool (it reports the roots it holds for the session) says the same
+    directly and through the bridge, where the roots came from the modern client's answer."""
+    tool = "get-roots-list" if version == NEW else "listRoots"
+    upstream = upstreams[(version, transport)]
+    async with asyncio.timeout(T):
+        # server-everything 2026.8.31 asks 350 ms after `initialized`: a direct client calling
+        # sooner would see no roots yet (the bridge waits for a fresh session's ask)
+        seen = await direct(upstream, "roots", "--call", tool, "--delay", "1")
+        async with bridged_client(upstream, "roots", f"roots-{version}-{transport}") as client:
+            result = await client.call_tool(tool, {})
+    texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
+    assert "file:///test/root" in "".join(texts)
+    if (version, transport) == (OLD, "http"):
+        # 2025.11.25 asks while handling `initialized`, before an `mcp` 1.x client has opened its
+        # GET stream, so directly the ask is lost and it holds no roots; the bridge opens its GET
+        # stream first (docs/architecture.md, "Roots") and the server gets the client's roots
+        assert seen["text"][0].startswith("The client supports roots but no roots")
+    else:
+        assert texts == seen["text"]

@@ -4,9 +4,11 @@
 
 Connects to URL over Streamable HTTP (or launches COMMAND over stdio) declaring the capabilities
 asked for (`--roots`, `--elicitation`, `--sampling`: a callback each), lists the tools, optionally
-subscribes to a resource (`--subscribe URI`), calls a tool (`--call NAME`) and waits up to
+subscribes to a resource (`--subscribe URI`), calls a tool (`--call NAME`, after `--delay`
+seconds) and waits up to
 `--wait` seconds for that resource's first `notifications/resources/updated`. Prints one JSON line:
-`{"tools": [sorted names], "updated": [URIs of the updates received]}`.
+`{"tools": [sorted names], "updated": [URIs of the updates received], "text": [the call's text
+blocks]}`.
 """
 
 from __future__ import annotations
@@ -27,17 +29,21 @@ ROOT = "file:///test/root"
 async def _exercise(session: ClientSession, args: argparse.Namespace, updated: list[str]) -> Any:
     await session.initialize()
     tools = sorted(tool.name for tool in (await session.list_tools()).tools)
+    texts: list[str] = []
     if args.subscribe:
         await session.subscribe_resource(args.subscribe)  # type: ignore[arg-type]
-        if args.call:
-            await session.call_tool(args.call, {})
+    if args.call:
+        await asyncio.sleep(args.delay)  # e.g. for the server to have asked for roots
+        result = await session.call_tool(args.call, {})
+        texts = [block.text for block in result.content if isinstance(block, types.TextContent)]
+    if args.subscribe:
         try:
             async with asyncio.timeout(args.wait):
                 while not updated:
                     await asyncio.sleep(0.05)
         except TimeoutError:
             pass
-    return {"tools": tools, "updated": list(updated)}
+    return {"tools": tools, "updated": list(updated), "text": texts}
 
 
 async def main() -> None:
@@ -50,6 +56,7 @@ async def main() -> None:
     parser.add_argument("--subscribe")
     parser.add_argument("--call")
     parser.add_argument("--wait", type=float, default=15.0)
+    parser.add_argument("--delay", type=float, default=0.0, help="seconds before the call")
     args = parser.parse_args()
     updated: list[str] = []
 
