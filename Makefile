@@ -48,7 +48,7 @@ DEMO_PORT ?= 8931
 BRIDGE_LISTEN ?= 127.0.0.1:8080
 RUN_DIR := .run
 
-.PHONY: help venv ts-peers test-tools test test-lb lint pytest run conformance bench clean distclean
+.PHONY: help venv ts-peers npm-servers test-tools test test-lb lint pytest run conformance bench clean distclean
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -151,7 +151,24 @@ $(FS_SERVER_STAMP):
 		@modelcontextprotocol/server-filesystem@$(FS_SERVER_VERSION)
 	@touch $@
 
-test-tools: $(FS_SERVER_STAMP)
+# Real npm peers for the routing tests (tests/integration/test_real_server*.py): server-everything
+# of two ages (2026.8.31 and 2025.11.25, both speaking 2025-11-25 over stdio and Streamable HTTP),
+# server-gitlab 2025.4.25 (2024-11-05, loose tool inputSchemas) and the TypeScript SDK's modern
+# client 2.4.0 (tests/peers/ts_modern_client.mjs), each pinned in its own stamped prefix.
+NPM_SERVERS := server-everything@2026.8.31 server-everything@2025.11.25 server-gitlab@2025.4.25 \
+	client@2.4.0
+NPM_SERVER_STAMPS := $(foreach server,$(NPM_SERVERS),.tools/npm-servers/$(server)/.mrtr-installed)
+
+.tools/npm-servers/%/.mrtr-installed:
+	@command -v npm >/dev/null || { echo "npm is needed once, to install @modelcontextprotocol/$* for the tests" >&2; exit 1; }
+	rm -rf .tools/npm-servers/$* && mkdir -p .tools/npm-servers/$*
+	npm install --prefix .tools/npm-servers/$* --no-audit --no-fund --loglevel=error --save-exact \
+		"@modelcontextprotocol/$*"
+	@touch $@
+
+npm-servers: $(NPM_SERVER_STAMPS)
+
+test-tools: $(FS_SERVER_STAMP) $(NPM_SERVER_STAMPS)
 
 lint: $(VENV_STAMP)
 	$(BIN)/ruff check --extend-exclude '$(LEGACY_VENV),.venv-*,.tools,.conformance-results,$(RUN_DIR)' .

@@ -175,6 +175,18 @@ class UpstreamSettings(Frozen):
         description="how long a call waits for a free session when upstream.max_sessions are all "
         "in use",
     )
+    session_limit: Literal["auto", "one", "many"] = Field(
+        "auto",
+        description="Streamable HTTP: does the upstream serve one session at a time (learned once"
+        " by a second session beside the first, or declared); one: at most one session, never"
+        " DELETEd nor reaped",
+    )
+    session_check_s: float = Field(
+        2.0,
+        gt=0,
+        description="how long the session-limit check waits for the first session to answer a ping"
+        " once a second one is open",
+    )
     session_idle_s: float = Field(
         300.0, gt=0, description="idle upstream sessions are closed after this"
     )

@@ -282,6 +282,8 @@ def render_text(report: dict[str, Any]) -> str:
     for tool in report["tools"] or []:
         hints = ", ".join(f"{k}={v}" for k, v in tool["annotations"].items())
         state = "bridged" if tool["bridged"] else f"NOT bridged: {tool['reason']}"
+        if tool["bridged"] and tool.get("repairs"):
+            state += f" (repaired: {'; '.join(tool['repairs'])})"
         lines.append(f"  tool {tool['name']}{f' [{hints}]' if hints else ''}: {state}")
     roots = report["pushesOutsideCall"]["rootsListAtInitialized"]
     lines.append(

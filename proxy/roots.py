@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import asyncio
 import weakref
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 import structlog
 
@@ -28,18 +30,14 @@ from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from translators.capabilities import capability_fingerprint
 from translators.jsonrpc import JsonObject
 from translators.pushes import PushAnswer
-from translators.roots import (
-    PROBE,
-    client_roots,
-    declares_roots,
-    legacy_capabilities_without_roots,
-    roots_digest,
-)
+from translators.roots import PROBE, client_roots, declares_roots, roots_digest
 
 log = structlog.get_logger()
 ProbeLeaser = Callable[[], Awaitable[Lease]]
 # (capabilities, fingerprint) -> lease
 KeyedProbeLeaser = Callable[[JsonObject, str], Awaitable[Lease]]
+NO_ROOTS: Final[JsonObject] = {"roots": []}  # what a request that cannot ask holds, roots unknown
+MAX_KNOWN: Final = 4096  # (principal, fingerprint) pairs whose last roots answer is remembered
 
 
 class AskClient:
@@ -69,6 +67,8 @@ class RootsAffinity:
         self._sessions: weakref.WeakKeyDictionary[UpstreamSession, _SessionRoots] = (
             weakref.WeakKeyDictionary()
         )
+        # the last roots answer a call of (principal, capability fingerprint) gave, bounded (LRU)
+        self._known: OrderedDict[tuple[str, str], JsonObject] = OrderedDict()
 
     async def roots_for_call(
         self,
@@ -94,14 +94,27 @@ class RootsAffinity:
         self, principal: str, legacy: JsonObject, roots: JsonObject | None, fresh: int | None = None
     ) -> tuple[SessionKey, JsonObject]:
         """The pool key and upstream capabilities of a request: a roots-affine call's key names the
-        roots it gave (`fresh`: a key no other call shares, for `upstream.session_per_call`); any
-        other request declares no roots to an upstream that keeps them."""
-        if roots is None and self.keeps_roots:
-            legacy = legacy_capabilities_without_roots(legacy)
+        roots it gave (`fresh`: a key no other call shares, for `upstream.session_per_call`). A
+        request that cannot ask (lists, discover, completion, listen) from a client declaring roots
+        still declares them to an upstream that keeps roots, so the server shows it what it shows
+        such a client directly: its session holds the roots this principal's last call with these
+        capabilities gave, or none (`{"roots": []}`) when no call gave any yet."""
+        fingerprint = capability_fingerprint(legacy)
+        if roots is None and self.keeps_roots and declares_roots(legacy):
+            roots = self._known.get((principal, fingerprint), NO_ROOTS)
+        elif roots is not None and fresh is None:
+            self._remember(principal, fingerprint, roots)
         affinity = "" if roots is None else roots_digest(roots)
         if fresh is not None:
             affinity = f"{affinity}#{fresh}"
-        return SessionKey(principal, capability_fingerprint(legacy), affinity, roots), legacy
+        return SessionKey(principal, fingerprint, affinity, roots), legacy
+
+    def _remember(self, principal: str, fingerprint: str, roots: JsonObject) -> None:
+        known = self._known
+        known[(principal, fingerprint)] = roots
+        known.move_to_end((principal, fingerprint))
+        while len(known) > MAX_KNOWN:
+            known.popitem(last=False)
 
     async def upstream_keeps_roots(self, lease_probe: ProbeLeaser) -> bool:
         """Whether calls need roots-affine sessions; runs the one-time probe if nobody knows yet."""

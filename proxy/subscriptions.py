@@ -37,6 +37,7 @@ from translators.subscriptions import (
 
 log = structlog.get_logger()
 LeaseOpener = Callable[[], Awaitable[Lease]]
+SessionSharer = Callable[[UpstreamSession], Lease | None]
 HEALTH_CHECK_S = 1.0
 
 
@@ -66,6 +67,48 @@ class ListenHub:
     def __init__(self) -> None:
         self._listeners: dict[str, set[_Listener]] = {}
         self._uri_refs: dict[int, Counter[str]] = {}  # id(session) -> normalized URI -> listeners
+
+    def home(self, principal: str, fingerprint: str) -> UpstreamSession | None:
+        """The session holding this principal's resource subscriptions made with these
+        capabilities: its calls go there when they can (a legacy server sends a subscription's
+        updates, and runs the tools that trigger them, per session)."""
+        for listener in self._listeners.get(principal, ()):
+            key = listener.lease.key
+            if listener.subscribed and key.fingerprint == fingerprint:
+                return listener.lease.session
+        return None
+
+    async def follow(self, call: Lease, share: SessionSharer) -> int:
+        """Move the principal's subscriptions made with the call's capabilities onto the call's
+        session when theirs can never serve the call (another roots answer): the call may trigger
+        updates, and the server sends them only to the session that subscribed. Returns how many
+        listeners moved."""
+        key = call.key
+        moved = 0
+        for listener in list(self._listeners.get(key.principal, ())):
+            old = listener.lease
+            if (
+                not listener.subscribed
+                or old.key.fingerprint != key.fingerprint
+                or old.key == key
+                or old.session is call.session
+            ):
+                continue
+            new = share(call.session)
+            if new is None:
+                return moved
+            try:
+                subscribed = await self._subscribe(new.session, listener.honoured.resource_uris)
+            except BaseException:
+                await new.release()
+                raise
+            listener.lease, listener.generation = new, _generation(new.session)
+            previous, listener.subscribed = listener.subscribed, subscribed
+            await self._unsubscribe(old.session, previous)
+            await old.release()
+            moved += 1
+            log.info("listen_followed_call", resources=len(subscribed))
+        return moved
 
     def publish(self, principal: str, message: JsonObject) -> None:
         """A session-wide notification from any upstream session of `principal`."""

@@ -17,6 +17,7 @@ from translators.era_detection import DUAL, LEGACY, MODERN, DiscoverVerdict, Era
 from translators.eras import MODERN_VERSION
 from translators.header_values import x_mcp_header_problem
 from translators.revisions import REVISIONS, SUPPORTED
+from translators.tool_repair import repair_tool
 
 _HINTS: Final = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 _SERVED: Final = (
@@ -85,7 +86,12 @@ def tool_entry(tool: Any) -> dict[str, Any]:
     if task_support is not None:
         entry["taskSupport"] = task_support
     header_problem = x_mcp_header_problem(tool.get("inputSchema"))
-    if task_support == "required":
+    repair = repair_tool(tool)
+    if repair.notes:
+        entry["repairs"] = list(repair.notes)
+    if repair.tool is None:
+        entry["bridged"], entry["reason"] = False, "; ".join(repair.notes)
+    elif task_support == "required":
         entry["bridged"], entry["reason"] = (
             False,
             "runs only as a task; the bridge never task-augments a call, so tools/list hides it",
@@ -135,9 +141,17 @@ def _legacy_findings(seen: Observed, revision: str | None) -> tuple[list[str], l
             "HTTP+SSE transport: a call that asks for input needs an upstream session of its own "
             "(pushes carry no request to attribute them to)"
         )
+    repaired: dict[str, list[str]] = {}  # repair -> the tools it was made to, in order
     for entry in (tool_entry(tool) for tool in seen.tools or []):
         if not entry["bridged"]:
             problems.append(f"tool {entry['name']!r}: {entry['reason']}")
+            continue
+        for repair in entry.get("repairs", ()):
+            repaired.setdefault(repair, []).append(str(entry["name"]))
+    bridges += [
+        f"repaired for modern clients ({repair}): {', '.join(names)}"
+        for repair, names in repaired.items()
+    ]
     if seen.tools_error is not None:
         problems.append(f"tools/list failed: {seen.tools_error}")
     return bridges, problems

@@ -25,6 +25,7 @@ from translators.errors import (
     RESERVED_RANGE,
 )
 from translators.jsonrpc import JsonObject
+from translators.tool_repair import repair_tools
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,9 @@ def legacy_result_to_modern(
     modern = dict(result)
     modern.pop("resultType", None)
     if method == TOOLS_LIST and isinstance(modern.get("tools"), list):
-        modern["tools"] = [_modern_tool(tool) for tool in modern["tools"] if not _needs_tasks(tool)]
+        modern["tools"] = repair_tools(
+            [_modern_tool(tool) for tool in modern["tools"] if not _needs_tasks(tool)]
+        )
     modern["resultType"] = RESULT_COMPLETE
     if method in CACHEABLE_METHODS:
         modern["ttlMs"] = cache.ttl_ms

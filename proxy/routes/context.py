@@ -93,11 +93,16 @@ class RouteContext:
         roots: JsonObject | None = None,
         fresh: bool = False,
     ) -> Lease:
+        """A session of the request's key; an interactive call prefers the session holding its
+        principal's subscriptions (docs/architecture.md, "Routing rules")."""
         key, legacy_caps = self.session_key(request, roots, fresh)
+        prefer = None if fresh else self.listens.home(key.principal, key.fingerprint)
         # a warm session, or a new one initialized upstream (or the wait for room in the pool)
         with tracing.child(current_trace(), "upstream session", {"exclusive": exclusive}):
             headers = tracing.upstream_headers(self.headers(request))
-            lease = await self.pool.lease(key, legacy_caps, exclusive=exclusive, headers=headers)
+            lease = await self.pool.lease(
+                key, legacy_caps, exclusive=exclusive, headers=headers, prefer=prefer
+            )
         self.ready = True
         return lease
 

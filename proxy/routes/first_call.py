@@ -111,6 +111,8 @@ class FirstCall:
                 lease.session.revision,
             )
             await check_param_headers(ctx, request, lease)
+            if not fresh:
+                await ctx.listens.follow(lease, ctx.pool.share)
             if authorize is not None:
                 await authorize(lease)
             await ctx.log_levels.raise_to(lease.session, log_level(request))

@@ -94,6 +94,7 @@ class HttpUpstreamSession(CallStreams, Negotiated, SendsMessages):
         self._ids = itertools.count(1)
         self._state = SessionState.OPEN
         self._cancelled_at: float | None = None  # when a call was last cancelled upstream
+        self._delete_on_close = True  # False: a one-session server (see forget_on_close)
         self.reinitialized_count = 0
         self._log = _log.bind(upstream=self.upstream, upstream_session=next(_session_refs))
         self._router = StreamRouter(
@@ -163,6 +164,10 @@ class HttpUpstreamSession(CallStreams, Negotiated, SendsMessages):
     async def _send_message(self, message: JsonObject, action: str) -> None:
         await self._send_bounded(message, action)
 
+    def forget_on_close(self) -> None:
+        """Close without a DELETE (a one-session server: proxy/upstream/session_limit.py)."""
+        self._delete_on_close = False
+
     async def aclose(self) -> None:
         if self._state is SessionState.CLOSED:
             return
@@ -170,7 +175,7 @@ class HttpUpstreamSession(CallStreams, Negotiated, SendsMessages):
         for call in list(self._calls.values()):
             call.fail(UpstreamSessionLost(f"Upstream session to {self.upstream} was closed"))
         await self._tasks.stop()
-        if self._channel.session_id is not None:
+        if self._channel.session_id is not None and self._delete_on_close:
             await self._let_cancellation_settle()
             try:
                 status = await self._channel.delete()

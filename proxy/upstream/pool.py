@@ -4,8 +4,7 @@ Sessions are keyed by (principal, capability fingerprint, roots) and kept warm f
 carries at most one *exclusive* lease (an MRTR-capable call: every push on that session is then its
 own) and any number of *shared* leases (lists and other non-interactive requests). Messages on a
 session's GET stream go to its exclusive lease holder's handler, or else to `on_unowned` (policy).
-Limits are enforced by evicting idle sessions first; idle sessions are reaped after
-`session_idle_s`.
+Limits are enforced by evicting idle sessions first; idle ones are reaped after `session_idle_s`.
 """
 
 from __future__ import annotations
@@ -37,6 +36,7 @@ from proxy.upstream.pool_entries import (
     SessionKey,
     SessionView,
 )
+from proxy.upstream.session_limit import SessionLimit, forget_on_close
 from translators.errors import (
     BridgeError,
     CapacityExceeded,
@@ -67,6 +67,7 @@ class UpstreamPool:
         self._opener = opener
         self.transport = transport
         self._open_slots = asyncio.Semaphore(MAX_CONCURRENT_OPENS)
+        self.limit = SessionLimit(settings.session_limit, settings.session_check_s)
         # set (and replaced) whenever a session may have become available
         self._room = asyncio.Event()
         self._on_unowned = on_unowned
@@ -100,6 +101,11 @@ class UpstreamPool:
     def key_of(self, session: UpstreamSession) -> SessionKey | None:
         """The key of an open session (for routing its session-wide notifications)."""
         return next((entry.key for entry in self._entries if entry.session is session), None)
+
+    def share(self, session: UpstreamSession) -> Lease | None:
+        """A shared lease on exactly `session`, or None when it cannot serve any more."""
+        entry = next((e for e in self._entries if e.session is session and e.can_serve), None)
+        return None if entry is None else self._grant(entry, exclusive=False)
 
     def retire(self, session: UpstreamSession) -> None:
         """Never hand `session` out again; it is closed when its last lease is released (or
@@ -140,14 +146,14 @@ class UpstreamPool:
         exclusive: bool,
         headers: Mapping[str, str],
         wait: bool = True,
+        prefer: UpstreamSession | None = None,
     ) -> Lease:
-        """A session for `key`: a warm one when one fits, else a new one (within the
-        limits). When all `max_sessions` are in use, waits up to `session_wait_s` for one to free up
-        (unless `wait` is False), first come first served."""
+        """A session for `key`: `prefer` if of that key and free, else a warm one that fits, else a
+        new one; with all `max_sessions` in use, waits up to `session_wait_s` (if `wait`)."""
         deadline: float | None = None
         while True:
             self._check_open()
-            entry = self._find(key, exclusive=exclusive)
+            entry = self._find(key, exclusive=exclusive, prefer=prefer)
             if entry is not None:
                 self._reused_total += 1
                 return self._grant(entry, exclusive=exclusive)
@@ -177,18 +183,8 @@ class UpstreamPool:
             raise self._busy_error() from None
 
     def _busy_error(self) -> CapacityExceeded:
-        limit, held = (
-            self._settings.max_sessions,
-            sum(1 for e in self._entries if e.exclusive is not None),
-        )
-        by_calls = f", {held} of them held by interactive calls" if held else ""
-        return CapacityExceeded(
-            f"The bridge already has {limit} upstream sessions in use "
-            f"(upstream.max_sessions){by_calls}; none"
-            f" became free within {self._settings.session_wait_s:g} s (upstream.session_wait_s); "
-            "retry later",
-            TOTAL_LIMIT,
-        )
+        held, settings = sum(1 for e in self._entries if e.exclusive is not None), self._settings
+        return self.limit.busy_error(settings.max_sessions, held, settings.session_wait_s)
 
     def _room_made(self) -> None:
         """Wake every lease waiting for room (each then tries again, in the order they began
@@ -199,13 +195,18 @@ class UpstreamPool:
     # -- choosing
     # -----------------------------------------------------------------------------------
 
-    def _find(self, key: SessionKey, *, exclusive: bool) -> PoolEntry | None:
-        """The first least-used session for `key` that can serve (one pass: on the hot path)."""
+    def _find(
+        self, key: SessionKey, *, exclusive: bool, prefer: UpstreamSession | None = None
+    ) -> PoolEntry | None:
+        """The preferred session, else the first least-used session for `key` that can serve (one
+        pass: on the hot path)."""
         best: PoolEntry | None = None
         best_rank = (True, 0)
         for entry in self._entries:
             if (exclusive and entry.exclusive is not None) or entry.key != key:
                 continue
+            if entry.session is prefer and entry.can_serve:
+                return entry
             rank = (entry.exclusive is not None, entry.shared)
             if (best is None or rank < best_rank) and entry.can_serve:
                 best, best_rank = entry, rank
@@ -228,11 +229,9 @@ class UpstreamPool:
         per_principal = self._settings.max_sessions_per_principal
         while self._count(principal, victims) >= per_principal:
             victims.append(self._idle_victim(victims, principal, per_principal))
-        while (
-            len(self._entries) - len(victims) + sum(self._reserved.values())
-            >= self._settings.max_sessions
-        ):
-            victims.append(self._idle_victim(victims, None, self._settings.max_sessions))
+        cap = self.limit.cap(self._settings.max_sessions)
+        while len(self._entries) - len(victims) + sum(self._reserved.values()) >= cap:
+            victims.append(self._idle_victim(victims, None, cap))
         for victim in victims:
             self._entries.remove(victim)
         self._reserved[principal] = self._reserved.get(principal, 0) + 1
@@ -279,6 +278,9 @@ class UpstreamPool:
         opening = None if exclusive else self._opening.setdefault(key, Opening())
         try:
             await self._close_all(victims, "evicted")
+            if self.limit.one is None and self._entries:
+                async with self.limit.lock:  # learning the limit (session_limit.py): one at a time
+                    return await self._open_beside(key, capabilities, exclusive, headers)
             router = EntryRouter(self)
             # a burst opens a few at a time; each open's timeout starts here
             async with self._open_slots:
@@ -297,6 +299,21 @@ class UpstreamPool:
                 del self._opening[key]
                 opening.done.set()
             self._room_made()
+
+    async def _open_beside(
+        self, key: SessionKey, capabilities: JsonObject, exclusive: bool, headers: Mapping[str, str]
+    ) -> Lease:
+        """Open a session beside others; if the older ones stop answering (session_limit.py),
+        the upstream serves one session: they are retired (forgotten, not deleted)."""
+        router = EntryRouter(self)
+        session = await self._opener(capabilities, headers, router)
+        older = [e for e in self._entries if e.can_serve] if self.transport.streams_per_call else []
+        if older and await self.limit.displaced(older[0].session):
+            for entry in older:
+                entry.retire()
+            await self._close_all([e for e in older if e.is_idle], "displaced")
+            self._entries = [e for e in self._entries if e.state is not EntryState.CLOSED]
+        return await self._admit(key, session, router, exclusive=exclusive)
 
     async def _admit(
         self, key: SessionKey, session: PooledSession, router: EntryRouter, *, exclusive: bool
@@ -335,6 +352,8 @@ class UpstreamPool:
         for entry in entries:
             entry.state = EntryState.CLOSED
             self._retired_reinitialized += entry.session.reinitialized_count
+            if self.limit.one:
+                forget_on_close(entry.session)  # a DELETE would leave the server unconnected
         self._room_made()
         results = await asyncio.gather(
             *(e.session.aclose() for e in entries), return_exceptions=True
@@ -375,14 +394,15 @@ class UpstreamPool:
 
     async def reap_idle(self) -> int:
         """Close sessions idle for `session_idle_s` (and dead or retiring idle ones); returns how
-        many."""
-        now = asyncio.get_running_loop().time()
-        limit = self._settings.session_idle_s
-        victims = [
-            e
-            for e in self._entries
-            if e.is_idle and (not e.can_serve or now - (e.idle_since or now) >= limit)
-        ]
+        many. Unless the upstream is known to serve many sessions, the last open one is kept (its
+        DELETE could leave a one-session server unconnected); none is closed during a check."""
+        now, limit = asyncio.get_running_loop().time(), self._settings.session_idle_s
+        victims = [e for e in self._entries if e.is_idle and not e.can_serve]
+        if self.limit.one is False or (self.limit.one is None and not self.limit.lock.locked()):
+            stale = [e for e in self._entries if e.is_idle and e.can_serve]
+            stale = [e for e in stale if now - (e.idle_since or now) >= limit]
+            keep = self.limit.one is None and len(stale) + len(victims) == len(self._entries)
+            victims += stale[:-1] if keep else stale
         for victim in victims:
             self._entries.remove(victim)
         await self._close_all(victims, "idle")

@@ -181,9 +181,10 @@ def fault_of(response: JsonObject) -> JsonObject:
 def settings_with(**sections: JsonObject) -> Settings:
     """Settings for a bridge in front of the fake. The batch ceiling is out of reach: a batch closes
     when it holds as many pushes as learned (`ScriptedBridge.learned`), never by a timer, unless a
-    test sets one."""
+    test sets one. The scripted fake serves many sessions: the session-limit check (a ping) is off
+    unless a test turns it on."""
     data: dict[str, JsonObject] = {
-        "upstream": {"url": "http://fake-upstream.invalid/mcp"},
+        "upstream": {"url": "http://fake-upstream.invalid/mcp", "session_limit": "many"},
         "held": {"batch_quiet_ms": 600_000, "batch_max_ms": 600_000},
     }
     for name, values in sections.items():

@@ -189,6 +189,8 @@ class FakeLegacy:
         self.capabilities: JsonObject = {"tools": {}}
         self.hang_initialize = False
         self.hang_accept = False  # never answer notifications/responses
+        # like server-everything 2025.5.12: only the newest session answers requests
+        self.one_session = False
         self.initialize_body: bytes | None = None  # raw (garbage) initialize reply
         self.tools: dict[str, ToolScript] = {}
         self.on_get_connect: list[JsonObject] = []  # sent on every new GET stream (e.g. roots/list)
@@ -371,6 +373,8 @@ class FakeLegacy:
 
     async def _dispatch(self, call: FakeCall, message: JsonObject) -> JsonObject:
         method = message["method"]
+        if self.one_session and call.session is not self.all_sessions[-1]:
+            await self._hold.wait()  # its answer went to the newest session's connection
         if method == "tools/call":
             script = self.tools.get(call.params.get("name", ""))
             if script is None:

@@ -121,8 +121,9 @@ class InProcessBridge:
 
 
 def bridge_settings(upstream_url: str, **sections: JsonObject) -> Settings:
-    """Settings for an in-process bridge: `bridge_settings(url, held={"max_rounds": 2})`."""
-    upstream = {"url": upstream_url, **sections.pop("upstream", {})}
+    """Settings for an in-process bridge: `bridge_settings(url, held={"max_rounds": 2})`. The fake
+    upstreams serve many sessions: the session-limit check is off unless a test turns it on."""
+    upstream = {"url": upstream_url, "session_limit": "many", **sections.pop("upstream", {})}
     return Settings.model_validate({"upstream": upstream, **sections})
 
 

@@ -71,7 +71,13 @@ async def make_pool(
     pools: list[UpstreamPool] = []
 
     def make(**overrides: Any) -> UpstreamPool:
-        options = {"url": url, "init_timeout_s": 2.0, "connect_timeout_s": 1.0, **overrides}
+        options = {
+            "url": url,
+            "init_timeout_s": 2.0,
+            "connect_timeout_s": 1.0,
+            "session_limit": "many",
+            **overrides,
+        }
         settings = UpstreamSettings(**options)
         pool = UpstreamPool(settings, http_opener(client, settings), on_unowned=unowned)
         pools.append(pool)

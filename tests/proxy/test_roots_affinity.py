@@ -10,7 +10,7 @@ from typing import Any, cast
 import pytest
 
 from config.settings import UpstreamSettings
-from proxy.roots import AskClient, RootsAffinity
+from proxy.roots import NO_ROOTS, AskClient, RootsAffinity
 from proxy.upstream.base import UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from translators.errors import InvalidParams, UpstreamUnavailable
@@ -197,13 +197,41 @@ def test_session_keys() -> None:
     plain, caps = roots.session_key("alice", legacy, None)
     assert (plain.roots, caps) == ("", legacy)  # not known to keep roots: unchanged
     roots.keeps_roots = True
-    stripped, caps = roots.session_key("alice", legacy, None)
-    assert caps == {"sampling": {}} and stripped.fingerprint != plain.fingerprint
+    # a request that cannot ask, before any call gave roots: roots declared, holding none
+    unknown, caps = roots.session_key("alice", legacy, None)
+    assert caps == legacy and unknown.fingerprint == plain.fingerprint
+    assert unknown.roots == roots_digest(NO_ROOTS) and unknown.roots_answer == NO_ROOTS
     affine, caps = roots.session_key("alice", legacy, ROOTS)
     assert caps == legacy and affine.roots == roots_digest(ROOTS) and affine.roots_answer == ROOTS
     assert affine.fingerprint == plain.fingerprint
+    # after a call gave roots: the same session key as that call's (known roots), per principal
+    assert roots.session_key("alice", legacy, None)[0] == affine
+    assert roots.session_key("bob", legacy, None)[0] == SessionKey(
+        "bob", unknown.fingerprint, unknown.roots
+    )
+    # a client that declares no roots: no roots, no affinity
+    none, caps = roots.session_key("alice", {"sampling": {}}, None)
+    assert caps == {"sampling": {}} and none.roots == "" and none.roots_answer is None
     fresh1, _ = roots.session_key("alice", legacy, ROOTS, 1)
     fresh2, _ = roots.session_key("alice", legacy, ROOTS, 2)
     assert len({affine, fresh1, fresh2}) == 3
     # answer not in identity
     assert SessionKey("alice", "f", "d", {"roots": []}) == SessionKey("alice", "f", "d", None)
+
+
+def test_known_roots_are_per_principal_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last roots each principal's calls gave, for lists and listens; the oldest forgotten."""
+    monkeypatch.setattr("proxy.roots.MAX_KNOWN", 2)
+    roots = affinity(FakePool(), roots_affinity="always")
+    legacy: JsonObject = {"roots": {}}
+    other: JsonObject = {"roots": [{"uri": "file:///other"}]}
+    for principal in ("alice", "bob"):
+        roots.session_key(principal, legacy, ROOTS)
+    roots.session_key("alice", legacy, other)  # alice's latest, and now the most recent entry
+    assert roots.session_key("alice", legacy, None)[0].roots_answer == other
+    roots.session_key("carol", legacy, ROOTS)  # bob's is the oldest: forgotten
+    assert roots.session_key("bob", legacy, None)[0].roots_answer == NO_ROOTS
+    assert roots.session_key("carol", legacy, None)[0].roots_answer == ROOTS
+    # a fresh (session_per_call) key is never remembered
+    roots.session_key("dave", legacy, other, 7)
+    assert roots.session_key("dave", legacy, None)[0].roots_answer == NO_ROOTS

@@ -1,0 +1,161 @@
+"""The pool learns whether the upstream serves one session at a time
+(proxy/upstream/session_limit.py) and routes by preference (`prefer`, `share`): against the fake
+legacy server, which can behave like server-everything 2025.5.12 (only the newest session
+answers)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import aiohttp
+import pytest
+from aiohttp.test_utils import TestServer
+from fake_legacy import FakeLegacy, echo_legacy, text_result
+
+from config.settings import UpstreamSettings
+from proxy.runtime import http_opener
+from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
+from translators.errors import CapacityExceeded
+
+ServerFactory = Callable[..., Awaitable[TestServer]]
+CAPS: dict[str, Any] = {}
+BOUND_S = 5
+
+
+def key(principal: str, fingerprint: str = "f") -> SessionKey:
+    return SessionKey(principal=principal, fingerprint=fingerprint)
+
+
+@pytest.fixture
+def fake() -> FakeLegacy:
+    return echo_legacy()
+
+
+@pytest.fixture
+async def make_pool(
+    fake: FakeLegacy, aiohttp_server: ServerFactory
+) -> AsyncIterator[Callable[..., UpstreamPool]]:
+    """Pools on the fake, each closed at the end (unowned messages are ignored here)."""
+    url = str((await aiohttp_server(fake.app)).make_url("/mcp"))
+    async with aiohttp.ClientSession() as client, contextlib.AsyncExitStack() as closing:
+
+        def make(**overrides: Any) -> UpstreamPool:
+            settings = UpstreamSettings(url=url, session_check_s=0.3, **overrides)
+            opener = http_opener(client, settings)
+            pool = UpstreamPool(settings, opener, on_unowned=lambda session, inbound: None)
+            closing.push_async_callback(pool.aclose)
+            return pool
+
+        yield make
+
+
+async def lease(pool: UpstreamPool, of: SessionKey, **options: Any) -> Lease:
+    async with asyncio.timeout(BOUND_S):
+        return await pool.lease(
+            of, CAPS, exclusive=options.pop("exclusive", True), headers={}, **options
+        )
+
+
+async def echo(lease: Lease, text: str) -> Any:
+    call = lease.session.start(
+        "tools/call", {"name": "echo", "arguments": {"text": text}}, headers={}, on_inbound=None
+    )
+    async with asyncio.timeout(BOUND_S):
+        return await call.result()
+
+
+async def test_a_server_of_many_sessions_is_learned_with_one_ping_and_nothing_changes(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    pool = make_pool()
+    first = await lease(pool, key("alice"))
+    second = await lease(pool, key("bob"))
+    third = await lease(pool, key("carol"))
+    assert pool.limit.one is False
+    assert fake.rpc_methods().count("ping") == 1  # answered (Method not found is an answer)
+    assert [await echo(x, x.key.principal) for x in (first, second, third)] == [
+        text_result("alice"),
+        text_result("bob"),
+        text_result("carol"),
+    ]
+    assert fake.deleted == [] and pool.stats().sessions_open == 3
+
+
+async def test_a_one_session_server_is_learned_and_never_sent_a_delete(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    fake.one_session = True
+    pool = make_pool(session_idle_s=0.05)
+    await pool.start()
+    first = await lease(pool, key("alice"))
+    await first.release()
+    second = await lease(pool, key("alice", "other capabilities"))
+    assert pool.limit.one is True
+    assert not first.session.is_alive and pool.stats().sessions_open == 1
+    assert await echo(second, "b") == text_result("b")
+    await second.release()
+    await asyncio.sleep(0.3)  # many idle periods: the one session is never reaped
+    third = await lease(pool, key("bob"))  # replaces alice's idle session: forgotten, not deleted
+    assert await echo(third, "c") == text_result("c")
+    assert not second.session.is_alive and pool.stats().sessions_open == 1
+    assert fake.deleted == []
+    assert fake.rpc_methods().count("ping") == 1
+    assert len(fake.all_sessions) == 3
+
+
+async def test_another_caller_gets_a_clear_error_while_the_one_session_is_held(
+    make_pool: Callable[..., UpstreamPool],
+) -> None:
+    pool = make_pool(session_limit="one", session_wait_s=0.2)
+    held = await lease(pool, key("alice"))
+    with pytest.raises(CapacityExceeded) as refused:
+        await lease(pool, key("bob"))
+    assert refused.value.message == (
+        "The upstream server serves one session at a time (learned when the bridge first connected"
+        " to it), and another request holds that session; it did not become free within 0.2 s"
+        " (upstream.session_wait_s): retry later"
+    )
+    assert held.session.is_alive
+
+
+async def test_the_last_session_of_an_unknown_upstream_is_never_reaped(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    pool = make_pool(session_idle_s=0.05)
+    first = await lease(pool, key("alice"))
+    await first.release()
+    await asyncio.sleep(0.1)
+    assert await pool.reap_idle() == 0 and first.session.is_alive
+    many = make_pool(session_idle_s=0.05, session_limit="many")
+    other = await lease(many, key("alice"))
+    await other.release()
+    await asyncio.sleep(0.1)
+    assert await many.reap_idle() == 1 and not other.session.is_alive
+    assert len(fake.deleted) == 1
+
+
+async def test_prefer_picks_that_session_and_share_leases_exactly_it(
+    make_pool: Callable[..., UpstreamPool],
+) -> None:
+    pool = make_pool(session_limit="many")
+    alice = key("alice")
+    first, second = await lease(pool, alice), await lease(pool, alice)
+    await first.release()
+    await second.release()
+    for wanted in (first.session, second.session):
+        chosen = await lease(pool, alice, prefer=wanted)
+        assert chosen.session is wanted
+        await chosen.release()
+    busy = await lease(pool, alice, prefer=second.session)
+    other = await lease(pool, alice, prefer=second.session)  # held exclusively: another one
+    assert other.session is first.session
+    shared = pool.share(second.session)
+    assert shared is not None and shared.session is second.session and not shared.exclusive
+    await busy.release(discard=True)  # retiring: shared leases on it end, none is handed out
+    assert pool.share(second.session) is None
+    # a preferred session of another key is never used
+    bob = await lease(pool, key("bob"), prefer=first.session)
+    assert bob.session is not first.session
