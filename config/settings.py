@@ -11,6 +11,7 @@ from pydantic import Field, PositiveInt, SecretStr, field_validator, model_valid
 
 from config.base import PUBLIC_URL, Frozen
 from config.replicas import ClusterSettings, RecoverySettings
+from config.reverse import ReverseSettings
 
 # An Authorization header value: visible ASCII and spaces, nothing that could end the header.
 _HEADER_VALUE: Final = re.compile(r"[\x20-\x7e]+")
@@ -327,6 +328,7 @@ class Settings(Frozen):
     recovery: RecoverySettings = RecoverySettings()
     cluster: ClusterSettings = ClusterSettings()
     log: LogSettings = LogSettings()
+    reverse: ReverseSettings = ReverseSettings()
     server_identity: Literal["upstream", "bridge"] = Field(
         "upstream", description="serverInfo reported to clients: the upstream's or the bridge's own"
     )

@@ -30,6 +30,7 @@ from proxy.legacy_relay import LegacyRelay
 from proxy.logs import scrub_aiohttp_server_logs
 from proxy.metrics import BridgeMetrics
 from proxy.modern_relay import ModernUpstream
+from proxy.reverse.wiring import reverse_front
 from proxy.runtime import UPSTREAM_KEEPALIVE_S, bridge_runtime
 from proxy.upstream.base import (
     SessionOpener,
@@ -130,10 +131,18 @@ def _base_app(
     if legacy is not None:
         app[LEGACY_RELAY_KEY] = legacy
         app.on_cleanup.append(lambda _app: legacy.aclose())
+    reverse = None
     if modern is not None:
         app[MODERN_KEY] = modern
+        reverse = reverse_front(settings)
+        app.on_cleanup.append(lambda _app: reverse.aclose())
     HttpFront(
-        settings.front, settings.identity, keepalive_s=keepalive_s, legacy=legacy, modern=modern
+        settings.front,
+        settings.identity,
+        keepalive_s=keepalive_s,
+        legacy=legacy,
+        modern=modern,
+        reverse=reverse,
     ).add_routes(app)
     if passes_challenges(settings.upstream):
         MetadataRelay(settings).add_routes(app)

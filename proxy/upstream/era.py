@@ -22,9 +22,10 @@ import aiohttp
 import structlog
 
 from config.settings import UpstreamSettings
-from proxy.upstream.era_probe import probe_http
+from proxy.upstream.era_probe import MAX_PROBE_BYTES, probe_http, probe_reply
 from proxy.upstream.errors import safe_url
 from proxy.upstream.http_wire import client_info
+from translators.canonical import as_object
 from translators.era_detection import DUAL, LEGACY, MODERN, Era, era_of
 from translators.eras import INITIALIZE
 from translators.errors import BridgeError
@@ -108,7 +109,7 @@ class UpstreamEra:
 
     async def _answers_initialize(self, client: aiohttp.ClientSession) -> bool:
         """Whether a legacy `initialize` is answered with a result (its session is deleted
-        at once)."""
+        at once); an HTTP 200 carrying an error is a refusal."""
         url = self._settings.url
         assert url is not None
         body = {
@@ -122,7 +123,13 @@ class UpstreamEra:
         try:
             async with client.post(url, json=body, headers=headers, timeout=timeout) as response:
                 session_id = response.headers.get("Mcp-Session-Id")
-                answered = response.status == 200
+                # a 200 may carry a JSON-RPC error (a modern-only server's -32022): read the body
+                reply = probe_reply(
+                    await response.content.read(MAX_PROBE_BYTES),
+                    response.headers.get("Content-Type", ""),
+                    body["id"],
+                )
+                answered = response.status == 200 and "result" in as_object(reply)
             if session_id:
                 async with client.delete(
                     url, headers={**headers, "Mcp-Session-Id": session_id}, timeout=timeout
