@@ -42,22 +42,13 @@ from mcp.types import (
 
 mcp = MCPServer(name="mrtr-modern-interactive-test-server", version="1.0.0")
 
-ANSWER_SCHEMA = {
-    "type": "object",
-    "properties": {"answer": {"type": "string"}},
-    "required": ["answer"],
-}
-NAME_SCHEMA = {"type": "object", "properties": {"name": {"type": "string"}}, "required": ["name"]}
-COLOR_SCHEMA = {
-    "type": "object",
-    "properties": {"color": {"type": "string"}},
-    "required": ["color"],
-}
-TOPIC_SCHEMA = {
-    "type": "object",
-    "properties": {"topic": {"type": "string"}},
-    "required": ["topic"],
-}
+
+def _schema(field: str) -> dict[str, Any]:
+    return {"type": "object", "properties": {field: {"type": "string"}}, "required": [field]}
+
+
+ANSWER_SCHEMA, NAME_SCHEMA = _schema("answer"), _schema("name")
+COLOR_SCHEMA, TOPIC_SCHEMA = _schema("color"), _schema("topic")
 SAMPLING_MESSAGES: list[dict[str, Any]] = [
     {"role": "user", "content": {"type": "text", "text": "What is the weather in Paris?"}},
 ]

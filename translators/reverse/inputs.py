@@ -2,11 +2,11 @@
 `inputResponses` (pure; docs/directions.md).
 
 Each input request becomes the server-to-client request a legacy server would send:
-`elicitation/create` (form, or URL with an `elicitationId`, minted by the bridge when the upstream sent
-none, since a legacy client needs one), `sampling/createMessage` or `roots/list`. A request the client did not declare (or its
-revision does not have) is never pushed: the legacy request fails with the error a legacy server's
-SDK gives in that case. An answer is the push's `result`; an error answer ends the legacy request
-with the client's own error.
+`elicitation/create` (form, or URL with an `elicitationId`, minted by the bridge when the upstream
+sent none, since a legacy client needs one), `sampling/createMessage` or `roots/list`. A request
+the client did not declare (or its revision does not have) is never pushed: the legacy request
+fails with the error a legacy server's SDK gives in that case. An answer is the push's `result`;
+an error answer ends the legacy request with the client's own error.
 """
 
 from __future__ import annotations
