@@ -49,8 +49,30 @@ def _schema(field: str) -> dict[str, Any]:
 
 ANSWER_SCHEMA, NAME_SCHEMA = _schema("answer"), _schema("name")
 COLOR_SCHEMA, TOPIC_SCHEMA = _schema("color"), _schema("topic")
+PIXEL_PNG = (
+    "iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mP8z8DwHwAF"
+    "BQIAX8jx0gAAAABJRU5ErkJggg=="
+)
+# the legacy interactive server's sampling messages: a tool use, its result and an image
 SAMPLING_MESSAGES: list[dict[str, Any]] = [
     {"role": "user", "content": {"type": "text", "text": "What is the weather in Paris?"}},
+    {
+        "role": "assistant",
+        "content": [
+            {"type": "tool_use", "id": "call-1", "name": "get_weather", "input": {"city": "Paris"}}
+        ],
+    },
+    {
+        "role": "user",
+        "content": [
+            {
+                "type": "tool_result",
+                "toolUseId": "call-1",
+                "content": [{"type": "text", "text": "18C, sunny"}],
+            }
+        ],
+    },
+    {"role": "user", "content": {"type": "image", "data": PIXEL_PNG, "mimeType": "image/png"}},
 ]
 
 
