@@ -47,7 +47,7 @@ class LegacyClients:
         """`headers` are the request's, lower-cased; `body` None for GET / DELETE."""
         exchange.mode, exchange.method = "legacy", method
         principal = principal_of(headers, self._identity)
-        if self._reverse is not None and await self._reversed(headers):
+        if self._reverse is not None and await self._reversed(headers, principal):
             with bound_contextvars(transport="http", era="legacy", principal=principal):
                 decoded = json.loads(body) if body is not None else None
                 return await self._reverse.serve(request, exchange, decoded, principal)
@@ -56,14 +56,17 @@ class LegacyClients:
         with bound_contextvars(transport="http", era="legacy", principal=principal):
             return await self._relay.handle(request, body, principal, method)
 
-    async def _reversed(self, headers: dict[str, str]) -> bool:
-        """Whether the bridge serves this legacy session itself: a session it issued, or a new
-        one while the upstream speaks 2026-07-28."""
+    async def _reversed(self, headers: dict[str, str], principal: str) -> bool:
+        """Whether the bridge serves this legacy session itself: a session it issued, or any
+        other (new, or unknown: 404) while the upstream speaks 2026-07-28, except a session the
+        relay opened on the upstream's legacy side before."""
         assert self._reverse is not None
         session_id = headers.get(SESSION.lower())
-        if session_id is not None:
-            return self._reverse.serves(session_id)
-        if self._modern is None:
+        if session_id is not None and self._reverse.serves(session_id):
+            return True
+        if self._modern is None or (
+            session_id is not None and self._relay.bindings.owned_by(session_id, principal)
+        ):
             return False
         if self._modern.era.era is None:
             self._modern.era.reprobe_soon()  # not known yet (the upstream was down): find out

@@ -18,6 +18,7 @@ from translators.eras import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_LOG_LEVEL,
+    META_PREFIX,
     META_PROTOCOL_VERSION,
     META_SERVER_INFO,
     MODERN_VERSION,
@@ -115,14 +116,21 @@ def modern_params(view: ClientView, params: Any, extra: JsonObject | None = None
     """A legacy request's params for the upstream: its own `_meta` (progress token, trace
     context) with the modern keys added, and `extra` (`inputResponses`, `requestState`)."""
     kept = dict(as_object(params))
-    own = {k: v for k, v in as_object(kept.get("_meta")).items() if not k.startswith("io.model")}
+    own = {k: v for k, v in as_object(kept.get("_meta")).items() if not k.startswith(META_PREFIX)}
     kept["_meta"] = {**own, **modern_meta(view)}
     return {**kept, **(extra or {})}
 
 
 def legacy_result(result: JsonObject) -> JsonObject:
-    """A modern (complete) result as a legacy server sends it."""
-    return {k: v for k, v in result.items() if k not in MODERN_ONLY_RESULT_FIELDS}
+    """A modern (complete) result as a legacy server sends it: without `resultType`, caching
+    hints and the `io.modelcontextprotocol/` `_meta` keys (serverInfo)."""
+    legacy = {k: v for k, v in result.items() if k not in MODERN_ONLY_RESULT_FIELDS}
+    meta = {
+        k: v
+        for k, v in as_object(legacy.pop("_meta", None)).items()
+        if not k.startswith(META_PREFIX)
+    }
+    return {**legacy, "_meta": meta} if meta else legacy
 
 
 def is_input_required(result: Any) -> bool:
