@@ -22,6 +22,7 @@ from config.settings import Settings
 from proxy.front_http.replies import Exchange, json_reply
 from proxy.front_http.sse import SSE_QUEUE_LIMIT, SseSink
 from proxy.reverse.listen import Listener
+from proxy.reverse.local import answer_locally
 from proxy.reverse.rounds import Rounds
 from proxy.reverse.sessions import ReverseSession, ReverseSessions
 from proxy.reverse.upstream import ModernCaller
@@ -31,13 +32,8 @@ from translators.era_detection import discover_request
 from translators.eras import (
     CANCELLED,
     INITIALIZE,
-    LEGACY_PING,
-    LOG_LEVELS,
-    LOGGING_SET_LEVEL,
-    RESOURCES_SUBSCRIBE,
-    RESOURCES_UNSUBSCRIBE,
 )
-from translators.errors import INVALID_PARAMS, INVALID_REQUEST
+from translators.errors import INVALID_REQUEST
 from translators.jsonrpc import JsonObject, error_response, result_response
 from translators.reverse.session import initialize_result, modern_meta, open_client
 from translators.sse import encode_event
@@ -144,40 +140,12 @@ class ReverseFront:
             return web.Response(status=202)
         request_id = message["id"]
         exchange.front_request_id = request_id if isinstance(request_id, int | str) else None
-        local = self._local(session, method, as_object(message.get("params")), authorization)
+        local = answer_locally(
+            session, message, lambda: self._listener.refresh(session, authorization)
+        )
         if local is not None:
-            return json_reply(
-                error_response(request_id, local)
-                if "code" in local
-                else result_response(request_id, local),
-                400 if "code" in local else 200,
-                exchange,
-            )
+            return json_reply(local, 400 if "error" in local else 200, exchange)
         return await self._stream(request, session, message, authorization, exchange)
-
-    def _local(
-        self, session: ReverseSession, method: str, params: JsonObject, authorization: str | None
-    ) -> JsonObject | None:
-        """The result (or error) of a request the session answers itself, or None."""
-        if method == LEGACY_PING:
-            return {}
-        if method == LOGGING_SET_LEVEL:
-            level = params.get("level")
-            if level not in LOG_LEVELS:
-                return {"code": INVALID_PARAMS, "message": f"Invalid log level: {str(level)[:40]}"}
-            session.view.log_level = str(level)
-            return {}
-        if method in (RESOURCES_SUBSCRIBE, RESOURCES_UNSUBSCRIBE):
-            uri = params.get("uri")
-            if not isinstance(uri, str):
-                return {"code": INVALID_PARAMS, "message": "Invalid params: uri is required"}
-            if method == RESOURCES_SUBSCRIBE:
-                session.view.subscribed.add(uri)
-            else:
-                session.view.subscribed.discard(uri)
-            self._listener.refresh(session, authorization)
-            return {}
-        return None
 
     async def _stream(
         self,

@@ -12,7 +12,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from .harness import LEGACY_PYTHON, PEERS_DIR, PeerProcess, Peers, free_port
+from .harness import BRIDGE_EXE, LEGACY_PYTHON, PEERS_DIR, PeerProcess, Peers, free_port
 
 T = 90.0
 SCENARIOS_CLIENT = PEERS_DIR / "legacy_scenarios_client.py"
@@ -32,12 +32,12 @@ COMMON = (
 
 
 async def run_scenarios(url: str, *scenarios: str, options: tuple[str, ...] = ()) -> Any:
-    """Run tests/peers/legacy_scenarios_client.py (mcp 1.x) against `url`; its JSON report."""
+    """Run tests/peers/legacy_scenarios_client.py (mcp 1.x) against `url` (or, with `options`
+    `--command CMD`, over stdio); its JSON report."""
     process = await asyncio.create_subprocess_exec(
         str(LEGACY_PYTHON),
         str(SCENARIOS_CLIENT),
-        "--url",
-        url,
+        *(("--url", url) if url else ()),
         *options,
         *scenarios,
         stdout=asyncio.subprocess.PIPE,
@@ -154,3 +154,22 @@ async def test_a_dual_server_used_directly_fails_what_the_bridge_serves(peers: P
         "message": "Handler returned an invalid result",
     }
     assert json.loads(bridged["outcomes"]["ask"]["text"])["action"] == "accept"
+
+
+@pytest.mark.parametrize("era", ["modern", "dual"])
+async def test_the_stdio_front_serves_legacy_clients_in_front_of_a_modern_server(
+    peers: Peers, era: str
+) -> None:
+    legacy = peers.legacy("interactive_server.py")
+    server = modern_interactive(peers, *(["--modern-only"] if era == "modern" else []))
+    command = f"{BRIDGE_EXE} stdio --upstream {server.url}"
+    async with asyncio.timeout(T):
+        direct = await run_scenarios(legacy.url, *COMMON)
+        bridged = await run_scenarios("", *COMMON, "chatty", options=("--command", command))
+    chatty = bridged["outcomes"].pop("chatty")
+    assert comparable(bridged) == comparable(direct)
+    assert [note.get("log") or note.get("message") for note in chatty["notes"]] == [
+        "half",
+        "info",
+        "done",
+    ]
