@@ -161,13 +161,7 @@ class ReverseFront:
         writer = asyncio.create_task(sink.run())
         key = repr(message["id"])
         session.in_flight[key] = owner
-        rounds = Rounds(
-            self._caller,
-            session,
-            push_timeout_s=self._settings.reverse.push_timeout_s,
-            max_rounds=self._settings.held.max_rounds,
-            authorization=authorization,
-        )
+        rounds = Rounds(self._settings, self._caller, session, authorization)
         try:
             response = await rounds.run(message, sink.send)
             sink.finish(response)

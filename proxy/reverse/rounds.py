@@ -20,6 +20,7 @@ from typing import Any
 
 import structlog
 
+from config.settings import Settings
 from proxy.reverse.sessions import ReverseSession
 from proxy.reverse.upstream import ModernCaller
 from translators.canonical import as_object
@@ -41,21 +42,20 @@ class RoundFailed(Exception):
 
 
 class Rounds:
-    """Runs legacy requests of one session upstream; `send` writes to the request's stream."""
+    """Runs legacy requests of one session upstream; `send` writes to the request's stream. The
+    bounds are `reverse.push_timeout_s` and `held.max_rounds`."""
 
     def __init__(
         self,
+        settings: Settings,
         caller: ModernCaller,
         session: ReverseSession,
-        *,
-        push_timeout_s: float,
-        max_rounds: int,
         authorization: str | None,
     ) -> None:
         self._caller = caller
         self._session = session
-        self._push_timeout_s = push_timeout_s
-        self._max_rounds = max_rounds
+        self._push_timeout_s = settings.reverse.push_timeout_s
+        self._max_rounds = settings.held.max_rounds
         self._authorization = authorization
         self._upstream_ids = 0
 

@@ -131,13 +131,7 @@ class ReverseStdio:
         self._listener.refresh(session, None)
 
     def _start(self, session: ReverseSession, message: JsonObject) -> None:
-        rounds = Rounds(
-            self._caller,
-            session,
-            push_timeout_s=self._settings.reverse.push_timeout_s,
-            max_rounds=self._settings.held.max_rounds,
-            authorization=None,
-        )
+        rounds = Rounds(self._settings, self._caller, session, None)
         key = repr(message["id"])
 
         async def serve() -> None:
