@@ -1,12 +1,12 @@
-"""A legacy client on the stdio front in front of a 2026-07-28 HTTP upstream (docs/directions.md).
+"""A legacy client on the stdio front in front of a 2026-07-28 upstream (docs/directions.md).
 
-`mrtr-bridge stdio --upstream URL` hands a client whose first line is a legacy `initialize` here
-when the upstream speaks 2026-07-28 (modern-only or dual-era; a legacy upstream keeps the relay of
-`proxy.legacy_stdio`). The process is the session: `initialize` is answered from
-`server/discover`, each request runs upstream round after round (`proxy.reverse.rounds`) with its
-pushes, progress and logs written to stdout, answers to pushes and `notifications/cancelled` are
-read from stdin, and one upstream `subscriptions/listen` delivers list changes and resource
-updates for the whole session (stdio has no GET stream: a legacy stdio server sends them any time).
+`mrtr-bridge stdio --upstream URL` (or `--upstream-command CMD`) hands a client whose first line is
+a legacy `initialize` here when the upstream speaks 2026-07-28 (modern-only or dual-era; a legacy
+upstream keeps the relay of `proxy.legacy_stdio`). The process is the session: `initialize` is
+answered from `server/discover`, each request runs upstream round after round
+(`proxy.reverse.rounds`) with its pushes, progress and logs written to stdout, answers to pushes
+and `notifications/cancelled` are read from stdin, and one upstream `subscriptions/listen` delivers
+list changes and resource updates for the whole session (stdio has no GET stream: a legacy stdio server sends them any time).
 stdin EOF ends the session and whatever still runs.
 """
 
@@ -19,14 +19,16 @@ from typing import Any
 
 import structlog
 
-from config.settings import Settings
+from config.settings import Settings, UpstreamSettings
 from proxy.legacy_stdio import ByteWriter, LegacyStdio
 from proxy.reverse.listen import Listener
 from proxy.reverse.local import answer_locally
 from proxy.reverse.rounds import Rounds
 from proxy.reverse.sessions import ReverseSession, ReverseSessions
-from proxy.reverse.upstream import ModernHttpCaller
+from proxy.reverse.stdio_upstream import ModernStdioCaller
+from proxy.reverse.upstream import ModernCaller, ModernHttpCaller
 from proxy.upstream.era import UpstreamEra
+from proxy.upstream.era_probe import probe_stdio
 from proxy.upstream.http_wire import client_info
 from translators import fast_json
 from translators.canonical import as_object
@@ -52,13 +54,13 @@ class _Lines:
 
 
 class ReverseStdio:
-    """One legacy stdio client's session in front of a 2026-07-28 HTTP upstream."""
+    """One legacy stdio client's session in front of a 2026-07-28 upstream (through `caller`)."""
 
-    def __init__(self, settings: Settings, writer: ByteWriter) -> None:
+    def __init__(self, settings: Settings, writer: ByteWriter, caller: ModernCaller) -> None:
         self._settings = settings
         self._writer = writer
         self._out = _Lines(writer)
-        self._caller = ModernHttpCaller(settings.upstream, settings.front.request_timeout_s)
+        self._caller = caller
         self._sessions = ReverseSessions(1, 1, float("inf"))
         self._listener = Listener(self._caller)
         self._session: ReverseSession | None = None
@@ -168,25 +170,43 @@ def _invalid(why: str) -> JsonObject:
     return {"code": INVALID_REQUEST, "message": f"Invalid Request: {why}"}
 
 
+def stdio_probe_settings(upstream: UpstreamSettings) -> UpstreamSettings:
+    """A stdio probe must also wait for the process to start (a Python server on the `mcp` 2.x SDK
+    takes seconds to import): it waits up to `upstream.init_timeout_s` if that is longer."""
+    timeout_s = max(upstream.era_probe_timeout_s, upstream.init_timeout_s)
+    return upstream.model_copy(update={"era_probe_timeout_s": timeout_s})
+
+
 def with_reverse(settings: Settings, relay: LegacyStdio | None) -> LegacyStdio | None:
-    """The stdio front's handler for a legacy client: in front of an HTTP upstream that speaks
-    2026-07-28 (probed when the client comes), the reverse session; else `relay`."""
-    if relay is None or settings.upstream.url is None:
+    """The stdio front's handler for a legacy client: in front of an upstream that speaks
+    2026-07-28 (probed when the client comes: a stdio upstream in a throwaway process), the reverse
+    session; else `relay`."""
+    if relay is None:
         return relay
+    upstream = settings.upstream
 
     async def handle(first: bytes, reader: asyncio.StreamReader, writer: ByteWriter) -> None:
-        era = UpstreamEra(settings.upstream)
-        try:
-            known = await era.probe()
-        finally:
-            await era.aclose()
-        if known not in (MODERN, DUAL):
+        if upstream.url is not None:
+            era = UpstreamEra(upstream)
+            try:
+                modern = await era.probe() in (MODERN, DUAL)
+            finally:
+                await era.aclose()
+        else:
+            modern = (await probe_stdio(stdio_probe_settings(upstream))).modern
+        if not modern:
             await relay(first, reader, writer)
             return
+        timeout_s = settings.front.request_timeout_s
+        caller: ModernCaller = (
+            ModernHttpCaller(upstream, timeout_s)
+            if upstream.url is not None
+            else ModernStdioCaller(upstream, timeout_s)
+        )
         with structlog.contextvars.bound_contextvars(era="legacy", direction="reverse"):
-            await ReverseStdio(settings, writer).run(first, reader)
+            await ReverseStdio(settings, writer, caller).run(first, reader)
 
     return handle
 
 
-__all__ = ["ReverseStdio", "with_reverse"]
+__all__ = ["ReverseStdio", "stdio_probe_settings", "with_reverse"]
