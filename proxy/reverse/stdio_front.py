@@ -6,8 +6,8 @@ upstream keeps the relay of `proxy.legacy_stdio`). The process is the session: `
 answered from `server/discover`, each request runs upstream round after round
 (`proxy.reverse.rounds`) with its pushes, progress and logs written to stdout, answers to pushes
 and `notifications/cancelled` are read from stdin, and one upstream `subscriptions/listen` delivers
-list changes and resource updates for the whole session (stdio has no GET stream: a legacy stdio server sends them any time).
-stdin EOF ends the session and whatever still runs.
+list changes and resource updates for the whole session (stdio has no GET stream: a legacy stdio
+server sends them any time). stdin EOF ends the session and whatever still runs.
 """
 
 from __future__ import annotations
