@@ -158,7 +158,7 @@ def directions(era: Era | None, transport: str | None) -> dict[str, str | None]:
     http = transport != "stdio"
     if era == LEGACY:
         return {"modernClients": "translated", "legacyClients": "relayed" if http else "refused"}
-    if era in (MODERN, DUAL) and http:
+    if era == MODERN or (era == DUAL and http):
         return {"modernClients": "relayed", "legacyClients": "reverse"}
     if era == DUAL:
         return {"modernClients": "translated", "legacyClients": "refused"}
@@ -166,18 +166,8 @@ def directions(era: Era | None, transport: str | None) -> dict[str, str | None]:
 
 
 def _modern_only(seen: Observed) -> tuple[bool, list[str], list[str]]:
-    versions = ", ".join(seen.discover.supported_versions if seen.discover else [])
-    refused = f"refuses initialize ({seen.legacy_error or 'no legacy session'})"
-    if seen.transport == "stdio":
-        return (
-            False,
-            [],
-            [
-                f"the upstream speaks only modern revisions ({versions}) and {refused}; the "
-                "bridge does "
-                "not relay a modern stdio upstream yet: modern clients can launch it directly"
-            ],
-        )
+    """A modern-only upstream: modern clients relayed, legacy clients served in reverse (over
+    stdio too: `serve` keeps one process of it, the stdio front one per legacy client)."""
     return True, [_RELAYED, _REVERSE], []
 
 

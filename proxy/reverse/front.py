@@ -12,7 +12,6 @@ anyone else gets 404, as from a server that does not know the session.
 from __future__ import annotations
 
 import asyncio
-from contextlib import suppress
 from typing import Any, Final
 
 import structlog
@@ -20,9 +19,9 @@ from aiohttp import web
 
 from config.settings import Settings
 from proxy.front_http.replies import Exchange, json_reply
-from proxy.front_http.sse import SSE_QUEUE_LIMIT, SseSink
 from proxy.reverse.listen import Listener
 from proxy.reverse.local import answer_locally
+from proxy.reverse.replies import streamed
 from proxy.reverse.rounds import Rounds
 from proxy.reverse.sessions import ReverseSession, ReverseSessions
 from proxy.reverse.upstream import ModernCaller
@@ -157,23 +156,18 @@ class ReverseFront:
     ) -> web.StreamResponse:
         owner = asyncio.current_task()
         assert owner is not None
-        sink = SseSink(request, owner, self._settings.front.sse_keepalive_s, SSE_QUEUE_LIMIT)
-        writer = asyncio.create_task(sink.run())
         key = repr(message["id"])
         session.in_flight[key] = owner
         rounds = Rounds(self._settings, self._caller, session, authorization)
         try:
-            response = await rounds.run(message, sink.send)
-            sink.finish(response)
-            stream = await writer
+            stream, response = await streamed(
+                request,
+                self._settings.front.sse_keepalive_s,
+                lambda send: rounds.run(message, send),
+            )
         finally:
             if session.in_flight.get(key) is owner:
                 del session.in_flight[key]
-            sink.close()
-            if not writer.done():
-                writer.cancel()
-                with suppress(asyncio.CancelledError):
-                    await writer
         if stream is not None:
             exchange.mode = "reverse-sse"
             return stream

@@ -172,8 +172,9 @@ def _invalid(why: str) -> JsonObject:
 
 def stdio_probe_settings(upstream: UpstreamSettings) -> UpstreamSettings:
     """A stdio probe must also wait for the process to start (a Python server on the `mcp` 2.x SDK
-    takes seconds to import): it waits up to `upstream.init_timeout_s` if that is longer."""
-    timeout_s = max(upstream.era_probe_timeout_s, upstream.init_timeout_s)
+    takes seconds to import, more next to the spare processes starting at the same time): it
+    waits up to three times `upstream.init_timeout_s` if that is longer."""
+    timeout_s = max(upstream.era_probe_timeout_s, 3 * upstream.init_timeout_s)
     return upstream.model_copy(update={"era_probe_timeout_s": timeout_s})
 
 

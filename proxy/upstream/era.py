@@ -9,8 +9,8 @@ is probed in a throwaway process); a modern answer is followed by a legacy `init
 when first known (`upstream_era_detected`) and when it changes (`upstream_era_changed`), and
 `/readyz` shows it. An unreachable upstream keeps the last known era.
 
-Only an HTTP upstream is tracked: probing a stdio upstream costs a throwaway process each time, and
-a modern stdio upstream is not relayed yet (`mrtr-bridge check` probes one).
+A stdio upstream is tracked by the subclass `proxy.reverse.stdio_relay.StdioEra`: probed in a
+throwaway process, in the background at start and after failures, never on the interval.
 """
 
 from __future__ import annotations
