@@ -297,3 +297,15 @@ async def test_misplaced_and_malformed_messages_get_precise_errors(peers: Peers)
         "content": [{"type": "text", "text": "Unknown tool: nope"}],
         "isError": True,
     }  # the upstream's answer, without its modern-only serverInfo _meta
+
+
+async def test_sessions_are_bounded_per_principal(peers: Peers) -> None:
+    bridge = started(peers, **{"reverse.max_sessions_per_principal": "2"})
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        mine = [Legacy(http, bridge.url, "Bearer me") for _ in range(3)]
+        other = Legacy(http, bridge.url, "Bearer other")
+        for client in (mine[0], other, mine[1], mine[2]):
+            await client.initialize()
+        statuses = [(await client.send(client.request("ping")))[0] for client in (*mine, other)]
+    assert statuses == [404, 200, 200, 200]  # my oldest went; another principal's stayed
+    assert '"reason": "per_principal_limit"' in bridge.log_text(100_000)
