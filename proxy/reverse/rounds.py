@@ -22,9 +22,10 @@ import structlog
 
 from config.settings import Settings
 from proxy.reverse.sessions import ReverseSession
+from proxy.reverse.tool_headers import header_mismatch
 from proxy.reverse.upstream import ModernCaller
 from translators.canonical import as_object
-from translators.eras import CANCELLED, LOG_MESSAGE, PROGRESS
+from translators.eras import CANCELLED, LOG_MESSAGE, PROGRESS, TOOLS_LIST
 from translators.errors import INTERNAL_ERROR
 from translators.jsonrpc import JsonObject, error_response, notification, request, result_response
 from translators.reverse.inputs import Push, Refused, input_response, pushes_for
@@ -64,6 +65,11 @@ class Rounds:
         extra: JsonObject = {}
         for round_number in range(self._max_rounds + 1):
             reply = await self._call(message, extra, send)
+            if header_mismatch(message, reply):  # the tool's x-mcp-header changed, or unknown
+                await self._session.tools.relist(self._list_tools)
+                reply = await self._call(message, extra, send)
+            if message.get("method") == TOOLS_LIST and "result" in reply:
+                self._session.tools.learn(as_object(reply["result"]))
             if "error" in reply:
                 return error_response(client_id, as_object(reply.get("error")))
             result = as_object(reply.get("result"))
@@ -104,7 +110,14 @@ class Rounds:
                 }
                 send(notification(str(notice["method"]), params))
 
-        return await self._caller.call(upstream, relay, self._authorization)
+        headers = self._session.tools.headers_for(upstream)
+        return await self._caller.call(upstream, relay, self._authorization, headers)
+
+    async def _list_tools(self, cursor: str | None) -> JsonObject:
+        self._upstream_ids += 1
+        params = modern_params(self._session.view, {} if cursor is None else {"cursor": cursor})
+        listing = request(f"mrtr-bridge-tools-{self._upstream_ids}", TOOLS_LIST, params)
+        return await self._caller.call(listing, lambda _: None, self._authorization)
 
     async def _ask(self, input_requests: Any, send: Send) -> JsonObject:
         pushes = pushes_for(input_requests, self._session.view, _mint_elicitation_id)

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 import structlog
 
+from proxy.reverse.tool_headers import ToolSchemas
 from translators.jsonrpc import JsonObject
 from translators.reverse.session import ClientView
 
@@ -35,6 +36,7 @@ class ReverseSession:
         self.in_flight: dict[str, asyncio.Task[Any]] = {}
         self.outbox: asyncio.Queue[JsonObject] | None = None  # the GET stream's, while open
         self.on_close: list[Callable[[], None]] = []
+        self.tools = ToolSchemas()  # for the Mcp-Param-* headers of its tools/call
         self._pushes = 0
         self.closed = False
 

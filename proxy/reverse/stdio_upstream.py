@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import itertools
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import structlog
@@ -60,8 +61,13 @@ class ModernStdioCaller:
         self._ids = itertools.count(1)
 
     async def call(
-        self, message: JsonObject, on_message: OnMessage, authorization: str | None
+        self,
+        message: JsonObject,
+        on_message: OnMessage,
+        authorization: str | None,
+        headers: Mapping[str, str] | None = None,
     ) -> JsonObject:
+        """`authorization` and `headers` have no place on stdio."""
         request_id = message.get("id")
         try:
             process = await self._ensure()

@@ -10,7 +10,7 @@ naming no internal address.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, Final, Protocol
 
 import aiohttp
@@ -27,8 +27,8 @@ from translators.eras import (
     TOOLS_CALL,
 )
 from translators.errors import INTERNAL_ERROR
+from translators.header_values import encode_header_value
 from translators.jsonrpc import JsonObject
-from translators.reverse.session import header_value
 from translators.sse import SSEDecoder
 
 _log = structlog.get_logger("proxy.reverse")
@@ -42,8 +42,14 @@ class ModernCaller(Protocol):
     """Sends one 2026-07-28 request upstream and returns its JSON-RPC response."""
 
     async def call(
-        self, message: JsonObject, on_message: OnMessage, authorization: str | None
-    ) -> JsonObject: ...
+        self,
+        message: JsonObject,
+        on_message: OnMessage,
+        authorization: str | None,
+        headers: Mapping[str, str] | None = None,
+    ) -> JsonObject:
+        """`headers`: extra HTTP headers (`Mcp-Param-*`), if the transport has headers."""
+        ...
 
     async def aclose(self) -> None: ...
 
@@ -67,7 +73,7 @@ def request_headers(message: JsonObject, authorization: str | None) -> dict[str,
     }
     name = as_object(message.get("params")).get(_NAME_FIELDS.get(method, ""))
     if isinstance(name, str):
-        headers["Mcp-Name"] = header_value(name)
+        headers["Mcp-Name"] = encode_header_value(name)
     if authorization is not None:
         headers["Authorization"] = authorization
     return headers
@@ -93,12 +99,16 @@ class ModernHttpCaller:
         return self._client
 
     async def call(
-        self, message: JsonObject, on_message: OnMessage, authorization: str | None
+        self,
+        message: JsonObject,
+        on_message: OnMessage,
+        authorization: str | None,
+        headers: Mapping[str, str] | None = None,
     ) -> JsonObject:
         url = self._upstream.url
         assert url is not None
         request_id = message.get("id")
-        headers = request_headers(message, self.authorization(authorization))
+        headers = {**request_headers(message, self.authorization(authorization)), **(headers or {})}
         try:
             # a subscriptions/listen stream lasts as long as the client's GET stream
             lasting = message.get("method") == SUBSCRIPTIONS_LISTEN

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -17,7 +18,7 @@ import aiohttp
 from config import env_name
 from translators.sse import SSEDecoder
 
-from .harness import PeerProcess, Peers
+from .harness import PEERS_DIR, PeerProcess, Peers, free_port
 from .test_reverse_http import modern_interactive
 
 T = 60.0
@@ -309,3 +310,19 @@ async def test_sessions_are_bounded_per_principal(peers: Peers) -> None:
         statuses = [(await client.send(client.request("ping")))[0] for client in (*mine, other)]
     assert statuses == [404, 200, 200, 200]  # my oldest went; another principal's stayed
     assert '"reason": "per_principal_limit"' in bridge.log_text(100_000)
+
+
+async def test_x_mcp_header_arguments_are_mirrored_for_legacy_clients(peers: Peers) -> None:
+    """A legacy client knows no Mcp-Param-* headers: the bridge adds them (listing the tools
+    after the upstream's -32020 when it has not seen them yet)."""
+    port = free_port()
+    argv = [sys.executable, str(PEERS_DIR / "modern_fixture_server.py"), "--port", str(port)]
+    bridge = peers.bridge(peers.start("modern-fixture", argv, port).url)
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        client = Legacy(http, bridge.url)
+        await client.initialize()
+        call = {"name": "test_x_mcp_header", "arguments": {"region": "eu west ü"}}
+        first = await client.send(client.request("tools/call", call))
+        second = await client.send(client.request("tools/call", call))
+    for _, reply, _ in (first, second):
+        assert reply["result"]["content"] == [{"type": "text", "text": "region=eu west ü"}]

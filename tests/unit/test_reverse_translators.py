@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 
 from translators.check_report import directions
+from translators.header_values import encode_header_value, param_headers_for
 from translators.reverse.inputs import Push, Refused, input_response, pushes_for
 from translators.reverse.session import (
     ClientView,
-    header_value,
     initialize_result,
     legacy_result,
     modern_params,
@@ -219,7 +219,7 @@ def test_answers_become_input_responses_and_errors_fail_the_request() -> None:
     ],
 )
 def test_mcp_name_header_values(value: str, header: str) -> None:
-    assert header_value(value) == header
+    assert encode_header_value(value) == header
 
 
 def test_check_names_the_direction_of_each_kind_of_client() -> None:
@@ -236,3 +236,21 @@ def test_check_names_the_direction_of_each_kind_of_client() -> None:
         "legacyClients": "refused",
     }
     assert directions(None, None) == {"modernClients": None, "legacyClients": None}
+
+
+def test_param_headers_mirror_annotated_arguments() -> None:
+    schema = {
+        "type": "object",
+        "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "n": {"type": "integer", "x-mcp-header": "N"},
+            "note": {"type": "string"},
+        },
+    }
+    assert param_headers_for(schema, {"region": "ünïcode", "n": 3, "note": "x"}) == {
+        "Mcp-Param-Region": "=?base64?w7xuw69jb2Rl?=",
+        "Mcp-Param-N": "3",
+    }
+    assert param_headers_for(schema, {}) == {}
+    bad = {"type": "object", "properties": {"a": {"type": "object", "x-mcp-header": "A"}}}
+    assert param_headers_for(bad, {"a": {}}) == {}

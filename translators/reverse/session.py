@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -137,23 +136,8 @@ def is_input_required(result: Any) -> bool:
     return isinstance(result, dict) and result.get("resultType") == "input_required"
 
 
-def header_value(value: str) -> str:
-    """`value` for an `Mcp-Name` header: as is when it is plain printable ASCII, else the Base64
-    sentinel form (2026-07-28 Streamable HTTP, "Value Encoding")."""
-    plain = (
-        value.isascii()
-        and all(" " <= ch <= "~" or ch == "\t" for ch in value)
-        and value == value.strip()
-        and not (value.startswith("=?base64?") and value.endswith("?="))
-    )
-    if plain:
-        return value
-    return f"=?base64?{base64.b64encode(value.encode()).decode()}?="
-
-
 __all__ = [
     "ClientView",
-    "header_value",
     "initialize_result",
     "is_input_required",
     "legacy_result",
