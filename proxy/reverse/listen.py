@@ -4,7 +4,8 @@ While a legacy client keeps its GET stream open, the bridge holds one `subscript
 request upstream for it: list changes of tools, prompts and resources, and updates of the resources
 the session subscribed to (`resources/subscribe`, `resources/unsubscribe` restart the listen with
 the new set). What the upstream sends on it goes to the GET stream as a legacy server sends it
-(without the `subscriptionId` `_meta`). The listen ends with the GET stream or the session.
+(without the `subscriptionId` `_meta`). The listen ends with the GET stream or the session; one the
+upstream ends is opened again (after 2 s, doubling up to 30 s while it keeps ending early).
 """
 
 from __future__ import annotations
@@ -82,8 +83,15 @@ class Listener:
                 params = {k: v for k, v in as_object(notice.get("params")).items() if k != "_meta"}
                 session.notify(notification(str(method), params or None))
 
-        reply = await self._caller.call(message, relay, authorization)
-        _log.info("reverse_listen_ended", error="error" in reply)
+        pause_s = 1.0
+        while session.outbox is not None and not session.closed:
+            began = asyncio.get_running_loop().time()
+            reply = await self._caller.call(message, relay, authorization)
+            _log.info("reverse_listen_ended", error="error" in reply)
+            # the upstream ended it (restart, shed load): listen again, backing off while it fails
+            lasted_s = asyncio.get_running_loop().time() - began
+            pause_s = 1.0 if lasted_s > 30 else min(pause_s * 2, 30.0)
+            await asyncio.sleep(pause_s)
 
     async def aclose(self) -> None:
         tasks = list(self._tasks.values())
