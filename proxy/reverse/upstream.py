@@ -26,7 +26,7 @@ from translators.eras import (
     SUBSCRIPTIONS_LISTEN,
     TOOLS_CALL,
 )
-from translators.errors import INTERNAL_ERROR
+from translators.errors import INTERNAL_ERROR, BridgeError
 from translators.header_values import encode_header_value
 from translators.jsonrpc import JsonObject
 from translators.sse import SSEDecoder
@@ -124,6 +124,9 @@ class ModernHttpCaller:
                 else:
                     reply = _parse(await response.content.read(MAX_REPLY_BYTES))
                 status = response.status
+        except BridgeError as exc:  # an SSE event beyond MAX_REPLY_BYTES
+            _log.warning("reverse_upstream_reply_refused", reason=exc.message)
+            return failure(request_id, "The upstream server sent a reply beyond the bridge's limit")
         except TimeoutError:
             _log.warning("reverse_upstream_timeout", method=message.get("method"))
             return failure(request_id, "The upstream server did not answer in time")
