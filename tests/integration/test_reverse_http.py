@@ -31,15 +31,11 @@ COMMON = (
 )
 
 
-async def run_scenarios(url: str, *scenarios: str, options: tuple[str, ...] = ()) -> Any:
-    """Run tests/peers/legacy_scenarios_client.py (mcp 1.x) against `url` (or, with `options`
-    `--command CMD`, over stdio); its JSON report."""
+async def run_json(*argv: str, env: dict[str, str] | None = None) -> Any:
+    """Run a client program to the end; the JSON object on its last line."""
     process = await asyncio.create_subprocess_exec(
-        str(LEGACY_PYTHON),
-        str(SCENARIOS_CLIENT),
-        *(("--url", url) if url else ()),
-        *options,
-        *scenarios,
+        *argv,
+        env=env,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         stdin=asyncio.subprocess.DEVNULL,
@@ -47,6 +43,13 @@ async def run_scenarios(url: str, *scenarios: str, options: tuple[str, ...] = ()
     out, err = await process.communicate()
     assert process.returncode == 0, err.decode(errors="replace")[-3000:]
     return json.loads(out.decode().strip().splitlines()[-1])
+
+
+async def run_scenarios(url: str, *scenarios: str, options: tuple[str, ...] = ()) -> Any:
+    """Run tests/peers/legacy_scenarios_client.py (mcp 1.x) against `url` (or, with `options`
+    `--command CMD`, over stdio); its JSON report."""
+    where = ("--url", url) if url else ()
+    return await run_json(str(LEGACY_PYTHON), str(SCENARIOS_CLIENT), *where, *options, *scenarios)
 
 
 def modern_interactive(peers: Peers, *args: str) -> PeerProcess:
