@@ -56,7 +56,8 @@ class ReverseSession:
         task = self.in_flight.get(repr(request_id))
         if task is None:
             return False
-        task.cancel()
+        task.cancel()  # with it the upstream request: its stream closed, or notifications/cancelled
+        _log.info("reverse_request_cancelled", by="client")
         return True
 
     def notify(self, message: JsonObject) -> None:

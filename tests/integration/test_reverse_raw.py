@@ -165,6 +165,7 @@ async def test_notifications_cancelled_ends_the_request(peers: Peers) -> None:
         took = time.monotonic() - began
     assert status == 202
     assert ended == "closed" and took < 15.0  # long before the tool's 30 s
+    assert '"event": "reverse_request_cancelled"' in bridge.log_text(100_000)
 
 
 async def test_a_session_belongs_to_the_principal_that_opened_it(peers: Peers) -> None:
