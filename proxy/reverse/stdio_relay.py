@@ -1,13 +1,14 @@
 """A modern stdio upstream behind `serve` (docs/directions.md): modern HTTP clients relayed to it,
 legacy HTTP clients served in the reverse direction through the same process.
 
-`StdioEra` probes the command's era in a throwaway process, in the background when the bridge
-starts (serving does not wait for a process to start) and again after a failure; it does not tick
-(each probe costs a process). While it is unknown, modern requests take the engine's legacy path;
-an engine error whose re-probe then finds a modern server is relayed instead, as for an HTTP
-upstream. `StdioModernUpstream.relay` sends a modern request to the shared `ModernStdioCaller`
-process (the bridge's own id and progress token on the wire) and answers as the HTTP transport
-does: JSON, or SSE once a progress or log notification comes.
+`StdioEra` probes the command's era in a throwaway process only when something asks: a legacy
+session that would not open (a modern-only server refuses `initialize`), or a legacy HTTP client
+arriving while the era is unknown. It never probes at start or on an interval: each probe costs a
+process, and some servers must start only once. While the era is unknown, modern requests take the
+engine's legacy path; an engine error whose re-probe then finds a modern server is relayed
+instead, as for an HTTP upstream. `StdioModernUpstream.relay` sends a modern request to the
+shared `ModernStdioCaller` process (the bridge's own id and progress token on the wire) and
+answers as the HTTP transport does: JSON, or SSE once a progress or log notification comes.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class StdioEra(UpstreamEra):
         return self.era in (MODERN, DUAL)
 
     async def start(self) -> None:
-        self.reprobe_soon()  # in the background; no interval ticker
+        """Nothing at start: probed when asked (see the module's docstring)."""
 
     async def _probe_http(self) -> Era:  # the probe hook of UpstreamEra, here over stdio
         verdict = await probe_stdio(stdio_probe_settings(self._settings))

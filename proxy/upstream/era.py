@@ -10,7 +10,8 @@ when first known (`upstream_era_detected`) and when it changes (`upstream_era_ch
 `/readyz` shows it. An unreachable upstream keeps the last known era.
 
 A stdio upstream is tracked by the subclass `proxy.reverse.stdio_relay.StdioEra`: probed in a
-throwaway process, in the background at start and after failures, never on the interval.
+throwaway process only after a failure or when a legacy client needs the era, never at start or on
+the interval.
 """
 
 from __future__ import annotations
