@@ -11,6 +11,7 @@ from pydantic import Field, PositiveInt, SecretStr, field_validator
 
 from config.base import PUBLIC_URL, Frozen
 from config.replicas import ClusterSettings, RecoverySettings
+from config.reverse import ReverseSettings
 from config.status import StatusSettings
 
 # An Authorization header value: visible ASCII and spaces, nothing that could end the header.
@@ -374,6 +375,7 @@ class Settings(Frozen):
     cluster: ClusterSettings = ClusterSettings()
     log: LogSettings = LogSettings()
     status: StatusSettings = StatusSettings()
+    reverse: ReverseSettings = ReverseSettings()
     server_identity: Literal["upstream", "bridge"] = Field(
         "upstream", description="serverInfo reported to clients: the upstream's or the bridge's own"
     )

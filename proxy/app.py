@@ -31,12 +31,13 @@ from proxy.legacy_relay import LegacyRelay
 from proxy.logs import scrub_aiohttp_server_logs
 from proxy.metrics import BridgeMetrics
 from proxy.modern_relay import ModernUpstream
+from proxy.reverse.stdio_relay import modern_upstream
+from proxy.reverse.wiring import reverse_front
 from proxy.runtime import UPSTREAM_KEEPALIVE_S, bridge_runtime
 from proxy.status import StatusPage, StatusSources
 from proxy.upstream.base import (
     SessionOpener,
 )
-from proxy.upstream.era import UpstreamEra
 from proxy.upstream.errors import safe_url
 from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.reachability import StartupWatch
@@ -139,8 +140,11 @@ def _base_app(
     if legacy is not None:
         app[LEGACY_RELAY_KEY] = legacy
         app.on_cleanup.append(lambda _app: legacy.aclose())
+    reverse = None
     if modern is not None:
         app[MODERN_KEY] = modern
+        reverse = reverse_front(settings, modern)
+        app.on_cleanup.append(lambda _app: reverse.aclose())
     HttpFront(
         settings.front,
         settings.identity,
@@ -149,6 +153,7 @@ def _base_app(
         modern=modern,
         access_log=settings.log.access,
         upstream=upstream_name(settings.upstream),
+        reverse=reverse,
     ).add_routes(app)
     if passes_challenges(settings.upstream):
         MetadataRelay(settings).add_routes(app)
@@ -283,8 +288,7 @@ def make_app(
     """The whole HTTP bridge for `settings`; run it with `handler_cancellation=True`. Legacy stdio
     processes are recorded in `children`; `opener` replaces the configured upstream transport
     (tests script an in-memory upstream with it)."""
-    tracked = opener is None and settings.upstream.url is not None
-    modern = ModernUpstream(settings, UpstreamEra(settings.upstream)) if tracked else None
+    modern = modern_upstream(settings) if opener is None else None
     app = _base_app(settings, settings.front.sse_keepalive_s, modern)
     if modern is not None:
         app.cleanup_ctx.append(_era_context)

@@ -290,6 +290,11 @@ def render_text(report: dict[str, Any]) -> str:
         "asks roots/list at initialized: "
         f"{'unknown' if roots is None else 'yes' if roots else 'no'}"
     )
+    ways = report["directions"]
+    lines.append(
+        f"directions: modern clients {ways['modernClients'] or '-'}, "
+        f"legacy clients {ways['legacyClients'] or '-'}"
+    )
     lines += [f"will bridge: {item}" for item in report["bridges"]]
     lines += [f"problem:     {item}" for item in report["problems"]]
     lines += [f"note:        {item}" for item in report["notes"]]

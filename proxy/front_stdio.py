@@ -12,7 +12,8 @@ returns. The bridge's stop (`proxy.stopping`) learns of the EOF at once, so its 
 there.
 
 A client whose first line is a legacy `initialize` (no modern `_meta`) gets a legacy session
-relayed to the upstream instead (`proxy.legacy_stdio`).
+relayed to the upstream instead (`proxy.legacy_stdio`), or, in front of an HTTP upstream that speaks
+2026-07-28, served by the bridge (`proxy.reverse.stdio_front`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ from proxy.front_stdio_pipes import (
     read_chunk,
 )
 from proxy.legacy_stdio import LegacyStdio, legacy_stdio
+from proxy.reverse.stdio_front import with_reverse
 from proxy.stopping import BridgeStop
 from translators.era_detection import is_legacy_client_message
 from translators.eras import CANCELLED, TRACE_META_KEYS
@@ -354,7 +356,7 @@ async def serve_stdio(
             max_line_bytes=settings.front.max_body_bytes,
             max_depth=settings.front.max_json_depth,
             on_eof=lambda: stop.request("stdin_closed"),
-            legacy=legacy_stdio(settings),
+            legacy=with_reverse(settings, legacy_stdio(settings)),
             access_log=access.AccessLog(
                 settings.log.access, access.upstream_name(settings.upstream)
             ),

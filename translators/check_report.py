@@ -3,7 +3,8 @@ I/O).
 
 The report is one JSON object (docs/operations.md, "Checking an upstream"): the upstream's era and
 negotiated revision, its transport, `serverInfo` and capabilities, its tools with the annotations
-the bridge acts on, whether it pushes outside a call, what will bridge (`bridges`) and what will not
+the bridge acts on, whether it pushes outside a call, which direction each kind of client takes
+(`directions`), what will bridge (`bridges`) and what will not
 (`problems`, each with its reason). `bridgeable` is false when the upstream cannot be served at all.
 """
 
@@ -164,24 +165,31 @@ _RELAYED: Final = (
 )
 
 
+_REVERSE: Final = (
+    "legacy clients: their sessions served by the bridge, each request sent upstream as 2026-07-28 "
+    "(inputRequests pushed to the client, its answers sent back as inputResponses)"
+)
+
+
+def directions(era: Era | None, transport: str | None) -> dict[str, str | None]:
+    """Which direction each kind of client takes (docs/directions.md): modern clients
+    `translated` to a legacy upstream or `relayed` to a modern one; legacy clients `relayed` to a
+    legacy side, served by the bridge in `reverse` in front of a modern HTTP upstream, or
+    `refused`."""
+    http = transport != "stdio"
+    if era == LEGACY:
+        return {"modernClients": "translated", "legacyClients": "relayed" if http else "refused"}
+    if era == MODERN or (era == DUAL and http):
+        return {"modernClients": "relayed", "legacyClients": "reverse"}
+    if era == DUAL:
+        return {"modernClients": "translated", "legacyClients": "refused"}
+    return {"modernClients": None, "legacyClients": None}
+
+
 def _modern_only(seen: Observed) -> tuple[bool, list[str], list[str]]:
-    versions = ", ".join(seen.discover.supported_versions if seen.discover else [])
-    refused = f"refuses initialize ({seen.legacy_error or 'no legacy session'})"
-    if seen.transport == "stdio":
-        return (
-            False,
-            [],
-            [
-                f"the upstream speaks only modern revisions ({versions}) and {refused}; the "
-                "bridge does "
-                "not relay a modern stdio upstream yet: modern clients can launch it directly"
-            ],
-        )
-    return (
-        True,
-        [_RELAYED],
-        [f"legacy clients get an error: the upstream speaks only {versions} and {refused}"],
-    )
+    """A modern-only upstream: modern clients relayed, legacy clients served in reverse (over
+    stdio too: `serve` keeps one process of it, the stdio front one per legacy client)."""
+    return True, [_RELAYED, _REVERSE], []
 
 
 def _verdict(
@@ -212,10 +220,7 @@ def _verdict(
             0, "dual-era upstream over stdio: served through its legacy side (initialize)"
         )
     elif era == DUAL:
-        bridges[:0] = [
-            _RELAYED,
-            "legacy clients: their sessions relayed to the upstream's legacy side",
-        ]
+        bridges[:0] = [_RELAYED, _REVERSE]
     return True, bridges, problems
 
 
@@ -249,6 +254,7 @@ def build_report(seen: Observed) -> dict[str, Any]:
         "capabilities": capabilities or None,
         "tools": _tools(seen.tools, era),
         "pushesOutsideCall": {"rootsListAtInitialized": seen.roots_at_initialized},
+        "directions": directions(era, seen.transport),
         "bridgeable": bridgeable,
         "bridges": bridges,
         "problems": problems,
@@ -257,4 +263,4 @@ def build_report(seen: Observed) -> dict[str, Any]:
     }
 
 
-__all__ = ["Observed", "build_report", "tool_entry"]
+__all__ = ["Observed", "build_report", "directions", "tool_entry"]

@@ -207,11 +207,43 @@ def check_param_headers(
         _check_one_param(title, ".".join(path), node, _value_at(arguments, path), raw)
 
 
+def encode_header_value(value: str) -> str:
+    """`value` for an `Mcp-Name` or `Mcp-Param-*` header: as is when it is plain printable ASCII,
+    else the Base64 sentinel form (2026-07-28 Streamable HTTP, "Value Encoding")."""
+    plain = (
+        value.isascii()
+        and all(" " <= ch <= "~" or ch == "\t" for ch in value)
+        and value == value.strip()
+        and not (value.startswith("=?base64?") and value.endswith("?="))
+    )
+    if plain:
+        return value
+    return f"=?base64?{base64.b64encode(value.encode()).decode()}?="
+
+
+def param_headers_for(
+    input_schema: Mapping[str, Any], arguments: Mapping[str, Any]
+) -> dict[str, str]:
+    """The `Mcp-Param-*` headers a client sends with a `tools/call` of a tool with this schema
+    (the inverse of `check_param_headers`); none when the annotations are invalid."""
+    if x_mcp_header_problem(input_schema) is not None:
+        return {}
+    headers: dict[str, str] = {}
+    for path, node in _annotations(input_schema):
+        assert path is not None  # guaranteed by x_mcp_header_problem
+        rendered = _rendered(_value_at(arguments, path))
+        if rendered is not None:
+            headers[f"Mcp-Param-{node[X_MCP_HEADER]}"] = encode_header_value(rendered)
+    return headers
+
+
 __all__ = [
     "HEADER_SAFE",
     "X_MCP_HEADER",
     "check_param_headers",
     "decode_header_value",
     "echo",
+    "encode_header_value",
+    "param_headers_for",
     "x_mcp_header_problem",
 ]

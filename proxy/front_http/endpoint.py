@@ -34,6 +34,7 @@ from proxy.front_http.replies import Exchange, rejection
 from proxy.front_http.sse import SSE_KEEPALIVE_S, SSE_QUEUE_LIMIT
 from proxy.legacy_relay import LegacyRelay
 from proxy.modern_relay import ModernUpstream
+from proxy.reverse.front import ReverseFront
 from translators.era_detection import is_legacy_client
 from translators.errors import ClientFault
 from translators.inbound import (
@@ -62,9 +63,13 @@ class HttpFront:
         modern: ModernUpstream | None = None,
         access_log: bool = True,
         upstream: str = "none",
+        reverse: ReverseFront | None = None,
     ) -> None:
-        # legacy clients are relayed (proxy.legacy_relay); None: the modern path only
-        self._legacy = LegacyClients(legacy, modern, identity) if legacy is not None else None
+        # legacy clients are relayed (proxy.legacy_relay), or served in front of a modern upstream
+        # (proxy.reverse); None: the modern path only
+        self._legacy = (
+            LegacyClients(legacy, modern, identity, reverse) if legacy is not None else None
+        )
         # a modern upstream takes modern requests untranslated (proxy.modern_relay)
         self._modern = ModernRelayHook(modern)
         self._path = ModernPath(identity, self._modern, keepalive_s, queue_limit)

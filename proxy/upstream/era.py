@@ -9,8 +9,9 @@ is probed in a throwaway process); a modern answer is followed by a legacy `init
 when first known (`upstream_era_detected`) and when it changes (`upstream_era_changed`), and
 `/readyz` shows it. An unreachable upstream keeps the last known era.
 
-Only an HTTP upstream is tracked: probing a stdio upstream costs a throwaway process each time, and
-a modern stdio upstream is not relayed yet (`mrtr-bridge check` probes one).
+A stdio upstream is tracked by the subclass `proxy.reverse.stdio_relay.StdioEra`: probed in a
+throwaway process only after a failure or when a legacy client needs the era, never at start or on
+the interval.
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ import aiohttp
 import structlog
 
 from config.settings import UpstreamSettings
-from proxy.upstream.era_probe import probe_http
+from proxy.upstream.era_probe import MAX_PROBE_BYTES, probe_http, probe_reply
 from proxy.upstream.errors import safe_url
 from proxy.upstream.http_wire import client_info
+from translators.canonical import as_object
 from translators.era_detection import DUAL, LEGACY, MODERN, Era, era_of
 from translators.eras import INITIALIZE
 from translators.errors import BridgeError
@@ -111,7 +113,7 @@ class UpstreamEra:
 
     async def _answers_initialize(self, client: aiohttp.ClientSession) -> bool:
         """Whether a legacy `initialize` is answered with a result (its session is deleted
-        at once)."""
+        at once); an HTTP 200 carrying an error is a refusal."""
         url = self._settings.url
         assert url is not None
         body = {
@@ -125,7 +127,13 @@ class UpstreamEra:
         try:
             async with client.post(url, json=body, headers=headers, timeout=timeout) as response:
                 session_id = response.headers.get("Mcp-Session-Id")
-                answered = response.status == 200
+                # a 200 may carry a JSON-RPC error (a modern-only server's -32022): read the body
+                reply = probe_reply(
+                    await response.content.read(MAX_PROBE_BYTES),
+                    response.headers.get("Content-Type", ""),
+                    body["id"],
+                )
+                answered = response.status == 200 and "result" in as_object(reply)
             if session_id:
                 async with client.delete(
                     url, headers={**headers, "Mcp-Session-Id": session_id}, timeout=timeout

@@ -37,7 +37,7 @@ from translators.eras import MODERN_VERSION
 from translators.sse import SSEDecoder
 
 _log = structlog.get_logger(__name__)
-_MAX_PROBE_BYTES: Final = 1_048_576
+MAX_PROBE_BYTES: Final = 1_048_576
 _HEADERS: Final = {
     "Content-Type": "application/json",
     "Accept": "application/json, text/event-stream",
@@ -45,10 +45,10 @@ _HEADERS: Final = {
 }
 
 
-def _probe_reply(body: bytes, content_type: str, request_id: Any) -> Any:
+def probe_reply(body: bytes, content_type: str, request_id: Any) -> Any:
     """The JSON-RPC reply to `request_id` in a JSON or SSE body, or None."""
     if content_type.startswith("text/event-stream"):
-        for event in SSEDecoder(max_event_size=_MAX_PROBE_BYTES).feed(body + b"\n\n"):
+        for event in SSEDecoder(max_event_size=MAX_PROBE_BYTES).feed(body + b"\n\n"):
             try:
                 message = json.loads(event.data)
             except ValueError:
@@ -80,8 +80,8 @@ async def modern_post(
             timeout=timeout,
             headers={**_HEADERS, "Mcp-Method": message["method"], **headers},
         ) as response:
-            body = await response.content.read(_MAX_PROBE_BYTES)
-            return response.status, _probe_reply(
+            body = await response.content.read(MAX_PROBE_BYTES)
+            return response.status, probe_reply(
                 body, response.headers.get("Content-Type", ""), message["id"]
             )
 
@@ -111,7 +111,7 @@ async def probe_stdio(settings: UpstreamSettings) -> DiscoverVerdict:
             process.stdin.write(json.dumps(discover_request(client_info())).encode() + b"\n")
             await process.stdin.drain()
             async with asyncio.timeout(settings.era_probe_timeout_s):
-                return await _read_probe_reply(process.stdout)
+                return await _readprobe_reply(process.stdout)
         except TimeoutError:
             return SILENT
         # the process died (uvloop raises RuntimeError on a pipe it has closed), or a line beyond
@@ -124,7 +124,7 @@ async def probe_stdio(settings: UpstreamSettings) -> DiscoverVerdict:
         )
 
 
-async def _read_probe_reply(stdout: asyncio.StreamReader) -> DiscoverVerdict:
+async def _readprobe_reply(stdout: asyncio.StreamReader) -> DiscoverVerdict:
     while line := await stdout.readline():
         try:
             message = json.loads(line)
@@ -137,4 +137,4 @@ async def _read_probe_reply(stdout: asyncio.StreamReader) -> DiscoverVerdict:
     )
 
 
-__all__ = ["modern_post", "probe_http", "probe_stdio"]
+__all__ = ["MAX_PROBE_BYTES", "modern_post", "probe_http", "probe_reply", "probe_stdio"]

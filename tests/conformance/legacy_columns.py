@@ -62,7 +62,25 @@ def _modern_header(cli_version: str) -> list[str]:
     ]
 
 
-HEADERS = {"legacy": _legacy_header, "modern": _modern_header}
+def _reverse_header(cli_version: str) -> list[str]:
+    return [
+        "# Conformance at 2025-11-25: legacy clients in front of a modern-only server",
+        "",
+        f"The official conformance CLI {cli_version}, `server --spec-version 2025-11-25` (a "
+        "legacy client),",
+        "against the legacy fixture server directly, and through the bridge in front of a "
+        "modern-only port",
+        "of it (`tests/peers/modern_legacy_fixture_server.py`: the `mcp` 2.x SDK's `MCPServer`, "
+        "every input",
+        "asked with `InputRequiredResult`, a legacy `initialize` refused): the reverse direction "
+        "(docs/directions.md).",
+        "Strict: a scenario passes with no FAILURE and no WARNING check. Regenerate with",
+        "`REVERSE=1 tests/conformance/run_legacy_clients.sh` (written to "
+        "`.conformance-results/legacy-clients-reverse/`).",
+    ]
+
+
+HEADERS = {"legacy": _legacy_header, "modern": _modern_header, "reverse": _reverse_header}
 
 
 def build(

@@ -5,8 +5,13 @@
 # $OUTDIR/conformance-legacy-clients.md and fails unless every scenario the fixture passes directly
 # also passes through the bridge. docs/conformance-legacy-clients.md is a copy of that report.
 #
+# REVERSE=1: the bridge fronts tests/peers/modern_legacy_fixture_server.py (the same contract on a
+# modern-only mcp 2.x server) instead: the reverse direction, scored against the legacy fixture
+# directly; docs/conformance-legacy-clients-reverse.md is a copy of that report.
+#
 # Uses the tools tests/conformance/run.sh installs (same pinned versions, read from it).
-# Environment: OUTDIR (default .conformance-results/legacy-clients), RUN_TIMEOUT_S (default 300).
+# Environment: OUTDIR (default .conformance-results/legacy-clients, or legacy-clients-reverse),
+# RUN_TIMEOUT_S (default 300), REVERSE (default 0).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -21,7 +26,12 @@ CLI="$TOOLS/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 PY="$ROOT/.venv/bin/python"
 LEGACY_PY="$ROOT/.venv-legacy/bin/python"
 BRIDGE="$ROOT/.venv/bin/mrtr-bridge"
-OUTDIR="${OUTDIR:-$ROOT/.conformance-results/legacy-clients}"
+REVERSE="${REVERSE:-0}"
+KIND=legacy
+[[ "$REVERSE" == 1 ]] && KIND=reverse
+DEFAULT_OUTDIR="$ROOT/.conformance-results/legacy-clients"
+[[ "$REVERSE" == 1 ]] && DEFAULT_OUTDIR="$DEFAULT_OUTDIR-reverse"
+OUTDIR="${OUTDIR:-$DEFAULT_OUTDIR}"
 RUN_TIMEOUT_S="${RUN_TIMEOUT_S:-300}"
 SPEC=2025-11-25
 
@@ -63,8 +73,16 @@ FIXTURE_PORT="$(free_port)"
 "$LEGACY_PY" tests/peers/legacy_fixture_server.py --port "$FIXTURE_PORT" >"$OUTDIR/fixture.log" 2>&1 &
 PIDS+=("$!")
 wait_for_port "$FIXTURE_PORT" "$!" "legacy fixture server"
+UPSTREAM_PORT="$FIXTURE_PORT"
+if [[ "$REVERSE" == 1 ]]; then
+    UPSTREAM_PORT="$(free_port)"
+    "$PY" tests/peers/modern_legacy_fixture_server.py --port "$UPSTREAM_PORT" \
+        >"$OUTDIR/modern-fixture.log" 2>&1 &
+    PIDS+=("$!")
+    wait_for_port "$UPSTREAM_PORT" "$!" "modern-only fixture server"
+fi
 BRIDGE_PORT="$(free_port)"
-"$BRIDGE" serve --upstream "http://127.0.0.1:$FIXTURE_PORT/mcp" --listen "127.0.0.1:$BRIDGE_PORT" \
+"$BRIDGE" serve --upstream "http://127.0.0.1:$UPSTREAM_PORT/mcp" --listen "127.0.0.1:$BRIDGE_PORT" \
     >"$OUTDIR/bridge.log" 2>&1 &
 PIDS+=("$!")
 wait_for_port "$BRIDGE_PORT" "$!" "bridge"
@@ -79,4 +97,4 @@ for target in direct bridge; do
 done
 
 "$PY" tests/conformance/legacy_columns.py "$OUTDIR/direct" "$OUTDIR/bridge" --scenarios "$OUTDIR/scenarios.txt" \
-    --cli-version "$CLI_VERSION" --report "$OUTDIR/conformance-legacy-clients.md"
+    --cli-version "$CLI_VERSION" --kind "$KIND" --report "$OUTDIR/conformance-legacy-clients.md"

@@ -18,6 +18,15 @@ CHECK_TIMEOUT_S = 60
 FIXTURE_TOOLS = 27
 MODERN_SERVER = PEERS_DIR / "modern_server.py"
 
+RELAYED = (
+    "modern requests: relayed untranslated (the upstream's own InputRequiredResult and "
+    "requestState pass untouched)"
+)
+REVERSE = (
+    "legacy clients: their sessions served by the bridge, each request sent upstream as 2026-07-28 "
+    "(inputRequests pushed to the client, its answers sent back as inputResponses)"
+)
+
 
 def run_check_raw(
     *args: str, env: dict[str, str] | None = None, json_output: bool = True
@@ -58,6 +67,7 @@ def test_legacy_http_server_is_bridgeable(peers: Peers) -> None:
     status, report = run_check("--upstream", server.url)
     assert status == 0
     assert (report["era"], report["protocolVersion"]) == ("legacy", "2025-11-25")
+    assert report["directions"] == {"modernClients": "translated", "legacyClients": "relayed"}
     assert report["transport"] == "streamable-http"
     assert report["serverInfo"]["name"] == "mcp-legacy-conformance-fixture"
     assert set(report["capabilities"]) >= {
@@ -117,7 +127,7 @@ def test_stdio_probe_never_hurts_a_server_that_goes_deaf_after_discover() -> Non
     assert report["tools"] == [{"name": "echo", "annotations": {}, "bridged": True}]
 
 
-def test_dual_era_sdk_server_is_bridgeable_through_its_legacy_side(peers: Peers) -> None:
+def test_dual_era_sdk_server_serves_legacy_clients_through_its_modern_side(peers: Peers) -> None:
     server = modern_server(peers)
     status, report = run_check("--upstream", server.url)
     assert status == 0
@@ -131,15 +141,11 @@ def test_dual_era_sdk_server_is_bridgeable_through_its_legacy_side(peers: Peers)
         "bridged": True,
     }
     assert report["bridgeable"] is True
-    assert report["bridges"][:2] == [
-        "modern requests: relayed untranslated (the upstream's own InputRequiredResult and "
-        "requestState pass"
-        " untouched)",
-        "legacy clients: their sessions relayed to the upstream's legacy side",
-    ]
+    assert report["bridges"][:2] == [RELAYED, REVERSE]
+    assert report["directions"] == {"modernClients": "relayed", "legacyClients": "reverse"}
 
 
-def test_modern_only_server_is_relayed(peers: Peers) -> None:
+def test_modern_only_server_is_relayed_and_served_to_legacy_clients(peers: Peers) -> None:
     server = modern_server(peers, "--modern-only")
     status, report = run_check("--upstream", server.url)
     assert status == 0
@@ -154,14 +160,9 @@ def test_modern_only_server_is_relayed(peers: Peers) -> None:
     }
     assert [tool["name"] for tool in report["tools"]] == ["echo", "ask_name", "wipe"]
     assert report["bridgeable"] is True
-    assert report["bridges"] == [
-        "modern requests: relayed untranslated (the upstream's own InputRequiredResult"
-        " and requestState pass untouched)"
-    ]
-    assert len(report["problems"]) == 1
-    assert report["problems"][0].startswith(
-        "legacy clients get an error: the upstream speaks only 2026-07-28 and refuses initialize"
-    )
+    assert report["bridges"] == [RELAYED, REVERSE]
+    assert report["problems"] == []
+    assert report["directions"] == {"modernClients": "relayed", "legacyClients": "reverse"}
 
 
 def test_unreachable_url_prints_one_object_and_exits_2() -> None:

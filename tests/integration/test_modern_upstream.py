@@ -1,6 +1,6 @@
 """Modern upstreams behind the bridge: detected, relayed untranslated (every request reaches the
 upstream byte for byte), re-detected when the server behind a running bridge is upgraded, and a
-legacy client in front of a modern-only upstream gets a clear error."""
+legacy client in front of a modern-only upstream gets a session served by the bridge."""
 
 from __future__ import annotations
 
@@ -97,25 +97,25 @@ async def test_bridge_reports_the_era_and_relays(peers: Peers) -> None:
     assert '"mode": "relayed"' in bridge.log_text(100_000)
 
 
-async def test_legacy_client_in_front_of_a_modern_only_upstream_gets_a_clear_error(
+async def test_legacy_client_in_front_of_a_modern_only_upstream_gets_a_session(
     peers: Peers,
 ) -> None:
+    """The bridge answers the legacy initialize itself, from the upstream's server/discover."""
     server = modern_server(peers, "--modern-only")
     bridge = peers.bridge(server.url)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
-        reply = await LegacyPoster(http, bridge.url).post(
-            "initialize",
-            {
-                "protocolVersion": "2025-11-25",
-                "capabilities": {},
-                "clientInfo": {"name": "c", "version": "1"},
-            },
-        )
-    assert reply.status == 400
-    error = reply.response["error"]
-    assert error["code"] == -32600
-    assert error["message"].startswith("The upstream server speaks only MCP 2026-07-28")
-    assert error["data"] == {"supported": ["2026-07-28"]}
+        poster = LegacyPoster(http, bridge.url)
+        reply = await poster.initialize()
+        listed = await poster.post("tools/list")
+        closed = await poster.close()
+    assert reply.status == 200
+    result = reply.response["result"]
+    assert result["protocolVersion"] == "2025-11-25"
+    assert result["serverInfo"]["name"] == "mrtr-bridge-modern-peer"
+    assert len(reply.headers["mcp-session-id"]) >= 32 and closed == 200
+    tools = listed.response["result"]["tools"]
+    assert [tool["name"] for tool in tools] == ["echo", "ask_name", "wipe"]
+    assert "resultType" not in listed.response["result"]
 
 
 async def test_upstream_upgraded_while_the_bridge_runs(peers: Peers) -> None:

@@ -103,8 +103,8 @@ def test_modern_only_report_uses_the_discover_result() -> None:
     stdio = build_report(
         Observed("stdio:x", transport="stdio", discover=DISCOVERED, legacy_error="-32601")
     )
-    assert (stdio["era"], stdio["bridgeable"]) == ("modern", False)
-    assert "does not relay a modern stdio upstream yet" in stdio["problems"][0]
+    assert (stdio["era"], stdio["bridgeable"], stdio["problems"]) == ("modern", True, [])
+    assert stdio["directions"] == {"modernClients": "relayed", "legacyClients": "reverse"}
     assert report["serverInfo"] == {"name": "new"}
     assert report["capabilities"] == {"tools": {}}
 

@@ -1,0 +1,23 @@
+"""Settings of the reverse direction: legacy clients served by the bridge in front of a
+2026-07-28 upstream (docs/directions.md)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from config.base import Frozen
+
+
+class ReverseSettings(Frozen):
+    push_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="longest a legacy client may take to answer a push (elicitation, sampling, "
+        "roots) before the push is cancelled and its request fails",
+    )
+    max_sessions_per_principal: int = Field(
+        64, ge=1, description="legacy sessions one principal keeps; the least recently used goes"
+    )
+    session_idle_s: float = Field(
+        3600.0, gt=0, description="a legacy session unused this long is closed"
+    )

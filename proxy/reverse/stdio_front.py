@@ -1,0 +1,213 @@
+"""A legacy client on the stdio front in front of a 2026-07-28 upstream (docs/directions.md).
+
+`mrtr-bridge stdio --upstream URL` (or `--upstream-command CMD`) hands a client whose first line is
+a legacy `initialize` here when the upstream speaks 2026-07-28 (modern-only or dual-era; a legacy
+upstream keeps the relay of `proxy.legacy_stdio`). The process is the session: `initialize` is
+answered from `server/discover`, each request runs upstream round after round
+(`proxy.reverse.rounds`) with its pushes, progress and logs written to stdout, answers to pushes
+and `notifications/cancelled` are read from stdin, and one upstream `subscriptions/listen` delivers
+list changes and resource updates for the whole session (stdio has no GET stream: a legacy stdio
+server sends them any time). stdin EOF ends the session and whatever still runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable
+from typing import Any
+
+import structlog
+
+from config.settings import Settings, UpstreamSettings
+from proxy.legacy_stdio import ByteWriter, LegacyStdio
+from proxy.reverse.listen import Listener
+from proxy.reverse.local import answer_locally
+from proxy.reverse.rounds import Rounds
+from proxy.reverse.sessions import ReverseSession, ReverseSessions
+from proxy.reverse.stdio_upstream import ModernStdioCaller
+from proxy.reverse.upstream import ModernCaller, ModernHttpCaller
+from proxy.upstream.era import UpstreamEra
+from proxy.upstream.era_probe import probe_stdio
+from proxy.upstream.http_wire import client_info
+from translators import fast_json
+from translators.canonical import as_object
+from translators.era_detection import DUAL, MODERN, discover_request
+from translators.eras import CANCELLED, INITIALIZE
+from translators.errors import INVALID_REQUEST, PARSE_ERROR
+from translators.jsonrpc import JsonObject, error_response, result_response
+from translators.reverse.session import initialize_result, modern_meta, open_client
+from translators.stdio_framing import LineSplitter
+
+_log = structlog.get_logger("proxy.reverse")
+READ_CHUNK = 65536
+
+
+class _Lines:
+    """Protocol lines to stdout, in order, from any task."""
+
+    def __init__(self, writer: ByteWriter) -> None:
+        self._writer = writer
+
+    def send(self, message: JsonObject) -> None:
+        self._writer.write(fast_json.dumps(message) + b"\n")
+
+
+class ReverseStdio:
+    """One legacy stdio client's session in front of a 2026-07-28 upstream (through `caller`)."""
+
+    def __init__(self, settings: Settings, writer: ByteWriter, caller: ModernCaller) -> None:
+        self._settings = settings
+        self._writer = writer
+        self._out = _Lines(writer)
+        self._caller = caller
+        self._sessions = ReverseSessions(1, 1, float("inf"))
+        self._listener = Listener(self._caller)
+        self._session: ReverseSession | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+
+    async def run(self, first: bytes, reader: asyncio.StreamReader) -> None:
+        splitter = LineSplitter(self._settings.front.max_body_bytes)
+        chunk = first
+        try:
+            while chunk:
+                for item in splitter.feed(chunk):
+                    if isinstance(item, bytes):
+                        await self._receive(item)
+                    else:
+                        _log.warning("reverse_stdio_line_refused", reason=item.reason)
+                        self._out.send(error_response(item.head_id, _invalid("line too long")))
+                await self._writer.drain()
+                chunk = await reader.read(READ_CHUNK)
+        finally:
+            await self._close()
+
+    async def _receive(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            message = fast_json.loads(line)
+        except ValueError:
+            self._out.send(error_response(None, {"code": PARSE_ERROR, "message": "Parse error"}))
+            return
+        if not isinstance(message, dict):
+            self._out.send(error_response(None, _invalid("batches are not supported")))
+            return
+        session = self._session
+        if session is None:
+            await self._initialize(message)
+            return
+        method = message.get("method")
+        if not isinstance(method, str):
+            if "id" in message:
+                session.answered(message)
+            return
+        if "id" not in message:
+            if method == CANCELLED:
+                session.cancel(as_object(message.get("params")).get("requestId"))
+            return
+        local = answer_locally(session, message, lambda: self._listener.refresh(session, None))
+        if local is not None:
+            self._out.send(local)
+            return
+        self._start(session, message)
+
+    async def _initialize(self, message: JsonObject) -> None:
+        request_id = message.get("id")
+        if message.get("method") != INITIALIZE or "id" not in message:
+            self._out.send(error_response(request_id, _invalid("the session is not initialized")))
+            return
+        view = open_client(as_object(message.get("params")))
+        discover = discover_request(client_info())
+        discover["params"]["_meta"] = modern_meta(view)
+        reply = await self._caller.call(discover, lambda _: None, None)
+        if "error" in reply:
+            self._out.send(error_response(request_id, as_object(reply.get("error"))))
+            return
+        result = initialize_result(view, as_object(reply.get("result")), listen_supported=True)
+        session = self._session = self._sessions.open("stdio", view)
+        outbox: asyncio.Queue[JsonObject] = asyncio.Queue()
+        session.outbox = outbox
+        self._out.send(result_response(request_id, result))
+        self._spawn(self._pump(outbox))
+        self._listener.refresh(session, None)
+
+    def _start(self, session: ReverseSession, message: JsonObject) -> None:
+        rounds = Rounds(self._settings, self._caller, session, None)
+        key = repr(message["id"])
+
+        async def serve() -> None:
+            with contextlib.suppress(asyncio.CancelledError):
+                self._out.send(await rounds.run(message, self._out.send))
+            session.in_flight.pop(key, None)
+
+        session.in_flight[key] = self._spawn(serve())
+
+    async def _pump(self, outbox: asyncio.Queue[JsonObject]) -> None:
+        while True:
+            self._out.send(await outbox.get())
+
+    def _spawn(self, work: Awaitable[None]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(work)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    async def _close(self) -> None:
+        self._sessions.close_all()
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(BaseException):
+                await task
+        await self._listener.aclose()
+        await self._caller.aclose()
+        with contextlib.suppress(ConnectionError):
+            await self._writer.drain()
+
+
+def _invalid(why: str) -> JsonObject:
+    return {"code": INVALID_REQUEST, "message": f"Invalid Request: {why}"}
+
+
+def stdio_probe_settings(upstream: UpstreamSettings) -> UpstreamSettings:
+    """A stdio probe must also wait for the process to start (a Python server on the `mcp` 2.x SDK
+    takes seconds to import, more next to the spare processes starting at the same time): it
+    waits up to three times `upstream.init_timeout_s` if that is longer."""
+    timeout_s = max(upstream.era_probe_timeout_s, 3 * upstream.init_timeout_s)
+    return upstream.model_copy(update={"era_probe_timeout_s": timeout_s})
+
+
+def with_reverse(settings: Settings, relay: LegacyStdio | None) -> LegacyStdio | None:
+    """The stdio front's handler for a legacy client: in front of an upstream that speaks
+    2026-07-28 (probed when the client comes: a stdio upstream in a throwaway process), the reverse
+    session; else `relay`."""
+    if relay is None:
+        return relay
+    upstream = settings.upstream
+
+    async def handle(first: bytes, reader: asyncio.StreamReader, writer: ByteWriter) -> None:
+        if upstream.url is not None:
+            era = UpstreamEra(upstream)
+            try:
+                modern = await era.probe() in (MODERN, DUAL)
+            finally:
+                await era.aclose()
+        else:
+            modern = (await probe_stdio(stdio_probe_settings(upstream))).modern
+        if not modern:
+            await relay(first, reader, writer)
+            return
+        timeout_s = settings.front.request_timeout_s
+        caller: ModernCaller = (
+            ModernHttpCaller(upstream, timeout_s)
+            if upstream.url is not None
+            else ModernStdioCaller(upstream, timeout_s)
+        )
+        with structlog.contextvars.bound_contextvars(era="legacy", direction="reverse"):
+            await ReverseStdio(settings, writer, caller).run(first, reader)
+
+    return handle
+
+
+__all__ = ["ReverseStdio", "stdio_probe_settings", "with_reverse"]

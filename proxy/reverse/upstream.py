@@ -1,0 +1,174 @@
+"""The reverse direction's upstream side: one 2026-07-28 request at a time to a modern HTTP server.
+
+`ModernHttpCaller.call` POSTs one request with the modern headers (`MCP-Protocol-Version`,
+`Mcp-Method`, `Mcp-Name`), reads the answer (JSON, or an SSE stream whose notifications go to
+`on_message` as they arrive) and returns the JSON-RPC response. Cancelling the call closes the
+response stream, which is the 2026-07-28 cancellation on HTTP. Failures become JSON-RPC errors
+naming no internal address.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Protocol
+
+import aiohttp
+import structlog
+
+from config.settings import UpstreamSettings
+from proxy.upstream.errors import safe_url
+from translators.canonical import as_object
+from translators.eras import (
+    MODERN_VERSION,
+    PROMPTS_GET,
+    RESOURCES_READ,
+    SUBSCRIPTIONS_LISTEN,
+    TOOLS_CALL,
+)
+from translators.errors import INTERNAL_ERROR, BridgeError
+from translators.header_values import encode_header_value
+from translators.jsonrpc import JsonObject
+from translators.sse import SSEDecoder
+
+_log = structlog.get_logger("proxy.reverse")
+MAX_REPLY_BYTES: Final = 16 * 1024 * 1024
+_NAME_FIELDS: Final = {TOOLS_CALL: "name", PROMPTS_GET: "name", RESOURCES_READ: "uri"}
+
+OnMessage = Callable[[JsonObject], None]
+
+
+class ModernCaller(Protocol):
+    """Sends one 2026-07-28 request upstream and returns its JSON-RPC response."""
+
+    async def call(
+        self,
+        message: JsonObject,
+        on_message: OnMessage,
+        authorization: str | None,
+        headers: Mapping[str, str] | None = None,
+    ) -> JsonObject:
+        """`headers`: extra HTTP headers (`Mcp-Param-*`), if the transport has headers."""
+        ...
+
+    async def aclose(self) -> None: ...
+
+
+def failure(request_id: Any, message: str) -> JsonObject:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": INTERNAL_ERROR, "message": message},
+    }
+
+
+def request_headers(message: JsonObject, authorization: str | None) -> dict[str, str]:
+    """The 2026-07-28 Streamable HTTP headers of `message`."""
+    method = str(message.get("method"))
+    headers = {
+        "Content-Type": "application/json",
+        "Accept": "application/json, text/event-stream",
+        "MCP-Protocol-Version": MODERN_VERSION,
+        "Mcp-Method": method,
+    }
+    name = as_object(message.get("params")).get(_NAME_FIELDS.get(method, ""))
+    if isinstance(name, str):
+        headers["Mcp-Name"] = encode_header_value(name)
+    if authorization is not None:
+        headers["Authorization"] = authorization
+    return headers
+
+
+class ModernHttpCaller:
+    """POSTs 2026-07-28 requests to `upstream.url`; `aclose()` closes its client."""
+
+    def __init__(self, upstream: UpstreamSettings, timeout_s: float) -> None:
+        self._upstream = upstream
+        self._timeout_s = timeout_s
+        self._client: aiohttp.ClientSession | None = None
+
+    def authorization(self, client_authorization: str | None) -> str | None:
+        static = self._upstream.authorization
+        if static is not None:
+            return static.get_secret_value()
+        return client_authorization if self._upstream.forward_authorization else None
+
+    def _http(self) -> aiohttp.ClientSession:
+        if self._client is None:
+            self._client = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        return self._client
+
+    async def call(
+        self,
+        message: JsonObject,
+        on_message: OnMessage,
+        authorization: str | None,
+        headers: Mapping[str, str] | None = None,
+    ) -> JsonObject:
+        url = self._upstream.url
+        assert url is not None
+        request_id = message.get("id")
+        headers = {**request_headers(message, self.authorization(authorization)), **(headers or {})}
+        try:
+            # a subscriptions/listen stream lasts as long as the client's GET stream
+            lasting = message.get("method") == SUBSCRIPTIONS_LISTEN
+            timeout = aiohttp.ClientTimeout(
+                total=None if lasting else self._timeout_s,
+                sock_connect=self._upstream.connect_timeout_s,
+            )
+            async with self._http().post(
+                url, json=message, headers=headers, timeout=timeout
+            ) as response:
+                if response.headers.get("Content-Type", "").startswith("text/event-stream"):
+                    reply = await _read_stream(response, request_id, on_message)
+                else:
+                    reply = _parse(await response.content.read(MAX_REPLY_BYTES))
+                status = response.status
+        except BridgeError as exc:  # an SSE event beyond MAX_REPLY_BYTES
+            _log.warning("reverse_upstream_reply_refused", reason=exc.message)
+            return failure(request_id, "The upstream server sent a reply beyond the bridge's limit")
+        except TimeoutError:
+            _log.warning("reverse_upstream_timeout", method=message.get("method"))
+            return failure(request_id, "The upstream server did not answer in time")
+        except (aiohttp.ClientError, OSError) as exc:
+            _log.warning(
+                "reverse_upstream_unreachable", upstream=safe_url(url), error=type(exc).__name__
+            )
+            return failure(request_id, "The upstream server cannot be reached")
+        if reply is None or not ("result" in reply or "error" in reply):
+            _log.warning("reverse_upstream_no_reply", status=status, method=message.get("method"))
+            return failure(
+                request_id, f"The upstream server answered HTTP {status} without a reply"
+            )
+        return {**reply, "id": request_id}
+
+    async def aclose(self) -> None:
+        if self._client is not None:
+            await self._client.close()
+
+
+def _parse(body: bytes) -> JsonObject | None:
+    try:
+        message = json.loads(body)
+    except ValueError:
+        return None
+    return message if isinstance(message, dict) else None
+
+
+async def _read_stream(
+    response: aiohttp.ClientResponse, request_id: Any, on_message: OnMessage
+) -> JsonObject | None:
+    decoder = SSEDecoder(max_event_size=MAX_REPLY_BYTES)
+    async for chunk in response.content.iter_any():
+        for event in decoder.feed(chunk):
+            message = _parse(event.data.encode())
+            if message is None:
+                continue
+            if message.get("id") == request_id and "method" not in message:
+                return message
+            if "method" in message and "id" not in message:
+                on_message(message)
+    return None
+
+
+__all__ = ["ModernCaller", "ModernHttpCaller", "OnMessage", "failure", "request_headers"]

@@ -1,0 +1,120 @@
+"""The reverse direction's HTTP upstream client (`proxy/reverse/upstream.py`) against a scripted
+(and hostile) 2026-07-28 server: the headers it sends, SSE notifications as they come, and a
+precise -32603 for an answer without a reply, an oversized event, or no server at all."""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiohttp import web
+from aiohttp.test_utils import TestServer
+
+from config.settings import UpstreamSettings
+from proxy.reverse import upstream as upstream_module
+from proxy.reverse.upstream import ModernHttpCaller
+
+Serve = Callable[[web.Request], Awaitable[web.StreamResponse]]
+CALL = {
+    "jsonrpc": "2.0",
+    "id": "c-1",
+    "method": "tools/call",
+    "params": {"name": "wëather", "arguments": {}, "_meta": {"progressToken": 1}},
+}
+
+
+async def call_through(
+    aiohttp_server: Callable[..., Awaitable[TestServer]], serve: Serve
+) -> tuple[Any, list[Any], list[Any]]:
+    """The reply of one call to a server answering with `serve`, the notifications seen and the
+    headers the server received."""
+    seen_headers: list[Any] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        seen_headers.append(dict(request.headers))
+        return await serve(request)
+
+    app = web.Application()
+    app.router.add_post("/mcp", handler)
+    server = await aiohttp_server(app)
+    caller = ModernHttpCaller(UpstreamSettings(url=str(server.make_url("/mcp"))), 5.0)
+    notes: list[Any] = []
+    try:
+        reply = await caller.call(CALL, notes.append, None, {"Mcp-Param-Region": "eu"})
+    finally:
+        await caller.aclose()
+    return reply, notes, seen_headers
+
+
+async def sse(request: web.Request, *events: Any) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+    await response.prepare(request)
+    for event in events:
+        data = event if isinstance(event, str) else json.dumps(event)
+        await response.write(f"event: message\ndata: {data}\n\n".encode())
+    return response
+
+
+async def test_headers_and_streamed_notifications(aiohttp_server: Any) -> None:
+    progress = {"jsonrpc": "2.0", "method": "notifications/progress", "params": {"progress": 1}}
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        sent = await request.json()
+        result = {"jsonrpc": "2.0", "id": sent["id"], "result": {"resultType": "complete"}}
+        return await sse(request, progress, result)
+
+    reply, notes, headers = await call_through(aiohttp_server, serve)
+    assert reply == {"jsonrpc": "2.0", "id": "c-1", "result": {"resultType": "complete"}}
+    assert notes == [progress]
+    assert {k: headers[0][k] for k in ("MCP-Protocol-Version", "Mcp-Method", "Mcp-Name")} == {
+        "MCP-Protocol-Version": "2026-07-28",
+        "Mcp-Method": "tools/call",
+        "Mcp-Name": "=?base64?d8OrYXRoZXI=?=",
+    }
+    assert headers[0]["Mcp-Param-Region"] == "eu"
+
+
+async def test_an_answer_without_a_reply(aiohttp_server: Any) -> None:
+    async def serve(request: web.Request) -> web.StreamResponse:
+        return web.Response(text="<html>not json</html>", content_type="text/html")
+
+    reply, _, _ = await call_through(aiohttp_server, serve)
+    assert reply["error"] == {
+        "code": -32603,
+        "message": "The upstream server answered HTTP 200 without a reply",
+    }
+
+
+async def test_an_oversized_event_is_refused(
+    aiohttp_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(upstream_module, "MAX_REPLY_BYTES", 1024)
+
+    async def serve(request: web.Request) -> web.StreamResponse:
+        return await sse(request, json.dumps({"padding": "x" * 4096}))
+
+    reply, notes, _ = await call_through(aiohttp_server, serve)
+    assert notes == []
+    assert reply["error"] == {
+        "code": -32603,
+        "message": "The upstream server sent a reply beyond the bridge's limit",
+    }
+
+
+async def test_no_server_at_all() -> None:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    caller = ModernHttpCaller(UpstreamSettings(url=f"http://127.0.0.1:{port}/mcp"), 5.0)
+    try:
+        reply = await caller.call(CALL, lambda _: None, None)
+    finally:
+        await caller.aclose()
+    assert reply == {
+        "jsonrpc": "2.0",
+        "id": "c-1",
+        "error": {"code": -32603, "message": "The upstream server cannot be reached"},
+    }
