@@ -44,7 +44,7 @@ DEMO_PORT ?= 8931
 BRIDGE_LISTEN ?= 127.0.0.1:8080
 RUN_DIR := .run
 
-.PHONY: help venv ts-peers test-tools test test-lb lint pytest run conformance bench clean distclean
+.PHONY: help venv ts-peers tasks-peers test-tools test test-lb lint pytest run conformance bench clean distclean
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -120,7 +120,22 @@ $(FS_SERVER_STAMP):
 		@modelcontextprotocol/server-filesystem@$(FS_SERVER_VERSION)
 	@touch $@
 
-test-tools: $(FS_SERVER_STAMP)
+# The real @modelcontextprotocol/server-everything 2026.8.31 (TypeScript SDK 1.32.2, legacy tasks),
+# pinned, for tests/integration/test_tasks_everything.py (docs/tasks.md); stamped like the others.
+EVERYTHING_TASKS_VERSION := 2026.8.31
+EVERYTHING_TASKS_DIR := .tools/server-everything-$(EVERYTHING_TASKS_VERSION)
+EVERYTHING_TASKS_STAMP := $(EVERYTHING_TASKS_DIR)/.stamp-$(EVERYTHING_TASKS_VERSION)
+
+$(EVERYTHING_TASKS_STAMP):
+	@command -v npm >/dev/null || { echo "npm is needed once, to install @modelcontextprotocol/server-everything@$(EVERYTHING_TASKS_VERSION) for the tests" >&2; exit 1; }
+	mkdir -p $(EVERYTHING_TASKS_DIR)
+	npm install --prefix $(EVERYTHING_TASKS_DIR) --no-audit --no-fund --loglevel=error --save-exact \
+		@modelcontextprotocol/server-everything@$(EVERYTHING_TASKS_VERSION)
+	@touch $@
+
+tasks-peers: $(EVERYTHING_TASKS_STAMP)
+
+test-tools: $(FS_SERVER_STAMP) $(EVERYTHING_TASKS_STAMP)
 
 lint: $(VENV_STAMP)
 	$(BIN)/ruff check --extend-exclude '$(LEGACY_VENV),.venv-*,.tools,.conformance-results,$(RUN_DIR)' .

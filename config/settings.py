@@ -11,6 +11,7 @@ from pydantic import Field, PositiveInt, SecretStr, field_validator, model_valid
 
 from config.base import PUBLIC_URL, Frozen
 from config.replicas import ClusterSettings, RecoverySettings
+from config.tasks import TasksSettings
 
 # An Authorization header value: visible ASCII and spaces, nothing that could end the header.
 _HEADER_VALUE: Final = re.compile(r"[\x20-\x7e]+")
@@ -326,6 +327,7 @@ class Settings(Frozen):
     held: HeldCallSettings = HeldCallSettings()
     recovery: RecoverySettings = RecoverySettings()
     cluster: ClusterSettings = ClusterSettings()
+    tasks: TasksSettings = TasksSettings()
     log: LogSettings = LogSettings()
     server_identity: Literal["upstream", "bridge"] = Field(
         "upstream", description="serverInfo reported to clients: the upstream's or the bridge's own"

@@ -48,13 +48,22 @@ def _with_meta(result: JsonObject, server_info: JsonObject | None) -> JsonObject
 
 
 def legacy_result_to_modern(
-    method: str, result: JsonObject, *, server_info: JsonObject | None, cache: CacheHints
+    method: str,
+    result: JsonObject,
+    *,
+    server_info: JsonObject | None,
+    cache: CacheHints,
+    task_tools: bool = False,
 ) -> JsonObject:
-    """Stamp `resultType`, cache hints and `serverInfo`; drop what the modern era removed."""
+    """Stamp `resultType`, cache hints and `serverInfo`; drop what the modern era removed.
+    `task_tools`: the client declared the Tasks extension, so tools that run only as tasks are
+    listed too (docs/tasks.md)."""
     modern = dict(result)
     modern.pop("resultType", None)
     if method == TOOLS_LIST and isinstance(modern.get("tools"), list):
-        modern["tools"] = [_modern_tool(tool) for tool in modern["tools"] if not _needs_tasks(tool)]
+        modern["tools"] = [
+            _modern_tool(tool) for tool in modern["tools"] if task_tools or not _needs_tasks(tool)
+        ]
     modern["resultType"] = RESULT_COMPLETE
     if method in CACHEABLE_METHODS:
         modern["ttlMs"] = cache.ttl_ms
