@@ -53,6 +53,7 @@ from translators.oauth import UpstreamAuthChallenge, challenge_reply
 from translators.request_state import KeyRing
 from translators.results import legacy_error_to_modern
 from translators.tasks_ext.messages import TASK_METHODS
+from translators.tasks_ext.task_ids import is_task_state
 
 log = structlog.get_logger()
 
@@ -95,6 +96,8 @@ class Engine:
             return self._discover
         if request.method in MRTR_METHODS:
             if "requestState" in request.params:
+                if is_task_state(request.params["requestState"]):
+                    return self.legacy_tasks.in_bridge_retry  # docs/tasks.md
                 return self._retry
             return self.legacy_tasks.calls if request.method == TOOLS_CALL else self._first_call
         if request.method in TASK_METHODS:

@@ -9,28 +9,31 @@ is decided without any upstream traffic.
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import structlog
 
 from proxy.context import FrontRequest, NotificationSink
-from proxy.legacy_tasks.running import RunningTask
+from proxy.legacy_tasks.running import LOST_ERROR, RunningTask
 from proxy.legacy_tasks.store import TaskStore
 from proxy.legacy_tasks.tools import TaskTools
 from proxy.routes.context import RouteContext, client_capabilities
 from proxy.routes.first_call import FirstCall
+from proxy.routes.mrtr import input_responses
 from proxy.routes.outside_calls import refuse_push
 from proxy.upstream.base import Inbound
 from proxy.upstream.pool import Lease
 from translators.eras import TOOLS_CALL
-from translators.errors import MethodNotFound, UpstreamTimeout
+from translators.errors import MethodNotFound, UpstreamReturnedError, UpstreamTimeout
 from translators.jsonrpc import JsonObject
 from translators.pushes import is_push
 from translators.request_state import KeyRing
 from translators.requests import require_upstream_capability
-from translators.results import legacy_result_to_modern
+from translators.results import input_required_result, legacy_result_to_modern
 from translators.tasks_ext.messages import (
     TASKS_CANCEL,
     TASKS_GET,
+    TERMINAL,
     ack,
     create_task_result,
     declares_extension,
@@ -52,6 +55,7 @@ class LegacyTasks:
         self.tools = TaskTools()
         self.methods = TaskMethods(ctx, self.store)
         self.calls = TaskCalls(ctx, self.store, self.tools, first_call)
+        self.in_bridge_retry = InBridgeRetry(ctx, self.store)
 
     def offers_task_tools(self, ctx: RouteContext, request: FrontRequest) -> bool:
         """Whether `tools/list` shows this request the tools that run only as tasks."""
@@ -102,17 +106,38 @@ class TaskCalls:
         name = request.params.get("name")
         runs_tasks = self._tools.upstream_runs_tasks
         declared = declares_extension(client_capabilities(request))
-        if (
-            not self._ctx.settings.tasks.enabled
-            or runs_tasks is False
-            or (runs_tasks is None and not declared)  # learnt from discover, lists, task calls
-            or not isinstance(name, str)
-            or await self._support(request, name) != "required"
-        ):
+        if not self._ctx.settings.tasks.enabled or runs_tasks is False or not isinstance(name, str):
             return await self._first_call.run(request, sink)
-        if not declared:
+        if runs_tasks is None and not declared:
+            try:  # learn on the call's own session: no extra upstream session
+                return await self._first_call.start(
+                    request,
+                    sink,
+                    input_responses(self._ctx, request),
+                    authorize=functools.partial(self._plain_only, request, name),
+                )
+            except _RunsAsTask:
+                pass
+        elif await self._support(request, name) != "required":
+            return await self._first_call.run(request, sink)
+        if not declared and not self._ctx.settings.tasks.run_in_bridge:
             raise missing_extension(f"tool {name!r}, which runs only as a task,")
-        return await self._create(request)
+        task = await self._create(request)
+        if not isinstance(task, RunningTask):
+            return task  # the server answered the call itself
+        if not declared:  # tasks.run_in_bridge: ordinary MRTR rounds
+            return await mrtr_reply(self._ctx, task)
+        return create_task_result(task.view())
+
+    async def _plain_only(self, request: FrontRequest, name: str, lease: Lease) -> None:
+        """Before a plain call goes upstream: learn whether the upstream runs tool tasks, and
+        stop the call if the tool runs only as a task."""
+        tools = self._tools
+        if tools.note_session(lease.session):
+            if tools.should_list(name):
+                await tools.refresh(lease.session, self._ctx.headers(request))
+            if tools.known(name) == "required":
+                raise _RunsAsTask
 
     async def _support(self, request: FrontRequest, name: str) -> str:
         tools = self._tools
@@ -122,7 +147,9 @@ class TaskCalls:
                     await tools.refresh(lease.session, self._ctx.headers(request))
         return tools.known(name) or "forbidden"
 
-    async def _create(self, request: FrontRequest) -> JsonObject:
+    async def _create(self, request: FrontRequest) -> RunningTask | JsonObject:
+        """The legacy task for this call, registered and running; or the result, when the server
+        ran the call plainly."""
         ctx = self._ctx
         principal = request.principal
         task_id, record = self._store.mint(principal)
@@ -152,7 +179,7 @@ class TaskCalls:
         self._store.add(task)  # registered before the answer: tasks/get resolves at once
         task.start()
         log.info("legacy_task_created", task=task_id[-12:])
-        return create_task_result(task.view())
+        return task
 
     async def _call(self, request: FrontRequest, lease: Lease) -> JsonObject:
         ctx = self._ctx
@@ -183,4 +210,38 @@ class TaskCalls:
             raise
 
 
-__all__ = ["LegacyTasks", "TaskCalls", "TaskMethods"]
+class _RunsAsTask(Exception):
+    """A plain call stopped before it went upstream: the tool runs only as a task."""
+
+
+class InBridgeRetry:
+    """A retry whose `requestState` is the id of a task the bridge runs for a client that did not
+    declare the extension (`tasks.run_in_bridge`): its answers go onto the task's pushes."""
+
+    def __init__(self, ctx: RouteContext, store: TaskStore) -> None:
+        self._ctx = ctx
+        self._store = store
+
+    async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
+        task = self._store.find(str(request.params.get("requestState")), request.principal)
+        await task.answer(input_responses(self._ctx, request))
+        return await mrtr_reply(self._ctx, task)
+
+
+async def mrtr_reply(ctx: RouteContext, task: RunningTask) -> JsonObject:
+    """The task's outcome as an ordinary reply: the result, the error, or `InputRequiredResult`
+    whose `requestState` is the task id (sealed and principal-bound like a task handle)."""
+    server_info = ctx.server_info(task.session)
+    if not await task.settle(ctx.settings.front.request_timeout_s):
+        raise UpstreamTimeout("The task asked nothing and did not end in time", public=True)
+    if task.status == "completed" and task.result is not None:
+        return legacy_result_to_modern(
+            TOOLS_CALL, task.result, server_info=server_info, cache=ctx.cache
+        )
+    if task.status in TERMINAL:
+        raise UpstreamReturnedError(task.legacy_error or LOST_ERROR)
+    requests = {key: push.input_request for key, push in task.pending.items()}
+    return input_required_result(requests, task.task_id, server_info=server_info)
+
+
+__all__ = ["InBridgeRetry", "LegacyTasks", "TaskCalls", "TaskMethods", "mrtr_reply"]

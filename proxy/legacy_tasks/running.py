@@ -20,7 +20,7 @@ import structlog
 
 from config.tasks import TasksSettings
 from proxy.tasks import TaskOwner
-from proxy.upstream.base import Inbound, UpstreamCall
+from proxy.upstream.base import Inbound, UpstreamCall, UpstreamSession
 from proxy.upstream.pool import Lease
 from translators.canonical import as_object
 from translators.eras import ELICIT
@@ -87,10 +87,12 @@ class RunningTask:
         self.status_message = legacy.status_message
         self.result: JsonObject | None = None
         self.error: JsonObject | None = None
+        self.legacy_error: JsonObject | None = None  # the upstream's own, for in-bridge tasks
         self.pending: dict[str, PendingPush] = {}
         self.used_keys: set[str] = set()
         self._result_call: UpstreamCall | None = None
         self._ended = asyncio.Event()
+        self._changed = asyncio.Event()  # a push arrived or the task ended
         self._log = log.bind(task=task_id[-12:])
 
     # ---- lifetime ------------------------------------------------------------------------------
@@ -110,6 +112,7 @@ class RunningTask:
         try:
             payload = await call.result()
         except UpstreamReturnedError as exc:
+            self.legacy_error = exc.error
             self._finish("failed", error=legacy_error_to_modern(exc.error))
         except BridgeError as exc:
             self._log.warning("legacy_task_lost", error=type(exc).__name__)
@@ -135,10 +138,15 @@ class RunningTask:
                 self._send(push.push_id, refusal(push.method))
         self.pending.clear()
         self._ended.set()
+        self._changed.set()
         self._log.info("legacy_task_ended", status=status)
 
     async def _release(self, *, discard: bool) -> None:
         await self._lease.release(discard=discard)
+
+    @property
+    def session(self) -> UpstreamSession:
+        return self._lease.session
 
     @property
     def ended(self) -> bool:
@@ -176,6 +184,7 @@ class RunningTask:
         )
         self.status = "input_required"
         self.updated_at = time.time()
+        self._changed.set()
 
     def _send(self, push_id: int | str, answer: PushAnswer) -> None:
         self._owner.spawn(
@@ -202,6 +211,17 @@ class RunningTask:
             await self._lease.session.respond(
                 push.push_id, result=answer.result, error=answer.error
             )
+
+    async def settle(self, timeout_s: float) -> bool:
+        """Wait until the task has ended or asks something; False if `timeout_s` passed first."""
+        try:
+            async with asyncio.timeout(timeout_s):
+                while not (self.ended or self.pending):
+                    self._changed.clear()
+                    await self._changed.wait()
+        except TimeoutError:
+            return False
+        return True
 
     # ---- status and cancel ---------------------------------------------------------------------
 

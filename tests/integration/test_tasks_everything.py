@@ -199,3 +199,17 @@ async def test_ground_truth_the_server_directly_as_a_legacy_client(peers: Peers)
         result = (await legacy.post("tasks/result", {"taskId": task["taskId"]})).response
         (block,) = result["result"]["content"]
         assert block["text"].startswith("# Research Report: tides\n")
+
+
+@pytest.mark.parametrize("transport", ["http", "stdio"])
+async def test_a_cold_bridge_refuses_the_undeclared_call_with_32021(
+    peers: Peers, transport: str
+) -> None:
+    """The first request a new bridge sees is the real client's call of the task tool: -32021,
+    learnt on the call's own session before anything of the call went upstream."""
+    bridge = everything_bridge(peers, transport)
+    async with asyncio.timeout(T), modern_client(bridge.url) as client:
+        with pytest.raises(MCPError) as raised:
+            await client.call_tool(RESEARCH, {"topic": "moss"})
+        assert raised.value.error.code == MISSING_CLIENT_CAPABILITY
+        assert raised.value.error.data == MISSING_EXTENSION

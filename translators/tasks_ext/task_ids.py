@@ -73,4 +73,10 @@ def open_task_id(token: str, ring: KeyRing) -> TaskClaims | None:
     return TaskClaims(record, principal, expires, replica.decode(errors="replace"))
 
 
-__all__ = ["PREFIX", "TaskClaims", "open_task_id", "seal_task_id"]
+def is_task_state(token: object) -> bool:
+    """Whether a `requestState` is a task id (a task the bridge runs for a client that did not
+    declare the extension) rather than a sealed held-call state."""
+    return isinstance(token, str) and token.startswith(PREFIX)
+
+
+__all__ = ["PREFIX", "TaskClaims", "is_task_state", "open_task_id", "seal_task_id"]
