@@ -92,7 +92,8 @@ class TaskMethods:
 
 
 class TaskCalls:
-    """`tools/call` (first attempt): a legacy task for a tool that runs only as one."""
+    """`tools/call` (first attempt): a legacy task for a tool that runs only as one, or that may
+    run as one when the client declared the extension."""
 
     def __init__(
         self, ctx: RouteContext, store: TaskStore, tools: TaskTools, first_call: FirstCall
@@ -118,8 +119,11 @@ class TaskCalls:
                 )
             except _RunsAsTask:
                 pass
-        elif await self._support(request, name) != "required":
-            return await self._first_call.run(request, sink)
+        else:
+            support = await self._support(request, name)
+            # `optional`: a task for a client that declared the extension, else a plain call
+            if support == "forbidden" or (support == "optional" and not declared):
+                return await self._first_call.run(request, sink)
         if not declared and not self._ctx.settings.tasks.run_in_bridge:
             raise missing_extension(f"tool {name!r}, which runs only as a task,")
         task = await self._create(request)
