@@ -215,6 +215,8 @@ def render_text(report: dict[str, Any]) -> str:
     for tool in report["tools"] or []:
         hints = ", ".join(f"{k}={v}" for k, v in tool["annotations"].items())
         state = "bridged" if tool["bridged"] else f"NOT bridged: {tool['reason']}"
+        if "task" in tool:
+            state += f" ({tool['task']})"
         lines.append(f"  tool {tool['name']}{f' [{hints}]' if hints else ''}: {state}")
     roots = report["pushesOutsideCall"]["rootsListAtInitialized"]
     lines.append(

@@ -65,6 +65,14 @@ def _protocol_version(seen: Observed, era: Era | None) -> str | None:
     return None
 
 
+# How a legacy task tool reaches modern clients (docs/tasks.md).
+TASK_NOTES = {
+    "required": "runs only as a task: through the Tasks extension (io.modelcontextprotocol/tasks) "
+    "for clients that declare it; -32021 for the others (or tasks.run_in_bridge)",
+    "optional": "a task for clients that declare the Tasks extension, a plain call for the others",
+}
+
+
 def tool_entry(tool: Any) -> dict[str, Any]:
     """One tool as reported: its name, the hints among its annotations, and what the bridge does
     with it."""
@@ -78,18 +86,15 @@ def tool_entry(tool: Any) -> dict[str, Any]:
     if task_support is not None:
         entry["taskSupport"] = task_support
     header_problem = x_mcp_header_problem(tool.get("inputSchema"))
-    if task_support == "required":
-        entry["bridged"], entry["reason"] = (
-            False,
-            "runs only as a task; the bridge never task-augments a call, so tools/list hides it",
-        )
-    elif header_problem is not None:
+    if header_problem is not None:
         entry["bridged"], entry["reason"] = (
             False,
             f"invalid x-mcp-header annotation ({header_problem}); modern clients drop the tool",
         )
     else:
         entry["bridged"] = True
+    if task_support in ("optional", "required"):
+        entry["task"] = TASK_NOTES[task_support]
     return entry
 
 

@@ -72,8 +72,8 @@ def legacy_result_to_modern(
 
 
 def _needs_tasks(tool: Any) -> bool:
-    """A legacy tool that runs only as a task cannot be called without the tasks extension: hidden
-    (docs/decisions.md § 13), since the bridge never task-augments a call."""
+    """A legacy tool that runs only as a task cannot be called without the Tasks extension: hidden
+    from clients that did not declare it (docs/tasks.md)."""
     return (
         isinstance(tool, dict) and as_object(tool.get("execution")).get("taskSupport") == "required"
     )

@@ -10,6 +10,7 @@ the extension sees the same tool, the same stages, the same question and the sam
 from __future__ import annotations
 
 import asyncio
+import shlex
 from collections.abc import Iterator
 
 import aiohttp
@@ -34,6 +35,7 @@ from .tasks_helpers import (
     report_text,
     result_of,
 )
+from .test_check import run_check
 
 T = 90  # bound on every test body, seconds
 MISSING_EXTENSION: JsonObject = {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
@@ -213,3 +215,13 @@ async def test_a_cold_bridge_refuses_the_undeclared_call_with_32021(
             await client.call_tool(RESEARCH, {"topic": "moss"})
         assert raised.value.error.code == MISSING_CLIENT_CAPABILITY
         assert raised.value.error.data == MISSING_EXTENSION
+
+
+def test_check_lists_the_task_tool_of_the_real_server() -> None:
+    """`mrtr-bridge check --json` on server-everything over stdio names its task tool."""
+    status, report = run_check("--upstream-command", shlex.join([*node_everything(), "stdio"]))
+    assert status == 0, report
+    (tool,) = [tool for tool in report["tools"] if tool["name"] == RESEARCH]
+    assert tool["bridged"] is True and tool["taskSupport"] == "required"
+    assert tool["task"].startswith("runs only as a task: through the Tasks extension")
+    assert not [t for t in report["tools"] if "task" in t and t["name"] != RESEARCH]
