@@ -24,7 +24,7 @@ from proxy.upstream.base import Inbound, UpstreamCall, UpstreamSession
 from proxy.upstream.pool import Lease
 from translators.canonical import as_object
 from translators.eras import ELICIT
-from translators.errors import BridgeError, UpstreamReturnedError
+from translators.errors import INTERNAL_ERROR, BridgeError, UpstreamReturnedError
 from translators.jsonrpc import JsonObject
 from translators.pushes import (
     PendingPush,
@@ -51,7 +51,7 @@ log = structlog.get_logger()
 TASKS_RESULT = "tasks/result"
 LEGACY_TASKS_GET = "tasks/get"
 LEGACY_TASKS_CANCEL = "tasks/cancel"
-LOST_ERROR: JsonObject = {"code": -32603, "message": "The upstream task was lost"}
+LOST_ERROR: JsonObject = {"code": INTERNAL_ERROR, "message": "The upstream task was lost"}
 
 
 class RunningTask:
@@ -122,9 +122,23 @@ class RunningTask:
             await self._release(discard=True)
             raise
         else:
-            # an isError result is `completed` in the extension, whatever the legacy status said
-            self._finish("completed", result=task_result_payload(payload))
+            await self._settle_payload(payload)
         await self._release(discard=self.status == "cancelled")
+
+    async def _settle_payload(self, payload: JsonObject) -> None:
+        """A tool result (an `isError` one too, whatever the legacy status said) is `completed`;
+        a payload without content from a task the server reports `failed` (the `mcp` 1.x SDK's
+        failed task) is `failed`, with the server's status message."""
+        if not isinstance(payload.get("content"), list):
+            task = await self._ask(LEGACY_TASKS_GET)
+            if task is not None and task.status == "failed":
+                message = task.status_message or "Task failed"
+                self._finish("failed", error={"code": INTERNAL_ERROR, "message": message})
+                return
+            if task is not None and task.status == "cancelled":
+                self._finish("cancelled")
+                return
+        self._finish("completed", result=task_result_payload(payload))
 
     def _finish(
         self, status: Status, *, result: JsonObject | None = None, error: JsonObject | None = None
