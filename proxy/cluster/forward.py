@@ -34,6 +34,8 @@ from translators.forward_proof import HEADER, ForwardedFrom, ProofKeys, ProofRej
 from translators.inbound import ModernRoute
 from translators.jsonrpc import to_error_response
 from translators.request_state import KeyRing, open_state
+from translators.tasks_ext.messages import TASK_METHODS
+from translators.tasks_ext.task_ids import is_task_state, open_task_id
 
 _log = structlog.get_logger("proxy.cluster.forward")
 _HOP_BY_HOP: Final = frozenset(
@@ -131,7 +133,16 @@ class Forwarder:
         return forwarded
 
     def owner_elsewhere(self, route: ModernRoute) -> str | None:
-        """The owner replica of a retry when it is another replica; None to serve here."""
+        """The owner replica of a retry, or of a task (`tasks/*` and in-bridge task rounds: the
+        sealed task id names it, docs/tasks.md), when it is another replica; None to serve here."""
+        token = route.params.get("taskId") if route.method in TASK_METHODS else None
+        if route.method in MRTR_METHODS and is_task_state(route.params.get("requestState")):
+            token = route.params["requestState"]
+        if isinstance(token, str):
+            claims = open_task_id(token, self._keyring)
+            return (
+                claims.replica_id if claims is not None and claims.replica_id != self._me else None
+            )
         if route.method not in MRTR_METHODS or "requestState" not in route.params:
             return None
         try:

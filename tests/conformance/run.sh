@@ -193,7 +193,8 @@ timeout "$RUN_TIMEOUT_S" "$NODE" "$CLI_DIR/dist/index.js" server --url "$TARGET"
 # run each through the bridge in front of the fixture's legacy task tools; summarize.py reports
 # them in their own, informational section (docs/tasks.md).
 if [[ -n "$TASK_TOOLS" && "$DIRECT" != "1" && -z "${SCENARIO:-}" ]]; then
-    for scenario in $(grep -oE 'tasks-[a-z-]+' "$OUTDIR/scenarios.txt" | sort -u); do
+    "$NODE" "$CLI_DIR/dist/index.js" list --server >"$OUTDIR/scenarios-all.txt"
+    for scenario in $(grep -oE 'tasks-[a-z-]+' "$OUTDIR/scenarios-all.txt" | sort -u); do
         timeout "$RUN_TIMEOUT_S" "$NODE" "$CLI_DIR/dist/index.js" server --url "$TARGET" \
             --scenario "$scenario" --spec-version 2026-07-28 --force -o "$OUTDIR" \
             >>"$OUTDIR/cli-tasks.log" 2>&1 || log "CLI exit status $? for $scenario (see $OUTDIR/cli-tasks.log)"

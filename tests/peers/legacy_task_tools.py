@@ -128,6 +128,7 @@ def install(mcp: FastMCP) -> None:
 
     @mcp.tool()
     def greet(name: str = "World") -> str:
+        """Greet someone by name (no task support)."""
         return f"Hello, {name}!"
 
     server = mcp._mcp_server
