@@ -25,11 +25,12 @@ from proxy.upstream.base import Inbound
 from proxy.upstream.pool import Lease
 from translators.eras import TOOLS_CALL
 from translators.errors import MethodNotFound, UpstreamReturnedError, UpstreamTimeout
-from translators.jsonrpc import JsonObject
+from translators.jsonrpc import JsonObject, notification
 from translators.pushes import is_push
 from translators.request_state import KeyRing
 from translators.requests import require_upstream_capability
 from translators.results import input_required_result, legacy_result_to_modern
+from translators.subscriptions import TASKS_NOTIFICATION
 from translators.tasks_ext.messages import (
     TASKS_CANCEL,
     TASKS_GET,
@@ -41,6 +42,7 @@ from translators.tasks_ext.messages import (
     input_responses_param,
     legacy_task,
     missing_extension,
+    task_fields,
     task_id_param,
 )
 
@@ -51,7 +53,7 @@ class LegacyTasks:
     """The task store, what the bridge knows of the upstream's task tools, and both routes."""
 
     def __init__(self, ctx: RouteContext, first_call: FirstCall, keyring: KeyRing) -> None:
-        self.store = TaskStore(ctx.settings, keyring, ctx.tasks)
+        self.store = TaskStore(ctx.settings, keyring, ctx.tasks, ctx.listens.publish)
         self.tools = TaskTools()
         self.methods = TaskMethods(ctx, self.store)
         self.calls = TaskCalls(ctx, self.store, self.tools, first_call)
@@ -64,6 +66,13 @@ class LegacyTasks:
             and self.tools.upstream_runs_tasks is not False
             and declares_extension(client_capabilities(request))
         )
+
+    def listenable(self, request: FrontRequest, task_ids: frozenset[str]) -> frozenset[str]:
+        """The requested task ids a listen stream gets `notifications/tasks` for: those of this
+        caller's tasks this replica serves; -32021 for a client without the extension."""
+        if not declares_extension(client_capabilities(request)):
+            raise missing_extension("subscriptions/listen for taskIds")
+        return frozenset(t for t in task_ids if self.store.owns(t, request.principal))
 
     async def aclose(self) -> None:
         await self.store.aclose()
@@ -179,11 +188,18 @@ class TaskCalls:
             headers=ctx.headers(request),
             settings=ctx.settings.tasks,
             owner=ctx.tasks,
+            on_change=self._announce,
         )
         self._store.add(task)  # registered before the answer: tasks/get resolves at once
         task.start()
         log.info("legacy_task_created", task=task_id[-12:])
         return task
+
+    def _announce(self, task: RunningTask) -> None:
+        """The task's new state to its caller's listen streams that asked for it."""
+        self._store.publish(
+            task.principal, notification(TASKS_NOTIFICATION, task_fields(task.view()))
+        )
 
     async def _call(self, request: FrontRequest, lease: Lease) -> JsonObject:
         ctx = self._ctx

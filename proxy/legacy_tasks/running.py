@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 
 import structlog
@@ -69,6 +69,7 @@ class RunningTask:
         headers: Mapping[str, str],
         settings: TasksSettings,
         owner: TaskOwner,
+        on_change: Callable[[RunningTask], None] | None = None,
     ) -> None:
         self.task_id = task_id
         self.record = record
@@ -93,6 +94,7 @@ class RunningTask:
         self._result_call: UpstreamCall | None = None
         self._ended = asyncio.Event()
         self._changed = asyncio.Event()  # a push arrived or the task ended
+        self._on_change = on_change  # notifications/tasks to listen streams
         self._log = log.bind(task=task_id[-12:])
 
     # ---- lifetime ------------------------------------------------------------------------------
@@ -153,6 +155,7 @@ class RunningTask:
         self.pending.clear()
         self._ended.set()
         self._changed.set()
+        self._announce()
         self._log.info("legacy_task_ended", status=status)
 
     async def _release(self, *, discard: bool) -> None:
@@ -199,6 +202,11 @@ class RunningTask:
         self.status = "input_required"
         self.updated_at = time.time()
         self._changed.set()
+        self._announce()
+
+    def _announce(self) -> None:
+        if self._on_change is not None:
+            self._on_change(self)
 
     def _send(self, push_id: int | str, answer: PushAnswer) -> None:
         self._owner.spawn(
@@ -220,6 +228,7 @@ class RunningTask:
         if chosen and not self.pending and self.status == "input_required":
             self.status = "working"
             self.updated_at = time.time()
+            self._announce()
         for push, answer in chosen:
             assert push.push_id is not None
             await self._lease.session.respond(
@@ -248,6 +257,7 @@ class RunningTask:
         if task.status_message != self.status_message:
             self.status_message = task.status_message
             self.updated_at = time.time()
+            self._announce()
         if task.poll_interval_ms:
             self.poll_interval_ms = task.poll_interval_ms
 

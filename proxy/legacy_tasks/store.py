@@ -9,18 +9,25 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Callable
 
 from config.settings import Settings
 from proxy.legacy_tasks.running import RunningTask
 from proxy.tasks import TaskOwner
-from translators.errors import ClientLimitExceeded
+from translators.errors import ClientLimitExceeded, InvalidParams
+from translators.jsonrpc import JsonObject
 from translators.request_state import NONCE_SIZE, KeyRing, principal_digest
 from translators.tasks_ext.messages import task_not_found
 from translators.tasks_ext.task_ids import TaskClaims, open_task_id, seal_task_id
 
+Publish = Callable[[str, JsonObject], None]
+
 
 class TaskStore:
-    def __init__(self, settings: Settings, keyring: KeyRing, owner: TaskOwner) -> None:
+    def __init__(
+        self, settings: Settings, keyring: KeyRing, owner: TaskOwner, publish: Publish
+    ) -> None:
+        self.publish = publish  # (principal, notifications/tasks) to the listen streams
         self._settings = settings.tasks
         self._replica = settings.held.replica_id
         self._keyring = keyring
@@ -60,6 +67,13 @@ class TaskStore:
         if task is None or task.principal != principal or task.task_id != task_id:
             raise task_not_found()
         return task
+
+    def owns(self, task_id: str, principal: str) -> bool:
+        try:
+            self.find(task_id, principal)
+        except InvalidParams:
+            return False
+        return True
 
     def _reap(self) -> None:
         now = time.time()

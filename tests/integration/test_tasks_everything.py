@@ -22,6 +22,7 @@ from translators.jsonrpc import JsonObject
 from translators.tasks_ext.messages import EXTENSION
 
 from .harness import LegacyPoster, PeerProcess, Peers, free_port, modern_client
+from .streams_helpers import SseStream
 from .tasks_helpers import (
     PLAIN_CAPS,
     RESEARCH,
@@ -225,3 +226,47 @@ def test_check_lists_the_task_tool_of_the_real_server() -> None:
     assert tool["bridged"] is True and tool["taskSupport"] == "required"
     assert tool["task"].startswith("runs only as a task: through the Tasks extension")
     assert not [t for t in report["tools"] if "task" in t and t["name"] != RESEARCH]
+
+
+async def test_listen_streams_carry_the_tasks_status_for_its_own_tasks(
+    bridge: PeerProcess,
+) -> None:
+    """`subscriptions/listen` with `taskIds`: the acknowledgement lists only the caller's own task
+    ids, and `notifications/tasks` carries the full task through input_required to completed;
+    without the extension the listen gets -32021."""
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        alice, mallory = caller(http, bridge.url), caller(http, bridge.url, "mallory")
+        task_id = (await create(alice, "python", ambiguous=True))["taskId"]
+        others = (await create(mallory, "owls"))["taskId"]
+        wanted = {"notifications": {"taskIds": [task_id, others, "t1.unknown"]}}
+        stream = await SseStream.open(alice, "subscriptions/listen", wanted, request_id="listen")
+        try:
+            ack = await stream.message()
+            assert ack["method"] == "notifications/subscriptions/acknowledged"
+            assert ack["params"]["notifications"] == {"taskIds": [task_id]}
+            asking = (await stream.messages_until(lambda m: _status(m) == "input_required"))[-1]
+            assert asking["method"] == "notifications/tasks"
+            assert asking["params"]["taskId"] == task_id
+            key, answer, choice = answer_for(asking["params"])
+            update = {"taskId": task_id, "inputResponses": {key: answer}}
+            assert result_of(await alice.post("tasks/update", update)) == {"resultType": "complete"}
+            done = (await stream.messages_until(lambda m: _status(m) == "completed"))[-1]
+            assert report_text(done["params"]).startswith(f"# Research Report: python ({choice})")
+            pushed = dict(done["params"])
+            assert pushed.pop("_meta") == {"io.modelcontextprotocol/subscriptionId": "listen"}
+            polled = await get(alice, task_id)
+            assert pushed == {k: v for k, v in polled.items() if k != "resultType"}
+        finally:
+            await stream.close()
+        plain = caller(http, bridge.url, caps=PLAIN_CAPS)
+        refused = await plain.post("subscriptions/listen", wanted)
+        assert error_of(refused)["code"] == MISSING_CLIENT_CAPABILITY
+
+
+def _status(messages: list[JsonObject]) -> str | None:
+    last = messages[-1] if messages else {}
+    return (
+        last.get("params", {}).get("status")
+        if last.get("method") == "notifications/tasks"
+        else None
+    )
