@@ -13,6 +13,7 @@ from config.base import PUBLIC_URL, Frozen
 from config.replicas import ClusterSettings, RecoverySettings
 from config.reverse import ReverseSettings
 from config.status import StatusSettings
+from config.tasks import TasksSettings
 
 # An Authorization header value: visible ASCII and spaces, nothing that could end the header.
 _HEADER_VALUE: Final = re.compile(r"[\x20-\x7e]+")
@@ -373,6 +374,7 @@ class Settings(Frozen):
     held: HeldCallSettings = HeldCallSettings()
     recovery: RecoverySettings = RecoverySettings()
     cluster: ClusterSettings = ClusterSettings()
+    tasks: TasksSettings = TasksSettings()
     log: LogSettings = LogSettings()
     status: StatusSettings = StatusSettings()
     reverse: ReverseSettings = ReverseSettings()

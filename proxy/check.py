@@ -284,6 +284,8 @@ def render_text(report: dict[str, Any]) -> str:
         state = "bridged" if tool["bridged"] else f"NOT bridged: {tool['reason']}"
         if tool["bridged"] and tool.get("repairs"):
             state += f" (repaired: {'; '.join(tool['repairs'])})"
+        if "task" in tool:
+            state += f" ({tool['task']})"
         lines.append(f"  tool {tool['name']}{f' [{hints}]' if hints else ''}: {state}")
     roots = report["pushesOutsideCall"]["rootsListAtInitialized"]
     lines.append(

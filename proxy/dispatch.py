@@ -18,6 +18,7 @@ from proxy.context import FrontRequest, NotificationSink
 from proxy.drain import Drain
 from proxy.faults import reported_error
 from proxy.held_calls import HELD_ABANDON_S
+from proxy.legacy_tasks.routes import LegacyTasks
 from proxy.metrics import BridgeMetrics
 from proxy.routes import Route
 from proxy.routes.context import BRIDGE_INFO, RouteContext
@@ -36,6 +37,7 @@ from translators.eras import (
     MRTR_METHODS,
     RESOURCES_READ,
     SUBSCRIPTIONS_LISTEN,
+    TOOLS_CALL,
 )
 from translators.errors import (
     INTERNAL_ERROR,
@@ -50,6 +52,8 @@ from translators.jsonrpc import JsonObject, error_response, result_response, to_
 from translators.oauth import UpstreamAuthChallenge, challenge_reply
 from translators.request_state import KeyRing
 from translators.results import legacy_error_to_modern
+from translators.tasks_ext.messages import TASK_METHODS
+from translators.tasks_ext.task_ids import is_task_state
 
 log = structlog.get_logger()
 
@@ -77,6 +81,7 @@ class Engine:
         self._first_call = FirstCall(ctx)
         self._recover = Recover(ctx, self._first_call, self.metrics)
         self._retry = Retry(ctx, on_lost=self._recover.after_refusal)
+        self.legacy_tasks = ctx.legacy_tasks = LegacyTasks(ctx, self._first_call, keyring)
         self.metrics.watch(
             held_now=self.registry.held_now,
             in_progress=self.registry.__len__,
@@ -90,7 +95,13 @@ class Engine:
         if request.method == DISCOVER:
             return self._discover
         if request.method in MRTR_METHODS:
-            return self._retry if "requestState" in request.params else self._first_call
+            if "requestState" in request.params:
+                if is_task_state(request.params["requestState"]):
+                    return self.legacy_tasks.in_bridge_retry  # docs/tasks.md
+                return self._retry
+            return self.legacy_tasks.calls if request.method == TOOLS_CALL else self._first_call
+        if request.method in TASK_METHODS:
+            return self.legacy_tasks.methods
         if request.method in FORWARDED_METHODS:
             return self._relay
         if request.method == SUBSCRIPTIONS_LISTEN:
@@ -180,6 +191,7 @@ class Engine:
     async def aclose(self) -> None:
         self.begin_shutdown()
         await self.registry.aclose(self._close_wait_s)
+        await self.legacy_tasks.aclose()
         await self._ctx.tasks.aclose()
 
 

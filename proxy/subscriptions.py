@@ -123,11 +123,13 @@ class ListenHub:
         sink: NotificationSink,
         open_lease: LeaseOpener,
         server_info: Callable[[UpstreamSession], JsonObject | None],
+        task_ids: frozenset[str] = frozenset(),
     ) -> JsonObject:
         """Acknowledge, then deliver until the client goes away (cancellation) or the bridge closes
         it.
 
-        A URI the upstream refuses to subscribe is left out of the acknowledged filter."""
+        A URI the upstream refuses to subscribe is left out of the acknowledged filter; `task_ids`
+        are the requested tasks this replica serves to the caller (docs/tasks.md)."""
         wanted = parse_listen_filter(request.params)
         lease = await open_lease()
         try:
@@ -136,7 +138,7 @@ class ListenHub:
         except BaseException:
             await lease.release()
             raise
-        honoured = ListenFilter(offered.list_changed, subscribed)
+        honoured = ListenFilter(offered.list_changed, subscribed, task_ids)
         listener = _Listener(
             request.front_request_id,
             request.principal,

@@ -74,6 +74,14 @@ def _protocol_version(seen: Observed, era: Era | None) -> str | None:
     return None
 
 
+# How a legacy task tool reaches modern clients (docs/tasks.md).
+TASK_NOTES = {
+    "required": "runs only as a task: through the Tasks extension (io.modelcontextprotocol/tasks) "
+    "for clients that declare it; -32021 for the others (or tasks.run_in_bridge)",
+    "optional": "a task for clients that declare the Tasks extension, a plain call for the others",
+}
+
+
 def tool_entry(tool: Any) -> dict[str, Any]:
     """One tool as reported: its name, the hints among its annotations, and what the bridge does
     with it."""
@@ -92,11 +100,6 @@ def tool_entry(tool: Any) -> dict[str, Any]:
         entry["repairs"] = list(repair.notes)
     if repair.tool is None:
         entry["bridged"], entry["reason"] = False, "; ".join(repair.notes)
-    elif task_support == "required":
-        entry["bridged"], entry["reason"] = (
-            False,
-            "runs only as a task; the bridge never task-augments a call, so tools/list hides it",
-        )
     elif header_problem is not None:
         entry["bridged"], entry["reason"] = (
             False,
@@ -104,6 +107,8 @@ def tool_entry(tool: Any) -> dict[str, Any]:
         )
     else:
         entry["bridged"] = True
+    if task_support in ("optional", "required"):
+        entry["task"] = TASK_NOTES[task_support]
     return entry
 
 

@@ -41,12 +41,19 @@ LIST_METHODS: Final[frozenset[str]] = frozenset(
 )
 CACHEABLE_METHODS: Final[frozenset[str]] = LIST_METHODS | {RESOURCES_READ, DISCOVER}
 FORWARDED_METHODS: Final[frozenset[str]] = LIST_METHODS | MRTR_METHODS | {COMPLETION_COMPLETE}
-MODERN_METHODS: Final[frozenset[str]] = FORWARDED_METHODS | {DISCOVER, SUBSCRIPTIONS_LISTEN}
+# The Tasks extension's methods (docs/tasks.md); their `Mcp-Name` is the task id.
+TASK_EXTENSION_METHODS: Final[frozenset[str]] = frozenset(
+    {"tasks/get", "tasks/update", "tasks/cancel"}
+)
+MODERN_METHODS: Final[frozenset[str]] = (
+    FORWARDED_METHODS | {DISCOVER, SUBSCRIPTIONS_LISTEN} | TASK_EXTENSION_METHODS
+)
 # Methods that carry a name or uri mirrored in the `Mcp-Name` header.
 NAMED_METHODS: Final[dict[str, str]] = {
     TOOLS_CALL: "name",
     PROMPTS_GET: "name",
     RESOURCES_READ: "uri",
+    **dict.fromkeys(TASK_EXTENSION_METHODS, "taskId"),
 }
 # Legacy-only methods a modern server must answer with -32601.
 LEGACY_ONLY_METHODS: Final[frozenset[str]] = frozenset(
@@ -56,10 +63,8 @@ LEGACY_ONLY_METHODS: Final[frozenset[str]] = frozenset(
         "logging/setLevel",
         "resources/subscribe",
         "resources/unsubscribe",
-        "tasks/get",
         "tasks/result",
         "tasks/list",
-        "tasks/cancel",
     }
 )
 # Upstream server capability that gates each forwarded method (2025-11-25/basic/lifecycle.mdx §

@@ -155,12 +155,18 @@ def seal(claims: StateClaims, ring: KeyRing, nonce: bytes) -> str:
         + claims.trace
         + claims.answers
     )
+    return PREFIX + seal_blob(plaintext, ring, nonce, _AAD)
+
+
+def seal_blob(plaintext: bytes, ring: KeyRing, nonce: bytes, aad: bytes) -> str:
+    """base64url(kid length ‖ kid ‖ nonce ‖ AEAD(plaintext)) under the active key; `aad` + kid
+    is the associated data (also used for sealed task ids, translators/tasks_ext/task_ids.py)."""
     kid = ring.active.encode()
     cipher = ring.cipher(ring.active)
     assert cipher is not None
-    sealed = cipher.encrypt(nonce, plaintext, _AAD + kid)
+    sealed = cipher.encrypt(nonce, plaintext, aad + kid)
     blob = bytes([len(kid)]) + kid + nonce + sealed
-    return PREFIX + base64.urlsafe_b64encode(blob).rstrip(b"=").decode()
+    return base64.urlsafe_b64encode(blob).rstrip(b"=").decode()
 
 
 def open_state(token: object, ring: KeyRing) -> StateClaims:
@@ -260,5 +266,6 @@ __all__ = [
     "pack_answers",
     "principal_digest",
     "seal",
+    "seal_blob",
     "unpack_answers",
 ]

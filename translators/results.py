@@ -49,14 +49,21 @@ def _with_meta(result: JsonObject, server_info: JsonObject | None) -> JsonObject
 
 
 def legacy_result_to_modern(
-    method: str, result: JsonObject, *, server_info: JsonObject | None, cache: CacheHints
+    method: str,
+    result: JsonObject,
+    *,
+    server_info: JsonObject | None,
+    cache: CacheHints,
+    task_tools: bool = False,
 ) -> JsonObject:
-    """Stamp `resultType`, cache hints and `serverInfo`; drop what the modern era removed."""
+    """Stamp `resultType`, cache hints and `serverInfo`; drop what the modern era removed.
+    `task_tools`: the client declared the Tasks extension, so tools that run only as tasks are
+    listed too (docs/tasks.md)."""
     modern = dict(result)
     modern.pop("resultType", None)
     if method == TOOLS_LIST and isinstance(modern.get("tools"), list):
         modern["tools"] = repair_tools(
-            [_modern_tool(tool) for tool in modern["tools"] if not _needs_tasks(tool)]
+            [_modern_tool(tool) for tool in modern["tools"] if task_tools or not _needs_tasks(tool)]
         )
     modern["resultType"] = RESULT_COMPLETE
     if method in CACHEABLE_METHODS:
@@ -66,8 +73,8 @@ def legacy_result_to_modern(
 
 
 def _needs_tasks(tool: Any) -> bool:
-    """A legacy tool that runs only as a task cannot be called without the tasks extension: hidden
-    (docs/decisions.md § 13), since the bridge never task-augments a call."""
+    """A legacy tool that runs only as a task cannot be called without the Tasks extension: hidden
+    from clients that did not declare it (docs/tasks.md)."""
     return (
         isinstance(tool, dict) and as_object(tool.get("execution")).get("taskSupport") == "required"
     )

@@ -27,17 +27,21 @@ LIST_CHANGED: dict[str, tuple[str, str]] = {
     RESOURCES_LIST_CHANGED: ("resourcesListChanged", "resources"),
 }
 SESSION_WIDE = frozenset(LIST_CHANGED) | {RESOURCE_UPDATED}
+TASKS_NOTIFICATION = "notifications/tasks"  # the Tasks extension's status push (docs/tasks.md)
 
 
 @dataclass(frozen=True)
 class ListenFilter:
     list_changed: frozenset[str]  # filter field names, e.g. "toolsListChanged"
     resource_uris: frozenset[str]
+    task_ids: frozenset[str] = frozenset()  # the Tasks extension's `taskIds` (docs/tasks.md)
 
     def to_wire(self) -> JsonObject:
         wire: JsonObject = {name: True for name in sorted(self.list_changed)}
         if self.resource_uris:
             wire["resourceSubscriptions"] = sorted(self.resource_uris)
+        if self.task_ids:
+            wire["taskIds"] = sorted(self.task_ids)
         return wire
 
 
@@ -57,7 +61,10 @@ def parse_listen_filter(params: JsonObject) -> ListenFilter:
     uris = wanted.get("resourceSubscriptions", [])
     if not isinstance(uris, list) or not all(isinstance(u, str) and u for u in uris):
         raise InvalidParams("notifications.resourceSubscriptions must be an array of resource URIs")
-    return ListenFilter(frozenset(flags), frozenset(uris))
+    task_ids = wanted.get("taskIds", [])
+    if not isinstance(task_ids, list) or not all(isinstance(t, str) and t for t in task_ids):
+        raise InvalidParams("notifications.taskIds must be an array of task ids")
+    return ListenFilter(frozenset(flags), frozenset(uris), frozenset(task_ids))
 
 
 def honoured_filter(
@@ -116,6 +123,9 @@ def listen_notification(
         return None
     if method in LIST_CHANGED:
         if LIST_CHANGED[method][0] not in honoured.list_changed:
+            return None
+    elif method == TASKS_NOTIFICATION:
+        if params.get("taskId") not in honoured.task_ids:
             return None
     elif method != RESOURCE_UPDATED or not _watched(params.get("uri"), honoured):
         return None

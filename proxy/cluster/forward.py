@@ -46,6 +46,8 @@ from translators.forward_proof import HEADER, ForwardedFrom, ProofKeys, ProofRej
 from translators.inbound import ModernRoute
 from translators.jsonrpc import to_error_response
 from translators.request_state import KeyRing, open_state
+from translators.tasks_ext.messages import TASK_METHODS
+from translators.tasks_ext.task_ids import is_task_state, open_task_id
 
 _log = structlog.get_logger("proxy.cluster.forward")
 _HOP_BY_HOP: Final = frozenset(
@@ -143,15 +145,22 @@ class Forwarder:
         return forwarded
 
     def owner_elsewhere(self, route: ModernRoute) -> str | None:
-        """The owner replica of a retry when it is another replica; None to serve here."""
+        """The owner replica of a retry, or of a task (`tasks/*` and in-bridge task rounds: the
+        sealed task id names it, docs/tasks.md), when it is another replica; None to serve here."""
+        token = route.params.get("taskId") if route.method in TASK_METHODS else None
+        if route.method in MRTR_METHODS and is_task_state(route.params.get("requestState")):
+            token = route.params["requestState"]
+        if isinstance(token, str):
+            task = open_task_id(token, self._keyring)
+            return task.replica_id if task is not None and task.replica_id != self._me else None
         if route.method not in MRTR_METHODS or "requestState" not in route.params:
             return None
         try:
-            claims = open_state(route.params["requestState"], self._keyring)
+            state = open_state(route.params["requestState"], self._keyring)
         except InvalidRequestState:
             return None  # the engine rejects it, here
-        tracing.adopt(current_trace(), claims.trace)  # this hop is part of the call's trace too
-        return claims.replica_id if claims.replica_id != self._me else None
+        tracing.adopt(current_trace(), state.trace)  # this hop is part of the call's trace too
+        return state.replica_id if state.replica_id != self._me else None
 
     async def forward(
         self,

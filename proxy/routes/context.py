@@ -10,7 +10,7 @@ import itertools
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from config.settings import Settings
 from proxy import tracing
@@ -38,6 +38,9 @@ from translators.request_state import KeyRing
 from translators.requests import modern_params_to_legacy
 from translators.results import CacheHints
 
+if TYPE_CHECKING:
+    from proxy.legacy_tasks.routes import LegacyTasks
+
 BRIDGE_INFO: JsonObject = {"name": "mrtr-bridge", "version": version("mrtr-bridge")}
 
 
@@ -60,6 +63,7 @@ class RouteContext:
         self.roots = RootsAffinity(settings.upstream, pool)
         self.log_levels = LogLevels(settings.upstream.init_timeout_s)
         self.ready = False  # set by the first lease: the upstream answered once
+        self.legacy_tasks: LegacyTasks | None = None  # set by the dispatcher (docs/tasks.md)
         self._progress_tokens = itertools.count(1)
         self._fresh_sessions = itertools.count(1)
 

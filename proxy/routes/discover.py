@@ -7,6 +7,7 @@ from proxy.context import FrontRequest, NotificationSink
 from proxy.routes.context import RouteContext
 from translators.jsonrpc import JsonObject
 from translators.results import discover_result
+from translators.tasks_ext.messages import with_extension
 
 
 class Discover:
@@ -17,12 +18,20 @@ class Discover:
         ctx = self._ctx
         async with ctx.shared_lease(request) as lease:
             session = lease.session
-            return discover_result(
+            result = discover_result(
                 session.init_result,
                 server_info=ctx.server_info(session),
                 cache=ctx.cache,
                 listen_supported=session.has_get_stream,
             )
+            tasks = ctx.legacy_tasks  # docs/tasks.md
+            if (
+                tasks is not None
+                and tasks.tools.note_session(session)
+                and ctx.settings.tasks.enabled
+            ):
+                result = with_extension(result)
+            return result
 
 
 __all__ = ["Discover"]

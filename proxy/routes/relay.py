@@ -28,10 +28,20 @@ class Relay:
                 lease.session.revision,
             )
             result = await call_through(ctx, lease, request, sink)
+            task_tools = False
             if request.method == TOOLS_LIST and "cursor" not in request.params:
                 ctx.tool_schemas.remember(lease.key, result)
+            if ctx.legacy_tasks is not None:  # docs/tasks.md
+                ctx.legacy_tasks.tools.note_session(lease.session)
+                if request.method == TOOLS_LIST:
+                    ctx.legacy_tasks.tools.remember(result)
+                    task_tools = ctx.legacy_tasks.offers_task_tools(ctx, request)
             return legacy_result_to_modern(
-                request.method, result, server_info=ctx.server_info(lease.session), cache=ctx.cache
+                request.method,
+                result,
+                server_info=ctx.server_info(lease.session),
+                cache=ctx.cache,
+                task_tools=task_tools,
             )
 
 

@@ -3,7 +3,8 @@
 # Origin: copied unmodified (apart from this header) from the project's shared reference material,
 # `conformance/legacy_fixture_server.py` (written for mrtr-bridge; mcp==1.30.0, FastMCP). It is the
 # conformance upstream for `make conformance` and a peer for the integration tests. Vendored so the
-# project never reads outside its own tree; keep it byte-identical below this header when updating.
+# project never reads outside its own tree; keep it byte-identical below this header when updating,
+# except the `--task-tools` flag in main() (mrtr-bridge's own: tests/peers/legacy_task_tools.py).
 """Legacy (MCP 2025-11-25 only) fixture server for the 2026-07-28 conformance scenarios.
 
 Written against the `mcp` 1.x SDK (FastMCP), which speaks only the stateful
@@ -740,7 +741,16 @@ def main(argv: list[str] | None = None) -> int:
         "--no-key-hints", action="store_true", help=f"omit params._meta[{INPUT_KEY_META!r}]"
     )
     parser.add_argument("--log-level", default="WARNING")
+    parser.add_argument(
+        "--task-tools",
+        action="store_true",
+        help="add greet and the legacy task tools of the tasks-* scenarios (legacy_task_tools.py)",
+    )
     args = parser.parse_args(argv)
+    if args.task_tools:
+        import legacy_task_tools
+
+        legacy_task_tools.install(mcp)
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr)
     SEND_KEY_HINTS = not args.no_key_hints
     if args.transport == "stdio":

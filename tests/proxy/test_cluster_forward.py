@@ -22,6 +22,7 @@ from proxy.metrics import BridgeMetrics
 from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
 from translators.inbound import ModernRoute
 from translators.request_state import StateClaims, seal
+from translators.tasks_ext.task_ids import TaskClaims, seal_task_id
 
 KID, KEY = new_key()
 
@@ -81,6 +82,36 @@ async def test_only_retries_owned_elsewhere_are_forwarded() -> None:
             client_capabilities={},
         )
         assert forwarder.owner_elsewhere(listing) is None
+
+
+async def test_tasks_owned_elsewhere_are_forwarded_by_their_sealed_id() -> None:
+    """tasks/get|update|cancel and an in-bridge task round go to the replica the task id names;
+    a forged id or this replica's own task is served here (docs/tasks.md)."""
+    async with aiohttp.ClientSession() as client:
+        forwarder, _, _ = _setup(client)
+        keyring = load_keyring(forwarder._settings.held)[0]
+
+        def task_id(replica: str) -> str:
+            claims = TaskClaims(os.urandom(16), b"\0" * 16, 2**62, replica)
+            return seal_task_id(claims, keyring, os.urandom(12))
+
+        def task_route(method: str, params: dict[str, Any]) -> ModernRoute:
+            return ModernRoute(
+                front_request_id=5,
+                method=method,
+                params=params,
+                protocol_version="2026-07-28",
+                client_capabilities={},
+            )
+
+        elsewhere, here = task_id("r2"), task_id("r1")
+        for method in ("tasks/get", "tasks/update", "tasks/cancel"):
+            assert forwarder.owner_elsewhere(task_route(method, {"taskId": elsewhere})) == "r2"
+            assert forwarder.owner_elsewhere(task_route(method, {"taskId": here})) is None
+            forged = elsewhere[:-4] + "AAAA"
+            assert forwarder.owner_elsewhere(task_route(method, {"taskId": forged})) is None
+        round_ = _route({"name": "x", "requestState": elsewhere, "inputResponses": {}})
+        assert forwarder.owner_elsewhere(round_) == "r2"
 
 
 async def test_an_unreachable_owner_gets_the_fixed_error_and_is_counted() -> None:

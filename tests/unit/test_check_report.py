@@ -23,7 +23,7 @@ DISCOVERED = verdict_of_reply(
 )
 
 
-def test_task_only_tool_is_not_bridged() -> None:
+def test_task_tools_are_bridged_through_the_tasks_extension() -> None:
     entry = tool_entry(
         {
             "name": "t",
@@ -31,9 +31,14 @@ def test_task_only_tool_is_not_bridged() -> None:
             "annotations": {"readOnlyHint": True, "title": "T"},
         }
     )
-    assert entry["bridged"] is False
+    assert entry["bridged"] is True
     assert entry["annotations"] == {"readOnlyHint": True}
-    assert entry["reason"].startswith("runs only as a task")
+    assert entry["taskSupport"] == "required"
+    assert entry["task"].startswith("runs only as a task: through the Tasks extension")
+    optional = tool_entry({"name": "o", "execution": {"taskSupport": "optional"}})
+    assert optional["bridged"] is True
+    assert optional["task"].startswith("a task for clients that declare the Tasks extension")
+    assert "task" not in tool_entry({"name": "p", "execution": {"taskSupport": "forbidden"}})
 
 
 def test_legacy_report_lists_what_bridges_and_problems() -> None:
@@ -54,8 +59,7 @@ def test_legacy_report_lists_what_bridges_and_problems() -> None:
     assert report["serverInfo"] == {"name": "old", "version": "1"}
     assert report["bridgeable"] is True
     assert report["problems"][0].startswith("HTTP+SSE transport")
-    assert report["problems"][1].startswith("tool 'task': runs only as a task")
-    assert len(report["problems"]) == 2
+    assert len(report["problems"]) == 1
 
 
 def test_revision_without_elicitation_is_a_problem() -> None:

@@ -36,14 +36,18 @@ IMPURE_STDLIB = frozenset(
         "urllib",
     }
 )
-# translators/* may use the standard library (minus the impure part); request_state.py also
-# cryptography, fast_json.py orjson, and pushes.py
+# translators/* may use the standard library (minus the impure part); request_state.py and
+# tasks_ext/task_ids.py also cryptography, fast_json.py orjson, and pushes.py
 # pydantic (the brief: pydantic models for the messages the bridge
 # inspects: the client's input responses); config/* the standard library and pydantic.
 EXTRA_ALLOWED = {
     "translators": {"translators"},
     "translators/pushes.py": {"translators", "pydantic", "typing_extensions"},
     "translators/request_state.py": {"translators", "cryptography"},
+    "translators/tasks_ext/task_ids.py": {
+        "translators",
+        "cryptography",
+    },  # sealed like requestState
     "translators/fast_json.py": {"translators", "orjson"},
     "config": {"config", "pydantic"},
 }

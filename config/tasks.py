@@ -1,0 +1,40 @@
+"""Settings for tasks (`[tasks]`): legacy 2025-11-25 tasks served to modern clients through the
+Tasks extension `io.modelcontextprotocol/tasks` (docs/tasks.md)."""
+
+from __future__ import annotations
+
+from pydantic import Field
+
+from config.base import Frozen
+
+
+class TasksSettings(Frozen):
+    """How the bridge maps legacy tasks onto the Tasks extension (docs/tasks.md)."""
+
+    enabled: bool = Field(
+        True,
+        description="advertise the Tasks extension when the upstream runs tool calls as tasks, and "
+        "serve tasks/get, tasks/update and tasks/cancel from the legacy tasks",
+    )
+    ttl_ms: int = Field(
+        600_000,
+        ge=1000,
+        description="ttl the bridge asks of the legacy server for a task, and how long it keeps a "
+        "finished task's result for tasks/get",
+    )
+    poll_interval_ms: int = Field(
+        1000, ge=100, description="pollIntervalMs reported when the legacy server suggests none"
+    )
+    max_per_principal: int = Field(
+        16, ge=1, description="tasks one principal may have running at once (each pins a session)"
+    )
+    max_total: int = Field(256, ge=1, description="tasks the bridge keeps at once")
+    status_timeout_s: float = Field(
+        5.0, gt=0, description="longest tasks/get waits for the legacy server's tasks/get"
+    )
+    run_in_bridge: bool = Field(
+        False,
+        description="a client that did not declare the extension calling a tool that runs only "
+        "as a task: run the legacy task inside the bridge and answer with ordinary "
+        "InputRequiredResult rounds and the final result (default: -32021)",
+    )

@@ -1,0 +1,131 @@
+"""The Tasks extension's pure mapping (translators/tasks_ext/): legacy task shapes, the modern
+task by status, and sealed task ids (docs/tasks.md)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from translators.errors import INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, InvalidRequestState
+from translators.request_state import KeyRing, StateClaims, open_state, seal
+from translators.tasks_ext.messages import (
+    EXTENSION,
+    TaskView,
+    create_task_result,
+    declares_extension,
+    get_task_result,
+    legacy_task,
+    missing_extension,
+    related_task_id,
+    server_runs_tool_tasks,
+    task_not_found,
+    task_result_payload,
+    task_support,
+    with_extension,
+)
+from translators.tasks_ext.task_ids import TaskClaims, is_task_state, open_task_id, seal_task_id
+
+RING = KeyRing({"k1": b"\1" * 32}, "k1")
+OTHER_RING = KeyRing({"k1": b"\2" * 32}, "k1")
+VIEW = TaskView(
+    "t1.x", "working", "2026-01-01T00:00:00.000Z", "2026-01-01T00:00:01.000Z", 60000, 500
+)
+
+
+def test_declaration_and_server_capability() -> None:
+    assert declares_extension({"extensions": {EXTENSION: {}}})
+    assert not declares_extension({"extensions": {EXTENSION: True}})
+    assert not declares_extension({"elicitation": {}})
+    assert server_runs_tool_tasks({"tasks": {"requests": {"tools": {"call": {}}}}})
+    assert not server_runs_tool_tasks({"tasks": {"list": {}, "cancel": {}}})
+    assert [task_support(t) for t in ({}, {"execution": {"taskSupport": "required"}})] == [
+        "forbidden",
+        "required",
+    ]
+    assert task_support({"execution": {"taskSupport": "sometimes"}}) == "forbidden"
+
+
+def test_discover_gets_the_extension_as_exactly_an_empty_object() -> None:
+    discover = {"resultType": "complete", "capabilities": {"tools": {}, "extensions": {"x/y": {}}}}
+    shown = with_extension(discover)
+    assert shown["capabilities"] == {"tools": {}, "extensions": {"x/y": {}, EXTENSION: {}}}
+    assert discover["capabilities"]["extensions"] == {"x/y": {}}  # not modified in place
+
+
+def test_errors_are_the_extensions_own() -> None:
+    error = missing_extension("tasks/get").to_error()
+    assert error["code"] == MISSING_CLIENT_CAPABILITY
+    assert error["data"] == {"requiredCapabilities": {"extensions": {EXTENSION: {}}}}
+    assert task_not_found().to_error() == {"code": INVALID_PARAMS, "message": "Task not found"}
+
+
+def test_legacy_task_shapes() -> None:
+    created = {"task": {"taskId": "a", "status": "working", "ttl": 60000, "pollInterval": 250}}
+    task = legacy_task(created)
+    assert task is not None and (task.task_id, task.ttl_ms, task.poll_interval_ms) == (
+        "a",
+        60000,
+        250,
+    )
+    flat = legacy_task({"taskId": "a", "status": "input_required", "statusMessage": "asking"})
+    assert flat is not None and flat.status_message == "asking" and flat.ttl_ms is None
+    assert legacy_task({"content": [], "isError": False}) is None  # the server ran it plainly
+    assert legacy_task({"taskId": "a", "status": "sleeping"}) is None
+
+
+def test_the_modern_task_by_status() -> None:
+    created = create_task_result(VIEW)
+    assert created == {
+        "resultType": "task",
+        "taskId": "t1.x",
+        "status": "working",
+        "createdAt": "2026-01-01T00:00:00.000Z",
+        "lastUpdatedAt": "2026-01-01T00:00:01.000Z",
+        "ttlMs": 60000,
+        "pollIntervalMs": 500,
+    }
+    asking = TaskView(**{**VIEW.__dict__, "status": "input_required", "input_requests": {"k": {}}})
+    assert get_task_result(asking)["inputRequests"] == {"k": {}}
+    assert get_task_result(asking)["resultType"] == "complete"
+    done = TaskView(**{**VIEW.__dict__, "status": "completed", "result": {"content": []}})
+    assert get_task_result(done)["result"] == {"content": []} and "error" not in get_task_result(
+        done
+    )
+    failed = TaskView(**{**VIEW.__dict__, "status": "failed", "error": {"code": 1, "message": "m"}})
+    assert get_task_result(failed)["error"] == {"code": 1, "message": "m"}
+    assert "result" not in get_task_result(failed)
+    cancelled = get_task_result(TaskView(**{**VIEW.__dict__, "status": "cancelled"}))
+    assert not {"result", "error", "inputRequests"} & set(cancelled)
+
+
+def test_the_related_task_meta_is_dropped_from_the_result() -> None:
+    related = {"io.modelcontextprotocol/related-task": {"taskId": "a"}}
+    assert task_result_payload({"content": [], "_meta": related}) == {"content": []}
+    kept = task_result_payload({"content": [], "_meta": {**related, "x": 1}, "resultType": "z"})
+    assert kept == {"content": [], "_meta": {"x": 1}}
+    assert related_task_id({"params": {"_meta": related}}) == "a"
+    assert related_task_id({"params": {}}) is None
+
+
+def test_sealed_ids_open_only_with_the_ring_and_bind_their_claims() -> None:
+    claims = TaskClaims(os.urandom(16), b"p" * 16, 2**40, "replica-a")
+    token = seal_task_id(claims, RING, os.urandom(12))
+    assert token.startswith("t1.") and is_task_state(token)
+    assert open_task_id(token, RING) == claims
+    assert open_task_id(token, OTHER_RING) is None
+    assert open_task_id(token[:-2] + ("AA" if not token.endswith("AA") else "BB"), RING) is None
+    assert open_task_id("t1.", RING) is None and open_task_id("v1.x", RING) is None
+    assert not is_task_state("v1.abc") and not is_task_state(None)
+
+
+def test_a_task_id_and_a_request_state_never_open_as_each_other() -> None:
+    token = seal_task_id(TaskClaims(b"\0" * 16, b"p" * 16, 2**40, "r"), RING, b"\0" * 12)
+    state = seal(
+        StateClaims(b"\0" * 16, 1, "r", b"p" * 16, "tools/call", b"\0" * 16, b"\0" * 8, 2**40),
+        RING,
+        b"\0" * 12,
+    )
+    assert open_task_id("t1." + state.removeprefix("v1."), RING) is None
+    with pytest.raises(InvalidRequestState):
+        open_state("v1." + token.removeprefix("t1."), RING)
