@@ -235,12 +235,15 @@ run:
 	$(BIN)/mrtr-bridge serve --upstream http://127.0.0.1:$(DEMO_PORT)/mcp --listen $(BRIDGE_LISTEN)
 
 # The 2026-07-28 suite through the bridge, in front of the fixture as a 2025-11-25 server and as a
-# 2025-06-18 one (mcp 1.12.4); UPSTREAM=stdio runs both over stdio. Reports: .conformance-results/.
+# 2025-06-18 one (mcp 1.12.4); UPSTREAM=stdio runs both over stdio. Then legacy clients, directly and
+# in both directions, and a modern upstream. Reports: .conformance-results/.
 conformance: venv
 	tests/conformance/run.sh
 	REVISION=2025-06-18 OUTDIR=$(CURDIR)/.conformance-results/2025-06-18 tests/conformance/run.sh
 	# legacy clients through the bridge: 2025-11-25 scenarios, fixture directly vs. through the bridge (#13)
 	tests/conformance/run_legacy_clients.sh
+	# legacy clients in front of a modern-only fixture (the reverse direction, #27): the same scenarios
+	REVERSE=1 tests/conformance/run_legacy_clients.sh
 	# a modern upstream (mcp 2.x SDK server): the 2026-07-28 suite directly vs. through the bridge (#13)
 	MODERN=1 OUTDIR=$(CURDIR)/.conformance-results/modern tests/conformance/run.sh
 
