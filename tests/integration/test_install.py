@@ -6,6 +6,7 @@ it lacks; and the wheel's top-level import packages are the three the README war
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -21,14 +22,20 @@ def test_uv_tool_install_gives_an_isolated_command_with_its_example_config(tmp_p
     assert UV.exists(), f"{UV} is missing: run `make test`, which installs it"
     base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
     env = {**base, "UV_TOOL_DIR": str(tmp_path / "tools"), "UV_TOOL_BIN_DIR": str(tmp_path / "bin")}
-    done = subprocess.run(
-        [str(UV), "tool", "install", "--quiet", str(REPO_ROOT)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        check=False,
-    )
+    build = REPO_ROOT / "build"  # setuptools builds the wheel there: left as it was found
+    had_build = build.exists()
+    try:
+        done = subprocess.run(
+            [str(UV), "tool", "install", "--quiet", str(REPO_ROOT)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=TIMEOUT_S,
+            check=False,
+        )
+    finally:
+        if not had_build:
+            shutil.rmtree(build, ignore_errors=True)
     assert done.returncode == 0, done.stderr
     command = tmp_path / "bin" / "mrtr-bridge"
 
