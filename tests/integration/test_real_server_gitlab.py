@@ -8,11 +8,13 @@ names every repair. Listing needs no GitLab: the server only insists on a token 
 from __future__ import annotations
 
 import asyncio
+import json
 import shlex
+import subprocess
 
-from .harness import Peers, PeerStartError, bridge_env, modern_client
+from .harness import PEERS_DIR, Peers, PeerStartError, bridge_env, modern_client
 from .test_check import run_check
-from .test_real_servers import SERVERS, Upstream, direct, node
+from .test_real_servers import SERVERS, TS_CLIENT, Upstream, direct, node
 
 T = 60
 GITLAB = (
@@ -55,6 +57,21 @@ async def test_the_modern_client_lists_every_tool_a_legacy_client_lists(peers: P
             "type": "object",
             "$schema": "http://json-schema.org/draft-07/schema#",
         }
+
+
+async def test_the_typescript_client_lists_every_tool_too(peers: Peers) -> None:
+    """The TypeScript SDK 2.x client validates `tools/list` against 2026-07-28 as strictly as
+    the Python one: every repaired tool reaches it."""
+    if not (TS_CLIENT / ".mrtr-installed").exists():
+        raise PeerStartError(f"{TS_CLIENT} is missing: run `make test`, which installs it")
+    bridge = peers.bridge(None, env=bridge_env({"upstream": {"command": gitlab_command()}}))
+    argv = [node(), str(PEERS_DIR / "ts_modern_client.mjs"), str(TS_CLIENT), bridge.url]
+    async with asyncio.timeout(T):
+        done = await asyncio.to_thread(
+            subprocess.run, argv, capture_output=True, text=True, timeout=T
+        )
+    assert done.returncode == 0 and done.stdout, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1])["tools"] == TOOLS
 
 
 def test_check_lists_what_it_repaired() -> None:
