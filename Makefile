@@ -48,7 +48,7 @@ DEMO_PORT ?= 8931
 BRIDGE_LISTEN ?= 127.0.0.1:8080
 RUN_DIR := .run
 
-.PHONY: help venv ts-peers npm-servers test-tools test test-lb lint pytest run conformance bench clean distclean
+.PHONY: help venv ts-peers npm-servers test-tools test-deps test test-lb lint pytest run conformance bench clean distclean
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -175,10 +175,40 @@ lint: $(VENV_STAMP)
 	$(BIN)/ruff format --check --extend-exclude '$(LEGACY_VENV),.venv-*,.tools,.conformance-results,$(RUN_DIR)' .
 	$(BIN)/mypy
 
-pytest: venv ts-peers test-tools $(OAUTH_AS_STAMP) $(UV_STAMP)
-	$(BIN)/pytest -q --ignore=tests/integration/lb
+# Everything `make pytest` needs, installed by independent jobs at once (pip into five virtualenvs,
+# npm into separate prefixes): a cold `make test` spends minutes here otherwise.
+INSTALL_JOBS ?= 6
+TEST_DEPS := venv ts-peers test-tools $(OAUTH_AS_STAMP) $(UV_STAMP)
 
-test: lint pytest
+test-deps:
+	@$(MAKE) --no-print-directory -j $(INSTALL_JOBS) $(TEST_DEPS)
+
+# The suite on PYTEST_WORKERS pytest-xdist workers (most tests wait on real peers' I/O and timers,
+# so more workers than cores pay off), then the tests marked `serial` (load-sensitive) alone.
+# PYTEST_WORKERS=1 runs the whole suite in one process, in order (for debugging).
+PYTEST_WORKERS ?= 4
+PYTEST_ARGS := -q --ignore=tests/integration/lb
+
+pytest: test-deps
+ifeq ($(PYTEST_WORKERS),1)
+	$(BIN)/pytest $(PYTEST_ARGS)
+else
+	@status=0; \
+	echo "==> pytest on $(PYTEST_WORKERS) workers (the tests not marked serial)"; \
+	$(BIN)/pytest $(PYTEST_ARGS) -n $(PYTEST_WORKERS) --dist worksteal -m 'not serial' || status=$$?; \
+	echo "==> pytest, the tests marked serial, alone"; \
+	$(BIN)/pytest $(PYTEST_ARGS) -m serial || status=$$?; \
+	exit $$status
+endif
+
+# The installs, lint and pytest one after the other, each one's wall time printed (CI's log).
+test:
+	@began=$$SECONDS; $(MAKE) --no-print-directory test-deps; \
+	echo "==> make test: installs took $$((SECONDS - began)) s"; began=$$SECONDS; \
+	$(MAKE) --no-print-directory lint; \
+	echo "==> make test: lint took $$((SECONDS - began)) s"; began=$$SECONDS; \
+	$(MAKE) --no-print-directory pytest; \
+	echo "==> make test: pytest took $$((SECONDS - began)) s"
 
 # Needs haproxy, docker-compose, promtool and chromium on the PATH (Debian: apt-get install
 # haproxy docker-compose prometheus chromium; .ci/run installs them when missing).
@@ -237,14 +267,32 @@ run:
 # The 2026-07-28 suite through the bridge, in front of the fixture as a 2025-11-25 server and as a
 # 2025-06-18 one (mcp 1.12.4); UPSTREAM=stdio runs both over stdio. Then legacy clients, directly and
 # in both directions, and a modern upstream. Reports: .conformance-results/.
+# The first run clears .conformance-results/ (and installs the pinned Node and CLI); the other four
+# are independent (own fixture, bridge, free ports and report folder) and run at once,
+# CONFORMANCE_JOBS at a time (1: one after the other).
+CONFORMANCE_JOBS ?= 4
+CONFORMANCE_RUNS := conformance-2025-06-18 conformance-legacy-clients conformance-reverse \
+	conformance-modern
+.PHONY: $(CONFORMANCE_RUNS)
+
 conformance: venv
 	tests/conformance/run.sh
+	@$(MAKE) --no-print-directory -j $(CONFORMANCE_JOBS) $(CONFORMANCE_RUNS)
+
+# the fixture as a 2025-06-18 server (mcp 1.12.4)
+conformance-2025-06-18:
 	REVISION=2025-06-18 OUTDIR=$(CURDIR)/.conformance-results/2025-06-18 tests/conformance/run.sh
-	# legacy clients through the bridge: 2025-11-25 scenarios, fixture directly vs. through the bridge (#13)
+
+# legacy clients through the bridge: 2025-11-25 scenarios, fixture directly vs. through the bridge (#13)
+conformance-legacy-clients:
 	tests/conformance/run_legacy_clients.sh
-	# legacy clients in front of a modern-only fixture (the reverse direction, #27): the same scenarios
+
+# legacy clients in front of a modern-only fixture (the reverse direction, #27): the same scenarios
+conformance-reverse:
 	REVERSE=1 tests/conformance/run_legacy_clients.sh
-	# a modern upstream (mcp 2.x SDK server): the 2026-07-28 suite directly vs. through the bridge (#13)
+
+# a modern upstream (mcp 2.x SDK server): the 2026-07-28 suite directly vs. through the bridge (#13)
+conformance-modern:
 	MODERN=1 OUTDIR=$(CURDIR)/.conformance-results/modern tests/conformance/run.sh
 
 bench: venv

@@ -10,6 +10,7 @@ import asyncio
 import time
 from typing import Any
 
+import pytest
 from engine_harness import (
     ELICIT_PARAMS,
     SAMPLING_PARAMS,
@@ -62,6 +63,7 @@ async def flood_seconds(bridge: ScriptedBridge, call: FakeCall, count: int) -> f
     return time.process_time() - start
 
 
+@pytest.mark.serial  # a ratio of CPU times: other workers' load skews one side
 async def test_a_flood_of_identical_pushes_costs_linear_time() -> None:
     """N and 4N pushes into one held call: the work grows about 4 times (quadratic was 16)."""
     n = 1000
@@ -131,6 +133,7 @@ async def test_pushes_past_the_call_cap_end_the_call_and_cost_nothing_more() -> 
         await bystander_completes(bridge)
 
 
+@pytest.mark.serial  # a ratio of CPU times: other workers' load skews one side
 async def test_a_flood_at_the_default_caps_is_cut_off_in_linear_time() -> None:
     counts = (5_000, 20_000)
     seconds: list[float] = []

@@ -162,6 +162,7 @@ async def test_stdio_front_sampling_roots_batching_prompts_resources(state_dir: 
     ]
 
 
+@pytest.mark.serial  # twenty server processes at once: alone, not beside other workers
 async def test_stdio_front_twenty_concurrent_calls_never_cross(state_dir: Path) -> None:
     """20 concurrent interactive calls over stdio (one upstream process each), answered in random
     order. Twenty Python servers importing `mcp` at once on two cores can take longer than the
