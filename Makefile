@@ -1,6 +1,7 @@
 # mrtr-bridge: modern MCP (2026-07-28) clients -> legacy MCP (2025-11-25) servers.
 #
-#   make test         ruff + mypy + pytest (unit, proxy, integration)
+#   make test         ruff + mypy + pytest (unit, proxy, integration) on PYTEST_WORKERS=4 workers
+#                     (PYTEST_WORKERS=1: one process, in order)
 #   make run          legacy demo server on 127.0.0.1:8931 behind the bridge on 127.0.0.1:8080
 #   make test-lb      replicas behind a real HAProxy, the deploy files checked by their tools
 #                     (promtool for the alert rules), the status page in headless Chromium
@@ -201,12 +202,11 @@ else
 	exit $$status
 endif
 
-# The installs, lint and pytest one after the other, each one's wall time printed (CI's log).
+# The installs and lint at once (lint needs .venv only, and starts as soon as it is there, while
+# npm and the other virtualenvs are still installing), then pytest; each wall time printed.
 test:
-	@began=$$SECONDS; $(MAKE) --no-print-directory test-deps; \
-	echo "==> make test: installs took $$((SECONDS - began)) s"; began=$$SECONDS; \
-	$(MAKE) --no-print-directory lint; \
-	echo "==> make test: lint took $$((SECONDS - began)) s"; began=$$SECONDS; \
+	@began=$$SECONDS; $(MAKE) --no-print-directory -j $(INSTALL_JOBS) $(TEST_DEPS) lint; \
+	echo "==> make test: installs and lint took $$((SECONDS - began)) s"; began=$$SECONDS; \
 	$(MAKE) --no-print-directory pytest; \
 	echo "==> make test: pytest took $$((SECONDS - began)) s"
 
