@@ -8,6 +8,12 @@ from pathlib import Path
 TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
+# tests/proxy/ (and tests/unit/config/) mirror the packages' folders but are not packages: with
+# only tests/ on sys.path, `import proxy` would find tests/proxy/ as a namespace package before the
+# editable install's finder runs. The checkout first, so the real packages win.
+REPO_ROOT = TESTS_DIR.parent
+if sys.path[:1] != [str(REPO_ROOT)]:
+    sys.path.insert(0, str(REPO_ROOT))
 
 
 import pytest  # noqa: E402
