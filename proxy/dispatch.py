@@ -84,7 +84,7 @@ class Engine:
         self.legacy_tasks = ctx.legacy_tasks = LegacyTasks(ctx, self._first_call, keyring)
         self.metrics.watch(
             held_now=self.registry.held_now,
-            in_progress=self.registry.__len__,
+            in_progress=self.registry.in_progress,
             rounds_total=lambda: self.registry.rounds_total,
             pool_stats=pool.stats,
             transport="stdio" if settings.upstream.command else "http",

@@ -38,6 +38,7 @@ class HeldCallRegistry:
         self._max_per_principal = max_per_principal
         self._max_total = max_total
         self._attempt_ids = 0
+        self.plain_calls = 0  # first attempts running plain, no push yet (proxy/plain_forward.py)
         self.rounds_total = 0
         # pushes per tool and round: declared (held.batch_sizes) or learned from earlier calls
         self.batch_sizes = batch_sizes if batch_sizes is not None else BatchSizes()
@@ -100,7 +101,12 @@ class HeldCallRegistry:
         )
 
     def __len__(self) -> int:
+        """Calls with held-call state (a driver): those that received a push."""
         return len(self._calls)
+
+    def in_progress(self) -> int:
+        """Every interactive call in progress: the ones with a driver, and the plain ones."""
+        return len(self._calls) + self.plain_calls
 
     def calls(self) -> list[CallDriver]:
         """The live calls, oldest first (the status page)."""

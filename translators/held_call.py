@@ -98,11 +98,16 @@ class HeldCall:
     _batch_started: float = 0.0
     _tokens: dict[str, int] = field(default_factory=lambda: {"batch": 0, "deadline": 0})
 
-    def start(self, now: float, *, attempt: int | None = None) -> list[Action]:
-        """Actions for the first attempt (`attempt`, unless given at construction): its deadline."""
+    def start(
+        self, now: float, *, attempt: int | None = None, deadline_s: float | None = None
+    ) -> list[Action]:
+        """Actions for the first attempt (`attempt`, unless given at construction): its deadline,
+        `deadline_s` from now when the call ran plain before (what is left of the attempt's
+        timeout), else the whole timeout."""
         if attempt is not None:
             self.attempt = attempt
-        return [self._timer("deadline", self.limits.attempt_timeout_s)]
+        timeout_s = self.limits.attempt_timeout_s if deadline_s is None else deadline_s
+        return [self._timer("deadline", timeout_s)]
 
     def handle(self, event: Event, now: float) -> list[Action]:
         transition = _TRANSITIONS.get((self.state, type(event)))
