@@ -49,6 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--py-spy", metavar="EXE", help="sample with this py-spy instead (raw output to --out)"
     )
+    parser.add_argument("--rate", type=int, default=300, help="py-spy samples per second")
     args = parser.parse_args(argv)
     procs = Processes()
     try:
@@ -61,7 +62,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         spy = None
         if args.py_spy:
-            record = ["record", "--idle", "-r", "300", "-f", "raw", "-o", args.out]
+            record = ["record", "--idle", "-r", str(args.rate), "-f", "raw", "-o", args.out]
             spy = subprocess.Popen([args.py_spy, *record, "-p", str(bridge.pid)])
         asyncio.run(_drive(bridge.url, args.concurrency, args.calls, bridge.pid))
         if spy is not None:
