@@ -87,7 +87,8 @@ async def _run(args: argparse.Namespace) -> None:
             paths = []
             for name, proc in (("A", bridge_a), ("B", bridge_b)):
                 modern = ModernHttp(http, proc.url)
-                paths.append(Path_(name, proc.pid, [lambda i, m=modern: m.echo(f"echo {i}")] * args.concurrency))
+                workers: list[Call] = [lambda i, m=modern: m.echo(f"echo {i}")] * args.concurrency
+                paths.append(Path_(name, proc.pid, workers))
             sessions = [LegacyHttp(http, relay.url) for _ in range(args.concurrency)]
             for session in sessions:
                 await session.initialize()

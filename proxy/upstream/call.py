@@ -10,14 +10,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from translators.errors import (
+from translators.wire.errors import (
     BridgeBug,
     BridgeError,
     UpstreamFault,
     UpstreamProtocolError,
     UpstreamReturnedError,
 )
-from translators.jsonrpc import JsonObject
+from translators.wire.jsonrpc import JsonObject
 
 CancelSender = Callable[[Any, str], Awaitable[None]]
 
@@ -69,7 +69,7 @@ class OutcomeCall:
 
     def watch(self, waiter: asyncio.Future[None]) -> None:
         """Resolve `waiter` when the outcome is set (at once if it is): the plain path waits for
-        the outcome or its first push on one future, with no task (proxy/plain_forward.py)."""
+        the outcome or its first push on one future, with no task (proxy/calls/plain_forward.py)."""
         if self._done:
             if not waiter.done():
                 waiter.set_result(None)

@@ -1,4 +1,4 @@
-"""The plain path (proxy/plain_forward.py): a call builds no held-call state until its first push.
+"""The plain path (proxy/calls/plain_forward.py): no held-call state until a call's first push.
 
 A first attempt is forwarded plain; the held-call driver, its tasks and timers and its registry
 entry exist only once the upstream asks something. These conversations pin both halves: a call
@@ -27,11 +27,11 @@ from engine_harness import (
     text_result,
 )
 
-import proxy.routes.first_call as first_call
-from proxy.held_calls import CallDriver
-from translators.eras import ELICIT
-from translators.errors import INTERNAL_ERROR, LEGACY_URL_ELICITATION_REQUIRED
-from translators.held_call import HeldCallState
+import proxy.engine.routes.first_call as first_call
+from proxy.calls.driver import CallDriver
+from translators.held.machine import HeldCallState
+from translators.protocol.eras import ELICIT
+from translators.wire.errors import INTERNAL_ERROR, LEGACY_URL_ELICITATION_REQUIRED
 
 HELD_CALL_TASKS = {"held-call-sends", "held-call-result"}
 FORM = {"mode": "form", **ELICIT_PARAMS}

@@ -1,4 +1,4 @@
-"""Legacy result/error -> modern result (translators.results)."""
+"""Legacy result/error -> modern result (translators.protocol.results)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from schema_check import assert_valid
 
-from translators.eras import (
+from translators.protocol.eras import (
     CACHEABLE_METHODS,
     COMPLETION_COMPLETE,
     ELICIT,
@@ -28,7 +28,14 @@ from translators.eras import (
     TOOLS_CALL,
     TOOLS_LIST,
 )
-from translators.errors import (
+from translators.protocol.results import (
+    CacheHints,
+    discover_result,
+    input_required_result,
+    legacy_error_to_modern,
+    legacy_result_to_modern,
+)
+from translators.wire.errors import (
     BRIDGE_MARKER,
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -43,14 +50,7 @@ from translators.errors import (
     RESERVED_RANGE,
     UNSUPPORTED_VERSION,
 )
-from translators.jsonrpc import JsonObject
-from translators.results import (
-    CacheHints,
-    discover_result,
-    input_required_result,
-    legacy_error_to_modern,
-    legacy_result_to_modern,
-)
+from translators.wire.jsonrpc import JsonObject
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FIXTURE: JsonObject = json.loads((FIXTURES / "results.json").read_text(encoding="utf-8"))
@@ -58,6 +58,7 @@ PAIRS: list[JsonObject] = FIXTURE["pairs"]
 SERVER_INFO: JsonObject = FIXTURE["server_info"]
 PRIVATE_NO_TTL = CacheHints(ttl_ms=0, scope="private")
 PUBLIC_MINUTE = CacheHints(ttl_ms=60_000, scope="public")
+PRIVATE_NONE = CacheHints(ttl_ms=0, scope="private")
 
 RESULT_DEFS: dict[str, str] = {
     TOOLS_CALL: "CallToolResult",
@@ -125,6 +126,18 @@ def test_cache_hints_only_on_cacheable_results(method: str) -> None:
     else:
         assert "ttlMs" not in modern and "cacheScope" not in modern
     assert_valid(modern, RESULT_DEFS[method], "modern")
+
+
+@pytest.mark.parametrize("method", sorted(RESULT_DEFS))
+def test_an_upstream_cache_claim_is_replaced_by_the_bridges(method: str) -> None:
+    """A legacy server's own `ttlMs`/`cacheScope` never reach the client (found by
+    test_properties: `{"ttlMs": null}` on `completion/complete` was passed through)."""
+    claim = {**MINIMAL_LEGACY[method], "ttlMs": None, "cacheScope": "public"}
+    modern = legacy_result_to_modern(method, claim, server_info=None, cache=PRIVATE_NONE)
+    if method in CACHEABLE_METHODS:
+        assert (modern["ttlMs"], modern["cacheScope"]) == (0, "private")
+    else:
+        assert "ttlMs" not in modern and "cacheScope" not in modern
 
 
 @pytest.mark.parametrize("method", sorted(RESULT_DEFS))
