@@ -42,9 +42,12 @@ class Path_:
 
 
 def _bridge_exe(tree: Path) -> list[str]:
-    """`python -m proxy` with `tree` first on the import path."""
+    """`python -m proxy` importing the bridge from `tree`: first on the import path, and the
+    editable install's finder (which maps the packages to this checkout) taken out."""
     code = (
-        f"import sys; sys.path.insert(0, {str(tree.resolve())!r}); import runpy; "
+        "import sys; sys.meta_path[:] = [f for f in sys.meta_path "
+        "if '__editable__' not in str(getattr(f, '__module__', ''))]; "
+        f"sys.path.insert(0, {str(tree.resolve())!r}); import runpy; "
         "runpy.run_module('proxy', run_name='__main__')"
     )
     return [str(BRIDGE_PYTHON), "-c", code]
