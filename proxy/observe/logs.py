@@ -12,14 +12,12 @@ inside any string. It is a safety net, not a licence to log secrets.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import sys
 from collections.abc import Mapping
 from typing import Any, Final, TextIO
 
-import orjson
 import structlog
 from structlog.typing import EventDict, Processor, WrappedLogger
 
@@ -117,16 +115,7 @@ def _renderer(settings: LogSettings, stream: TextIO) -> Processor:
         return structlog.dev.ConsoleRenderer(
             colors=stream.isatty(), exception_formatter=structlog.dev.plain_traceback
         )
-    return structlog.processors.JSONRenderer(serializer=_json_line)
-
-
-def _json_line(event: Any, **options: Any) -> str:
-    """One JSON log line, by orjson (a log line per request: 4x cheaper than `json`); what orjson
-    cannot encode (a non-string key, an integer beyond 64 bits) goes through `json`."""
-    try:
-        return orjson.dumps(event, default=options.get("default")).decode()
-    except TypeError:
-        return json.dumps(event, **options)
+    return structlog.processors.JSONRenderer()
 
 
 def _shared_processors() -> list[Processor]:
