@@ -41,7 +41,7 @@ class Path_:
         return self.cpu_s / max(1, self.sample.calls) * 1e6
 
 
-def _bridge_exe(tree: Path) -> list[str]:
+def bridge_exe(tree: Path) -> list[str]:
     """`python -m proxy` importing the bridge from `tree`: first on the import path, and the
     editable install's finder (which maps the packages to this checkout) taken out."""
     code = (
@@ -83,8 +83,8 @@ async def _run(args: argparse.Namespace) -> None:
     procs = Processes()
     try:
         legacy = procs.legacy_http()
-        bridge_a = procs.bridge("bridge-a", ["--upstream", legacy.url], exe=_bridge_exe(args.a))
-        bridge_b = procs.bridge("bridge-b", ["--upstream", legacy.url], exe=_bridge_exe(args.b))
+        bridge_a = procs.bridge("bridge-a", ["--upstream", legacy.url], exe=bridge_exe(args.a))
+        bridge_b = procs.bridge("bridge-b", ["--upstream", legacy.url], exe=bridge_exe(args.b))
         relay = procs.relay(legacy.url)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
             paths = []
