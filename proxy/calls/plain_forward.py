@@ -225,8 +225,8 @@ class PlainForward:
             # the upstream call had just ended (a cancelled task cancels the future it awaits)
             discard = self._discard_session and self._lease.exclusive
             self._spawn(self._lease.release(discard=discard))
-        else:
-            self._abandon("client disconnected")
+        else:  # the client went away, or the end of the shutdown grace cut the request off
+            self._abandon(self._registry.abort_reason or "client disconnected")
 
     async def _release(self) -> None:
         """Give the session back; closing it (`upstream.session_per_call`, or a session that died)

@@ -48,6 +48,9 @@ class HeldCallRegistry(Generic[Entry]):
         self._held: set[bytes] = set()  # calls that have asked their client for input
         self._per_principal: dict[str, int] = {}  # held calls per principal
         self.closing = False  # shutdown: no call may become held any more
+        # the end of the shutdown grace: the calls still in progress are being abandoned, with
+        # this reason (plain calls by their request's cancellation: proxy/calls/plain_forward.py)
+        self.abort_reason: str | None = None
         self._max_per_principal = max_per_principal
         self._max_total = max_total
         self._attempt_ids = 0
@@ -128,6 +131,7 @@ class HeldCallRegistry(Generic[Entry]):
 
     def abort_all(self, reason: str) -> None:
         """End of the shutdown grace: abort every call, attached ones included."""
+        self.abort_reason = reason
         for driver in list(self._calls.values()):
             driver.abort(reason)
 

@@ -20,6 +20,7 @@ from engine_harness import (
     RecordingSink,
     ScriptedBridge,
     accepted,
+    error_of,
     fault_of,
     input_requests,
     result_text,
@@ -224,3 +225,22 @@ async def test_a_url_elicitation_error_ending_a_plain_call_becomes_a_held_call(
             await bridge.settled()
             assert bridge.engine.registry.in_progress() == 0
             assert len(built) == 1
+
+
+async def test_the_shutdown_cut_off_cancels_a_plain_call_as_the_bridge_shutting_down() -> None:
+    """A plain call has no driver for `abort_all` to reach: the cut-off's cancellation of its
+    request tells the server the same reason a held call's abort does, and the client gets the
+    shutting-down error."""
+    async with scripted_bridge() as bridge:
+        first = bridge.start(bridge.request("slow"))
+        call = await bridge.upstream.next_call()
+        loop = asyncio.get_running_loop()
+        await bridge.engine.drain(loop.time() + 0.05, cut_wait_s=1.0)
+        assert error_of(await first)["data"] == {"source": "mrtr-bridge", "reason": "shutting_down"}
+        assert await call.cancellation() == "bridge shutting down"
+        await call.session.wait_closed()
+        assert call.session.received == [
+            ("request", 1, "tools/call"),
+            ("cancel", 1, "bridge shutting down"),
+            ("close", None, None),
+        ]
