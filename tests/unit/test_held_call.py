@@ -985,7 +985,9 @@ def test_late_traffic_on_a_finished_call_is_ignored(event: Event) -> None:
 
 
 def test_a_call_that_ran_plain_starts_with_what_is_left_of_its_deadline() -> None:
-    """The plain path's time counts: adopted after 20 s of a 60 s timeout, the deadline is 40 s."""
+    """The plain path's time counts: adopted 10 s into its 30 s timeout, the deadline is 20 s."""
     call = HeldCall(LIMITS, attempt=None)
-    assert call.start(20.0, attempt=3, deadline_s=40.0) == [StartTimer("deadline", 40.0, 1)]
+    assert call.start(10.0, attempt=3, deadline_s=ATTEMPT - 10.0) == [
+        StartTimer("deadline", 20.0, 1)
+    ]
     assert call.attempt == 3
