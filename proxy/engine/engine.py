@@ -27,6 +27,7 @@ from proxy.engine.routes.outside_calls import on_unowned
 from proxy.engine.routes.recover import Recover
 from proxy.engine.routes.retry import Retry
 from proxy.engine.routes.route_context import BRIDGE_INFO, RouteContext
+from proxy.observe.logs import log_context
 from proxy.observe.metrics import BridgeMetrics
 from proxy.upstream.base import Inbound, UpstreamSession
 from translators.auth.oauth import UpstreamAuthChallenge, challenge_reply
@@ -128,9 +129,7 @@ class Engine:
 
     async def _answer(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         rid = request.front_request_id
-        with structlog.contextvars.bound_contextvars(
-            request_id=rid, method=request.method, principal=request.principal[:12]
-        ):
+        with log_context(request_id=rid, method=request.method, principal=request.principal[:12]):
             try:
                 return result_response(rid, await self._choose(request).run(request, sink))
             except UpstreamReturnedError as exc:

@@ -12,6 +12,7 @@ inside any string. It is a safety net, not a licence to log secrets.
 
 from __future__ import annotations
 
+import contextvars
 import logging
 import re
 import sys
@@ -82,6 +83,25 @@ def mask_text(text: str) -> str:
         return text  # most log values: nothing either pattern could match
     text = _CREDENTIAL.sub(lambda match: f"{match.group(1)}{match.group(2)}{REDACTED}", text)
     return _SEALED_STATE.sub(f"v1.{REDACTED}", text)
+
+
+class log_context:
+    """`with log_context(**values)`: bind `values` to the log context for the block, then restore
+    exactly what was bound before. Like `structlog.contextvars.bound_contextvars`, without its
+    copy of the whole context on entry and its second bind on exit (twice per request: ~10 us);
+    enter and exit must run in the same task, as a `with` block does."""
+
+    __slots__ = ("_tokens", "_values")
+
+    def __init__(self, **values: Any) -> None:
+        self._values = values
+        self._tokens: Mapping[str, contextvars.Token[Any]] = {}
+
+    def __enter__(self) -> None:
+        self._tokens = structlog.contextvars.bind_contextvars(**self._values)
+
+    def __exit__(self, *exc_info: object) -> None:
+        structlog.contextvars.reset_contextvars(**self._tokens)
 
 
 def _scrub(value: Any, depth: int) -> Any:
@@ -190,6 +210,7 @@ __all__ = [
     "SECRET_KEYS",
     "configure_logging",
     "is_secret_key",
+    "log_context",
     "mask_text",
     "redact",
     "scrub_aiohttp_server_logs",
