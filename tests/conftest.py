@@ -1,4 +1,5 @@
-"""Shared pytest configuration: make `tests/` importable (`import schema_check`)."""
+"""Shared pytest configuration: make `tests/` importable (`import schema_check`), behind the
+repository itself."""
 
 from __future__ import annotations
 
@@ -8,12 +9,12 @@ from pathlib import Path
 TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
-# tests/proxy/ (and tests/unit/config/) mirror the packages' folders but are not packages: with
-# only tests/ on sys.path, `import proxy` would find tests/proxy/ as a namespace package before the
-# editable install's finder runs. The checkout first, so the real packages win.
-REPO_ROOT = TESTS_DIR.parent
-if sys.path[:1] != [str(REPO_ROOT)]:
-    sys.path.insert(0, str(REPO_ROOT))
+# The repository goes first: tests/proxy/ mirrors proxy/ (tests/proxy/upstream/, ...), and with
+# only tests/ on the path `import proxy.upstream.base` would find that folder, not the package.
+ROOT_DIR = str(TESTS_DIR.parent)
+if ROOT_DIR in sys.path:
+    sys.path.remove(ROOT_DIR)
+sys.path.insert(0, ROOT_DIR)
 
 
 import pytest  # noqa: E402
