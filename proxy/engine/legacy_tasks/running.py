@@ -26,6 +26,7 @@ from translators.protocol.eras import ELICIT
 from translators.protocol.pushes import (
     PendingPush,
     PushAnswer,
+    duplicate_id,
     input_key,
     input_response_to_legacy,
     is_push,
@@ -179,6 +180,12 @@ class RunningTask:
         session = self._lease.session
         if self.status in TERMINAL or (tagged is not None and tagged != self.legacy_id):
             self._send(message["id"], refusal(str(message.get("method"))))
+            return
+        if any(push.push_id == message["id"] for push in self.pending.values()):
+            # the id of a push still unanswered: refused, the first stays (the `mcp` 1.x SDK can
+            # mint one id for two concurrent task questions; docs/tasks.md, "Conformance")
+            self._log.info("push_refused", method=message.get("method"), reason="duplicate_id")
+            self._send(message["id"], duplicate_id(message["id"]))
             return
         translated = legacy_push_to_input_request(message, self._caps, session.revision)
         if isinstance(translated, PushAnswer):

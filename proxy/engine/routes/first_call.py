@@ -18,6 +18,7 @@ import structlog
 from proxy.calls.driver import CallDriver
 from proxy.calls.roots_affinity import AskClient
 from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.engine.legacy_tasks.promoted import Promotion
 from proxy.engine.routes.mrtr import input_responses, reply_result
 from proxy.engine.routes.outside_calls import publish
 from proxy.engine.routes.param_headers import check_param_headers
@@ -42,6 +43,9 @@ PUSH_CAPABILITIES = ("elicitation", "sampling", "roots")
 class FirstCall:
     def __init__(self, ctx: RouteContext) -> None:
         self._ctx = ctx
+        # set by the engine: a long call from a client that declared the Tasks extension may be
+        # answered with a task (proxy/engine/legacy_tasks/promoted.py)
+        self.promotion: Promotion | None = None
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         return await self.start(request, sink, input_responses(self._ctx, request))
@@ -81,7 +85,12 @@ class FirstCall:
         with structlog.contextvars.bound_contextvars(
             continuation_id=driver.continuation_id.hex()[:12]
         ):
-            reply = await driver.first_attempt(ctx.attempt(request, sink))
+            first = driver.first_attempt(ctx.attempt(request, sink))
+            reply = await (
+                first if self.promotion is None else self.promotion.reply(request, driver, first)
+            )
+        if isinstance(reply, dict):  # the call runs on as a task (a CreateTaskResult)
+            return reply
         return reply_result(ctx, request, driver, reply)
 
     def _needs_own_session(self, request: FrontRequest) -> bool:
