@@ -87,6 +87,30 @@ async def test_a_long_call_becomes_a_task_its_question_answered_once(
         assert answers == [{"action": "accept", "content": {"answer": "forty-two"}}]
 
 
+async def test_the_same_question_again_gets_a_fresh_key(peers: Peers, tmp_path: Path) -> None:
+    """Input keys are never reused in a task's life: the server's second, identical question is
+    a new key, and an update naming the old one is ignored."""
+    side = promoting(peers, tmp_path)
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        alice = caller(http, side.bridge.url)
+        args = {"tag": "k1", "before_s": 1.5, "times": 2}
+        task_id = result_of(await call_tool(alice, "slow_ask", args))["taskId"]
+        keys: list[str] = []
+        for answer in ("one", "two"):
+            asking = (await poll_until(alice, task_id, "input_required"))[-1]
+            (key,) = asking["inputRequests"]
+            assert key not in keys, asking
+            if keys:  # the first key again: already answered, ignored
+                stale = {"taskId": task_id, "inputResponses": {keys[0]: accept(answer="x")}}
+                assert result_of(await alice.post("tasks/update", stale)) == ACK
+                assert (await get(alice, task_id))["inputRequests"] == asking["inputRequests"]
+            keys.append(key)
+            update = {"taskId": task_id, "inputResponses": {key: accept(answer=answer)}}
+            assert result_of(await alice.post("tasks/update", update)) == ACK
+        done = (await poll_until(alice, task_id, "completed", "failed", "cancelled"))[-1]
+        assert task_text(done) == "answer: one, two"
+
+
 async def test_a_fast_call_is_never_promoted(peers: Peers, tmp_path: Path) -> None:
     """With the default threshold (5 s) an ordinary call is answered as it always was."""
     side = start_interactive(peers, tmp_path)

@@ -130,26 +130,30 @@ class _Guarded:
         self._group.start_soon(guarded, name=name)
 
 
-def _unique_task_question_ids() -> None:
-    """Work around an `mcp` 1.x defect: a task's question gets the id
-    `task-<taskId>-<id(params)>`, the address of an object freed right after, so two questions
-    asked at once (`multi_input`) may get one id; the second answer then finds no request
-    (docs/tasks.md, "Conformance"). Each question gets a counter suffix here."""
+def _task_question_ids(mode: str) -> None:
+    """An `mcp` 1.x defect: a task's question gets the id `task-<taskId>-<id(params)>`, the
+    address of an object freed right after, so two questions asked at once (`multi_input`) may
+    get one id; the second answer then finds no request (docs/tasks.md, "Conformance").
+    `unique`: each question gets a counter suffix (the work-around); `one`: every question of a
+    task gets the same id (the defect, forced, for the bridge's test)."""
     counter = itertools.count(1)
     build = ServerSession._build_elicit_form_request
 
-    def unique(self: ServerSession, *args: Any, **kwargs: Any) -> types.JSONRPCRequest:
+    def patched(self: ServerSession, *args: Any, **kwargs: Any) -> types.JSONRPCRequest:
         request = build(self, *args, **kwargs)
         if isinstance(request.id, str) and request.id.startswith("task-"):
-            return request.model_copy(update={"id": f"{request.id}-{next(counter)}"})
+            base = request.id.rsplit("-", 1)[0]
+            suffix = "same" if mode == "one" else str(next(counter))
+            return request.model_copy(update={"id": f"{base}-{suffix}"})
         return request
 
-    ServerSession._build_elicit_form_request = unique  # type: ignore[method-assign]
+    ServerSession._build_elicit_form_request = patched  # type: ignore[method-assign]
 
 
-def install(mcp: FastMCP) -> None:
-    """Add `greet` and the task tools to the fixture, and enable legacy tasks."""
-    _unique_task_question_ids()
+def install(mcp: FastMCP, question_ids: str = "unique") -> None:
+    """Add `greet` and the task tools to the fixture, and enable legacy tasks; `question_ids`:
+    see `_task_question_ids`."""
+    _task_question_ids(question_ids)
 
     @mcp.tool()
     def greet(name: str = "World") -> str:
