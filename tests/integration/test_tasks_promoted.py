@@ -50,8 +50,8 @@ async def test_a_long_call_becomes_a_task_its_question_answered_once(
     peers: Peers, tmp_path: Path
 ) -> None:
     """Created after the threshold and resolvable at once; a push after promotion is
-    `input_required`, `tasks/update` answers it (a repeated update changes nothing upstream), and
-    the call's result is the task's."""
+    `input_required`, `tasks/update` answers it (a bad answer is refused and consumes nothing, a
+    repeated update changes nothing upstream), and the call's result is the task's."""
     side = promoting(peers, tmp_path)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         alice = caller(http, side.bridge.url)
@@ -77,6 +77,9 @@ async def test_a_long_call_becomes_a_task_its_question_answered_once(
         assert asking["status"] == "input_required", asking
         (key,) = asking["inputRequests"]
         assert asking["inputRequests"][key]["method"] == "elicitation/create"
+        bad = {"taskId": task_id, "inputResponses": {key: {"action": "maybe"}}}
+        assert error_of(await alice.post("tasks/update", bad))["code"] == INVALID_PARAMS
+        assert (await get(alice, task_id))["inputRequests"] == asking["inputRequests"]
         update = {"taskId": task_id, "inputResponses": {key: accept(answer="forty-two")}}
         assert result_of(await alice.post("tasks/update", update)) == ACK
         assert result_of(await alice.post("tasks/update", update)) == ACK  # already answered
