@@ -17,12 +17,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
 
 import structlog
 
 from config.settings import Settings
 from proxy.calls.driver import Attempt, CallDriver, Reply
+from proxy.calls.plain_forward import PlainForward, Promoted
 from proxy.common.faults import reported_error
 from proxy.common.front_request import FrontRequest, NullSink
 from proxy.common.owned_tasks import TaskOwner
@@ -47,6 +49,7 @@ from translators.wire.jsonrpc import JsonObject
 
 log = structlog.get_logger()
 
+_T = TypeVar("_T")
 NextAttempt = Callable[[], int]
 Announce = Callable[["PromotedTask"], None]
 
@@ -213,6 +216,19 @@ class PromotedTask:
         self._log.info("promoted_task_ended", status=status)
 
 
+@dataclass(frozen=True)
+class TaskCreated:
+    """A call answered with a task: its `CreateTaskResult`."""
+
+    result: JsonObject
+
+
+def _retrieved(future: asyncio.Future[Any]) -> None:
+    """A plain forward's own end once a task took its held call over: nothing to do with it."""
+    if not future.cancelled():
+        future.exception()
+
+
 def _error_of(reply: ReplyError) -> JsonObject:
     if reply.error is not None:
         return legacy_error_to_modern(reply.error)
@@ -243,46 +259,69 @@ class Promotion:
         tasks = self._settings.tasks
         return tasks.enabled and tasks.promote_after_ms > 0
 
-    def applies(self, request: FrontRequest, driver: CallDriver) -> bool:
+    def applies(self, request: FrontRequest) -> bool:
         """Only a `tools/call` whose own request declared the extension may become a task."""
         return (
             self.enabled
             and request.method == TOOLS_CALL
-            and driver.method == TOOLS_CALL
             and declares_extension(client_capabilities(request))
         )
 
+    async def plain(
+        self, plain: PlainForward, request: FrontRequest, attempt: Attempt
+    ) -> JsonObject | Promoted | TaskCreated:
+        """A first attempt on the plain path: its outcome if it comes within
+        `tasks.promote_after_ms` (the result, or the held call a push made of it); else the call is
+        made a held call now and a task takes it over."""
+        waiter = await self._wait(plain.run())
+        if waiter.done():
+            return waiter.result()
+        held = plain.hold()
+        if held is None:  # it ended just now
+            return await waiter
+        waiter.add_done_callback(_retrieved)  # the task follows the held call from here
+        created = self._create(request, held.driver, held.driver.attached(attempt, held.slot))
+        return created if created is not None else held
+
     async def reply(
         self, request: FrontRequest, driver: CallDriver, reply: Awaitable[Reply]
-    ) -> Reply | JsonObject:
-        """The attempt's reply if it comes within `tasks.promote_after_ms`; else a
+    ) -> Reply | TaskCreated:
+        """A held call's reply if it comes within `tasks.promote_after_ms`; else a
         `CreateTaskResult` for the task that now owns the call."""
-        if not self.applies(request, driver):
+        if not self.applies(request):
             return await reply
-        waiter = asyncio.ensure_future(reply)
+        waiter = await self._wait(reply)
+        if waiter.done():
+            return waiter.result()
+        created = self._create(request, driver, waiter)
+        return created if created is not None else await waiter
+
+    async def _wait(self, work: Awaitable[_T]) -> asyncio.Future[_T]:
+        waiter = asyncio.ensure_future(work)
         try:
             await asyncio.wait({waiter}, timeout=self._settings.tasks.promote_after_ms / 1000)
         except asyncio.CancelledError:  # the client went away first: as for any attempt
             waiter.cancel()
             raise
-        if waiter.done():
-            return waiter.result()
+        return waiter
+
+    def _create(
+        self, request: FrontRequest, driver: CallDriver, reply: Awaitable[Reply]
+    ) -> TaskCreated | None:
+        """The task that owns the held call from now on; None if the task caps refuse it (the
+        call then stays what it was)."""
         try:
             task_id, record = self._store.mint(request.principal)
-        except BridgeError as refused:  # tasks.max_*: the call stays a plain one
-            self._log_refusal(refused)
-            return await waiter
-        return self._promote(request, driver, waiter, task_id, record)
-
-    @staticmethod
-    def _log_refusal(refused: BridgeError) -> None:
-        log.info("call_not_promoted", reason=refused.message)
+        except BridgeError as refused:
+            log.info("call_not_promoted", reason=refused.message)
+            return None
+        return TaskCreated(self._promote(request, driver, reply, task_id, record))
 
     def _promote(
         self,
         request: FrontRequest,
         driver: CallDriver,
-        waiter: asyncio.Future[Reply],
+        reply: Awaitable[Reply],
         task_id: str,
         record: bytes,
     ) -> JsonObject:
@@ -299,9 +338,9 @@ class Promotion:
         life_s = self._settings.tasks.ttl_ms / 1000
         driver.relimit(replace(driver.machine.limits, attempt_timeout_s=life_s, held_ttl_s=life_s))
         self._store.add(task)  # registered before the answer: tasks/get resolves at once
-        task.follow(waiter)
+        task.follow(reply)
         log.info("call_promoted_to_task", task=task_id[-12:])
         return create_task_result(task.view())
 
 
-__all__ = ["PromotedTask", "Promotion"]
+__all__ = ["PromotedTask", "Promotion", "TaskCreated"]

@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from proxy.common.front_request import FrontRequest, NotificationSink
-from proxy.engine.legacy_tasks.promoted import Promotion
+from proxy.engine.legacy_tasks.promoted import Promotion, TaskCreated
 from proxy.engine.routes.mrtr import input_responses, reply_result
 from proxy.engine.routes.route_context import RouteContext, log_level
 from proxy.observe import tracing
@@ -60,8 +60,8 @@ class Retry:
                 if self._promotion is None
                 else self._promotion.reply(request, driver, retried)
             )
-        if isinstance(reply, dict):  # the call runs on as a task (a CreateTaskResult)
-            return reply
+        if isinstance(reply, TaskCreated):  # the call runs on as a task
+            return reply.result
         return reply_result(ctx, request, driver, reply)
 
 
