@@ -52,16 +52,32 @@ class ByteWriter(Protocol):
 LegacyStdio = Callable[[bytes, asyncio.StreamReader, ByteWriter], Awaitable[None]]
 
 
+class StdioProcesses(Protocol):
+    """Where a relay gets its legacy process (`proxy.upstream.stdio_spares.SpareProcesses`: the
+    process started before the bridge's imports, or one probed and given back, or a new one)."""
+
+    async def take_process(self) -> tuple[asyncio.subprocess.Process, str]: ...
+
+    def give_back(self, process: asyncio.subprocess.Process) -> None: ...
+
+    def forget(self, process: asyncio.subprocess.Process) -> None: ...
+
+
 async def _pump(reader: asyncio.StreamReader, write: Callable[[bytes], Awaitable[None]]) -> None:
     while chunk := await reader.read(READ_CHUNK):
         await write(chunk)
 
 
 async def relay_to_process(
-    settings: UpstreamSettings, first: bytes, reader: asyncio.StreamReader, writer: ByteWriter
+    settings: UpstreamSettings,
+    first: bytes,
+    reader: asyncio.StreamReader,
+    writer: ByteWriter,
+    processes: StdioProcesses | None = None,
 ) -> None:
-    """Pipe the client to one new upstream process and back until either side ends."""
-    process, program = await spawn(settings)
+    """Pipe the client to one upstream process (from `processes`, else a new one) and back until
+    either side ends."""
+    process, program = await (processes.take_process() if processes else spawn(settings))
     assert process.stdin is not None and process.stdout is not None
     stdin = process.stdin
     log.info("legacy_stdio_session_relayed", upstream=f"stdio:{program}", pid=process.pid)
@@ -92,6 +108,8 @@ async def relay_to_process(
         await stop_process(
             process, settings.kill_grace_s, log.bind(program=program, pid=process.pid)
         )
+        if processes is not None:
+            processes.forget(process)
 
 
 class _HttpSession:
@@ -261,9 +279,9 @@ async def _reject(writer: ByteWriter, error: FramingError, max_line_bytes: int) 
         await writer.drain()
 
 
-def legacy_stdio(settings: Settings) -> LegacyStdio | None:
+def legacy_stdio(settings: Settings, processes: StdioProcesses | None = None) -> LegacyStdio | None:
     """The stdio front's handler for a legacy client (by the upstream kind); None when
-    `front.legacy_clients = "refuse"`."""
+    `front.legacy_clients = "refuse"`. A stdio upstream's process comes from `processes`."""
     if settings.front.legacy_clients == "refuse":
         return None
     upstream = settings.upstream
@@ -271,7 +289,7 @@ def legacy_stdio(settings: Settings) -> LegacyStdio | None:
     async def handle(first: bytes, reader: asyncio.StreamReader, writer: ByteWriter) -> None:
         with structlog.contextvars.bound_contextvars(era="legacy"):
             if upstream.command:
-                await relay_to_process(upstream, first, reader, writer)
+                await relay_to_process(upstream, first, reader, writer, processes)
             else:
                 await relay_to_http(
                     upstream, first, reader, writer, max_line_bytes=settings.front.max_body_bytes
@@ -280,4 +298,4 @@ def legacy_stdio(settings: Settings) -> LegacyStdio | None:
     return handle
 
 
-__all__ = ["LegacyStdio", "legacy_stdio", "relay_to_http", "relay_to_process"]
+__all__ = ["LegacyStdio", "StdioProcesses", "legacy_stdio", "relay_to_http", "relay_to_process"]

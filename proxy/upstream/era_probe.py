@@ -106,22 +106,41 @@ async def probe_stdio(settings: UpstreamSettings) -> DiscoverVerdict:
     process."""
     process, program = await spawn(settings)
     try:
-        assert process.stdin is not None and process.stdout is not None
-        try:
-            process.stdin.write(json.dumps(discover_request(client_info())).encode() + b"\n")
-            await process.stdin.drain()
-            async with asyncio.timeout(settings.era_probe_timeout_s):
-                return await _readprobe_reply(process.stdout)
-        except TimeoutError:
-            return SILENT
-        # the process died (uvloop raises RuntimeError on a pipe it has closed), or a line beyond
-        # the reader's limit
-        except (ConnectionError, RuntimeError, ValueError):
-            return DiscoverVerdict(False, reason="the process closed stdio after server/discover")
+        verdict, _ = await probe_process(process, settings)
+        return verdict
     finally:
         await stop_process(
             process, settings.kill_grace_s, _log.bind(program=program, pid=process.pid)
         )
+
+
+async def probe_process(
+    process: asyncio.subprocess.Process, settings: UpstreamSettings
+) -> tuple[DiscoverVerdict, bool]:
+    """Send `server/discover` to a started process and judge its answer; also whether it *replied*
+    (a JSON-RPC reply to the probe, and the process still runs): a legacy server that replied with
+    an error is still in step, and the spec's fallback, `initialize`, may go to the same process.
+    Stopping the process is the caller's."""
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(json.dumps(discover_request(client_info())).encode() + b"\n")
+        await process.stdin.drain()
+        async with asyncio.timeout(settings.era_probe_timeout_s):
+            verdict = await _readprobe_reply(process.stdout)
+    except TimeoutError:
+        return SILENT, False
+    # the process died (uvloop raises RuntimeError on a pipe it has closed), or a line beyond
+    # the reader's limit
+    except (ConnectionError, RuntimeError, ValueError):
+        return DiscoverVerdict(
+            False, reason="the process closed stdio after server/discover"
+        ), False
+    return verdict, verdict is not _EXITED and process.returncode is None
+
+
+_EXITED: Final = DiscoverVerdict(
+    False, reason="the process exited after server/discover without answering"
+)
 
 
 async def _readprobe_reply(stdout: asyncio.StreamReader) -> DiscoverVerdict:
@@ -132,9 +151,14 @@ async def _readprobe_reply(stdout: asyncio.StreamReader) -> DiscoverVerdict:
             continue  # not a protocol line: a legacy server's noise
         if isinstance(message, dict) and message.get("id") == PROBE_ID:
             return verdict_of_reply(message)
-    return DiscoverVerdict(
-        False, reason="the process exited after server/discover without answering"
-    )
+    return _EXITED
 
 
-__all__ = ["MAX_PROBE_BYTES", "modern_post", "probe_http", "probe_reply", "probe_stdio"]
+__all__ = [
+    "MAX_PROBE_BYTES",
+    "modern_post",
+    "probe_http",
+    "probe_process",
+    "probe_reply",
+    "probe_stdio",
+]
