@@ -1,7 +1,7 @@
-"""`python -m proxy` and the `mrtr-bridge` script: the command line in `proxy.cli`.
+"""`python -m proxy` and the `mrtr-bridge` script: the command line in `proxy.app.cli`.
 
 For `mrtr-bridge stdio --upstream-command CMD` the legacy server is started *before* the bridge
-imports its own modules (`proxy.upstream.stdio_early`, standard library only): the client's first
+imports its own modules (`proxy.app.early_start`, standard library only): the client's first
 answer waits for both, and the two start side by side instead of one after the other.
 """
 
@@ -11,7 +11,7 @@ import gc
 import os
 import sys
 
-from proxy.upstream.stdio_early import start_early
+from proxy.app.early_start import start_early
 
 
 def main() -> int:
@@ -20,7 +20,7 @@ def main() -> int:
     try:
         gc.disable()  # while importing: nothing to collect yet, and about 5% of the import time
         try:
-            from proxy.cli import main as run
+            from proxy.app.cli import main as run
         finally:
             gc.enable()
         return run(early=early)
