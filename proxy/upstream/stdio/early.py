@@ -90,11 +90,8 @@ class EarlyProcess:
 
     def __init__(self, launch: Launch, popen: subprocess.Popen[bytes]) -> None:
         self.launch = launch
+        self.pid = popen.pid
         self._popen: subprocess.Popen[bytes] | None = popen
-
-    @property
-    def pid(self) -> int:
-        return self._popen.pid if self._popen is not None else 0
 
     @property
     def program(self) -> str:

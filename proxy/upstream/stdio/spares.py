@@ -183,6 +183,7 @@ class SpareProcesses:
         if self._closed:
             await spare.aclose(at_once=True)
             return False
+        log.debug("upstream_spare_started", pid=spare.pid)
         async with self._changed:
             self._spares.append(spare)
             self._changed.notify_all()
