@@ -9,14 +9,24 @@ from __future__ import annotations
 
 import gc
 import os
+import signal
 import sys
 
 from proxy.app.early_start import start_early
 
 
+def _stop_while_starting(signum: int, frame: object) -> None:
+    """SIGTERM or SIGINT before the bridge handles them itself: stop, and the process started early
+    goes with its whole group (below); the bridge stopped as asked, so the exit status is 0."""
+    raise SystemExit(0)
+
+
 def main() -> int:
     """Entry point of `mrtr-bridge`: start the legacy process first, then import and run the CLI."""
     early = start_early(sys.argv[1:], os.environ)
+    if early is not None:  # until the bridge's own stop takes the signals over
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, _stop_while_starting)
     try:
         gc.disable()  # while importing: nothing to collect yet, and about 5% of the import time
         try:

@@ -329,6 +329,11 @@ async def run_stdio_front(
     if engine is None:
         if open_engine is None:
             raise BridgeBug("the stdio front has neither an engine nor a way to open one")
+        if legacy is not None and not first:  # stdin ended before any line: nothing to serve
+            log.info("front_stdin_closed", in_flight=0)
+            if on_eof is not None:
+                on_eof()
+            return
         async with open_engine() as opened:
             await run_stdio_front(
                 opened,

@@ -111,8 +111,10 @@ class SpareProcesses:
 
     async def _stop(self, process: asyncio.subprocess.Process) -> None:
         """Stop a process never initialized (SIGTERM at once, as a spare)."""
-        await stop_process(process, self._settings.kill_grace_s, log, at_once=True)
+        logger = log.bind(pid=process.pid)
+        how = await stop_process(process, self._settings.kill_grace_s, logger, at_once=True)
         self._children.discard(process)
+        logger.info("upstream_process_stopped", how=how, code=process.returncode)
 
     async def take(self) -> StdioUpstreamSession:
         """A started, uninitialized process: the first one, a live spare, or the one being
@@ -183,7 +185,7 @@ class SpareProcesses:
         if self._closed:
             await spare.aclose(at_once=True)
             return False
-        log.debug("upstream_spare_started", pid=spare.pid)
+        log.info("upstream_spare_started", pid=spare.pid)
         async with self._changed:
             self._spares.append(spare)
             self._changed.notify_all()
