@@ -4,8 +4,11 @@
   `translators.protocol.era_detection.verdict_of_http`. A legacy server answers it with a 4xx or a
   JSON-RPC error and is none the worse.
 - **stdio**: a legacy server may never answer an unknown method and stop answering anything after
-  it (FastMCP on `mcp` 1.8), so the probe runs in a *throwaway process* that is stopped afterwards;
-  sessions are always opened in fresh processes.
+  it (FastMCP on `mcp` 1.8). `probe_stdio` therefore runs the probe in a *throwaway process* that is
+  stopped afterwards; `probe_process` probes a given process and says whether it *replied*: the
+  stdio front probes the process a legacy client's relay will use, and keeps it only when the
+  server answered (an error, from a legacy one), as the spec's fallback to `initialize` expects
+  (docs/decisions.md § 25). A silent or dead process is never reused.
 
 No answer within `upstream.era_probe_timeout_s` means legacy. A failure to connect or to start the
 command raises `UpstreamUnavailable`.
