@@ -170,7 +170,8 @@ async def test_spares_start_only_after_the_first_modern_answer(tmp_path: Path) -
             while sum(entry.get("event") == "upstream_spare_started" for entry in logged) < 2:
                 line = await bridge.stderr.readline()
                 assert line, "the bridge ended before both spares started"
-                logged.append(json.loads(line))
+                if line.startswith(b"{"):  # a log line, not a stray print
+                    logged.append(json.loads(line))
     names = [entry.get("event") for entry in logged]
     adopted = logged[names.index("upstream_first_process_adopted")]["pid"]
     initialized = logged[names.index("upstream_process_initialized")]["pid"]
