@@ -27,7 +27,6 @@ from proxy.reverse.rounds import Rounds
 from proxy.reverse.sessions import ReverseSession, ReverseSessions
 from proxy.reverse.stdio_upstream import ModernStdioCaller
 from proxy.reverse.upstream import ModernCaller, ModernHttpCaller
-from proxy.upstream.era import UpstreamEra
 from proxy.upstream.era_probe import probe_process, probe_stdio
 from proxy.upstream.http.wire import client_info
 from proxy.upstream.stdio.process import stop_process
@@ -220,6 +219,8 @@ def with_reverse(
 
     async def handle(first: bytes, reader: asyncio.StreamReader, writer: ByteWriter) -> None:
         if upstream.url is not None:
+            from proxy.upstream.era import UpstreamEra  # aiohttp: an HTTP upstream only
+
             era = UpstreamEra(upstream)
             try:
                 modern = await era.probe() in (MODERN, DUAL)

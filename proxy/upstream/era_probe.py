@@ -19,13 +19,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import aiohttp
 import structlog
 
 from config.settings import UpstreamSettings
-from proxy.upstream.errors import map_upstream_errors, safe_url
 from proxy.upstream.http.wire import client_info
 from proxy.upstream.stdio.process import spawn, stop_process
 from translators.protocol.era_detection import (
@@ -38,6 +36,9 @@ from translators.protocol.era_detection import (
 )
 from translators.protocol.eras import MODERN_VERSION
 from translators.wire.sse import SSEDecoder
+
+if TYPE_CHECKING:
+    import aiohttp
 
 _log = structlog.get_logger(__name__)
 MAX_PROBE_BYTES: Final = 1_048_576
@@ -75,6 +76,10 @@ async def modern_post(
     """POST one 2026-07-28 request (its headers from `message`); the status and the JSON-RPC
     reply (None if none could be read). Raises `TimeoutError` after `upstream.era_probe_timeout_s`.
     """
+    import aiohttp  # not at the top: the stdio probe needs none of it (docs/decisions.md § 25)
+
+    from proxy.upstream.errors import map_upstream_errors, safe_url
+
     timeout = aiohttp.ClientTimeout(total=settings.era_probe_timeout_s)
     with map_upstream_errors(safe_url(url), f"{message['method']} (modern)"):
         async with client.post(
