@@ -33,7 +33,7 @@ from translators.protocol.eras import (
     MODERN_VERSION,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 FIXTURE_NAME = "legacy_fixture_server.py"
 HEAVY = ("aiohttp", "pydantic", "structlog", "uvloop", "config", "proxy.app.cli")
 NOT_FOR_LEGACY = ("proxy.engine", "proxy.app.runtime", "aiohttp")
