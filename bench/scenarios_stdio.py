@@ -236,7 +236,14 @@ async def first_answer_figure() -> Figure:
         check=lambda ratio: ratio <= FIRST_ANSWER_TARGET,
         errors=errors_of(bridged, direct),
         note=first_errors(bridged, direct),
-        extra={"bridge_ms": bridged.latencies_ms, "direct_ms": direct.latencies_ms},
+        extra={
+            "bridge_ms": bridged.latencies_ms,
+            "direct_ms": direct.latencies_ms,
+            # each bridge sample against the direct one next to it: less swayed by load that drifts
+            "pair_ratio_median": median(
+                [b / d for b, d in zip(bridged.latencies_ms, direct.latencies_ms, strict=False)]
+            ),
+        },
         detail=f"{FIRST_ANSWER_SAMPLES} samples each, interleaved, medians; spawn -> initialize, "
         "initialized, tools/list answered; bridge: `mrtr-bridge stdio` (its interpreter start "
         "included) launching the same server",
