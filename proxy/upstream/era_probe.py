@@ -8,7 +8,7 @@
   stopped afterwards; `probe_process` probes a given process and says whether it *replied*: the
   stdio front probes the process a legacy client's relay will use, and keeps it only when the
   server answered (an error, from a legacy one), as the spec's fallback to `initialize` expects
-  (docs/decisions.md § 25). A silent or dead process is never reused.
+  (docs/decisions.md § 26). A silent or dead process is never reused.
 
 No answer within `upstream.era_probe_timeout_s` means legacy. A failure to connect or to start the
 command raises `UpstreamUnavailable`.
@@ -76,7 +76,7 @@ async def modern_post(
     """POST one 2026-07-28 request (its headers from `message`); the status and the JSON-RPC
     reply (None if none could be read). Raises `TimeoutError` after `upstream.era_probe_timeout_s`.
     """
-    import aiohttp  # not at the top: the stdio probe needs none of it (docs/decisions.md § 25)
+    import aiohttp  # not at the top: the stdio probe needs none of it (docs/decisions.md § 26)
 
     from proxy.upstream.errors import map_upstream_errors, safe_url
 

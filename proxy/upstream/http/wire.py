@@ -234,7 +234,7 @@ def client_info() -> JsonObject:
 
 def aiohttp_client_error() -> type[Exception]:
     """`aiohttp.ClientError`, imported when first needed: the stdio front imports this module for
-    `client_info` and must not pay for aiohttp (docs/decisions.md § 25)."""
+    `client_info` and must not pay for aiohttp (docs/decisions.md § 26)."""
     import aiohttp
 
     return aiohttp.ClientError
