@@ -84,6 +84,12 @@ async def round_of(
     return push, reply, key
 
 
+# A held call's ttl that expires it soon after its second round, yet long enough for both rounds
+# to be reached first on a loaded machine (0.05 s was not, beside other pytest workers: the call
+# expired in its first round).
+EXPIRES_S = 0.5
+
+
 async def held_at_second_round(
     scripted: ScriptedBridge, tool: str
 ) -> tuple[Any, dict[str, Any], str, str]:
@@ -144,7 +150,7 @@ async def test_after_a_restart_an_unannotated_call_is_refused_and_not_run_again(
 
 async def test_an_expired_call_runs_again_and_a_changed_question_is_asked_again() -> None:
     fake = upstream()
-    async with bridge(fake, held={"ttl_s": 0.05}) as scripted:
+    async with bridge(fake, held={"ttl_s": EXPIRES_S}) as scripted:
         request, reply2, key1, key2 = await held_at_second_round(scripted, "peek")
         await scripted.settled()  # the held call expired and was abandoned upstream
         retry = scripted.start(scripted.retry_of(request, reply2, {key2: answer("blue")}))
@@ -287,7 +293,7 @@ async def test_another_replicas_state_recovers_only_when_its_owner_is_unreachabl
 
 async def test_a_state_sealed_with_recovery_off_is_refused_naming_off() -> None:
     fake = upstream()
-    async with bridge(fake, recovery={"reexecute": "off"}, held={"ttl_s": 0.05}) as scripted:
+    async with bridge(fake, recovery={"reexecute": "off"}, held={"ttl_s": EXPIRES_S}) as scripted:
         request, reply2, _, key2 = await held_at_second_round(scripted, "survey")
         await scripted.settled()
         assert (
