@@ -96,16 +96,18 @@ class RouteContext:
         exclusive: bool,
         roots: JsonObject | None = None,
         fresh: bool = False,
+        label: str | None = None,
     ) -> Lease:
         """A session of the request's key; an interactive call prefers the session holding its
-        principal's subscriptions (docs/architecture.md, "Routing rules")."""
+        principal's subscriptions (docs/architecture.md, "Routing rules"). `label`: see
+        `UpstreamPool.lease`."""
         key, legacy_caps = self.session_key(request, roots, fresh)
         prefer = None if fresh else self.listens.home(key.principal, key.fingerprint)
         # a warm session, or a new one initialized upstream (or the wait for room in the pool)
         with tracing.child(current_trace(), "upstream session", {"exclusive": exclusive}):
             headers = tracing.upstream_headers(self.headers(request))
             lease = await self.pool.lease(
-                key, legacy_caps, exclusive=exclusive, headers=headers, prefer=prefer
+                key, legacy_caps, exclusive=exclusive, headers=headers, prefer=prefer, label=label
             )
         self.ready = True
         return lease

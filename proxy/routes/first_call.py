@@ -23,6 +23,7 @@ from proxy.routes.context import BRIDGE_INFO, RouteContext, client_capabilities,
 from proxy.routes.mrtr import input_responses, reply_result
 from proxy.routes.outside_calls import publish
 from proxy.routes.param_headers import check_param_headers
+from proxy.upstream.attribution import call_label
 from proxy.upstream.pool import Lease, SessionKey
 from translators.held_call import Limits
 from translators.jsonrpc import JsonObject
@@ -100,9 +101,11 @@ class FirstCall:
         """The session the call runs on, settled, checked (and authorized) and at the call's log
         level."""
         ctx = self._ctx
-        lease = await ctx.lease(
-            request, exclusive=fresh or self._needs_own_session(request), roots=roots, fresh=fresh
-        )
+        own = fresh or self._needs_own_session(request)
+        # a call that may receive pushes is labelled: it shares its session once the upstream is
+        # seen to send that call's pushes on its own POST stream (proxy/upstream/attribution.py)
+        label = call_label(request.method, request.params) if own and not fresh else None
+        lease = await ctx.lease(request, exclusive=own, roots=roots, fresh=fresh, label=label)
         try:
             await ctx.roots.settle(lease)
             require_upstream_capability(

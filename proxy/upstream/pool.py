@@ -2,8 +2,10 @@
 
 Sessions are keyed by (principal, capability fingerprint, roots) and kept warm for reuse. A session
 carries at most one *exclusive* lease (an MRTR-capable call: every push on that session is then its
-own) and any number of *shared* leases (lists and other non-interactive requests). Messages on a
-session's GET stream go to its exclusive lease holder's handler, or else to `on_unowned` (policy).
+own) and any number of *shared* leases (lists and other non-interactive requests, and interactive
+calls whose pushes the server sends on their own POST stream: attribution.py, decisions.md § 25).
+A session that interactive calls have shared is never leased exclusively. Messages on a session's
+GET stream go to its exclusive lease holder's handler, or else to `on_unowned` (policy).
 Limits are enforced by evicting idle sessions first; idle ones are reaped after `session_idle_s`.
 """
 
@@ -17,6 +19,7 @@ from typing import Final
 import structlog
 
 from config.settings import UpstreamSettings
+from proxy.upstream.attribution import PushAttribution
 from proxy.upstream.base import (
     STREAMABLE_HTTP,
     Inbound,
@@ -44,6 +47,7 @@ from translators.errors import (
     UpstreamUnavailable,
 )
 from translators.jsonrpc import JsonObject
+from translators.pushes import is_push
 
 _log = structlog.get_logger(__name__)
 
@@ -65,6 +69,7 @@ class UpstreamPool:
     ) -> None:
         self._settings = settings
         self._opener = opener
+        self.attribution = PushAttribution(enabled=settings.share_attributed_calls)
         self.transport = transport
         self._open_slots = asyncio.Semaphore(MAX_CONCURRENT_OPENS)
         self.limit = SessionLimit(settings.session_limit, settings.session_check_s)
@@ -147,20 +152,31 @@ class UpstreamPool:
         headers: Mapping[str, str],
         wait: bool = True,
         prefer: UpstreamSession | None = None,
+        label: str | None = None,
     ) -> Lease:
         """A session for `key`: `prefer` if of that key and free, else a warm one that fits, else a
-        new one; with all `max_sessions` in use, waits up to `session_wait_s` (if `wait`)."""
+        new one; with all `max_sessions` in use, waits up to `session_wait_s` (if `wait`).
+
+        `label` names an interactive call asking for an exclusive lease (attribution.call_label):
+        once the upstream is known to send that call's pushes on its own POST stream, the call
+        gets a shared lease instead, on a session other such calls of `key` may share."""
+        if exclusive and label is not None and self._attributes(label):
+            exclusive, attributed = False, label
+        else:
+            attributed = None
         deadline: float | None = None
         while True:
             self._check_open()
-            entry = self._find(key, exclusive=exclusive, prefer=prefer)
+            entry = self._find(key, exclusive=exclusive, prefer=prefer, attributed=attributed)
             if entry is not None:
                 self._reused_total += 1
-                return self._grant(entry, exclusive=exclusive)
+                return self._grant(entry, exclusive=exclusive, label=label)
             opening = None if exclusive else self._opening.get(key)
             if opening is None:
                 try:
-                    return await self._open(key, capabilities, exclusive=exclusive, headers=headers)
+                    return await self._open(
+                        key, capabilities, exclusive=exclusive, headers=headers, label=label
+                    )
                 except CapacityExceeded:
                     if not wait:
                         raise
@@ -182,6 +198,11 @@ class UpstreamPool:
         except TimeoutError:
             raise self._busy_error() from None
 
+    def _attributes(self, label: str) -> bool:
+        """Whether a call of `label` may share its session: the transport gives each call a stream
+        of its own and the label's pushes were seen on it only."""
+        return self.transport.streams_per_call and self.attribution.qualifies(label)
+
     def _busy_error(self) -> CapacityExceeded:
         held, settings = sum(1 for e in self._entries if e.exclusive is not None), self._settings
         return self.limit.busy_error(settings.max_sessions, held, settings.session_wait_s)
@@ -196,14 +217,20 @@ class UpstreamPool:
     # -----------------------------------------------------------------------------------
 
     def _find(
-        self, key: SessionKey, *, exclusive: bool, prefer: UpstreamSession | None = None
+        self,
+        key: SessionKey,
+        *,
+        exclusive: bool,
+        prefer: UpstreamSession | None = None,
+        attributed: str | None = None,
     ) -> PoolEntry | None:
         """The preferred session, else the first least-used session for `key` that can serve (one
-        pass: on the hot path)."""
+        pass: on the hot path). An exclusive lease never goes where interactive calls shared, an
+        attributed one never beside an exclusive lease."""
         best: PoolEntry | None = None
         best_rank = (True, 0)
         for entry in self._entries:
-            if (exclusive and entry.exclusive is not None) or entry.key != key:
+            if entry.key != key or not _fits(entry, exclusive, attributed):
                 continue
             if entry.session is prefer and entry.can_serve:
                 return entry
@@ -212,12 +239,14 @@ class UpstreamPool:
                 best, best_rank = entry, rank
         return best
 
-    def _grant(self, entry: PoolEntry, *, exclusive: bool) -> Lease:
-        lease = Lease(self, entry, exclusive=exclusive)
+    def _grant(self, entry: PoolEntry, *, exclusive: bool, label: str | None = None) -> Lease:
+        lease = Lease(self, entry, exclusive=exclusive, label=label)
         if exclusive:
             entry.exclusive = lease
         else:
             entry.shared += 1
+            if label is not None:
+                entry.add_attributed(label)
         entry.idle_since = None
         _log.debug("upstream_session_leased", exclusive=exclusive, open=len(self._entries))
         return lease
@@ -273,6 +302,7 @@ class UpstreamPool:
         *,
         exclusive: bool,
         headers: Mapping[str, str],
+        label: str | None = None,
     ) -> Lease:
         victims = self._reserve(key.principal)
         opening = None if exclusive else self._opening.setdefault(key, Opening())
@@ -280,12 +310,12 @@ class UpstreamPool:
             await self._close_all(victims, "evicted")
             if self.limit.one is None and self._entries:
                 async with self.limit.lock:  # learning the limit (session_limit.py): one at a time
-                    return await self._open_beside(key, capabilities, exclusive, headers)
+                    return await self._open_beside(key, capabilities, exclusive, headers, label)
             router = EntryRouter(self)
             # a burst opens a few at a time; each open's timeout starts here
             async with self._open_slots:
                 session = await self._opener(capabilities, headers, router)
-            return await self._admit(key, session, router, exclusive=exclusive)
+            return await self._admit(key, session, router, exclusive=exclusive, label=label)
         except BridgeError as exc:
             if opening is not None:
                 opening.error = exc
@@ -301,7 +331,12 @@ class UpstreamPool:
             self._room_made()
 
     async def _open_beside(
-        self, key: SessionKey, capabilities: JsonObject, exclusive: bool, headers: Mapping[str, str]
+        self,
+        key: SessionKey,
+        capabilities: JsonObject,
+        exclusive: bool,
+        headers: Mapping[str, str],
+        label: str | None,
     ) -> Lease:
         """Open a session beside others; if the older ones stop answering (session_limit.py),
         the upstream serves one session: they are retired (forgotten, not deleted)."""
@@ -313,10 +348,16 @@ class UpstreamPool:
                 entry.retire()
             await self._close_all([e for e in older if e.is_idle], "displaced")
             self._entries = [e for e in self._entries if e.state is not EntryState.CLOSED]
-        return await self._admit(key, session, router, exclusive=exclusive)
+        return await self._admit(key, session, router, exclusive=exclusive, label=label)
 
     async def _admit(
-        self, key: SessionKey, session: PooledSession, router: EntryRouter, *, exclusive: bool
+        self,
+        key: SessionKey,
+        session: PooledSession,
+        router: EntryRouter,
+        *,
+        exclusive: bool,
+        label: str | None = None,
     ) -> Lease:
         if self._closed:
             await session.aclose()
@@ -324,15 +365,20 @@ class UpstreamPool:
         entry = PoolEntry(key, session, asyncio.get_running_loop().time())
         self._entries.append(entry)
         self._created_total += 1
+        grant = self._grant(entry, exclusive=exclusive, label=label)
         router.bind(entry)
-        return self._grant(entry, exclusive=exclusive)
+        return grant
 
     async def _release(self, lease: Lease, entry: PoolEntry, *, discard: bool) -> None:
         if lease.exclusive:
             if entry.exclusive is lease:
                 entry.exclusive = None
+            if lease.label is not None and not (discard or lease.pushed_unrelated):
+                self.attribution.observed_own_session(lease.label)
         else:
             entry.shared -= 1
+            if lease.label is not None:
+                entry.remove_attributed(lease.label)
         if discard or not entry.session.is_alive:
             entry.retire()
         self._room_made()  # a shared lease may now be exclusive, an idle session evictable
@@ -374,6 +420,8 @@ class UpstreamPool:
         handler = entry.exclusive.unrelated_handler if entry.exclusive is not None else None
         if inbound.related_request_id is not None:
             handler = None
+        elif is_push(inbound.message):
+            self._unrelated_push(entry)
         if handler is not None:
             invoke_handler(handler, inbound)
             return
@@ -381,6 +429,16 @@ class UpstreamPool:
             self._on_unowned(entry.session, inbound)
         except Exception:
             _log.exception("upstream_unowned_handler_failed", method=inbound.message.get("method"))
+
+    def _unrelated_push(self, entry: PoolEntry) -> None:
+        """A push on the GET stream: the exclusive call being learned does not qualify; calls
+        sharing the session never will again (this push is refused: none of them can claim it)."""
+        if entry.exclusive is not None:
+            entry.exclusive.pushed_unrelated = True
+        if entry.attributed:
+            labels = set(entry.attributed)
+            self.attribution.disqualify(labels)
+            _log.warning("push_unattributable", calls=sum(entry.attributed.values()))
 
     async def _reap_loop(self) -> None:
         """Reap every half idle period; stops between rounds, so a close is never cut short."""
@@ -413,6 +471,13 @@ class UpstreamPool:
             raise UpstreamUnavailable(
                 "The bridge is shutting down; no new upstream sessions", public=True
             )
+
+
+def _fits(entry: PoolEntry, exclusive: bool, attributed: str | None) -> bool:
+    """Whether `entry` may take a lease of that kind, by who holds it (not by its key)."""
+    if exclusive:
+        return entry.exclusive is None and not entry.sharing_calls
+    return attributed is None or entry.exclusive is None
 
 
 __all__ = ["Lease", "PoolStats", "SessionKey", "UnownedHandler", "UpstreamPool"]

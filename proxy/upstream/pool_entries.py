@@ -63,6 +63,10 @@ class PoolEntry:
         self.session = session
         self.shared = 0
         self.exclusive: Lease | None = None
+        # labels of the interactive calls sharing this session now (attribution.py), by count;
+        # `sharing_calls` stays set once any did: no exclusive lease is granted on it after that
+        self.attributed: dict[str, int] = {}
+        self.sharing_calls = False
         self.idle_since: float | None = now
         self.state = EntryState.SERVING
 
@@ -78,14 +82,43 @@ class PoolEntry:
         if self.state is EntryState.SERVING:
             self.state = EntryState.RETIRING
 
+    def add_attributed(self, label: str) -> None:
+        self.attributed[label] = self.attributed.get(label, 0) + 1
+        self.sharing_calls = True
+
+    def remove_attributed(self, label: str) -> None:
+        left = self.attributed.get(label, 0) - 1
+        if left > 0:
+            self.attributed[label] = left
+        else:
+            self.attributed.pop(label, None)
+
 
 class Lease:
-    """The right to use `session` for one request; give it back with `release()`."""
+    """The right to use `session` for one request; give it back with `release()`.
 
-    def __init__(self, pool: UpstreamPool, entry: PoolEntry, *, exclusive: bool) -> None:
+    An interactive call whose pushes the server attributes (attribution.py) gets a *shared* lease
+    with its `label` set: `exclusive` is False, so its pushes come only on its own POST stream."""
+
+    __slots__ = (
+        "_entry",
+        "_pool",
+        "_released",
+        "exclusive",
+        "label",
+        "pushed_unrelated",
+        "unrelated_handler",
+    )
+
+    def __init__(
+        self, pool: UpstreamPool, entry: PoolEntry, *, exclusive: bool, label: str | None = None
+    ) -> None:
         self._pool = pool
         self._entry = entry
         self.exclusive = exclusive
+        # exclusive: the call being learned; shared: the attributed call's label
+        self.label = label
+        self.pushed_unrelated = False  # a push reached the GET stream during this lease
         self.unrelated_handler: InboundHandler | None = None
         self._released = False
 
