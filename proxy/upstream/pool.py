@@ -40,6 +40,7 @@ from proxy.upstream.pool_entries import (
     SessionView,
 )
 from proxy.upstream.session_limit import SessionLimit, forget_on_close
+from translators.eras import LOG_MESSAGE, PROGRESS
 from translators.errors import (
     BridgeError,
     CapacityExceeded,
@@ -54,6 +55,7 @@ _log = structlog.get_logger(__name__)
 UnownedHandler = Callable[[UpstreamSession, Inbound], None]
 MAX_CONCURRENT_OPENS: Final = 16  # upstream initialize handshakes in flight at once
 TOTAL_LIMIT: Final = "upstream.max_sessions"
+CALL_NOTIFICATIONS: Final = frozenset({PROGRESS, LOG_MESSAGE})
 
 
 class UpstreamPool:
@@ -420,7 +422,7 @@ class UpstreamPool:
         handler = entry.exclusive.unrelated_handler if entry.exclusive is not None else None
         if inbound.related_request_id is not None:
             handler = None
-        elif is_push(inbound.message):
+        elif _about_a_call(inbound.message):
             self._unrelated_push(entry)
         if handler is not None:
             invoke_handler(handler, inbound)
@@ -431,8 +433,9 @@ class UpstreamPool:
             _log.exception("upstream_unowned_handler_failed", method=inbound.message.get("method"))
 
     def _unrelated_push(self, entry: PoolEntry) -> None:
-        """A push on the GET stream: the exclusive call being learned does not qualify; calls
-        sharing the session never will again (this push is refused: none of them can claim it)."""
+        """A push (or a call's progress or log) on the GET stream: the exclusive call being learned
+        does not qualify; calls sharing the session never will again (a push is refused, progress
+        and logs dropped: none of them can claim it)."""
         if entry.exclusive is not None:
             entry.exclusive.pushed_unrelated = True
         if entry.attributed:
@@ -471,6 +474,12 @@ class UpstreamPool:
             raise UpstreamUnavailable(
                 "The bridge is shutting down; no new upstream sessions", public=True
             )
+
+
+def _about_a_call(message: JsonObject) -> bool:
+    """A push, or a notification only a call's client wants (progress, logs); not a list change
+    or a resource update, which concern the whole session."""
+    return is_push(message) or message.get("method") in CALL_NOTIFICATIONS
 
 
 def _fits(entry: PoolEntry, exclusive: bool, attributed: str | None) -> bool:

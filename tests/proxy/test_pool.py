@@ -453,10 +453,12 @@ async def learned(pool: UpstreamPool, label: str = ASK) -> None:
     await first.release()
 
 
-async def get_push(fake: FakeLegacy, session_index: int, push_id: int) -> None:
+async def get_push(
+    fake: FakeLegacy, session_index: int, push_id: int, message: dict[str, Any] | None = None
+) -> None:
     server_session = fake.all_sessions[session_index]
     assert server_session.get_stream is not None
-    await server_session.get_stream.add(json.dumps({**ROOTS_PUSH, "id": push_id}))
+    await server_session.get_stream.add(json.dumps(message or {**ROOTS_PUSH, "id": push_id}))
 
 
 async def wait_unowned(unowned: Unowned, count: int) -> None:
@@ -512,18 +514,39 @@ async def test_capability_sets_never_share_a_session(
     assert first.session is not second.session
 
 
-async def test_a_get_stream_push_while_learning_keeps_the_label_exclusive(
-    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy, unowned: Unowned
+PROGRESS_ON_GET: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "method": "notifications/progress",
+    "params": {"progressToken": "mrtr-1", "progress": 1},
+}
+LIST_CHANGED_ON_GET: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "method": "notifications/tools/list_changed",
+}
+
+
+@pytest.mark.parametrize(
+    ("message", "shares"),
+    [(None, False), (PROGRESS_ON_GET, False), (LIST_CHANGED_ON_GET, True)],
+    ids=["push", "progress", "list-changed"],
+)
+async def test_what_the_get_stream_carries_while_learning(
+    make_pool: Callable[..., UpstreamPool],
+    fake: FakeLegacy,
+    unowned: Unowned,
+    message: dict[str, Any] | None,
+    shares: bool,
 ) -> None:
-    """A push on the GET stream during the label's own-session call: the label never shares."""
+    """A push, or progress, on the GET stream during the label's own-session call: the label
+    never shares. A list change concerns the session, not the call: the label still learns."""
     pool = make_pool()
     first = await labelled(pool)
-    await get_push(fake, 0, 901)
-    await wait_unowned(unowned, 1)  # no handler set: policy refuses it
+    await get_push(fake, 0, 901, message)
+    await wait_unowned(unowned, 1)  # no handler set: it goes to policy
     await first.release()
     calls = [await labelled(pool) for _ in range(2)]
-    assert [call.exclusive for call in calls] == [True, True]
-    assert calls[0].session is not calls[1].session
+    assert [call.exclusive for call in calls] == [not shares, not shares]
+    assert (calls[0].session is calls[1].session) is shares
 
 
 async def test_a_discarded_call_teaches_nothing(make_pool: Callable[..., UpstreamPool]) -> None:
