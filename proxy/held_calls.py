@@ -382,12 +382,12 @@ class CallDriver:
         return False
 
     async def _release(self, *, discard: bool) -> None:
-        """Return the lease; a session is discarded after a cancel only if it was this
-        call's alone (a late push from the cancelled call must not reach its next holder)."""
+        """Return the lease; a session is discarded after a cancel only if an interactive call
+        held it (a late push from the cancelled call must not reach its next holder)."""
         if self._lease.exclusive:
             self._lease.set_unrelated_handler(None)
         await self._lease.release(
-            discard=(discard or self._discard_session) and self._lease.exclusive
+            discard=(discard or self._discard_session) and self._lease.interactive
         )
 
     @staticmethod

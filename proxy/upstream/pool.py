@@ -4,8 +4,8 @@ Sessions are keyed by (principal, capability fingerprint, roots) and kept warm f
 carries at most one *exclusive* lease (an MRTR-capable call: every push on that session is then its
 own) and any number of *shared* leases (lists and other non-interactive requests, and interactive
 calls whose pushes the server sends on their own POST stream: attribution.py, decisions.md § 25).
-A session that interactive calls have shared is never leased exclusively. Messages on a session's
-GET stream go to its exclusive lease holder's handler, or else to `on_unowned` (policy).
+A session that interactive calls share is not leased exclusively until they are done. Messages on a
+session's GET stream go to its exclusive lease holder's handler, or else to `on_unowned` (policy).
 Limits are enforced by evicting idle sessions first; idle ones are reaped after `session_idle_s`.
 """
 
@@ -227,7 +227,7 @@ class UpstreamPool:
         attributed: str | None = None,
     ) -> PoolEntry | None:
         """The preferred session, else the first least-used session for `key` that can serve (one
-        pass: on the hot path). An exclusive lease never goes where interactive calls shared, an
+        pass: on the hot path). An exclusive lease never goes where interactive calls share, an
         attributed one never beside an exclusive lease."""
         best: PoolEntry | None = None
         best_rank = (True, 0)
@@ -485,7 +485,7 @@ def _about_a_call(message: JsonObject) -> bool:
 def _fits(entry: PoolEntry, exclusive: bool, attributed: str | None) -> bool:
     """Whether `entry` may take a lease of that kind, by who holds it (not by its key)."""
     if exclusive:
-        return entry.exclusive is None and not entry.sharing_calls
+        return entry.exclusive is None and not entry.attributed
     return attributed is None or entry.exclusive is None
 
 

@@ -63,10 +63,8 @@ class PoolEntry:
         self.session = session
         self.shared = 0
         self.exclusive: Lease | None = None
-        # labels of the interactive calls sharing this session now (attribution.py), by count;
-        # `sharing_calls` stays set once any did: no exclusive lease is granted on it after that
+        # labels of the interactive calls sharing this session now (attribution.py), by count
         self.attributed: dict[str, int] = {}
-        self.sharing_calls = False
         self.idle_since: float | None = now
         self.state = EntryState.SERVING
 
@@ -84,7 +82,6 @@ class PoolEntry:
 
     def add_attributed(self, label: str) -> None:
         self.attributed[label] = self.attributed.get(label, 0) + 1
-        self.sharing_calls = True
 
     def remove_attributed(self, label: str) -> None:
         left = self.attributed.get(label, 0) - 1
@@ -125,6 +122,13 @@ class Lease:
     @property
     def session(self) -> UpstreamSession:
         return self._entry.session
+
+    @property
+    def interactive(self) -> bool:
+        """Whether an interactive call holds it: exclusive, or sharing by attribution. A cancelled
+        interactive call's session is discarded (retired), so no late push of it can reach an
+        exclusive lease holder after it."""
+        return self.exclusive or self.label is not None
 
     @property
     def key(self) -> SessionKey:

@@ -471,8 +471,8 @@ async def test_a_label_shares_its_session_once_learned(
     make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
 ) -> None:
     """An unknown call gets a session of its own; after one such call ended with no GET-stream
-    push, the label's calls share one session (shared leases), and an exclusive lease never
-    joins a session they shared."""
+    push, the label's calls share one session (shared leases); an exclusive lease joins it only
+    once they are done (the warm session, as a direct client would have kept)."""
     pool = make_pool()
     await learned(pool)
     calls = [await labelled(pool) for _ in range(3)]
@@ -484,7 +484,7 @@ async def test_a_label_shares_its_session_once_learned(
         await call.release()
     assert await echo(calls[0].session, "still") == text_result("still")
     again = await lease(pool, exclusive=True)
-    assert again.session is other.session
+    assert again.session is calls[0].session
     assert pool.stats().created_total == 2
     assert fake.rpc_methods().count("initialize") == 2
 
@@ -555,6 +555,23 @@ async def test_a_discarded_call_teaches_nothing(make_pool: Callable[..., Upstrea
     first = await labelled(pool)
     await first.release(discard=True)
     assert (await labelled(pool)).exclusive
+
+
+async def test_a_cancelled_sharing_call_retires_its_session(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    """A cancelled call that shared its session (released with discard) retires it: later calls
+    go to a new session, and the old one closes when its last call is done."""
+    pool = make_pool()
+    await learned(pool)
+    cancelled, staying = await labelled(pool), await labelled(pool)
+    await cancelled.release(discard=True)
+    later = await labelled(pool)
+    assert not later.exclusive and later.session is not staying.session
+    assert staying.session.is_alive
+    await staying.release()
+    assert not staying.session.is_alive
+    assert pool.stats().sessions_open == 1
 
 
 async def test_an_unattributable_push_is_refused_and_the_label_never_shares_again(
