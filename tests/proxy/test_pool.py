@@ -14,12 +14,12 @@ from aiohttp.test_utils import TestServer
 from fake_legacy import FakeCall, FakeLegacy, text_result
 
 from config.settings import UpstreamSettings
-from proxy.runtime import http_opener
+from proxy.app.runtime import http_opener
 from proxy.upstream.attribution import PushAttribution, call_label
 from proxy.upstream.base import FixedTransport, Inbound, UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
-from translators.eras import ROOTS
-from translators.errors import (
+from translators.protocol.eras import ROOTS
+from translators.wire.errors import (
     BridgeBug,
     CapacityExceeded,
     ClientLimitExceeded,

@@ -17,7 +17,7 @@ from typing import Final
 
 from cryptography.exceptions import InvalidTag
 
-from translators.request_state import NONCE_SIZE, KeyRing, seal_blob
+from translators.held.request_state import NONCE_SIZE, KeyRing, seal_blob
 
 PREFIX: Final = "t1."
 MAX_TOKEN_LENGTH: Final = 200
