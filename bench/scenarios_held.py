@@ -39,6 +39,7 @@ HELD_KB_GOAL: Final = 25.0
 SESSION_EACH: Final = {"MRTR_BRIDGE_UPSTREAM_SHARE_ATTRIBUTED_CALLS": "false"}
 MANY: Final = 5000
 MANY_OPENING: Final = 500  # opens in flight at once for the 5,000
+PACED_OPENING: Final = 100  # opens in flight at once for the paced 1,000
 MANY_COMPLETING: Final = 100  # completions in flight at once for the 5,000
 HELD_TIMEOUT_S: Final = 600.0
 
@@ -117,9 +118,10 @@ async def _held_run(
 async def held_figures(procs: Processes) -> list[Figure]:
     each = await _held_run(procs, "burst-session-each", BURST, BURST, BURST, SESSION_EACH)
     burst = _burst_figures(*await _held_run(procs, "burst", BURST, BURST, BURST), baseline=each)
+    paced = _paced_figure(*await _held_run(procs, "paced", BURST, PACED_OPENING, BURST))
     floor = _floor_figure(await asyncio.to_thread(aiohttp_floor.measure))
     many = await _held_run(procs, "many", MANY, MANY_OPENING, MANY_COMPLETING)
-    return [*burst, floor, _many_figure(*many)]
+    return [*burst, paced, floor, _many_figure(*many)]
 
 
 def _floor_figure(floor: dict[str, float]) -> Figure:
@@ -203,6 +205,31 @@ def _burst_figures(
         "(upstream.init_timeout_s is 10 s)",
     )
     return [memory, failures]
+
+
+def _paced_figure(
+    before: int, after: int, settled: int, opened: Sample, finished: Sample
+) -> Figure:
+    """The same 1,000 held calls opened 100 at a time: what holding costs, without the peak of
+    1,000 first attempts in flight at once (bench/README.md, "Memory per held call")."""
+    per_call_kb = (after - before) * 1024 / 1000 / BURST
+    errors = opened.errors + finished.errors + (BURST - opened.calls)
+    return Figure(
+        "held_call_memory_paced",
+        f"memory per held call ({BURST} held, opened {PACED_OPENING} at a time)",
+        "KB",
+        per_call_kb,
+        None,
+        "",
+        None,
+        "",
+        "info",
+        {"bridge": errors},
+        first_errors(opened, finished),
+        _extra(before, after, settled, opened, finished),
+        f"bridge RSS {before / 1024:.1f} -> {after / 1024:.1f} MiB; no target: the row above "
+        "holds the same calls with all first attempts in flight at once",
+    )
 
 
 def _many_figure(before: int, after: int, settled: int, opened: Sample, finished: Sample) -> Figure:
