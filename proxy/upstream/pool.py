@@ -162,7 +162,8 @@ class UpstreamPool:
         `label` names an interactive call asking for an exclusive lease (attribution.call_label):
         once the upstream is known to send that call's pushes on its own POST stream, the call
         gets a shared lease instead, on a session other such calls of `key` may share."""
-        if exclusive and label is not None and self._attributes(label):
+        label = label if exclusive else None  # only an interactive call's lease is labelled
+        if label is not None and self._attributes(label):
             exclusive, attributed = False, label
         else:
             attributed = None
