@@ -156,3 +156,20 @@ async def test_a_cancelled_sharing_call_retires_its_session_after_the_others() -
         staying.call.finish(text_result("stayed"))
         assert result_text(await done) == "stayed"
         await shared.wait_closed()
+
+
+async def test_a_sharing_call_cancelled_before_any_push_retires_its_session() -> None:
+    """A plain (not yet held) call on a shared session whose client goes away: cancelled upstream,
+    and the session serves no new call."""
+    async with scripted_bridge() as bridge:
+        await _learn_ask(bridge)
+        staying = await hold(bridge, "name")
+        shared = staying.call.session
+        gone = bridge.start(bridge.request("ask"))
+        call = await bridge.upstream.next_call()
+        assert call.session is shared
+        gone.cancel()
+        assert await call.cancellation() == "client disconnected"
+        later = await hold(bridge, "name")
+        assert later.call.session is not shared
+        assert not shared.closed.is_set()
