@@ -13,7 +13,7 @@
 The warm-up runs `ask` once on a session of its own, so the bridge learns that `ask`'s push comes
 on the call's POST stream: from then on the held calls of the burst share upstream sessions, and
 each holds its POST stream (one open connection) and the modern client's idle keep-alive
-connection to the bridge (docs/decisions.md § 26). Without sharing each also holds a session (a
+connection to the bridge (docs/decisions.md § 28). Without sharing each also holds a session (a
 second connection, its GET stream). The bridge gets the capacity for either (`burst_env`). Where
 the memory goes: bench/held_memory.py, bench/README.md; what aiohttp alone costs for the
 connections: bench/aiohttp_floor.py (a calibration row).

@@ -38,3 +38,10 @@ class TasksSettings(Frozen):
         "as a task: run the legacy task inside the bridge and answer with ordinary "
         "InputRequiredResult rounds and the final result (default: -32021)",
     )
+    promote_after_ms: int = Field(
+        5000,
+        ge=0,
+        description="a plain tools/call (a tool without task support) from a client that declared "
+        "the extension and still running after this many milliseconds is answered with a task "
+        "the bridge owns; the call goes on (0: never). Only below front.request_timeout_s",
+    )

@@ -211,6 +211,13 @@ class PlainForward:
             self._wake.set_result(None)
         return driver
 
+    def hold(self) -> Promoted | None:
+        """Make the call a held call now if it is still a plain one in flight (a task the bridge
+        owns takes it over: docs/tasks.md, "Long plain calls as tasks"); None if it has ended."""
+        if self._driver is None and self._wake is not None and not self._wake.done():
+            self._promote()
+        return self._promoted() if self._driver is not None else None
+
     def _promoted(self) -> Promoted:
         assert self._driver is not None and self._slot is not None
         return Promoted(self._driver, self._slot)
@@ -239,7 +246,7 @@ class PlainForward:
 
     def _abandon(self, reason: str) -> None:
         """Cancel the upstream call and discard an exclusive session (retire one shared by
-        attribution, decisions.md § 26), in the background: the front request's cancellation or
+        attribution, decisions.md § 28), in the background: the front request's cancellation or
         timeout error goes on at once."""
         self._spawn(self._cancel_upstream(reason))
 

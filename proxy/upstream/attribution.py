@@ -1,4 +1,4 @@
-"""Which interactive calls may share an upstream session (docs/decisions.md § 26).
+"""Which interactive calls may share an upstream session (docs/decisions.md § 28).
 
 A push carries nothing that names its call (§ 7), except where it comes: a push on a call's own
 POST stream (`related_request_id`) is that call's, a push on the session's GET stream is anyone's.

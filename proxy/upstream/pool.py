@@ -3,7 +3,7 @@
 Sessions are keyed by (principal, capability fingerprint, roots) and kept warm for reuse. A session
 carries at most one *exclusive* lease (an MRTR-capable call: every push on that session is then its
 own) and any number of *shared* leases (lists and other non-interactive requests, and interactive
-calls whose pushes the server sends on their own POST stream: attribution.py, decisions.md § 26).
+calls whose pushes the server sends on their own POST stream: attribution.py, decisions.md § 28).
 A session that interactive calls share is not leased exclusively until they are done. Messages on a
 session's GET stream go to its exclusive lease holder's handler, or else to `on_unowned` (policy).
 Limits are enforced by evicting idle sessions first; idle ones are reaped after `session_idle_s`.

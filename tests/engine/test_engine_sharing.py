@@ -3,7 +3,7 @@
 Over HTTP a call whose client declared no push capability shares a warm session (a push it meets
 is refused); over stdio nothing ties a message to its call, so every interactive call owns its
 process. Held calls of a tool whose pushes came on its own POST stream share a session (decisions.md
-§ 26). A push on an idle session's GET stream is answered by policy; a list change from any of
+§ 28). A push on an idle session's GET stream is answered by policy; a list change from any of
 a caller's sessions reaches that caller's `subscriptions/listen` streams and no one else's.
 """
 

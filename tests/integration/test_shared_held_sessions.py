@@ -1,5 +1,5 @@
 """Held calls sharing an upstream session where the server attributes their pushes (docs/
-decisions.md § 26), against the real interactive `mcp` 1.x server.
+decisions.md § 28), against the real interactive `mcp` 1.x server.
 
 Its `ask` elicits on the call's own POST stream (a related request id), so once one `ask` ran on
 a session of its own, concurrent `ask` calls of one principal share one legacy session, and each

@@ -33,6 +33,9 @@ Tools (each takes a `tag` that labels its journal events):
 - `staggered(tag, delay_s)`: an elicitation, and roots/list `delay_s` later (while the first is
   held);
 - `slow(tag, seconds)`: sleeps;
+- `slow_ask(tag, before_s, after_s, times)`: works `before_s` seconds, asks a form elicitation
+  (answer; `times` times in a row, the same question), works `after_s` more, then returns
+  "answer: <answers, comma-separated>" (a long plain call that asks mid-way);
 - prompt `ask_prompt(tag)` and resource `interactive://ask/{tag}`: an elicitation each.
 
 Usage:
@@ -414,6 +417,22 @@ async def slow(tag: str, seconds: float) -> str:
     record(tag, "call", tool="slow")
     await _linger(tag, seconds)
     return "slept"
+
+
+@mcp.tool()
+async def slow_ask(
+    tag: str, ctx: Ctx, before_s: float = 0.0, after_s: float = 0.0, times: int = 1
+) -> str:
+    """Work `before_s` s, elicit {answer} (`times` times, the same question), work `after_s` s
+    more."""
+    record(tag, "call", tool="slow_ask")
+    await _linger(tag, before_s)
+    answers = [
+        _content(await _elicit(ctx, tag, "What is your answer?", ANSWER_SCHEMA), "answer")
+        for _ in range(times)
+    ]
+    await _linger(tag, after_s)
+    return "answer: " + ", ".join(map(str, answers))
 
 
 @mcp.prompt()

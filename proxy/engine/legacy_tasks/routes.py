@@ -14,6 +14,7 @@ import functools
 import structlog
 
 from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.engine.legacy_tasks.promoted import PromotedTask, Promotion
 from proxy.engine.legacy_tasks.running import LOST_ERROR, RunningTask
 from proxy.engine.legacy_tasks.store import TaskStore
 from proxy.engine.legacy_tasks.tools import TaskTools
@@ -42,6 +43,7 @@ from translators.tasks_ext.messages import (
     missing_extension,
     task_fields,
     task_id_param,
+    task_not_found,
 )
 from translators.wire.errors import MethodNotFound, UpstreamReturnedError, UpstreamTimeout
 from translators.wire.jsonrpc import JsonObject, notification
@@ -58,6 +60,9 @@ class LegacyTasks:
         self.methods = TaskMethods(ctx, self.store)
         self.calls = TaskCalls(ctx, self.store, self.tools, first_call)
         self.in_bridge_retry = InBridgeRetry(ctx, self.store)
+        self.promotion = Promotion(
+            ctx.settings, self.store, ctx.tasks, ctx.registry.next_attempt_id, self.calls.announce
+        )
 
     def offers_task_tools(self, ctx: RouteContext, request: FrontRequest) -> bool:
         """Whether `tools/list` shows this request the tools that run only as tasks."""
@@ -188,14 +193,14 @@ class TaskCalls:
             headers=ctx.headers(request),
             settings=ctx.settings.tasks,
             owner=ctx.tasks,
-            on_change=self._announce,
+            on_change=self.announce,
         )
         self._store.add(task)  # registered before the answer: tasks/get resolves at once
         task.start()
         log.info("legacy_task_created", task=task_id[-12:])
         return task
 
-    def _announce(self, task: RunningTask) -> None:
+    def announce(self, task: RunningTask | PromotedTask) -> None:
         """The task's new state to its caller's listen streams that asked for it."""
         self._store.publish(
             task.principal, notification(TASKS_NOTIFICATION, task_fields(task.view()))
@@ -244,6 +249,8 @@ class InBridgeRetry:
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         task = self._store.find(str(request.params.get("requestState")), request.principal)
+        if not isinstance(task, RunningTask):  # a task id from the extension is no round state
+            raise task_not_found()
         await task.answer(input_responses(self._ctx, request))
         return await mrtr_reply(self._ctx, task)
 

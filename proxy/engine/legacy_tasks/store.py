@@ -9,18 +9,46 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 from config.settings import Settings
 from proxy.common.owned_tasks import TaskOwner
-from proxy.engine.legacy_tasks.running import RunningTask
 from translators.held.request_state import NONCE_SIZE, KeyRing, principal_digest
-from translators.tasks_ext.messages import task_not_found
+from translators.tasks_ext.messages import TaskView, task_not_found
 from translators.tasks_ext.task_ids import TaskClaims, open_task_id, seal_task_id
 from translators.wire.errors import ClientLimitExceeded, InvalidParams
 from translators.wire.jsonrpc import JsonObject
 
 Publish = Callable[[str, JsonObject], None]
+
+
+class ServedTask(Protocol):
+    """A task the store serves: a legacy task (`RunningTask`) or a plain call the bridge turned
+    into one (`proxy/engine/legacy_tasks/promoted.py`)."""
+
+    task_id: str
+    principal: str
+    expires_at: float
+
+    @property
+    def record(self) -> bytes: ...
+
+    @property
+    def ended(self) -> bool: ...
+
+    @property
+    def pending(self) -> Mapping[str, Any]: ...
+
+    async def refresh(self) -> None: ...
+
+    async def answer(self, responses: JsonObject) -> None: ...
+
+    async def cancel(self) -> None: ...
+
+    async def abandon(self) -> None: ...
+
+    def view(self) -> TaskView: ...
 
 
 class TaskStore:
@@ -32,7 +60,7 @@ class TaskStore:
         self._replica = settings.held.replica_id
         self._keyring = keyring
         self._owner = owner
-        self._tasks: dict[bytes, RunningTask] = {}
+        self._tasks: dict[bytes, ServedTask] = {}
 
     def mint(self, principal: str) -> tuple[str, bytes]:
         """A fresh sealed id and its record number, after checking the caps."""
@@ -51,10 +79,10 @@ class TaskStore:
         claims = TaskClaims(record, principal_digest(principal), expires_ms, self._replica)
         return seal_task_id(claims, self._keyring, os.urandom(NONCE_SIZE)), record
 
-    def add(self, task: RunningTask) -> None:
+    def add(self, task: ServedTask) -> None:
         self._tasks[task.record] = task
 
-    def find(self, task_id: str, principal: str) -> RunningTask:
+    def find(self, task_id: str, principal: str) -> ServedTask:
         self._reap()
         claims = open_task_id(task_id, self._keyring)
         if (
@@ -83,7 +111,7 @@ class TaskStore:
                 if not task.ended:
                     self._owner.spawn(task.abandon(), name="legacy-task-expired")
 
-    def running(self) -> list[RunningTask]:
+    def running(self) -> list[ServedTask]:
         return [t for t in self._tasks.values() if not t.ended]
 
     async def aclose(self) -> None:
@@ -92,4 +120,4 @@ class TaskStore:
         self._tasks.clear()
 
 
-__all__ = ["TaskStore"]
+__all__ = ["ServedTask", "TaskStore"]

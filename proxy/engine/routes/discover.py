@@ -26,7 +26,9 @@ class Discover:
                 cache=ctx.cache,
                 listen_supported=session.has_get_stream,
             )
-            if self._tasks.tools.note_session(session) and ctx.settings.tasks.enabled:
+            # legacy task tools, or long plain calls the bridge turns into tasks (docs/tasks.md)
+            runs_tasks = self._tasks.tools.note_session(session)
+            if ctx.settings.tasks.enabled and (runs_tasks or self._tasks.promotion.enabled):
                 result = with_extension(result)
             return result
 

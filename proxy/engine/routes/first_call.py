@@ -22,6 +22,7 @@ from proxy.calls.driver import ROUND_ATTRIBUTE, CallDriver
 from proxy.calls.plain_forward import PlainForward, Promoted
 from proxy.calls.roots_affinity import AskClient
 from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.engine.legacy_tasks.promoted import Promotion, TaskCreated
 from proxy.engine.routes.mrtr import input_responses, plain_result, reply_result
 from proxy.engine.routes.outside_calls import publish
 from proxy.engine.routes.param_headers import check_param_headers
@@ -47,6 +48,9 @@ PUSH_CAPABILITIES = ("elicitation", "sampling", "roots")
 class FirstCall:
     def __init__(self, ctx: RouteContext) -> None:
         self._ctx = ctx
+        # set by the engine: a long call from a client that declared the Tasks extension may be
+        # answered with a task (proxy/engine/legacy_tasks/promoted.py)
+        self.promotion: Promotion | None = None
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         return await self.start(request, sink, input_responses(self._ctx, request))
@@ -100,14 +104,25 @@ class FirstCall:
             spawn=self._spawn,
             discard_session=fresh,
         )
+        # a long call from a client that declared the Tasks extension may become a task
+        promotion = self.promotion if self.promotion and self.promotion.applies(request) else None
         with tracing.child(current_trace(), f"upstream {upstream.method}", {ROUND_ATTRIBUTE: 0}):
-            outcome = await plain.run()
+            outcome = await (
+                plain.run() if promotion is None else promotion.plain(plain, request, attempt)
+            )
+            if isinstance(outcome, TaskCreated):
+                return outcome.result
             if isinstance(outcome, Promoted):
                 driver = outcome.driver
                 with structlog.contextvars.bound_contextvars(
                     continuation_id=driver.continuation_id.hex()[:12]
                 ):
-                    reply = await driver.attached(attempt, outcome.slot)
+                    first = driver.attached(attempt, outcome.slot)
+                    reply = await (
+                        first if promotion is None else promotion.reply(request, driver, first)
+                    )
+                if isinstance(reply, TaskCreated):
+                    return reply.result
                 return reply_result(ctx, request, driver, reply)
         return plain_result(ctx, request, lease.session, outcome)
 

@@ -435,7 +435,7 @@ async def test_one_session_waiting_is_bounded_and_a_cancelled_waiter_leaves_no_t
     assert pool.stats().sessions_open == 1
 
 
-# -- interactive calls sharing a session where the server attributes their pushes (§ 26) ------
+# -- interactive calls sharing a session where the server attributes their pushes (§ 28) ------
 
 ASK = "tools/call ask"
 
