@@ -62,7 +62,7 @@ CATEGORIES: Final = (
         "proxy/app/http_server",
         "front: the client's keep-alive connection and request (aiohttp server)",
     ),
-    ("aiohttp/", "upstream: two open HTTP responses, POST and GET stream (aiohttp client)"),
+    ("aiohttp/", "upstream: open HTTP responses, POST and any GET streams (aiohttp client)"),
     ("proxy/upstream/", "upstream: the bridge's session, call and stream readers"),
     ("translators/wire/sse", "upstream: the bridge's session, call and stream readers"),
     ("proxy/calls/driver", "held call: the bridge's driver and state machine"),
