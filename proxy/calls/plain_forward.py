@@ -164,6 +164,8 @@ class PlainForward:
 
     def on_inbound(self, inbound: Inbound) -> None:
         """A push or notification from the call's POST stream or its session's GET stream."""
+        if inbound.related_request_id is not None and is_push(inbound.message):
+            self._lease.pushed_related = True  # evidence the server attributes this tool's pushes
         if self._driver is not None:
             self._driver.on_inbound(inbound)
             return

@@ -7,8 +7,9 @@ anything sent with a related request id) lets several calls of that tool share o
 push still reaches exactly its call, and a held call costs its POST stream instead of a session.
 
 Whether a server does so is only known by watching it, per *call label* (method and tool or prompt
-name): a label qualifies once a call of it ran on a session of its own (an exclusive lease) and
-ended without a push on the session's GET stream; it is disqualified for good the first time a
+name): a label qualifies once a call of it ran on a session of its own (an exclusive lease), sent
+a push on its own POST stream, and ended without a push on the session's GET stream (a call that
+pushed nothing proves nothing); it is disqualified for good the first time a
 push reaches the GET stream of a session its calls share (that push is refused: no call can claim
 it). Learned labels are bounded, so names a client makes up cannot grow the bridge.
 """
@@ -41,7 +42,8 @@ class PushAttribution:
         return self.enabled and label in self._qualified
 
     def observed_own_session(self, label: str) -> None:
-        """A call of `label` ended on a session of its own with no push on the GET stream."""
+        """A call of `label` ended on a session of its own, having pushed on its POST stream and
+        never on the GET stream."""
         if label in self._disqualified or len(self._qualified) >= self._max:
             return
         self._qualified.add(label)

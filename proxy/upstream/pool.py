@@ -376,7 +376,11 @@ class UpstreamPool:
         if lease.exclusive:
             if entry.exclusive is lease:
                 entry.exclusive = None
-            if lease.label is not None and not (discard or lease.pushed_unrelated):
+            if (
+                lease.label is not None
+                and lease.pushed_related
+                and not (discard or lease.pushed_unrelated)
+            ):
                 self.attribution.observed_own_session(lease.label)
         else:
             entry.shared -= 1

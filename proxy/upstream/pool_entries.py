@@ -106,6 +106,7 @@ class Lease:
         "_released",
         "exclusive",
         "label",
+        "pushed_related",
         "pushed_unrelated",
         "unrelated_handler",
     )
@@ -118,6 +119,7 @@ class Lease:
         self.exclusive = exclusive
         # exclusive: the call being learned; shared: the attributed call's label
         self.label = label
+        self.pushed_related = False  # a push came on the call's own POST stream (attribution.py)
         self.pushed_unrelated = False  # a push reached the GET stream during this lease
         self.unrelated_handler: InboundHandler | None = None
         self._released = False

@@ -447,10 +447,25 @@ async def labelled(pool: UpstreamPool, key: SessionKey = KEY, label: str = ASK) 
 
 
 async def learned(pool: UpstreamPool, label: str = ASK) -> None:
-    """One call of `label` runs on a session of its own and ends with no GET-stream push."""
+    """One call of `label` runs on a session of its own, pushes on its own POST stream (recorded
+    on the lease by the call, proxy/calls/plain_forward.py) and ends with no GET-stream push."""
     first = await labelled(pool, label=label)
     assert first.exclusive
+    first.pushed_related = True
     await first.release()
+
+
+async def test_a_call_that_pushed_nothing_teaches_nothing(
+    make_pool: Callable[..., UpstreamPool],
+) -> None:
+    """Ending without any push proves nothing about where the tool's pushes come: the next call
+    of the label still gets a session of its own."""
+    pool = make_pool()
+    first = await labelled(pool)
+    await first.release()
+    second = await labelled(pool)
+    assert second.exclusive
+    await second.release()
 
 
 async def get_push(
@@ -541,6 +556,7 @@ async def test_what_the_get_stream_carries_while_learning(
     never shares. A list change concerns the session, not the call: the label still learns."""
     pool = make_pool()
     first = await labelled(pool)
+    first.pushed_related = True
     await get_push(fake, 0, 901, message)
     await wait_unowned(unowned, 1)  # no handler set: it goes to policy
     await first.release()
