@@ -26,7 +26,9 @@ from typing import Any
 
 import structlog
 
-from proxy.calls.driver import Attempt, CallDriver, HeldCallRegistry, Reply, UpstreamRequest
+from proxy.calls.attempt import Attempt, Reply, UpstreamRequest
+from proxy.calls.driver import CallDriver
+from proxy.calls.registry import HeldCallRegistry
 from proxy.observe import tracing
 from proxy.upstream.base import Inbound, UpstreamCall
 from proxy.upstream.pool import Lease

@@ -18,7 +18,8 @@ from typing import Any
 
 import structlog
 
-from proxy.calls.driver import ROUND_ATTRIBUTE, CallDriver
+from proxy.calls.attempt import ROUND_ATTRIBUTE
+from proxy.calls.driver import CallDriver
 from proxy.calls.plain_forward import PlainForward, Promoted
 from proxy.calls.roots_affinity import AskClient
 from proxy.common.front_request import FrontRequest, NotificationSink

@@ -13,9 +13,11 @@ from importlib.metadata import version
 from typing import Any
 
 from config.settings import Settings
+from proxy.calls.attempt import Attempt, UpstreamRequest
 from proxy.calls.continuations import Continuations
-from proxy.calls.driver import Attempt, CallDriver, HeldCallRegistry, UpstreamRequest
+from proxy.calls.driver import CallDriver
 from proxy.calls.listen_hub import ListenHub
+from proxy.calls.registry import HeldCallRegistry
 from proxy.calls.roots_affinity import RootsAffinity
 from proxy.calls.tool_schemas import ToolSchemas
 from proxy.common.front_request import FrontRequest, NotificationSink
