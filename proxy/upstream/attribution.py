@@ -16,7 +16,17 @@ it). Learned labels are bounded, so names a client makes up cannot grow the brid
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Final
+
+import structlog
+
+from proxy.upstream.base import Inbound, UpstreamSession
+from proxy.upstream.http.call import invoke_handler
+from proxy.upstream.pool_choice import about_a_call
+from proxy.upstream.pool_entries import PoolEntry
+
+_log = structlog.get_logger(__name__)
 
 MAX_LABELS: Final = 1024  # labels remembered each way; beyond it, new labels stay exclusive
 
@@ -60,4 +70,33 @@ class PushAttribution:
         return len(self._qualified)
 
 
-__all__ = ["MAX_LABELS", "PushAttribution", "call_label"]
+def route_get_stream(
+    entry: PoolEntry,
+    inbound: Inbound,
+    attribution: PushAttribution,
+    on_unowned: Callable[[UpstreamSession, Inbound], None],
+) -> None:
+    """A message of `entry`'s GET stream goes to the exclusive lease holder, if it listens; a push
+    tied to a request that has no handler of its own (a shared call) and anything else go to
+    policy (`on_unowned`). A push, or a call's progress or log, there: the exclusive call being
+    learned does not qualify, and calls sharing the session never will again (a push is refused,
+    progress and logs dropped: none of them can claim it)."""
+    handler = entry.exclusive.unrelated_handler if entry.exclusive is not None else None
+    if inbound.related_request_id is not None:
+        handler = None
+    elif about_a_call(inbound.message):
+        if entry.exclusive is not None:
+            entry.exclusive.pushed_unrelated = True
+        if entry.attributed:
+            attribution.disqualify(set(entry.attributed))
+            _log.warning("push_unattributable", calls=sum(entry.attributed.values()))
+    if handler is not None:
+        invoke_handler(handler, inbound)
+        return
+    try:
+        on_unowned(entry.session, inbound)
+    except Exception:
+        _log.exception("upstream_unowned_handler_failed", method=inbound.message.get("method"))
+
+
+__all__ = ["MAX_LABELS", "PushAttribution", "call_label", "route_get_stream"]

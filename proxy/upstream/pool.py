@@ -19,7 +19,7 @@ from typing import Final
 import structlog
 
 from config.settings import UpstreamSettings
-from proxy.upstream.attribution import PushAttribution
+from proxy.upstream.attribution import PushAttribution, route_get_stream
 from proxy.upstream.base import (
     STREAMABLE_HTTP,
     Inbound,
@@ -28,7 +28,13 @@ from proxy.upstream.base import (
     TransportInfo,
     UpstreamSession,
 )
-from proxy.upstream.http.call import invoke_handler
+from proxy.upstream.pool_choice import (
+    best_entry,
+    idle_victim,
+    principal_count,
+    reap_victims,
+    session_views,
+)
 from proxy.upstream.pool_entries import (
     EntryRouter,
     EntryState,
@@ -40,12 +46,9 @@ from proxy.upstream.pool_entries import (
     SessionView,
 )
 from proxy.upstream.session_limit import SessionLimit, forget_on_close
-from translators.protocol.eras import LOG_MESSAGE, PROGRESS
-from translators.protocol.pushes import is_push
 from translators.wire.errors import (
     BridgeError,
     CapacityExceeded,
-    ClientLimitExceeded,
     UpstreamUnavailable,
 )
 from translators.wire.jsonrpc import JsonObject
@@ -54,8 +57,6 @@ _log = structlog.get_logger(__name__)
 
 UnownedHandler = Callable[[UpstreamSession, Inbound], None]
 MAX_CONCURRENT_OPENS: Final = 16  # upstream initialize handshakes in flight at once
-TOTAL_LIMIT: Final = "upstream.max_sessions"
-CALL_NOTIFICATIONS: Final = frozenset({PROGRESS, LOG_MESSAGE})
 
 
 class UpstreamPool:
@@ -132,18 +133,7 @@ class UpstreamPool:
 
     def sessions(self) -> list[SessionView]:
         """What the status page shows of each open session: no key material, no session id."""
-        now = asyncio.get_running_loop().time()
-        return [
-            SessionView(
-                principal=entry.key.principal,
-                revision=entry.session.revision.version,
-                state=entry.state.value,
-                exclusive=entry.exclusive is not None,
-                shared=entry.shared,
-                idle_s=None if entry.idle_since is None else round(now - entry.idle_since, 1),
-            )
-            for entry in self._entries
-        ]
+        return session_views(self._entries, asyncio.get_running_loop().time())
 
     async def lease(
         self,
@@ -170,7 +160,7 @@ class UpstreamPool:
         deadline: float | None = None
         while True:
             self._check_open()
-            entry = self._find(key, exclusive=exclusive, prefer=prefer, attributed=attributed)
+            entry = best_entry(self._entries, key, exclusive, prefer, attributed)
             if entry is not None:
                 self._reused_total += 1
                 return self._grant(entry, exclusive=exclusive, label=label)
@@ -216,31 +206,7 @@ class UpstreamPool:
         self._room.set()
         self._room = asyncio.Event()
 
-    # -- choosing
-    # -----------------------------------------------------------------------------------
-
-    def _find(
-        self,
-        key: SessionKey,
-        *,
-        exclusive: bool,
-        prefer: UpstreamSession | None = None,
-        attributed: str | None = None,
-    ) -> PoolEntry | None:
-        """The preferred session, else the first least-used session for `key` that can serve (one
-        pass: on the hot path). An exclusive lease never goes where interactive calls share, an
-        attributed one never beside an exclusive lease."""
-        best: PoolEntry | None = None
-        best_rank = (True, 0)
-        for entry in self._entries:
-            if entry.key != key or not _fits(entry, exclusive, attributed):
-                continue
-            if entry.session is prefer and entry.can_serve:
-                return entry
-            rank = (entry.exclusive is not None, entry.shared)
-            if (best is None or rank < best_rank) and entry.can_serve:
-                best, best_rank = entry, rank
-        return best
+    # -- granting and room -------------------------------------------------------------------------
 
     def _grant(self, entry: PoolEntry, *, exclusive: bool, label: str | None = None) -> Lease:
         lease = Lease(entry, self._release, exclusive=exclusive, label=label)
@@ -259,44 +225,18 @@ class UpstreamPool:
         `LimitExceeded`."""
         victims: list[PoolEntry] = []
         per_principal = self._settings.max_sessions_per_principal
-        while self._count(principal, victims) >= per_principal:
-            victims.append(self._idle_victim(victims, principal, per_principal))
+        entries, reserved = self._entries, self._reserved
+        while principal_count(entries, reserved, principal, victims) >= per_principal:
+            victims.append(idle_victim(entries, victims, principal, per_principal))
         cap = self.limit.cap(self._settings.max_sessions)
-        while len(self._entries) - len(victims) + sum(self._reserved.values()) >= cap:
-            victims.append(self._idle_victim(victims, None, cap))
+        while len(entries) - len(victims) + sum(reserved.values()) >= cap:
+            victims.append(idle_victim(entries, victims, None, cap))
         for victim in victims:
             self._entries.remove(victim)
         self._reserved[principal] = self._reserved.get(principal, 0) + 1
         return victims
 
-    def _count(self, principal: str, excluded: list[PoolEntry]) -> int:
-        open_now = sum(
-            1 for e in self._entries if e.key.principal == principal and e not in excluded
-        )
-        return open_now + self._reserved.get(principal, 0)
-
-    def _idle_victim(self, taken: list[PoolEntry], principal: str | None, limit: int) -> PoolEntry:
-        idle = [
-            e
-            for e in self._entries
-            if e.is_idle and e not in taken and (principal is None or e.key.principal == principal)
-        ]
-        if idle:
-            return min(idle, key=lambda e: e.idle_since or 0.0)
-        if principal is not None:
-            raise ClientLimitExceeded(
-                f"This caller already has {limit} upstream sessions in use"
-                " (upstream.max_sessions_per_principal); finish or cancel some calls and retry",
-                "upstream.max_sessions_per_principal",
-            )
-        raise CapacityExceeded(
-            f"The bridge already has {limit} upstream sessions in use (upstream.max_sessions); "
-            "retry later",
-            TOTAL_LIMIT,
-        )
-
-    # -- opening and closing
-    # ------------------------------------------------------------------------
+    # -- opening and closing -----------------------------------------------------------------------
 
     async def _open(
         self,
@@ -418,35 +358,10 @@ class UpstreamPool:
             "upstream_sessions_closed", reason=reason, count=len(entries), open=len(self._entries)
         )
 
-    # -- routing and reaping
-    # ------------------------------------------------------------------------
+    # -- routing and reaping -----------------------------------------------------------------------
 
     def _route(self, entry: PoolEntry, inbound: Inbound) -> None:
-        """GET-stream messages belong to the exclusive lease holder, if it listens; a push tied to a
-        request that has no handler of its own (a shared call) and anything else go to policy."""
-        handler = entry.exclusive.unrelated_handler if entry.exclusive is not None else None
-        if inbound.related_request_id is not None:
-            handler = None
-        elif _about_a_call(inbound.message):
-            self._unrelated_push(entry)
-        if handler is not None:
-            invoke_handler(handler, inbound)
-            return
-        try:
-            self._on_unowned(entry.session, inbound)
-        except Exception:
-            _log.exception("upstream_unowned_handler_failed", method=inbound.message.get("method"))
-
-    def _unrelated_push(self, entry: PoolEntry) -> None:
-        """A push (or a call's progress or log) on the GET stream: the exclusive call being learned
-        does not qualify; calls sharing the session never will again (a push is refused, progress
-        and logs dropped: none of them can claim it)."""
-        if entry.exclusive is not None:
-            entry.exclusive.pushed_unrelated = True
-        if entry.attributed:
-            labels = set(entry.attributed)
-            self.attribution.disqualify(labels)
-            _log.warning("push_unattributable", calls=sum(entry.attributed.values()))
+        route_get_stream(entry, inbound, self.attribution, self._on_unowned)
 
     async def _reap_loop(self) -> None:
         """Reap every half idle period; stops between rounds, so a close is never cut short."""
@@ -462,13 +377,13 @@ class UpstreamPool:
         """Close sessions idle for `session_idle_s` (and dead or retiring idle ones); returns how
         many. Unless the upstream is known to serve many sessions, the last open one is kept (its
         DELETE could leave a one-session server unconnected); none is closed during a check."""
-        now, limit = asyncio.get_running_loop().time(), self._settings.session_idle_s
-        victims = [e for e in self._entries if e.is_idle and not e.can_serve]
-        if self.limit.one is False or (self.limit.one is None and not self.limit.lock.locked()):
-            stale = [e for e in self._entries if e.is_idle and e.can_serve]
-            stale = [e for e in stale if now - (e.idle_since or now) >= limit]
-            keep = self.limit.one is None and len(stale) + len(victims) == len(self._entries)
-            victims += stale[:-1] if keep else stale
+        victims = reap_victims(
+            self._entries,
+            asyncio.get_running_loop().time(),
+            self._settings.session_idle_s,
+            one_session=self.limit.one,
+            checking=self.limit.lock.locked(),
+        )
         for victim in victims:
             self._entries.remove(victim)
         await self._close_all(victims, "idle")
@@ -479,19 +394,6 @@ class UpstreamPool:
             raise UpstreamUnavailable(
                 "The bridge is shutting down; no new upstream sessions", public=True
             )
-
-
-def _about_a_call(message: JsonObject) -> bool:
-    """A push, or a notification only a call's client wants (progress, logs); not a list change
-    or a resource update, which concern the whole session."""
-    return is_push(message) or message.get("method") in CALL_NOTIFICATIONS
-
-
-def _fits(entry: PoolEntry, exclusive: bool, attributed: str | None) -> bool:
-    """Whether `entry` may take a lease of that kind, by who holds it (not by its key)."""
-    if exclusive:
-        return entry.exclusive is None and not entry.attributed
-    return attributed is None or entry.exclusive is None
 
 
 __all__ = ["Lease", "PoolStats", "SessionKey", "UnownedHandler", "UpstreamPool"]
