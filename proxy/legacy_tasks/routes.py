@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Awaitable, Callable
 
 import structlog
 
 from proxy.context import FrontRequest, NotificationSink
+from proxy.legacy_tasks.adopt import TaskAdopter
 from proxy.legacy_tasks.running import LOST_ERROR, RunningTask
 from proxy.legacy_tasks.store import TaskStore
 from proxy.legacy_tasks.tools import TaskTools
@@ -45,6 +47,7 @@ from translators.tasks_ext.messages import (
     task_fields,
     task_id_param,
 )
+from translators.tasks_ext.task_ids import TaskClaims
 
 log = structlog.get_logger()
 
@@ -55,9 +58,10 @@ class LegacyTasks:
     def __init__(self, ctx: RouteContext, first_call: FirstCall, keyring: KeyRing) -> None:
         self.store = TaskStore(ctx.settings, keyring, ctx.tasks, ctx.listens.publish)
         self.tools = TaskTools()
-        self.methods = TaskMethods(ctx, self.store)
         self.calls = TaskCalls(ctx, self.store, self.tools, first_call)
-        self.in_bridge_retry = InBridgeRetry(ctx, self.store)
+        adopter = TaskAdopter(ctx, self.calls.announce)
+        self.methods = TaskMethods(ctx, self.store, adopter)
+        self.in_bridge_retry = InBridgeRetry(ctx, self.store, adopter)
 
     def offers_task_tools(self, ctx: RouteContext, request: FrontRequest) -> bool:
         """Whether `tools/list` shows this request the tools that run only as tasks."""
@@ -78,17 +82,27 @@ class LegacyTasks:
         await self.store.aclose()
 
 
+def adopting(
+    adopter: TaskAdopter, request: FrontRequest
+) -> Callable[[TaskClaims, str], Awaitable[RunningTask | None]]:
+    """The store's way to adopt, for this request (its principal and upstream headers)."""
+    return functools.partial(adopter.adopt, request)
+
+
 class TaskMethods:
-    def __init__(self, ctx: RouteContext, store: TaskStore) -> None:
+    def __init__(self, ctx: RouteContext, store: TaskStore, adopter: TaskAdopter) -> None:
         self._ctx = ctx
         self._store = store
+        self._adopter = adopter
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         if not self._ctx.settings.tasks.enabled:
             raise MethodNotFound(f"Method not found: {request.method}")
         if not declares_extension(client_capabilities(request)):
             raise missing_extension(request.method)
-        task = self._store.find(task_id_param(request.params), request.principal)
+        task = await self._store.find(
+            task_id_param(request.params), request.principal, adopting(self._adopter, request)
+        )
         if request.method == TASKS_GET:
             if not task.pending:
                 await task.refresh()
@@ -165,7 +179,7 @@ class TaskCalls:
         ran the call plainly."""
         ctx = self._ctx
         principal = request.principal
-        task_id, record = self._store.mint(principal)
+        record = self._store.reserve(principal)
         lease = await ctx.lease(request, exclusive=True)
         try:
             result = await self._call(request, lease)
@@ -179,7 +193,7 @@ class TaskCalls:
                 TOOLS_CALL, result, server_info=ctx.server_info(lease.session), cache=ctx.cache
             )
         task = RunningTask(
-            task_id=task_id,
+            task_id="",  # sealed below, once the upstream handle is known
             record=record,
             principal=principal,
             lease=lease,
@@ -188,14 +202,15 @@ class TaskCalls:
             headers=ctx.headers(request),
             settings=ctx.settings.tasks,
             owner=ctx.tasks,
-            on_change=self._announce,
+            on_change=self.announce,
         )
-        self._store.add(task)  # registered before the answer: tasks/get resolves at once
         task.start()
-        log.info("legacy_task_created", task=task_id[-12:])
+        task.task_id = self._store.seal(task, await task.upstream_handle())
+        self._store.add(task)  # registered before the answer: tasks/get resolves at once
+        log.info("legacy_task_created", task=record.hex()[:12], survives=task.survives_restart)
         return task
 
-    def _announce(self, task: RunningTask) -> None:
+    def announce(self, task: RunningTask) -> None:
         """The task's new state to its caller's listen streams that asked for it."""
         self._store.publish(
             task.principal, notification(TASKS_NOTIFICATION, task_fields(task.view()))
@@ -238,12 +253,17 @@ class InBridgeRetry:
     """A retry whose `requestState` is the id of a task the bridge runs for a client that did not
     declare the extension (`tasks.run_in_bridge`): its answers go onto the task's pushes."""
 
-    def __init__(self, ctx: RouteContext, store: TaskStore) -> None:
+    def __init__(self, ctx: RouteContext, store: TaskStore, adopter: TaskAdopter) -> None:
         self._ctx = ctx
         self._store = store
+        self._adopter = adopter
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
-        task = self._store.find(str(request.params.get("requestState")), request.principal)
+        task = await self._store.find(
+            str(request.params.get("requestState")),
+            request.principal,
+            adopting(self._adopter, request),
+        )
         await task.answer(input_responses(self._ctx, request))
         return await mrtr_reply(self._ctx, task)
 

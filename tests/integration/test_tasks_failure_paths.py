@@ -1,7 +1,7 @@
 """Failure paths of a legacy task behind the Tasks extension, as a user meets them, with the real
 server-everything 2026.8.31 over Streamable HTTP (issue 26 part 3; docs/tasks.md "What survives
-what"): a bridge restart while the task waits for input, a task past its `ttlMs`, and the creation
-answer lost (the client retries the call).
+what"): a bridge restart (the task completes through the new process, also when it waited for
+input), a task past its `ttlMs`, and the creation answer lost (the client retries the call).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from .tasks_helpers import (
     node_everything,
     poll_until,
     report_text,
+    result_of,
 )
 
 T = 90  # bound on every test body, seconds
@@ -35,24 +36,61 @@ def start_everything(peers: Peers) -> str:
     return f"http://127.0.0.1:{server.port}/mcp"
 
 
-async def test_a_restart_while_the_task_waits_for_input_loses_the_task(peers: Peers) -> None:
-    """The record and the pinned session live in the bridge process: a new process with the same
-    keys answers the old id with -32602 (documented), and a new task runs there as usual."""
-    upstream = start_everything(peers)
+def keyed_env(**settings: object) -> dict[str, str]:
+    """A bridge environment with one fixed `held.keys` ring, as two processes of one deployment
+    share it."""
     kid, key = new_key()
-    env = bridge_env({"held": {"keys": {kid: key}}})
+    return bridge_env({"held": {"keys": {kid: key}}, **settings})
+
+
+async def test_a_task_created_before_a_restart_completes_through_the_new_process(
+    peers: Peers,
+) -> None:
+    upstream = start_everything(peers)
+    env = keyed_env()
     first = peers.bridge(upstream, env=env)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
-        task_id = (await create(caller(http, first.url), "python", ambiguous=True))["taskId"]
-        asking = await poll_until(caller(http, first.url), task_id, "input_required", "completed")
-        assert asking[-1]["status"] == "input_required"
+        created = await create(caller(http, first.url), "tides")
         first.stop()
         second = peers.bridge(upstream, env=env)
         alice = caller(http, second.url)
-        assert error_of(await alice.post("tasks/get", {"taskId": task_id})) == NOT_FOUND
-        fresh = (await create(alice, "tides"))["taskId"]
-        done = (await poll_until(alice, fresh, "completed", "failed", "cancelled"))[-1]
+        seen = await poll_until(alice, created["taskId"], "completed", "failed", "cancelled")
+        done = seen[-1]
+        assert done["status"] == "completed", done
+        assert done["taskId"] == created["taskId"]
+        assert done["createdAt"] == created["createdAt"]  # the same task, not a new one
         assert report_text(done).startswith("# Research Report: tides\n")
+        # another principal and an id sealed under other keys still find nothing there
+        mallory = caller(http, second.url, "mallory")
+        assert error_of(await mallory.post("tasks/get", created)) == NOT_FOUND
+
+
+async def test_a_restart_while_the_task_waits_for_input_asks_again_on_the_new_process(
+    peers: Peers,
+) -> None:
+    """The question the old process showed is replayed from the legacy `tasks/result` stream;
+    answered on the new process, the task completes with that answer."""
+    upstream = start_everything(peers)
+    env = keyed_env()
+    first = peers.bridge(upstream, env=env)
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        task_id = (await create(caller(http, first.url), "python", ambiguous=True))["taskId"]
+        before = await poll_until(caller(http, first.url), task_id, "input_required", "completed")
+        assert before[-1]["status"] == "input_required", before[-1]
+        first.stop()
+        second = peers.bridge(upstream, env=env)
+        alice = caller(http, second.url)
+        asking = (await poll_until(alice, task_id, "input_required", "completed", "failed"))[-1]
+        assert asking["status"] == "input_required", asking
+        ((key, asked),) = asking["inputRequests"].items()
+        assert asked == before[-1]["inputRequests"][next(iter(before[-1]["inputRequests"]))]
+        choice = asked["params"]["requestedSchema"]["properties"]["interpretation"]["oneOf"][0]
+        answer = {"action": "accept", "content": {"interpretation": choice["const"]}}
+        update = {"taskId": task_id, "inputResponses": {key: answer}}
+        assert result_of(await alice.post("tasks/update", update)) == {"resultType": "complete"}
+        done = (await poll_until(alice, task_id, "completed", "failed", "cancelled"))[-1]
+        assert done["status"] == "completed", done
+        assert report_text(done).startswith(f"# Research Report: python ({choice['const']})\n")
 
 
 async def test_past_its_ttl_a_task_is_not_found(peers: Peers) -> None:
