@@ -58,16 +58,19 @@ def _short(filename: str) -> str:
 # the task helper, matched against these path fragments in order.
 CATEGORIES: Final = (
     ("aiohttp/web", "front: the client's keep-alive connection and request (aiohttp server)"),
-    ("proxy/http_server", "front: the client's keep-alive connection and request (aiohttp server)"),
+    (
+        "proxy/app/http_server",
+        "front: the client's keep-alive connection and request (aiohttp server)",
+    ),
     ("aiohttp/", "upstream: two open HTTP responses, POST and GET stream (aiohttp client)"),
     ("proxy/upstream/", "upstream: the bridge's session, call and stream readers"),
-    ("translators/sse", "upstream: the bridge's session, call and stream readers"),
-    ("proxy/held_calls", "held call: the bridge's driver and state machine"),
+    ("translators/wire/sse", "upstream: the bridge's session, call and stream readers"),
+    ("proxy/calls/driver", "held call: the bridge's driver and state machine"),
     ("translators/", "held call: the bridge's driver and state machine"),
     ("proxy/", "front: the bridge's request handling (front_http, routes, dispatch)"),
     ("structlog/", "bound loggers and log context"),
 )
-_SKIPPED: Final = ("/lib/python3", "proxy/tasks.py", "<frozen", "<string>")
+_SKIPPED: Final = ("/lib/python3", "proxy/common/owned_tasks.py", "<frozen", "<string>")
 
 
 def _category(traceback: tracemalloc.Traceback) -> str:

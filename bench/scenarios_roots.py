@@ -28,7 +28,7 @@ from figures import Figure, compare, errors_of, first_errors, latency_summary, v
 from load import Call, Sample, alternating, median
 from peers import ROOTS_KEEPING_SERVER, Processes
 
-from translators.roots import ROOTS_INPUT_KEY
+from translators.protocol.roots import ROOTS_INPUT_KEY
 
 # MRTR_BENCH_ROOTS_ROUNDS: fewer calls for a quick look (the committed figures use the defaults)
 ROUNDS: Final = int(os.environ.get("MRTR_BENCH_ROOTS_ROUNDS", "150"))

@@ -10,7 +10,8 @@ from urllib.parse import urlsplit
 from pydantic import Field, PositiveInt, SecretStr, field_validator
 
 from config.base import PUBLIC_URL, Frozen
-from config.replicas import ClusterSettings, RecoverySettings
+from config.recovery import RecoverySettings
+from config.replicas import ClusterSettings
 from config.reverse import ReverseSettings
 from config.status import StatusSettings
 from config.tasks import TasksSettings

@@ -1,6 +1,6 @@
-"""`python -m proxy` and the `mrtr-bridge` script: the command line in `proxy.cli`."""
+"""`python -m proxy` and the `mrtr-bridge` script: the command line in `proxy.app.cli`."""
 
-from proxy.cli import main
+from proxy.app.cli import main
 
 __all__ = ["main"]
 

@@ -23,7 +23,7 @@ from typing import Any, Literal
 from jsonschema import Draft202012Validator  # type: ignore[import-untyped]
 from jsonschema.validators import validator_for  # type: ignore[import-untyped]
 
-from translators.eras import LEGACY_VERSION, MODERN_VERSION
+from translators.protocol.eras import LEGACY_VERSION, MODERN_VERSION
 
 Era = Literal["modern", "legacy"] | str
 

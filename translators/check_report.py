@@ -1,5 +1,5 @@
-"""What `mrtr-bridge check` reports, from what it saw of the upstream (pure; `proxy.check` does the
-I/O).
+"""What `mrtr-bridge check` reports, from what it saw of the upstream (pure; `proxy.app.check` does
+the I/O).
 
 The report is one JSON object (docs/operations.md, "Checking an upstream"): the upstream's era and
 negotiated revision, its transport, `serverInfo` and capabilities, its tools with the annotations
@@ -13,12 +13,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from translators.canonical import as_object
-from translators.era_detection import DUAL, LEGACY, MODERN, DiscoverVerdict, Era, era_of
-from translators.eras import MODERN_VERSION
-from translators.header_values import x_mcp_header_problem
-from translators.revisions import REVISIONS, SUPPORTED
-from translators.tool_repair import repair_tool
+from translators.protocol.era_detection import DUAL, LEGACY, MODERN, DiscoverVerdict, Era, era_of
+from translators.protocol.eras import MODERN_VERSION
+from translators.protocol.revisions import REVISIONS, SUPPORTED
+from translators.protocol.tool_repair import repair_tool
+from translators.wire.canonical import as_object
+from translators.wire.header_values import x_mcp_header_problem
 
 _HINTS: Final = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
 _SERVED: Final = (

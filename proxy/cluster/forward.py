@@ -3,7 +3,8 @@
 On the HTTP front only. A request is forwarded when it is a retry (an MRTR method with a
 `requestState`), its `requestState` opens with the shared keys and names another replica, and the
 request did not itself arrive forwarded. It goes out as received (body and headers, hop-by-hop
-headers aside, with the original `Host`) plus the replica proof (`translators.forward_proof`); the
+headers aside, with the original `Host`) plus the replica proof (`translators.auth.forward_proof`);
+the
 owner's status, headers and body stream back unchanged, SSE included. The owner checks everything
 again (the proof, principal binding, round, single use) as for any retry.
 
@@ -28,13 +29,25 @@ import structlog
 from aiohttp import web
 
 from config.settings import Settings
-from proxy import tracing
-from proxy.access import current_trace
+from proxy.auth.keys import decode_key
 from proxy.cluster.peers import PeerDirectory
-from proxy.keys import decode_key
-from proxy.metrics import BridgeMetrics
-from translators.eras import MRTR_METHODS
-from translators.errors import (
+from proxy.observe import tracing
+from proxy.observe.access import current_trace
+from proxy.observe.metrics import BridgeMetrics
+from translators.auth.forward_proof import (
+    HEADER,
+    ForwardedFrom,
+    ProofKeys,
+    ProofRejected,
+    sign,
+    verify,
+)
+from translators.held.request_state import KeyRing, open_state
+from translators.protocol.eras import MRTR_METHODS
+from translators.protocol.request_validation import ModernRoute
+from translators.tasks_ext.messages import TASK_METHODS
+from translators.tasks_ext.task_ids import is_task_state, open_task_id
+from translators.wire.errors import (
     BridgeError,
     InvalidRequestState,
     LimitExceeded,
@@ -42,12 +55,7 @@ from translators.errors import (
     RejectionReason,
     http_status_for,
 )
-from translators.forward_proof import HEADER, ForwardedFrom, ProofKeys, ProofRejected, sign, verify
-from translators.inbound import ModernRoute
-from translators.jsonrpc import to_error_response
-from translators.request_state import KeyRing, open_state
-from translators.tasks_ext.messages import TASK_METHODS
-from translators.tasks_ext.task_ids import is_task_state, open_task_id
+from translators.wire.jsonrpc import to_error_response
 
 _log = structlog.get_logger("proxy.cluster.forward")
 _HOP_BY_HOP: Final = frozenset(

@@ -18,24 +18,24 @@ import structlog
 from aiohttp import web
 
 from config.settings import Settings
-from proxy.front_http.replies import Exchange, json_reply
+from proxy.common.http_replies import Exchange, json_reply
 from proxy.reverse.listen import Listener
 from proxy.reverse.local import answer_locally
 from proxy.reverse.replies import streamed
 from proxy.reverse.rounds import Rounds
 from proxy.reverse.sessions import ReverseSession, ReverseSessions
 from proxy.reverse.upstream import ModernCaller
-from translators import fast_json
-from translators.canonical import as_object
-from translators.era_detection import discover_request
-from translators.eras import (
+from translators.protocol.era_detection import discover_request
+from translators.protocol.eras import (
     CANCELLED,
     INITIALIZE,
 )
-from translators.errors import INVALID_REQUEST
-from translators.jsonrpc import JsonObject, error_response, result_response
 from translators.reverse.session import initialize_result, modern_meta, open_client
-from translators.sse import encode_event
+from translators.wire import fast_json
+from translators.wire.canonical import as_object
+from translators.wire.errors import INVALID_REQUEST
+from translators.wire.jsonrpc import JsonObject, error_response, result_response
+from translators.wire.sse import encode_event
 
 _log = structlog.get_logger("proxy.reverse")
 SESSION: Final = "Mcp-Session-Id"

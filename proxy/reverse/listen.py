@@ -18,16 +18,16 @@ import structlog
 
 from proxy.reverse.sessions import ReverseSession
 from proxy.reverse.upstream import ModernCaller
-from translators.canonical import as_object
-from translators.eras import (
+from translators.protocol.eras import (
     PROMPTS_LIST_CHANGED,
     RESOURCE_UPDATED,
     RESOURCES_LIST_CHANGED,
     SUBSCRIPTIONS_LISTEN,
     TOOLS_LIST_CHANGED,
 )
-from translators.jsonrpc import JsonObject, notification, request
 from translators.reverse.session import modern_meta
+from translators.wire.canonical import as_object
+from translators.wire.jsonrpc import JsonObject, notification, request
 
 _log = structlog.get_logger("proxy.reverse")
 _RELAYED: Final = frozenset(

@@ -8,15 +8,15 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from proxy.reverse.sessions import ReverseSession
-from translators.eras import (
+from translators.protocol.eras import (
     LEGACY_PING,
     LOG_LEVELS,
     LOGGING_SET_LEVEL,
     RESOURCES_SUBSCRIBE,
     RESOURCES_UNSUBSCRIBE,
 )
-from translators.errors import INVALID_PARAMS
-from translators.jsonrpc import JsonObject, error_response, result_response
+from translators.wire.errors import INVALID_PARAMS
+from translators.wire.jsonrpc import JsonObject, error_response, result_response
 
 
 def answer_locally(

@@ -8,8 +8,8 @@ from collections.abc import Awaitable, Callable
 
 from aiohttp import web
 
-from proxy.front_http.sse import SSE_QUEUE_LIMIT, SseSink
-from translators.jsonrpc import JsonObject
+from proxy.common.sse_replies import SSE_QUEUE_LIMIT, SseSink
+from translators.wire.jsonrpc import JsonObject
 
 Send = Callable[[JsonObject], None]
 

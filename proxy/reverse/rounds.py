@@ -24,12 +24,18 @@ from config.settings import Settings
 from proxy.reverse.sessions import ReverseSession
 from proxy.reverse.tool_headers import header_mismatch
 from proxy.reverse.upstream import ModernCaller
-from translators.canonical import as_object
-from translators.eras import CANCELLED, LOG_MESSAGE, PROGRESS, TOOLS_LIST
-from translators.errors import INTERNAL_ERROR
-from translators.jsonrpc import JsonObject, error_response, notification, request, result_response
+from translators.protocol.eras import CANCELLED, LOG_MESSAGE, PROGRESS, TOOLS_LIST
 from translators.reverse.inputs import Push, Refused, input_response, pushes_for
 from translators.reverse.session import is_input_required, legacy_result, modern_params
+from translators.wire.canonical import as_object
+from translators.wire.errors import INTERNAL_ERROR
+from translators.wire.jsonrpc import (
+    JsonObject,
+    error_response,
+    notification,
+    request,
+    result_response,
+)
 
 _log = structlog.get_logger("proxy.reverse")
 Send = Callable[[JsonObject], None]

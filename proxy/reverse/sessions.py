@@ -19,8 +19,8 @@ from typing import Any, Final
 import structlog
 
 from proxy.reverse.tool_headers import ToolSchemas
-from translators.jsonrpc import JsonObject
 from translators.reverse.session import ClientView
+from translators.wire.jsonrpc import JsonObject
 
 _log = structlog.get_logger("proxy.reverse")
 OUTBOX_LIMIT: Final = 256

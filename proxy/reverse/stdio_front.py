@@ -2,8 +2,8 @@
 
 `mrtr-bridge stdio --upstream URL` (or `--upstream-command CMD`) hands a client whose first line is
 a legacy `initialize` here when the upstream speaks 2026-07-28 (modern-only or dual-era; a legacy
-upstream keeps the relay of `proxy.legacy_stdio`). The process is the session: `initialize` is
-answered from `server/discover`, each request runs upstream round after round
+upstream keeps the relay of `proxy.passthrough.legacy_stdio`). The process is the session:
+`initialize` is answered from `server/discover`, each request runs upstream round after round
 (`proxy.reverse.rounds`) with its pushes, progress and logs written to stdout, answers to pushes
 and `notifications/cancelled` are read from stdin, and one upstream `subscriptions/listen` delivers
 list changes and resource updates for the whole session (stdio has no GET stream: a legacy stdio
@@ -20,7 +20,7 @@ from typing import Any
 import structlog
 
 from config.settings import Settings, UpstreamSettings
-from proxy.legacy_stdio import ByteWriter, LegacyStdio
+from proxy.passthrough.legacy_stdio import ByteWriter, LegacyStdio
 from proxy.reverse.listen import Listener
 from proxy.reverse.local import answer_locally
 from proxy.reverse.rounds import Rounds
@@ -29,15 +29,15 @@ from proxy.reverse.stdio_upstream import ModernStdioCaller
 from proxy.reverse.upstream import ModernCaller, ModernHttpCaller
 from proxy.upstream.era import UpstreamEra
 from proxy.upstream.era_probe import probe_stdio
-from proxy.upstream.http_wire import client_info
-from translators import fast_json
-from translators.canonical import as_object
-from translators.era_detection import DUAL, MODERN, discover_request
-from translators.eras import CANCELLED, INITIALIZE
-from translators.errors import INVALID_REQUEST, PARSE_ERROR
-from translators.jsonrpc import JsonObject, error_response, result_response
+from proxy.upstream.http.wire import client_info
+from translators.protocol.era_detection import DUAL, MODERN, discover_request
+from translators.protocol.eras import CANCELLED, INITIALIZE
 from translators.reverse.session import initialize_result, modern_meta, open_client
-from translators.stdio_framing import LineSplitter
+from translators.wire import fast_json
+from translators.wire.canonical import as_object
+from translators.wire.errors import INVALID_REQUEST, PARSE_ERROR
+from translators.wire.jsonrpc import JsonObject, error_response, result_response
+from translators.wire.stdio_framing import LineSplitter
 
 _log = structlog.get_logger("proxy.reverse")
 READ_CHUNK = 65536

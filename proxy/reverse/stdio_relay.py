@@ -18,16 +18,16 @@ import json
 from aiohttp import web
 
 from config.settings import Settings
-from proxy.modern_relay import ModernUpstream
+from proxy.passthrough.modern_upstream import ModernUpstream
 from proxy.reverse.replies import Send, streamed
 from proxy.reverse.stdio_front import stdio_probe_settings
 from proxy.reverse.stdio_upstream import ModernStdioCaller
 from proxy.upstream.era import UpstreamEra
 from proxy.upstream.era_probe import probe_stdio
-from translators import fast_json
-from translators.era_detection import DUAL, LEGACY, MODERN, Era
-from translators.errors import INVALID_REQUEST, http_status_for
-from translators.jsonrpc import JsonObject, error_response
+from translators.protocol.era_detection import DUAL, LEGACY, MODERN, Era
+from translators.wire import fast_json
+from translators.wire.errors import INVALID_REQUEST, http_status_for
+from translators.wire.jsonrpc import JsonObject, error_response
 
 
 class StdioEra(UpstreamEra):

@@ -24,10 +24,9 @@ import structlog
 
 from config.settings import UpstreamSettings
 from proxy.reverse.upstream import OnMessage, failure
-from proxy.upstream.stdio_process import spawn, stop_process
-from proxy.upstream.stdio_stderr import StderrRelay
-from translators.canonical import as_object
-from translators.eras import (
+from proxy.upstream.stdio.process import spawn, stop_process
+from proxy.upstream.stdio.stderr import StderrRelay
+from translators.protocol.eras import (
     CANCELLED,
     LOG_MESSAGE,
     META_LOG_LEVEL,
@@ -36,8 +35,9 @@ from translators.eras import (
     PROGRESS,
     SUBSCRIPTIONS_LISTEN,
 )
-from translators.jsonrpc import JsonObject, notification
-from translators.stdio_framing import LineSplitter
+from translators.wire.canonical import as_object
+from translators.wire.jsonrpc import JsonObject, notification
+from translators.wire.stdio_framing import LineSplitter
 
 _log = structlog.get_logger("proxy.reverse")
 

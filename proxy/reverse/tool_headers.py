@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import Final
 
-from translators.canonical import as_object
-from translators.eras import TOOLS_CALL
-from translators.errors import HEADER_MISMATCH
-from translators.header_values import param_headers_for
-from translators.jsonrpc import JsonObject
+from translators.protocol.eras import TOOLS_CALL
+from translators.wire.canonical import as_object
+from translators.wire.errors import HEADER_MISMATCH
+from translators.wire.header_values import param_headers_for
+from translators.wire.jsonrpc import JsonObject
 
 MAX_TOOLS: Final = 4096
 MAX_PAGES: Final = 20

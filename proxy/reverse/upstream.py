@@ -18,18 +18,18 @@ import structlog
 
 from config.settings import UpstreamSettings
 from proxy.upstream.errors import safe_url
-from translators.canonical import as_object
-from translators.eras import (
+from translators.protocol.eras import (
     MODERN_VERSION,
     PROMPTS_GET,
     RESOURCES_READ,
     SUBSCRIPTIONS_LISTEN,
     TOOLS_CALL,
 )
-from translators.errors import INTERNAL_ERROR, BridgeError
-from translators.header_values import encode_header_value
-from translators.jsonrpc import JsonObject
-from translators.sse import SSEDecoder
+from translators.wire.canonical import as_object
+from translators.wire.errors import INTERNAL_ERROR, BridgeError
+from translators.wire.header_values import encode_header_value
+from translators.wire.jsonrpc import JsonObject
+from translators.wire.sse import SSEDecoder
 
 _log = structlog.get_logger("proxy.reverse")
 MAX_REPLY_BYTES: Final = 16 * 1024 * 1024

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from config.settings import Settings
-from proxy.modern_relay import ModernUpstream
+from proxy.passthrough.modern_upstream import ModernUpstream
 from proxy.reverse.front import ReverseFront
 from proxy.reverse.stdio_relay import StdioModernUpstream
 from proxy.reverse.upstream import ModernCaller, ModernHttpCaller
-from proxy.upstream.http_wire import client_info
+from proxy.upstream.http.wire import client_info
 
 
 def reverse_front(settings: Settings, modern: ModernUpstream) -> ReverseFront:

@@ -19,10 +19,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
 
-from translators import jsonrpc
-from translators.errors import BridgeBug
-from translators.jsonrpc import JsonObject
-from translators.revisions import Revision
+from translators.protocol.revisions import Revision
+from translators.wire import jsonrpc
+from translators.wire.errors import BridgeBug
+from translators.wire.jsonrpc import JsonObject
 
 
 @dataclass(frozen=True)

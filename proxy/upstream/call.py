@@ -10,14 +10,14 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from translators.errors import (
+from translators.wire.errors import (
     BridgeBug,
     BridgeError,
     UpstreamFault,
     UpstreamProtocolError,
     UpstreamReturnedError,
 )
-from translators.jsonrpc import JsonObject
+from translators.wire.jsonrpc import JsonObject
 
 CancelSender = Callable[[Any, str], Awaitable[None]]
 

@@ -25,12 +25,12 @@ import structlog
 from config.settings import UpstreamSettings
 from proxy.upstream.era_probe import MAX_PROBE_BYTES, probe_http, probe_reply
 from proxy.upstream.errors import safe_url
-from proxy.upstream.http_wire import client_info
-from translators.canonical import as_object
-from translators.era_detection import DUAL, LEGACY, MODERN, Era, era_of
-from translators.eras import INITIALIZE
-from translators.errors import BridgeError
-from translators.revisions import OFFERED
+from proxy.upstream.http.wire import client_info
+from translators.protocol.era_detection import DUAL, LEGACY, MODERN, Era, era_of
+from translators.protocol.eras import INITIALIZE
+from translators.protocol.revisions import OFFERED
+from translators.wire.canonical import as_object
+from translators.wire.errors import BridgeError
 
 _log = structlog.get_logger(__name__)
 

@@ -1,8 +1,8 @@
 """Probing an upstream's era with `server/discover` without hurting a legacy server.
 
 - **HTTP**: one modern POST (the 2026-07-28 headers and `_meta`); the answer is judged by
-  `translators.era_detection.verdict_of_http`. A legacy server answers it with a 4xx or a JSON-RPC
-  error and is none the worse.
+  `translators.protocol.era_detection.verdict_of_http`. A legacy server answers it with a 4xx or a
+  JSON-RPC error and is none the worse.
 - **stdio**: a legacy server may never answer an unknown method and stop answering anything after
   it (FastMCP on `mcp` 1.8), so the probe runs in a *throwaway process* that is stopped afterwards;
   sessions are always opened in fresh processes.
@@ -23,9 +23,9 @@ import structlog
 
 from config.settings import UpstreamSettings
 from proxy.upstream.errors import map_upstream_errors, safe_url
-from proxy.upstream.http_wire import client_info
-from proxy.upstream.stdio_process import spawn, stop_process
-from translators.era_detection import (
+from proxy.upstream.http.wire import client_info
+from proxy.upstream.stdio.process import spawn, stop_process
+from translators.protocol.era_detection import (
     PROBE_ID,
     SILENT,
     DiscoverVerdict,
@@ -33,8 +33,8 @@ from translators.era_detection import (
     verdict_of_http,
     verdict_of_reply,
 )
-from translators.eras import MODERN_VERSION
-from translators.sse import SSEDecoder
+from translators.protocol.eras import MODERN_VERSION
+from translators.wire.sse import SSEDecoder
 
 _log = structlog.get_logger(__name__)
 MAX_PROBE_BYTES: Final = 1_048_576

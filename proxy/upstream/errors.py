@@ -16,7 +16,7 @@ from contextlib import contextmanager
 import aiohttp
 from yarl import URL
 
-from translators.errors import (
+from translators.wire.errors import (
     BridgeError,
     UpstreamFault,
     UpstreamProtocolError,

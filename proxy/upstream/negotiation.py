@@ -22,12 +22,12 @@ from typing import Final
 
 import structlog
 
-from proxy.tasks import TaskOwner
+from proxy.common.owned_tasks import TaskOwner
 from proxy.upstream.base import InboundHandler, PooledSession, SessionOpener
-from translators.capabilities import capabilities_for_revision
-from translators.errors import UpstreamProtocolError
-from translators.jsonrpc import JsonObject
-from translators.revisions import NEWEST, Revision
+from translators.protocol.capabilities import capabilities_for_revision
+from translators.protocol.revisions import NEWEST, Revision
+from translators.wire.errors import UpstreamProtocolError
+from translators.wire.jsonrpc import JsonObject
 
 _log = structlog.get_logger(__name__)
 

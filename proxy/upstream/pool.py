@@ -25,7 +25,7 @@ from proxy.upstream.base import (
     TransportInfo,
     UpstreamSession,
 )
-from proxy.upstream.http_call import invoke_handler
+from proxy.upstream.http.call import invoke_handler
 from proxy.upstream.pool_entries import (
     EntryRouter,
     EntryState,
@@ -37,13 +37,13 @@ from proxy.upstream.pool_entries import (
     SessionView,
 )
 from proxy.upstream.session_limit import SessionLimit, forget_on_close
-from translators.errors import (
+from translators.wire.errors import (
     BridgeError,
     CapacityExceeded,
     ClientLimitExceeded,
     UpstreamUnavailable,
 )
-from translators.jsonrpc import JsonObject
+from translators.wire.jsonrpc import JsonObject
 
 _log = structlog.get_logger(__name__)
 
@@ -213,7 +213,7 @@ class UpstreamPool:
         return best
 
     def _grant(self, entry: PoolEntry, *, exclusive: bool) -> Lease:
-        lease = Lease(self, entry, exclusive=exclusive)
+        lease = Lease(entry, self._release, exclusive=exclusive)
         if exclusive:
             entry.exclusive = lease
         else:
@@ -281,7 +281,7 @@ class UpstreamPool:
             if self.limit.one is None and self._entries:
                 async with self.limit.lock:  # learning the limit (session_limit.py): one at a time
                     return await self._open_beside(key, capabilities, exclusive, headers)
-            router = EntryRouter(self)
+            router = EntryRouter(self._route)
             # a burst opens a few at a time; each open's timeout starts here
             async with self._open_slots:
                 session = await self._opener(capabilities, headers, router)
@@ -305,7 +305,7 @@ class UpstreamPool:
     ) -> Lease:
         """Open a session beside others; if the older ones stop answering (session_limit.py),
         the upstream serves one session: they are retired (forgotten, not deleted)."""
-        router = EntryRouter(self)
+        router = EntryRouter(self._route)
         session = await self._opener(capabilities, headers, router)
         older = [e for e in self._entries if e.can_serve] if self.transport.streams_per_call else []
         if older and await self.limit.displaced(older[0].session):
@@ -327,7 +327,7 @@ class UpstreamPool:
         router.bind(entry)
         return self._grant(entry, exclusive=exclusive)
 
-    async def _release(self, lease: Lease, entry: PoolEntry, *, discard: bool) -> None:
+    async def _release(self, lease: Lease, entry: PoolEntry, discard: bool) -> None:
         if lease.exclusive:
             if entry.exclusive is lease:
                 entry.exclusive = None

@@ -5,22 +5,25 @@ from __future__ import annotations
 
 import asyncio
 import enum
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from proxy.upstream.base import Inbound, InboundHandler, PooledSession, UpstreamSession
-from translators.errors import BridgeBug, BridgeError
-from translators.jsonrpc import JsonObject
+from translators.wire.errors import BridgeBug, BridgeError
+from translators.wire.jsonrpc import JsonObject
 
-if TYPE_CHECKING:
-    from proxy.upstream.pool import UpstreamPool
+# What the pool does when a lease is released (lease, its entry, discard) and with a message of a
+# session's GET stream (its entry, the message): passed in, so these records never see the pool.
+Release = Callable[["Lease", "PoolEntry", bool], Awaitable[None]]
+Route = Callable[["PoolEntry", Inbound], None]
 
 
 @dataclass(frozen=True)
 class SessionKey:
     principal: str
     fingerprint: str
-    # Roots affinity (proxy/roots.py): the digest of the roots answer this session's server holds,
+    # Roots affinity (proxy/calls/roots_affinity.py): the digest of the roots answer this session's
+    # server holds,
     # and that answer itself (not part of the key's identity); "" for a session that holds none.
     roots: str = ""
     roots_answer: JsonObject | None = field(default=None, compare=False, hash=False)
@@ -82,9 +85,9 @@ class PoolEntry:
 class Lease:
     """The right to use `session` for one request; give it back with `release()`."""
 
-    def __init__(self, pool: UpstreamPool, entry: PoolEntry, *, exclusive: bool) -> None:
-        self._pool = pool
+    def __init__(self, entry: PoolEntry, release: Release, *, exclusive: bool) -> None:
         self._entry = entry
+        self._release = release
         self.exclusive = exclusive
         self.unrelated_handler: InboundHandler | None = None
         self._released = False
@@ -111,15 +114,15 @@ class Lease:
             return
         self._released = True
         self.unrelated_handler = None
-        await self._pool._release(self, self._entry, discard=discard)
+        await self._release(self, self._entry, discard)
 
 
 class EntryRouter:
     """A session's `on_unrelated`: buffers until the session joins the pool, then routes per
     lease."""
 
-    def __init__(self, pool: UpstreamPool) -> None:
-        self._pool = pool
+    def __init__(self, route: Route) -> None:
+        self._route = route
         self._entry: PoolEntry | None = None
         self._pending: list[Inbound] = []
 
@@ -127,13 +130,13 @@ class EntryRouter:
         if self._entry is None:
             self._pending.append(inbound)
         else:
-            self._pool._route(self._entry, inbound)
+            self._route(self._entry, inbound)
 
     def bind(self, entry: PoolEntry) -> None:
         self._entry = entry
         pending, self._pending = self._pending, []
         for inbound in pending:
-            self._pool._route(entry, inbound)
+            self._route(entry, inbound)
 
 
 class Opening:

@@ -25,7 +25,7 @@ from typing import Final, Literal
 import structlog
 
 from proxy.upstream.base import PooledSession
-from translators.errors import CapacityExceeded, UpstreamFault, UpstreamReturnedError
+from translators.wire.errors import CapacityExceeded, UpstreamFault, UpstreamReturnedError
 
 log = structlog.get_logger(__name__)
 PING: Final = "ping"

@@ -25,13 +25,13 @@ import structlog
 from yarl import URL
 
 from config.settings import UpstreamSettings
-from proxy.tasks import TaskOwner
+from proxy.common.owned_tasks import TaskOwner
 from proxy.upstream.base import Inbound, InboundHandler, Negotiated, SendsMessages
 from proxy.upstream.call import OutcomeCall
 from proxy.upstream.errors import map_upstream_errors
-from proxy.upstream.http_call import invoke_handler
-from proxy.upstream.http_channel import HttpChannel, UpstreamRefused
-from proxy.upstream.http_wire import (
+from proxy.upstream.http.call import invoke_handler
+from proxy.upstream.http.channel import HttpChannel, UpstreamRefused
+from proxy.upstream.http.wire import (
     SSE_TYPE,
     StreamCursor,
     client_info,
@@ -40,16 +40,16 @@ from proxy.upstream.http_wire import (
     is_response,
     iter_stream_events,
 )
-from translators import jsonrpc
-from translators.eras import CANCELLED, INITIALIZE, INITIALIZED, LEGACY_PING
-from translators.errors import (
+from translators.protocol.eras import CANCELLED, INITIALIZE, INITIALIZED, LEGACY_PING
+from translators.protocol.revisions import OFFERED, Revision, negotiated
+from translators.wire import jsonrpc
+from translators.wire.errors import (
     UpstreamFault,
     UpstreamProtocolError,
     UpstreamReturnedError,
     UpstreamSessionLost,
 )
-from translators.jsonrpc import JsonObject
-from translators.revisions import OFFERED, Revision, negotiated
+from translators.wire.jsonrpc import JsonObject
 
 _log = structlog.get_logger(__name__)
 _session_refs = itertools.count(1)

@@ -19,12 +19,12 @@ import structlog
 from config.settings import UpstreamSettings
 from proxy.upstream.base import InboundHandler, PooledSession
 from proxy.upstream.errors import safe_url
-from proxy.upstream.http import HttpUpstreamSession
-from proxy.upstream.http_channel import UpstreamRefused
+from proxy.upstream.http.channel import UpstreamRefused
+from proxy.upstream.http.session import HttpUpstreamSession
 from proxy.upstream.sse import SseUpstreamSession
-from translators.errors import UpstreamFault, UpstreamProtocolError, UpstreamUnavailable
-from translators.jsonrpc import JsonObject
-from translators.revisions import UnsupportedUpstreamVersion
+from translators.protocol.revisions import UnsupportedUpstreamVersion
+from translators.wire.errors import UpstreamFault, UpstreamProtocolError, UpstreamUnavailable
+from translators.wire.jsonrpc import JsonObject
 
 _log = structlog.get_logger(__name__)
 

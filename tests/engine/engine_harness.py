@@ -1,7 +1,8 @@
 """The real engine, pool and held-call registry around a `FakeUpstream`, driven request by request.
 
 `scripted_bridge(upstream, **overrides)` builds the bridge the way the composition root does
-(`proxy.runtime.bridge_runtime`, with the fake as its session opener) and yields a `ScriptedBridge`
+(`proxy.app.runtime.bridge_runtime`, with the fake as its session opener) and yields a
+`ScriptedBridge`
 whose `send()` hands one modern request to `Engine.handle` (the engine's one entry point) and
 returns the JSON-RPC response the client would receive. `start()` does the same in a task, so a
 test can interleave client requests with what the upstream does.
@@ -20,13 +21,13 @@ from typing import Any
 from fake_upstream import WAIT_S, FakeCall, FakeUpstream, Push
 
 from config.settings import Settings
-from proxy.context import FrontRequest
-from proxy.dispatch import Engine
-from proxy.runtime import bridge_runtime
+from proxy.app.runtime import bridge_runtime
+from proxy.common.front_request import FrontRequest
+from proxy.engine.engine import Engine
 from proxy.upstream.base import SessionOpener
 from proxy.upstream.pool import UpstreamPool
-from translators.batching import BatchKey, BatchSizes
-from translators.eras import (
+from translators.held.push_batches import BatchKey, BatchSizes
+from translators.protocol.eras import (
     ELICIT,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -35,7 +36,7 @@ from translators.eras import (
     RESULT_INPUT_REQUIRED,
     TOOLS_CALL,
 )
-from translators.jsonrpc import JsonObject
+from translators.wire.jsonrpc import JsonObject
 
 ALL_CAPABILITIES: JsonObject = {"elicitation": {"form": {}, "url": {}}, "sampling": {}, "roots": {}}
 ELICIT_PARAMS: JsonObject = {

@@ -28,10 +28,10 @@ from typing import Any
 
 from proxy.upstream.base import Inbound, InboundHandler
 from proxy.upstream.call import OutcomeCall
-from translators.eras import LEGACY_VERSION, META_INPUT_KEY_HINT
-from translators.errors import BridgeError, UpstreamSessionLost, UpstreamUnavailable
-from translators.jsonrpc import JsonObject
-from translators.revisions import REVISIONS, Revision
+from translators.protocol.eras import LEGACY_VERSION, META_INPUT_KEY_HINT
+from translators.protocol.revisions import REVISIONS, Revision
+from translators.wire.errors import BridgeError, UpstreamSessionLost, UpstreamUnavailable
+from translators.wire.jsonrpc import JsonObject
 
 WAIT_S = 5.0  # a generous ceiling for anything a test waits for; a pass takes milliseconds
 SERVER_CAPABILITIES: JsonObject = {"tools": {}, "prompts": {}, "resources": {}}
@@ -362,7 +362,7 @@ class FakeUpstream:
         return session
 
     def spares(self, *, dead_first: int = 0) -> FakeSpares:
-        """Spare processes for `proxy.runtime.stdio_opener`; the first `dead_first` died while
+        """Spare processes for `proxy.app.runtime.stdio_opener`; the first `dead_first` died while
         waiting."""
         return FakeSpares(self, dead_first)
 

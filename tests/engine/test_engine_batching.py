@@ -15,10 +15,10 @@ from engine_harness import (
     text_result,
 )
 
-from proxy.held_calls import CallDriver
-from translators.batching import BatchSizes
-from translators.eras import ELICIT, ROOTS, TOOLS_CALL
-from translators.held_call import HeldCallState
+from proxy.calls.driver import CallDriver
+from translators.held.machine import HeldCallState
+from translators.held.push_batches import BatchSizes
+from translators.protocol.eras import ELICIT, ROOTS, TOOLS_CALL
 
 COLOUR = {"message": "Your colour?", "requestedSchema": ELICIT_PARAMS["requestedSchema"]}
 CEILING_MS = 20  # held.batch_quiet_ms (and batch_max_ms) where a test wants the ceiling to act

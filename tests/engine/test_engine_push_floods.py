@@ -24,9 +24,9 @@ from engine_harness import (
 )
 from fake_upstream import WAIT_S, FakeCall
 
-from translators.eras import ELICIT, SAMPLE
-from translators.errors import INTERNAL_ERROR, INVALID_REQUEST, LEGACY_SAMPLING_REJECTED
-from translators.jsonrpc import JsonObject
+from translators.protocol.eras import ELICIT, SAMPLE
+from translators.wire.errors import INTERNAL_ERROR, INVALID_REQUEST, LEGACY_SAMPLING_REJECTED
+from translators.wire.jsonrpc import JsonObject
 
 CANCEL = {"result": {"action": "cancel"}}
 

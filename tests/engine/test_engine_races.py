@@ -22,8 +22,8 @@ from engine_harness import (
     text_result,
 )
 
-from translators.eras import ELICIT, ROOTS
-from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
+from translators.protocol.eras import ELICIT, ROOTS
+from translators.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
 
 REFUSED_STATE = {"code": INVALID_PARAMS, "message": INVALID_REQUEST_STATE_MESSAGE}
 CANCELLED_ELICITATION = {"result": {"action": "cancel"}}

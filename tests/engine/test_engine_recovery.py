@@ -1,4 +1,5 @@
-"""Scripted recovery of lost held calls (proxy/recovery.py): a restart (a second bridge with the
+"""Scripted recovery of lost held calls (proxy/calls/recovery.py): a restart (a second bridge with
+the
 same key), an expiry, the policies, the size cap and the refusals, against the in-memory upstream.
 
 Pushes carry no key hint here: their input keys derive from their content, as with real servers, so
@@ -25,9 +26,9 @@ from engine_harness import (
 )
 from fake_upstream import WAIT_S, FakeCall, FakeUpstream, Push
 
-from translators.eras import ELICIT, PROMPTS_GET
-from translators.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
-from translators.request_state import MAX_PLAIN_TOKEN_LENGTH
+from translators.held.request_state import MAX_PLAIN_TOKEN_LENGTH
+from translators.protocol.eras import ELICIT, PROMPTS_GET
+from translators.wire.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
 
 KEY = base64.urlsafe_b64encode(bytes(range(32))).rstrip(b"=").decode()
 REFUSED_STATE = {"code": INVALID_PARAMS, "message": INVALID_REQUEST_STATE_MESSAGE}

@@ -21,8 +21,8 @@ from engine_harness import (
     text_result,
 )
 
-from translators.eras import ELICIT, ROOTS, SAMPLE
-from translators.errors import (
+from translators.protocol.eras import ELICIT, ROOTS, SAMPLE
+from translators.wire.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST_STATE_MESSAGE,
     LEGACY_SAMPLING_REJECTED,

@@ -20,10 +20,14 @@ from engine_harness import (
 )
 from fake_upstream import FakeUpstream
 
-from proxy.runtime import stdio_opener
-from translators.eras import DISCOVER, ELICIT, MODERN_VERSION
-from translators.errors import INTERNAL_ERROR, LEGACY_URL_ELICITATION_REQUIRED, UpstreamUnavailable
-from translators.jsonrpc import JsonObject
+from proxy.app.runtime import stdio_opener
+from translators.protocol.eras import DISCOVER, ELICIT, MODERN_VERSION
+from translators.wire.errors import (
+    INTERNAL_ERROR,
+    LEGACY_URL_ELICITATION_REQUIRED,
+    UpstreamUnavailable,
+)
+from translators.wire.jsonrpc import JsonObject
 
 STDIO = {"command": "fake-legacy-server", "url": None}
 BRIDGE_ERROR = {"source": "mrtr-bridge"}

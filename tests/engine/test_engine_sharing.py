@@ -20,8 +20,8 @@ from engine_harness import (
 )
 from fake_upstream import FakeUpstream
 
-from proxy.runtime import stdio_opener
-from translators.eras import ELICIT, ROOTS, SUBSCRIPTIONS_LISTEN
+from proxy.app.runtime import stdio_opener
+from translators.protocol.eras import ELICIT, ROOTS, SUBSCRIPTIONS_LISTEN
 
 STDIO = {"command": "fake-legacy-server", "url": None}
 

@@ -27,9 +27,9 @@ from fake_upstream import FakeUpstream
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.app import POOL_KEY, RUNTIME_ENGINE_KEY, make_app
-from translators.eras import ELICIT
-from translators.errors import UpstreamUnavailable
+from proxy.app.http_app import POOL_KEY, RUNTIME_ENGINE_KEY, make_app
+from translators.protocol.eras import ELICIT
+from translators.wire.errors import UpstreamUnavailable
 
 RECORDED = Path(__file__).resolve().parents[1] / "fixtures" / "metrics-families.json"
 TEXT_0_0_4 = "text/plain; version=0.0.4; charset=utf-8"

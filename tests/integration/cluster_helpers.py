@@ -14,8 +14,8 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
-from proxy.keys import new_key
-from translators.eras import MODERN_VERSION
+from proxy.auth.keys import new_key
+from translators.protocol.eras import MODERN_VERSION
 
 from .harness import BRIDGE_EXE, DEMO_SERVER, PeerProcess, Peers, bridge_env, free_port
 

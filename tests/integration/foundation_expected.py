@@ -12,7 +12,7 @@ from typing import Any
 
 from schema_check import assert_valid
 
-from translators.eras import (
+from translators.protocol.eras import (
     META_PROTOCOL_VERSION,
     MODERN_VERSION,
     PROMPTS_LIST,
@@ -20,7 +20,7 @@ from translators.eras import (
     TOOLS_CALL,
     TOOLS_LIST,
 )
-from translators.errors import (
+from translators.wire.errors import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
     INVALID_REQUEST,

@@ -30,8 +30,8 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.message import SessionMessage
 from schema_check import assert_valid
 
-from translators.eras import META_SERVER_INFO, MODERN_VERSION, RESULT_COMPLETE
-from translators.jsonrpc import JsonObject
+from translators.protocol.eras import META_SERVER_INFO, MODERN_VERSION, RESULT_COMPLETE
+from translators.wire.jsonrpc import JsonObject
 
 from .harness import (
     BRIDGE_EXE,

@@ -33,7 +33,7 @@ from mcp.client.streamable_http import streamable_http_client
 from secret_scan import secrets_in
 
 from config import ENV_PREFIX, env_name
-from translators.eras import MODERN_VERSION
+from translators.protocol.eras import MODERN_VERSION
 
 from .raw_http import (
     CLIENT_INFO,

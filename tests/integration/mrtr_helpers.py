@@ -22,7 +22,7 @@ import mcp_types as types
 from mcp import Client, StdioServerParameters
 from mcp.shared.exceptions import MCPError
 
-from translators.eras import (
+from translators.protocol.eras import (
     ELICIT,
     MODERN_VERSION,
     RESULT_COMPLETE,
@@ -31,8 +31,8 @@ from translators.eras import (
     SAMPLE,
     TOOLS_CALL,
 )
-from translators.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
-from translators.jsonrpc import JsonObject
+from translators.wire.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
+from translators.wire.jsonrpc import JsonObject
 
 from .harness import (
     BRIDGE_EXE,

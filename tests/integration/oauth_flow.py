@@ -25,7 +25,7 @@ from mcp.client.auth import AuthorizationCodeResult, OAuthClientProvider
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.auth import OAuthClientInformationFull, OAuthClientMetadata, OAuthToken
 
-from translators.eras import MODERN_VERSION
+from translators.protocol.eras import MODERN_VERSION
 
 from .harness import (
     BRIDGE_EXE,

@@ -1,5 +1,5 @@
 """Raw hand-made requests for integration tests: modern (headers and `_meta` filled in from
-`translators.eras`, any of it overridable) and legacy (initialize, session id, DELETE).
+`translators.protocol.eras`, any of it overridable) and legacy (initialize, session id, DELETE).
 
 Replies are read whole: `RawReply.messages` holds every JSON-RPC message of a JSON or SSE
 reply, `.response` the final one.
@@ -15,7 +15,7 @@ from typing import Any
 
 import aiohttp
 
-from translators.eras import (
+from translators.protocol.eras import (
     LEGACY_VERSION,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -23,7 +23,7 @@ from translators.eras import (
     MODERN_VERSION,
     NAMED_METHODS,
 )
-from translators.jsonrpc import JsonObject
+from translators.wire.jsonrpc import JsonObject
 
 HTTP_TIMEOUT_S = 30.0
 CLIENT_INFO: dict[str, str] = {"name": "mrtr-bridge-tests", "version": "0.0.0"}

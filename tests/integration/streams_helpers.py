@@ -22,10 +22,10 @@ import aiohttp
 from aiohttp import web
 
 from config.settings import Settings
-from proxy.app import make_front_app
-from proxy.dispatch import Engine
-from proxy.runtime import bridge_runtime
-from translators.eras import (
+from proxy.app.http_app import make_front_app
+from proxy.app.runtime import bridge_runtime
+from proxy.engine.engine import Engine
+from translators.protocol.eras import (
     LOG_LEVELS,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -36,7 +36,7 @@ from translators.eras import (
     RESULT_COMPLETE,
     TOOLS_CALL,
 )
-from translators.jsonrpc import JsonObject
+from translators.wire.jsonrpc import JsonObject
 
 from .harness import BRIDGE_EXE, CLIENT_INFO, ModernPoster, PeerProcess, RawReply
 

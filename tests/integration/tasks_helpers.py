@@ -15,8 +15,8 @@ from typing import Any
 
 import aiohttp
 
-from translators.jsonrpc import JsonObject
 from translators.tasks_ext.messages import EXTENSION
+from translators.wire.jsonrpc import JsonObject
 
 from .harness import (
     REPO_ROOT,

@@ -12,7 +12,7 @@ import aiohttp
 import mcp_types as types
 from schema_check import assert_valid
 
-from translators.eras import (
+from translators.protocol.eras import (
     META_SERVER_INFO,
     MODERN_VERSION,
     RESULT_COMPLETE,

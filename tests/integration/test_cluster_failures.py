@@ -10,11 +10,11 @@ import aiohttp
 import mcp_types as types
 from mcp.shared.exceptions import MCPError
 
-from proxy.keys import decode_key, new_key
-from translators.eras import MODERN_VERSION
-from translators.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
-from translators.forward_proof import HEADER, ProofKeys, sign
-from translators.request_state import KeyRing, StateClaims, principal_digest, seal
+from proxy.auth.keys import decode_key, new_key
+from translators.auth.forward_proof import HEADER, ProofKeys, sign
+from translators.held.request_state import KeyRing, StateClaims, principal_digest, seal
+from translators.protocol.eras import MODERN_VERSION
+from translators.wire.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
 
 from .cluster_helpers import ONE_KEY, metric, rotating_client, scrape, start_cluster, start_replica
 from .harness import InputAnswers, Peers, free_port

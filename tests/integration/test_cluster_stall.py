@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from mcp import MCPError
 
-from translators.errors import INTERNAL_ERROR
+from translators.wire.errors import INTERNAL_ERROR
 
 from .cluster_helpers import metric, scrape
 from .harness import Peers, modern_client

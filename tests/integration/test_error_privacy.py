@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 
 from config import env_name
-from translators.errors import BRIDGE_MARKER, INTERNAL_ERROR, UpstreamUnavailable
+from translators.wire.errors import BRIDGE_MARKER, INTERNAL_ERROR, UpstreamUnavailable
 
 from .harness import LegacyPoster, PeerProcess, Peers, free_port
 from .mrtr_helpers import Journal, call_tool, poster

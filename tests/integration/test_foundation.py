@@ -25,7 +25,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 from schema_check import assert_valid
 
-from translators.eras import (
+from translators.protocol.eras import (
     COMPLETION_COMPLETE,
     DISCOVER,
     MODERN_VERSION,
@@ -37,7 +37,7 @@ from translators.eras import (
     TOOLS_CALL,
     TOOLS_LIST,
 )
-from translators.errors import (
+from translators.wire.errors import (
     BRIDGE_MARKER,
     INTERNAL_ERROR,
     INVALID_PARAMS,

@@ -9,7 +9,7 @@ import pytest
 from schema_check import assert_valid, errors
 
 from config import load_settings
-from translators.eras import (
+from translators.protocol.eras import (
     LEGACY_VERSION,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,

@@ -14,7 +14,7 @@ import os
 from collections.abc import AsyncIterator
 from typing import Any
 
-from translators.errors import BRIDGE_MARKER, INTERNAL_ERROR, INVALID_REQUEST
+from translators.wire.errors import BRIDGE_MARKER, INTERNAL_ERROR, INVALID_REQUEST
 
 from .harness import BRIDGE_EXE, Peers, bridge_env
 

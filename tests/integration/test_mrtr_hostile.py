@@ -20,7 +20,7 @@ from collections.abc import Callable
 import aiohttp
 import pytest
 
-from translators.eras import ELICIT, PROMPTS_GET, ROOTS, SAMPLE
+from translators.protocol.eras import ELICIT, PROMPTS_GET, ROOTS, SAMPLE
 
 from .harness import ModernPoster, PeerProcess, Peers, bridge_env
 from .mrtr_helpers import (

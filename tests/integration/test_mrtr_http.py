@@ -15,8 +15,8 @@ import aiohttp
 import mcp_types as types
 import pytest
 
-from translators.eras import ELICIT, RESULT_COMPLETE, ROOTS, SAMPLE
-from translators.errors import (
+from translators.protocol.eras import ELICIT, RESULT_COMPLETE, ROOTS, SAMPLE
+from translators.wire.errors import (
     BRIDGE_MARKER,
     INTERNAL_ERROR,
     INVALID_PARAMS,

@@ -21,8 +21,8 @@ import aiohttp
 import mcp_types as types
 import pytest
 
-from translators.eras import ELICIT, ROOTS, SAMPLE
-from translators.errors import BRIDGE_MARKER
+from translators.protocol.eras import ELICIT, ROOTS, SAMPLE
+from translators.wire.errors import BRIDGE_MARKER
 
 from .harness import ModernPoster, PeerProcess, Peers, RawReply, bridge_env, modern_client
 from .mrtr_helpers import (

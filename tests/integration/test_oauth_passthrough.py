@@ -16,8 +16,8 @@ import aiohttp
 import pytest
 from mcp.shared.auth import OAuthToken
 
-from translators.challenges import parse_challenges
-from translators.errors import INVALID_REQUEST
+from translators.auth.challenges import parse_challenges
+from translators.wire.errors import INVALID_REQUEST
 
 from .harness import LegacyPoster, Peers
 from .mrtr_helpers import assert_state_rejected, call_tool, complete_text, input_required, poster

@@ -16,7 +16,7 @@ import shutil
 
 import aiohttp
 
-from translators.eras import SAMPLE
+from translators.protocol.eras import SAMPLE
 
 from .harness import REPO_ROOT, ModernPoster, PeerProcess, Peers, bridge_env, free_port
 from .mrtr_helpers import call_tool, complete_text, input_required

@@ -1,8 +1,8 @@
 """`@modelcontextprotocol/server-gitlab` 2025.4.25 (2024-11-05, stdio; installed by `make test`
 into `.tools/npm-servers/`): its tools' `inputSchema`s are `{"$schema": "...draft-07..."}` alone,
 with no `"type": "object"`. A legacy client lists them as they are; through the bridge the modern
-client lists the same tools, each repaired (translators/tool_repair.py), and `mrtr-bridge check`
-names every repair. Listing needs no GitLab: the server only insists on a token variable.
+client lists the same tools, each repaired (translators/protocol/tool_repair.py), and `mrtr-bridge
+check` names every repair. Listing needs no GitLab: the server only insists on a token variable.
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ from typing import Any
 import aiohttp
 
 from config import env_name
-from translators.sse import SSEDecoder
+from translators.wire.sse import SSEDecoder
 
 from .harness import PEERS_DIR, PeerProcess, Peers, free_port
 from .test_reverse_http import modern_interactive

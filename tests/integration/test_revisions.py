@@ -23,7 +23,7 @@ import mcp_types as types
 import pytest
 from schema_check import assert_valid
 
-from translators.eras import META_SERVER_INFO, MODERN_VERSION, RESULT_COMPLETE
+from translators.protocol.eras import META_SERVER_INFO, MODERN_VERSION, RESULT_COMPLETE
 
 from .harness import InputAnswers, Peers, modern_client
 from .revision_stack import REVISIONS, TRANSPORTS, RevisionStack, start_stack

@@ -19,8 +19,8 @@ import mcp_types as types
 import pytest
 from mcp import Client
 
-from translators.errors import INVALID_PARAMS
-from translators.roots import ROOTS_INPUT_KEY
+from translators.protocol.roots import ROOTS_INPUT_KEY
+from translators.wire.errors import INVALID_PARAMS
 
 from .harness import DEMO_SERVER, InputAnswers, ModernPoster, Peers, bridge_env, modern_client
 from .mrtr_helpers import json_of, text_of

@@ -30,7 +30,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.stdio import PROCESS_TERMINATION_TIMEOUT
 
 from config import ENV_PREFIX
-from translators.eras import (
+from translators.protocol.eras import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,

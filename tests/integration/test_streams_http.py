@@ -20,7 +20,7 @@ import pytest
 from schema_check import assert_valid
 
 from config.settings import Settings, UpstreamSettings
-from translators.eras import (
+from translators.protocol.eras import (
     LOG_LEVELS,
     META_LOG_LEVEL,
     META_PROGRESS_TOKEN,

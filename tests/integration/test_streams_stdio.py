@@ -21,7 +21,7 @@ from schema_check import assert_valid
 from structlog.testing import capture_logs
 
 from config.settings import Settings, UpstreamSettings
-from translators.eras import (
+from translators.protocol.eras import (
     META_CLIENT_CAPABILITIES,
     META_LOG_LEVEL,
     META_PROGRESS_TOKEN,
@@ -31,7 +31,7 @@ from translators.eras import (
     SUBSCRIPTIONS_LISTEN,
     TOOLS_CALL,
 )
-from translators.jsonrpc import JsonObject
+from translators.wire.jsonrpc import JsonObject
 
 from .harness import PeerProcess, Peers, bridge_env, legacy_stdio_command
 from .streams_helpers import (

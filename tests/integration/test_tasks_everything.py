@@ -17,9 +17,9 @@ import aiohttp
 import pytest
 from mcp.shared.exceptions import MCPError
 
-from translators.errors import INVALID_PARAMS, MISSING_CLIENT_CAPABILITY
-from translators.jsonrpc import JsonObject
 from translators.tasks_ext.messages import EXTENSION
+from translators.wire.errors import INVALID_PARAMS, MISSING_CLIENT_CAPABILITY
+from translators.wire.jsonrpc import JsonObject
 
 from .harness import LegacyPoster, PeerProcess, Peers, free_port, modern_client
 from .streams_helpers import SseStream

@@ -10,8 +10,8 @@ import asyncio
 
 import aiohttp
 
-from proxy.keys import new_key
-from translators.errors import INVALID_PARAMS
+from proxy.auth.keys import new_key
+from translators.wire.errors import INVALID_PARAMS
 
 from .harness import Peers, bridge_env, free_port
 from .tasks_helpers import (

@@ -21,7 +21,7 @@ import pytest
 from mcp import MCPError
 from schema_check import assert_valid
 
-from translators.eras import META_SERVER_INFO, MODERN_VERSION
+from translators.protocol.eras import META_SERVER_INFO, MODERN_VERSION
 
 from .harness import REPO_ROOT, PeerProcess, Peers, bridge_env, free_port, modern_client
 from .mrtr_helpers import Answerer, echo_answer, json_of, text_of

@@ -12,10 +12,10 @@ import pytest
 from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
-from proxy.runtime import http_opener
+from proxy.app.runtime import http_opener
 from proxy.upstream.base import Inbound, UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
-from translators.eras import ELICIT, LEGACY_VERSION, ROOTS, SAMPLE
+from translators.protocol.eras import ELICIT, LEGACY_VERSION, ROOTS, SAMPLE
 
 from .harness import PeerProcess, Peers
 

@@ -21,7 +21,7 @@ import aiohttp
 import pytest
 from schema_check import assert_valid
 
-from translators.eras import (
+from translators.protocol.eras import (
     ELICIT,
     META_LOG_LEVEL,
     META_PROGRESS_TOKEN,
@@ -31,7 +31,7 @@ from translators.eras import (
     SAMPLE,
     TOOLS_CALL,
 )
-from translators.errors import BRIDGE_MARKER
+from translators.wire.errors import BRIDGE_MARKER
 
 from .harness import Bridged, PeerProcess, Peers, bridge_env, modern_client
 from .mrtr_helpers import (

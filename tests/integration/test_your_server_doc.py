@@ -12,7 +12,7 @@ import subprocess
 from pathlib import Path
 
 from config import ENV_PREFIX
-from proxy.cli_args import build_parser
+from proxy.app.cli_args import build_parser
 
 from .harness import REPO_ROOT
 

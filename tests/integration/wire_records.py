@@ -28,8 +28,8 @@ from typing import Any
 
 from schema_check import SCHEMA_DIR, definition, errors, method_definitions
 
-from translators.eras import MODERN_VERSION
-from translators.jsonrpc import JsonObject
+from translators.protocol.eras import MODERN_VERSION
+from translators.wire.jsonrpc import JsonObject
 
 PUSH_RESULTS = {
     "elicitation/create": "ElicitResult",

@@ -19,9 +19,9 @@ from typing import Any
 
 from aiohttp import web
 
-from translators.eras import LEGACY_VERSION
-from translators.jsonrpc import JsonObject
-from translators.sse import encode_event
+from translators.protocol.eras import LEGACY_VERSION
+from translators.wire.jsonrpc import JsonObject
+from translators.wire.sse import encode_event
 
 ToolScript = Callable[["FakeCall"], Awaitable[JsonObject]]
 SSE_HEADERS = {"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}

@@ -19,8 +19,8 @@ from typing import Any
 
 from aiohttp import web
 
-from translators.jsonrpc import JsonObject
-from translators.sse import encode_event
+from translators.wire.jsonrpc import JsonObject
+from translators.wire.sse import encode_event
 
 ToolScript = Callable[["FakeSseSession", Any], Awaitable[JsonObject]]
 

@@ -2,8 +2,8 @@
 in-process in front of it (so each test picks its own limits), and MRTR round helpers.
 
 The legacy peer is `tests/peers/journal_server.py` run by `.venv-legacy` through the integration
-harness (`tests/integration/harness.py`); the bridge is `proxy.app.make_app(settings)` served by
-aiohttp's `TestServer`, and requests are hand-made with the harness's `ModernPoster`.
+harness (`tests/integration/harness.py`); the bridge is `proxy.app.http_app.make_app(settings)`
+served by aiohttp's `TestServer`, and requests are hand-made with the harness's `ModernPoster`.
 """
 
 from __future__ import annotations
@@ -23,14 +23,14 @@ from aiohttp.web_runner import BaseRunner
 from integration.harness import ModernPoster, PeerProcess, Peers, RawReply, free_port
 
 from config.settings import Settings
-from proxy.app import METRICS_KEY, POOL_KEY, make_app
-from proxy.dispatch import Engine
-from proxy.front_http import ENGINE_KEY
-from proxy.http_server import BridgeRunner
-from proxy.keys import new_key
+from proxy.app.http_app import METRICS_KEY, POOL_KEY, make_app
+from proxy.app.http_server import BridgeRunner
+from proxy.auth.keys import new_key
+from proxy.engine.engine import Engine
+from proxy.http_front import ENGINE_KEY
 from proxy.upstream.pool import UpstreamPool
-from translators.eras import RESULT_COMPLETE, RESULT_INPUT_REQUIRED, TOOLS_CALL
-from translators.jsonrpc import JsonObject
+from translators.protocol.eras import RESULT_COMPLETE, RESULT_INPUT_REQUIRED, TOOLS_CALL
+from translators.wire.jsonrpc import JsonObject
 
 JOURNAL_SERVER = "journal_server.py"
 CAPABILITIES: JsonObject = {"elicitation": {"form": {}}, "sampling": {}, "roots": {}}
@@ -129,7 +129,7 @@ def bridge_settings(upstream_url: str, **sections: JsonObject) -> Settings:
 
 class BridgeTestServer(TestServer):
     """aiohttp's test server with the runner `mrtr-bridge serve` uses
-    (`proxy.http_server.BridgeRunner`)."""
+    (`proxy.app.http_server.BridgeRunner`)."""
 
     async def _make_runner(self, **kwargs: Any) -> BaseRunner:
         assert isinstance(self.app, web.Application)

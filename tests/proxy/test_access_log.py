@@ -33,11 +33,11 @@ from safety_harness import (
 )
 
 from config.settings import UpstreamSettings
-from proxy.access import call_name, upstream_name
-from proxy.front_stdio import STDIO_PRINCIPAL
-from proxy.keys import new_key
-from proxy.principal import principal_of
-from translators.eras import META_CLIENT_CAPABILITIES, TOOLS_CALL
+from proxy.auth.keys import new_key
+from proxy.auth.principal import principal_of
+from proxy.observe.access import call_name, upstream_name
+from proxy.stdio_front.front import STDIO_PRINCIPAL
+from translators.protocol.eras import META_CLIENT_CAPABILITIES, TOOLS_CALL
 
 TIMEOUT_S = 30.0
 

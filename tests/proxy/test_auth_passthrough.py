@@ -20,9 +20,9 @@ from pydantic import SecretStr
 from safety_harness import InProcessBridge, inprocess_bridge
 
 from config.settings import Settings
-from translators.challenges import MAX_CHALLENGE_CHARS
-from translators.eras import DISCOVER
-from translators.errors import INTERNAL_ERROR, INVALID_REQUEST
+from translators.auth.challenges import MAX_CHALLENGE_CHARS
+from translators.protocol.eras import DISCOVER
+from translators.wire.errors import INTERNAL_ERROR, INVALID_REQUEST
 
 WELL_KNOWN = "/.well-known/oauth-protected-resource"
 ALICE = "Bearer alice-token-0001"

@@ -16,11 +16,11 @@ import aiohttp
 import pytest
 
 from config import load_settings
-from proxy.cli import keygen_text, main, public_url
-from proxy.cli_args import build_parser, overrides_from
-from proxy.keys import decode_key, load_keyring
-from translators.eras import MODERN_VERSION
-from translators.revisions import SUPPORTED
+from proxy.app.cli import keygen_text, main, public_url
+from proxy.app.cli_args import build_parser, overrides_from
+from proxy.auth.keys import decode_key, load_keyring
+from translators.protocol.eras import MODERN_VERSION
+from translators.protocol.revisions import SUPPORTED
 
 WAIT_S = 15.0
 

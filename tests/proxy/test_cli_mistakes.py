@@ -17,8 +17,8 @@ import pytest
 
 from config import ENV_PREFIX, load_settings
 from config.settings import FrontSettings
-from proxy import cli
-from proxy.cli_hints import loopback_only_warning
+from proxy.app import cli
+from proxy.app.cli_hints import loopback_only_warning
 
 BRIDGE = [sys.executable, "-m", "proxy"]
 TIMEOUT_S = 30

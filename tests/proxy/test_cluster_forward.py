@@ -15,14 +15,14 @@ from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
 
 from config import load_settings
+from proxy.auth.keys import load_keyring, new_key
 from proxy.cluster.forward import Forwarder, OwnerUnreachable
 from proxy.cluster.peers import PeerDirectory
-from proxy.keys import load_keyring, new_key
-from proxy.metrics import BridgeMetrics
-from translators.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
-from translators.inbound import ModernRoute
-from translators.request_state import StateClaims, seal
+from proxy.observe.metrics import BridgeMetrics
+from translators.held.request_state import StateClaims, seal
+from translators.protocol.request_validation import ModernRoute
 from translators.tasks_ext.task_ids import TaskClaims, seal_task_id
+from translators.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
 
 KID, KEY = new_key()
 

@@ -12,10 +12,10 @@ from aiohttp import ClientResponse
 from aiohttp.test_utils import TestClient
 
 from config.settings import FrontSettings, IdentitySettings, Settings
-from proxy.app import make_front_app
-from proxy.context import FrontRequest, NotificationSink
-from proxy.principal import ANONYMOUS_PRINCIPAL, LOCAL_PRINCIPAL, principal_of
-from translators.eras import (
+from proxy.app.http_app import make_front_app
+from proxy.auth.principal import ANONYMOUS_PRINCIPAL, LOCAL_PRINCIPAL, principal_of
+from proxy.common.front_request import FrontRequest, NotificationSink
+from translators.protocol.eras import (
     META_CLIENT_CAPABILITIES,
     META_LOG_LEVEL,
     META_PROGRESS_TOKEN,
@@ -26,7 +26,7 @@ from translators.eras import (
     TOOLS_CALL,
     TOOLS_LIST,
 )
-from translators.errors import (
+from translators.wire.errors import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
     INVALID_REQUEST,

@@ -1,4 +1,4 @@
-"""The modern stdio front (proxy/front_stdio.py) with a stub engine over in-memory pipes."""
+"""The modern stdio front (proxy/stdio_front/front.py) with a stub engine over in-memory pipes."""
 
 from __future__ import annotations
 
@@ -12,23 +12,23 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from proxy.context import FrontRequest, NotificationSink
-from proxy.front_stdio import run_stdio_front
-from translators.eras import (
+from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.stdio_front.front import run_stdio_front
+from translators.protocol.eras import (
     DISCOVER,
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
     MODERN_VERSION,
     TOOLS_CALL,
 )
-from translators.errors import (
+from translators.wire.errors import (
     INTERNAL_ERROR,
     INVALID_PARAMS,
     INVALID_REQUEST,
     METHOD_NOT_FOUND,
     PARSE_ERROR,
 )
-from translators.stdio_framing import LineDecoder, frame
+from translators.wire.stdio_framing import LineDecoder, frame
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 5.0
@@ -337,7 +337,7 @@ async def test_engine_crash_still_answers() -> None:
 SERVE_SCRIPT = """
 import asyncio
 from config.settings import Settings
-from proxy.front_stdio import serve_stdio
+from proxy.stdio_front.front import serve_stdio
 
 class Engine:
     async def handle(self, request, sink):

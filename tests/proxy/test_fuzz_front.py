@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from safety_harness import JournalPeer, bridge_settings, inprocess_bridge, journal_peer
 
-from translators.errors import INVALID_PARAMS
+from translators.wire.errors import INVALID_PARAMS
 
 REPO = Path(__file__).resolve().parents[2]
 FUZZ = REPO / "bench" / "fuzz_front.py"

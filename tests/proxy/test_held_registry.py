@@ -9,8 +9,8 @@ from typing import Any, cast
 
 import pytest
 
-from proxy.held_calls import CallDriver, HeldCallRegistry
-from translators.errors import CapacityExceeded, ClientLimitExceeded, ShuttingDown
+from proxy.calls.driver import CallDriver, HeldCallRegistry
+from translators.wire.errors import CapacityExceeded, ClientLimitExceeded, ShuttingDown
 
 
 @dataclass

@@ -29,8 +29,8 @@ from safety_harness import (
 )
 
 from config.settings import IdentitySettings
-from proxy.principal import principal_of
-from translators.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
+from proxy.auth.principal import principal_of
+from translators.wire.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
 
 TIMEOUT_S = 30.0
 ALICE = "Bearer alice-token"

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from config import ConfigError, load_settings
-from proxy.cli_args import build_parser
-from proxy.keys import load_keyring, new_key
-from translators.errors import InvalidRequestState
-from translators.request_state import NONCE_SIZE, PREFIX, StateClaims, open_state, seal
+from proxy.app.cli_args import build_parser
+from proxy.auth.keys import load_keyring, new_key
+from translators.held.request_state import NONCE_SIZE, PREFIX, StateClaims, open_state, seal
+from translators.wire.errors import InvalidRequestState
 
 CLAIMS = StateClaims(
     continuation_id=bytes(16),

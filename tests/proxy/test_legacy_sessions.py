@@ -1,9 +1,9 @@
-"""The relayed legacy sessions' caps (proxy/legacy_sessions.py, issue 24 defect 3), on a scripted
-clock: who is evicted, in which order, and what is refused."""
+"""The relayed legacy sessions' caps (proxy/passthrough/legacy_sessions.py, issue 24 defect 3), on
+a scripted clock: who is evicted, in which order, and what is refused."""
 
 from __future__ import annotations
 
-from proxy.legacy_sessions import LegacySessions
+from proxy.passthrough.legacy_sessions import LegacySessions
 
 IDLE_S = 300.0
 

@@ -33,8 +33,8 @@ from safety_harness import (
     text_of,
 )
 
-from translators.errors import BRIDGE_MARKER, INTERNAL_ERROR, PARSE_ERROR
-from translators.jsonrpc import JsonObject
+from translators.wire.errors import BRIDGE_MARKER, INTERNAL_ERROR, PARSE_ERROR
+from translators.wire.jsonrpc import JsonObject
 
 TIMEOUT_S = 30.0
 ALICE = "Bearer alice"

@@ -13,10 +13,10 @@ import structlog
 from aiohttp.test_utils import TestClient
 
 from config.settings import LogSettings, Settings
-from proxy.app import make_front_app
-from proxy.context import FrontRequest, NotificationSink
-from proxy.logs import REDACTED, configure_logging, redact
-from translators.eras import (
+from proxy.app.http_app import make_front_app
+from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.observe.logs import REDACTED, configure_logging, redact
+from translators.protocol.eras import (
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
     MODERN_VERSION,

@@ -29,8 +29,8 @@ from safety_harness import (
     text_of,
 )
 
-from proxy.metrics import CONTENT_TYPE, Bounded, BridgeMetrics, method_label, outcome_of
-from translators.eras import TOOLS_CALL
+from proxy.observe.metrics import CONTENT_TYPE, Bounded, BridgeMetrics, method_label, outcome_of
+from translators.protocol.eras import TOOLS_CALL
 
 TIMEOUT_S = 30.0
 _SAMPLE = re.compile(

@@ -31,13 +31,13 @@ from safety_harness import (
 from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
-from proxy.runtime import http_opener
+from proxy.app.runtime import http_opener
 from proxy.upstream.base import Inbound
-from proxy.upstream.http import HttpUpstreamSession
+from proxy.upstream.http.session import HttpUpstreamSession
 from proxy.upstream.negotiation import NegotiatingOpener
-from proxy.upstream.stdio import StdioUpstreamSession
-from translators.jsonrpc import JsonObject
-from translators.revisions import OFFERED, REVISIONS, SUPPORTED, UnsupportedUpstreamVersion
+from proxy.upstream.stdio.session import StdioUpstreamSession
+from translators.protocol.revisions import OFFERED, REVISIONS, SUPPORTED, UnsupportedUpstreamVersion
+from translators.wire.jsonrpc import JsonObject
 
 MISBEHAVING = Path(__file__).resolve().parents[1] / "peers" / "stdio_misbehaving.py"
 # What a modern client that declared everything becomes in the newest revision's shape.

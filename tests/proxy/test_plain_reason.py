@@ -10,7 +10,7 @@ import aiohttp
 import pytest
 
 from proxy.upstream.errors import map_upstream_errors, plain_reason
-from translators.errors import (
+from translators.wire.errors import (
     BridgeError,
     UpstreamProtocolError,
     UpstreamSessionLost,

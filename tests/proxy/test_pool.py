@@ -14,11 +14,11 @@ from aiohttp.test_utils import TestServer
 from fake_legacy import FakeCall, FakeLegacy, text_result
 
 from config.settings import UpstreamSettings
-from proxy.runtime import http_opener
+from proxy.app.runtime import http_opener
 from proxy.upstream.base import Inbound, UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
-from translators.eras import ROOTS
-from translators.errors import (
+from translators.protocol.eras import ROOTS
+from translators.wire.errors import (
     BridgeBug,
     CapacityExceeded,
     ClientLimitExceeded,

@@ -21,7 +21,7 @@ from safety_harness import (
 )
 from test_limits import ALICE, TIMEOUT_S, assert_limit, while_bob_works
 
-from translators.errors import INTERNAL_ERROR
+from translators.wire.errors import INTERNAL_ERROR
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ import pytest
 from integration.harness import PeerProcess, Peers
 from safety_harness import JOURNAL_SERVER, InProcessBridge, bridge_settings, inprocess_bridge
 
-from proxy.health import FRESH_S
+from proxy.app.health import FRESH_S
 
 READY_TIMEOUT_S = 1.0
 INIT_TIMEOUT_S = 3.0

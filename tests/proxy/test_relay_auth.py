@@ -15,8 +15,8 @@ from pydantic import SecretStr
 from safety_harness import InProcessBridge
 from test_auth_passthrough import ALICE, OWN_METADATA, PUBLIC, WELL_KNOWN, Gate, bridged
 
-from proxy.http_relay import CREDENTIALS_REFUSED
-from translators.errors import BRIDGE_MARKER, INTERNAL_ERROR, INVALID_REQUEST
+from proxy.passthrough.http_proxy import CREDENTIALS_REFUSED
+from translators.wire.errors import BRIDGE_MARKER, INTERNAL_ERROR, INVALID_REQUEST
 
 INITIALIZE = {"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "c"}}
 

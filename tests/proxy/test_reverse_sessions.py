@@ -10,8 +10,8 @@ import pytest
 
 from proxy.reverse import sessions as sessions_module
 from proxy.reverse.sessions import ReverseSessions
+from translators.protocol.revisions import NEWEST
 from translators.reverse.session import ClientView
-from translators.revisions import NEWEST
 
 
 def view() -> ClientView:

@@ -1,4 +1,5 @@
-"""RootsAffinity (proxy/roots.py; issue 10): learning whether the upstream keeps roots, answering
+"""RootsAffinity (proxy/calls/roots_affinity.py; issue 10): learning whether the upstream keeps
+roots, answering
 its outside-call asks per session, settling fresh sessions. The pool and leases are small fakes
 here; tests/integration/test_roots_isolation.py runs the whole path against real peers."""
 
@@ -10,12 +11,12 @@ from typing import Any, cast
 import pytest
 
 from config.settings import UpstreamSettings
-from proxy.roots import NO_ROOTS, AskClient, RootsAffinity
+from proxy.calls.roots_affinity import NO_ROOTS, AskClient, RootsAffinity
 from proxy.upstream.base import UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
-from translators.errors import InvalidParams, UpstreamUnavailable
-from translators.jsonrpc import JsonObject
-from translators.roots import PROBE, ROOTS_INPUT_KEY, roots_digest
+from translators.protocol.roots import PROBE, ROOTS_INPUT_KEY, roots_digest
+from translators.wire.errors import InvalidParams, UpstreamUnavailable
+from translators.wire.jsonrpc import JsonObject
 
 ROOTS: JsonObject = {"roots": [{"uri": "file:///a"}]}
 ROOTS_CAPS: JsonObject = {"roots": {"listChanged": True}}
@@ -221,7 +222,7 @@ def test_session_keys() -> None:
 
 def test_known_roots_are_per_principal_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
     """The last roots each principal's calls gave, for lists and listens; the oldest forgotten."""
-    monkeypatch.setattr("proxy.roots.MAX_KNOWN", 2)
+    monkeypatch.setattr("proxy.calls.roots_affinity.MAX_KNOWN", 2)
     roots = affinity(FakePool(), roots_affinity="always")
     legacy: JsonObject = {"roots": {}}
     other: JsonObject = {"roots": [{"uri": "file:///other"}]}

@@ -37,7 +37,7 @@ from safety_harness import (
     text_of,
 )
 
-from proxy.keys import new_key
+from proxy.auth.keys import new_key
 
 TIMEOUT_S = 30.0
 

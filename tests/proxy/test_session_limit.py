@@ -16,9 +16,9 @@ from aiohttp.test_utils import TestServer
 from fake_legacy import FakeLegacy, echo_legacy, text_result
 
 from config.settings import UpstreamSettings
-from proxy.runtime import http_opener
+from proxy.app.runtime import http_opener
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
-from translators.errors import CapacityExceeded
+from translators.wire.errors import CapacityExceeded
 
 ServerFactory = Callable[..., Awaitable[TestServer]]
 CAPS: dict[str, Any] = {}

@@ -37,7 +37,7 @@ from safety_harness import (
     text_of,
 )
 
-from translators.eras import (
+from translators.protocol.eras import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,

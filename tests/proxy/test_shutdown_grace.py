@@ -34,7 +34,7 @@ from safety_harness import (
 )
 from test_shutdown import entries_of, refuses_connections
 
-from translators.errors import BRIDGE_MARKER, INTERNAL_ERROR, ShuttingDown
+from translators.wire.errors import BRIDGE_MARKER, INTERNAL_ERROR, ShuttingDown
 
 GRACE_S = 3.0
 SHUTTING_DOWN = {

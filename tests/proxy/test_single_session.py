@@ -30,8 +30,8 @@ from safety_harness import (
 )
 
 from proxy.upstream.pool import UpstreamPool
-from translators.eras import TOOLS_LIST
-from translators.errors import BRIDGE_MARKER, INTERNAL_ERROR
+from translators.protocol.eras import TOOLS_LIST
+from translators.wire.errors import BRIDGE_MARKER, INTERNAL_ERROR
 
 T = 30.0  # bound on every test body, seconds
 ALICE, BOB, CAROL = "Bearer alice", "Bearer bob", "Bearer carol"

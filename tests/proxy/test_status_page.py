@@ -33,11 +33,11 @@ from safety_harness import (
 )
 
 from config.settings import Settings
-from proxy.held_registry import HeldCallRegistry
-from proxy.keys import new_key
-from proxy.principal import principal_of
-from proxy.status import StatusPage, StatusSources, is_loopback
-from translators.held_call_table import HeldCallState
+from proxy.app.status import StatusPage, StatusSources, is_loopback
+from proxy.auth.keys import new_key
+from proxy.auth.principal import principal_of
+from proxy.calls.registry import HeldCallRegistry
+from translators.held.transitions import HeldCallState
 
 TIMEOUT_S = 30.0
 ADMIN = "admin-" + secrets.token_hex(12)
@@ -188,7 +188,7 @@ def test_a_short_admin_token_is_refused() -> None:
 
 
 def test_the_page_escapes_what_it_shows() -> None:
-    from proxy.status_page import render_page
+    from proxy.app.status_page import render_page
 
     facts = _page().facts(StatusSources(registry=None, pool=None, peers=None, era=None))
     facts["held"]["calls"] = [

@@ -1,6 +1,6 @@
 """The pieces that keep legacy processes from outliving the bridge, one by one, on real processes:
-the stop's escalation rules (`proxy.stopping`), the death signal, the process registry and the group
-keeper. The whole bridge is driven in tests/integration/test_stdio_cleanup.py."""
+the stop's escalation rules (`proxy.common.stopping`), the death signal, the process registry and
+the group keeper. The whole bridge is driven in tests/integration/test_stdio_cleanup.py."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from proxy.stopping import BridgeStop
-from proxy.upstream.stdio_children import ChildProcesses, die_with_bridge
-from proxy.upstream.stdio_keeper import KEEPER_SOURCE, GroupKeeper
+from proxy.common.stopping import BridgeStop
+from proxy.upstream.stdio.children import ChildProcesses, die_with_bridge
+from proxy.upstream.stdio.keeper import KEEPER_SOURCE, GroupKeeper
 
 SLEEPER_SOURCE = (
     "import signal, time\nsignal.signal(signal.SIGTERM, "
@@ -128,7 +128,7 @@ def test_a_child_dies_with_the_process_that_started_it() -> None:
             sys.executable,
             "-c",
             "import subprocess, sys\n"
-            "from proxy.upstream.stdio_children import die_with_bridge\n"
+            "from proxy.upstream.stdio.children import die_with_bridge\n"
             f"child = subprocess.Popen({SLEEPER!r}, preexec_fn=die_with_bridge(), "
             "start_new_session=True,"
             " stdout=subprocess.DEVNULL)\n"

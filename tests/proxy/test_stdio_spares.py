@@ -11,7 +11,7 @@ from typing import Any
 from test_upstream_stdio import CAPABILITIES, WAIT_S, fixture_command, settings
 
 from proxy.upstream.base import Inbound
-from proxy.upstream.stdio_spares import SpareProcesses
+from proxy.upstream.stdio.spares import SpareProcesses
 
 
 def _ignore(inbound: Inbound) -> None:
@@ -76,7 +76,7 @@ async def test_no_spares_when_disabled() -> None:
 async def test_a_take_during_startup_waits_for_the_spare_being_started(monkeypatch: Any) -> None:
     """Right after start(), take() gets the process already being started instead of starting a
     second one."""
-    from proxy.upstream.stdio import StdioUpstreamSession
+    from proxy.upstream.stdio.session import StdioUpstreamSession
 
     started: list[int] = []
     original = StdioUpstreamSession.spawned.__func__  # type: ignore[attr-defined]

@@ -1,4 +1,5 @@
-"""The one task owner (proxy/tasks.py): failures are logged, `stop()` cancels and awaits."""
+"""The one task owner (proxy/common/owned_tasks.py): failures are logged, `stop()` cancels and
+awaits."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import asyncio
 
 from structlog.testing import capture_logs
 
-from proxy.tasks import TaskOwner
+from proxy.common.owned_tasks import TaskOwner
 
 
 async def fail() -> None:

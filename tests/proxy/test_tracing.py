@@ -1,4 +1,5 @@
-"""OpenTelemetry tracing (issue 29; proxy/tracing.py): the span tree of a two-round call through
+"""OpenTelemetry tracing (issue 29; proxy/observe/tracing.py): the span tree of a two-round call
+through
 the bridge to a real legacy server (`tests/peers/journal_server.py`, mcp 1.x), from the SDK's
 in-memory exporter, and the `traceparent` the server received, recorded on the way."""
 
@@ -33,8 +34,8 @@ from safety_harness import (
     text_of,
 )
 
-from proxy import tracing
-from proxy.keys import new_key
+from proxy.auth.keys import new_key
+from proxy.observe import tracing
 
 TIMEOUT_S = 30.0
 CLIENT_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -215,9 +216,9 @@ def test_configured_by_the_standard_variables() -> None:
 
 def test_nothing_of_opentelemetry_is_imported_while_tracing_is_off() -> None:
     code = (
-        "import sys, proxy.app, proxy.tracing, proxy.cli\n"
+        "import sys, proxy.app.http_app, proxy.observe.tracing, proxy.app.cli\n"
         "from config.settings import Settings\n"
-        "proxy.app.make_app(Settings.model_validate({'upstream': {'url': 'http://127.0.0.1:9/mcp'}}))\n"
+        "proxy.app.http_app.make_app(Settings.model_validate({'upstream': {'url': 'http://127.0.0.1:9/mcp'}}))\n"
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))"
     )
     out = subprocess.run(

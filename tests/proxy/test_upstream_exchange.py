@@ -1,5 +1,5 @@
 """The lean pieces a held call keeps for its whole life: `OutcomeCall`'s waiters and the HTTP
-`Exchange` (proxy/upstream/call.py, proxy/upstream/http_channel.py)."""
+`Exchange` (proxy/upstream/call.py, proxy/upstream/http/channel.py)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from aiohttp.test_utils import TestServer
 
 from config.settings import UpstreamSettings
 from proxy.upstream.call import OutcomeCall
-from proxy.upstream.http_channel import HttpChannel
-from translators.errors import UpstreamProtocolError, UpstreamUnavailable
+from proxy.upstream.http.channel import HttpChannel
+from translators.wire.errors import UpstreamProtocolError, UpstreamUnavailable
 
 
 async def _no_cancel(_call: Any, _reason: str) -> None:

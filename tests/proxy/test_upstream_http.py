@@ -17,10 +17,11 @@ from structlog.testing import capture_logs
 from config.settings import UpstreamSettings
 from proxy.upstream import http_wire
 from proxy.upstream.base import Inbound
-from proxy.upstream.http import CLIENT_NAME, MAX_RESUME_ATTEMPTS, HttpUpstreamSession
-from proxy.upstream.http_streams import MAX_GET_FAILURES
-from translators.eras import ELICIT, LEGACY_VERSION, SAMPLE
-from translators.errors import (
+from proxy.upstream.http.session import CLIENT_NAME, MAX_RESUME_ATTEMPTS, HttpUpstreamSession
+from proxy.upstream.http.streams import MAX_GET_FAILURES
+from translators.protocol.eras import ELICIT, LEGACY_VERSION, SAMPLE
+from translators.protocol.revisions import UnsupportedUpstreamVersion
+from translators.wire.errors import (
     INVALID_PARAMS,
     UpstreamFault,
     UpstreamProtocolError,
@@ -29,7 +30,6 @@ from translators.errors import (
     UpstreamTimeout,
     UpstreamUnavailable,
 )
-from translators.revisions import UnsupportedUpstreamVersion
 
 CAPS: dict[str, Any] = {"elicitation": {"form": {}}, "sampling": {}}
 ServerFactory = Callable[..., Awaitable[TestServer]]

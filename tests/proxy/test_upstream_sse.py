@@ -21,12 +21,12 @@ from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
 from proxy.upstream.base import Inbound
-from proxy.upstream.http_channel import UpstreamRefused
+from proxy.upstream.http.channel import UpstreamRefused
 from proxy.upstream.sse import SseUpstreamSession, resolve_endpoint
 from proxy.upstream.transport import NOT_DETECTED, HttpTransport
-from translators.errors import UpstreamProtocolError, UpstreamSessionLost
-from translators.oauth import UpstreamAuthChallenge
-from translators.sse import encode_event
+from translators.auth.oauth import UpstreamAuthChallenge
+from translators.wire.errors import UpstreamProtocolError, UpstreamSessionLost
+from translators.wire.sse import encode_event
 
 ServerFactory = Callable[..., Awaitable[TestServer]]
 T = 10.0

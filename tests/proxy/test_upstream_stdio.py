@@ -20,11 +20,11 @@ from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
 from proxy.upstream.base import Inbound, UpstreamSession
-from proxy.upstream.stdio import StdioUpstreamSession
-from proxy.upstream.stdio_process import check_command
-from proxy.upstream.stdio_stderr import StderrRelay
-from translators.eras import ELICIT, LEGACY_VERSION, ROOTS
-from translators.errors import (
+from proxy.upstream.stdio.process import check_command
+from proxy.upstream.stdio.session import StdioUpstreamSession
+from proxy.upstream.stdio.stderr import StderrRelay
+from translators.protocol.eras import ELICIT, LEGACY_VERSION, ROOTS
+from translators.wire.errors import (
     INVALID_REQUEST,
     UpstreamFault,
     UpstreamProtocolError,

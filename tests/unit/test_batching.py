@@ -1,4 +1,5 @@
-"""Learned batch sizes (translators/batching.py) and the held call closing a batch on them."""
+"""Learned batch sizes (translators/held/push_batches.py) and the held call closing a batch on
+them."""
 
 from __future__ import annotations
 
@@ -6,13 +7,9 @@ import pytest
 from test_held_call import ATTEMPT, LIMITS, P101, P102, P103, QUIET, S, _asked, play
 
 from config import ConfigError, load_settings
-from translators.batching import BatchSizes, batch_key
-from translators.held_call import (
-    HeldCall,
-    NoteBatchSize,
-    StartTimer,
-    UpstreamPushArrived,
-)
+from translators.held.events import NoteBatchSize, StartTimer, UpstreamPushArrived
+from translators.held.machine import HeldCall
+from translators.held.push_batches import BatchSizes, batch_key
 
 
 def test_a_batch_closes_the_moment_it_holds_the_learned_size() -> None:

@@ -1,18 +1,18 @@
-"""Capability shapes in both eras (translators.capabilities; docs/decisions.md § 8)."""
+"""Capability shapes in both eras (translators.protocol.capabilities; docs/decisions.md § 8)."""
 
 from __future__ import annotations
 
 import pytest
 from schema_check import assert_valid
 
-from translators.capabilities import (
+from translators.protocol.capabilities import (
     capability_fingerprint,
     elicitation_modes,
     legacy_server_capabilities_to_modern,
     modern_client_capabilities_to_legacy,
 )
-from translators.eras import META_PREFIX
-from translators.jsonrpc import JsonObject
+from translators.protocol.eras import META_PREFIX
+from translators.wire.jsonrpc import JsonObject
 
 # (modern client capabilities declared on a request, legacy `initialize` capabilities)
 CLIENT_CAPABILITIES: list[tuple[JsonObject, JsonObject]] = [

@@ -1,4 +1,5 @@
-"""`WWW-Authenticate` parsing and rewriting (translators/challenges.py), hostile input included."""
+"""`WWW-Authenticate` parsing and rewriting (translators/auth/challenges.py), hostile input
+included."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from translators.challenges import (
+from translators.auth.challenges import (
     MAX_CHALLENGE_CHARS,
     MAX_PARAMS,
     Challenge,
@@ -17,7 +18,7 @@ from translators.challenges import (
     rewrite_challenge,
     serialize_challenges,
 )
-from translators.public_urls import PublicUrls
+from translators.auth.public_urls import PublicUrls
 
 URLS = PublicUrls("https://bridge.example/mcp", "http://10.0.0.5:8931/mcp")
 OWN = 'resource_metadata="https://bridge.example/.well-known/oauth-protected-resource/mcp"'

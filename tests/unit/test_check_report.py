@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from translators.check_report import Observed, build_report, tool_entry
-from translators.era_detection import SILENT, verdict_of_reply
+from translators.protocol.era_detection import SILENT, verdict_of_reply
 
 INIT: dict[str, Any] = {
     "protocolVersion": "2025-06-18",

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from translators.era_detection import (
+from translators.protocol.era_detection import (
     DUAL,
     LEGACY,
     MODERN,

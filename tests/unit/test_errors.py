@@ -1,5 +1,5 @@
-"""One source per fact in translators/errors.py: HTTP statuses, rejection reasons, whose fault a
-limit is."""
+"""One source per fact in translators/wire/errors.py: HTTP statuses, rejection reasons, whose fault
+a limit is."""
 
 from __future__ import annotations
 
@@ -9,9 +9,10 @@ from pathlib import Path
 import pytest
 from structlog.testing import capture_logs
 
-from proxy.faults import reported_error
-from proxy.metrics import BridgeMetrics
-from translators.errors import (
+from proxy.common.faults import reported_error
+from proxy.observe.metrics import BridgeMetrics
+from translators.auth.oauth import UpstreamAuthChallenge
+from translators.wire.errors import (
     HTTP_STATUS,
     INTERNAL_ERROR,
     INVALID_PARAMS,
@@ -26,7 +27,6 @@ from translators.errors import (
     RejectionReason,
     http_status_for,
 )
-from translators.oauth import UpstreamAuthChallenge
 
 OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
 

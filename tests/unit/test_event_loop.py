@@ -1,5 +1,5 @@
-"""`front.event_loop` (proxy/event_loop.py): uvloop by default when installed, asyncio on request,
-and a clear error when uvloop is required but missing."""
+"""`front.event_loop` (proxy/app/event_loop.py): uvloop by default when installed, asyncio on
+request, and a clear error when uvloop is required but missing."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import importlib
 import pytest
 
 from config import load_settings
-from proxy import event_loop
-from proxy.event_loop import EventLoopUnavailable, loop_factory, running_loop_name
+from proxy.app import event_loop
+from proxy.app.event_loop import EventLoopUnavailable, loop_factory, running_loop_name
 
 
 def _missing_uvloop(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,4 +1,5 @@
-"""translators/fast_json.py decodes and encodes exactly as the standard library where it matters:
+"""translators/wire/fast_json.py decodes and encodes exactly as the standard library where it
+matters:
 integers beyond 64 bits stay integers, lone surrogates survive, strictness is the caller's."""
 
 from __future__ import annotations
@@ -10,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from translators import fast_json
-from translators.errors import ParseError
-from translators.inbound import decode_json
+from translators.protocol.request_validation import decode_json
+from translators.wire import fast_json
+from translators.wire.errors import ParseError
 
 JSON_VALUES = st.recursive(
     st.none()

@@ -1,10 +1,10 @@
-"""The replica proof on forwarded retries (translators/forward_proof.py)."""
+"""The replica proof on forwarded retries (translators/auth/forward_proof.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from translators.forward_proof import ForwardedFrom, ProofKeys, ProofRejected, sign, verify
+from translators.auth.forward_proof import ForwardedFrom, ProofKeys, ProofRejected, sign, verify
 
 KEYS = ProofKeys({"k1": b"\x01" * 32, "k2": b"\x02" * 32}, "k1")
 NOW = 1_800_000_000_000

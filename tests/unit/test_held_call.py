@@ -10,23 +10,8 @@ from typing import Any
 import pytest
 from schema_check import assert_valid
 
-from translators import held_call
-from translators.eras import ELICIT, ROOTS, SAMPLE
-from translators.errors import (
-    INTERNAL_ERROR,
-    LEGACY_URL_ELICITATION_REQUIRED,
-    ClientLimitExceeded,
-    InvalidParams,
-    InvalidRequestState,
-    MissingClientCapability,
-    RejectionReason,
-    ShuttingDown,
-    UpstreamFault,
-    UpstreamTimeout,
-    UpstreamUnavailable,
-)
-from translators.held_call import (
-    EVENT_TYPES,
+from translators.held import machine as held_call
+from translators.held.events import (
     Action,
     AnswerPush,
     BatchWindowClosed,
@@ -36,9 +21,6 @@ from translators.held_call import (
     ClientRetried,
     DeadlinePassed,
     Event,
-    HeldCall,
-    HeldCallState,
-    Limits,
     NoteBatchSize,
     ReissueUpstreamCall,
     ReleaseUpstream,
@@ -52,15 +34,30 @@ from translators.held_call import (
     UpstreamPushCancelled,
     UpstreamResultArrived,
 )
-from translators.jsonrpc import JsonObject
-from translators.pushes import (
+from translators.held.machine import EVENT_TYPES, HeldCall, HeldCallState, Limits
+from translators.protocol.eras import ELICIT, ROOTS, SAMPLE
+from translators.protocol.pushes import (
     PendingPush,
     PushAnswer,
     input_key,
     legacy_push_to_input_request,
     refusal,
 )
-from translators.results import input_required_result, legacy_error_to_modern
+from translators.protocol.results import input_required_result, legacy_error_to_modern
+from translators.wire.errors import (
+    INTERNAL_ERROR,
+    LEGACY_URL_ELICITATION_REQUIRED,
+    ClientLimitExceeded,
+    InvalidParams,
+    InvalidRequestState,
+    MissingClientCapability,
+    RejectionReason,
+    ShuttingDown,
+    UpstreamFault,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+from translators.wire.jsonrpc import JsonObject
 
 S = HeldCallState
 QUIET, BATCH_MAX, ATTEMPT, HELD = 0.25, 1.0, 30.0, 300.0
@@ -276,7 +273,7 @@ def test_transition_table_holds_every_pair() -> None:
     """Every (state, event type) pair is in the table, a retry reaching a finished call included."""
     assert set(EVENT_TYPES) == set(Event.__args__)
     assert (
-        set(held_call._TRANSITIONS)
+        set(held_call.TRANSITIONS)
         == set(NEXT_STATE)
         == set(itertools.product(HeldCallState, EVENT_TYPES))
     )
@@ -297,9 +294,9 @@ def test_a_pair_missing_from_the_table_reports_a_bug_and_changes_nothing(
 ) -> None:
     """The table is the whole machine: an event without a transition is a BridgeBug, state
     untouched."""
-    table = dict(held_call._TRANSITIONS)
+    table = dict(held_call.TRANSITIONS)
     del table[(S.WAITING_CLIENT, ClientRetried)]
-    monkeypatch.setattr(held_call, "_TRANSITIONS", table)
+    monkeypatch.setattr(held_call, "TRANSITIONS", table)
     call = _waiting(P101)
     before = (call.state, call.round, call.attempt, dict(call.pending))
     assert call.handle(ClientRetried(2, 1, {}), 3.0) == [
@@ -313,11 +310,11 @@ def test_a_target_the_table_does_not_name_reports_a_bug_and_changes_nothing(
 ) -> None:
     """The table names where each transition may lead; a handler deciding otherwise is a
     BridgeBug."""
-    table = dict(held_call._TRANSITIONS)
+    table = dict(held_call.TRANSITIONS)
     table[(S.WAITING_CLIENT, ClientRetried)] = held_call.Transition(
         table[(S.WAITING_CLIENT, ClientRetried)].handler, frozenset({S.WAITING_CLIENT, S.DONE})
     )
-    monkeypatch.setattr(held_call, "_TRANSITIONS", table)
+    monkeypatch.setattr(held_call, "TRANSITIONS", table)
     call = _waiting(P101)
     assert call.handle(ClientRetried(2, 1, {P101.key: ACCEPT}), 3.0) == [
         ReportBug("ClientRetried in WAITING_CLIENT led to RUNNING")
@@ -327,7 +324,7 @@ def test_a_target_the_table_does_not_name_reports_a_bug_and_changes_nothing(
 
 def test_the_finished_state_leads_nowhere_else() -> None:
     """Every transition out of DONE names DONE alone; every state is some transition's target."""
-    table = held_call._TRANSITIONS
+    table = held_call.TRANSITIONS
     assert {
         pair for pair, row in table.items() if pair[0] is S.DONE and row.targets != {S.DONE}
     } == set()
@@ -374,7 +371,7 @@ def test_every_state_event_pair(state: HeldCallState, event_type: type) -> None:
     if (state, event_type) in NEXT_STATE:
         assert not any(isinstance(action, ReportBug) for action in actions)
         assert call.state is NEXT_STATE[(state, event_type)]
-        assert call.state in held_call._TRANSITIONS[(state, event_type)].targets
+        assert call.state in held_call.TRANSITIONS[(state, event_type)].targets
         _validate_on_the_wire(actions)
     else:
         assert actions == [ReportBug(f"no transition for {event_type.__name__} in {state.name}")]

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from translators.eras import (
+from translators.protocol.eras import (
     COMPLETION_COMPLETE,
     LEGACY_ONLY_METHODS,
     LOG_LEVELS,
@@ -26,7 +26,18 @@ from translators.eras import (
     TOOLS_CALL,
     TOOLS_LIST,
 )
-from translators.errors import (
+from translators.protocol.request_validation import (
+    ModernRoute,
+    check_param_headers,
+    decode_header_value,
+    decode_json,
+    fold_headers,
+    message_id,
+    parse_body,
+    validate_request,
+    x_mcp_header_problem,
+)
+from translators.wire.errors import (
     HEADER_MISMATCH,
     INVALID_PARAMS,
     INVALID_REQUEST,
@@ -41,17 +52,6 @@ from translators.errors import (
     MethodNotFound,
     ParseError,
     UnsupportedVersion,
-)
-from translators.inbound import (
-    ModernRoute,
-    check_param_headers,
-    decode_header_value,
-    decode_json,
-    fold_headers,
-    message_id,
-    parse_body,
-    validate_request,
-    x_mcp_header_problem,
 )
 
 DEPTH = 64

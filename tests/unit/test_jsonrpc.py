@@ -1,11 +1,11 @@
-"""The one place JSON-RPC envelopes are built (translators/jsonrpc.py)."""
+"""The one place JSON-RPC envelopes are built (translators/wire/jsonrpc.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-from translators.errors import BridgeBug, MethodNotFound
-from translators.jsonrpc import (
+from translators.wire.errors import BridgeBug, MethodNotFound
+from translators.wire.jsonrpc import (
     answer,
     error_response,
     notification,

@@ -1,5 +1,6 @@
-"""The dependency rules of docs/decisions.md § 1, checked on every module's imports (AST, no
-execution)."""
+"""The dependency rules of docs/decisions.md § 1 and the folder map of docs/architecture.md,
+checked on every module's imports (AST, no execution): what each folder may import, no import
+cycles between modules (type-only imports included), and a small top level."""
 
 from __future__ import annotations
 
@@ -42,17 +43,63 @@ IMPURE_STDLIB = frozenset(
 # inspects: the client's input responses); config/* the standard library and pydantic.
 EXTRA_ALLOWED = {
     "translators": {"translators"},
-    "translators/pushes.py": {"translators", "pydantic", "typing_extensions"},
-    "translators/request_state.py": {"translators", "cryptography"},
+    "translators/protocol/pushes.py": {"translators", "pydantic", "typing_extensions"},
+    "translators/held/request_state.py": {"translators", "cryptography"},
     "translators/tasks_ext/task_ids.py": {
         "translators",
         "cryptography",
     },  # sealed like requestState
-    "translators/fast_json.py": {"translators", "orjson"},
+    "translators/wire/fast_json.py": {"translators", "orjson"},
     "config": {"config", "pydantic"},
 }
-# Inside proxy/: the fronts and the upstream transports never import each other.
-SEPARATED = (("proxy/front_", "proxy.upstream"), ("proxy/upstream/", "proxy.front_"))
+# What each folder of proxy/ and translators/ may import of the others (its own modules always):
+# the architecture as data (docs/architecture.md, "The tree"). The fronts never reach the
+# upstream, the calls or the engine's internals; only proxy/app wires concrete classes together.
+MAY_IMPORT: dict[str, frozenset[str]] = {
+    "translators.wire": frozenset(),
+    "translators.protocol": frozenset({"translators.wire"}),
+    "translators.auth": frozenset({"translators.wire"}),
+    "translators.held": frozenset({"translators.protocol", "translators.wire"}),
+    "translators.tasks_ext": frozenset(
+        {"translators.held", "translators.protocol", "translators.wire"}
+    ),
+    "translators.reverse": frozenset({"translators.protocol", "translators.wire"}),
+    "translators": frozenset({"translators.protocol", "translators.wire"}),  # check_report
+    "proxy.common": frozenset(),
+    "proxy.observe": frozenset({"proxy.common"}),
+    "proxy.auth": frozenset(),
+    "proxy.upstream": frozenset({"proxy.auth", "proxy.common"}),
+    "proxy.calls": frozenset({"proxy.common", "proxy.observe", "proxy.upstream"}),
+    "proxy.cluster": frozenset({"proxy.auth", "proxy.observe"}),
+    "proxy.engine": frozenset(
+        {"proxy.auth", "proxy.calls", "proxy.common", "proxy.observe", "proxy.upstream"}
+    ),
+    "proxy.passthrough": frozenset({"proxy.auth", "proxy.common", "proxy.upstream"}),
+    "proxy.reverse": frozenset({"proxy.common", "proxy.passthrough", "proxy.upstream"}),
+    "proxy.http_front": frozenset(
+        {"proxy.auth", "proxy.common", "proxy.observe", "proxy.passthrough", "proxy.reverse"}
+    ),
+    "proxy.stdio_front": frozenset(
+        {"proxy.common", "proxy.observe", "proxy.passthrough", "proxy.reverse"}
+    ),
+    "proxy.app": frozenset(
+        {
+            "proxy.auth",
+            "proxy.calls",
+            "proxy.cluster",
+            "proxy.common",
+            "proxy.engine",
+            "proxy.http_front",
+            "proxy.observe",
+            "proxy.passthrough",
+            "proxy.reverse",
+            "proxy.stdio_front",
+            "proxy.upstream",
+        }
+    ),
+    "proxy": frozenset({"proxy.app"}),  # __main__
+}
+MAX_TOP_LEVEL_MODULES = 8  # modules directly in proxy/ and in translators/ (__init__ included)
 
 
 def modules() -> Iterator[Path]:
@@ -75,7 +122,7 @@ def imported_names(path: Path) -> Iterator[tuple[int, str]]:
 
 
 def violation(relative: str, name: str) -> str | None:
-    """Why `relative` (a path like proxy/front_http.py) may not import `name`, or None."""
+    """Why `relative` (a path like proxy/http_front.py) may not import `name`, or None."""
     top = name.split(".")[0]
     if top == "tests":
         return "runtime code never imports tests"
@@ -88,12 +135,19 @@ def violation(relative: str, name: str) -> str | None:
             )
     if relative.startswith("config/") and not (top in STDLIB or top in EXTRA_ALLOWED["config"]):
         return "config/ imports the standard library and pydantic only"
-    for prefix, forbidden in SEPARATED:
-        if relative.startswith(prefix) and (name == forbidden or name.startswith(forbidden)):
-            return (
-                "fronts and upstream transports meet only in dispatch.py, routes/ and held_calls.py"
-            )
+    if top in ("proxy", "translators") and top == relative.split("/")[0]:
+        own, other = folder_of(relative.removesuffix(".py").split("/")), folder_of(name.split("."))
+        if own != other and other not in MAY_IMPORT[own]:
+            return f"{own} may import only {sorted(MAY_IMPORT[own])} (docs/architecture.md)"
     return None
+
+
+def folder_of(parts: list[str]) -> str:
+    """The folder that owns a module (as path parts or dotted parts): `proxy.upstream` for
+    proxy/upstream/http/session.py, `proxy` for proxy/__main__.py."""
+    if len(parts) > 2 or (len(parts) == 2 and (ROOT / parts[0] / parts[1]).is_dir()):
+        return ".".join(parts[:2])
+    return parts[0]
 
 
 def test_every_package_is_scanned() -> None:
@@ -131,26 +185,111 @@ def test_no_module_prints(path: Path) -> None:
 @pytest.mark.parametrize(
     ("relative", "name", "allowed"),
     [
-        ("translators/inbound.py", "json", True),
-        ("translators/inbound.py", "asyncio", False),
-        ("translators/inbound.py", "time", False),
-        ("translators/inbound.py", "aiohttp", False),
-        ("translators/inbound.py", "structlog", False),
-        ("translators/inbound.py", "config.settings", False),
-        ("translators/inbound.py", "proxy.context", False),
-        ("translators/inbound.py", "pydantic", False),
-        ("translators/inbound.py", "cryptography.hazmat", False),
-        ("translators/request_state.py", "cryptography.hazmat", True),
+        ("translators/protocol/request_validation.py", "json", True),
+        ("translators/protocol/request_validation.py", "asyncio", False),
+        ("translators/protocol/request_validation.py", "time", False),
+        ("translators/protocol/request_validation.py", "aiohttp", False),
+        ("translators/protocol/request_validation.py", "structlog", False),
+        ("translators/protocol/request_validation.py", "config.settings", False),
+        ("translators/protocol/request_validation.py", "proxy.common.front_request", False),
+        ("translators/protocol/request_validation.py", "pydantic", False),
+        ("translators/protocol/request_validation.py", "cryptography.hazmat", False),
+        ("translators/held/request_state.py", "cryptography.hazmat", True),
         ("config/loader.py", "pydantic", True),
         ("config/loader.py", "proxy", False),
-        ("config/loader.py", "translators.eras", False),
-        ("proxy/front_http.py", "proxy.upstream.pool", False),
-        ("proxy/front_stdio.py", "proxy.upstream", False),
-        ("proxy/upstream/http.py", "proxy.front_http", False),
-        ("proxy/dispatch.py", "proxy.upstream.pool", True),
-        ("proxy/app.py", "tests.proxy", False),
+        ("config/loader.py", "translators.protocol.eras", False),
+        ("proxy/http_front/endpoint.py", "proxy.upstream.pool", False),
+        ("proxy/http_front/endpoint.py", "proxy.engine.engine", False),
+        ("proxy/http_front/endpoint.py", "proxy.common.http_replies", True),
+        ("proxy/stdio_front/front.py", "proxy.upstream", False),
+        ("proxy/upstream/http/session.py", "proxy.http_front", False),
+        ("proxy/upstream/http/session.py", "proxy.upstream.base", True),
+        ("proxy/upstream/pool.py", "proxy.calls.driver", False),
+        ("proxy/engine/engine.py", "proxy.upstream.pool", True),
+        ("proxy/calls/driver.py", "proxy.engine.routes.route_context", False),
+        ("proxy/app/http_app.py", "proxy.engine.engine", True),
+        ("proxy/app/http_app.py", "tests.proxy", False),
+        ("proxy/__main__.py", "proxy.app.cli", True),
+        ("translators/wire/errors.py", "translators.protocol.eras", False),
+        ("translators/held/machine.py", "translators.protocol.pushes", True),
     ],
 )
 def test_the_rules_themselves(relative: str, name: str, allowed: bool) -> None:
     """The guard allows and forbids what docs/decisions.md § 1 says."""
     assert (violation(relative, name) is None) is allowed
+
+
+def test_every_folder_is_mapped() -> None:
+    """A new folder gets its row in MAY_IMPORT (and its place in docs/architecture.md)."""
+    folders = {folder_of(list(path.relative_to(ROOT).with_suffix("").parts)) for path in modules()}
+    assert folders - {"config"} == set(MAY_IMPORT)
+
+
+def test_no_import_cycles() -> None:
+    """No module imports itself through others, type-only imports included (Tarjan's SCCs)."""
+    names = {dotted(path) for path in modules()}
+    graph = {
+        dotted(path): (set(imported_modules(path, names)) & names) - {dotted(path)}
+        for path in modules()
+    }
+    assert strongly_connected(graph) == []
+
+
+def test_top_levels_stay_small() -> None:
+    """proxy/ and translators/ hold folders, and at most a few modules directly."""
+    for package in ("proxy", "translators"):
+        direct = sorted(path.name for path in (ROOT / package).glob("*.py"))
+        assert len(direct) <= MAX_TOP_LEVEL_MODULES, (package, direct)
+
+
+def dotted(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def imported_modules(path: Path, names: set[str]) -> Iterator[str]:
+    """Our modules `path` imports: `from package import module` reaches the module."""
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for alias in node.names:
+                full = f"{node.module}.{alias.name}"
+                yield full if full in names else node.module
+        elif isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+
+
+def strongly_connected(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The cycles of `graph`: its strongly connected components of more than one module."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    cycles: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph[node]):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                cycles.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return cycles
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}, "e": set()}
+    assert strongly_connected(graph) == [["a", "b", "c"]]

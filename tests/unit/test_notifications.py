@@ -1,4 +1,4 @@
-"""Upstream notifications -> the front attempt they belong to (translators.notifications;
+"""Upstream notifications -> the front attempt they belong to (translators.protocol.notifications;
 docs/decisions.md § 12)."""
 
 from __future__ import annotations
@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from schema_check import assert_valid
 
-from translators.eras import LOG_LEVELS, META_SUBSCRIPTION_ID, PROGRESS
-from translators.eras import LOG_MESSAGE as MESSAGE
-from translators.jsonrpc import JsonObject
-from translators.notifications import log_level_admits, route_notification
+from translators.protocol.eras import LOG_LEVELS, META_SUBSCRIPTION_ID, PROGRESS
+from translators.protocol.eras import LOG_MESSAGE as MESSAGE
+from translators.protocol.notifications import log_level_admits, route_notification
+from translators.wire.jsonrpc import JsonObject
 
 
 def _progress(token: Any, **extra: Any) -> JsonObject:

@@ -1,5 +1,5 @@
-"""Public URLs and Protected Resource Metadata (translators/public_urls.py,
-translators/oauth.py)."""
+"""Public URLs and Protected Resource Metadata (translators/auth/public_urls.py,
+translators/auth/oauth.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,7 @@ import json
 
 import pytest
 
-from translators.errors import INVALID_REQUEST, UpstreamFault
-from translators.oauth import (
+from translators.auth.oauth import (
     MAX_METADATA_BYTES,
     ChallengeReply,
     MetadataRefused,
@@ -17,7 +16,8 @@ from translators.oauth import (
     metadata_from_issuer,
     relay_metadata,
 )
-from translators.public_urls import PublicUrls, origin_of, public_endpoint, split_url
+from translators.auth.public_urls import PublicUrls, origin_of, public_endpoint, split_url
+from translators.wire.errors import INVALID_REQUEST, UpstreamFault
 
 URLS = PublicUrls("https://bridge.example/mcp", "http://10.0.0.5:8931/mcp")
 

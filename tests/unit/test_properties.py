@@ -13,14 +13,40 @@ from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 from schema_check import assert_valid, errors
 
-from translators.canonical import digest
-from translators.capabilities import (
+from translators.held.events import (
+    AnswerPush,
+    BatchWindowClosed,
+    ClientDisconnected,
+    ClientRetried,
+    DeadlinePassed,
+    Event,
+    ReplyError,
+    ReplyInputRequired,
+    ReplyResult,
+    ReportBug,
+    UpstreamErrorArrived,
+    UpstreamPushArrived,
+    UpstreamPushCancelled,
+    UpstreamResultArrived,
+)
+from translators.held.machine import HeldCall, HeldCallState, Limits
+from translators.held.request_state import (
+    KEY_SIZE,
+    NONCE_SIZE,
+    PREFIX,
+    KeyRing,
+    StateClaims,
+    check_claims,
+    open_state,
+    seal,
+)
+from translators.protocol.capabilities import (
     capability_fingerprint,
     elicitation_modes,
     legacy_server_capabilities_to_modern,
     modern_client_capabilities_to_legacy,
 )
-from translators.eras import (
+from translators.protocol.eras import (
     CACHEABLE_METHODS,
     ELICIT,
     FORWARDED_METHODS,
@@ -36,8 +62,29 @@ from translators.eras import (
     ROOTS,
     SAMPLE,
 )
-from translators.eras import LOG_MESSAGE as MESSAGE
-from translators.errors import (
+from translators.protocol.eras import LOG_MESSAGE as MESSAGE
+from translators.protocol.notifications import route_notification
+from translators.protocol.pushes import (
+    PendingPush,
+    PushAnswer,
+    input_key,
+    input_response_to_legacy,
+    legacy_push_to_input_request,
+)
+from translators.protocol.requests import (
+    modern_params_to_legacy,
+    require_upstream_capability,
+    salient_params,
+)
+from translators.protocol.results import (
+    CacheHints,
+    discover_result,
+    input_required_result,
+    legacy_error_to_modern,
+    legacy_result_to_modern,
+)
+from translators.wire.canonical import digest
+from translators.wire.errors import (
     INTERNAL_ERROR,
     LEGACY_RESOURCE_NOT_FOUND,
     LEGACY_URL_ELICITATION_REQUIRED,
@@ -47,56 +94,7 @@ from translators.errors import (
     InvalidRequestState,
     MethodNotFound,
 )
-from translators.held_call import (
-    AnswerPush,
-    BatchWindowClosed,
-    ClientDisconnected,
-    ClientRetried,
-    DeadlinePassed,
-    Event,
-    HeldCall,
-    HeldCallState,
-    Limits,
-    ReplyError,
-    ReplyInputRequired,
-    ReplyResult,
-    ReportBug,
-    UpstreamErrorArrived,
-    UpstreamPushArrived,
-    UpstreamPushCancelled,
-    UpstreamResultArrived,
-)
-from translators.jsonrpc import JsonObject
-from translators.notifications import route_notification
-from translators.pushes import (
-    PendingPush,
-    PushAnswer,
-    input_key,
-    input_response_to_legacy,
-    legacy_push_to_input_request,
-)
-from translators.request_state import (
-    KEY_SIZE,
-    NONCE_SIZE,
-    PREFIX,
-    KeyRing,
-    StateClaims,
-    check_claims,
-    open_state,
-    seal,
-)
-from translators.requests import (
-    modern_params_to_legacy,
-    require_upstream_capability,
-    salient_params,
-)
-from translators.results import (
-    CacheHints,
-    discover_result,
-    input_required_result,
-    legacy_error_to_modern,
-    legacy_result_to_modern,
-)
+from translators.wire.jsonrpc import JsonObject
 
 PROPERTY = settings(
     max_examples=80,

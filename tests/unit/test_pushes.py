@@ -1,5 +1,5 @@
-"""Legacy pushes <-> modern input requests and responses (translators.pushes; docs/decisions.md §
-10)."""
+"""Legacy pushes <-> modern input requests and responses (translators.protocol.pushes;
+docs/decisions.md § 10)."""
 
 from __future__ import annotations
 
@@ -10,16 +10,15 @@ from typing import Any
 import pytest
 from schema_check import assert_valid
 
-from translators.eras import ELICIT, LEGACY_PING, META_INPUT_KEY_HINT, PUSH_KINDS, ROOTS, SAMPLE
-from translators.errors import (
-    INTERNAL_ERROR,
-    INVALID_PARAMS,
-    LEGACY_SAMPLING_REJECTED,
-    METHOD_NOT_FOUND,
-    InvalidParams,
+from translators.protocol.eras import (
+    ELICIT,
+    LEGACY_PING,
+    META_INPUT_KEY_HINT,
+    PUSH_KINDS,
+    ROOTS,
+    SAMPLE,
 )
-from translators.jsonrpc import JsonObject
-from translators.pushes import (
+from translators.protocol.pushes import (
     MAX_KEY_LENGTH,
     PendingPush,
     PushAnswer,
@@ -30,6 +29,14 @@ from translators.pushes import (
     refusal,
     unowned_push_answer,
 )
+from translators.wire.errors import (
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    LEGACY_SAMPLING_REJECTED,
+    METHOD_NOT_FOUND,
+    InvalidParams,
+)
+from translators.wire.jsonrpc import JsonObject
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PAIRS: list[JsonObject] = json.loads((FIXTURES / "pushes.json").read_text(encoding="utf-8"))[

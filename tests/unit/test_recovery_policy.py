@@ -1,4 +1,4 @@
-"""The re-execution policy of a lost held call (translators.recovery_policy)."""
+"""The re-execution policy of a lost held call (translators.held.recovery_policy)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,7 @@ from typing import Any
 
 import pytest
 
-from translators.eras import PROMPTS_GET, RESOURCES_READ, TOOLS_CALL
-from translators.recovery_policy import (
+from translators.held.recovery_policy import (
     NOT_ALLOWLISTED,
     NOT_ANNOTATED,
     NOT_LISTED_TOOL,
@@ -17,6 +16,7 @@ from translators.recovery_policy import (
     needs_annotations,
     subject,
 )
+from translators.protocol.eras import PROMPTS_GET, RESOURCES_READ, TOOLS_CALL
 
 TOOL = {"name": "search", "arguments": {"q": "x"}}
 PROMPT = {"name": "greet"}

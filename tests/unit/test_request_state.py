@@ -1,4 +1,4 @@
-"""Sealing and opening `requestState` (translators.request_state; docs/decisions.md § 9)."""
+"""Sealing and opening `requestState` (translators.held.request_state; docs/decisions.md § 9)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,7 @@ from typing import Any
 
 import pytest
 
-from translators.eras import MRTR_METHODS, PROMPTS_GET, RESOURCES_READ, TOOLS_CALL
-from translators.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE, InvalidRequestState
-from translators.request_state import (
+from translators.held.request_state import (
     KEY_SIZE,
     MAX_ANSWERS_BYTES,
     MAX_PLAIN_TOKEN_LENGTH,
@@ -29,6 +27,12 @@ from translators.request_state import (
     principal_digest,
     seal,
     unpack_answers,
+)
+from translators.protocol.eras import MRTR_METHODS, PROMPTS_GET, RESOURCES_READ, TOOLS_CALL
+from translators.wire.errors import (
+    INVALID_PARAMS,
+    INVALID_REQUEST_STATE_MESSAGE,
+    InvalidRequestState,
 )
 
 MAX_KID_LENGTH = 16  # KeyRing's limit on key ids

@@ -1,4 +1,5 @@
-"""The trace context sealed in `requestState` (issue 29; translators/request_state.py): every round
+"""The trace context sealed in `requestState` (issue 29; translators/held/request_state.py): every
+round
 of one logical call carries its first round's trace context, and states sealed without one (by a
 bridge that does not trace, or before this field existed) open exactly as before."""
 
@@ -10,7 +11,7 @@ import dataclasses
 import pytest
 from test_request_state import CLAIMS, NONCE, _reason, _ring
 
-from translators.request_state import (
+from translators.held.request_state import (
     MAX_PLAIN_TOKEN_LENGTH,
     PREFIX,
     TRACE_CONTEXT_SIZE,

@@ -1,4 +1,4 @@
-"""Modern request -> legacy request (translators.requests)."""
+"""Modern request -> legacy request (translators.protocol.requests)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from schema_check import assert_valid
 
-from translators.eras import (
+from translators.protocol.eras import (
     COMPLETION_COMPLETE,
     DISCOVER,
     FORWARDED_METHODS,
@@ -33,13 +33,13 @@ from translators.eras import (
     TOOLS_LIST,
     TRACE_META_KEYS,
 )
-from translators.errors import METHOD_NOT_FOUND, MethodNotFound
-from translators.jsonrpc import JsonObject
-from translators.requests import (
+from translators.protocol.requests import (
     modern_params_to_legacy,
     require_upstream_capability,
     salient_params,
 )
+from translators.wire.errors import METHOD_NOT_FOUND, MethodNotFound
+from translators.wire.jsonrpc import JsonObject
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 PAIRS: list[JsonObject] = json.loads((FIXTURES / "requests.json").read_text(encoding="utf-8"))[

@@ -1,4 +1,4 @@
-"""Legacy result/error -> modern result (translators.results)."""
+"""Legacy result/error -> modern result (translators.protocol.results)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from schema_check import assert_valid
 
-from translators.eras import (
+from translators.protocol.eras import (
     CACHEABLE_METHODS,
     COMPLETION_COMPLETE,
     ELICIT,
@@ -28,7 +28,14 @@ from translators.eras import (
     TOOLS_CALL,
     TOOLS_LIST,
 )
-from translators.errors import (
+from translators.protocol.results import (
+    CacheHints,
+    discover_result,
+    input_required_result,
+    legacy_error_to_modern,
+    legacy_result_to_modern,
+)
+from translators.wire.errors import (
     BRIDGE_MARKER,
     HEADER_MISMATCH,
     INTERNAL_ERROR,
@@ -43,14 +50,7 @@ from translators.errors import (
     RESERVED_RANGE,
     UNSUPPORTED_VERSION,
 )
-from translators.jsonrpc import JsonObject
-from translators.results import (
-    CacheHints,
-    discover_result,
-    input_required_result,
-    legacy_error_to_modern,
-    legacy_result_to_modern,
-)
+from translators.wire.jsonrpc import JsonObject
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 FIXTURE: JsonObject = json.loads((FIXTURES / "results.json").read_text(encoding="utf-8"))

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from translators.check_report import directions
-from translators.header_values import encode_header_value, param_headers_for
+from translators.protocol.revisions import REVISIONS
 from translators.reverse.inputs import Push, Refused, input_response, pushes_for
 from translators.reverse.session import (
     ClientView,
@@ -18,7 +18,7 @@ from translators.reverse.session import (
     negotiate,
     open_client,
 )
-from translators.revisions import REVISIONS
+from translators.wire.header_values import encode_header_value, param_headers_for
 
 DISCOVER: dict[str, Any] = {
     "resultType": "complete",

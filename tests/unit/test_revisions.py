@@ -1,4 +1,5 @@
-"""Per-revision mapping, table-driven from the revision matrix (translators.revisions, .downlevel).
+"""Per-revision mapping, table-driven from the revision matrix (translators.protocol.revisions,
+.downlevel).
 
 Every answer the bridge would send upstream is validated against the session revision's own JSON
 schema (tests/schemas/schema-<revision>.json); every input request the client would see against
@@ -17,23 +18,26 @@ import pytest
 from jsonschema import Draft7Validator, Draft202012Validator  # type: ignore[import-untyped]
 from schema_check import assert_valid
 
-from translators.batches import batch_elements
-from translators.capabilities import capabilities_for_revision, legacy_server_capabilities_to_modern
-from translators.eras import COMPLETION_COMPLETE, ELICIT, ROOTS, SAMPLE, TOOLS_CALL
-from translators.errors import INVALID_PARAMS, METHOD_NOT_FOUND, InvalidParams, MethodNotFound
-from translators.held_call import HeldCall, Limits
-from translators.held_call_events import ReplyError, UpstreamErrorArrived
-from translators.jsonrpc import JsonObject
-from translators.pushes import (
+from translators.held.events import ReplyError, UpstreamErrorArrived
+from translators.held.machine import HeldCall, Limits
+from translators.protocol.capabilities import (
+    capabilities_for_revision,
+    legacy_server_capabilities_to_modern,
+)
+from translators.protocol.eras import COMPLETION_COMPLETE, ELICIT, ROOTS, SAMPLE, TOOLS_CALL
+from translators.protocol.pushes import (
     PendingPush,
     PushAnswer,
     input_response_to_legacy,
     legacy_push_to_input_request,
     unowned_push_answer,
 )
-from translators.requests import modern_params_to_legacy, require_upstream_capability
-from translators.revisions import REVISIONS, SUPPORTED, Revision
-from translators.stdio_framing import FramingError, LineDecoder, decode_messages
+from translators.protocol.requests import modern_params_to_legacy, require_upstream_capability
+from translators.protocol.revisions import REVISIONS, SUPPORTED, Revision
+from translators.wire.errors import INVALID_PARAMS, METHOD_NOT_FOUND, InvalidParams, MethodNotFound
+from translators.wire.jsonrpc import JsonObject
+from translators.wire.jsonrpc_batches import batch_elements
+from translators.wire.stdio_framing import FramingError, LineDecoder, decode_messages
 
 SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
 EVERYTHING: JsonObject = {

@@ -1,4 +1,4 @@
-"""Roots-affine sessions, the pure parts (translators.roots; issue 10)."""
+"""Roots-affine sessions, the pure parts (translators.protocol.roots; issue 10)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from schema_check import assert_valid
 
-from translators.eras import ROOTS
-from translators.errors import InvalidParams
-from translators.jsonrpc import JsonObject
-from translators.pushes import input_key
-from translators.results import input_required_result
-from translators.roots import (
+from translators.protocol.eras import ROOTS
+from translators.protocol.pushes import input_key
+from translators.protocol.results import input_required_result
+from translators.protocol.roots import (
     ROOTS_INPUT_KEY,
     client_roots,
     declares_roots,
@@ -23,6 +21,8 @@ from translators.roots import (
     roots_digest,
     roots_input_requests,
 )
+from translators.wire.errors import InvalidParams
+from translators.wire.jsonrpc import JsonObject
 
 A: JsonObject = {"roots": [{"uri": "file:///a", "name": "A"}, {"uri": "file:///shared"}]}
 

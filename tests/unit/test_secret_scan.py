@@ -6,7 +6,7 @@ import os
 
 from secret_scan import secrets_in
 
-from translators.request_state import KeyRing, StateClaims, keys_digest, principal_digest, seal
+from translators.held.request_state import KeyRing, StateClaims, keys_digest, principal_digest, seal
 
 
 def _token() -> str:

@@ -1,4 +1,4 @@
-"""The incremental SSE decoder and the encoder (translators/sse.py)."""
+"""The incremental SSE decoder and the encoder (translators/wire/sse.py)."""
 
 from __future__ import annotations
 
@@ -8,8 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from translators.errors import BridgeBug, UpstreamProtocolError
-from translators.sse import DEFAULT_EVENT_TYPE, SSEDecoder, SSEEvent, encode_comment, encode_event
+from translators.wire.errors import BridgeBug, UpstreamProtocolError
+from translators.wire.sse import (
+    DEFAULT_EVENT_TYPE,
+    SSEDecoder,
+    SSEEvent,
+    encode_comment,
+    encode_event,
+)
 
 LIMIT = 1 << 20
 STREAM = (

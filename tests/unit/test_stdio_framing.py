@@ -1,4 +1,4 @@
-"""Newline-delimited JSON framing for stdio (translators/stdio_framing.py)."""
+"""Newline-delimited JSON framing for stdio (translators/wire/stdio_framing.py)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from translators.eras import LEGACY_VERSION
-from translators.stdio_framing import (
+from translators.protocol.eras import LEGACY_VERSION
+from translators.wire.stdio_framing import (
     HEAD_BYTES,
     FramingError,
     LineDecoder,

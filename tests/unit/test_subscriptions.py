@@ -1,4 +1,5 @@
-"""`subscriptions/listen` translation (translators.subscriptions; docs/decisions.md § 14)."""
+"""`subscriptions/listen` translation (translators.protocol.subscriptions; docs/decisions.md §
+14)."""
 
 from __future__ import annotations
 
@@ -8,16 +9,14 @@ from typing import Any
 import pytest
 from schema_check import assert_valid
 
-from translators.eras import (
+from translators.protocol.eras import (
     META_SERVER_INFO,
     META_SUBSCRIPTION_ID,
     RESOURCE_UPDATED,
     RESULT_COMPLETE,
 )
-from translators.eras import SUBSCRIPTIONS_ACKNOWLEDGED as ACKNOWLEDGED
-from translators.errors import InvalidParams
-from translators.jsonrpc import JsonObject
-from translators.subscriptions import (
+from translators.protocol.eras import SUBSCRIPTIONS_ACKNOWLEDGED as ACKNOWLEDGED
+from translators.protocol.subscriptions import (
     LIST_CHANGED,
     SESSION_WIDE,
     ListenFilter,
@@ -27,6 +26,8 @@ from translators.subscriptions import (
     listen_notification,
     parse_listen_filter,
 )
+from translators.wire.errors import InvalidParams
+from translators.wire.jsonrpc import JsonObject
 
 FLAGS = ("promptsListChanged", "resourcesListChanged", "toolsListChanged")
 EVERYTHING: JsonObject = {

@@ -7,8 +7,7 @@ import os
 
 import pytest
 
-from translators.errors import INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, InvalidRequestState
-from translators.request_state import KeyRing, StateClaims, open_state, seal
+from translators.held.request_state import KeyRing, StateClaims, open_state, seal
 from translators.tasks_ext.messages import (
     EXTENSION,
     TaskView,
@@ -25,6 +24,7 @@ from translators.tasks_ext.messages import (
     with_extension,
 )
 from translators.tasks_ext.task_ids import TaskClaims, is_task_state, open_task_id, seal_task_id
+from translators.wire.errors import INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, InvalidRequestState
 
 RING = KeyRing({"k1": b"\1" * 32}, "k1")
 OTHER_RING = KeyRing({"k1": b"\2" * 32}, "k1")

@@ -1,4 +1,5 @@
-"""Legacy tools made valid 2026-07-28 tools (translators/tool_repair.py) and what `check` says."""
+"""Legacy tools made valid 2026-07-28 tools (translators/protocol/tool_repair.py) and what `check`
+says."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import pytest
 from schema_check import errors
 
 from translators.check_report import Observed, build_report
-from translators.era_detection import SILENT
-from translators.results import CacheHints, legacy_result_to_modern
-from translators.tool_repair import repair_tool, repair_tools
+from translators.protocol.era_detection import SILENT
+from translators.protocol.results import CacheHints, legacy_result_to_modern
+from translators.protocol.tool_repair import repair_tool, repair_tools
 
 DRAFT7 = {"$schema": "http://json-schema.org/draft-07/schema#"}
 VALID = {"name": "ok", "inputSchema": {"type": "object", "properties": {"a": {"type": "string"}}}}

@@ -18,7 +18,16 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from translators.eras import (
+from translators.held.request_state import (
+    KEY_SIZE,
+    NONCE_SIZE,
+    PREFIX,
+    KeyRing,
+    StateClaims,
+    open_state,
+    seal,
+)
+from translators.protocol.eras import (
     ELICIT,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
@@ -30,9 +39,8 @@ from translators.eras import (
     ROOTS,
     SAMPLE,
 )
-from translators.errors import BridgeError, InvalidRequestState
-from translators.header_values import check_param_headers, decode_header_value, x_mcp_header_problem
-from translators.inbound import (
+from translators.protocol.pushes import PushAnswer, refusal, unowned_push_answer
+from translators.protocol.request_validation import (
     check_envelope,
     decode_json,
     fold_headers,
@@ -40,25 +48,21 @@ from translators.inbound import (
     param_headers_of,
     validate_request,
 )
-from translators.jsonrpc import JsonObject
-from translators.pushes import PushAnswer, refusal, unowned_push_answer
-from translators.request_state import (
-    KEY_SIZE,
-    NONCE_SIZE,
-    PREFIX,
-    KeyRing,
-    StateClaims,
-    open_state,
-    seal,
-)
-from translators.sse import SSEDecoder
-from translators.stdio_framing import FramingError, LineDecoder, decode_line, frame
-from translators.subscriptions import (
+from translators.protocol.subscriptions import (
     ListenFilter,
     honoured_filter,
     listen_notification,
     parse_listen_filter,
 )
+from translators.wire.errors import BridgeError, InvalidRequestState
+from translators.wire.header_values import (
+    check_param_headers,
+    decode_header_value,
+    x_mcp_header_problem,
+)
+from translators.wire.jsonrpc import JsonObject
+from translators.wire.sse import SSEDecoder
+from translators.wire.stdio_framing import FramingError, LineDecoder, decode_line, frame
 
 FUZZ = settings(
     max_examples=150,

@@ -15,12 +15,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from translators.canonical import as_object
-from translators.capabilities import elicitation_modes
-from translators.eras import ELICIT, ROOTS, SAMPLE
-from translators.errors import INTERNAL_ERROR, INVALID_PARAMS
-from translators.jsonrpc import JsonObject
+from translators.protocol.capabilities import elicitation_modes
+from translators.protocol.eras import ELICIT, ROOTS, SAMPLE
 from translators.reverse.session import ClientView
+from translators.wire.canonical import as_object
+from translators.wire.errors import INTERNAL_ERROR, INVALID_PARAMS
+from translators.wire.jsonrpc import JsonObject
 
 MAX_INPUT_REQUESTS = 32
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from translators.canonical import as_object
-from translators.eras import (
+from translators.protocol.eras import (
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_LOG_LEVEL,
@@ -22,8 +21,9 @@ from translators.eras import (
     META_SERVER_INFO,
     MODERN_VERSION,
 )
-from translators.jsonrpc import JsonObject
-from translators.revisions import NEWEST, REVISIONS, Revision
+from translators.protocol.revisions import NEWEST, REVISIONS, Revision
+from translators.wire.canonical import as_object
+from translators.wire.jsonrpc import JsonObject
 
 MODERN_ONLY_RESULT_FIELDS: Final = frozenset({"resultType", "ttlMs", "cacheScope"})
 FALLBACK_SERVER_INFO: Final = {"name": "mcp-server", "version": "unknown"}

@@ -8,10 +8,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
-from translators.canonical import as_object
-from translators.eras import META_RELATED_TASK, RESULT_COMPLETE, TASK_EXTENSION_METHODS
-from translators.errors import InvalidParams, MissingClientCapability
-from translators.jsonrpc import JsonObject
+from translators.protocol.eras import META_RELATED_TASK, RESULT_COMPLETE, TASK_EXTENSION_METHODS
+from translators.wire.canonical import as_object
+from translators.wire.errors import InvalidParams, MissingClientCapability
+from translators.wire.jsonrpc import JsonObject
 
 EXTENSION: Final = "io.modelcontextprotocol/tasks"
 TASKS_GET: Final = "tasks/get"

@@ -21,8 +21,8 @@ from typing import Final
 
 from cryptography.exceptions import InvalidTag
 
-from translators.jsonrpc import JsonObject
-from translators.request_state import NONCE_SIZE, KeyRing, seal_blob
+from translators.held.request_state import NONCE_SIZE, KeyRing, seal_blob
+from translators.wire.jsonrpc import JsonObject
 
 PREFIX: Final = "t1."
 MAX_HANDLE_BYTES: Final = 1024  # a bigger handle is left out: the task then cannot be adopted

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import mcp_types as types
 import pytest
 
-from proxy.metrics import Bounded, BridgeMetrics
+from proxy.observe.metrics import Bounded, BridgeMetrics
 
 from ..cluster_helpers import metric, scrape
 from ..harness import REPO_ROOT, InputAnswers, Peers, modern_client

@@ -17,7 +17,7 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from proxy.keys import new_key
+from proxy.auth.keys import new_key
 
 from ..harness import REPO_ROOT, PeerProcess, Peers, bridge_env
 from ..raw_http import ModernPoster

@@ -1,0 +1,325 @@
+"""`mrtr-bridge check`: connect to the upstream the way `serve` would and say what will bridge.
+
+Steps: a `server/discover` era probe (`proxy.upstream.era_probe`; a stdio upstream in a throwaway
+process), then a legacy session opened with the same transport detection and revision negotiation
+as `serve` (`initialize` declaring roots, so a server that asks for roots at `initialized` shows it
+within `upstream.roots_probe_ms`), then `tools/list`. `translators.check_report` turns what was seen
+into the report; exit status 0 bridgeable, 1 not bridgeable, 2 unreachable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from typing import Any, Final, TextIO
+
+import aiohttp
+
+from config.settings import Settings, UpstreamSettings
+from proxy.app import event_loop
+from proxy.upstream.base import Inbound, PooledSession, TransportInfo
+from proxy.upstream.era_probe import modern_post, probe_stdio
+from proxy.upstream.errors import safe_url
+from proxy.upstream.http.channel import UpstreamRefused
+from proxy.upstream.http.wire import client_info
+from proxy.upstream.negotiation import NegotiatingOpener
+from proxy.upstream.stdio.process import check_command
+from proxy.upstream.stdio.session import StdioUpstreamSession
+from proxy.upstream.transport import HttpTransport
+from translators.check_report import Observed, build_report
+from translators.protocol.era_detection import (
+    SILENT,
+    DiscoverVerdict,
+    discover_request,
+    modern_request,
+    verdict_of_http,
+)
+from translators.protocol.eras import ROOTS, TOOLS_LIST
+from translators.protocol.revisions import UnsupportedUpstreamVersion
+from translators.wire.canonical import as_object
+from translators.wire.errors import BridgeError, UpstreamReturnedError, UpstreamUnavailable
+from translators.wire.jsonrpc import JsonObject
+
+EXIT_BRIDGEABLE: Final = 0
+EXIT_NOT_BRIDGEABLE: Final = 1
+EXIT_UNREACHABLE: Final = 2
+MAX_TOOL_PAGES: Final = 20
+_CAPABILITIES: Final[JsonObject] = {"roots": {"listChanged": True}}
+_CREDENTIAL_STATUSES: Final = frozenset(
+    {401, 403}
+)  # it wants a credential: an answer, not "not MCP"
+
+
+class _RootsWatch:
+    """Records `roots/list` asks that arrive outside any call (answered with no roots)."""
+
+    def __init__(self) -> None:
+        self.asked = asyncio.Event()
+        self.pending: list[int | str] = []
+
+    def __call__(self, inbound: Inbound) -> None:
+        message = inbound.message
+        if message.get("method") == ROOTS and "id" in message:
+            self.pending.append(message["id"])
+            self.asked.set()
+
+    async def answer(self, session: PooledSession, window_s: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(window_s):
+                await self.asked.wait()
+        for push_id in self.pending:
+            with contextlib.suppress(BridgeError):
+                await session.respond(push_id, result={"roots": []})
+        return self.asked.is_set()
+
+
+async def _tools(session: PooledSession) -> list[Any]:
+    tools: list[Any] = []
+    params: JsonObject = {}
+    for _ in range(MAX_TOOL_PAGES):
+        page = await session.start(TOOLS_LIST, params, headers={}, on_inbound=None).result()
+        tools.extend(page.get("tools") or [])
+        cursor = page.get("nextCursor")
+        if not isinstance(cursor, str):
+            break
+        params = {"cursor": cursor}
+    return tools
+
+
+async def _look(
+    session: PooledSession, seen: Observed, watch: _RootsWatch, window_s: float
+) -> None:
+    """What a legacy session shows: its InitializeResult, roots asks at initialized, its tools."""
+    seen.init_result = session.init_result
+    seen.roots_at_initialized = await watch.answer(session, window_s)
+    if "tools" in (session.init_result.get("capabilities") or {}):
+        try:
+            seen.tools = await _tools(session)
+        except BridgeError as exc:
+            seen.tools_error = exc.message
+
+
+async def _legacy(
+    seen: Observed, settings: UpstreamSettings, opener: Any, transport: TransportInfo | None
+) -> BridgeError | None:
+    """Open a legacy session and look at it; the error that kept it from opening, if any."""
+    watch = _RootsWatch()
+    try:
+        session: PooledSession = await opener(dict(_CAPABILITIES), _static_headers(settings), watch)
+    except UnsupportedUpstreamVersion as exc:
+        seen.unsupported_version = exc.answered
+        return None
+    except BridgeError as exc:
+        seen.legacy_error = exc.message
+        return exc
+    finally:
+        if transport is not None and not transport.name.startswith("auto"):
+            seen.transport = transport.name
+    try:
+        await _look(session, seen, watch, settings.roots_probe_ms / 1000)
+    finally:
+        await session.aclose()
+    return None
+
+
+def _answered_nothing(seen: Observed) -> bool:
+    return (
+        seen.discover is not None
+        and not seen.discover.modern
+        and seen.init_result is None
+        and (seen.unsupported_version is None)
+    )
+
+
+def _static_headers(settings: UpstreamSettings) -> dict[str, str]:
+    static = settings.authorization
+    return {"Authorization": static.get_secret_value()} if static is not None else {}
+
+
+async def _discover_http(
+    client: aiohttp.ClientSession, settings: UpstreamSettings, seen: Observed
+) -> tuple[int | None, bool]:
+    """The `server/discover` probe: the HTTP status it got (None: no HTTP answer at all) and
+    whether the body was JSON-RPC. Raises `UpstreamUnavailable` when the connection fails."""
+    assert settings.url is not None
+    request = discover_request(client_info())
+    try:
+        status, reply = await modern_post(
+            client, settings.url, request, settings, _static_headers(settings)
+        )
+    except TimeoutError:
+        seen.discover = SILENT
+        return None, False
+    except UpstreamUnavailable:
+        raise
+    except BridgeError as exc:  # not HTTP (junk bytes): judged later with initialize
+        seen.discover = DiscoverVerdict(False, reason=f"server/discover failed: {exc.message}")
+        return None, False
+    seen.discover = verdict_of_http(status, reply)
+    return status, isinstance(reply, dict) and reply.get("jsonrpc") == "2.0"
+
+
+def _judge_http(
+    seen: Observed, status: int | None, jsonrpc: bool, error: BridgeError | None
+) -> None:
+    """Neither `server/discover` nor `initialize` answered as MCP: nothing answered at all
+    (unreachable), or an HTTP server that is not an MCP server."""
+    if not _answered_nothing(seen) or error is None:
+        return
+    refused = error.status if isinstance(error, UpstreamRefused) else None
+    if status is None and refused is None:
+        seen.unreachable = f"no HTTP answer: {error.message}"
+    elif (
+        not jsonrpc
+        and not isinstance(error, UpstreamReturnedError)
+        and ({status, refused}.isdisjoint(_CREDENTIAL_STATUSES))
+    ):
+        seen.not_mcp = (
+            f"server/discover got HTTP {status} without a JSON-RPC answer, and {error.message}"
+        )
+
+
+async def _check_http(settings: UpstreamSettings) -> Observed:
+    assert settings.url is not None
+    seen = Observed(upstream=safe_url(settings.url))
+    timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_s)
+    async with aiohttp.ClientSession(timeout=timeout) as client:
+        try:
+            status, jsonrpc = await _discover_http(client, settings, seen)
+        except UpstreamUnavailable as exc:
+            seen.unreachable = exc.message
+            return seen
+        transport = HttpTransport(client, settings)
+        error = await _legacy(seen, settings, NegotiatingOpener(transport), transport)
+        _judge_http(seen, status, jsonrpc, error)
+        if seen.discover is not None and seen.discover.modern:
+            seen.transport = "streamable-http"
+            if seen.init_result is None and "tools" in seen.discover.capabilities:
+                await _modern_tools(client, settings, seen)
+    return seen
+
+
+async def _modern_tools(
+    client: aiohttp.ClientSession, settings: UpstreamSettings, seen: Observed
+) -> None:
+    """A modern-only upstream's tools, with one modern `tools/list` (first page)."""
+    assert settings.url is not None
+    request = modern_request(TOOLS_LIST, client_info(), request_id="mrtr-bridge-check-tools")
+    try:
+        _status, reply = await modern_post(
+            client, settings.url, request, settings, _static_headers(settings)
+        )
+    except (TimeoutError, BridgeError) as exc:
+        seen.tools_error = getattr(exc, "message", "no answer in time")
+        return
+    tools = as_object(as_object(reply).get("result")).get("tools")
+    if isinstance(tools, list):
+        seen.tools = tools
+    else:
+        seen.tools_error = "tools/list answered without tools"
+
+
+async def _check_stdio(settings: UpstreamSettings) -> Observed:
+    seen = Observed(
+        upstream=f"stdio:{(settings.command or '').split(maxsplit=1)[0]}", transport="stdio"
+    )
+    try:
+        check_command(settings)
+        seen.discover = await probe_stdio(settings)
+    except UpstreamUnavailable as exc:
+        seen.unreachable = exc.message
+        return seen
+    started: list[StdioUpstreamSession] = []
+
+    async def open_stdio(
+        capabilities: JsonObject, headers: Any, on_unrelated: Any
+    ) -> PooledSession:
+        session = await StdioUpstreamSession.spawned(settings)
+        started.append(session)
+        await session.initialize(capabilities, on_unrelated=on_unrelated)
+        return session
+
+    error = await _legacy(seen, settings, NegotiatingOpener(open_stdio), None)
+    # It died or hung before answering initialize (a JSON-RPC refusal is an answer).
+    if _answered_nothing(seen) and error is not None:
+        if not isinstance(error.__cause__, UpstreamReturnedError):
+            seen.unreachable = error.message
+        if started:
+            seen.stderr_tail = list(started[-1].stderr.tail)
+    return seen
+
+
+async def inspect(settings: Settings) -> dict[str, Any]:
+    """The `check` report for the configured upstream."""
+    upstream = settings.upstream
+    seen = await (_check_http(upstream) if upstream.url else _check_stdio(upstream))
+    return build_report(seen)
+
+
+def exit_status(report: dict[str, Any]) -> int:
+    if not report["reachable"]:
+        return EXIT_UNREACHABLE
+    return EXIT_BRIDGEABLE if report["bridgeable"] else EXIT_NOT_BRIDGEABLE
+
+
+def render_text(report: dict[str, Any]) -> str:
+    """The report for a person."""
+    info = report["serverInfo"] or {}
+    lines = [
+        f"upstream:   {report['upstream']}",
+        f"era:        {report['era'] or 'unknown'}"
+        + (
+            f" (supports {', '.join(report['supportedVersions'])})"
+            if report["supportedVersions"]
+            else ""
+        ),
+        f"revision:   {report['protocolVersion'] or 'unknown'}",
+        f"transport:  {report['transport'] or 'unknown'}",
+        f"server:     {info.get('name', '?')} {info.get('version', '')}".rstrip(),
+        f"capabilities: {', '.join(sorted(report['capabilities'] or {})) or 'none'}",
+    ]
+    for tool in report["tools"] or []:
+        hints = ", ".join(f"{k}={v}" for k, v in tool["annotations"].items())
+        state = "bridged" if tool["bridged"] else f"NOT bridged: {tool['reason']}"
+        if tool["bridged"] and tool.get("repairs"):
+            state += f" (repaired: {'; '.join(tool['repairs'])})"
+        if "task" in tool:
+            state += f" ({tool['task']})"
+        lines.append(f"  tool {tool['name']}{f' [{hints}]' if hints else ''}: {state}")
+    roots = report["pushesOutsideCall"]["rootsListAtInitialized"]
+    lines.append(
+        "asks roots/list at initialized: "
+        f"{'unknown' if roots is None else 'yes' if roots else 'no'}"
+    )
+    ways = report["directions"]
+    lines.append(
+        f"directions: modern clients {ways['modernClients'] or '-'}, "
+        f"legacy clients {ways['legacyClients'] or '-'}"
+    )
+    lines += [f"will bridge: {item}" for item in report["bridges"]]
+    lines += [f"problem:     {item}" for item in report["problems"]]
+    lines += [f"note:        {item}" for item in report["notes"]]
+    if report["stderrTail"]:
+        lines.append("its stderr ended with:")
+        lines += [f"  | {line}" for line in report["stderrTail"]]
+    lines.append(f"bridgeable: {'yes' if report['bridgeable'] else 'no'}")
+    return "\n".join(lines) + "\n"
+
+
+def run_check(settings: Settings, as_json: bool, out: TextIO) -> int:
+    """Run `check`, print the report, return the exit status."""
+    report = event_loop.run(inspect(settings), settings.front.event_loop)
+    out.write(json.dumps(report, indent=2) + "\n" if as_json else render_text(report))
+    out.flush()
+    return exit_status(report)
+
+
+__all__ = [
+    "EXIT_BRIDGEABLE",
+    "EXIT_NOT_BRIDGEABLE",
+    "EXIT_UNREACHABLE",
+    "inspect",
+    "render_text",
+    "run_check",
+]

@@ -1,0 +1,267 @@
+"""The `mrtr-bridge` command line: `serve`, `stdio`, `check`, `keygen`, `--version`.
+
+Every flag is also a config-file key and an environment variable; precedence is command line >
+environment > file > defaults. Secrets (requestState keys, static upstream credentials) come only
+from the file or the environment, never from the command line, where `ps` would show them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import gc
+import os
+import sys
+from collections.abc import AsyncIterator, Mapping, Sequence
+from typing import Any, Final, NoReturn, TextIO
+from urllib.parse import urlsplit, urlunsplit
+
+import structlog
+from aiohttp import web
+
+from config import ConfigError, Settings, env_name, load_settings
+from proxy.app import event_loop
+from proxy.app.check import run_check
+from proxy.app.cli_args import FLAG_SETTINGS, build_parser, overrides_from
+from proxy.app.cli_hints import example_config, fail, loopback_only_warning
+from proxy.app.event_loop import EventLoopUnavailable, running_loop_name
+from proxy.app.http_app import make_app
+from proxy.app.http_server import BridgeRunner
+from proxy.app.runtime import bridge_runtime
+from proxy.auth.keys import new_key
+from proxy.common.drain import close_reserve_s
+from proxy.common.stopping import BridgeStop
+from proxy.observe import tracing
+from proxy.observe.logs import configure_logging
+from proxy.stdio_front.front import serve_stdio
+from proxy.upstream.stdio.children import ChildProcesses
+from proxy.upstream.stdio.keeper import GroupKeeper
+from proxy.upstream.stdio.process import check_command
+from translators.wire.errors import BridgeError
+
+EXIT_OK: Final = 0
+EXIT_FAILED: Final = 1
+EXIT_USAGE: Final = 2
+# A stdio client closes the bridge's stdin, waits 2 s, then sends SIGTERM: the bridge's legacy
+# processes get SIGTERM at this deadline after the stop began, and SIGKILL `HURRY_GRACE_S` later.
+STDIO_STOP_DEADLINE_S: Final = 0.75
+HURRY_GRACE_S: Final = 0.25
+# A forwarded call allocates thousands of short-lived objects (tasks, futures, frames, headers):
+# at the interpreter's default of 700 the cyclic collector runs every few calls, about 8% of the
+# bridge's CPU under load (bench/README.md, "Where the CPU goes"). Cycles still get collected.
+GC_GEN0_THRESHOLD: Final = 10_000
+_log = structlog.get_logger("proxy.app.cli")
+
+
+def keygen_text(kid: str, key: str) -> str:
+    """What `keygen` prints: a TOML snippet and the equivalent environment variables."""
+    return (
+        "# requestState key: add to your config file (keep it private)\n"
+        "[held]\n"
+        f'active_key = "{kid}"\n\n'
+        "[held.keys]\n"
+        f'{kid} = "{key}"\n\n'
+        "# or in the environment (append to existing keys as kid=key pairs, comma-separated):\n"
+        f"{env_name('held.keys')}={kid}={key}\n"
+        f"{env_name('held.active_key')}={kid}\n"
+    )
+
+
+def _keygen(args: argparse.Namespace, out: TextIO) -> int:
+    kid, key = new_key()
+    out.write(keygen_text(args.kid or kid, key))
+    return EXIT_OK
+
+
+def public_url(url: str) -> str:
+    """`url` without credentials, for logs."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+
+
+def upstream_label(settings: Settings) -> str:
+    """What the bridge fronts, for the startup line: the URL without credentials, or the stdio
+    program."""
+    if settings.upstream.url:
+        return public_url(settings.upstream.url)
+    program = (settings.upstream.command or "").split(maxsplit=1)
+    return f"stdio:{program[0] if program else ''}"
+
+
+def _listen_url(host: str, port: int, path: str) -> str:
+    return f"http://{f'[{host}]' if ':' in host else host}:{port}{path}"
+
+
+@contextlib.asynccontextmanager
+async def _children_stop(
+    deadline_s: float | None,
+) -> AsyncIterator[tuple[ChildProcesses, BridgeStop]]:
+    """The bridge's legacy stdio processes and its stop, with SIGTERM and SIGINT handled throughout:
+    when the block ends, a hurry under way has finished and any process still alive gets SIGKILL."""
+    children = ChildProcesses(GroupKeeper())
+    stop = BridgeStop(lambda: children.stop_all(HURRY_GRACE_S), deadline_s=deadline_s)
+    with stop.signals():
+        try:
+            yield children, stop
+        finally:
+            await stop.aclose()
+            children.kill_all()
+            children.close()
+
+
+async def _serve(settings: Settings) -> None:
+    """Run the HTTP bridge until SIGINT or SIGTERM, then shut down gracefully (a second signal stops
+    the legacy stdio processes at once)."""
+    # The app's on_shutdown drains within the grace (proxy.common.drain); aiohttp's own
+    # per-connection wait
+    # (which it spends twice) only collects handlers that have already answered (0 would mean no
+    # limit).
+    async with _children_stop(None) as (children, stop):
+        runner = BridgeRunner(
+            make_app(settings, children),
+            handler_cancellation=True,
+            access_log=None,
+            shutdown_timeout=max(0.05, close_reserve_s(settings.front.shutdown_grace_s) / 8),
+        )
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, settings.front.host, settings.front.port)
+            await site.start()
+            port = runner.addresses[0][1] if runner.addresses else settings.front.port
+            _log.info(
+                "bridge_started",
+                listen=_listen_url(settings.front.host, port, settings.front.path),
+                upstream=upstream_label(settings),
+                event_loop=running_loop_name(),
+            )
+            warning = loopback_only_warning(settings.front)
+            if warning is not None:
+                _log.warning("allowed_hosts_loopback_only", hint=warning)
+            await stop.wait()
+            _log.info("bridge_stopping")
+        finally:
+            await runner.cleanup()
+
+
+def _flag_names() -> dict[str, str]:
+    return {dotted: "--" + flag.replace("_", "-") for flag, dotted in FLAG_SETTINGS.items()}
+
+
+def _settings(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:
+    """Validated settings for `serve`/`stdio`/`check`; a mistake is one line on stderr and exit 2
+    (`check` reports a command that cannot start as an unreachable upstream instead)."""
+    try:
+        settings = load_settings(args.config, env, overrides_from(args), _flag_names())
+    except ConfigError as exc:
+        fail(str(exc))
+    upstream = settings.upstream
+    if not (upstream.url or upstream.command):
+        fail(
+            "no upstream: pass --upstream URL or --upstream-command CMD, or set "
+            f"{env_name('upstream.url')}"
+            f" / {env_name('upstream.command')} or the config file"
+        )
+    if upstream.url and upstream.command:
+        fail(
+            "choose one upstream: --upstream URL (HTTP) or --upstream-command CMD (stdio), not both"
+        )
+    if upstream.command and args.command != "check":
+        try:
+            check_command(upstream)
+        except BridgeError as exc:
+            fail(exc.message)
+    return settings
+
+
+async def _stdio(settings: Settings) -> None:
+    """Serve one client on stdin/stdout until stdin EOF, SIGTERM or SIGINT; the legacy processes are
+    gone `STDIO_STOP_DEADLINE_S` + `HURRY_GRACE_S` after that at the latest."""
+    async with (
+        _children_stop(STDIO_STOP_DEADLINE_S) as (children, stop),
+        bridge_runtime(settings, children=children) as (engine, _pool),
+    ):
+        _log.info(
+            "bridge_started",
+            listen="stdio",
+            upstream=upstream_label(settings),
+            event_loop=running_loop_name(),
+        )
+        await serve_stdio(settings, engine, stop)
+
+
+def _tune_gc() -> None:
+    """What is alive after start-up (modules, classes, settings) is never scanned again; young
+    objects are collected less often."""
+    gc.freeze()
+    gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
+
+
+def _run(command: Any, settings: Settings) -> int:
+    """Run `serve` or `stdio` to the end; the process is expected to exit next."""
+    configure_logging(settings.log, cache=True)
+    if command is _serve:
+        tracing.configure()  # OpenTelemetry from OTEL_*, when installed (proxy/observe/tracing.py)
+    _tune_gc()
+    try:
+        event_loop.run(command(settings), settings.front.event_loop)
+        # Exiting next, the interpreter would collect the whole heap: up to 0.8 s on a loaded
+        # machine, much of the 2 s a stdio client allows between closing stdin and SIGTERM. Frozen
+        # objects are not collected; the operating system reclaims them.
+        gc.freeze()
+    except (EventLoopUnavailable, OSError, ValueError) as exc:
+        # e.g. the address is in use, a requestState key that is not 32 bytes of base64url
+        _failed(settings, exc)
+    except Exception as exc:  # a bug: one line; the traceback at --log-level debug
+        _failed(settings, exc, hint=" (run with --log-level debug for the traceback)")
+    return EXIT_OK
+
+
+def _failed(settings: Settings, exc: BaseException, hint: str = "") -> NoReturn:
+    """A start-up or run failure: one plain line on stderr, exit 1; the traceback only in a debug
+    log line."""
+    if settings.log.level == "debug":
+        _log.error("bridge_failed", error=str(exc), exc_info=exc)
+    reason = str(exc) or type(exc).__name__
+    if isinstance(exc, OSError) and exc.strerror and exc.errno == errno.EADDRINUSE:
+        reason = f"cannot listen on {settings.front.listen}: the address is already in use"
+    fail(f"{reason}{hint}", EXIT_FAILED)
+
+
+def main(
+    argv: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    out: TextIO | None = None,
+) -> int:
+    """Entry point of `mrtr-bridge` and `python -m proxy`; returns the exit status."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "keygen":
+        return _keygen(args, out or sys.stdout)
+    if args.command == "config":
+        (out or sys.stdout).write(example_config())
+        return EXIT_OK
+    if args.command == "check":
+        settings = _settings(args, os.environ if env is None else env)
+        configure_logging(
+            settings.log if args.log_level else settings.log.model_copy(update={"level": "warning"})
+        )
+        try:
+            return run_check(settings, args.json, out or sys.stdout)
+        except Exception as exc:  # a bug: one line; the traceback at --log-level debug
+            _failed(settings, exc, hint=" (run with --log-level debug for the traceback)")
+    if args.command in ("serve", "stdio"):
+        settings = _settings(args, os.environ if env is None else env)
+        return _run(_serve if args.command == "serve" else _stdio, settings)
+    parser.print_help(out or sys.stdout)
+    return EXIT_USAGE
+
+
+__all__ = [
+    "keygen_text",
+    "main",
+    "public_url",
+    "upstream_label",
+]

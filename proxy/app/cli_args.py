@@ -1,0 +1,218 @@
+"""The `mrtr-bridge` argument parser: subcommands, their flags, and the settings each flag overrides
+(every flag is also a config-file key and an environment variable, named in its help)."""
+
+from __future__ import annotations
+
+import argparse
+from importlib.metadata import version
+from pathlib import Path
+from typing import Any, Final
+
+from config import CONFIG_ENV, env_name
+from translators.protocol.eras import MODERN_VERSION
+from translators.protocol.revisions import SUPPORTED
+
+PROG: Final = "mrtr-bridge"
+# Command-line flag -> dotted setting it overrides.
+FLAG_SETTINGS: Final[dict[str, str]] = {
+    "upstream": "upstream.url",
+    "upstream_command": "upstream.command",
+    "upstream_cwd": "upstream.cwd",
+    "upstream_transport": "upstream.transport",
+    "listen": "front.listen",
+    "replica_id": "held.replica_id",
+    "advertise_url": "cluster.advertise_url",
+    "peers": "cluster.peers",
+    "peers_dns": "cluster.peers_dns",
+    "log_level": "log.level",
+    "log_format": "log.format",
+    "event_loop": "front.event_loop",
+}
+
+
+def _where(dotted: str) -> str:
+    return f"[env {env_name(dotted)}; config {dotted}]"
+
+
+def _add_upstream_flags(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--upstream",
+        metavar="URL",
+        help=f"legacy (MCP {', '.join(SUPPORTED)}) HTTP endpoint to front: Streamable HTTP "
+        "(e.g. http://127.0.0.1:8931/mcp) or HTTP+SSE (e.g. http://127.0.0.1:8931/sse) "
+        + _where("upstream.url"),
+    )
+    parser.add_argument(
+        "--upstream-transport",
+        choices=("auto", "streamable-http", "sse"),
+        help="HTTP transport of --upstream: auto (default) tries Streamable HTTP and falls back to "
+        "the old HTTP+SSE on a 4xx " + _where("upstream.transport"),
+    )
+    parser.add_argument(
+        "--upstream-command",
+        metavar='"CMD ARGS..."',
+        help="launch a legacy stdio server instead (one process per upstream session), split like "
+        "a shell command line; extra environment comes from upstream.env "
+        + _where("upstream.command"),
+    )
+    parser.add_argument(
+        "--upstream-cwd",
+        metavar="DIR",
+        help="working directory of --upstream-command " + _where("upstream.cwd"),
+    )
+
+
+def _add_stdio(commands: Any) -> None:
+    stdio = commands.add_parser(
+        "stdio",
+        help="serve one modern client on this process's stdin/stdout (for clients that launch the "
+        "bridge)",
+        description="Speak modern (2026-07-28) stdio on stdin/stdout and bridge every request to "
+        "the legacy "
+        "upstream. stdout carries protocol messages only; logs go to stderr.",
+    )
+    _add_upstream_flags(stdio)
+    _add_common(stdio)
+
+
+def _add_check(commands: Any) -> None:
+    check = commands.add_parser(
+        "check",
+        help="connect to the upstream the way serve would and report what will bridge (exit 0 "
+        "yes, 1 no, "
+        "2 unreachable)",
+        description="Probe the upstream's era (server/discover, then initialize), transport and "
+        "revision; list its "
+        "serverInfo, capabilities and tools; say what will bridge and what will not, with "
+        "reasons. Exit status: "
+        "0 bridgeable, 1 not bridgeable, 2 unreachable.",
+    )
+    _add_upstream_flags(check)
+    check.add_argument(
+        "--json", action="store_true", help="print one JSON object (also when unreachable)"
+    )
+    _add_common(check)
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        type=Path,
+        help="TOML settings file; `mrtr-bridge config example` prints a commented one with every "
+        f"setting and its default [env {CONFIG_ENV}]",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("debug", "info", "warning", "error"),
+        help="log level (default info) " + _where("log.level"),
+    )
+    parser.add_argument(
+        "--log-format",
+        choices=("auto", "json", "console"),
+        help="log format on stderr: auto is console on a terminal, else json "
+        + _where("log.format"),
+    )
+    parser.add_argument(
+        "--event-loop",
+        choices=("auto", "asyncio", "uvloop"),
+        help="event loop: auto (default) runs on uvloop when installed, else on asyncio's "
+        + _where("front.event_loop"),
+    )
+
+
+def _add_serve(commands: Any) -> None:
+    serve = commands.add_parser(
+        "serve",
+        help="serve modern (2026-07-28) clients over Streamable HTTP, fronting a legacy upstream",
+        description="Serve the modern Streamable HTTP endpoint and bridge every request to the "
+        "legacy upstream.",
+    )
+    _add_upstream_flags(serve)
+    serve.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="where the modern endpoint listens: HOST:PORT, not a URL; its path is /mcp "
+        "(default 127.0.0.1:8080) " + _where("front.listen"),
+    )
+    _add_cluster_flags(serve)
+    _add_common(serve)
+
+
+def _comma_list(value: str) -> tuple[str, ...]:
+    return tuple(filter(None, (part.strip() for part in value.split(","))))
+
+
+def _add_cluster_flags(serve: argparse.ArgumentParser) -> None:
+    """Replicas behind a load balancer (docs/operations.md § Replicas)."""
+    serve.add_argument(
+        "--replica-id",
+        metavar="ID",
+        help="this replica's id, or 'auto' for a random one " + _where("held.replica_id"),
+    )
+    serve.add_argument(
+        "--advertise-url",
+        metavar="URL",
+        help="this replica's base URL as the others reach it " + _where("cluster.advertise_url"),
+    )
+    serve.add_argument(
+        "--peers",
+        metavar="URL,URL,...",
+        type=_comma_list,
+        help="every replica's base URL, comma-separated " + _where("cluster.peers"),
+    )
+    serve.add_argument(
+        "--peers-dns",
+        metavar="HOST:PORT",
+        help="a DNS name resolving to every replica, re-resolved " + _where("cluster.peers_dns"),
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description=f"Reverse proxy that lets MCP {MODERN_VERSION} clients use legacy MCP servers "
+        "of revisions "
+        f"{', '.join(SUPPORTED)}.",
+        epilog="Precedence: command line > environment (MRTR_BRIDGE_<SECTION>_<KEY>) > config "
+        "file > defaults. "
+        "requestState keys come from [held.keys] or MRTR_BRIDGE_HELD_KEYS, never from the command "
+        "line. "
+        "Logs go to stderr.",
+    )
+    parser.add_argument(
+        "--version",
+        action="version",
+        version=f"{PROG} {version(PROG)} (modern {MODERN_VERSION}"
+        f" -> legacy {SUPPORTED[-1]} .. {SUPPORTED[0]})",
+        help="print the version and the protocol revisions bridged, then exit",
+    )
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_serve(commands)
+    _add_stdio(commands)
+    _add_check(commands)
+    config = commands.add_parser(
+        "config",
+        help="print the example settings file (every setting, commented, with its default)",
+        description="Print the commented example settings file shipped with the bridge: "
+        "`mrtr-bridge config example > bridge.toml`, then `--config bridge.toml`.",
+    )
+    config.add_argument("action", choices=("example",), help="example: print it")
+    keygen = commands.add_parser(
+        "keygen",
+        help="print a new requestState key (32 random bytes, base64url) for [held.keys]",
+        description="Print a new requestState key as a TOML snippet for [held.keys] and as "
+        "environment variables.",
+    )
+    keygen.add_argument(
+        "--kid", metavar="ID", help="key id to print (default: k<date><random hex>)"
+    )
+    return parser
+
+
+def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
+    """Dotted setting overrides from parsed `serve` flags (unset flags are None and ignored)."""
+    return {dotted: getattr(args, flag, None) for flag, dotted in FLAG_SETTINGS.items()}
+
+
+__all__ = ["FLAG_SETTINGS", "PROG", "build_parser", "overrides_from"]

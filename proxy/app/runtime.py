@@ -1,0 +1,155 @@
+"""The bridge's runtime for either front: the upstream HTTP client, the session opener of the
+configured transport, the pool and the engine, opened together and closed in reverse
+(`bridge_runtime`)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from typing import Final
+
+import aiohttp
+import structlog
+
+from config.settings import Settings, UpstreamSettings
+from proxy.auth.keys import load_keyring
+from proxy.engine.engine import Engine
+from proxy.observe.metrics import BridgeMetrics
+from proxy.upstream.base import (
+    STDIO,
+    STREAMABLE_HTTP,
+    InboundHandler,
+    PooledSession,
+    SessionOpener,
+    TransportInfo,
+)
+from proxy.upstream.negotiation import NegotiatingOpener
+from proxy.upstream.pool import UpstreamPool
+from proxy.upstream.stdio.children import ChildProcesses
+from proxy.upstream.stdio.spares import SpareProcesses
+from proxy.upstream.transport import HttpTransport
+from translators.wire.errors import BridgeError, UpstreamUnavailable
+from translators.wire.jsonrpc import JsonObject
+
+_log = structlog.get_logger("proxy.app.runtime")
+UPSTREAM_KEEPALIVE_S: Final = 4.0
+
+
+def _client(settings: Settings) -> aiohttp.ClientSession:
+    # The pool bounds sessions (each keeps a GET stream open), so the connector must not: its
+    # default limit of 100 connections would stall the 101st stream. Idle upstream connections are
+    # dropped before common server keep-alive timeouts (uvicorn and Node close after 5 s), so a
+    # request never goes out on a connection the server is closing.
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=UPSTREAM_KEEPALIVE_S),
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=settings.upstream.connect_timeout_s),
+    )
+
+
+def http_opener(client: aiohttp.ClientSession, settings: UpstreamSettings) -> HttpTransport:
+    """The pool's way to open a legacy HTTP session at `settings.url`, over the transport that
+    `upstream.transport` names or that detection finds (`proxy.upstream.transport`)."""
+    return HttpTransport(client, settings)
+
+
+def stdio_opener(spares: SpareProcesses) -> SessionOpener:
+    """The pool's way to open a legacy session: a started process (a spare if one is ready),
+    initialized with the request's capabilities."""
+
+    async def open_session(
+        capabilities: JsonObject, headers: Mapping[str, str], on_unrelated: InboundHandler
+    ) -> PooledSession:
+        session = await spares.take()
+        try:
+            await session.initialize(capabilities, on_unrelated=on_unrelated)
+        # it died before answering (a spare may die while it waits): one more try
+        except UpstreamUnavailable:
+            session = await spares.take()
+            await session.initialize(capabilities, on_unrelated=on_unrelated)
+        return session
+
+    return open_session
+
+
+def _opener(
+    client: aiohttp.ClientSession,
+    upstream: UpstreamSettings,
+    spares: SpareProcesses | None,
+    scripted: SessionOpener | None,
+) -> tuple[SessionOpener, TransportInfo]:
+    # a test's in-memory upstream, with the sharing rules of the configured kind
+    if scripted is not None:
+        return scripted, STDIO if upstream.command else STREAMABLE_HTTP
+    if spares is not None:
+        return stdio_opener(spares), STDIO
+    http = http_opener(client, upstream)
+    return http, http
+
+
+def _reporting(opener: SessionOpener, on_failure: Callable[[], None]) -> SessionOpener:
+    async def open_session(
+        capabilities: JsonObject, headers: Mapping[str, str], on_unrelated: InboundHandler
+    ) -> PooledSession:
+        try:
+            return await opener(capabilities, headers, on_unrelated)
+        except BridgeError:
+            on_failure()
+            raise
+
+    return open_session
+
+
+@asynccontextmanager
+async def bridge_runtime(
+    settings: Settings,
+    metrics: BridgeMetrics | None = None,
+    children: ChildProcesses | None = None,
+    *,
+    opener: SessionOpener | None = None,
+    on_open_failure: Callable[[], None] | None = None,
+) -> AsyncIterator[tuple[Engine, UpstreamPool]]:
+    """Key ring, upstream client, pool and engine for either front; closed in reverse on exit.
+    Legacy stdio processes are recorded in `children`; the pool's and the spares are stopped in
+    parallel. `opener` replaces the configured transport (tests script an in-memory upstream with
+    it); `on_open_failure` hears of every session that would not open (the era tracker re-probes).
+    """
+    keyring, is_ephemeral = load_keyring(settings.held)
+    if is_ephemeral:
+        _log.warning(
+            "request_state_key_ephemeral",
+            hint="no held.keys configured: held calls will not survive a restart (see mrtr-bridge "
+            "keygen)",
+        )
+    upstream = settings.upstream
+    spares = SpareProcesses(upstream, children) if upstream.command and opener is None else None
+    async with _client(settings) as client:
+        engine: Engine  # bound just below; the pool calls back only once started
+        chosen, transport = _opener(client, upstream, spares, opener)
+        if on_open_failure is not None:
+            chosen = _reporting(chosen, on_open_failure)
+        negotiating = NegotiatingOpener(chosen)
+        pool = UpstreamPool(
+            upstream,
+            negotiating,
+            transport=transport,
+            on_unowned=lambda session, inbound: engine.on_unowned(session, inbound),
+        )
+        engine = Engine(settings, pool, keyring, metrics=metrics)
+        try:
+            await pool.start()
+            if spares is not None:
+                spares.start()
+            try:
+                yield engine, pool
+            finally:
+                await engine.aclose()
+        finally:
+            await asyncio.gather(
+                pool.aclose(),
+                negotiating.aclose(),
+                *([spares.aclose()] if spares is not None else []),
+            )
+
+
+__all__ = ["UPSTREAM_KEEPALIVE_S", "bridge_runtime", "http_opener", "stdio_opener"]

@@ -1,0 +1,412 @@
+"""Held calls: the registry and the driver that performs a `HeldCall` machine's actions
+(docs/decisions.md § 4).
+
+The driver is the only owner of asyncio objects for one MRTR-capable call. `feed()` runs
+`machine.handle()` and performs the actions with no `await` in between, so every transition is
+atomic; upstream sends go through one ordered queue per call (answers before cancel before release).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import structlog
+
+from proxy.calls.registry import HELD_ABANDON_S as HELD_ABANDON_S
+from proxy.calls.registry import HeldCallRegistry as HeldCallRegistry
+from proxy.common.front_request import NotificationSink
+from proxy.common.owned_tasks import TaskOwner
+from proxy.observe import tracing
+from proxy.observe.access import call_name, current_trace
+from proxy.upstream.base import Inbound, UpstreamCall, UpstreamSession
+from proxy.upstream.pool import Lease
+from translators.held.events import (
+    Action,
+    AnswerPush,
+    BatchWindowClosed,
+    CancelTimer,
+    CancelUpstreamCall,
+    ClientDisconnected,
+    ClientRetried,
+    DeadlinePassed,
+    Event,
+    NoteBatchSize,
+    ReissueUpstreamCall,
+    ReleaseUpstream,
+    ReplyError,
+    ReplyInputRequired,
+    ReplyResult,
+    ReportBug,
+    StartTimer,
+    UpstreamErrorArrived,
+    UpstreamPushArrived,
+    UpstreamPushCancelled,
+    UpstreamResultArrived,
+)
+from translators.held.machine import HeldCall, Limits
+from translators.held.push_batches import batch_key
+from translators.held.push_ledger import PushLedger
+from translators.protocol.capabilities import elicitation_modes
+from translators.protocol.eras import CANCELLED
+from translators.protocol.notifications import route_notification
+from translators.protocol.pushes import (
+    PushAnswer,
+    duplicate_id,
+    is_push,
+    legacy_push_to_input_request,
+    over_limit,
+    pending_push,
+)
+from translators.protocol.roots import is_roots_ask
+from translators.protocol.subscriptions import SESSION_WIDE
+from translators.wire.canonical import as_object
+from translators.wire.errors import (
+    BridgeError,
+    UpstreamFault,
+    UpstreamReturnedError,
+)
+from translators.wire.jsonrpc import JsonObject
+
+log = structlog.get_logger()
+_ROUND = "mrtr_bridge.round"
+Reply = ReplyInputRequired | ReplyResult | ReplyError
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """One front request attached to a held call: where its notifications go."""
+
+    attempt_id: int
+    sink: NotificationSink
+    progress_token: str | int | None
+    log_level: str | None
+
+
+@dataclass(frozen=True)
+class UpstreamRequest:
+    method: str
+    params: JsonObject
+    headers: Mapping[str, str]
+    progress_token: str  # the bridge's upstream progress token for this call
+
+
+class CallDriver:
+    """Runs one MRTR-capable upstream call across its rounds."""
+
+    def __init__(
+        self,
+        *,
+        registry: HeldCallRegistry[CallDriver],
+        principal: str,
+        lease: Lease,
+        upstream: UpstreamRequest,
+        client_capabilities: JsonObject,
+        limits: Limits,
+        pre_answers: JsonObject,
+        publish: Callable[[str, JsonObject], None],
+        discard_session: bool = False,
+    ) -> None:
+        self.continuation_id = os.urandom(16)
+        self.trace_context = (
+            b""  # the first round's span context, sealed (proxy/observe/tracing.py)
+        )
+        self.held_wait = tracing.HeldWait()  # a span from InputRequiredResult to retry
+        self.principal = principal
+        self.started = time.monotonic()  # the status page shows its age
+        self.method = upstream.method
+        self.name = call_name(upstream.method, upstream.params)
+        self._batch_key = batch_key(upstream.method, upstream.params)
+        self.machine = HeldCall(
+            limits,
+            attempt=None,
+            pre_answers=dict(pre_answers),
+            url_elicitation="url" in elicitation_modes(client_capabilities),
+            lift_url_errors=lease.session.revision.elicitation_modes,
+            batch_sizes=registry.batch_sizes.sizes(self._batch_key),
+            batch_size=registry.batch_sizes.declared(self._batch_key),
+        )
+        self.issued_keys: list[str] = []
+        # every answer the client gave; sealed for a recovery
+        self.answers: JsonObject = dict(pre_answers)
+        self._registry = registry
+        self._lease = lease
+        self._upstream = upstream
+        self._client_capabilities = client_capabilities
+        self._publish = publish
+        self._discard_session = discard_session  # upstream.session_per_call
+        self._attempts: dict[int, Attempt] = {}
+        self._slots: dict[int, asyncio.Future[Reply]] = {}
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._sends: asyncio.Queue[Action] = asyncio.Queue()
+        self._call: UpstreamCall | None = None
+        self._tasks = TaskOwner()
+        self._worker: asyncio.Task[Any] | None = None
+        self._log = log.bind(continuation_id=self.continuation_id.hex()[:12])
+        self._pushes = PushLedger(limits.max_pushes_per_call)
+
+    @property
+    def session(self) -> UpstreamSession:
+        return self._lease.session
+
+    # ---- front side ----------------------------------------------------------------------------
+
+    async def first_attempt(self, attempt: Attempt) -> Reply:
+        slot = self._attach(attempt)
+        with tracing.child(current_trace(), f"upstream {self.method}", {_ROUND: 0}):
+            self._worker = self._tasks.spawn(self._send_worker(), name="held-call-sends")
+            self._perform(self.machine.start(self._now(), attempt=attempt.attempt_id))
+            self._start_upstream()
+            reply = await self._wait(attempt, slot)
+        return self._admit(reply)
+
+    async def retry(self, attempt: Attempt, round_: int, input_responses: JsonObject) -> Reply:
+        slot = self._attach(attempt)
+        self.held_wait.end("retried")
+        with tracing.child(current_trace(), "upstream answers", {_ROUND: round_}):
+            self.feed(ClientRetried(attempt.attempt_id, round_, input_responses))
+            reply = await self._wait(attempt, slot)
+        return self._admit(reply)
+
+    def _remove(self) -> None:
+        self.held_wait.end("ended")
+        self._registry.remove(self)
+
+    def _admit(self, reply: Reply) -> Reply:
+        """A call that asks its client for input becomes a held call, within the caps; over them (or
+        while the bridge shuts down) it is abandoned upstream and the caller gets the reason."""
+        if isinstance(reply, ReplyInputRequired):
+            try:
+                self._registry.admit_held(self)
+            except BridgeError as exc:
+                self._log.info("held_call_refused", reason=exc.message)
+                self._perform(self.machine.abort("held call refused", self._now()))
+                self._remove()
+                raise
+            self._registry.note_round()
+        return reply
+
+    def _attach(self, attempt: Attempt) -> asyncio.Future[Reply]:
+        slot: asyncio.Future[Reply] = asyncio.get_running_loop().create_future()
+        self._attempts[attempt.attempt_id] = attempt
+        self._slots[attempt.attempt_id] = slot
+        return slot
+
+    async def _wait(self, attempt: Attempt, slot: asyncio.Future[Reply]) -> Reply:
+        try:
+            return await slot
+        except asyncio.CancelledError:
+            self.feed(ClientDisconnected(attempt.attempt_id))
+            raise
+        finally:
+            self._attempts.pop(attempt.attempt_id, None)
+            self._slots.pop(attempt.attempt_id, None)
+
+    # ---- upstream side -------------------------------------------------------------------------
+
+    def _start_upstream(self) -> None:
+        up = self._upstream
+        self._call = self._lease.session.start(
+            up.method,
+            up.params,
+            headers=tracing.upstream_headers(up.headers),
+            on_inbound=self.on_inbound,
+        )
+        # the session's GET-stream pushes are this call's (docs/decisions.md § 7)
+        if self._lease.exclusive:
+            self._lease.set_unrelated_handler(self.on_inbound)
+        self._tasks.spawn(self._await_result(self._call), name="held-call-result")
+
+    async def _await_result(self, call: UpstreamCall) -> None:
+        try:
+            result = await call.result()
+        except UpstreamReturnedError as exc:
+            self.feed(UpstreamErrorArrived(error=exc.error))
+        except UpstreamFault as fault:
+            self.feed(UpstreamErrorArrived(fault=fault))
+        else:
+            self.feed(UpstreamResultArrived(result))
+
+    def on_inbound(self, inbound: Inbound) -> None:
+        """A push or notification from this call's session (POST stream or GET stream)."""
+        message = inbound.message
+        if is_push(message):
+            self._on_push(message)
+            return
+        if message.get("method") in SESSION_WIDE:
+            self._publish(self.principal, message)
+            return
+        if message.get("method") == CANCELLED:
+            params = as_object(message.get("params"))
+            self._pushes.closed(params.get("requestId"))
+            self.feed(UpstreamPushCancelled(params.get("requestId", "")))
+            return
+        attached = (
+            self._attempts.get(self.machine.attempt) if self.machine.attempt is not None else None
+        )
+        if attached is not None:
+            routed = route_notification(
+                message, self._upstream.progress_token, attached.progress_token, attached.log_level
+            )
+            if routed is not None:
+                attached.sink.send(routed)
+
+    def _on_push(self, push: JsonObject) -> None:
+        push_id = push["id"]
+        over = self._pushes.count()
+        if over:
+            if over == 1:  # later ones arrive before the cancel lands: dropped, O(1), no memory
+                fault = self._pushes.over_limit()
+                self._log.warning("push_refused", reason=fault.limit)
+                answer = AnswerPush(push_id, over_limit(fault))
+                self._perform(self.machine.overflow(fault, self._now(), answer))
+            return
+        if self._pushes.is_duplicate(push_id):
+            # an upstream error: an id must not be reused while its request is pending
+            self._log.info("push_refused", method=push.get("method"), reason="duplicate_id")
+            self._sends.put_nowait(AnswerPush(push_id, duplicate_id(push_id)))
+            return
+        revision = self._lease.session.revision
+        translated = legacy_push_to_input_request(push, self._client_capabilities, revision)
+        affine_roots = self._lease.key.roots_answer
+        if (
+            is_roots_ask(push)
+            and affine_roots is not None
+            and not isinstance(translated, PushAnswer)
+        ):
+            # a roots-affine session: the client gave these roots for this very call
+            # (proxy/calls/roots_affinity.py)
+            self._sends.put_nowait(AnswerPush(push["id"], PushAnswer(result=affine_roots)))
+            return
+        if isinstance(translated, PushAnswer):
+            self._log.info("push_refused", method=push.get("method"), reason="capability")
+            self._sends.put_nowait(AnswerPush(push["id"], translated))
+            return
+        key = self._pushes.key(push, self.machine.pending)
+        pending = pending_push(push, key, translated, revision)
+        self._pushes.held(push_id)
+        self.feed(UpstreamPushArrived(pending))
+        self._pushes.after_held(self.machine.pending)
+
+    # ---- the machine ---------------------------------------------------------------------------
+
+    def feed(self, event: Event) -> None:
+        before = self.machine.state
+        self._perform(self.machine.handle(event, self._now()))
+        if self.machine.state is not before:
+            self._log.debug(
+                "held_call_moved",
+                held_event=type(event).__name__,
+                state=self.machine.state.value,
+                round=self.machine.round,
+            )
+
+    def _perform(self, actions: list[Action]) -> None:
+        for action in actions:
+            if isinstance(action, ReplyInputRequired | ReplyResult | ReplyError):
+                self._reply(action)
+            elif isinstance(action, StartTimer):
+                self._start_timer(action)
+            elif isinstance(action, CancelTimer):
+                handle = self._timers.pop(action.name, None)
+                if handle is not None:
+                    handle.cancel()
+            elif isinstance(action, NoteBatchSize):
+                self._registry.batch_sizes.note(self._batch_key, action.round, action.size)
+            elif isinstance(action, ReportBug):
+                self._log.error("held_call_bug", detail=action.detail)
+            else:
+                if isinstance(action, AnswerPush):
+                    self._pushes.closed(action.push_id)
+                self._sends.put_nowait(action)
+
+    def _reply(self, action: Reply) -> None:
+        if isinstance(action, ReplyInputRequired):
+            self.issued_keys = list(action.input_requests)
+        slot = self._slots.get(action.attempt)
+        if slot is not None and not slot.done():
+            slot.set_result(action)
+
+    def _start_timer(self, action: StartTimer) -> None:
+        old = self._timers.pop(action.name, None)
+        if old is not None:
+            old.cancel()
+        event: Event = (
+            BatchWindowClosed(action.token)
+            if action.name == "batch"
+            else DeadlinePassed(action.token)
+        )
+        self._timers[action.name] = asyncio.get_running_loop().call_later(
+            action.delay_s, self.feed, event
+        )
+
+    async def _send_worker(self) -> None:
+        while True:
+            action = await self._sends.get()
+            try:
+                if await self._send(action):
+                    return
+            except BridgeError as exc:
+                self._log.warning(
+                    "upstream_send_failed", action=type(action).__name__, error=exc.message
+                )
+                if isinstance(action, AnswerPush):  # the call cannot go on: say why it ended
+                    fault = (
+                        exc
+                        if isinstance(exc, UpstreamFault)
+                        else UpstreamFault(
+                            f"Lost the upstream call while answering its request: {exc.message}"
+                        )
+                    )
+                    self.feed(UpstreamErrorArrived(fault=fault))
+
+    async def _send(self, action: Action) -> bool:
+        """Perform one upstream action; True when the call is over."""
+        if isinstance(action, AnswerPush):
+            await self._lease.session.respond(
+                action.push_id, result=action.answer.result, error=action.answer.error
+            )
+        elif isinstance(action, CancelUpstreamCall) and self._call is not None:
+            self._log.info("upstream_call_cancelled", reason=action.reason)
+            await self._call.cancel(action.reason)
+        elif isinstance(action, ReissueUpstreamCall):
+            self._start_upstream()
+        elif isinstance(action, ReleaseUpstream):
+            await self._release(discard=action.discard)
+            if action.final:
+                self._remove()
+            return action.final
+        return False
+
+    async def _release(self, *, discard: bool) -> None:
+        """Return the lease; a session is discarded after a cancel only if it was this
+        call's alone (a late push from the cancelled call must not reach its next holder)."""
+        if self._lease.exclusive:
+            self._lease.set_unrelated_handler(None)
+        await self._lease.release(
+            discard=(discard or self._discard_session) and self._lease.exclusive
+        )
+
+    @staticmethod
+    def _now() -> float:
+        return asyncio.get_running_loop().time()
+
+    def abort(self, reason: str) -> None:
+        """Answer any attached attempt with the shutting-down error, refuse held pushes and
+        cancel the upstream call (queued; `abandon` waits for them)."""
+        self._perform(self.machine.abort(reason, self._now()))
+
+    async def abandon(self, reason: str, wait_s: float = HELD_ABANDON_S) -> None:
+        """Shutdown: `abort`, then wait (at most `wait_s`) until the upstream has been told."""
+        self.abort(reason)
+        if self._worker is not None:
+            try:
+                async with asyncio.timeout(wait_s):
+                    await asyncio.shield(self._worker)
+            except TimeoutError:
+                self._log.warning("held_call_abandon_timed_out")
+        await self._tasks.aclose()

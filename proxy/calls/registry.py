@@ -1,0 +1,149 @@
+"""The registry of live held calls (proxy/calls/driver.py drives each one): lookup by
+`continuation_id`, the held-call caps, the round counter, shutdown, and what the bridge learned
+about how each tool's pushes arrive (translators/held/push_batches.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Generic, Protocol, TypeVar
+
+from translators.held.machine import HeldCall, HeldCallState
+from translators.held.push_batches import BatchSizes
+from translators.wire.errors import (
+    CapacityExceeded,
+    ClientLimitExceeded,
+    InvalidRequestState,
+    RejectionReason,
+    ShuttingDown,
+)
+
+HELD_ABANDON_S = 5.0  # longest an abandoned call waits for its upstream refusals and cancel
+
+
+class HeldEntry(Protocol):
+    """What the registry needs of a live call (`proxy.calls.driver.CallDriver` is one)."""
+
+    continuation_id: bytes
+    principal: str
+    started: float  # monotonic seconds
+    machine: HeldCall
+
+    def abort(self, reason: str) -> None: ...
+
+    async def abandon(self, reason: str, wait_s: float = HELD_ABANDON_S) -> None: ...
+
+
+Entry = TypeVar("Entry", bound=HeldEntry)
+
+
+class HeldCallRegistry(Generic[Entry]):
+    """Live MRTR-capable calls by `continuation_id`; the caps count only held ones
+    (`admit_held`)."""
+
+    def __init__(
+        self, *, max_per_principal: int, max_total: int, batch_sizes: BatchSizes | None = None
+    ) -> None:
+        self._calls: dict[bytes, Entry] = {}
+        self._held: set[bytes] = set()  # calls that have asked their client for input
+        self._per_principal: dict[str, int] = {}  # held calls per principal
+        self.closing = False  # shutdown: no call may become held any more
+        self._max_per_principal = max_per_principal
+        self._max_total = max_total
+        self._attempt_ids = 0
+        self.rounds_total = 0
+        # pushes per tool and round: declared (held.batch_sizes) or learned from earlier calls
+        self.batch_sizes = batch_sizes if batch_sizes is not None else BatchSizes()
+
+    def next_attempt_id(self) -> int:
+        self._attempt_ids += 1
+        return self._attempt_ids
+
+    def admit_held(self, driver: Entry) -> None:
+        """Count `driver` as held (it asks its client for input) unless a cap is reached. A call is
+        counted from its first InputRequiredResult until it ends; calls that never ask are not."""
+        if driver.continuation_id in self._held:
+            return
+        if self.closing:
+            raise ShuttingDown()
+        if len(self._held) >= self._max_total:
+            raise CapacityExceeded(
+                f"The bridge already holds its maximum of {self._max_total} calls waiting for "
+                "input "
+                "(held.max_total); retry later",
+                "held.max_total",
+            )
+        if self._per_principal.get(driver.principal, 0) >= self._max_per_principal:
+            raise ClientLimitExceeded(
+                f"This caller already has {self._max_per_principal} calls waiting for input "
+                "(held.max_per_principal); finish or abandon one first",
+                "held.max_per_principal",
+            )
+        self._held.add(driver.continuation_id)
+        self._per_principal[driver.principal] = self._per_principal.get(driver.principal, 0) + 1
+
+    def add(self, driver: Entry) -> None:
+        self._calls[driver.continuation_id] = driver
+
+    def get(self, continuation_id: bytes) -> Entry | None:
+        return self._calls.get(continuation_id)
+
+    def lookup(self, continuation_id: bytes) -> Entry:
+        driver = self._calls.get(continuation_id)
+        if driver is None:
+            raise InvalidRequestState(RejectionReason.UNKNOWN_HELD_CALL)
+        return driver
+
+    def remove(self, driver: Entry) -> None:
+        self._calls.pop(driver.continuation_id, None)
+        if driver.continuation_id in self._held:
+            self._held.discard(driver.continuation_id)
+            left = self._per_principal.get(driver.principal, 1) - 1
+            if left:
+                self._per_principal[driver.principal] = left
+            else:
+                self._per_principal.pop(driver.principal, None)
+
+    def note_round(self) -> None:
+        self.rounds_total += 1
+
+    def held_now(self) -> int:
+        return sum(
+            1 for d in self._calls.values() if d.machine.state is HeldCallState.WAITING_CLIENT
+        )
+
+    def __len__(self) -> int:
+        return len(self._calls)
+
+    def calls(self) -> list[Entry]:
+        """The live calls, oldest first (the status page)."""
+        return sorted(self._calls.values(), key=lambda driver: driver.started)
+
+    def abort_all(self, reason: str) -> None:
+        """End of the shutdown grace: abort every call, attached ones included."""
+        for driver in list(self._calls.values()):
+            driver.abort(reason)
+
+    async def abandon_waiting(self) -> None:
+        """Shutdown: abandon every call that no request is attached to (its retry would be
+        refused)."""
+        waiting = [d for d in self._calls.values() if d.machine.attempt is None]
+        await asyncio.gather(
+            *(d.abandon("bridge shutting down") for d in waiting), return_exceptions=True
+        )
+
+    async def aclose(self, wait_s: float = HELD_ABANDON_S) -> None:
+        """Abandon every call left, waiting at most `wait_s` for their upstream refusals and
+        cancels."""
+        drivers = list(self._calls.values())
+        if drivers:
+            await asyncio.wait(
+                [asyncio.ensure_future(d.abandon("bridge shutting down", wait_s)) for d in drivers],
+                timeout=wait_s,
+            )
+        self._calls.clear()
+        self._held.clear()
+        self._per_principal.clear()
+
+
+__all__ = ["HELD_ABANDON_S", "HeldCallRegistry", "HeldEntry"]

@@ -1,0 +1,53 @@
+"""What the front hands the engine for one modern request (docs/architecture.md, "One request", step
+1)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from translators.wire.jsonrpc import JsonObject
+
+
+class NotificationSink(Protocol):
+    """Where request-scoped notifications go: the request's SSE stream, or stdout on stdio.
+
+    `send` never blocks and never raises; after the request finishes it is a no-op."""
+
+    def send(self, notification: JsonObject) -> None: ...
+
+
+class NullSink:
+    """A sink for requests answered as plain JSON: notifications are dropped."""
+
+    def send(self, notification: JsonObject) -> None:
+        return None
+
+
+@dataclass(frozen=True)
+class FrontRequest:
+    """One validated modern JSON-RPC request, plus who sent it and how."""
+
+    front_request_id: int | str
+    method: str
+    params: JsonObject
+    principal: str  # digest, never the credential
+    authorization: str | None = (
+        None  # the client's Authorization header value, forwarded upstream by policy
+    )
+    # traceparent / tracestate / baggage
+    trace_headers: Mapping[str, str] = field(default_factory=dict)
+    transport: str = "http"
+    # `Mcp-Param-*` headers by lower-cased name without the prefix, values as received (trimmed,
+    # Base64 sentinel not yet decoded):
+    # `translators.protocol.request_validation.check_param_headers` decodes them.
+    param_headers: Mapping[str, str] = field(default_factory=dict)
+    # Set by the replica forwarding when this retry's owner replica cannot be reached: a valid state
+    # of another replica may then start a recovery here (proxy/engine/routes/recover.py).
+    owner_unreachable: bool = False
+
+    @property
+    def meta(self) -> JsonObject:
+        meta = self.params.get("_meta")
+        return meta if isinstance(meta, dict) else {}

@@ -1,0 +1,199 @@
+"""The dispatcher: one modern request end to end, through the route its method chooses.
+
+`Engine.handle()` is the one boundary where bridge exceptions become JSON-RPC error responses.
+Each route lives in its own module under proxy/engine/routes/; `Engine._choose()` is the only place
+that knows which request takes which route (docs/architecture.md, "Routes").
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import structlog
+
+from config.settings import Settings
+from proxy.auth.oauth_passthrough import public_urls_of
+from proxy.calls.driver import HELD_ABANDON_S
+from proxy.common.drain import Drain
+from proxy.common.faults import reported_error
+from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.engine.legacy_tasks.routes import LegacyTasks
+from proxy.engine.routes import Route
+from proxy.engine.routes.discover import Discover
+from proxy.engine.routes.first_call import FirstCall
+from proxy.engine.routes.listen import Listen
+from proxy.engine.routes.non_interactive import NonInteractive
+from proxy.engine.routes.outside_calls import on_unowned
+from proxy.engine.routes.recover import Recover
+from proxy.engine.routes.retry import Retry
+from proxy.engine.routes.route_context import BRIDGE_INFO, RouteContext
+from proxy.observe.metrics import BridgeMetrics
+from proxy.upstream.base import Inbound, UpstreamSession
+from proxy.upstream.pool import UpstreamPool
+from translators.auth.oauth import UpstreamAuthChallenge, challenge_reply
+from translators.held.request_state import KeyRing
+from translators.protocol.eras import (
+    DISCOVER,
+    FORWARDED_METHODS,
+    MRTR_METHODS,
+    RESOURCES_READ,
+    SUBSCRIPTIONS_LISTEN,
+    TOOLS_CALL,
+)
+from translators.protocol.results import legacy_error_to_modern
+from translators.tasks_ext.messages import TASK_METHODS
+from translators.tasks_ext.task_ids import is_task_state
+from translators.wire.errors import (
+    INTERNAL_ERROR,
+    BridgeBug,
+    BridgeError,
+    InvalidRequestState,
+    MethodNotFound,
+    ShuttingDown,
+    UpstreamReturnedError,
+)
+from translators.wire.jsonrpc import JsonObject, error_response, result_response, to_error_response
+
+log = structlog.get_logger()
+
+
+class Engine:
+    """Chooses the route of each validated modern request and turns its outcome into a response."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        pool: UpstreamPool,
+        keyring: KeyRing,
+        *,
+        metrics: BridgeMetrics | None = None,
+    ) -> None:
+        self._ctx = ctx = RouteContext(settings, pool, keyring)
+        self._public_urls = public_urls_of(settings)
+        self.registry = ctx.registry
+        self.listens = ctx.listens
+        self.roots = ctx.roots
+        self._drain = Drain()
+        self._close_wait_s = HELD_ABANDON_S
+        self.metrics = metrics if metrics is not None else BridgeMetrics()
+        self._first_call = FirstCall(ctx)
+        self.legacy_tasks = tasks = LegacyTasks(ctx, self._first_call, keyring)
+        self._discover, self._non_interactive = Discover(ctx, tasks), NonInteractive(ctx, tasks)
+        self._listen = Listen(ctx, tasks)
+        self._recover = Recover(ctx, self._first_call, self.metrics)
+        self._retry = Retry(ctx, on_lost=self._recover.after_refusal)
+        self.metrics.watch(
+            held_now=self.registry.held_now,
+            in_progress=self.registry.__len__,
+            rounds_total=lambda: self.registry.rounds_total,
+            pool_stats=pool.stats,
+            transport="stdio" if settings.upstream.command else "http",
+        )
+
+    def _choose(self, request: FrontRequest) -> Route:
+        """The route `request` takes; a new route adds one branch here and its own module."""
+        if request.method == DISCOVER:
+            return self._discover
+        if request.method in MRTR_METHODS:
+            if "requestState" in request.params:
+                if is_task_state(request.params["requestState"]):
+                    return self.legacy_tasks.in_bridge_retry  # docs/tasks.md
+                return self._retry
+            return self.legacy_tasks.calls if request.method == TOOLS_CALL else self._first_call
+        if request.method in TASK_METHODS:
+            return self.legacy_tasks.methods
+        if request.method in FORWARDED_METHODS:
+            return self._non_interactive
+        if request.method == SUBSCRIPTIONS_LISTEN:
+            return self._listen
+        raise MethodNotFound(f"Method not found: {request.method}")
+
+    # ---- the boundary ---------------------------------------------------------------------------
+
+    async def handle(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
+        """Answer one modern request with one JSON-RPC response; never raises (but propagates
+        cancellation)."""
+        if self._drain.stopping:
+            return to_error_response(ShuttingDown(), request.front_request_id)
+        started = time.monotonic()
+        task = self._drain.enter()
+        try:
+            response = await self._answer(request, sink)
+        except asyncio.CancelledError:
+            if not self._drain.was_cut(task):
+                self.metrics.observe_cancelled(request.method, time.monotonic() - started)
+                raise
+            response = to_error_response(ShuttingDown(), request.front_request_id)
+        finally:
+            self._drain.leave(task)
+        self.metrics.observe_response(request.method, response, time.monotonic() - started)
+        return response
+
+    async def _answer(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
+        rid = request.front_request_id
+        with structlog.contextvars.bound_contextvars(
+            request_id=rid, method=request.method, principal=request.principal[:12]
+        ):
+            try:
+                return result_response(rid, await self._choose(request).run(request, sink))
+            except UpstreamReturnedError as exc:
+                self.metrics.observe_error(exc)
+                uri = request.params.get("uri") if request.method == RESOURCES_READ else None
+                return error_response(rid, legacy_error_to_modern(exc.error, request_uri=uri))
+            except InvalidRequestState as exc:
+                log.warning("request_state_rejected", reason=exc.reason)
+                self.metrics.observe_error(exc)
+                return to_error_response(exc, rid)
+            except BridgeBug as exc:
+                log.error("bridge_bug", detail=exc.detail)
+                return to_error_response(exc, rid)
+            except (
+                UpstreamAuthChallenge
+            ) as exc:  # the HTTP front answers with the upstream's status
+                log.info("front_request_challenged", status=exc.status)
+                self.metrics.observe_error(exc)
+                return challenge_reply(exc, rid, self._public_urls)
+            except BridgeError as exc:
+                self.metrics.observe_error(exc)
+                return error_response(rid, reported_error(exc))
+            except Exception:
+                log.exception("front_request_crashed")
+                return error_response(rid, {"code": INTERNAL_ERROR, "message": "Internal error"})
+
+    def on_unowned(self, session: UpstreamSession, inbound: Inbound) -> None:
+        """A message on a session's GET stream while no interactive call holds the session."""
+        on_unowned(self._ctx, session, inbound)
+
+    # ---- lifetime --------------------------------------------------------------------------------
+
+    def is_ready(self) -> bool:
+        return self._ctx.ready
+
+    def begin_shutdown(self) -> None:
+        """Refuse new work, end every listen stream gracefully, and abandon the held calls
+        waiting for their clients (their retries would be refused): pushes refused, calls cancelled
+        upstream."""
+        if self._drain.stopping:
+            return
+        self._drain.stop()
+        self.registry.closing = True
+        self.listens.close_all("shutdown")
+        self._ctx.tasks.spawn(self.registry.abandon_waiting(), name="abandon-held-calls")
+
+    async def drain(self, deadline: float, cut_wait_s: float) -> None:
+        """Let the requests in flight finish until `deadline` (loop time), then cut them off."""
+        self.begin_shutdown()
+        await self._drain.drain(
+            deadline, cut_wait_s, lambda: self.registry.abort_all("bridge shutting down")
+        )
+        self._close_wait_s = cut_wait_s / 2  # what is left of the closing reserve for held calls
+
+    async def aclose(self) -> None:
+        self.begin_shutdown()
+        await self.registry.aclose(self._close_wait_s)
+        await self.legacy_tasks.aclose()
+        await self._ctx.tasks.aclose()
+
+
+__all__ = ["BRIDGE_INFO", "Engine"]

@@ -1,0 +1,158 @@
+"""Route for the first attempt of an MRTR-capable call (`tools/call`, `prompts/get`,
+`resources/read`).
+
+The call's roots are settled first (proxy/calls/roots_affinity.py; the client may be asked for
+them), then the
+call leases its session — exclusively where nothing links a message to its call — checks the
+upstream's capability and the parameter headers, and starts a held call (`CallDriver`) whose
+reply becomes the result: final, `InputRequiredResult` with a sealed `requestState`, or an error.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from proxy.calls.driver import CallDriver
+from proxy.calls.roots_affinity import AskClient
+from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.engine.routes.mrtr import input_responses, reply_result
+from proxy.engine.routes.outside_calls import publish
+from proxy.engine.routes.param_headers import check_param_headers
+from proxy.engine.routes.route_context import (
+    BRIDGE_INFO,
+    RouteContext,
+    client_capabilities,
+    log_level,
+)
+from proxy.observe import tracing
+from proxy.observe.access import current_trace
+from proxy.upstream.pool import Lease, SessionKey
+from translators.held.machine import Limits
+from translators.protocol.requests import require_upstream_capability
+from translators.protocol.results import input_required_result
+from translators.protocol.roots import PROBE, roots_input_requests
+from translators.wire.jsonrpc import JsonObject
+
+PUSH_CAPABILITIES = ("elicitation", "sampling", "roots")
+
+
+class FirstCall:
+    def __init__(self, ctx: RouteContext) -> None:
+        self._ctx = ctx
+
+    async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
+        return await self.start(request, sink, input_responses(self._ctx, request))
+
+    async def start(
+        self,
+        request: FrontRequest,
+        sink: NotificationSink,
+        responses: JsonObject,
+        *,
+        authorize: Callable[[Lease], Awaitable[None]] | None = None,
+    ) -> JsonObject:
+        """Start the call pre-answered with `responses`; `authorize` (a recovery's policy)
+        may refuse it once its session is leased, before anything is sent upstream."""
+        ctx = self._ctx
+        # the first call of a process learns whether the upstream keeps roots (a short probe)
+        with tracing.child(current_trace(), "roots affinity", internal=True):
+            roots = await self._affine_roots(request, responses)
+        if isinstance(roots, AskClient):
+            # no session chosen yet
+            own = BRIDGE_INFO if ctx.settings.server_identity == "bridge" else None
+            return input_required_result(roots_input_requests(), None, server_info=own)
+        fresh = ctx.settings.upstream.session_per_call
+        lease = await self._call_lease(request, roots, fresh=fresh, authorize=authorize)
+        driver = CallDriver(
+            registry=ctx.registry,
+            principal=request.principal,
+            lease=lease,
+            upstream=ctx.upstream_request(request, lease.session),
+            client_capabilities=client_capabilities(request),
+            limits=self._limits(),
+            pre_answers=responses,
+            publish=functools.partial(publish, ctx),
+            discard_session=fresh,
+        )
+        ctx.registry.add(driver)
+        with structlog.contextvars.bound_contextvars(
+            continuation_id=driver.continuation_id.hex()[:12]
+        ):
+            reply = await driver.first_attempt(ctx.attempt(request, sink))
+        return reply_result(ctx, request, driver, reply)
+
+    def _needs_own_session(self, request: FrontRequest) -> bool:
+        """Whether the call must lease its session exclusively (docs/architecture.md, "Session
+        sharing"): always over stdio and HTTP+SSE (or before auto-detection has chosen), where
+        nothing links a message to its call (progress and logs included); over Streamable HTTP only
+        if the session declares something a push needs. Otherwise the call shares a session: what
+        it says arrives on its own POST stream, and any push is refused (never forwarded)."""
+        ctx = self._ctx
+        if ctx.settings.upstream.command or not ctx.pool.transport.streams_per_call:
+            return True
+        return any(name in ctx.legacy_capabilities(request) for name in PUSH_CAPABILITIES)
+
+    async def _call_lease(
+        self,
+        request: FrontRequest,
+        roots: JsonObject | None,
+        *,
+        fresh: bool,
+        authorize: Callable[[Lease], Awaitable[None]] | None = None,
+    ) -> Lease:
+        """The session the call runs on, settled, checked (and authorized) and at the call's log
+        level."""
+        ctx = self._ctx
+        lease = await ctx.lease(
+            request, exclusive=fresh or self._needs_own_session(request), roots=roots, fresh=fresh
+        )
+        try:
+            await ctx.roots.settle(lease)
+            require_upstream_capability(
+                request.method,
+                lease.session.init_result.get("capabilities") or {},
+                lease.session.revision,
+            )
+            await check_param_headers(ctx, request, lease)
+            if not fresh:
+                await ctx.listens.follow(lease, ctx.pool.share)
+            if authorize is not None:
+                await authorize(lease)
+            await ctx.log_levels.raise_to(lease.session, log_level(request))
+        except BaseException:
+            await lease.release()
+            raise
+        return lease
+
+    async def _affine_roots(
+        self, request: FrontRequest, responses: JsonObject
+    ) -> JsonObject | AskClient | None:
+        ctx = self._ctx
+        return await ctx.roots.roots_for_call(
+            client_capabilities(request),
+            responses,
+            lambda legacy, key: ctx.pool.lease(
+                SessionKey(request.principal, key, PROBE),
+                legacy,
+                exclusive=True,
+                headers=ctx.headers(request),
+            ),
+        )
+
+    def _limits(self) -> Limits:
+        held, front = self._ctx.settings.held, self._ctx.settings.front
+        return Limits(
+            batch_quiet_s=held.batch_quiet_ms / 1000,
+            batch_max_s=held.batch_max_ms / 1000,
+            attempt_timeout_s=front.request_timeout_s,
+            held_ttl_s=held.ttl_s,
+            max_rounds=held.max_rounds,
+            max_pushes_per_round=held.max_pushes_per_round,
+            max_pushes_per_call=held.max_pushes_per_call,
+        )
+
+
+__all__ = ["FirstCall"]

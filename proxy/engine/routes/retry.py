@@ -1,0 +1,53 @@
+"""Route for an MRTR retry: a request that carries `requestState`.
+
+Everything that happens to a retry is here: the state is opened and checked, and the held call
+it names is claimed (proxy/calls/continuations.py); the session is raised to the retry's log level;
+the answers are fed to the held call (`CallDriver.retry`), and its reply becomes the result — the
+final result, another `InputRequiredResult` with a fresh `requestState`, or an error.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+
+import structlog
+
+from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.engine.routes.mrtr import input_responses, reply_result
+from proxy.engine.routes.route_context import RouteContext, log_level
+from proxy.observe import tracing
+from proxy.observe.access import current_trace
+from translators.wire.errors import InvalidRequestState
+from translators.wire.jsonrpc import JsonObject
+
+# A state that opened but named no held call here: the recovery route's entry
+# (proxy/engine/routes/recover.py)
+OnLost = Callable[
+    [FrontRequest, NotificationSink, InvalidRequestState, JsonObject], Awaitable[JsonObject]
+]
+
+
+class Retry:
+    def __init__(self, ctx: RouteContext, *, on_lost: OnLost | None = None) -> None:
+        self._ctx = ctx
+        self._on_lost = on_lost
+
+    async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
+        ctx = self._ctx
+        responses = input_responses(ctx, request)
+        try:
+            driver, claims = ctx.continuations.claim(request)
+        except InvalidRequestState as refused:
+            if self._on_lost is None:
+                raise
+            return await self._on_lost(request, sink, refused, responses)
+        tracing.adopt(current_trace(), claims.trace)
+        await ctx.log_levels.raise_to(driver.session, log_level(request))
+        with structlog.contextvars.bound_contextvars(
+            continuation_id=driver.continuation_id.hex()[:12], round=claims.round
+        ):
+            reply = await driver.retry(ctx.attempt(request, sink), claims.round, responses)
+        return reply_result(ctx, request, driver, reply)
+
+
+__all__ = ["OnLost", "Retry"]

@@ -1,0 +1,140 @@
+"""The modern path of the HTTP front: a validated request becomes a `FrontRequest` for the engine,
+answered as JSON, or as SSE when the client accepts it and the request can produce notifications
+(a progress token, a log level, or `subscriptions/listen`)."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import suppress
+from typing import Final, Protocol
+
+import structlog
+from aiohttp import web
+from structlog.contextvars import bound_contextvars
+
+from config.settings import IdentitySettings
+from proxy.auth.principal import principal_of
+from proxy.common.front_request import FrontRequest, NotificationSink, NullSink
+from proxy.common.http_replies import Exchange, engine_reply, rejection
+from proxy.common.sse_replies import SseSink, accepts_sse
+from proxy.http_front.modern_upstream import ModernRelayHook
+from translators.protocol import eras
+from translators.protocol.request_validation import ModernRoute
+from translators.wire.errors import InvalidRequest
+from translators.wire.jsonrpc import JsonObject
+
+_TRACE_HEADERS: Final = ("traceparent", "tracestate", "baggage")
+_log = structlog.get_logger("proxy.http_front")
+
+
+class FrontEngine(Protocol):
+    """What the front needs from the engine (`proxy.engine.engine.Engine`)."""
+
+    async def handle(self, request: FrontRequest, sink: NotificationSink) -> JsonObject: ...
+
+
+ENGINE_KEY: Final = web.AppKey("front_engine", FrontEngine)
+
+
+class ModernPath:
+    def __init__(
+        self,
+        identity: IdentitySettings,
+        modern: ModernRelayHook,
+        keepalive_s: float,
+        queue_limit: int,
+    ) -> None:
+        self._identity = identity
+        self._modern = modern
+        self._keepalive_s = keepalive_s
+        self._queue_limit = queue_limit
+
+    def front_request(
+        self, headers: dict[str, str], route: ModernRoute, *, owner_unreachable: bool = False
+    ) -> FrontRequest:
+        """`headers` are the request's, lower-cased."""
+        return FrontRequest(
+            front_request_id=route.front_request_id,
+            method=route.method,
+            params=route.params,
+            principal=principal_of(headers, self._identity),
+            authorization=headers.get("authorization"),
+            trace_headers={name: headers[name] for name in _TRACE_HEADERS if name in headers},
+            transport="http",
+            param_headers=route.param_headers,
+            owner_unreachable=owner_unreachable,
+        )
+
+    async def dispatch(
+        self,
+        request: web.Request,
+        headers: dict[str, str],
+        route: ModernRoute,
+        exchange: Exchange,
+        raw: bytes,
+        *,
+        owner_unreachable: bool = False,
+    ) -> web.StreamResponse:
+        front_request = self.front_request(headers, route, owner_unreachable=owner_unreachable)
+        exchange.principal = front_request.principal
+        wants_notifications = (
+            route.progress_token is not None
+            or route.log_level is not None
+            or route.method == eras.SUBSCRIPTIONS_LISTEN
+        )
+        sse = accepts_sse(headers.get("accept"))
+        if route.method == eras.SUBSCRIPTIONS_LISTEN and not sse:
+            message = (
+                "Not Acceptable: subscriptions/listen replies with an SSE stream; send "
+                "Accept: text/event-stream"
+            )
+            return rejection(InvalidRequest(message), route.front_request_id, exchange, 406)
+        engine = request.app[ENGINE_KEY]
+        with bound_contextvars(
+            request_id=route.front_request_id,
+            method=route.method,
+            transport="http",
+            principal=front_request.principal,
+        ):
+            if wants_notifications and sse:
+                return await self._stream(request, engine, front_request, exchange)
+            era = self._modern.era_before()
+            reply = await engine.handle(front_request, NullSink())
+            if await self._modern.relays_instead(reply, era):
+                # the upstream was upgraded under the bridge: the call never reached it
+                return await self._modern.relay(request, raw, exchange)
+            return engine_reply(reply, exchange)
+
+    async def _stream(
+        self,
+        request: web.Request,
+        engine: FrontEngine,
+        front_request: FrontRequest,
+        exchange: Exchange,
+    ) -> web.StreamResponse:
+        owner = asyncio.current_task()
+        assert owner is not None  # aiohttp runs every handler in a task
+        sink = SseSink(request, owner, self._keepalive_s, self._queue_limit)
+        writer = asyncio.create_task(sink.run())
+        try:
+            response = await engine.handle(front_request, sink)
+            sink.finish(response)
+            stream = await writer
+        finally:
+            sink.close()
+            if not writer.done():
+                writer.cancel()
+                with suppress(asyncio.CancelledError):
+                    await writer
+            if sink.dropped:
+                _log.warning(
+                    "front_notifications_dropped", dropped=sink.dropped, limit=self._queue_limit
+                )
+        if stream is None:
+            return engine_reply(response, exchange)
+        exchange.mode = "sse"
+        exchange.answered(response)
+        return stream
+
+
+__all__ = ["ENGINE_KEY", "FrontEngine", "ModernPath"]

@@ -1,2 +1,0 @@
-"""Legacy 2025-11-25 tasks served through the Tasks extension: the running tasks, their store and
-routes (docs/tasks.md). Not `proxy/tasks.py`, which owns the bridge's asyncio background tasks."""

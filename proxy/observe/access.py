@@ -1,0 +1,187 @@
+"""What the access log line of one front request says (docs/operations.md § Access log).
+
+The HTTP front opens a `RequestNote` per request and makes it current (a context variable: the
+engine runs in the front's own task), the MRTR routes write into it what only they know (the input
+round issued, the rounds of the logical call so far, the upstream session's revision), and the
+front logs it once, as `front_request_finished`, when the request ends. Names are what a person
+looks for (tool, prompt, resource URI without its query) and the upstream is named by host and
+port or by its command's program, never by a URL that could carry credentials.
+"""
+
+from __future__ import annotations
+
+import shlex
+import time
+from contextvars import ContextVar, Token
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
+
+import structlog
+
+from config.settings import Settings, UpstreamSettings
+from proxy.common.front_request import FrontRequest
+from translators.protocol.eras import PROMPTS_GET, RESOURCES_READ, TOOLS_CALL
+from translators.wire.jsonrpc import JsonObject
+
+if TYPE_CHECKING:
+    from proxy.observe.tracing import RequestTrace
+
+MAX_NAME: Final = 200  # characters of a tool / prompt name or resource URI in a log line or page
+_log = structlog.get_logger("proxy.front")
+
+
+class RequestNote:
+    """What the engine learned about one front request, for its access log line and its span."""
+
+    __slots__ = ("name", "revision", "round", "rounds", "trace")
+
+    def __init__(self) -> None:
+        self.trace: RequestTrace | None = None  # its span, when tracing (proxy/observe/tracing.py)
+        self.name: str | None = None
+        self.round: int | None = None  # the input round this answer asks for (input_required)
+        self.rounds = 0  # input rounds of the logical call so far
+        self.revision: str | None = None  # the upstream session's revision, when one served it
+
+
+_CURRENT: ContextVar[RequestNote | None] = ContextVar("mrtr_request_note", default=None)
+
+
+def begin() -> tuple[RequestNote, Token[RequestNote | None]]:
+    note = RequestNote()
+    return note, _CURRENT.set(note)
+
+
+def end(token: Token[RequestNote | None]) -> None:
+    _CURRENT.reset(token)
+
+
+def current() -> RequestNote | None:
+    """The note of the front request being served in this task, if any."""
+    return _CURRENT.get()
+
+
+def current_trace() -> RequestTrace | None:
+    note = _CURRENT.get()
+    return note.trace if note is not None else None
+
+
+def note_rounds(*, rounds: int, asked: int | None, revision: str | None) -> None:
+    """An MRTR route's outcome: `asked` is the round of the InputRequiredResult it answers with."""
+    note = _CURRENT.get()
+    if note is not None:
+        note.rounds, note.round, note.revision = rounds, asked, revision
+
+
+@dataclass(frozen=True)
+class AccessLog:
+    """The access log of the stdio front (the HTTP front logs from its `Exchange`)."""
+
+    enabled: bool = True  # log.access; off: the same line at debug level
+    upstream: str = "none"  # `upstream_name`
+
+    @classmethod
+    def of(cls, settings: Settings) -> AccessLog:
+        return cls(settings.log.access, upstream_name(settings.upstream))
+
+    def stdio_line(
+        self,
+        request: FrontRequest,
+        note: RequestNote,
+        response: JsonObject | None,
+        started: float,
+    ) -> None:
+        """The line of one stdio request; `response` None: cancelled before its answer."""
+        error = response.get("error") if response is not None else None
+        result = response.get("result") if response is not None else None
+        kind = result.get("resultType") if isinstance(result, dict) else None
+        code = error.get("code") if isinstance(error, dict) else None
+        outcome = (
+            "cancelled"
+            if response is None
+            else "error"
+            if error is not None
+            else kind
+            if kind in ("input_required", "task")
+            else "complete"
+        )
+        (_log.info if self.enabled else _log.debug)(
+            "front_request_finished",
+            request_id=request.front_request_id,
+            method=request.method,
+            name=call_name(request.method, request.params),
+            principal=request.principal[:12],
+            client_era="modern",
+            upstream_era="legacy",
+            upstream_revision=note.revision,
+            upstream=self.upstream,
+            outcome=outcome,
+            round=note.round,
+            rounds=note.rounds,
+            code=code,
+            mode="stdio",
+            cancelled=response is None,
+            duration_ms=round((time.monotonic() - started) * 1000, 1),
+        )
+
+
+def without_query(uri: str) -> str:
+    """A resource URI without its query and fragment (they may carry tokens)."""
+    return uri.split("#", 1)[0].split("?", 1)[0]
+
+
+def call_name(method: str | None, params: Any) -> str | None:
+    """The tool or prompt name, or the resource URI without its query, of a request."""
+    if not isinstance(params, dict):
+        return None
+    if method in (TOOLS_CALL, PROMPTS_GET):
+        name = params.get("name")
+    elif method == RESOURCES_READ:
+        uri = params.get("uri")
+        name = without_query(uri) if isinstance(uri, str) else None
+    else:
+        return None
+    return name[:MAX_NAME] if isinstance(name, str) else None
+
+
+def host_port(url: str) -> str:
+    """`host:port` of a URL: no userinfo, path or query."""
+    try:
+        parts = urlsplit(url)
+        port = parts.port
+    except ValueError:
+        return "?"
+    host = parts.hostname or "?"
+    host = f"[{host}]" if ":" in host else host
+    return f"{host}:{port}" if port else host
+
+
+def upstream_name(settings: UpstreamSettings) -> str:
+    """The upstream as a name: `host:port` of its URL (no credentials, path or query), or
+    `stdio:<program>` of its command."""
+    if settings.url is not None:
+        return host_port(settings.url)
+    if settings.command:
+        try:
+            argv = shlex.split(settings.command)
+        except ValueError:
+            argv = settings.command.split()
+        return f"stdio:{PurePath(argv[0]).name}" if argv else "stdio"
+    return "none"
+
+
+__all__ = [
+    "MAX_NAME",
+    "AccessLog",
+    "RequestNote",
+    "begin",
+    "call_name",
+    "current",
+    "current_trace",
+    "end",
+    "host_port",
+    "note_rounds",
+    "upstream_name",
+    "without_query",
+]

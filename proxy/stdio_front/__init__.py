@@ -1,0 +1,1 @@
+"""The modern stdio front: `mrtr-bridge stdio`, launched by a local client."""

@@ -1,0 +1,480 @@
+"""Legacy Streamable HTTP upstream session on one shared `aiohttp.ClientSession` (2025-11-25/basic/
+transports.mdx).
+
+One `HttpUpstreamSession` is one `Mcp-Session-Id`: `initialize` → `notifications/initialized` → a
+GET stream kept open for pushes unrelated to a call (the `mcp` 1.x SDK sends sampling and roots
+there and drops them when no GET stream is open). Each request runs in a task the session owns; its
+POST answer is JSON or SSE; a stream closed early is resumed with GET + `Last-Event-ID`; a 404 on
+the session id re-initializes once and retries the request when that is safe (no push delivered
+yet).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import itertools
+from collections.abc import Mapping
+from typing import Final
+
+import aiohttp
+import structlog
+
+from config.settings import UpstreamSettings
+from proxy.common.owned_tasks import TaskOwner
+from proxy.upstream.base import InboundHandler, Negotiated, SendsMessages, shared_init_result
+from proxy.upstream.errors import map_upstream_errors
+from proxy.upstream.http.call import HttpUpstreamCall
+from proxy.upstream.http.channel import HttpChannel, SessionExpired
+from proxy.upstream.http.replies import MAX_RESUME_ATTEMPTS, CallStreams
+from proxy.upstream.http.streams import GetStream, GetStreamState, StreamRouter
+from proxy.upstream.http.wire import (
+    CLIENT_NAME,
+    SESSION_HEADER,
+    StreamCursor,
+    client_info,
+)
+from translators.protocol.eras import CANCELLED, INITIALIZE, INITIALIZED
+from translators.protocol.revisions import OFFERED, Revision, negotiated
+from translators.wire import jsonrpc
+from translators.wire.errors import (
+    BridgeBug,
+    BridgeError,
+    UpstreamFault,
+    UpstreamProtocolError,
+    UpstreamReturnedError,
+    UpstreamSessionLost,
+)
+from translators.wire.jsonrpc import JsonObject
+
+_log = structlog.get_logger(__name__)
+_session_refs = itertools.count(1)
+
+# A session closed right after one of its calls was cancelled waits this long before its DELETE:
+# a FastMCP server of mcp 1.8/1.9 whose session is deleted while a cancelled handler still unwinds
+# can crash its whole session manager (every later request answered 500); see docs/revisions.md.
+CANCEL_SETTLE_S: Final = 0.5
+
+
+def _is_valid_session_id(value: str) -> bool:
+    return bool(value) and all(0x21 <= ord(char) <= 0x7E for char in value)
+
+
+class SessionState(enum.Enum):
+    """Where an HTTP upstream session's life stands (re-initializing in place keeps it OPEN)."""
+
+    OPEN = "open"
+    BROKEN = "broken"  # a re-initialize failed: calls get its error, the pool replaces the session
+    CLOSED = "closed"  # aclose() ran
+
+
+class HttpUpstreamSession(CallStreams, Negotiated, SendsMessages):
+    """Implements `UpstreamSession` over legacy Streamable HTTP. Build it with `open()`."""
+
+    def __init__(
+        self,
+        client: aiohttp.ClientSession,
+        url: str,
+        capabilities: JsonObject,
+        *,
+        headers: Mapping[str, str],
+        on_unrelated: InboundHandler,
+        settings: UpstreamSettings,
+    ) -> None:
+        self._channel = HttpChannel(client, url, headers=headers, settings=settings)
+        self.upstream = self._channel.upstream
+        self._capabilities = dict(capabilities)
+        self._on_unrelated = on_unrelated
+        self._init_result: JsonObject = {}
+        self._revision: Revision | None = None
+        self._reinit_task: asyncio.Task[None] | None = None
+        self._reinit_error: BridgeError | None = None
+        self._tasks = TaskOwner()
+        self._calls: dict[int, HttpUpstreamCall] = {}
+        self._ids = itertools.count(1)
+        self._state = SessionState.OPEN
+        self._cancelled_at: float | None = None  # when a call was last cancelled upstream
+        self._delete_on_close = True  # False: a one-session server (see forget_on_close)
+        self.reinitialized_count = 0
+        self._log = _log.bind(upstream=self.upstream, upstream_session=next(_session_refs))
+        self._router = StreamRouter(
+            self._channel, self._tasks, self._calls, on_unrelated, self._log
+        )
+        self._get_stream: GetStream | None = None
+
+    @classmethod
+    async def open(
+        cls,
+        client: aiohttp.ClientSession,
+        url: str,
+        capabilities: JsonObject,
+        *,
+        headers: Mapping[str, str],
+        on_unrelated: InboundHandler,
+        settings: UpstreamSettings,
+    ) -> HttpUpstreamSession:
+        """Initialize a new session within `init_timeout_s`; on any failure nothing is left open."""
+        session = cls(
+            client, url, capabilities, headers=headers, on_unrelated=on_unrelated, settings=settings
+        )
+        try:
+            await session._handshake()
+        except BaseException:
+            await session.aclose()
+            raise
+        session._log.info("upstream_session_opened", has_get_stream=session.has_get_stream)
+        return session
+
+    @classmethod
+    def adopt(
+        cls,
+        client: aiohttp.ClientSession,
+        url: str,
+        capabilities: JsonObject,
+        *,
+        session_id: str,
+        init_result: JsonObject,
+        first_request_id: int,
+        headers: Mapping[str, str],
+        on_unrelated: InboundHandler,
+        settings: UpstreamSettings,
+    ) -> HttpUpstreamSession:
+        """Take over a session another bridge process initialized (a legacy task it created,
+        docs/tasks.md § What survives what): no `initialize`, no GET stream. `init_result` is what
+        the server answers to `initialize` now, with the revision the session negotiated; request
+        ids start at `first_request_id`, clear of the ones the old process used."""
+        if not _is_valid_session_id(session_id):
+            raise UpstreamProtocolError("the adopted Mcp-Session-Id is not visible ASCII")
+        session = cls(
+            client, url, capabilities, headers=headers, on_unrelated=on_unrelated, settings=settings
+        )
+        session._channel.begin_generation()
+        session._channel.session_id = session_id
+        session._accept_init_result(init_result)
+        session._ids = itertools.count(first_request_id)
+        session._log.info("upstream_session_adopted")
+        return session
+
+    def resume(
+        self,
+        method: str,
+        upstream_request_id: int,
+        last_event_id: str,
+        *,
+        headers: Mapping[str, str],
+        on_inbound: InboundHandler | None,
+    ) -> HttpUpstreamCall:
+        """Read on, with GET + `Last-Event-ID`, the stream of a request this session's previous
+        owner sent (transports.mdx § Resumability and Redelivery): what the server replays
+        arrives at `on_inbound`, and the request's response, if it comes, is the call's result."""
+        self._check_open()
+        call = HttpUpstreamCall(
+            upstream_request_id,
+            method,
+            {},
+            headers=dict(headers),
+            on_inbound=on_inbound,
+            on_unrelated=self._on_unrelated,
+            send_cancel=self._cancel_call,
+            upstream=self.upstream,
+        )
+        call.replayed = True
+        self._calls[upstream_request_id] = call
+        cursor = StreamCursor(last_event_id=last_event_id, retry_ms=0)
+        generation = self._channel.generation
+        call.task = self._tasks.spawn(
+            self._run_resumed(call, cursor, generation), name=f"upstream-resume-{method}"
+        )
+        return call
+
+    async def _run_resumed(
+        self, call: HttpUpstreamCall, cursor: StreamCursor, generation: int
+    ) -> None:
+        try:
+            call.resolve(await self._resume(call, cursor, generation))
+        except SessionExpired:
+            call.fail(UpstreamSessionLost(f"Upstream {self.upstream} ended the session"))
+        except BridgeError as exc:
+            call.fail(exc)
+        except asyncio.CancelledError:
+            call.fail(UpstreamSessionLost(f"Upstream session to {self.upstream} was closed"))
+            raise
+        finally:
+            self._calls.pop(call.upstream_request_id, None)
+
+    @property
+    def is_alive(self) -> bool:
+        get_lost = self._get_stream is not None and self._get_stream.state is GetStreamState.LOST
+        return self._state is SessionState.OPEN and not get_lost
+
+    @property
+    def session_id(self) -> str | None:
+        """The upstream `Mcp-Session-Id` (sealed into a legacy task's id; never shown)."""
+        return self._channel.session_id
+
+    @property
+    def url(self) -> str:
+        """Where this session sends (after a remembered same-origin redirect)."""
+        return self._channel.url
+
+    @property
+    def has_get_stream(self) -> bool:
+        return self._get_stream is not None and self._get_stream.is_open
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._calls)
+
+    # -- the UpstreamSession surface --------------------------------------------------------------
+
+    def start(
+        self,
+        method: str,
+        params: JsonObject,
+        *,
+        headers: Mapping[str, str],
+        on_inbound: InboundHandler | None,
+    ) -> HttpUpstreamCall:
+        self._check_open()
+        call = self._new_call(method, params, headers=headers, on_inbound=on_inbound)
+        self._calls[call.upstream_request_id] = call
+        call.task = self._tasks.spawn(
+            self._run_call(call), name=f"upstream-call-{call.upstream_request_id}"
+        )
+        return call
+
+    async def _send_message(self, message: JsonObject, action: str) -> None:
+        await self._send_bounded(message, action)
+
+    def forget_on_close(self) -> None:
+        """Close without a DELETE (a one-session server: proxy/upstream/session_limit.py)."""
+        self._delete_on_close = False
+
+    async def aclose(self) -> None:
+        if self._state is SessionState.CLOSED:
+            return
+        self._state = SessionState.CLOSED
+        for call in list(self._calls.values()):
+            call.fail(UpstreamSessionLost(f"Upstream session to {self.upstream} was closed"))
+        await self._tasks.stop()
+        if self._channel.session_id is not None and self._delete_on_close:
+            await self._let_cancellation_settle()
+            try:
+                status = await self._channel.delete()
+                self._log.debug("upstream_session_deleted", status=status)
+            except UpstreamFault as exc:
+                self._log.info("upstream_session_delete_failed", error=exc.message)
+        self._log.info("upstream_session_closed", reinitialized=self.reinitialized_count)
+
+    async def _let_cancellation_settle(self) -> None:
+        if self._cancelled_at is not None:
+            wait_s = self._cancelled_at + CANCEL_SETTLE_S - asyncio.get_running_loop().time()
+            if wait_s > 0:
+                await asyncio.sleep(wait_s)
+
+    # -- one call ---------------------------------------------------------------------------------
+
+    def _new_call(
+        self,
+        method: str,
+        params: JsonObject,
+        *,
+        headers: Mapping[str, str],
+        on_inbound: InboundHandler | None,
+    ) -> HttpUpstreamCall:
+        return HttpUpstreamCall(
+            next(self._ids),
+            method,
+            params,
+            headers=dict(headers),
+            on_inbound=on_inbound,
+            on_unrelated=self._on_unrelated,
+            send_cancel=self._cancel_call,
+            upstream=self.upstream,
+        )
+
+    async def _run_call(self, call: HttpUpstreamCall) -> None:
+        try:
+            call.resolve(await self._drive_call(call))
+        except BridgeError as exc:
+            call.fail(exc)
+        except asyncio.CancelledError:
+            call.fail(UpstreamSessionLost(f"Upstream session to {self.upstream} was closed"))
+            raise
+        except Exception as exc:
+            self._log.exception("upstream_call_crashed", method=call.method)
+            call.fail(BridgeBug(f"upstream call crashed: {type(exc).__name__}"))
+        finally:
+            self._calls.pop(call.upstream_request_id, None)
+
+    async def _drive_call(self, call: HttpUpstreamCall) -> JsonObject:
+        retried = False
+        while True:
+            generation = await self._current_generation()
+            try:
+                return await self._send_call(call, generation)
+            except SessionExpired as exc:
+                self._log.info(
+                    "upstream_session_expired", method=call.method, pushes=call.pushes_delivered
+                )
+                if retried or call.pushes_delivered:
+                    raise UpstreamSessionLost(
+                        f"Upstream {self.upstream} ended the session while {call.method} was in "
+                        "flight; the call was not replayed"
+                    ) from None
+                retried = True
+                await self._reinitialize(exc.generation)
+
+    async def _cancel_call(self, call: HttpUpstreamCall, reason: str) -> None:
+        if call.task is not None and call.task is not asyncio.current_task():
+            call.task.cancel()
+        params = {"requestId": call.upstream_request_id, "reason": reason}
+        self._cancelled_at = asyncio.get_running_loop().time()
+        try:
+            await self.notify(CANCELLED, params)
+        except UpstreamFault as exc:
+            self._log.info("upstream_cancel_not_delivered", method=call.method, error=exc.message)
+        self._log.info("upstream_call_cancelled", method=call.method)
+
+    # -- session lifecycle ------------------------------------------------------------------------
+
+    async def _handshake(self) -> None:
+        """initialize → GET stream → notifications/initialized, within `init_timeout_s` (§ 10.1).
+        The GET stream opens first so that a push the server sends on `initialized` (a `roots/list`,
+        typically) has a stream to arrive on: the `mcp` 1.x SDK drops it otherwise."""
+        self._channel.begin_generation()
+        with map_upstream_errors(self.upstream, INITIALIZE):
+            async with asyncio.timeout(self._channel.settings.init_timeout_s):
+                await self._initialize()
+                self._get_stream = GetStream(
+                    self._channel,
+                    self._router,
+                    self._tasks,
+                    self._log,
+                    on_expired=self._get_stream_expired,
+                )
+                await self._get_stream.start()
+                initialized = jsonrpc.notification(INITIALIZED)
+                await self._channel.post_accepted(initialized, INITIALIZED)
+
+    async def _initialize(self) -> None:
+        params = {
+            "protocolVersion": OFFERED,
+            "capabilities": self._capabilities,
+            "clientInfo": client_info(),
+        }
+        call = self._new_call(INITIALIZE, params, headers={}, on_inbound=None)
+        async with self._channel.exchange("POST", INITIALIZE, body=call.request_message()) as resp:
+            await self._channel.check_status(resp, self._channel.generation, INITIALIZE)
+            session_id = resp.headers.get(SESSION_HEADER)
+            if session_id is not None and not _is_valid_session_id(session_id):
+                raise UpstreamProtocolError("sent an Mcp-Session-Id that is not visible ASCII")
+            self._channel.session_id = session_id
+            reply = await self._read_reply(resp, call, StreamCursor())
+        if reply is None:
+            raise UpstreamProtocolError("closed the initialize stream before answering")
+        call.resolve(reply)
+        try:
+            result = await call.result()
+        except UpstreamReturnedError as exc:
+            raise UpstreamProtocolError(f"refused initialize: {exc.message[:200]}") from exc
+        self._accept_init_result(result)
+
+    def _accept_init_result(self, result: JsonObject) -> None:
+        """Remember the negotiated revision; the version header goes only where the revision has it.
+
+        A re-initialize must land on the same revision: the capabilities were shaped for it."""
+        revision = negotiated(self.upstream, result.get("protocolVersion"))
+        if self._revision is not None and revision != self._revision:
+            raise UpstreamProtocolError(
+                f"Upstream {self.upstream} re-initialized with protocol version "
+                f"{revision.version!r} after {self._revision.version!r}"
+            )
+        self._revision = revision
+        self._channel.protocol_version = revision.version if revision.version_header else None
+        self._channel.batches = revision.batches
+        self._init_result = shared_init_result(self.upstream, result)
+
+    async def _current_generation(self) -> int:
+        """The generation to send on, after any re-initialize that is due or under way."""
+        if self._get_stream is not None and self._get_stream.state is GetStreamState.EXPIRED:
+            await self._reinitialize(self._channel.generation)
+        elif self._reinit_task is not None and not self._reinit_task.done():
+            await self._reinitialize(self._channel.generation)
+        elif self._reinit_error is not None:
+            raise self._reinit_error
+        return self._channel.generation
+
+    async def _reinitialize(self, seen_generation: int) -> None:
+        """Start a new upstream session in place (§ 10.5), once per expiry however many saw it.
+
+        The handshake runs in a task the session owns, so a caller cancelled meanwhile cannot leave
+        the session half initialized; every caller waits for the same outcome."""
+        self._check_open()
+        running = self._reinit_task is not None and not self._reinit_task.done()
+        if not running and self._channel.generation == seen_generation:
+            self._reinit_task = self._tasks.spawn(
+                self._run_reinitialize(), name="upstream-reinitialize"
+            )
+        if self._reinit_task is not None:
+            await asyncio.wait({self._reinit_task})
+        self._check_open()
+        if self._reinit_error is not None:
+            raise self._reinit_error
+
+    def _get_stream_expired(self) -> None:
+        """The GET stream met a 404: re-initialize now, not at the next call."""
+        if self._state is not SessionState.CLOSED:
+            self._tasks.spawn(
+                self._reinitialize_eagerly(self._channel.generation),
+                name="upstream-reinitialize-eager",
+            )
+
+    async def _reinitialize_eagerly(self, generation: int) -> None:
+        try:
+            await self._reinitialize(generation)
+        except BridgeError:
+            pass  # logged by _run_reinitialize; the session is broken and the pool replaces it
+
+    async def _run_reinitialize(self) -> None:
+        self._log.info("upstream_session_reinitializing")
+        if self._get_stream is not None:
+            await self._get_stream.stop()
+        try:
+            await self._handshake()
+        except BridgeError as exc:
+            self._reinit_error = exc
+            if self._state is SessionState.OPEN:
+                self._state = SessionState.BROKEN
+            self._log.warning("upstream_session_reinitialize_failed", error=exc.message)
+            return
+        self.reinitialized_count += 1
+        self._log.info("upstream_session_reinitialized", has_get_stream=self.has_get_stream)
+
+    # -- plumbing ---------------------------------------------------------------------------------
+
+    async def _send_bounded(self, message: JsonObject, action: str) -> None:
+        """POST a notification or response and expect 202 within `init_timeout_s`."""
+        self._check_open()
+        try:
+            await self._channel.post_bounded(message, action)
+        except SessionExpired as exc:
+            if self._get_stream is not None and exc.generation == self._channel.generation:
+                # re-initialize before the next call
+                self._get_stream.state = GetStreamState.EXPIRED
+            raise UpstreamSessionLost(
+                f"Upstream {self.upstream} ended the session; the {action} was not delivered"
+            ) from None
+
+    def _check_open(self) -> None:
+        if self._state is SessionState.CLOSED:
+            raise UpstreamSessionLost(f"Upstream session to {self.upstream} is closed")
+
+
+__all__ = [
+    "CLIENT_NAME",
+    "MAX_RESUME_ATTEMPTS",
+    "HttpUpstreamSession",
+    "SessionState",
+    "client_info",
+]

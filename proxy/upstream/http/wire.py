@@ -1,0 +1,278 @@
+"""Wire details of the legacy Streamable HTTP transport (2025-11-25/basic/transports.mdx): headers,
+bounded JSON bodies, SSE message streams with their resumption cursor, and JSON-RPC message shapes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+from collections.abc import AsyncIterator, Mapping
+from dataclasses import dataclass
+from typing import Any, Final
+
+import aiohttp
+import structlog
+
+from translators.wire import fast_json
+from translators.wire.errors import UpstreamProtocolError
+from translators.wire.jsonrpc import JsonObject
+from translators.wire.jsonrpc_batches import batch_elements
+from translators.wire.sse import SSEDecoder, SSEEvent
+
+_log = structlog.get_logger("proxy.upstream")
+
+SESSION_HEADER: Final = "Mcp-Session-Id"
+VERSION_HEADER: Final = "MCP-Protocol-Version"
+LAST_EVENT_ID_HEADER: Final = "Last-Event-ID"
+SSE_TYPE: Final = "text/event-stream"
+JSON_TYPE: Final = "application/json"
+POST_ACCEPT: Final = f"{JSON_TYPE}, {SSE_TYPE}"
+MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
+DEFAULT_RETRY_MS: Final = 1000
+MAX_RETRY_MS: Final = 60_000
+# Headers the transport owns; callers' extras can never override them.
+_RESERVED: Final = frozenset(
+    {
+        "accept",
+        "content-type",
+        "content-length",
+        "host",
+        "last-event-id",
+        "mcp-session-id",
+        "mcp-protocol-version",
+    }
+)
+
+
+def build_headers(
+    base: Mapping[str, str],
+    extra: Mapping[str, str],
+    *,
+    accept: str,
+    session_id: str | None,
+    protocol_version: str | None,
+    last_event_id: str | None = None,
+) -> dict[str, str]:
+    """Caller headers (base, then per-request extras) plus the transport's own, which always win."""
+    headers = {
+        name: value for name, value in {**base, **extra}.items() if name.lower() not in _RESERVED
+    }
+    headers["Accept"] = accept
+    if session_id is not None:
+        headers[SESSION_HEADER] = session_id
+    if protocol_version is not None:
+        headers[VERSION_HEADER] = protocol_version
+    if last_event_id is not None:
+        headers[LAST_EVENT_ID_HEADER] = last_event_id
+    return headers
+
+
+def is_sse(response: aiohttp.ClientResponse) -> bool:
+    return response.content_type == SSE_TYPE
+
+
+def is_json(response: aiohttp.ClientResponse) -> bool:
+    return response.content_type == JSON_TYPE
+
+
+def parse_message(text: str | bytes) -> JsonObject:
+    """One JSON-RPC 2.0 message object, or `UpstreamProtocolError`."""
+    return as_message(_parse_json(text))
+
+
+def _parse_json(text: str | bytes) -> Any:
+    try:
+        return fast_json.loads(text)
+    except ValueError as exc:
+        raise UpstreamProtocolError("sent a message that is not JSON") from exc
+
+
+def as_message(message: Any) -> JsonObject:
+    """`message` if it is a JSON-RPC 2.0 message object, else `UpstreamProtocolError`."""
+    if not isinstance(message, dict) or message.get("jsonrpc") != "2.0":
+        raise UpstreamProtocolError("sent something that is not a JSON-RPC 2.0 message object")
+    return message
+
+
+def is_response(message: JsonObject) -> bool:
+    return "method" not in message and ("result" in message or "error" in message)
+
+
+def is_request(message: JsonObject) -> bool:
+    return isinstance(message.get("method"), str) and message.get("id") is not None
+
+
+def is_notification(message: JsonObject) -> bool:
+    return isinstance(message.get("method"), str) and "id" not in message
+
+
+async def read_json_message(response: aiohttp.ClientResponse) -> JsonObject:
+    """The body of an `application/json` response as one message, read with a size bound."""
+    declared = response.content_length
+    if declared is not None and declared > MAX_MESSAGE_BYTES:
+        raise UpstreamProtocolError(
+            f"sent a JSON body of {declared} bytes (limit {MAX_MESSAGE_BYTES})"
+        )
+    body = bytearray()
+    async for chunk in response.content.iter_chunked(65536):
+        body += chunk
+        if len(body) > MAX_MESSAGE_BYTES:
+            raise UpstreamProtocolError(f"sent a JSON body larger than {MAX_MESSAGE_BYTES} bytes")
+    return parse_message(bytes(body))
+
+
+@dataclass
+class StreamCursor:
+    """Where an SSE stream stands: the last event id seen and the reconnection delay to obey."""
+
+    last_event_id: str | None = None
+    retry_ms: int = DEFAULT_RETRY_MS
+    events_seen: int = 0
+
+    def note(self, event: SSEEvent) -> None:
+        """An event arrived: count it, and remember its id and `retry`."""
+        self.events_seen += 1
+        if event.event_id is not None:
+            self.last_event_id = event.event_id
+        if event.retry is not None:
+            self.retry_ms = min(event.retry, MAX_RETRY_MS)
+
+    def absorb(self, decoder: SSEDecoder) -> None:
+        if decoder.last_event_id is not None:
+            self.last_event_id = decoder.last_event_id
+        if decoder.retry_ms is not None:
+            self.retry_ms = min(decoder.retry_ms, MAX_RETRY_MS)
+
+    @property
+    def retry_s(self) -> float:
+        return self.retry_ms / 1000
+
+
+def stream_decoder() -> SSEDecoder:
+    return SSEDecoder(max_event_size=MAX_MESSAGE_BYTES)
+
+
+async def iter_stream_events(
+    response: aiohttp.ClientResponse, cursor: StreamCursor
+) -> AsyncIterator[SSEEvent]:
+    """The events of an SSE response, in order, each at most `MAX_MESSAGE_BYTES`.
+
+    The cursor moves as events arrive, so a caller that stops early can resume from it."""
+    decoder = stream_decoder()
+    async for chunk in response.content.iter_any():
+        for event in decoder.feed(chunk):
+            cursor.note(event)
+            yield event
+        cursor.absorb(decoder)
+
+
+def event_elements(data: str, *, batches: bool) -> list[Any]:
+    """The decoded values one `message` event's data carries: itself, or where the revision has
+    `batches`, each element of an array in order (`UpstreamProtocolError` if it is not JSON)."""
+    return batch_elements(_parse_json(data), batches=batches)
+
+
+def event_messages(data: str, *, batches: bool, quiet: bool = False) -> list[JsonObject]:
+    """`event_elements` as JSON-RPC messages. The one rule for every transport: an event that is
+    not JSON, or an element that is not a JSON-RPC message, is logged (`upstream_message_ignored`)
+    and skipped, as a stdio line is; the rest of the event and of the stream go on, and a call whose
+    response was lost so ends by its stream's end or `front.request_timeout_s`. `quiet` logs at
+    debug level: a replayed stream, where a server's event store may hand back what it stored."""
+    report = _log.debug if quiet else _log.warning
+    try:
+        elements = event_elements(data, batches=batches)
+    except UpstreamProtocolError as exc:
+        report("upstream_message_ignored", reason=exc.message)
+        return []
+    messages: list[JsonObject] = []
+    for element in elements:
+        try:
+            messages.append(as_message(element))
+        except UpstreamProtocolError as exc:
+            report("upstream_message_ignored", reason=exc.message)
+    return messages
+
+
+async def iter_stream_messages(
+    response: aiohttp.ClientResponse, cursor: StreamCursor, *, batches: bool = False
+) -> AsyncIterator[JsonObject]:
+    """JSON-RPC messages of an SSE response, in order; priming events (empty data) are skipped;
+    where the revision has `batches`, each element of an array in one event comes as a message of
+    its own."""
+    async for event in iter_stream_events(response, cursor):
+        for message in messages_of(event, batches=batches):
+            yield message
+
+
+def messages_of(event: SSEEvent, *, batches: bool, quiet: bool = False) -> list[JsonObject]:
+    """The JSON-RPC messages an SSE event carries: none for a priming event (empty data) or another
+    event type; where the revision has `batches`, each element of an array in the event."""
+    if event.event == "message" and event.data.strip():
+        return event_messages(event.data, batches=batches, quiet=quiet)
+    return []
+
+
+CLIENT_NAME: Final = "mrtr-bridge"
+DRAIN_TIMEOUT_S: Final = 1.0
+DRAIN_MAX_BYTES: Final = 65_536
+
+
+def _own_version() -> str:
+    try:
+        return importlib.metadata.version("mrtr-bridge")
+    except importlib.metadata.PackageNotFoundError:
+        return "0"
+
+
+_CLIENT_INFO: Final[JsonObject] = {"name": CLIENT_NAME, "version": _own_version()}
+
+
+def client_info() -> JsonObject:
+    """The `clientInfo` the bridge sends upstream."""
+    return dict(_CLIENT_INFO)
+
+
+async def drain(resp: aiohttp.ClientResponse) -> None:
+    """Read what is left of an SSE answer (the server ends it right after the response) so the
+    connection goes back to the pool instead of being closed; bounded in time and bytes."""
+    left = DRAIN_MAX_BYTES
+    try:
+        async with asyncio.timeout(DRAIN_TIMEOUT_S):
+            while left > 0 and not resp.content.at_eof():
+                chunk = await resp.content.readany()
+                if not chunk:
+                    return
+                left -= len(chunk)
+    except (TimeoutError, aiohttp.ClientError, OSError):
+        pass  # the connection is closed instead; nothing is lost
+
+
+__all__ = [
+    "CLIENT_NAME",
+    "DEFAULT_RETRY_MS",
+    "JSON_TYPE",
+    "LAST_EVENT_ID_HEADER",
+    "MAX_MESSAGE_BYTES",
+    "POST_ACCEPT",
+    "SESSION_HEADER",
+    "SSE_TYPE",
+    "VERSION_HEADER",
+    "StreamCursor",
+    "as_message",
+    "build_headers",
+    "client_info",
+    "drain",
+    "event_elements",
+    "event_messages",
+    "is_json",
+    "is_notification",
+    "is_request",
+    "is_response",
+    "is_sse",
+    "iter_stream_events",
+    "iter_stream_messages",
+    "messages_of",
+    "parse_message",
+    "read_json_message",
+    "stream_decoder",
+]

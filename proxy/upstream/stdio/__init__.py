@@ -1,0 +1,1 @@
+"""stdio upstream sessions: the child process, its session, the keeper, spares and stderr."""

@@ -1,0 +1,402 @@
+"""Legacy stdio upstream: one subprocess is one legacy session (docs/decisions.md § 7).
+
+The bridge spawns the configured command, speaks newline-delimited JSON-RPC in the negotiated
+revision (translators.protocol.revisions; batch lines at 2025-03-26) on its stdin/stdout, and
+relays its
+stderr to the log (bounded, rate-limited). Nothing on stdio links a push or a notification to the
+call that caused it, so every inbound message is *unrelated* (`related_request_id=None`) and goes to
+`on_unrelated`; the pool gives it to the exclusive lease holder (docs/decisions.md § 7). `ping` is
+answered here and never surfaces.
+
+When the process exits, every pending call fails at once with `UpstreamSessionLost` naming the exit
+code, and the session is dead for good (the pool replaces it). Closing: stdin is closed, then after
+`kill_grace_s` the process group gets SIGTERM, then SIGKILL (`stdio_process`); how a stopping bridge
+makes sure no process outlives it is in `stdio_children`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import time
+from collections.abc import Mapping
+from importlib.metadata import version
+from typing import Any, Final
+
+import structlog
+
+from config.settings import UpstreamSettings
+from proxy.common.owned_tasks import TaskOwner
+from proxy.upstream.base import Inbound, InboundHandler, Negotiated, SendsMessages
+from proxy.upstream.call import OutcomeCall
+from proxy.upstream.stdio.children import ChildProcesses
+from proxy.upstream.stdio.process import (
+    exit_code,
+    exit_message,
+    spawn,
+    stop_process,
+    upstream_label,
+)
+from proxy.upstream.stdio.stderr import StderrRelay
+from translators.protocol.eras import CANCELLED, INITIALIZE, INITIALIZED, LEGACY_PING
+from translators.protocol.revisions import OFFERED, Revision, negotiated
+from translators.wire import jsonrpc
+from translators.wire.errors import (
+    INVALID_REQUEST,
+    BridgeBug,
+    UpstreamFault,
+    UpstreamProtocolError,
+    UpstreamReturnedError,
+    UpstreamSessionLost,
+    UpstreamTimeout,
+    UpstreamUnavailable,
+)
+from translators.wire.jsonrpc import JsonObject
+from translators.wire.stdio_framing import FramingError, LineDecoder, frame
+
+log = structlog.get_logger(__name__)
+
+READ_CHUNK: Final = 65536
+EXIT_CODE_WAIT_S: Final = 0.5  # after stdout closes, how long to wait for the exit code
+CLIENT_INFO: Final[JsonObject] = {"name": "mrtr-bridge", "version": version("mrtr-bridge")}
+
+
+def _kind(message: JsonObject) -> str:
+    """'response', 'request', 'notification' or 'invalid' for one decoded line."""
+    if message.get("jsonrpc") != "2.0":
+        return "invalid"
+    if "method" not in message:
+        return "response" if "result" in message or "error" in message else "invalid"
+    if not isinstance(message["method"], str):
+        return "invalid"
+    return "notification" if "id" not in message else "request"
+
+
+def _nobody(inbound: Inbound) -> None:
+    """The inbound handler of a spare process: it has no session yet, so it says nothing."""
+
+
+class StdioUpstreamSession(Negotiated, SendsMessages):
+    """Implements `UpstreamSession` over one legacy server subprocess. Build it with `open()`."""
+
+    def __init__(
+        self,
+        process: asyncio.subprocess.Process,
+        settings: UpstreamSettings,
+        program: str,
+        on_unrelated: InboundHandler,
+    ) -> None:
+        self._process = process
+        self._settings = settings
+        self._program = program
+        self._on_unrelated = on_unrelated
+        self._decoder = LineDecoder(settings.max_line_bytes)
+        self._ids = itertools.count(1)
+        self._calls: dict[int, OutcomeCall] = {}
+        self._write_lock = asyncio.Lock()
+        self._tasks = TaskOwner()
+        self._init_result: JsonObject = {}
+        self._revision: Revision | None = None
+        self._lost: str | None = None  # why the session died, once it has
+        self._closing = False
+        self._closed = asyncio.Event()
+        self._spawned_at = time.monotonic()
+        self._readers: tuple[asyncio.Task[Any], ...] = ()
+        self._children: ChildProcesses | None = None  # where the process is recorded while it runs
+        self._log = log.bind(program=program, pid=process.pid)
+        self.stderr = StderrRelay(self._log)  # its `tail` is for `check`, never for a client
+
+    @classmethod
+    async def open(
+        cls, settings: UpstreamSettings, capabilities: JsonObject, *, on_unrelated: InboundHandler
+    ) -> StdioUpstreamSession:
+        """Spawn the command and run `initialize` / `notifications/initialized` on it."""
+        session = await cls.spawned(settings)
+        await session.initialize(capabilities, on_unrelated=on_unrelated)
+        return session
+
+    @classmethod
+    async def spawned(
+        cls, settings: UpstreamSettings, children: ChildProcesses | None = None
+    ) -> StdioUpstreamSession:
+        """A started process (recorded in `children`), not yet initialized (a spare): its
+        output is read, nothing is sent."""
+        started = time.monotonic()
+        process, program = await spawn(settings, children)
+        session = cls(process, settings, program, _nobody)
+        session._spawned_at = started
+        session._children = children
+        session._start_readers()
+        return session
+
+    async def initialize(self, capabilities: JsonObject, *, on_unrelated: InboundHandler) -> None:
+        """Make a spawned process a session: `initialize` with these capabilities, then
+        `initialized`."""
+        self._on_unrelated = on_unrelated
+        started = time.monotonic()
+        try:
+            await self._initialize(capabilities)
+        except BaseException:
+            await self.aclose()
+            raise
+        now = time.monotonic()
+        self._log.info(
+            "upstream_process_initialized",
+            duration_s=round(now - started, 4),
+            age_s=round(now - self._spawned_at, 3),
+        )
+
+    def _start_readers(self) -> None:
+        self._readers = (
+            self._tasks.spawn(self._read_stdout(), name=f"stdio-stdout-{self.pid}"),
+            self._tasks.spawn(
+                self.stderr.run(self._process.stderr), name=f"stdio-stderr-{self.pid}"
+            ),
+        )
+
+    # ---- UpstreamSession ------------------------------------------------------------------------
+
+    @property
+    def is_alive(self) -> bool:
+        return self._lost is None and not self._closing and self._process.returncode is None
+
+    @property
+    def pid(self) -> int:
+        return self._process.pid
+
+    @property
+    def program(self) -> str:
+        return self._program
+
+    @property
+    def has_get_stream(self) -> bool:
+        return True  # stdout carries session-wide messages too
+
+    @property
+    def reinitialized_count(self) -> int:
+        """Always 0 (read by the pool's stats): a process that dies is replaced, never
+        re-initialized."""
+        return 0
+
+    def start(
+        self,
+        method: str,
+        params: JsonObject,
+        *,
+        headers: Mapping[str, str] | None = None,
+        on_inbound: InboundHandler | None = None,
+    ) -> OutcomeCall:
+        """Send a request from a task the session owns. `headers` and `on_inbound` are unused: stdio
+        has no headers, and every inbound message is unrelated (module docstring)."""
+        call = OutcomeCall(next(self._ids), method, self._send_cancel)
+        if self._lost is not None or self._closing:
+            call.fail(self._lost_error())
+            return call
+        self._calls[call.upstream_request_id] = call
+        message = jsonrpc.request(call.upstream_request_id, method, params)
+        self._tasks.spawn(
+            self._send_request(call, message), name=f"stdio-request-{call.upstream_request_id}"
+        )
+        return call
+
+    async def _send_message(self, message: JsonObject, action: str) -> None:
+        await self._write(message)
+
+    async def aclose(self, *, at_once: bool = False) -> None:
+        """Fail pending calls, stop the process (stdin EOF or `at_once` SIGTERM...), await tasks."""
+        if self._closing:
+            await self._closed.wait()
+            return
+        self._closing = True
+        try:
+            self._fail_pending("the legacy stdio session was closed by the bridge")
+            how = await stop_process(
+                self._process, self._settings.kill_grace_s, self._log, at_once=at_once
+            )
+            if how != "unreaped":  # the pipes are closed: let the readers drain what is buffered
+                if self._children is not None:
+                    self._children.discard(self._process)
+                await asyncio.wait(self._readers, timeout=EXIT_CODE_WAIT_S)
+            await self._tasks.aclose()
+            self._log.info("upstream_process_stopped", how=how, code=self._process.returncode)
+        finally:
+            self._closed.set()
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    async def _initialize(self, capabilities: JsonObject) -> None:
+        params = {
+            "protocolVersion": OFFERED,
+            "capabilities": capabilities,
+            "clientInfo": CLIENT_INFO,
+        }
+        call = self.start(INITIALIZE, params)
+        timeout = self._settings.init_timeout_s
+        data = upstream_label(self._program)
+        try:
+            async with asyncio.timeout(timeout):
+                result = await call.result()
+        except TimeoutError:
+            raise UpstreamTimeout(
+                f"Legacy stdio server {self._program!r} did not answer initialize within "
+                f"{timeout:g} s (upstream.init_timeout_s)",
+                data,
+            ) from None
+        except UpstreamReturnedError as exc:
+            raise UpstreamUnavailable(
+                f"Legacy stdio server {self._program!r} refused initialize: {exc.message}", data
+            ) from exc
+        except UpstreamSessionLost as exc:
+            raise UpstreamUnavailable(
+                f"Legacy stdio server {self._program!r} stopped before answering initialize: "
+                f"{exc.message}",
+                data,
+            ) from exc
+        self._revision = negotiated(
+            f"stdio server {self._program!r}", result.get("protocolVersion"), data
+        )
+        self._decoder.batches = self._revision.batches
+        self._init_result = result
+        await self.notify(INITIALIZED)
+
+    def _lost_error(self) -> UpstreamSessionLost:
+        message = self._lost or "the legacy stdio session was closed by the bridge"
+        return (
+            UpstreamSessionLost(  # the reason is the bridge's own words (exit code, or its close)
+                f"{message} (command: {self._program}, pid {self.pid})",
+                upstream_label(self._program),
+                public=f"The upstream session was lost: {message}",
+            )
+        )
+
+    def _fail_pending(self, reason: str) -> None:
+        if self._lost is None:
+            self._lost = reason
+        calls = list(self._calls.values())
+        self._calls.clear()
+        for call in calls:
+            call.fail(self._lost_error())
+
+    # ---- writing --------------------------------------------------------------------------------
+
+    async def _write(self, message: JsonObject) -> None:
+        """Write one line to the child's stdin; the lock keeps lines whole and in order."""
+        if self._lost is not None or self._closing:
+            raise self._lost_error()
+        stdin = self._process.stdin
+        if stdin is None:
+            raise BridgeBug("stdio upstream process has no stdin pipe")
+        data = frame(message)
+        async with self._write_lock:
+            try:
+                stdin.write(data)
+                await stdin.drain()
+            except (OSError, RuntimeError) as exc:  # a gone child (uvloop: RuntimeError)
+                self._log.info("upstream_stdin_write_failed", error=type(exc).__name__)
+                if self._lost is None:  # say why, as the reader will once it sees the end of stdout
+                    self._fail_pending(
+                        exit_message(await exit_code(self._process, EXIT_CODE_WAIT_S))
+                    )
+                raise self._lost_error() from exc
+
+    async def _send_request(self, call: OutcomeCall, message: JsonObject) -> None:
+        try:
+            await self._write(message)
+        except UpstreamFault as exc:
+            self._calls.pop(call.upstream_request_id, None)
+            call.fail(exc)
+
+    async def _send_cancel(self, call: OutcomeCall, reason: str) -> None:
+        self._calls.pop(call.upstream_request_id, None)
+        if self._lost is not None or self._closing:
+            return
+        params = {"requestId": call.upstream_request_id, "reason": reason}
+        try:
+            await self.notify(CANCELLED, params)
+        except UpstreamFault:
+            self._log.info("upstream_cancel_not_sent", upstream_request_id=call.upstream_request_id)
+
+    # ---- reading --------------------------------------------------------------------------------
+
+    async def _read_stdout(self) -> None:
+        stdout = self._process.stdout
+        while stdout is not None:
+            try:
+                chunk = await stdout.read(READ_CHUNK)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                break
+            for item in self._decoder.feed(chunk):
+                self._receive(item)
+        code = await exit_code(self._process, EXIT_CODE_WAIT_S)
+        if not self._closing:
+            self._log.warning("upstream_process_exited", code=code, pending_calls=len(self._calls))
+            self._fail_pending(exit_message(code))
+
+    def _receive(self, item: JsonObject | FramingError) -> None:
+        if isinstance(item, FramingError):
+            self._reject_line(item)
+            return
+        kind = _kind(item)
+        if kind == "response":
+            self._resolve(item)
+        elif kind == "request" and item["method"] == LEGACY_PING:
+            self._tasks.spawn(self._answer_ping(item["id"]), name=f"stdio-ping-{self.pid}")
+        elif kind in ("request", "notification"):
+            self._deliver(Inbound(message=item, related_request_id=None))
+        else:
+            self._log.warning("upstream_stdio_message_invalid", keys=len(item))
+
+    def _resolve(self, response: JsonObject) -> None:
+        upstream_request_id = response.get("id")
+        call = (
+            self._calls.pop(upstream_request_id, None) if type(upstream_request_id) is int else None
+        )
+        if call is None:
+            self._log.debug("upstream_response_unmatched")
+            return
+        call.resolve(response)
+
+    def _deliver(self, inbound: Inbound) -> None:
+        try:
+            self._on_unrelated(inbound)
+        except Exception:
+            self._log.exception(
+                "upstream_inbound_handler_failed", inbound_method=inbound.message.get("method")
+            )
+
+    async def _answer_ping(self, push_id: int | str) -> None:
+        with contextlib.suppress(UpstreamFault):
+            await self.respond(push_id, result={})
+
+    def _reject_line(self, error: FramingError) -> None:
+        """A malformed or oversized line is logged (size only) and skipped. An oversized response
+        fails its call at once; an oversized push is refused, so neither side waits forever."""
+        self._log.warning("upstream_stdio_line_rejected", reason=error.reason, size=error.size)
+        head_id = error.head_id
+        if error.is_response_head and type(head_id) is int and head_id in self._calls:
+            call = self._calls.pop(head_id)
+            call.fail(
+                UpstreamProtocolError(
+                    f"Legacy stdio server {self._program!r} answered {call.method} with a message "
+                    "larger than "
+                    f"{self._settings.max_line_bytes} bytes (upstream.max_line_bytes)",
+                    upstream_label(self._program),
+                )
+            )
+        elif error.head_key == "method" and head_id is not None:
+            refusal = {
+                "code": INVALID_REQUEST,
+                "message": "Request too large for the client (limit "
+                f"{self._settings.max_line_bytes} bytes)",
+            }
+            self._tasks.spawn(self._refuse(head_id, refusal), name=f"stdio-refuse-{self.pid}")
+
+    async def _refuse(self, push_id: int | str, error: JsonObject) -> None:
+        with contextlib.suppress(UpstreamFault):
+            await self.respond(push_id, error=error)
+
+
+__all__ = ["CLIENT_INFO", "OutcomeCall", "StdioUpstreamSession"]
