@@ -7,17 +7,21 @@ input), a task past its `ttlMs`, and the creation answer lost (the client retrie
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 
 import aiohttp
+import pytest
 
 from proxy.auth.keys import new_key
 from translators.wire.errors import INVALID_PARAMS
 
-from .harness import Peers, bridge_env, free_port
+from .harness import PeerProcess, Peers, bridge_env, free_port
 from .tasks_helpers import (
     caller,
     create,
     error_of,
+    everything_bridge,
     node_everything,
     poll_until,
     report_text,
@@ -43,15 +47,22 @@ def keyed_env(**settings: object) -> dict[str, str]:
     return bridge_env({"held": {"keys": {kid: key}}, **settings})
 
 
+def crash(bridge: PeerProcess) -> None:
+    """SIGKILL: no shutdown at all (the upstream session is neither detached nor deleted)."""
+    os.killpg(bridge.popen.pid, signal.SIGKILL)
+    bridge.popen.wait(timeout=10)
+
+
+@pytest.mark.parametrize("stop", ["terminate", "kill"])
 async def test_a_task_created_before_a_restart_completes_through_the_new_process(
-    peers: Peers,
+    peers: Peers, stop: str
 ) -> None:
     upstream = start_everything(peers)
     env = keyed_env()
     first = peers.bridge(upstream, env=env)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         created = await create(caller(http, first.url), "tides")
-        first.stop()
+        first.stop() if stop == "terminate" else crash(first)
         second = peers.bridge(upstream, env=env)
         alice = caller(http, second.url)
         seen = await poll_until(alice, created["taskId"], "completed", "failed", "cancelled")
@@ -91,6 +102,41 @@ async def test_a_restart_while_the_task_waits_for_input_asks_again_on_the_new_pr
         done = (await poll_until(alice, task_id, "completed", "failed", "cancelled"))[-1]
         assert done["status"] == "completed", done
         assert report_text(done).startswith(f"# Research Report: python ({choice['const']})\n")
+
+
+async def test_after_the_legacy_server_restarted_the_old_id_is_not_found(peers: Peers) -> None:
+    """The new server knows neither the session nor the task: -32602, like any unknown id, and
+    the bridge goes on serving new tasks."""
+    port = free_port()
+    argv, env_vars = [*node_everything(), "streamableHttp"], {"PORT": str(port)}
+    server = peers.start("server-everything", argv, port, env_vars)
+    upstream = f"http://127.0.0.1:{port}/mcp"
+    env = keyed_env()
+    first = peers.bridge(upstream, env=env)
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        created = await create(caller(http, first.url), "tides")
+        first.stop()
+        server.stop()
+        peers.start("server-everything", argv, port, env_vars)
+        second = peers.bridge(upstream, env=env)
+        alice = caller(http, second.url)
+        assert error_of(await alice.post("tasks/get", {"taskId": created["taskId"]})) == NOT_FOUND
+        fresh = (await create(alice, "tides"))["taskId"]
+        done = (await poll_until(alice, fresh, "completed", "failed", "cancelled"))[-1]
+        assert report_text(done).startswith("# Research Report: tides\n")
+
+
+async def test_a_stdio_task_does_not_survive_a_restart(peers: Peers) -> None:
+    """The legacy process ends with the bridge, and the task with it (docs/tasks.md)."""
+    kid, key = new_key()
+    keys = {"keys": {kid: key}}
+    first = everything_bridge(peers, "stdio", held=keys)
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        created = await create(caller(http, first.url), "tides")
+        first.stop()
+        second = everything_bridge(peers, "stdio", held=keys)
+        alice = caller(http, second.url)
+        assert error_of(await alice.post("tasks/get", {"taskId": created["taskId"]})) == NOT_FOUND
 
 
 async def test_past_its_ttl_a_task_is_not_found(peers: Peers) -> None:
