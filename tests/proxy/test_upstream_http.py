@@ -15,7 +15,7 @@ from fake_legacy import FakeCall, FakeLegacy, FakeRpcError, text_result
 from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
-from proxy.upstream import http_wire
+from proxy.upstream.http import wire as http_wire
 from proxy.upstream.base import Inbound
 from proxy.upstream.http.session import CLIENT_NAME, MAX_RESUME_ATTEMPTS, HttpUpstreamSession
 from proxy.upstream.http.streams import MAX_GET_FAILURES
