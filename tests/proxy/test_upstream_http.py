@@ -15,8 +15,8 @@ from fake_legacy import FakeCall, FakeLegacy, FakeRpcError, text_result
 from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
-from proxy.upstream.http import wire as http_wire
 from proxy.upstream.base import Inbound
+from proxy.upstream.http import wire as http_wire
 from proxy.upstream.http.session import CLIENT_NAME, MAX_RESUME_ATTEMPTS, HttpUpstreamSession
 from proxy.upstream.http.streams import MAX_GET_FAILURES
 from translators.protocol.eras import ELICIT, LEGACY_VERSION, SAMPLE

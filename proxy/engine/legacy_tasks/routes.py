@@ -14,6 +14,7 @@ from collections.abc import Awaitable, Callable
 
 import structlog
 
+from proxy.auth.oauth_passthrough import passes_challenges
 from proxy.common.front_request import FrontRequest, NotificationSink
 from proxy.engine.legacy_tasks.adopt import TaskAdopter
 from proxy.engine.legacy_tasks.running import LOST_ERROR, RunningTask
@@ -25,8 +26,9 @@ from proxy.engine.routes.outside_calls import refuse_push
 from proxy.engine.routes.route_context import RouteContext, client_capabilities
 from proxy.upstream.base import Inbound
 from proxy.upstream.pool import Lease
+from translators.auth.oauth import UpstreamAuthChallenge
 from translators.held.request_state import KeyRing
-from translators.protocol.eras import TOOLS_CALL
+from translators.protocol.eras import LEGACY_PING, TOOLS_CALL
 from translators.protocol.pushes import is_push
 from translators.protocol.requests import require_upstream_capability
 from translators.protocol.results import input_required_result, legacy_result_to_modern
@@ -46,7 +48,12 @@ from translators.tasks_ext.messages import (
     task_id_param,
 )
 from translators.tasks_ext.task_ids import TaskClaims
-from translators.wire.errors import MethodNotFound, UpstreamReturnedError, UpstreamTimeout
+from translators.wire.errors import (
+    BridgeError,
+    MethodNotFound,
+    UpstreamReturnedError,
+    UpstreamTimeout,
+)
 from translators.wire.jsonrpc import JsonObject, notification
 
 log = structlog.get_logger()
@@ -89,6 +96,26 @@ def adopting(
     return functools.partial(adopter.adopt, request)
 
 
+async def upstream_still_allows(ctx: RouteContext, request: FrontRequest) -> None:
+    """With OAuth pass-through the upstream, not the bridge, judges a token: the bridge keeps a
+    task's state, so before it shows or changes anything it sends one `ping` with this request's
+    credentials. A refusal (a token revoked or expired since the task was created) reaches the
+    client as the upstream's challenge (401/403); an upstream that cannot be reached is not a
+    refusal (docs/tasks.md § Failure paths)."""
+    if not passes_challenges(ctx.settings.upstream):
+        return
+    headers = ctx.headers(request)
+    try:
+        async with asyncio.timeout(ctx.settings.tasks.status_timeout_s):
+            async with ctx.shared_lease(request) as lease:
+                call = lease.session.start(LEGACY_PING, {}, headers=headers, on_inbound=None)
+                await call.result()
+    except UpstreamAuthChallenge:
+        raise
+    except (BridgeError, TimeoutError) as exc:
+        log.info("task_authorization_unchecked", error=type(exc).__name__)
+
+
 class TaskMethods:
     def __init__(self, ctx: RouteContext, store: TaskStore, adopter: TaskAdopter) -> None:
         self._ctx = ctx
@@ -103,6 +130,7 @@ class TaskMethods:
         task = await self._store.find(
             task_id_param(request.params), request.principal, adopting(self._adopter, request)
         )
+        await upstream_still_allows(self._ctx, request)
         if request.method == TASKS_GET:
             if not task.pending:
                 await task.refresh()
@@ -264,6 +292,7 @@ class InBridgeRetry:
             request.principal,
             adopting(self._adopter, request),
         )
+        await upstream_still_allows(self._ctx, request)
         await task.answer(input_responses(self._ctx, request))
         return await mrtr_reply(self._ctx, task)
 
