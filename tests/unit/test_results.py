@@ -58,6 +58,7 @@ PAIRS: list[JsonObject] = FIXTURE["pairs"]
 SERVER_INFO: JsonObject = FIXTURE["server_info"]
 PRIVATE_NO_TTL = CacheHints(ttl_ms=0, scope="private")
 PUBLIC_MINUTE = CacheHints(ttl_ms=60_000, scope="public")
+PRIVATE_NONE = CacheHints(ttl_ms=0, scope="private")
 
 RESULT_DEFS: dict[str, str] = {
     TOOLS_CALL: "CallToolResult",
@@ -125,6 +126,18 @@ def test_cache_hints_only_on_cacheable_results(method: str) -> None:
     else:
         assert "ttlMs" not in modern and "cacheScope" not in modern
     assert_valid(modern, RESULT_DEFS[method], "modern")
+
+
+@pytest.mark.parametrize("method", sorted(RESULT_DEFS))
+def test_an_upstream_cache_claim_is_replaced_by_the_bridges(method: str) -> None:
+    """A legacy server's own `ttlMs`/`cacheScope` never reach the client (found by
+    test_properties: `{"ttlMs": null}` on `completion/complete` was passed through)."""
+    claim = {**MINIMAL_LEGACY[method], "ttlMs": None, "cacheScope": "public"}
+    modern = legacy_result_to_modern(method, claim, server_info=None, cache=PRIVATE_NONE)
+    if method in CACHEABLE_METHODS:
+        assert (modern["ttlMs"], modern["cacheScope"]) == (0, "private")
+    else:
+        assert "ttlMs" not in modern and "cacheScope" not in modern
 
 
 @pytest.mark.parametrize("method", sorted(RESULT_DEFS))

@@ -66,6 +66,10 @@ def legacy_result_to_modern(
             [_modern_tool(tool) for tool in modern["tools"] if task_tools or not _needs_tasks(tool)]
         )
     modern["resultType"] = RESULT_COMPLETE
+    # Cache hints are the bridge's alone: a legacy server's `ttlMs` or `cacheScope` means nothing
+    # in its era, and on a method that is not cacheable it would tell the client to cache.
+    modern.pop("ttlMs", None)
+    modern.pop("cacheScope", None)
     if method in CACHEABLE_METHODS:
         modern["ttlMs"] = cache.ttl_ms
         modern["cacheScope"] = cache.scope
