@@ -38,3 +38,10 @@ class TasksSettings(Frozen):
         "as a task: run the legacy task inside the bridge and answer with ordinary "
         "InputRequiredResult rounds and the final result (default: -32021)",
     )
+    long_calls_after_s: float | None = Field(
+        None,
+        gt=0,
+        description="a tools/call from a client that declared the extension, to a tool that does "
+        "not run as a legacy task, still unanswered after this many seconds is answered with a "
+        "task the bridge runs (tasks/get, tasks/update, tasks/cancel); unset: off",
+    )

@@ -83,6 +83,7 @@ class Engine:
         self._listen = Listen(ctx, tasks)
         self._recover = Recover(ctx, self._first_call, self.metrics)
         self._retry = Retry(ctx, on_lost=self._recover.after_refusal)
+        tasks.calls.retry = self._retry.run  # a bridge-owned task's rounds (docs/tasks.md)
         self.metrics.watch(
             held_now=self.registry.held_now,
             in_progress=self.registry.__len__,

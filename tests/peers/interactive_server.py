@@ -15,10 +15,10 @@ JSON-RPC error), `caps` (the client capabilities of the session), `elicit_comple
 
 Tools (each takes a `tag` that labels its journal events):
 - `echo(text)`, `pid()`, `journal(tag)` (the journal entries of one tag, as JSON);
-- `ask(tag, question, linger_s, push_timeout_s)`: a form elicitation; returns `{"action",
-  "content"}` as JSON, after lingering `linger_s` seconds (so a cancellation finds the call in
-  flight); with `push_timeout_s` the push times out like legacy SDKs do theirs, and the tool returns
-  `{"error"}`;
+- `ask(tag, question, linger_s, push_timeout_s, delay_s)`: a form elicitation (after `delay_s`
+  seconds of work); returns `{"action", "content"}` as JSON, after lingering `linger_s` seconds
+  (so a cancellation finds the call in flight); with `push_timeout_s` the push times out like
+  legacy SDKs do theirs, and the tool returns `{"error"}`;
 - `ask_twice(tag)`: two sequential elicitations (name, then color): "<name> likes <color>.";
 - `ask_url(tag)`: a URL-mode elicitation (elicitationId `el-<tag>`), then, if accepted,
   `notifications/elicitation/complete` on the call's stream: "url elicitation: <action>";
@@ -268,10 +268,12 @@ async def ask(
     question: str = "What is your answer?",
     linger_s: float = 0.0,
     push_timeout_s: float = 0.0,
+    delay_s: float = 0.0,
 ) -> str:
-    """Elicit {answer} with `question`; returns {"action", "content"} as JSON (or {"error"} if
-    the push timed out after `push_timeout_s`)."""
+    """Elicit {answer} with `question` (after `delay_s` s of work); returns {"action", "content"}
+    as JSON (or {"error"} if the push timed out after `push_timeout_s`)."""
     record(tag, "call", tool="ask")
+    await _linger(tag, delay_s)
     try:
         result = await _elicit(ctx, tag, question, ANSWER_SCHEMA, push_timeout_s)
     except McpError as exc:

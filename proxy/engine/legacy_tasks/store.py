@@ -12,13 +12,14 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Protocol
 
 from config.settings import Settings
 from proxy.common.owned_tasks import TaskOwner
 from proxy.engine.legacy_tasks.running import RunningTask
 from translators.held.request_state import NONCE_SIZE, KeyRing, principal_digest
-from translators.tasks_ext.messages import task_not_found
+from translators.tasks_ext.messages import TaskView, task_not_found
 from translators.tasks_ext.task_ids import (
     TaskClaims,
     UpstreamHandle,
@@ -27,6 +28,38 @@ from translators.tasks_ext.task_ids import (
 )
 from translators.wire.errors import ClientLimitExceeded, InvalidParams
 from translators.wire.jsonrpc import JsonObject
+
+
+class ServedTask(Protocol):
+    """What the store and the routes need of a task: a legacy task (`RunningTask`) or a plain call
+    the bridge runs as one (`long_calls.BridgeTask`)."""
+
+    task_id: str
+    record: bytes
+    principal: str
+    expires_at: float
+
+    @property
+    def pending(self) -> Mapping[str, object]: ...
+
+    @property
+    def ended(self) -> bool: ...
+
+    @property
+    def survives_restart(self) -> bool: ...
+
+    def view(self) -> TaskView: ...
+
+    async def refresh(self) -> None: ...
+
+    async def answer(self, responses: JsonObject) -> None: ...
+
+    async def cancel(self) -> None: ...
+
+    async def abandon(self) -> None: ...
+
+    async def detach(self) -> None: ...
+
 
 Publish = Callable[[str, JsonObject], None]
 # (claims with a handle, the id) -> the adopted task, started; None if the upstream lost it
@@ -42,7 +75,7 @@ class TaskStore:
         self._replica = settings.held.replica_id
         self._keyring = keyring
         self._owner = owner
-        self._tasks: dict[bytes, RunningTask] = {}
+        self._tasks: dict[bytes, ServedTask] = {}
         self._adopting: dict[bytes, asyncio.Future[RunningTask | None]] = {}
 
     def reserve(self, principal: str) -> bytes:
@@ -59,7 +92,7 @@ class TaskStore:
             )
         return os.urandom(16)
 
-    def seal(self, task: RunningTask, handle: UpstreamHandle | None) -> str:
+    def seal(self, task: ServedTask, handle: UpstreamHandle | None) -> str:
         """The task's sealed id (expiring `ttl_ms` after its creation)."""
         expires_ms = int(task.expires_at * 1000)
         claims = TaskClaims(
@@ -67,10 +100,10 @@ class TaskStore:
         )
         return seal_task_id(claims, self._keyring, os.urandom(NONCE_SIZE))
 
-    def add(self, task: RunningTask) -> None:
+    def add(self, task: ServedTask) -> None:
         self._tasks[task.record] = task
 
-    async def find(self, task_id: str, principal: str, adopt: Adopt | None = None) -> RunningTask:
+    async def find(self, task_id: str, principal: str, adopt: Adopt | None = None) -> ServedTask:
         """The caller's task; adopted with `adopt` when this process does not know it."""
         claims = self._claims(task_id, principal)
         task = self._tasks.get(claims.record)
@@ -130,7 +163,7 @@ class TaskStore:
                 if not task.ended:
                     self._owner.spawn(task.abandon(), name="legacy-task-expired")
 
-    def running(self) -> list[RunningTask]:
+    def running(self) -> list[ServedTask]:
         return [t for t in self._tasks.values() if not t.ended]
 
     async def aclose(self) -> None:
@@ -144,4 +177,4 @@ class TaskStore:
         self._tasks.clear()
 
 
-__all__ = ["TaskStore"]
+__all__ = ["ServedTask", "TaskStore"]

@@ -26,7 +26,9 @@ class Discover:
                 cache=ctx.cache,
                 listen_supported=session.has_get_stream,
             )
-            if self._tasks.tools.note_session(session) and ctx.settings.tasks.enabled:
+            runs_tasks = self._tasks.tools.note_session(session)
+            long_calls = ctx.settings.tasks.long_calls_after_s is not None
+            if ctx.settings.tasks.enabled and (runs_tasks or long_calls):
                 result = with_extension(result)
             return result
 

@@ -43,8 +43,17 @@ class FirstCall:
     def __init__(self, ctx: RouteContext) -> None:
         self._ctx = ctx
 
-    async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
-        return await self.start(request, sink, input_responses(self._ctx, request))
+    async def run(
+        self,
+        request: FrontRequest,
+        sink: NotificationSink,
+        *,
+        attempt_timeout_s: float | None = None,
+    ) -> JsonObject:
+        """`attempt_timeout_s` replaces `front.request_timeout_s` as each round's bound (a call
+        the bridge may turn into a task runs as long as the task may)."""
+        responses = input_responses(self._ctx, request)
+        return await self.start(request, sink, responses, attempt_timeout_s=attempt_timeout_s)
 
     async def start(
         self,
@@ -53,6 +62,7 @@ class FirstCall:
         responses: JsonObject,
         *,
         authorize: Callable[[Lease], Awaitable[None]] | None = None,
+        attempt_timeout_s: float | None = None,
     ) -> JsonObject:
         """Start the call pre-answered with `responses`; `authorize` (a recovery's policy)
         may refuse it once its session is leased, before anything is sent upstream."""
@@ -72,7 +82,7 @@ class FirstCall:
             lease=lease,
             upstream=ctx.upstream_request(request, lease.session),
             client_capabilities=client_capabilities(request),
-            limits=self._limits(),
+            limits=self._limits(attempt_timeout_s),
             pre_answers=responses,
             publish=functools.partial(publish, ctx),
             discard_session=fresh,
@@ -142,12 +152,12 @@ class FirstCall:
             ),
         )
 
-    def _limits(self) -> Limits:
+    def _limits(self, attempt_timeout_s: float | None = None) -> Limits:
         held, front = self._ctx.settings.held, self._ctx.settings.front
         return Limits(
             batch_quiet_s=held.batch_quiet_ms / 1000,
             batch_max_s=held.batch_max_ms / 1000,
-            attempt_timeout_s=front.request_timeout_s,
+            attempt_timeout_s=attempt_timeout_s or front.request_timeout_s,
             held_ttl_s=held.ttl_s,
             max_rounds=held.max_rounds,
             max_pushes_per_round=held.max_pushes_per_round,
