@@ -83,13 +83,17 @@ class TaskAdopter:
         init_result = await self._init_result(request, handle)
         lease = AdoptedLease()
         headers = self._ctx.headers(request)
-        session = transport.adopt(
-            handle.session_id,
-            init_result,
-            first_request_id=adopted_first_id(handle),
-            headers=headers,
-            on_unrelated=lease.on_unrelated,
-        )
+        try:
+            session = transport.adopt(
+                handle.session_id,
+                init_result,
+                first_request_id=adopted_first_id(handle),
+                headers=headers,
+                on_unrelated=lease.on_unrelated,
+            )
+        except BridgeError as exc:  # a revision this bridge no longer speaks, say
+            log.info("legacy_task_not_adopted", error=type(exc).__name__)
+            return None
         if session is None:
             return None
         lease.bind(session)
