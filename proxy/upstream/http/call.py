@@ -28,11 +28,10 @@ def invoke_handler(handler: InboundHandler, inbound: Inbound) -> None:
 class HttpUpstreamCall(OutcomeCall):
     """An `OutcomeCall` that also knows its request and routes what arrives on its own stream."""
 
-    # class-level defaults, set on an instance only when they change: every held call has one of
-    # these objects, and only a legacy task's `tasks/result` reads them
+    # class-level defaults, set on an instance only where they change (a legacy task's
+    # `tasks/result`): an attribute first set outside `__init__` gives the object a dict of its own
+    # (hundreds of bytes), and every held call has one of these objects
     replayed = False  # a stream another process opened, read again (an adopted task)
-    first_event_id: str | None = None  # where this call's SSE stream can be resumed
-    _events_seen = False
     _first_event: asyncio.Future[None] | None = None  # made only when awaited
 
     def __init__(
@@ -54,6 +53,8 @@ class HttpUpstreamCall(OutcomeCall):
         self._on_unrelated = on_unrelated
         self.pushes_delivered = False
         self.task: asyncio.Task[None] | None = None
+        self.first_event_id: str | None = None  # where this call's SSE stream can be resumed
+        self._events_seen = False
 
     def note_event_id(self, event_id: str | None) -> None:
         """An event of this call's stream arrived: remember the first id (a legacy task keeps it
