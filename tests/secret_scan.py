@@ -4,7 +4,7 @@ tokens.
 `tests/conftest.py` applies it to the captured output (stdout, stderr, logging) of every test in the
 suite, and `tests/integration/harness.py` to the log file of every bridge process a test started.
 Test-specific secrets (elicited answers, keys, session ids) are checked where they are known:
-`tests/proxy/test_secrets_in_logs.py`."""
+`tests/proxy/observe/test_secrets_in_logs.py`."""
 
 from __future__ import annotations
 

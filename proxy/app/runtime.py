@@ -14,7 +14,12 @@ import structlog
 
 from config.settings import Settings, UpstreamSettings
 from proxy.auth.keys import load_keyring
+from proxy.calls.continuations import Continuations
+from proxy.calls.driver import CallDriver, HeldCallRegistry
+from proxy.calls.listen_hub import ListenHub
+from proxy.calls.roots_affinity import RootsAffinity
 from proxy.engine.engine import Engine
+from proxy.engine.routes.route_context import RouteContext
 from proxy.observe.metrics import BridgeMetrics
 from proxy.upstream.base import (
     STDIO,
@@ -29,6 +34,8 @@ from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.stdio.children import ChildProcesses
 from proxy.upstream.stdio.spares import SpareProcesses
 from proxy.upstream.transport import HttpTransport
+from translators.held.push_batches import BatchSizes
+from translators.held.request_state import KeyRing
 from translators.wire.errors import BridgeError, UpstreamUnavailable
 from translators.wire.jsonrpc import JsonObject
 
@@ -100,6 +107,26 @@ def _reporting(opener: SessionOpener, on_failure: Callable[[], None]) -> Session
     return open_session
 
 
+def build_engine(
+    settings: Settings, pool: UpstreamPool, keyring: KeyRing, metrics: BridgeMetrics | None
+) -> Engine:
+    """The engine and the call machinery it drives, each given its collaborators."""
+    registry = HeldCallRegistry[CallDriver](
+        max_per_principal=settings.held.max_per_principal,
+        max_total=settings.held.max_total,
+        batch_sizes=BatchSizes(settings.held.batch_sizes),
+    )
+    ctx = RouteContext(
+        settings,
+        pool,
+        registry=registry,
+        continuations=Continuations(keyring, settings.held, registry, settings.recovery),
+        roots=RootsAffinity(settings.upstream, pool),
+        listens=ListenHub(),
+    )
+    return Engine(ctx, keyring, metrics=metrics)
+
+
 @asynccontextmanager
 async def bridge_runtime(
     settings: Settings,
@@ -135,7 +162,7 @@ async def bridge_runtime(
             transport=transport,
             on_unowned=lambda session, inbound: engine.on_unowned(session, inbound),
         )
-        engine = Engine(settings, pool, keyring, metrics=metrics)
+        engine = build_engine(settings, pool, keyring, metrics)
         try:
             await pool.start()
             if spares is not None:

@@ -12,7 +12,6 @@ import time
 
 import structlog
 
-from config.settings import Settings
 from proxy.auth.oauth_passthrough import public_urls_of
 from proxy.calls.driver import HELD_ABANDON_S
 from proxy.common.drain import Drain
@@ -30,7 +29,6 @@ from proxy.engine.routes.retry import Retry
 from proxy.engine.routes.route_context import BRIDGE_INFO, RouteContext
 from proxy.observe.metrics import BridgeMetrics
 from proxy.upstream.base import Inbound, UpstreamSession
-from proxy.upstream.pool import UpstreamPool
 from translators.auth.oauth import UpstreamAuthChallenge, challenge_reply
 from translators.held.request_state import KeyRing
 from translators.protocol.eras import (
@@ -62,14 +60,12 @@ class Engine:
     """Chooses the route of each validated modern request and turns its outcome into a response."""
 
     def __init__(
-        self,
-        settings: Settings,
-        pool: UpstreamPool,
-        keyring: KeyRing,
-        *,
-        metrics: BridgeMetrics | None = None,
+        self, ctx: RouteContext, keyring: KeyRing, *, metrics: BridgeMetrics | None = None
     ) -> None:
-        self._ctx = ctx = RouteContext(settings, pool, keyring)
+        """`ctx` comes from the composition root (`proxy/app/runtime.py`); the routes are the
+        engine's own parts and are built here."""
+        self._ctx = ctx
+        settings, pool = ctx.settings, ctx.pool
         self._public_urls = public_urls_of(settings)
         self.registry = ctx.registry
         self.listens = ctx.listens

@@ -209,7 +209,8 @@ async def scripted_bridge(
 
 def known_ordinary(engine: Engine) -> Engine:
     """The fake never asks for roots outside a call: say so up front, so the one-time roots probe
-    (pinned by tests/proxy/test_roots_affinity.py) opens no session of its own in these scripts."""
+    (pinned by tests/proxy/calls/test_roots_affinity.py) opens no session of its own in these
+    scripts."""
     engine.roots.keeps_roots = False
     return engine
 

@@ -25,8 +25,6 @@ from proxy.observe import tracing
 from proxy.observe.access import current_trace
 from proxy.upstream.base import UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
-from translators.held.push_batches import BatchSizes
-from translators.held.request_state import KeyRing
 from translators.protocol.capabilities import modern_client_capabilities_to_legacy
 from translators.protocol.eras import (
     META_CLIENT_CAPABILITIES,
@@ -44,20 +42,27 @@ BRIDGE_INFO: JsonObject = {"name": "mrtr-bridge", "version": version("mrtr-bridg
 class RouteContext:
     """Shared state and the plumbing every route uses (leasing, headers, server info, attempts)."""
 
-    def __init__(self, settings: Settings, pool: UpstreamPool, keyring: KeyRing) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        pool: UpstreamPool,
+        *,
+        registry: HeldCallRegistry[CallDriver],
+        continuations: Continuations,
+        roots: RootsAffinity,
+        listens: ListenHub,
+    ) -> None:
+        """Built by the composition root (`proxy/app/runtime.py`), which owns the choice of every
+        collaborator; what is only the routes' own bookkeeping is made here."""
         self.settings = settings
         self.pool = pool
         self.cache = CacheHints(settings.cache.ttl_ms, settings.cache.scope)
-        self.registry = HeldCallRegistry[CallDriver](
-            max_per_principal=settings.held.max_per_principal,
-            max_total=settings.held.max_total,
-            batch_sizes=BatchSizes(settings.held.batch_sizes),
-        )
-        self.continuations = Continuations(keyring, settings.held, self.registry, settings.recovery)
+        self.registry = registry
+        self.continuations = continuations
         self.tasks = TaskOwner()
         self.tool_schemas = ToolSchemas()
-        self.listens = ListenHub()
-        self.roots = RootsAffinity(settings.upstream, pool)
+        self.listens = listens
+        self.roots = roots
         self.log_levels = LogLevels(settings.upstream.init_timeout_s)
         self.ready = False  # set by the first lease: the upstream answered once
         self._progress_tokens = itertools.count(1)

@@ -208,7 +208,7 @@ def test_every_documented_metric_is_registered() -> None:
         for line in BridgeMetrics().render().splitlines()
         if line.startswith("# TYPE mrtr_bridge_")
     }
-    operations = (Path(__file__).resolve().parents[2] / "docs" / "operations.md").read_text(
+    operations = (Path(__file__).resolve().parents[3] / "docs" / "operations.md").read_text(
         encoding="utf-8"
     )
     documented = set(re.findall(r"^\| `(mrtr_bridge_[a-z_]+)` \|", operations, flags=re.MULTILINE))

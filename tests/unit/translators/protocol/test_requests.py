@@ -41,7 +41,7 @@ from translators.protocol.requests import (
 from translators.wire.errors import METHOD_NOT_FOUND, MethodNotFound
 from translators.wire.jsonrpc import JsonObject
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 PAIRS: list[JsonObject] = json.loads((FIXTURES / "requests.json").read_text(encoding="utf-8"))[
     "pairs"
 ]

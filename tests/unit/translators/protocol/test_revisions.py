@@ -39,7 +39,7 @@ from translators.wire.jsonrpc import JsonObject
 from translators.wire.jsonrpc_batches import batch_elements
 from translators.wire.stdio_framing import FramingError, LineDecoder, decode_messages
 
-SCHEMAS = Path(__file__).resolve().parents[1] / "schemas"
+SCHEMAS = Path(__file__).resolve().parents[3] / "schemas"
 EVERYTHING: JsonObject = {
     "elicitation": {"form": {}, "url": {}},
     "sampling": {"tools": {}, "context": {}},
@@ -459,7 +459,7 @@ def test_only_2025_03_26_has_batches() -> None:
 
 def test_docs_table_matches_the_revision_table() -> None:
     """docs/revisions.md lists every feature of the table with each revision's value."""
-    text = (Path(__file__).resolve().parents[2] / "docs" / "revisions.md").read_text(
+    text = (Path(__file__).resolve().parents[4] / "docs" / "revisions.md").read_text(
         encoding="utf-8"
     )
     documented: dict[str, list[bool]] = {}

@@ -33,7 +33,7 @@ from translators.wire.errors import (
     UpstreamUnavailable,
 )
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 LEGACY_PYTHON = ROOT / ".venv-legacy" / "bin" / "python"
 FIXTURE = ROOT / "tests" / "peers" / "legacy_fixture_server.py"
 MISBEHAVING = ROOT / "tests" / "peers" / "stdio_misbehaving.py"

@@ -28,7 +28,7 @@ from translators.wire.errors import (
     http_status_for,
 )
 
-OPERATIONS = Path(__file__).resolve().parents[2] / "docs" / "operations.md"
+OPERATIONS = Path(__file__).resolve().parents[4] / "docs" / "operations.md"
 
 
 def every_error_class(base: type[BridgeError] = BridgeError) -> list[type[BridgeError]]:

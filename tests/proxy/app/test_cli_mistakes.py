@@ -144,7 +144,7 @@ def test_address_in_use_is_one_line_and_a_traceback_only_at_debug() -> None:
 def test_config_example_prints_the_shipped_file_and_it_loads(tmp_path: Path) -> None:
     done = bridge("config", "example")
     assert done.returncode == 0 and done.stderr == ""
-    shipped = Path(__file__).resolve().parents[2] / "config" / "bridge.example.toml"
+    shipped = Path(__file__).resolve().parents[3] / "config" / "bridge.example.toml"
     assert done.stdout == shipped.read_text(encoding="utf-8")
     tomllib.loads(done.stdout)
     path = tmp_path / "bridge.toml"

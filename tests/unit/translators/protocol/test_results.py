@@ -52,7 +52,7 @@ from translators.wire.errors import (
 )
 from translators.wire.jsonrpc import JsonObject
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 FIXTURE: JsonObject = json.loads((FIXTURES / "results.json").read_text(encoding="utf-8"))
 PAIRS: list[JsonObject] = FIXTURE["pairs"]
 SERVER_INFO: JsonObject = FIXTURE["server_info"]

@@ -20,7 +20,7 @@ from safety_harness import JournalPeer, bridge_settings, inprocess_bridge, journ
 
 from translators.wire.errors import INVALID_PARAMS
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 FUZZ = REPO / "bench" / "fuzz_front.py"
 LONE_SURROGATE = json.loads('"\\ud800"')
 

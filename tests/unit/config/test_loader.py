@@ -10,7 +10,7 @@ import pytest
 from config import ConfigError, Settings, env_name, load_settings
 from config.loader import setting_fields
 
-EXAMPLE = Path(__file__).resolve().parents[2] / "config" / "bridge.example.toml"
+EXAMPLE = Path(__file__).resolve().parents[3] / "config" / "bridge.example.toml"
 
 
 def write(tmp_path: Path, text: str) -> Path:

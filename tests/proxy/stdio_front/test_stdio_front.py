@@ -30,7 +30,7 @@ from translators.wire.errors import (
 )
 from translators.wire.stdio_framing import LineDecoder, frame
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 WAIT_S = 5.0
 META = {META_PROTOCOL_VERSION: MODERN_VERSION, META_CLIENT_CAPABILITIES: {}}
 PROGRESS = {

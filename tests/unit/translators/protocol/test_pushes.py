@@ -38,7 +38,7 @@ from translators.wire.errors import (
 )
 from translators.wire.jsonrpc import JsonObject
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures"
 PAIRS: list[JsonObject] = json.loads((FIXTURES / "pushes.json").read_text(encoding="utf-8"))[
     "pairs"
 ]

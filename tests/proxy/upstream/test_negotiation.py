@@ -39,7 +39,7 @@ from proxy.upstream.stdio.session import StdioUpstreamSession
 from translators.protocol.revisions import OFFERED, REVISIONS, SUPPORTED, UnsupportedUpstreamVersion
 from translators.wire.jsonrpc import JsonObject
 
-MISBEHAVING = Path(__file__).resolve().parents[1] / "peers" / "stdio_misbehaving.py"
+MISBEHAVING = Path(__file__).resolve().parents[2] / "peers" / "stdio_misbehaving.py"
 # What a modern client that declared everything becomes in the newest revision's shape.
 FULL: dict[str, Any] = {
     "elicitation": {"form": {}, "url": {}},

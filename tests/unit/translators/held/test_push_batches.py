@@ -4,7 +4,7 @@ them."""
 from __future__ import annotations
 
 import pytest
-from test_held_call import ATTEMPT, LIMITS, P101, P102, P103, QUIET, S, _asked, play
+from test_held_machine import ATTEMPT, LIMITS, P101, P102, P103, QUIET, S, _asked, play
 
 from config import ConfigError, load_settings
 from translators.held.events import NoteBatchSize, StartTimer, UpstreamPushArrived
