@@ -16,6 +16,7 @@ import pytest
 from proxy.auth.keys import new_key
 from translators.wire.errors import INVALID_PARAMS
 
+from .cluster_helpers import start_replica
 from .harness import PeerProcess, Peers, bridge_env, free_port
 from .tasks_helpers import (
     caller,
@@ -102,6 +103,37 @@ async def test_a_restart_while_the_task_waits_for_input_asks_again_on_the_new_pr
         done = (await poll_until(alice, task_id, "completed", "failed", "cancelled"))[-1]
         assert done["status"] == "completed", done
         assert report_text(done).startswith(f"# Research Report: python ({choice['const']})\n")
+
+
+async def test_when_the_owner_replica_is_lost_another_replica_adopts_the_task(
+    peers: Peers,
+) -> None:
+    """Two replicas sharing keys: a task created on r1 is polled through r2 (forwarded to r1);
+    r1 is killed; r2 cannot reach it, serves the request itself and adopts the task, which asks
+    its question there and completes."""
+    upstream = start_everything(peers)
+    ports = [free_port(), free_port()]
+    owner, other = (
+        start_replica(peers, upstream, f"r{n + 1}", port, ports) for n, port in enumerate(ports)
+    )
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        task_id = (await create(caller(http, owner.url), "python", ambiguous=True))["taskId"]
+        alice = caller(http, other.url)
+        asking = (await poll_until(alice, task_id, "input_required", "completed"))[-1]
+        assert asking["status"] == "input_required", asking  # served by r1, through r2
+        assert "legacy_task_adopted" not in other.log_text(limit=10_000_000)
+        crash(owner)
+        again = (await poll_until(alice, task_id, "input_required", "completed", "failed"))[-1]
+        assert again["status"] == "input_required", again
+        ((key, asked),) = again["inputRequests"].items()
+        choice = asked["params"]["requestedSchema"]["properties"]["interpretation"]["oneOf"][0]
+        answer = {"action": "accept", "content": {"interpretation": choice["const"]}}
+        update = {"taskId": task_id, "inputResponses": {key: answer}}
+        assert result_of(await alice.post("tasks/update", update)) == {"resultType": "complete"}
+        done = (await poll_until(alice, task_id, "completed", "failed", "cancelled"))[-1]
+        assert done["status"] == "completed", done
+        assert report_text(done).startswith(f"# Research Report: python ({choice['const']})\n")
+    assert "legacy_task_adopted" in other.log_text(limit=10_000_000)
 
 
 async def test_after_the_legacy_server_restarted_the_old_id_is_not_found(peers: Peers) -> None:
