@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import time
+from datetime import datetime
 
 import aiohttp
 import pytest
@@ -182,6 +184,27 @@ async def test_past_its_ttl_a_task_is_not_found(peers: Peers) -> None:
         assert error_of(await alice.post("tasks/get", {"taskId": created["taskId"]})) == NOT_FOUND
         cancel = await alice.post("tasks/cancel", {"taskId": created["taskId"]})
         assert error_of(cancel) == NOT_FOUND
+
+
+async def test_a_result_past_its_ttl_is_not_found(peers: Peers) -> None:
+    """A task that completed (result read once) is answered until `createdAt + ttlMs`, then
+    -32602, like an unknown id (the legacy fixture's `slow_compute`, an mcp 1.x legacy task)."""
+    legacy = peers.legacy("legacy_fixture_server.py", "--task-tools")
+    bridge = peers.bridge(legacy.url, env=bridge_env({"tasks": {"ttl_ms": 4000}}))
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        alice = caller(http, bridge.url)
+        call = {"name": "slow_compute", "arguments": {"seconds": 0, "label": "tide"}}
+        created = result_of(await alice.post("tools/call", call))
+        assert created["resultType"] == "task" and created["ttlMs"] == 4000, created
+        done = (await poll_until(alice, created["taskId"], "completed", "failed"))[-1]
+        assert done["status"] == "completed", done
+        assert done["result"]["content"] == [{"type": "text", "text": "Computed tide after 0s"}]
+        created_at = datetime.fromisoformat(created["createdAt"].replace("Z", "+00:00"))
+        expiry = created_at.timestamp() + created["ttlMs"] / 1000
+        await asyncio.sleep(max(0.0, expiry - time.time()) + 0.5)
+        for method in ("tasks/get", "tasks/cancel"):
+            reply = await alice.post(method, {"taskId": created["taskId"]})
+            assert error_of(reply) == NOT_FOUND
 
 
 async def test_a_lost_creation_answer_retried_makes_a_second_independent_task(
