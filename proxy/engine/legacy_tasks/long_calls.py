@@ -30,15 +30,21 @@ from proxy.common.owned_tasks import TaskOwner
 from proxy.engine.legacy_tasks.running import iso
 from proxy.engine.routes.route_context import RouteContext
 from translators.held.request_state import KeyRing, open_state
+from translators.protocol.eras import RESULT_INPUT_REQUIRED
 from translators.protocol.results import legacy_error_to_modern
 from translators.tasks_ext.messages import TERMINAL, Status, TaskView, task_result_payload
-from translators.wire.errors import BridgeError, InvalidRequestState, UpstreamReturnedError
+from translators.wire.errors import (
+    INTERNAL_ERROR,
+    BridgeError,
+    InvalidRequestState,
+    UpstreamReturnedError,
+)
 from translators.wire.jsonrpc import JsonObject
 
 log = structlog.get_logger()
 
 Route = Callable[[FrontRequest, NotificationSink], Awaitable[JsonObject]]
-RESULT_INPUT_REQUIRED = "input_required"
+ASKED_NOTHING: JsonObject = {"code": INTERNAL_ERROR, "message": "The call asked nothing"}
 
 
 class _Dropped:
@@ -117,7 +123,7 @@ class BridgeTask:
         state, requests = reply.get("requestState"), reply.get("inputRequests")
         if not isinstance(state, str) or not isinstance(requests, dict) or not requests:
             # an InputRequiredResult the task cannot carry on from (no state to retry with)
-            self._finish("failed", error={"code": -32603, "message": "The call asked nothing"})
+            self._finish("failed", error=ASKED_NOTHING)
             return
         self._state, self.pending = state, dict(requests)
         self.status = "input_required"
