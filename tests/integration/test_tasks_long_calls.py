@@ -15,7 +15,7 @@ import pytest
 from translators.tasks_ext.messages import EXTENSION
 
 from .harness import Peers, bridge_env
-from .mrtr_helpers import Interactive, start_interactive
+from .mrtr_helpers import INTERACTIVE, Interactive, Journal, start_interactive
 from .tasks_helpers import PLAIN_CAPS, caller, poll_until, result_of
 
 T = 60
@@ -137,3 +137,32 @@ async def test_another_principal_finds_nothing(interactive: Interactive) -> None
         created = result_of(await alice.post("tools/call", call("slow", tag="long4", seconds=1)))
         reply = await mallory.post("tasks/get", {"taskId": created["taskId"]})
         assert reply.response["error"] == {"code": -32602, "message": "Task not found"}
+
+
+async def test_over_stdio_a_long_call_asks_through_its_task_and_completes(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """The same over a stdio upstream: nothing in a bridge-owned task depends on the transport."""
+    peers = Peers(log_dir=tmp_path_factory.mktemp("long-calls-stdio"))
+    state = tmp_path_factory.mktemp("long-calls-stdio-state")
+    try:
+        env = bridge_env({"tasks": {"long_calls_after_s": AFTER_S}})
+        bridge = peers.bridge_stdio(INTERACTIVE, "--state-dir", str(state), env=env)
+        async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+            alice = caller(http, bridge.url)
+            arguments = {"tag": "stdio1", "question": "Left or right?", "delay_s": 1.5}
+            created = result_of(await alice.post("tools/call", call("ask", **arguments)))
+            assert created["resultType"] == "task", created
+            task_id = created["taskId"]
+            asking = (await poll_until(alice, task_id, "input_required", "failed"))[-1]
+            assert asking["status"] == "input_required", asking
+            ((key, _),) = asking["inputRequests"].items()
+            answer = {"action": "accept", "content": {"answer": "left"}}
+            update = {"taskId": task_id, "inputResponses": {key: answer}}
+            assert result_of(await alice.post("tasks/update", update)) == {"resultType": "complete"}
+            done = (await poll_until(alice, task_id, "completed", "failed", "cancelled"))[-1]
+            assert done["status"] == "completed", done
+            assert json.loads(text_of(done["result"])) == answer
+            assert Journal(state).answers("stdio1") == [answer]
+    finally:
+        peers.close()
