@@ -166,3 +166,25 @@ async def test_over_stdio_a_long_call_asks_through_its_task_and_completes(
             assert Journal(state).answers("stdio1") == [answer]
     finally:
         peers.close()
+
+
+async def test_at_the_task_cap_a_long_call_stays_a_plain_call(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """`tasks.max_per_principal = 1`: a second long call while the first task runs is answered
+    with its plain result, not refused."""
+    peers = Peers(log_dir=tmp_path_factory.mktemp("long-calls-cap"))
+    try:
+        settings = {"tasks": {"long_calls_after_s": AFTER_S, "max_per_principal": 1}}
+        bridged = start_interactive(
+            peers, tmp_path_factory.mktemp("long-calls-cap-state"), env=bridge_env(settings)
+        )
+        async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+            alice = caller(http, bridged.url)
+            first = result_of(await alice.post("tools/call", call("slow", tag="cap1", seconds=5)))
+            assert first["resultType"] == "task", first
+            plain = call("slow", tag="cap2", seconds=1.5)
+            second = result_of(await alice.post("tools/call", plain))
+            assert second["resultType"] == "complete" and text_of(second) == "slept", second
+    finally:
+        peers.close()

@@ -38,6 +38,7 @@ from translators.wire.errors import (
     BridgeError,
     InvalidRequestState,
     UpstreamReturnedError,
+    UpstreamTimeout,
 )
 from translators.wire.jsonrpc import JsonObject
 
@@ -223,29 +224,30 @@ class BridgeTask:
 
 async def first_round_or_task(
     after_s: float,
+    timeout_s: float,
     run_round: Coroutine[Any, Any, JsonObject],
     owner: TaskOwner,
     make_task: Callable[[asyncio.Task[JsonObject]], BridgeTask | None],
 ) -> JsonObject | BridgeTask:
-    """The first round's own reply if it comes within `after_s`, else the task that follows it
-    (None from `make_task`, e.g. at the task caps: the round's reply, however long it takes).
-    A client that goes away before either cancels the round, as it would a plain call."""
+    """The first round's own reply if it comes within `after_s`, else the task that follows it.
+    None from `make_task` (the task caps): the round's reply within `timeout_s` of the start, as
+    for any plain call, else `UpstreamTimeout`. A client that goes away cancels the round."""
     round_: asyncio.Task[JsonObject] = owner.spawn(run_round, name="long-call-first-round")
     try:
         done, _ = await asyncio.wait({round_}, timeout=after_s)
+        if round_ in done:
+            return round_.result()
+        task = make_task(round_)
+        if task is not None:
+            return task
+        done, _ = await asyncio.wait({round_}, timeout=max(0.0, timeout_s - after_s))
     except asyncio.CancelledError:
         round_.cancel()
         raise
     if round_ in done:
         return round_.result()
-    task = make_task(round_)
-    if task is None:
-        try:
-            return await asyncio.shield(round_)
-        except asyncio.CancelledError:
-            round_.cancel()
-            raise
-    return task
+    round_.cancel()
+    raise UpstreamTimeout(f"The upstream call did not finish within {timeout_s:g} s", public=True)
 
 
 __all__ = ["DROPPED", "BridgeTask", "first_round_or_task"]

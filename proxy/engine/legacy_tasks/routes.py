@@ -207,6 +207,7 @@ class TaskCalls:
         task_life_s = settings.ttl_ms / 1000  # each round may run as long as the task lives
         outcome = await first_round_or_task(
             after_s,
+            self._ctx.settings.front.request_timeout_s,
             self._first_call.run(request, sink, attempt_timeout_s=task_life_s),
             self._ctx.tasks,
             functools.partial(self._bridge_task, request),
