@@ -18,8 +18,10 @@ import pstats
 import signal
 import subprocess
 import sys
+from pathlib import Path
 
 import aiohttp
+from ab_echo import bridge_exe
 from drivers import ModernHttp
 from load import closed_loop
 from peers import BRIDGE_PYTHON, Processes, free_port
@@ -49,19 +51,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--py-spy", metavar="EXE", help="sample with this py-spy instead (raw output to --out)"
     )
+    parser.add_argument("--rate", type=int, default=300, help="py-spy samples per second")
+    parser.add_argument(
+        "--tree", type=Path, help="with --py-spy: the bridge of this source tree (bench/ab_echo.py)"
+    )
     args = parser.parse_args(argv)
+    if args.tree and not args.py_spy:
+        parser.error("--tree needs --py-spy (cProfile cannot run `python -c`)")
     procs = Processes()
     try:
         legacy = procs.legacy_http()
         port = free_port()
         profiler = [] if args.py_spy else ["-m", "cProfile", "-o", args.out]
-        argv_ = [str(BRIDGE_PYTHON), *profiler, "-m", "proxy", "serve", "--upstream", legacy.url]
+        bridge_ = bridge_exe(args.tree)[1:] if args.tree else ["-m", "proxy"]
+        argv_ = [str(BRIDGE_PYTHON), *profiler, *bridge_, "serve", "--upstream", legacy.url]
         bridge = procs._spawn(
             "bridge-profiled", [*argv_, "--listen", f"127.0.0.1:{port}"], None, port
         )
         spy = None
         if args.py_spy:
-            record = ["record", "--idle", "-r", "300", "-f", "raw", "-o", args.out]
+            record = ["record", "--idle", "-r", str(args.rate), "-f", "raw", "-o", args.out]
             spy = subprocess.Popen([args.py_spy, *record, "-p", str(bridge.pid)])
         asyncio.run(_drive(bridge.url, args.concurrency, args.calls, bridge.pid))
         if spy is not None:

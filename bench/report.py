@@ -128,6 +128,42 @@ def _busy_warning(facts: dict[str, Any]) -> list[str]:
     ]
 
 
+# The figures issue #30 ("performance") is done by, in the order the issue lists them: each is
+# measured in the same run as its baseline (relay, direct server) and shown again at the top of the
+# report beside its target. A row added for #30 adds its key here.
+ISSUE_30: Final = (
+    "echo_cpu_per_call",
+    "mrtr_learned",
+    "echo_c16_throughput",
+    "echo_c64_throughput",
+    "held_call_memory",
+    "held_5000_errors",
+    "conformance_under_load",
+)
+
+
+def _issue_30(figures: Sequence[Figure]) -> list[str]:
+    """The #30 figures of this run, each beside its target and its baseline's name."""
+    by_key = {figure.key: figure for figure in figures}
+    rows = [
+        f"| {f.label} | {_comparison(f) or _number(f.bridge, f.unit) + ' ' + f.unit} "
+        f"| {f.target or '-'} | {f.verdict} |"
+        for f in (by_key.get(key) for key in ISSUE_30)
+        if f is not None
+    ]
+    if not rows:
+        return []
+    return [
+        "Issue #30 targets, this run (each ratio or delta against its baseline measured in the "
+        "same run; the full rows below):",
+        "",
+        "| figure | measured | target | verdict |",
+        "| --- | --- | --- | --- |",
+        *rows,
+        "",
+    ]
+
+
 def markdown(
     figures: Sequence[Figure],
     facts: dict[str, Any],
@@ -150,6 +186,7 @@ def markdown(
         f"Raw numbers (p90, per-round ratios, RSS readings): [{name}.json]({name}.json).",
         "",
         *_busy_warning(facts),
+        *_issue_30(figures),
         "| figure | unit | bridge | direct | bridge vs direct | target | verdict | errors | "
         "details |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",

@@ -1,4 +1,5 @@
-"""Shared pytest configuration: make `tests/` importable (`import schema_check`)."""
+"""Shared pytest configuration: make `tests/` importable (`import schema_check`), behind the
+repository itself."""
 
 from __future__ import annotations
 
@@ -8,6 +9,12 @@ from pathlib import Path
 TESTS_DIR = Path(__file__).resolve().parent
 if str(TESTS_DIR) not in sys.path:
     sys.path.insert(0, str(TESTS_DIR))
+# The repository goes first: tests/proxy/ mirrors proxy/ (tests/proxy/upstream/, ...), and with
+# only tests/ on the path `import proxy.upstream.base` would find that folder, not the package.
+ROOT_DIR = str(TESTS_DIR.parent)
+if ROOT_DIR in sys.path:
+    sys.path.remove(ROOT_DIR)
+sys.path.insert(0, ROOT_DIR)
 
 
 import pytest  # noqa: E402

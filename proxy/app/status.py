@@ -168,7 +168,7 @@ class StatusPage:
         per_tool = Counter(f"{driver.method} {driver.name or ''}".strip() for driver in drivers)
         return {
             "count": registry.held_now(),
-            "in_progress": len(drivers),
+            "in_progress": registry.in_progress(),
             "rounds_total": registry.rounds_total,
             "per_tool": dict(per_tool.most_common(MAX_LISTED)),
             "calls": calls,

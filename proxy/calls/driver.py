@@ -73,7 +73,7 @@ from translators.wire.errors import (
 from translators.wire.jsonrpc import JsonObject
 
 log = structlog.get_logger()
-_ROUND = "mrtr_bridge.round"
+ROUND_ATTRIBUTE = "mrtr_bridge.round"  # a span attribute: the input round
 Reply = ReplyInputRequired | ReplyResult | ReplyError
 
 
@@ -110,6 +110,7 @@ class CallDriver:
         pre_answers: JsonObject,
         publish: Callable[[str, JsonObject], None],
         discard_session: bool = False,
+        started: float | None = None,
     ) -> None:
         self.continuation_id = os.urandom(16)
         self.trace_context = (
@@ -117,7 +118,8 @@ class CallDriver:
         )
         self.held_wait = tracing.HeldWait()  # a span from InputRequiredResult to retry
         self.principal = principal
-        self.started = time.monotonic()  # the status page shows its age
+        # the status page shows its age (`started`: when the call began, if it ran plain before)
+        self.started = time.monotonic() if started is None else started
         self.method = upstream.method
         self.name = call_name(upstream.method, upstream.params)
         self._batch_key = batch_key(upstream.method, upstream.params)
@@ -155,19 +157,28 @@ class CallDriver:
 
     # ---- front side ----------------------------------------------------------------------------
 
-    async def first_attempt(self, attempt: Attempt) -> Reply:
+    def adopt(
+        self, call: UpstreamCall, attempt: Attempt, deadline_s: float
+    ) -> asyncio.Future[Reply]:
+        """Take over `call`, which the plain path started (proxy/calls/plain_forward.py) and
+        which just received its first push (or ended with a URL elicitation): `attempt`
+        attached, the deadline `deadline_s` from now, the outcome awaited here from now on.
+        Returns the attempt's slot, for `attached`. The caller feeds the push that caused it."""
         slot = self._attach(attempt)
-        with tracing.child(current_trace(), f"upstream {self.method}", {_ROUND: 0}):
-            self._worker = self._tasks.spawn(self._send_worker(), name="held-call-sends")
-            self._perform(self.machine.start(self._now(), attempt=attempt.attempt_id))
-            self._start_upstream()
-            reply = await self._wait(attempt, slot)
-        return self._admit(reply)
+        self._worker = self._tasks.spawn(self._send_worker(), name="held-call-sends")
+        now = self._now()
+        self._perform(self.machine.start(now, attempt=attempt.attempt_id, deadline_s=deadline_s))
+        self._follow(call)
+        return slot
+
+    async def attached(self, attempt: Attempt, slot: asyncio.Future[Reply]) -> Reply:
+        """The reply to the first attempt, once adopted (`adopt`)."""
+        return self._admit(await self._wait(attempt, slot))
 
     async def retry(self, attempt: Attempt, round_: int, input_responses: JsonObject) -> Reply:
         slot = self._attach(attempt)
         self.held_wait.end("retried")
-        with tracing.child(current_trace(), "upstream answers", {_ROUND: round_}):
+        with tracing.child(current_trace(), "upstream answers", {ROUND_ATTRIBUTE: round_}):
             self.feed(ClientRetried(attempt.attempt_id, round_, input_responses))
             reply = await self._wait(attempt, slot)
         return self._admit(reply)
@@ -200,26 +211,39 @@ class CallDriver:
         try:
             return await slot
         except asyncio.CancelledError:
-            self.feed(ClientDisconnected(attempt.attempt_id))
+            self.disconnected(attempt)
             raise
         finally:
-            self._attempts.pop(attempt.attempt_id, None)
-            self._slots.pop(attempt.attempt_id, None)
+            self._detach(attempt)
+
+    def disconnected(self, attempt: Attempt) -> None:
+        """`attempt`'s request was cancelled (its client went away, or the shutdown cut it)."""
+        self.feed(ClientDisconnected(attempt.attempt_id))
+        self._detach(attempt)
+
+    def _detach(self, attempt: Attempt) -> None:
+        self._attempts.pop(attempt.attempt_id, None)
+        self._slots.pop(attempt.attempt_id, None)
 
     # ---- upstream side -------------------------------------------------------------------------
 
     def _start_upstream(self) -> None:
+        """Send the call again (a URL elicitation answered: `ReissueUpstreamCall`)."""
         up = self._upstream
-        self._call = self._lease.session.start(
+        call = self._lease.session.start(
             up.method,
             up.params,
             headers=tracing.upstream_headers(up.headers),
             on_inbound=self.on_inbound,
         )
+        self._follow(call)
+
+    def _follow(self, call: UpstreamCall) -> None:
+        self._call = call
         # the session's GET-stream pushes are this call's (docs/decisions.md § 7)
         if self._lease.exclusive:
             self._lease.set_unrelated_handler(self.on_inbound)
-        self._tasks.spawn(self._await_result(self._call), name="held-call-result")
+        self._tasks.spawn(self._await_result(call), name="held-call-result")
 
     async def _await_result(self, call: UpstreamCall) -> None:
         try:

@@ -48,9 +48,14 @@ class HeldCallRegistry(Generic[Entry]):
         self._held: set[bytes] = set()  # calls that have asked their client for input
         self._per_principal: dict[str, int] = {}  # held calls per principal
         self.closing = False  # shutdown: no call may become held any more
+        # the end of the shutdown grace: the calls still in progress are being abandoned, with
+        # this reason (plain calls by their request's cancellation: proxy/calls/plain_forward.py)
+        self.abort_reason: str | None = None
         self._max_per_principal = max_per_principal
         self._max_total = max_total
         self._attempt_ids = 0
+        # first attempts running plain, no push yet (proxy/calls/plain_forward.py)
+        self.plain_calls = 0
         self.rounds_total = 0
         # pushes per tool and round: declared (held.batch_sizes) or learned from earlier calls
         self.batch_sizes = batch_sizes if batch_sizes is not None else BatchSizes()
@@ -113,7 +118,12 @@ class HeldCallRegistry(Generic[Entry]):
         )
 
     def __len__(self) -> int:
+        """Calls with held-call state (a driver): those that received a push."""
         return len(self._calls)
+
+    def in_progress(self) -> int:
+        """Every interactive call in progress: the ones with a driver, and the plain ones."""
+        return len(self._calls) + self.plain_calls
 
     def calls(self) -> list[Entry]:
         """The live calls, oldest first (the status page)."""
@@ -121,6 +131,7 @@ class HeldCallRegistry(Generic[Entry]):
 
     def abort_all(self, reason: str) -> None:
         """End of the shutdown grace: abort every call, attached ones included."""
+        self.abort_reason = reason
         for driver in list(self._calls.values()):
             driver.abort(reason)
 

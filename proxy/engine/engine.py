@@ -27,6 +27,7 @@ from proxy.engine.routes.outside_calls import on_unowned
 from proxy.engine.routes.recover import Recover
 from proxy.engine.routes.retry import Retry
 from proxy.engine.routes.route_context import BRIDGE_INFO, RouteContext
+from proxy.observe.logs import log_context
 from proxy.observe.metrics import BridgeMetrics
 from proxy.upstream.base import Inbound, UpstreamSession
 from translators.auth.oauth import UpstreamAuthChallenge, challenge_reply
@@ -82,7 +83,7 @@ class Engine:
         tasks.calls.retry = self._retry.run  # a bridge-owned task's rounds (docs/tasks.md)
         self.metrics.watch(
             held_now=self.registry.held_now,
-            in_progress=self.registry.__len__,
+            in_progress=self.registry.in_progress,
             rounds_total=lambda: self.registry.rounds_total,
             pool_stats=pool.stats,
             transport="stdio" if settings.upstream.command else "http",
@@ -129,9 +130,7 @@ class Engine:
 
     async def _answer(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         rid = request.front_request_id
-        with structlog.contextvars.bound_contextvars(
-            request_id=rid, method=request.method, principal=request.principal[:12]
-        ):
+        with log_context(request_id=rid, method=request.method, principal=request.principal[:12]):
             try:
                 return result_response(rid, await self._choose(request).run(request, sink))
             except UpstreamReturnedError as exc:

@@ -10,7 +10,6 @@ from typing import Final, Protocol
 
 import structlog
 from aiohttp import web
-from structlog.contextvars import bound_contextvars
 
 from config.settings import IdentitySettings
 from proxy.auth.principal import principal_of
@@ -18,6 +17,7 @@ from proxy.common.front_request import FrontRequest, NotificationSink, NullSink
 from proxy.common.http_replies import Exchange, engine_reply, rejection
 from proxy.common.sse_replies import SseSink, accepts_sse
 from proxy.http_front.modern_upstream import ModernRelayHook
+from proxy.observe.logs import log_context
 from translators.protocol import eras
 from translators.protocol.request_validation import ModernRoute
 from translators.wire.errors import InvalidRequest
@@ -90,7 +90,7 @@ class ModernPath:
             )
             return rejection(InvalidRequest(message), route.front_request_id, exchange, 406)
         engine = request.app[ENGINE_KEY]
-        with bound_contextvars(
+        with log_context(
             request_id=route.front_request_id,
             method=route.method,
             transport="http",

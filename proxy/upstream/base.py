@@ -15,6 +15,7 @@ Routing of inbound messages (pushes and notifications from the legacy server):
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
@@ -46,6 +47,11 @@ class UpstreamCall(Protocol):
     async def result(self) -> JsonObject:
         """The legacy result object; raises `UpstreamReturnedError` for a JSON-RPC error reply and
         `UpstreamFault` subclasses for transport failures (never a foreign exception)."""
+        ...
+
+    def watch(self, waiter: asyncio.Future[None]) -> None:
+        """Resolve `waiter` (unless already done) once `result()` would return or raise; at once
+        if it already would."""
         ...
 
     async def cancel(self, reason: str) -> None:

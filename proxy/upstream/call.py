@@ -67,6 +67,17 @@ class OutcomeCall:
             raise BridgeBug("upstream call finished without an outcome")
         return self._result
 
+    def watch(self, waiter: asyncio.Future[None]) -> None:
+        """Resolve `waiter` when the outcome is set (at once if it is): the plain path waits for
+        the outcome or its first push on one future, with no task (proxy/calls/plain_forward.py)."""
+        if self._done:
+            if not waiter.done():
+                waiter.set_result(None)
+            return
+        if self._waiters is None:
+            self._waiters = []
+        self._waiters.append(waiter)
+
     async def cancel(self, reason: str) -> None:
         if self._cancel_requested or self.is_done:
             return

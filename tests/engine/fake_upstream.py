@@ -90,6 +90,9 @@ class FakeCall:
     async def result(self) -> JsonObject:
         return await self._outcome.result()
 
+    def watch(self, waiter: asyncio.Future[None]) -> None:
+        self._outcome.watch(waiter)
+
     async def cancel(self, reason: str) -> None:
         await self._outcome.cancel(reason)
 

@@ -27,11 +27,16 @@ _S = HeldCallState
 class HeldCall(CallRecord):
     """One MRTR-capable upstream call, from its first attempt to its final reply."""
 
-    def start(self, now: float, *, attempt: int | None = None) -> list[Action]:
-        """Actions for the first attempt (`attempt`, unless given at construction): its deadline."""
+    def start(
+        self, now: float, *, attempt: int | None = None, deadline_s: float | None = None
+    ) -> list[Action]:
+        """Actions for the first attempt (`attempt`, unless given at construction): its deadline,
+        `deadline_s` from now when the call ran plain before (what is left of the attempt's
+        timeout), else the whole timeout."""
         if attempt is not None:
             self.attempt = attempt
-        return [self.timer("deadline", self.limits.attempt_timeout_s)]
+        timeout_s = self.limits.attempt_timeout_s if deadline_s is None else deadline_s
+        return [self.timer("deadline", timeout_s)]
 
     def handle(self, event: Event, now: float) -> list[Action]:
         transition = TRANSITIONS.get((self.state, type(event)))

@@ -4,21 +4,25 @@
 The call's roots are settled first (proxy/calls/roots_affinity.py; the client may be asked for
 them), then the
 call leases its session — exclusively where nothing links a message to its call — checks the
-upstream's capability and the parameter headers, and starts a held call (`CallDriver`) whose
-reply becomes the result: final, `InputRequiredResult` with a sealed `requestState`, or an error.
+upstream's capability and the parameter headers, and forwards the call plain
+(proxy/calls/plain_forward.py). A call that receives a push becomes a held call (`CallDriver`) whose
+reply becomes the result: final, `InputRequiredResult` with a sealed `requestState`, or an error;
+the others end as a plain forward, with no held-call state at all.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any
 
 import structlog
 
-from proxy.calls.driver import CallDriver
+from proxy.calls.driver import ROUND_ATTRIBUTE, CallDriver
+from proxy.calls.plain_forward import PlainForward, Promoted
 from proxy.calls.roots_affinity import AskClient
 from proxy.common.front_request import FrontRequest, NotificationSink
-from proxy.engine.routes.mrtr import input_responses, reply_result
+from proxy.engine.routes.mrtr import input_responses, plain_result, reply_result
 from proxy.engine.routes.outside_calls import publish
 from proxy.engine.routes.param_headers import check_param_headers
 from proxy.engine.routes.route_context import (
@@ -76,23 +80,48 @@ class FirstCall:
             return input_required_result(roots_input_requests(), None, server_info=own)
         fresh = ctx.settings.upstream.session_per_call
         lease = await self._call_lease(request, roots, fresh=fresh, authorize=authorize)
-        driver = CallDriver(
+        upstream = ctx.upstream_request(request, lease.session)
+        attempt = ctx.attempt(request, sink)
+
+        def held_call(started: float) -> CallDriver:  # only once a push arrives
+            return CallDriver(
+                registry=ctx.registry,
+                principal=request.principal,
+                lease=lease,
+                upstream=upstream,
+                client_capabilities=client_capabilities(request),
+                limits=self._limits(attempt_timeout_s),
+                pre_answers=responses,
+                publish=functools.partial(publish, ctx),
+                discard_session=fresh,
+                started=started,
+            )
+
+        plain = PlainForward(
             registry=ctx.registry,
             principal=request.principal,
             lease=lease,
-            upstream=ctx.upstream_request(request, lease.session),
-            client_capabilities=client_capabilities(request),
-            limits=self._limits(attempt_timeout_s),
-            pre_answers=responses,
+            upstream=upstream,
+            attempt=attempt,
+            timeout_s=attempt_timeout_s or ctx.settings.front.request_timeout_s,
             publish=functools.partial(publish, ctx),
+            make_driver=held_call,
+            spawn=self._spawn,
             discard_session=fresh,
         )
-        ctx.registry.add(driver)
-        with structlog.contextvars.bound_contextvars(
-            continuation_id=driver.continuation_id.hex()[:12]
-        ):
-            reply = await driver.first_attempt(ctx.attempt(request, sink))
-        return reply_result(ctx, request, driver, reply)
+        with tracing.child(current_trace(), f"upstream {upstream.method}", {ROUND_ATTRIBUTE: 0}):
+            outcome = await plain.run()
+            if isinstance(outcome, Promoted):
+                driver = outcome.driver
+                with structlog.contextvars.bound_contextvars(
+                    continuation_id=driver.continuation_id.hex()[:12]
+                ):
+                    reply = await driver.attached(attempt, outcome.slot)
+                return reply_result(ctx, request, driver, reply)
+        return plain_result(ctx, request, lease.session, outcome)
+
+    def _spawn(self, coro: Coroutine[Any, Any, Any]) -> object:
+        return self._ctx.tasks.spawn(coro, name="plain-call-end")
 
     def _needs_own_session(self, request: FrontRequest) -> bool:
         """Whether the call must lease its session exclusively (docs/architecture.md, "Session

@@ -10,6 +10,7 @@ from proxy.calls.driver import CallDriver, Reply
 from proxy.common.front_request import FrontRequest
 from proxy.engine.routes.route_context import RouteContext
 from proxy.observe import access, tracing
+from proxy.upstream.base import UpstreamSession
 from translators.held.events import ReplyError, ReplyInputRequired, ReplyResult
 from translators.protocol.results import input_required_result, legacy_result_to_modern
 from translators.wire.errors import BridgeBug, InvalidParams, UpstreamReturnedError
@@ -23,6 +24,17 @@ def input_responses(ctx: RouteContext, request: FrontRequest) -> JsonObject:
         raise InvalidParams("inputResponses must be an object mapping input keys to results")
     ctx.continuations.check_input_responses(responses)
     return responses
+
+
+def plain_result(
+    ctx: RouteContext, request: FrontRequest, session: UpstreamSession, result: JsonObject
+) -> JsonObject:
+    """The modern `result` of a call that ended plain, with no input round
+    (proxy/calls/plain_forward.py)."""
+    access.note_rounds(rounds=0, asked=None, revision=session.revision.version)
+    return legacy_result_to_modern(
+        request.method, result, server_info=ctx.server_info(session), cache=ctx.cache
+    )
 
 
 def reply_result(
@@ -50,4 +62,4 @@ def reply_result(
     return input_required_result(reply.input_requests, state, server_info=server_info)
 
 
-__all__ = ["input_responses", "reply_result"]
+__all__ = ["input_responses", "plain_result", "reply_result"]

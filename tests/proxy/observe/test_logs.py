@@ -15,7 +15,7 @@ from aiohttp.test_utils import TestClient
 from config.settings import LogSettings, Settings
 from proxy.app.http_app import make_front_app
 from proxy.common.front_request import FrontRequest, NotificationSink
-from proxy.observe.logs import REDACTED, configure_logging, redact
+from proxy.observe.logs import REDACTED, configure_logging, log_context, redact
 from translators.protocol.eras import (
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
@@ -220,3 +220,22 @@ async def test_a_front_request_logs_one_summary_without_secrets(
         and STATE not in stream.getvalue()
         and "blue" not in stream.getvalue()
     )
+
+
+def test_log_context_binds_for_its_block_and_restores_what_was_bound() -> None:
+    """`log_context` (two per request) leaves the log context exactly as it found it, an
+    exception included, and an inner block's value wins inside it only."""
+    structlog.contextvars.clear_contextvars()
+    with log_context(request_id=7, principal="0123456789abcdef"):
+        with pytest.raises(RuntimeError), log_context(principal="0123456789ab", round=2):
+            assert structlog.contextvars.get_contextvars() == {
+                "request_id": 7,
+                "principal": "0123456789ab",
+                "round": 2,
+            }
+            raise RuntimeError("inner")
+        assert structlog.contextvars.get_contextvars() == {
+            "request_id": 7,
+            "principal": "0123456789abcdef",
+        }
+    assert structlog.contextvars.get_contextvars() == {}

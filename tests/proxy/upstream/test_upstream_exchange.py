@@ -71,3 +71,22 @@ async def test_an_exchange_maps_errors_raised_in_its_block(channel: HttpChannel)
         async with channel.exchange("POST", "tools/call", body={"jsonrpc": "2.0"}) as resp:
             assert resp.status == 200
             raise UpstreamProtocolError("bad stream")
+
+
+async def test_a_watched_future_is_resolved_by_the_outcome_or_at_once_when_done() -> None:
+    """`watch` (the plain path's one future per call): resolved when the outcome is set, at once
+    for a finished call, and a future already resolved by someone else is left alone."""
+    loop = asyncio.get_running_loop()
+    call = OutcomeCall(1, "tools/call", _no_cancel)
+    watched, woken_first = loop.create_future(), loop.create_future()
+    call.watch(watched)
+    call.watch(woken_first)
+    woken_first.set_result(None)  # the plain path's first push woke it before the outcome
+    assert not watched.done()
+    call.fail(UpstreamUnavailable("gone"))
+    assert watched.done() and watched.result() is None
+    late = loop.create_future()
+    call.watch(late)
+    assert late.done()
+    with pytest.raises(UpstreamUnavailable):
+        await call.result()

@@ -982,3 +982,12 @@ def test_late_traffic_on_a_finished_call_is_ignored(event: Event) -> None:
     call.start(0.0)
     play(call, 1.0, UpstreamResultArrived(RESULT), [ReplyResult(1, RESULT), *_finished()], S.DONE)
     play(call, 2.0, event, [], S.DONE)
+
+
+def test_a_call_that_ran_plain_starts_with_what_is_left_of_its_deadline() -> None:
+    """The plain path's time counts: adopted 10 s into its 30 s timeout, the deadline is 20 s."""
+    call = HeldCall(LIMITS, attempt=None)
+    assert call.start(10.0, attempt=3, deadline_s=ATTEMPT - 10.0) == [
+        StartTimer("deadline", 20.0, 1)
+    ]
+    assert call.attempt == 3
