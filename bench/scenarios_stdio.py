@@ -9,17 +9,22 @@
   and call).
 - pool reuse: the `pid` tool through the bridge; the share of calls answered by a process that
   had already answered one, and how many processes the server side saw.
+- first answer (issue 30): what a desktop client waits for when it launches a stdio command, from
+  the spawn to the answer to its first `tools/list` (initialize, notifications/initialized,
+  tools/list), for the legacy server launched directly and for `mrtr-bridge stdio` launching it;
+  the bridge's own interpreter start is included. Target: <= 1.25x direct.
 """
 
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 from pathlib import Path
 from typing import Final
 
 import aiohttp
-from drivers import LegacyStdio, ModernHttp, ModernStdio
+from drivers import CLIENT_INFO, LEGACY_VERSION, LegacyStdio, ModernHttp, ModernStdio, StdioPeer
 from figures import Figure, compare, errors_of, first_errors, latency_summary
 from load import Call, Sample, alternating, closed_loop, median, percentile
 from peers import BRIDGE_EXE, Processes, legacy_stdio_argv, legacy_stdio_command
@@ -30,6 +35,8 @@ ROUNDS: Final = 2
 WARMUP_CALLS: Final = 40
 SPAWNS: Final = 5
 REUSE_CALLS: Final = {1: 100, 16: 320}
+FIRST_ANSWER_SAMPLES: Final = 9  # each path, interleaved
+FIRST_ANSWER_TARGET: Final = 1.25  # bridge / direct, medians
 POOL_COUNTERS: Final = {  # the bridge's /metrics series for its stdio pool
     "opened": 'mrtr_bridge_upstream_sessions_opened_total{transport="stdio"}',
     "reused": 'mrtr_bridge_upstream_session_reuses_total{transport="stdio"}',
@@ -173,6 +180,76 @@ async def spawn_figure(http: aiohttp.ClientSession, url: str) -> Figure:
     )
 
 
+def _as_installed() -> dict[str, str]:
+    """The environment of both first-answer paths: this one, but letting Python cache bytecode. An
+    installed bridge has its .pyc (pip compiles a wheel's modules; a source checkout writes them on
+    its first run), and so has the server's `mcp`; with PYTHONDONTWRITEBYTECODE set (as in some CI
+    and sandbox shells) the editable bridge alone would compile its own modules at every start."""
+    env = dict(os.environ)
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
+async def _first_answer(argv: list[str], sample: Sample) -> None:
+    """Spawn `argv`, then a legacy client's opening: initialize, initialized, tools/list; the time
+    from the spawn to the tools/list answer."""
+    peer = StdioPeer(argv, _as_installed())
+    started = time.perf_counter()
+    try:
+        await peer.start()
+        params = {"protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO}
+        await peer.request({"jsonrpc": "2.0", "method": "initialize", "params": params})
+        peer.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        listed = await peer.request({"jsonrpc": "2.0", "method": "tools/list", "params": {}})
+        if not listed.get("tools"):
+            raise RuntimeError("tools/list answered without tools")
+        sample.latencies_ms.append((time.perf_counter() - started) * 1000)
+    except Exception as exc:  # counted in the figure
+        sample.note_error(exc)
+    finally:
+        await peer.aclose()
+
+
+async def first_answer_figure() -> Figure:
+    """Time to the first `tools/list` answer over stdio, direct vs `mrtr-bridge stdio`, interleaved
+    (the order swaps every pair), one warm-up of each first (it writes the bytecode caches)."""
+    direct_argv = legacy_stdio_argv()
+    bridge_argv = [str(BRIDGE_EXE), "stdio", "--upstream-command", legacy_stdio_command()]
+    bridge_argv += ["--log-level", "warning"]
+    warmup = Sample()
+    await _first_answer(direct_argv, warmup)
+    await _first_answer(bridge_argv, warmup)
+    direct, bridged = Sample(), Sample()
+    for index in range(FIRST_ANSWER_SAMPLES):
+        pair = [(direct_argv, direct), (bridge_argv, bridged)]
+        for argv, sample in pair if index % 2 == 0 else reversed(pair):
+            await _first_answer(argv, sample)
+            await asyncio.sleep(0.2)  # the last process's exit is not part of the next sample
+    return compare(
+        "stdio_first_answer",
+        "stdio: launch to the first tools/list answer (legacy client)",
+        "ms",
+        median(bridged.latencies_ms),
+        median(direct.latencies_ms),
+        comparison="ratio",
+        target=f"<= {FIRST_ANSWER_TARGET:g}x direct",
+        check=lambda ratio: ratio <= FIRST_ANSWER_TARGET,
+        errors=errors_of(bridged, direct),
+        note=first_errors(bridged, direct),
+        extra={
+            "bridge_ms": bridged.latencies_ms,
+            "direct_ms": direct.latencies_ms,
+            # each bridge sample against the direct one next to it: less swayed by load that drifts
+            "pair_ratio_median": median(
+                [b / d for b, d in zip(bridged.latencies_ms, direct.latencies_ms, strict=False)]
+            ),
+        },
+        detail=f"{FIRST_ANSWER_SAMPLES} samples each, interleaved, medians; spawn -> initialize, "
+        "initialized, tools/list answered; bridge: `mrtr-bridge stdio` (its interpreter start "
+        "included) launching the same server",
+    )
+
+
 async def pool_counters(http: aiohttp.ClientSession, mcp_url: str) -> dict[str, float]:
     """The bridge's own stdio pool counters from `/metrics` (empty if it does not expose them)."""
     url = mcp_url.removesuffix("/mcp") + "/metrics"
@@ -246,8 +323,8 @@ async def reuse_figures(http: aiohttp.ClientSession, url: str, bridge_pid: int) 
 
 
 async def stdio_figures(procs: Processes) -> list[Figure]:
+    figures: list[Figure] = [await first_answer_figure()]  # first: nothing else runs yet
     bridge = procs.bridge("bridge-stdio", ["--upstream-command", legacy_stdio_command()])
-    figures: list[Figure] = []
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         paths = StdioPaths(http, bridge.url)
         await paths.start()

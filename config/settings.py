@@ -150,7 +150,8 @@ class UpstreamSettings(Frozen):
         2,
         ge=0,
         le=64,
-        description="stdio: processes kept started ahead of need, so a new session skips the spawn",
+        description="stdio: processes kept started ahead of need, so a new session skips the spawn"
+        " (`mrtr-bridge stdio`: only after its first answer)",
     )
     connect_timeout_s: float = Field(5.0, gt=0, description="TCP connect timeout to the upstream")
     init_timeout_s: float = Field(10.0, gt=0, description="longest an upstream initialize may take")

@@ -1,6 +1,43 @@
-"""`python -m proxy` and the `mrtr-bridge` script: the command line in `proxy.app.cli`."""
+"""`python -m proxy` and the `mrtr-bridge` script: the command line in `proxy.app.cli`.
 
-from proxy.app.cli import main
+For `mrtr-bridge stdio --upstream-command CMD` the legacy server is started *before* the bridge
+imports its own modules (`proxy.app.early_start`, standard library only): the client's first
+answer waits for both, and the two start side by side instead of one after the other.
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import signal
+import sys
+
+from proxy.app.early_start import start_early
+
+
+def _stop_while_starting(signum: int, frame: object) -> None:
+    """SIGTERM or SIGINT before the bridge handles them itself: stop, and the process started early
+    goes with its whole group (below); the bridge stopped as asked, so the exit status is 0."""
+    raise SystemExit(0)
+
+
+def main() -> int:
+    """Entry point of `mrtr-bridge`: start the legacy process first, then import and run the CLI."""
+    early = start_early(sys.argv[1:], os.environ)
+    if early is not None:  # until the bridge's own stop takes the signals over
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(signum, _stop_while_starting)
+    try:
+        gc.disable()  # while importing: nothing to collect yet, and about 5% of the import time
+        try:
+            from proxy.app.cli import main as run
+        finally:
+            gc.enable()
+        return run(early=early)
+    finally:
+        if early is not None:
+            early.discard()  # not claimed (another command, other settings, an early exit)
+
 
 __all__ = ["main"]
 

@@ -7,6 +7,9 @@ from the file or the environment, never from the command line, where `ps` would 
 
 from __future__ import annotations
 
+# The modules of one command only (the HTTP front, the engine, `check`, `keygen`'s cryptography)
+# are imported when it runs: `stdio` answers a legacy client without the engine, and its first
+# answer waits for the bridge's imports (docs/operations.md, "Start-up over stdio").
 import argparse
 import contextlib
 import errno
@@ -18,26 +21,20 @@ from typing import Any, Final, NoReturn, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
 import structlog
-from aiohttp import web
 
 from config import ConfigError, Settings, env_name, load_settings
 from proxy.app import event_loop
-from proxy.app.check import run_check
 from proxy.app.cli_args import FLAG_SETTINGS, build_parser, overrides_from
 from proxy.app.cli_hints import example_config, fail, loopback_only_warning
 from proxy.app.event_loop import EventLoopUnavailable, running_loop_name
-from proxy.app.http_app import make_app
-from proxy.app.http_server import BridgeRunner
-from proxy.app.runtime import bridge_runtime
-from proxy.auth.keys import new_key
-from proxy.common.drain import close_reserve_s
 from proxy.common.stopping import BridgeStop
-from proxy.observe import tracing
 from proxy.observe.logs import configure_logging
-from proxy.stdio_front.front import serve_stdio
+from proxy.stdio_front.front import RequestEngine, serve_stdio
 from proxy.upstream.stdio.children import ChildProcesses
+from proxy.upstream.stdio.early import EarlyProcess, Launch
 from proxy.upstream.stdio.keeper import GroupKeeper
 from proxy.upstream.stdio.process import check_command
+from proxy.upstream.stdio.spares import SpareProcesses
 from translators.wire.errors import BridgeError
 
 EXIT_OK: Final = 0
@@ -69,6 +66,8 @@ def keygen_text(kid: str, key: str) -> str:
 
 
 def _keygen(args: argparse.Namespace, out: TextIO) -> int:
+    from proxy.auth.keys import new_key
+
     kid, key = new_key()
     out.write(keygen_text(args.kid or kid, key))
     return EXIT_OK
@@ -119,6 +118,12 @@ async def _serve(settings: Settings) -> None:
     # per-connection wait
     # (which it spends twice) only collects handlers that have already answered (0 would mean no
     # limit).
+    from aiohttp import web
+
+    from proxy.app.http_app import make_app
+    from proxy.app.http_server import BridgeRunner
+    from proxy.common.drain import close_reserve_s
+
     async with _children_stop(None) as (children, stop):
         runner = BridgeRunner(
             make_app(settings, children),
@@ -176,20 +181,56 @@ def _settings(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:
     return settings
 
 
-async def _stdio(settings: Settings) -> None:
+async def _stdio(settings: Settings, early: EarlyProcess | None = None) -> None:
     """Serve one client on stdin/stdout until stdin EOF, SIGTERM or SIGINT; the legacy processes are
-    gone `STDIO_STOP_DEADLINE_S` + `HURRY_GRACE_S` after that at the latest."""
-    async with (
-        _children_stop(STDIO_STOP_DEADLINE_S) as (children, stop),
-        bridge_runtime(settings, children=children) as (engine, _pool),
-    ):
-        _log.info(
-            "bridge_started",
-            listen="stdio",
-            upstream=upstream_label(settings),
-            event_loop=running_loop_name(),
-        )
-        await serve_stdio(settings, engine, stop)
+    gone `STDIO_STOP_DEADLINE_S` + `HURRY_GRACE_S` after that at the latest. `early`: the legacy
+    process the entry point started before the imports, already claimed for these settings; spare
+    processes start only once the first answer went out (docs/operations.md, "Start-up over
+    stdio")."""
+    async with _children_stop(STDIO_STOP_DEADLINE_S) as (children, stop):
+        spares = SpareProcesses(settings.upstream, children) if settings.upstream.command else None
+
+        @contextlib.asynccontextmanager
+        async def open_engine() -> AsyncIterator[RequestEngine]:
+            from proxy.app.runtime import bridge_runtime  # a modern client's first line only
+
+            async with bridge_runtime(settings, children=children, spares=spares) as (engine, _):
+                yield engine
+
+        try:
+            if spares is not None and early is not None:
+                await spares.adopt_first(early)
+            _log.info(
+                "bridge_started",
+                listen="stdio",
+                upstream=upstream_label(settings),
+                event_loop=running_loop_name(),
+            )
+            await serve_stdio(
+                settings,
+                None,
+                stop,
+                processes=spares,
+                on_first_answer=spares.release if spares is not None else None,
+                open_engine=open_engine,
+            )
+        finally:
+            if spares is not None:
+                await spares.aclose()
+
+
+def _claimed(early: EarlyProcess | None, settings: Settings) -> EarlyProcess | None:
+    """`early` if it was started exactly as these settings start a legacy process (else it is
+    stopped now)."""
+    if early is None:
+        return None
+    upstream = settings.upstream
+    launch = (
+        Launch.of(upstream.command, upstream.env, upstream.cwd)
+        if upstream.command and not upstream.url
+        else None
+    )
+    return early if early.claim(launch) else None
 
 
 def _tune_gc() -> None:
@@ -199,14 +240,16 @@ def _tune_gc() -> None:
     gc.set_threshold(GC_GEN0_THRESHOLD, *gc.get_threshold()[1:])
 
 
-def _run(command: Any, settings: Settings) -> int:
+def _run(command: Any, settings: Settings, *args: Any) -> int:
     """Run `serve` or `stdio` to the end; the process is expected to exit next."""
     configure_logging(settings.log, cache=True)
     if command is _serve:
+        from proxy.observe import tracing
+
         tracing.configure()  # OpenTelemetry from OTEL_*, when installed (proxy/observe/tracing.py)
     _tune_gc()
     try:
-        event_loop.run(command(settings), settings.front.event_loop)
+        event_loop.run(command(settings, *args), settings.front.event_loop)
         # Exiting next, the interpreter would collect the whole heap: up to 0.8 s on a loaded
         # machine, much of the 2 s a stdio client allows between closing stdin and SIGTERM. Frozen
         # objects are not collected; the operating system reclaims them.
@@ -217,6 +260,13 @@ def _run(command: Any, settings: Settings) -> int:
     except Exception as exc:  # a bug: one line; the traceback at --log-level debug
         _failed(settings, exc, hint=" (run with --log-level debug for the traceback)")
     return EXIT_OK
+
+
+def run_check(settings: Settings, as_json: bool, out: TextIO) -> int:
+    """`mrtr-bridge check` (`proxy.check`, imported only for it)."""
+    from proxy.app.check import run_check as check
+
+    return check(settings, as_json, out)
 
 
 def _failed(settings: Settings, exc: BaseException, hint: str = "") -> NoReturn:
@@ -234,8 +284,10 @@ def main(
     argv: Sequence[str] | None = None,
     env: Mapping[str, str] | None = None,
     out: TextIO | None = None,
+    early: EarlyProcess | None = None,
 ) -> int:
-    """Entry point of `mrtr-bridge` and `python -m proxy`; returns the exit status."""
+    """Entry point of `mrtr-bridge` and `python -m proxy` (after `proxy.__main__` started `early`,
+    the legacy process of a `stdio` command line); returns the exit status."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command == "keygen":
@@ -252,9 +304,11 @@ def main(
             return run_check(settings, args.json, out or sys.stdout)
         except Exception as exc:  # a bug: one line; the traceback at --log-level debug
             _failed(settings, exc, hint=" (run with --log-level debug for the traceback)")
-    if args.command in ("serve", "stdio"):
+    if args.command == "serve":
+        return _run(_serve, _settings(args, os.environ if env is None else env))
+    if args.command == "stdio":
         settings = _settings(args, os.environ if env is None else env)
-        return _run(_serve if args.command == "serve" else _stdio, settings)
+        return _run(_stdio, settings, _claimed(early, settings))
     parser.print_help(out or sys.stdout)
     return EXIT_USAGE
 

@@ -135,11 +135,14 @@ async def bridge_runtime(
     *,
     opener: SessionOpener | None = None,
     on_open_failure: Callable[[], None] | None = None,
+    spares: SpareProcesses | None = None,
 ) -> AsyncIterator[tuple[Engine, UpstreamPool]]:
     """Key ring, upstream client, pool and engine for either front; closed in reverse on exit.
     Legacy stdio processes are recorded in `children`; the pool's and the spares are stopped in
     parallel. `opener` replaces the configured transport (tests script an in-memory upstream with
     it); `on_open_failure` hears of every session that would not open (the era tracker re-probes).
+    `spares` (the stdio front's, with its first process) start when their owner says (`release`);
+    spares made here start at once. Either way they are closed here.
     """
     keyring, is_ephemeral = load_keyring(settings.held)
     if is_ephemeral:
@@ -149,7 +152,9 @@ async def bridge_runtime(
             "keygen)",
         )
     upstream = settings.upstream
-    spares = SpareProcesses(upstream, children) if upstream.command and opener is None else None
+    start_spares = spares is None
+    if spares is None and upstream.command and opener is None:
+        spares = SpareProcesses(upstream, children)
     async with _client(settings) as client:
         engine: Engine  # bound just below; the pool calls back only once started
         chosen, transport = _opener(client, upstream, spares, opener)
@@ -165,7 +170,7 @@ async def bridge_runtime(
         engine = build_engine(settings, pool, keyring, metrics)
         try:
             await pool.start()
-            if spares is not None:
+            if spares is not None and start_spares:
                 spares.start()
             try:
                 yield engine, pool

@@ -20,16 +20,16 @@ from typing import Any
 import structlog
 
 from config.settings import Settings, UpstreamSettings
-from proxy.passthrough.legacy_stdio import ByteWriter, LegacyStdio
+from proxy.passthrough.legacy_stdio import ByteWriter, LegacyStdio, StdioProcesses
 from proxy.reverse.listen import Listener
 from proxy.reverse.local import answer_locally
 from proxy.reverse.rounds import Rounds
 from proxy.reverse.sessions import ReverseSession, ReverseSessions
 from proxy.reverse.stdio_upstream import ModernStdioCaller
 from proxy.reverse.upstream import ModernCaller, ModernHttpCaller
-from proxy.upstream.era import UpstreamEra
-from proxy.upstream.era_probe import probe_stdio
+from proxy.upstream.era_probe import probe_process, probe_stdio
 from proxy.upstream.http.wire import client_info
+from proxy.upstream.stdio.process import stop_process
 from translators.protocol.era_detection import DUAL, MODERN, discover_request
 from translators.protocol.eras import CANCELLED, INITIALIZE
 from translators.reverse.session import initialize_result, modern_meta, open_client
@@ -178,21 +178,56 @@ def stdio_probe_settings(upstream: UpstreamSettings) -> UpstreamSettings:
     return upstream.model_copy(update={"era_probe_timeout_s": timeout_s})
 
 
-def with_reverse(settings: Settings, relay: LegacyStdio | None) -> LegacyStdio | None:
+async def _probe_stdio_first(upstream: UpstreamSettings, processes: StdioProcesses) -> bool:
+    """Whether the stdio upstream is modern, probed on the process the relay would use (the one
+    started before the bridge's imports): a legacy server that answers the probe with an error gets
+    the client's `initialize` on that same process, the spec's fallback (the relay takes it back);
+    one that stays silent, dies, or turns out modern is stopped (docs/decisions.md)."""
+    process, program = await processes.take_process()
+    settings = stdio_probe_settings(upstream)
+    try:
+        verdict, replied = await probe_process(process, settings)
+    except BaseException:
+        await _stop_probed(process, program, upstream, processes)
+        raise
+    if replied and not verdict.modern:
+        processes.give_back(process)
+    else:
+        await _stop_probed(process, program, upstream, processes)
+    return verdict.modern
+
+
+async def _stop_probed(
+    process: asyncio.subprocess.Process,
+    program: str,
+    upstream: UpstreamSettings,
+    processes: StdioProcesses,
+) -> None:
+    await stop_process(process, upstream.kill_grace_s, _log.bind(program=program, pid=process.pid))
+    processes.forget(process)
+
+
+def with_reverse(
+    settings: Settings, relay: LegacyStdio | None, processes: StdioProcesses | None = None
+) -> LegacyStdio | None:
     """The stdio front's handler for a legacy client: in front of an upstream that speaks
-    2026-07-28 (probed when the client comes: a stdio upstream in a throwaway process), the reverse
-    session; else `relay`."""
+    2026-07-28 (probed when the client comes: a stdio upstream on the process from `processes`, else
+    in a throwaway process), the reverse session; else `relay`."""
     if relay is None:
         return relay
     upstream = settings.upstream
 
     async def handle(first: bytes, reader: asyncio.StreamReader, writer: ByteWriter) -> None:
         if upstream.url is not None:
+            from proxy.upstream.era import UpstreamEra  # aiohttp: an HTTP upstream only
+
             era = UpstreamEra(upstream)
             try:
                 modern = await era.probe() in (MODERN, DUAL)
             finally:
                 await era.aclose()
+        elif processes is not None:
+            modern = await _probe_stdio_first(upstream, processes)
         else:
             modern = (await probe_stdio(stdio_probe_settings(upstream))).modern
         if not modern:

@@ -4,20 +4,19 @@
 `Mcp-Method`, `Mcp-Name`), reads the answer (JSON, or an SSE stream whose notifications go to
 `on_message` as they arrive) and returns the JSON-RPC response. Cancelling the call closes the
 response stream, which is the 2026-07-28 cancellation on HTTP. Failures become JSON-RPC errors
-naming no internal address.
+naming no internal address. aiohttp is imported only when a caller first sends (the stdio front
+in front of a stdio upstream never does, and its client waits for the bridge's imports).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
-import aiohttp
 import structlog
 
 from config.settings import UpstreamSettings
-from proxy.upstream.errors import safe_url
 from translators.protocol.eras import (
     MODERN_VERSION,
     PROMPTS_GET,
@@ -30,6 +29,9 @@ from translators.wire.errors import INTERNAL_ERROR, BridgeError
 from translators.wire.header_values import encode_header_value
 from translators.wire.jsonrpc import JsonObject
 from translators.wire.sse import SSEDecoder
+
+if TYPE_CHECKING:
+    import aiohttp
 
 _log = structlog.get_logger("proxy.reverse")
 MAX_REPLY_BYTES: Final = 16 * 1024 * 1024
@@ -94,6 +96,8 @@ class ModernHttpCaller:
         return client_authorization if self._upstream.forward_authorization else None
 
     def _http(self) -> aiohttp.ClientSession:
+        import aiohttp
+
         if self._client is None:
             self._client = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
         return self._client
@@ -105,6 +109,10 @@ class ModernHttpCaller:
         authorization: str | None,
         headers: Mapping[str, str] | None = None,
     ) -> JsonObject:
+        import aiohttp
+
+        from proxy.upstream.errors import safe_url
+
         url = self._upstream.url
         assert url is not None
         request_id = message.get("id")

@@ -23,6 +23,7 @@ import asyncio
 import os
 import time
 from collections.abc import Callable
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
 
@@ -32,7 +33,7 @@ from config.settings import FrontSettings, Settings
 from proxy.common.front_request import FrontRequest, NotificationSink
 from proxy.common.stopping import BridgeStop
 from proxy.observe import access
-from proxy.passthrough.legacy_stdio import LegacyStdio, legacy_stdio
+from proxy.passthrough.legacy_stdio import LegacyStdio, StdioProcesses, legacy_stdio
 from proxy.reverse.stdio_front import with_reverse
 from proxy.stdio_front.pipes import (
     LineWriter,
@@ -70,6 +71,9 @@ class RequestEngine(Protocol):
     """What the front needs from `proxy.engine.engine.Engine`."""
 
     async def handle(self, request: FrontRequest, sink: NotificationSink) -> JsonObject: ...
+
+
+OpenEngine = Callable[[], AbstractAsyncContextManager[RequestEngine]]
 
 
 class _Output:
@@ -150,6 +154,7 @@ class _StdioFront:
         self._max_depth = max_depth
         self._in_flight: dict[RequestId, _InFlight] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self.on_first_answer: Callable[[], None] | None = None
 
     @property
     def in_flight_ids(self) -> list[RequestId]:
@@ -240,6 +245,9 @@ class _StdioFront:
                 del self._in_flight[request.front_request_id]
         self._output.send(response)
         await self._output.flush()
+        if response is not None and self.on_first_answer is not None:
+            first_answer, self.on_first_answer = self.on_first_answer, None
+            first_answer()
 
     def _cancel(self, params: Any) -> None:
         """Cancel one request; unknown or finished ids are ignored (spec: cancellation § Error
@@ -285,7 +293,7 @@ def _is_legacy_opening(buffer: bytes, max_depth: int) -> bool:
 
 
 async def run_stdio_front(
-    engine: RequestEngine,
+    engine: RequestEngine | None,
     *,
     reader: asyncio.StreamReader,
     writer: LineWriter,
@@ -296,6 +304,9 @@ async def run_stdio_front(
     on_eof: Callable[[], None] | None = None,
     legacy: LegacyStdio | None = None,
     access_log: access.AccessLog | None = None,
+    on_first_answer: Callable[[], None] | None = None,
+    open_engine: OpenEngine | None = None,
+    first: bytes | None = None,
 ) -> None:
     """Serve modern JSON-RPC lines from `reader` until EOF, writing protocol lines to `writer`.
 
@@ -303,13 +314,40 @@ async def run_stdio_front(
     (so `printf ... | mrtr-bridge stdio` is answered); whatever is still running then is cancelled,
     and the function returns. With `legacy`, a first line that opens a legacy session (`initialize`
     without modern `_meta`) hands the whole stream to it instead
-    (`proxy.passthrough.legacy_stdio`)."""
-    first = await first_line(reader, max_line_bytes) if legacy is not None else b""
+    (`proxy.passthrough.legacy_stdio`). `on_first_answer` is called once the first response is
+    written and flushed (modern lines only: the spare processes start then). Without an `engine`,
+    `open_engine` makes one, only once the first line is known to be modern: a legacy client never
+    waits for the engine's imports."""
+    if first is None:
+        first = await first_line(reader, max_line_bytes) if legacy is not None else b""
     if legacy is not None and _is_legacy_opening(first, max_depth):
         with structlog.contextvars.bound_contextvars(transport="stdio"):
             await legacy(first, reader, writer)
             if on_eof is not None:
                 on_eof()
+        return
+    if engine is None:
+        if open_engine is None:
+            raise BridgeBug("the stdio front has neither an engine nor a way to open one")
+        if legacy is not None and not first:  # stdin ended before any line: nothing to serve
+            log.info("front_stdin_closed", in_flight=0)
+            if on_eof is not None:
+                on_eof()
+            return
+        async with open_engine() as opened:
+            await run_stdio_front(
+                opened,
+                reader=reader,
+                writer=writer,
+                principal=principal,
+                max_line_bytes=max_line_bytes,
+                max_depth=max_depth,
+                eof_grace_s=eof_grace_s,
+                on_eof=on_eof,
+                access_log=access_log,
+                on_first_answer=on_first_answer,
+                first=first,
+            )
         return
     output = _Output(writer)
     front = _StdioFront(
@@ -320,6 +358,7 @@ async def run_stdio_front(
         max_depth=max_depth,
         access_log=access_log or access.AccessLog(),
     )
+    front.on_first_answer = on_first_answer
     splitter = LineSplitter(max_line_bytes)
     with structlog.contextvars.bound_contextvars(transport="stdio"):
         try:
@@ -338,15 +377,30 @@ async def run_stdio_front(
 
 
 async def serve_stdio(
-    settings: Settings, engine: RequestEngine, stop: BridgeStop | None = None
+    settings: Settings,
+    engine: RequestEngine | None,
+    stop: BridgeStop | None = None,
+    *,
+    processes: StdioProcesses | None = None,
+    on_first_answer: Callable[[], None] | None = None,
+    open_engine: OpenEngine | None = None,
 ) -> None:
     """Serve the modern stdio front on this process's stdin and stdout until stdin reaches EOF
     (or the stop is requested: SIGTERM or SIGINT). stdin EOF requests the `stop` in turn. Without a
-    `stop`, the front handles the stop signals itself."""
+    `stop`, the front handles the stop signals itself. `processes`: where a legacy client's relay
+    gets its process; `on_first_answer`: called once the first modern answer went out. Without an
+    `engine`, `open_engine` makes one for a modern client (`run_stdio_front`)."""
     if stop is None:
         stop = BridgeStop()
         with stop.signals():
-            await serve_stdio(settings, engine, stop)
+            await serve_stdio(
+                settings,
+                engine,
+                stop,
+                processes=processes,
+                on_first_answer=on_first_answer,
+                open_engine=open_engine,
+            )
         return
     loop = asyncio.get_running_loop()
     protocol_fd = claim_stdout()
@@ -363,7 +417,9 @@ async def serve_stdio(
             max_line_bytes=settings.front.max_body_bytes,
             max_depth=settings.front.max_json_depth,
             on_eof=lambda: stop.request("stdin_closed"),
-            legacy=with_reverse(settings, legacy_stdio(settings)),
+            legacy=with_reverse(settings, legacy_stdio(settings, processes), processes),
+            on_first_answer=on_first_answer,
+            open_engine=open_engine,
             access_log=access.AccessLog(
                 settings.log.access, access.upstream_name(settings.upstream)
             ),
@@ -380,6 +436,7 @@ __all__ = [
     "EOF_GRACE_S",
     "STDIO_PRINCIPAL",
     "LineWriter",
+    "OpenEngine",
     "RequestEngine",
     "run_stdio_front",
     "serve_stdio",

@@ -4,8 +4,11 @@
   `translators.protocol.era_detection.verdict_of_http`. A legacy server answers it with a 4xx or a
   JSON-RPC error and is none the worse.
 - **stdio**: a legacy server may never answer an unknown method and stop answering anything after
-  it (FastMCP on `mcp` 1.8), so the probe runs in a *throwaway process* that is stopped afterwards;
-  sessions are always opened in fresh processes.
+  it (FastMCP on `mcp` 1.8). `probe_stdio` therefore runs the probe in a *throwaway process* that is
+  stopped afterwards; `probe_process` probes a given process and says whether it *replied*: the
+  stdio front probes the process a legacy client's relay will use, and keeps it only when the
+  server answered (an error, from a legacy one), as the spec's fallback to `initialize` expects
+  (docs/decisions.md § 26). A silent or dead process is never reused.
 
 No answer within `upstream.era_probe_timeout_s` means legacy. A failure to connect or to start the
 command raises `UpstreamUnavailable`.
@@ -16,13 +19,11 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import aiohttp
 import structlog
 
 from config.settings import UpstreamSettings
-from proxy.upstream.errors import map_upstream_errors, safe_url
 from proxy.upstream.http.wire import client_info
 from proxy.upstream.stdio.process import spawn, stop_process
 from translators.protocol.era_detection import (
@@ -35,6 +36,9 @@ from translators.protocol.era_detection import (
 )
 from translators.protocol.eras import MODERN_VERSION
 from translators.wire.sse import SSEDecoder
+
+if TYPE_CHECKING:
+    import aiohttp
 
 _log = structlog.get_logger(__name__)
 MAX_PROBE_BYTES: Final = 1_048_576
@@ -72,6 +76,10 @@ async def modern_post(
     """POST one 2026-07-28 request (its headers from `message`); the status and the JSON-RPC
     reply (None if none could be read). Raises `TimeoutError` after `upstream.era_probe_timeout_s`.
     """
+    import aiohttp  # not at the top: the stdio probe needs none of it (docs/decisions.md § 26)
+
+    from proxy.upstream.errors import map_upstream_errors, safe_url
+
     timeout = aiohttp.ClientTimeout(total=settings.era_probe_timeout_s)
     with map_upstream_errors(safe_url(url), f"{message['method']} (modern)"):
         async with client.post(
@@ -106,22 +114,41 @@ async def probe_stdio(settings: UpstreamSettings) -> DiscoverVerdict:
     process."""
     process, program = await spawn(settings)
     try:
-        assert process.stdin is not None and process.stdout is not None
-        try:
-            process.stdin.write(json.dumps(discover_request(client_info())).encode() + b"\n")
-            await process.stdin.drain()
-            async with asyncio.timeout(settings.era_probe_timeout_s):
-                return await _readprobe_reply(process.stdout)
-        except TimeoutError:
-            return SILENT
-        # the process died (uvloop raises RuntimeError on a pipe it has closed), or a line beyond
-        # the reader's limit
-        except (ConnectionError, RuntimeError, ValueError):
-            return DiscoverVerdict(False, reason="the process closed stdio after server/discover")
+        verdict, _ = await probe_process(process, settings)
+        return verdict
     finally:
         await stop_process(
             process, settings.kill_grace_s, _log.bind(program=program, pid=process.pid)
         )
+
+
+async def probe_process(
+    process: asyncio.subprocess.Process, settings: UpstreamSettings
+) -> tuple[DiscoverVerdict, bool]:
+    """Send `server/discover` to a started process and judge its answer; also whether it *replied*
+    (a JSON-RPC reply to the probe, and the process still runs): a legacy server that replied with
+    an error is still in step, and the spec's fallback, `initialize`, may go to the same process.
+    Stopping the process is the caller's."""
+    assert process.stdin is not None and process.stdout is not None
+    try:
+        process.stdin.write(json.dumps(discover_request(client_info())).encode() + b"\n")
+        await process.stdin.drain()
+        async with asyncio.timeout(settings.era_probe_timeout_s):
+            verdict = await _readprobe_reply(process.stdout)
+    except TimeoutError:
+        return SILENT, False
+    # the process died (uvloop raises RuntimeError on a pipe it has closed), or a line beyond
+    # the reader's limit
+    except (ConnectionError, RuntimeError, ValueError):
+        return DiscoverVerdict(
+            False, reason="the process closed stdio after server/discover"
+        ), False
+    return verdict, verdict is not _EXITED and process.returncode is None
+
+
+_EXITED: Final = DiscoverVerdict(
+    False, reason="the process exited after server/discover without answering"
+)
 
 
 async def _readprobe_reply(stdout: asyncio.StreamReader) -> DiscoverVerdict:
@@ -132,9 +159,14 @@ async def _readprobe_reply(stdout: asyncio.StreamReader) -> DiscoverVerdict:
             continue  # not a protocol line: a legacy server's noise
         if isinstance(message, dict) and message.get("id") == PROBE_ID:
             return verdict_of_reply(message)
-    return DiscoverVerdict(
-        False, reason="the process exited after server/discover without answering"
-    )
+    return _EXITED
 
 
-__all__ = ["MAX_PROBE_BYTES", "modern_post", "probe_http", "probe_reply", "probe_stdio"]
+__all__ = [
+    "MAX_PROBE_BYTES",
+    "modern_post",
+    "probe_http",
+    "probe_process",
+    "probe_reply",
+    "probe_stdio",
+]

@@ -253,21 +253,23 @@ async def test_close_sequence_with_an_mcp1_server(stdio_bridge: Callable[[str], 
     assert {entry["how"] for entry in stopped} <= {"exited", "terminated"}
 
 
-async def test_stdin_closed_while_the_spares_start_stops_them_at_once(
+async def test_stdin_closed_while_the_first_process_starts_stops_it_at_once(
     stdio_bridge: Callable[[str], Any],
 ) -> None:
-    """stdin closed while the spares are still starting (an `mcp` 1.x server imports for about
-    half a second, and reads its stdin EOF only after that): the spares were never initialized,
-    so they are stopped with SIGTERM at once instead of waiting for the EOF to work, and the stop's
-    deadline (the hurry) is never needed."""
+    """stdin closed before any line, while the process started ahead of the bridge's imports is
+    still starting (an `mcp` 1.x server imports for about half a second, and reads its stdin EOF
+    only after that): it was never initialized, so it is stopped with SIGTERM at once instead of
+    waiting for the EOF to work, no spare is ever started (they wait for a first answer), and the
+    stop's deadline (the hurry) is never needed."""
     bridge = await stdio_bridge(legacy_stdio_command())
-    await wait_for_tree(bridge.marker, lambda pids: len(pids) == BRIDGE_AND_KEEPER + SPARES)
+    await wait_for_tree(bridge.marker, lambda pids: len(pids) == BRIDGE_AND_KEEPER + 1)
     await assert_closed_cleanly(bridge)
     assert bridge.log_events("bridge_stop_hurried") == []
+    assert bridge.log_events("upstream_spare_started") == []
     stopped = bridge.log_events("upstream_process_stopped")
     killed = sum(entry["count"] for entry in bridge.log_events("upstream_processes_killed_at_exit"))
     assert {entry["how"] for entry in stopped} <= {"terminated"}
-    assert len(stopped) + killed == SPARES  # a spawn the stop cut short is killed at exit
+    assert len(stopped) + killed == 1  # a spawn the stop cut short is killed at exit
 
 
 async def test_close_sequence_with_a_server_that_ignores_stdin_eof(

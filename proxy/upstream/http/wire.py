@@ -8,9 +8,8 @@ import asyncio
 import importlib.metadata
 from collections.abc import AsyncIterator, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import aiohttp
 import structlog
 
 from translators.wire import fast_json
@@ -18,6 +17,9 @@ from translators.wire.errors import UpstreamProtocolError
 from translators.wire.jsonrpc import JsonObject
 from translators.wire.jsonrpc_batches import batch_elements
 from translators.wire.sse import SSEDecoder, SSEEvent
+
+if TYPE_CHECKING:
+    import aiohttp
 
 _log = structlog.get_logger("proxy.upstream")
 
@@ -232,6 +234,14 @@ def client_info() -> JsonObject:
     return dict(_CLIENT_INFO)
 
 
+def aiohttp_client_error() -> type[Exception]:
+    """`aiohttp.ClientError`, imported when first needed: the stdio front imports this module for
+    `client_info` and must not pay for aiohttp (docs/decisions.md § 26)."""
+    import aiohttp
+
+    return aiohttp.ClientError
+
+
 async def drain(resp: aiohttp.ClientResponse) -> None:
     """Read what is left of an SSE answer (the server ends it right after the response) so the
     connection goes back to the pool instead of being closed; bounded in time and bytes."""
@@ -243,7 +253,7 @@ async def drain(resp: aiohttp.ClientResponse) -> None:
                 if not chunk:
                     return
                 left -= len(chunk)
-    except (TimeoutError, aiohttp.ClientError, OSError):
+    except (TimeoutError, aiohttp_client_error(), OSError):
         pass  # the connection is closed instead; nothing is lost
 
 

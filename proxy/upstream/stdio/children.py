@@ -18,7 +18,8 @@ stops them itself, in order. The death signal is tied to the *thread* that forke
 is set only when the spawn runs on the main thread, where `mrtr-bridge` runs its event loop (a child
 of a short-lived thread would die with that thread). The hook runs between fork and exec, in a child
 of a process that may have other threads: it only calls `prctl` (resolved beforehand), `getppid` and
-`kill`, which take no lock another thread could have held. Platform notes: docs/operations.md,
+`kill`, which take no lock another thread could have held (`early.die_with_bridge`, where the
+entry point's first process is started with it too). Platform notes: docs/operations.md,
 "Shutdown".
 """
 
@@ -26,56 +27,20 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ctypes
 import os
 import signal
-import sys
-import threading
-from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 import structlog
 
+from proxy.upstream.stdio.early import die_with_bridge
 from proxy.upstream.stdio.keeper import GroupKeeper
 
 log = structlog.get_logger(__name__)
 
-PR_SET_PDEATHSIG: Final = 1  # <linux/prctl.h>
 REAP_WAIT_S: Final = 1.0  # after SIGKILL, how long to wait for the exits to be reaped
 GROUP_POLL_S: Final = 0.05
 Process = asyncio.subprocess.Process
-
-
-def _load_prctl() -> Any:
-    """libc's `prctl`, resolved once in the bridge (never between fork and exec), or None
-    off Linux."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        return ctypes.CDLL(None, use_errno=True).prctl
-    except (OSError, AttributeError):  # pragma: no cover - a libc without prctl
-        return None
-
-
-_PRCTL: Final = _load_prctl()
-
-
-def die_with_bridge() -> Callable[[], None] | None:
-    """The `preexec_fn` that makes a child die with the bridge (Linux, spawned on the main thread),
-    or None."""
-    if _PRCTL is None or threading.current_thread() is not threading.main_thread():
-        return None
-    prctl, bridge_pid, death_signal = _PRCTL, os.getpid(), ctypes.c_ulong(signal.SIGKILL)
-
-    # in the child, between fork and exec: a system call and nothing more
-    def set_death_signal() -> None:
-        prctl(
-            PR_SET_PDEATHSIG, death_signal, ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
-        )
-        if os.getppid() != bridge_pid:  # the bridge died before the death signal was armed
-            os.kill(os.getpid(), signal.SIGKILL)
-
-    return set_death_signal
 
 
 def signal_group(process: Process, sig: signal.Signals) -> None:

@@ -20,7 +20,7 @@ import asyncio
 import contextlib
 import itertools
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from importlib.metadata import version
 from typing import Any, Final
 
@@ -104,6 +104,7 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
         self._spawned_at = time.monotonic()
         self._readers: tuple[asyncio.Task[Any], ...] = ()
         self._children: ChildProcesses | None = None  # where the process is recorded while it runs
+        self._on_settled: list[Callable[[], None]] = []
         self._log = log.bind(program=program, pid=process.pid)
         self.stderr = StderrRelay(self._log)  # its `tail` is for `check`, never for a client
 
@@ -130,6 +131,30 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
         session._start_readers()
         return session
 
+    @classmethod
+    def adopted(
+        cls,
+        process: asyncio.subprocess.Process,
+        settings: UpstreamSettings,
+        program: str,
+        children: ChildProcesses | None = None,
+    ) -> StdioUpstreamSession:
+        """A process started elsewhere (already recorded in `children`), not yet initialized: from
+        here on as if `spawned` had started it."""
+        session = cls(process, settings, program, _nobody)
+        session._children = children
+        session._start_readers()
+        return session
+
+    def on_settled(self, callback: Callable[[], None]) -> None:
+        """Call `callback` once `initialize` has answered or failed, or the session closed."""
+        self._on_settled.append(callback)
+
+    def _settle(self) -> None:
+        callbacks, self._on_settled = self._on_settled, []
+        for callback in callbacks:
+            callback()
+
     async def initialize(self, capabilities: JsonObject, *, on_unrelated: InboundHandler) -> None:
         """Make a spawned process a session: `initialize` with these capabilities, then
         `initialized`."""
@@ -140,6 +165,8 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
         except BaseException:
             await self.aclose()
             raise
+        finally:
+            self._settle()
         now = time.monotonic()
         self._log.info(
             "upstream_process_initialized",
@@ -222,6 +249,7 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
             self._log.info("upstream_process_stopped", how=how, code=self._process.returncode)
         finally:
             self._closed.set()
+            self._settle()
 
     # ---- lifecycle ------------------------------------------------------------------------------
 
