@@ -178,7 +178,6 @@ def _validate(merged: Layer, sources: Mapping[str, str]) -> Settings:
             dotted, allowed(first, _known(first["loc"])), _source_of(dotted, sources), given
         ) from None
     _check_cluster_keys(settings, sources)
-    _check_long_calls(settings, sources)
     if settings.identity.principal == "header" and not settings.identity.principal_header:
         source = _source_of("identity.principal", sources)
         raise ConfigError(
@@ -198,20 +197,6 @@ def _check_cluster_keys(settings: Settings, sources: Mapping[str, str]) -> None:
             "ephemeral key cannot open another replica's requestState); make one with "
             f"`mrtr-bridge keygen` and set {env_name('held.keys')} on every replica",
             _source_of(peers, sources),
-        )
-
-
-def _check_long_calls(settings: Settings, sources: Mapping[str, str]) -> None:
-    """A client waits at most `front.request_timeout_s` for any answer; a call becomes a task
-    before that or never (docs/tasks.md § Long calls)."""
-    after_s, timeout_s = settings.tasks.long_calls_after_s, settings.front.request_timeout_s
-    if after_s is not None and after_s >= timeout_s:
-        raise ConfigError(
-            "tasks.long_calls_after_s",
-            f"must be less than front.request_timeout_s ({timeout_s:g} s): no client waits longer "
-            "than that for an answer, so a call becomes a task before it or never",
-            _source_of("tasks.long_calls_after_s", sources),
-            shown("tasks.long_calls_after_s", after_s),
         )
 
 

@@ -38,10 +38,10 @@ class TasksSettings(Frozen):
         "as a task: run the legacy task inside the bridge and answer with ordinary "
         "InputRequiredResult rounds and the final result (default: -32021)",
     )
-    long_calls_after_s: float | None = Field(
-        None,
-        gt=0,
-        description="a tools/call from a client that declared the extension, to a tool that does "
-        "not run as a legacy task, still unanswered after this many seconds is answered with a "
-        "task the bridge runs (tasks/get, tasks/update, tasks/cancel); unset: off",
+    promote_after_ms: int = Field(
+        5000,
+        ge=0,
+        description="a plain tools/call (a tool without task support) from a client that declared "
+        "the extension and still running after this many milliseconds is answered with a task "
+        "the bridge owns; the call goes on (0: never). Only below front.request_timeout_s",
     )

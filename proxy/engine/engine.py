@@ -79,8 +79,8 @@ class Engine:
         self._discover, self._non_interactive = Discover(ctx, tasks), NonInteractive(ctx, tasks)
         self._listen = Listen(ctx, tasks)
         self._recover = Recover(ctx, self._first_call, self.metrics)
-        self._retry = Retry(ctx, on_lost=self._recover.after_refusal)
-        tasks.calls.retry = self._retry.run  # a bridge-owned task's rounds (docs/tasks.md)
+        self._first_call.promotion = tasks.promotion
+        self._retry = Retry(ctx, on_lost=self._recover.after_refusal, promotion=tasks.promotion)
         self.metrics.watch(
             held_now=self.registry.held_now,
             in_progress=self.registry.in_progress,

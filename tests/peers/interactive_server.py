@@ -15,10 +15,10 @@ JSON-RPC error), `caps` (the client capabilities of the session), `elicit_comple
 
 Tools (each takes a `tag` that labels its journal events):
 - `echo(text)`, `pid()`, `journal(tag)` (the journal entries of one tag, as JSON);
-- `ask(tag, question, linger_s, push_timeout_s, delay_s)`: a form elicitation (after `delay_s`
-  seconds of work); returns `{"action", "content"}` as JSON, after lingering `linger_s` seconds
-  (so a cancellation finds the call in flight); with `push_timeout_s` the push times out like
-  legacy SDKs do theirs, and the tool returns `{"error"}`;
+- `ask(tag, question, linger_s, push_timeout_s)`: a form elicitation; returns `{"action",
+  "content"}` as JSON, after lingering `linger_s` seconds (so a cancellation finds the call in
+  flight); with `push_timeout_s` the push times out like legacy SDKs do theirs, and the tool returns
+  `{"error"}`;
 - `ask_twice(tag)`: two sequential elicitations (name, then color): "<name> likes <color>.";
 - `ask_url(tag)`: a URL-mode elicitation (elicitationId `el-<tag>`), then, if accepted,
   `notifications/elicitation/complete` on the call's stream: "url elicitation: <action>";
@@ -32,6 +32,9 @@ Tools (each takes a `tag` that labels its journal events):
 - `staggered(tag, delay_s)`: an elicitation, and roots/list `delay_s` later (while the first is
   held);
 - `slow(tag, seconds)`: sleeps;
+- `slow_ask(tag, before_s, after_s, times)`: works `before_s` seconds, asks a form elicitation
+  (answer; `times` times in a row, the same question), works `after_s` more, then returns
+  "answer: <answers, comma-separated>" (a long plain call that asks mid-way);
 - prompt `ask_prompt(tag)` and resource `interactive://ask/{tag}`: an elicitation each.
 
 Usage:
@@ -268,12 +271,10 @@ async def ask(
     question: str = "What is your answer?",
     linger_s: float = 0.0,
     push_timeout_s: float = 0.0,
-    delay_s: float = 0.0,
 ) -> str:
-    """Elicit {answer} with `question` (after `delay_s` s of work); returns {"action", "content"}
-    as JSON (or {"error"} if the push timed out after `push_timeout_s`)."""
+    """Elicit {answer} with `question`; returns {"action", "content"} as JSON (or {"error"} if
+    the push timed out after `push_timeout_s`)."""
     record(tag, "call", tool="ask")
-    await _linger(tag, delay_s)
     try:
         result = await _elicit(ctx, tag, question, ANSWER_SCHEMA, push_timeout_s)
     except McpError as exc:
@@ -410,6 +411,22 @@ async def slow(tag: str, seconds: float) -> str:
     record(tag, "call", tool="slow")
     await _linger(tag, seconds)
     return "slept"
+
+
+@mcp.tool()
+async def slow_ask(
+    tag: str, ctx: Ctx, before_s: float = 0.0, after_s: float = 0.0, times: int = 1
+) -> str:
+    """Work `before_s` s, elicit {answer} (`times` times, the same question), work `after_s` s
+    more."""
+    record(tag, "call", tool="slow_ask")
+    await _linger(tag, before_s)
+    answers = [
+        _content(await _elicit(ctx, tag, "What is your answer?", ANSWER_SCHEMA), "answer")
+        for _ in range(times)
+    ]
+    await _linger(tag, after_s)
+    return "answer: " + ", ".join(map(str, answers))
 
 
 @mcp.prompt()

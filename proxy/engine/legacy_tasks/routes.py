@@ -17,7 +17,6 @@ import structlog
 from proxy.auth.oauth_passthrough import passes_challenges
 from proxy.common.front_request import FrontRequest, NotificationSink
 from proxy.engine.legacy_tasks.adopt import TaskAdopter
-from proxy.engine.legacy_tasks.long_calls import BridgeTask, Route, first_round_or_task
 from proxy.engine.legacy_tasks.running import LOST_ERROR, RunningTask
 from proxy.engine.legacy_tasks.store import ServedTask, TaskStore
 from proxy.engine.legacy_tasks.tools import TaskTools
@@ -47,12 +46,10 @@ from translators.tasks_ext.messages import (
     missing_extension,
     task_fields,
     task_id_param,
-    task_not_found,
 )
 from translators.tasks_ext.task_ids import TaskClaims
 from translators.wire.errors import (
     BridgeError,
-    ClientLimitExceeded,
     MethodNotFound,
     UpstreamReturnedError,
     UpstreamTimeout,
@@ -68,7 +65,7 @@ class LegacyTasks:
     def __init__(self, ctx: RouteContext, first_call: FirstCall, keyring: KeyRing) -> None:
         self.store = TaskStore(ctx.settings, keyring, ctx.tasks, ctx.listens.publish)
         self.tools = TaskTools()
-        self.calls = TaskCalls(ctx, self.store, self.tools, first_call, keyring)
+        self.calls = TaskCalls(ctx, self.store, self.tools, first_call)
         adopter = TaskAdopter(ctx, self.calls.announce)
         self.methods = TaskMethods(ctx, self.store, adopter)
         self.in_bridge_retry = InBridgeRetry(ctx, self.store, adopter)
@@ -150,26 +147,19 @@ class TaskCalls:
     run as one when the client declared the extension."""
 
     def __init__(
-        self,
-        ctx: RouteContext,
-        store: TaskStore,
-        tools: TaskTools,
-        first_call: FirstCall,
-        keyring: KeyRing,
+        self, ctx: RouteContext, store: TaskStore, tools: TaskTools, first_call: FirstCall
     ) -> None:
         self._ctx = ctx
         self._store = store
         self._tools = tools
         self._first_call = first_call
-        self._keyring = keyring
-        self.retry: Route | None = None  # the MRTR retry route, set by the engine (long calls)
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         name = request.params.get("name")
         runs_tasks = self._tools.upstream_runs_tasks
         declared = declares_extension(client_capabilities(request))
         if not self._ctx.settings.tasks.enabled or runs_tasks is False or not isinstance(name, str):
-            return await self._plain(request, sink, declared=declared)
+            return await self._first_call.run(request, sink)
         if runs_tasks is None and not declared:
             try:  # learn on the call's own session: no extra upstream session
                 return await self._first_call.start(
@@ -184,7 +174,7 @@ class TaskCalls:
             support = await self._support(request, name)
             # `optional`: a task for a client that declared the extension, else a plain call
             if support == "forbidden" or (support == "optional" and not declared):
-                return await self._plain(request, sink, declared=declared)
+                return await self._first_call.run(request, sink)
         if not declared and not self._ctx.settings.tasks.run_in_bridge:
             raise missing_extension(f"tool {name!r}, which runs only as a task,")
         task = await self._create(request)
@@ -193,52 +183,6 @@ class TaskCalls:
         if not declared:  # tasks.run_in_bridge: ordinary MRTR rounds
             return await mrtr_reply(self._ctx, task)
         return create_task_result(task.view())
-
-    async def _plain(
-        self, request: FrontRequest, sink: NotificationSink, *, declared: bool
-    ) -> JsonObject:
-        """A call that does not run as a legacy task: the first-call route; for a client that
-        declared the extension, with `tasks.long_calls_after_s` set, a task once it has run that
-        long (docs/tasks.md § Long calls)."""
-        settings = self._ctx.settings.tasks
-        after_s = settings.long_calls_after_s
-        if not declared or after_s is None or not settings.enabled or self.retry is None:
-            return await self._first_call.run(request, sink)
-        task_life_s = settings.ttl_ms / 1000  # each round may run as long as the task lives
-        outcome = await first_round_or_task(
-            after_s,
-            self._ctx.settings.front.request_timeout_s,
-            self._first_call.run(request, sink, attempt_timeout_s=task_life_s),
-            self._ctx.tasks,
-            functools.partial(self._bridge_task, request),
-        )
-        if isinstance(outcome, BridgeTask):
-            return create_task_result(outcome.view())
-        return outcome
-
-    def _bridge_task(
-        self, request: FrontRequest, first_round: asyncio.Task[JsonObject]
-    ) -> BridgeTask | None:
-        """The task that follows a long first round, registered before its id goes out; None at
-        the task caps (the call then stays a plain call)."""
-        assert self.retry is not None
-        try:
-            record = self._store.reserve(request.principal)
-        except ClientLimitExceeded:
-            return None
-        task = BridgeTask(
-            record=record,
-            request=request,
-            ctx=self._ctx,
-            retry=self.retry,
-            keyring=self._keyring,
-            on_change=self.announce,
-        )
-        task.task_id = self._store.seal(task, None)
-        self._store.add(task)
-        task.follow(first_round)
-        log.info("bridge_task_created", task=record.hex()[:12])
-        return task
 
     async def _plain_only(self, request: FrontRequest, name: str, lease: Lease) -> None:
         """Before a plain call goes upstream: learn whether the upstream runs tool tasks, and
@@ -348,8 +292,6 @@ class InBridgeRetry:
             request.principal,
             adopting(self._adopter, request),
         )
-        if not isinstance(task, RunningTask):  # a bridge-owned task has no MRTR rounds of its own
-            raise task_not_found()
         await upstream_still_allows(self._ctx, request)
         await task.answer(input_responses(self._ctx, request))
         return await mrtr_reply(self._ctx, task)

@@ -26,9 +26,9 @@ class Discover:
                 cache=ctx.cache,
                 listen_supported=session.has_get_stream,
             )
+            # legacy task tools, or long plain calls the bridge turns into tasks (docs/tasks.md)
             runs_tasks = self._tasks.tools.note_session(session)
-            long_calls = ctx.settings.tasks.long_calls_after_s is not None
-            if ctx.settings.tasks.enabled and (runs_tasks or long_calls):
+            if ctx.settings.tasks.enabled and (runs_tasks or self._tasks.promotion.enabled):
                 result = with_extension(result)
             return result
 

@@ -22,6 +22,7 @@ from proxy.calls.driver import ROUND_ATTRIBUTE, CallDriver
 from proxy.calls.plain_forward import PlainForward, Promoted
 from proxy.calls.roots_affinity import AskClient
 from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.engine.legacy_tasks.promoted import Promotion, TaskCreated
 from proxy.engine.routes.mrtr import input_responses, plain_result, reply_result
 from proxy.engine.routes.outside_calls import publish
 from proxy.engine.routes.param_headers import check_param_headers
@@ -46,18 +47,12 @@ PUSH_CAPABILITIES = ("elicitation", "sampling", "roots")
 class FirstCall:
     def __init__(self, ctx: RouteContext) -> None:
         self._ctx = ctx
+        # set by the engine: a long call from a client that declared the Tasks extension may be
+        # answered with a task (proxy/engine/legacy_tasks/promoted.py)
+        self.promotion: Promotion | None = None
 
-    async def run(
-        self,
-        request: FrontRequest,
-        sink: NotificationSink,
-        *,
-        attempt_timeout_s: float | None = None,
-    ) -> JsonObject:
-        """`attempt_timeout_s` replaces `front.request_timeout_s` as each round's bound (a call
-        the bridge may turn into a task runs as long as the task may)."""
-        responses = input_responses(self._ctx, request)
-        return await self.start(request, sink, responses, attempt_timeout_s=attempt_timeout_s)
+    async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
+        return await self.start(request, sink, input_responses(self._ctx, request))
 
     async def start(
         self,
@@ -66,7 +61,6 @@ class FirstCall:
         responses: JsonObject,
         *,
         authorize: Callable[[Lease], Awaitable[None]] | None = None,
-        attempt_timeout_s: float | None = None,
     ) -> JsonObject:
         """Start the call pre-answered with `responses`; `authorize` (a recovery's policy)
         may refuse it once its session is leased, before anything is sent upstream."""
@@ -90,7 +84,7 @@ class FirstCall:
                 lease=lease,
                 upstream=upstream,
                 client_capabilities=client_capabilities(request),
-                limits=self._limits(attempt_timeout_s),
+                limits=self._limits(),
                 pre_answers=responses,
                 publish=functools.partial(publish, ctx),
                 discard_session=fresh,
@@ -103,20 +97,31 @@ class FirstCall:
             lease=lease,
             upstream=upstream,
             attempt=attempt,
-            timeout_s=attempt_timeout_s or ctx.settings.front.request_timeout_s,
+            timeout_s=ctx.settings.front.request_timeout_s,
             publish=functools.partial(publish, ctx),
             make_driver=held_call,
             spawn=self._spawn,
             discard_session=fresh,
         )
+        # a long call from a client that declared the Tasks extension may become a task
+        promotion = self.promotion if self.promotion and self.promotion.applies(request) else None
         with tracing.child(current_trace(), f"upstream {upstream.method}", {ROUND_ATTRIBUTE: 0}):
-            outcome = await plain.run()
+            outcome = await (
+                plain.run() if promotion is None else promotion.plain(plain, request, attempt)
+            )
+            if isinstance(outcome, TaskCreated):
+                return outcome.result
             if isinstance(outcome, Promoted):
                 driver = outcome.driver
                 with structlog.contextvars.bound_contextvars(
                     continuation_id=driver.continuation_id.hex()[:12]
                 ):
-                    reply = await driver.attached(attempt, outcome.slot)
+                    first = driver.attached(attempt, outcome.slot)
+                    reply = await (
+                        first if promotion is None else promotion.reply(request, driver, first)
+                    )
+                if isinstance(reply, TaskCreated):
+                    return reply.result
                 return reply_result(ctx, request, driver, reply)
         return plain_result(ctx, request, lease.session, outcome)
 
@@ -181,12 +186,12 @@ class FirstCall:
             ),
         )
 
-    def _limits(self, attempt_timeout_s: float | None = None) -> Limits:
+    def _limits(self) -> Limits:
         held, front = self._ctx.settings.held, self._ctx.settings.front
         return Limits(
             batch_quiet_s=held.batch_quiet_ms / 1000,
             batch_max_s=held.batch_max_ms / 1000,
-            attempt_timeout_s=attempt_timeout_s or front.request_timeout_s,
+            attempt_timeout_s=front.request_timeout_s,
             held_ttl_s=held.ttl_s,
             max_rounds=held.max_rounds,
             max_pushes_per_round=held.max_pushes_per_round,

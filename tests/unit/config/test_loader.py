@@ -163,15 +163,6 @@ def test_env_name_follows_section_and_field(dotted: str) -> None:
             "MRTR_BRIDGE_IDENTITY_PRINCIPAL): "
             'required when identity.principal is "header"',
         ),
-        (
-            {"MRTR_BRIDGE_TASKS_LONG_CALLS_AFTER_S": "60"},
-            {},
-            "invalid setting tasks.long_calls_after_s (from environment "
-            "MRTR_BRIDGE_TASKS_LONG_CALLS_AFTER_S): given '60.0'; must be less than "
-            "front.request_timeout_s "
-            "(60 s): no client waits longer than that for an answer, so a call becomes a task "
-            "before it or never",
-        ),
     ],
 )
 def test_bad_values_fail_fast_naming_key_and_source(
