@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -182,6 +182,21 @@ class CallDriver:
             self.feed(ClientRetried(attempt.attempt_id, round_, input_responses))
             reply = await self._wait(attempt, slot)
         return self._admit(reply)
+
+    def answer_detached(
+        self, attempt: Attempt, round_: int, input_responses: JsonObject
+    ) -> Awaitable[Reply]:
+        """`retry` for a caller with no front request waiting (a task the bridge owns): the
+        answers are fed now, before this returns, so a second caller sees the machine moved on;
+        the reply arrives when awaited."""
+        slot = self._attach(attempt)
+        self.held_wait.end("retried")
+        self.feed(ClientRetried(attempt.attempt_id, round_, input_responses))
+        return self.attached(attempt, slot)
+
+    def relimit(self, limits: Limits) -> None:
+        """From now on the call lives under `limits` (its current deadline restarted)."""
+        self._perform(self.machine.relimit(limits))
 
     def _remove(self) -> None:
         self.held_wait.end("ended")

@@ -211,6 +211,13 @@ class PlainForward:
             self._wake.set_result(None)
         return driver
 
+    def hold(self) -> Promoted | None:
+        """Make the call a held call now if it is still a plain one in flight (a task the bridge
+        owns takes it over: docs/tasks.md, "Long plain calls as tasks"); None if it has ended."""
+        if self._driver is None and self._wake is not None and not self._wake.done():
+            self._promote()
+        return self._promoted() if self._driver is not None else None
+
     def _promoted(self) -> Promoted:
         assert self._driver is not None and self._slot is not None
         return Promoted(self._driver, self._slot)

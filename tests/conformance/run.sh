@@ -120,7 +120,10 @@ mkdir -p "$OUTDIR"
 
 start_bridge() {  # start_bridge UPSTREAM_FLAG VALUE
     BRIDGE_PORT="$(free_port)"
-    "$BRIDGE" serve "$1" "$2" --listen "127.0.0.1:$BRIDGE_PORT" >"$OUTDIR/bridge.log" 2>&1 &
+    # plain calls still running after 0.5 s become tasks for clients that declared the Tasks
+    # extension (the fixture's test_tool_with_task works 2 s after its question; docs/tasks.md)
+    MRTR_BRIDGE_TASKS_PROMOTE_AFTER_MS=500 \
+        "$BRIDGE" serve "$1" "$2" --listen "127.0.0.1:$BRIDGE_PORT" >"$OUTDIR/bridge.log" 2>&1 &
     PIDS+=("$!")
     wait_for_port "$BRIDGE_PORT" "$!" "bridge"
     TARGET="http://127.0.0.1:$BRIDGE_PORT/mcp"

@@ -139,8 +139,12 @@ def table(rows: list[tuple[str, Scenario | None, str]]) -> list[str]:
     return lines
 
 
-def check_details(scenarios: list[Scenario], statuses: tuple[str, ...]) -> list[str]:
-    """A bullet per scenario, a sub-bullet per check whose status is one of `statuses`."""
+def check_details(
+    scenarios: list[Scenario], statuses: tuple[str, ...], *, quote_messages: bool = True
+) -> list[str]:
+    """A bullet per scenario, a sub-bullet per check whose status is one of `statuses`;
+    `quote_messages=False` leaves out the offending message a schema check quotes (a task's
+    sealed id is not for a report)."""
     lines: list[str] = []
     for scenario in scenarios:
         checks = [c for c in scenario.checks if c.status in statuses]
@@ -148,7 +152,10 @@ def check_details(scenarios: list[Scenario], statuses: tuple[str, ...]) -> list[
             continue
         lines.append(f"- **{scenario.name}**")
         for check in checks:
-            message = " ".join((check.message or check.note).split())[:MESSAGE_LIMIT]
+            text = check.message or check.note
+            if not quote_messages:
+                text = text.split(" — message:")[0]
+            message = " ".join(text.split())[:MESSAGE_LIMIT]
             lines.append(f"  - `{check.id}` {check.status}: {message}")
     return lines
 
@@ -208,6 +215,16 @@ def build_report(options: Options, results: dict[str, Scenario]) -> tuple[list[s
                 for n in extension
             ]
         )
+        failed = check_details(
+            [results[n] for n in extension], ("FAILURE", "WARNING"), quote_messages=False
+        )
+        if failed:
+            lines += [
+                "",
+                'Their failed checks (docs/tasks.md, "Conformance", says why):',
+                "",
+                *failed,
+            ]
     details = check_details(present, ("FAILURE", "WARNING"))
     if details:
         lines += ["", "## Failed and warned checks", "", *details]

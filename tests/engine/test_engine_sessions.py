@@ -253,7 +253,11 @@ async def test_discover_reports_the_upstreams_initialize(
             "result": {
                 "resultType": "complete",
                 "supportedVersions": [MODERN_VERSION],
-                "capabilities": {"tools": tools},
+                # and the extension the bridge serves itself (long calls as tasks)
+                "capabilities": {
+                    "tools": tools,
+                    "extensions": {"io.modelcontextprotocol/tasks": {}},
+                },
                 "ttlMs": 0,
                 "cacheScope": "private",
                 "_meta": {

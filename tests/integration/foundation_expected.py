@@ -44,6 +44,8 @@ FIXTURE_CAPABILITIES = {
     "resources": {"subscribe": False, "listChanged": True},
     "tools": {"listChanged": True},
     "completions": {},
+    # long plain calls may become tasks (tasks.promote_after_ms, on by default; docs/tasks.md)
+    "extensions": {"io.modelcontextprotocol/tasks": {}},
 }
 FIXTURE_TOOLS = [
     "test_simple_text",

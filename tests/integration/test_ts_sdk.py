@@ -108,7 +108,11 @@ async def test_old_typescript_sdk_server_through_the_bridge(
         "name": "mrtr-ts-sdk-peer",
         "version": sdk.version,
     }
-    assert discover["capabilities"] == {"tools": {}}
+    # the server's tools, and the extension the bridge serves itself (long calls as tasks)
+    assert discover["capabilities"] == {
+        "tools": {},
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
+    }
     assert tools == TOOLS
     assert spoken == {"sdk": sdk.version, "revision": sdk.revision}
     assert (echoed, sampled, rooted) == (f"via {transport}", "Lyon", ["file:///ts-root"])

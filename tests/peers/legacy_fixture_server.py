@@ -4,7 +4,7 @@
 # `conformance/legacy_fixture_server.py` (written for mrtr-bridge; mcp==1.30.0, FastMCP). It is the
 # conformance upstream for `make conformance` and a peer for the integration tests. Vendored so the
 # project never reads outside its own tree; keep it byte-identical below this header when updating,
-# except the `--task-tools` flag in main() (mrtr-bridge's own: tests/peers/legacy_task_tools.py).
+# except the `--task-tools` and `--one-task-question-id` flags in main() (mrtr-bridge's own: tests/peers/legacy_task_tools.py).
 """Legacy (MCP 2025-11-25 only) fixture server for the 2026-07-28 conformance scenarios.
 
 Written against the `mcp` 1.x SDK (FastMCP), which speaks only the stateful
@@ -746,11 +746,18 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="add greet and the legacy task tools of the tasks-* scenarios (legacy_task_tools.py)",
     )
+    parser.add_argument(
+        "--one-task-question-id",
+        action="store_true",
+        help="with --task-tools: every question of a task gets one id (the mcp 1.x defect, forced)",
+    )
     args = parser.parse_args(argv)
     if args.task_tools:
         import legacy_task_tools
 
-        legacy_task_tools.install(mcp)
+        legacy_task_tools.install(
+            mcp, question_ids="one" if args.one_task_question_id else "unique"
+        )
     logging.basicConfig(level=getattr(logging, args.log_level.upper()), stream=sys.stderr)
     SEND_KEY_HINTS = not args.no_key_hints
     if args.transport == "stdio":

@@ -12,10 +12,14 @@ legacy task (`run_task`), whose questions go through the task's `elicit`.
 - `protocol_error_job` (optional): the task fails (legacy status `failed`, no result).
 - `confirm_delete` (optional): one elicitation, then completes.
 - `multi_input` (optional): two elicitations at once, then completes.
+- `test_tool_with_task` (no task support): asks a name (an MRTR round through the bridge), then
+  works 2 s, longer than the bridge's promotion time in `make conformance`, so the bridge answers
+  the retry with a task of its own (`tasks-mrtr-composition`).
 """
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -24,13 +28,16 @@ from typing import Any
 import anyio
 import mcp.types as types
 from mcp.server.experimental.task_context import ServerTaskContext
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
+from mcp.server.session import ServerSession
 from mcp.shared.exceptions import McpError
+from mcp.shared.message import ServerMessageMetadata
 
 Task = ServerTaskContext | None
 Work = Callable[[Task, dict[str, Any]], Awaitable[types.CallToolResult]]
 
 logger = logging.getLogger("legacy_task_tools")
+PLAIN_WORK_S = 2.0  # test_tool_with_task's work after its question (run.sh promotes at 0.5 s)
 CONFIRM_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {"confirm": {"type": "boolean", "title": "Confirm"}},
@@ -123,13 +130,50 @@ class _Guarded:
         self._group.start_soon(guarded, name=name)
 
 
-def install(mcp: FastMCP) -> None:
-    """Add `greet` and the task tools to the fixture, and enable legacy tasks."""
+def _task_question_ids(mode: str) -> None:
+    """An `mcp` 1.x defect: a task's question gets the id `task-<taskId>-<id(params)>`, the
+    address of an object freed right after, so two questions asked at once (`multi_input`) may
+    get one id; the second answer then finds no request (docs/tasks.md, "Conformance").
+    `unique`: each question gets a counter suffix (the work-around); `one`: every question of a
+    task gets the same id (the defect, forced, for the bridge's test)."""
+    counter = itertools.count(1)
+    build = ServerSession._build_elicit_form_request
+
+    def patched(self: ServerSession, *args: Any, **kwargs: Any) -> types.JSONRPCRequest:
+        request = build(self, *args, **kwargs)
+        if isinstance(request.id, str) and request.id.startswith("task-"):
+            base = request.id.rsplit("-", 1)[0]
+            suffix = "same" if mode == "one" else str(next(counter))
+            return request.model_copy(update={"id": f"{base}-{suffix}"})
+        return request
+
+    ServerSession._build_elicit_form_request = patched  # type: ignore[method-assign]
+
+
+def install(mcp: FastMCP, question_ids: str = "unique") -> None:
+    """Add `greet` and the task tools to the fixture, and enable legacy tasks; `question_ids`:
+    see `_task_question_ids`."""
+    _task_question_ids(question_ids)
 
     @mcp.tool()
     def greet(name: str = "World") -> str:
         """Greet someone by name (no task support)."""
         return f"Hello, {name}!"
+
+    @mcp.tool()
+    async def test_tool_with_task(ctx: Context) -> str:  # type: ignore[type-arg]
+        """A plain tool (no task support) that asks the user's name, then works longer than the
+        bridge's `tasks.promote_after_ms` in the conformance run: an MRTR round, then a task."""
+        request = types.ElicitRequest(
+            params=types.ElicitRequestFormParams(message="Your name?", requestedSchema=NAME_SCHEMA)
+        )
+        answer = await ctx.request_context.session.send_request(
+            types.ServerRequest(request),
+            types.ElicitResult,
+            metadata=ServerMessageMetadata(related_request_id=ctx.request_id),
+        )
+        await anyio.sleep(PLAIN_WORK_S)
+        return f"Hello, {_elicited(answer, 'name')}!"
 
     server = mcp._mcp_server
     support = server.experimental.enable_tasks()

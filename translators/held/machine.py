@@ -61,6 +61,16 @@ class HeldCall(CallRecord):
         self.state = step.target
         return step.actions
 
+    def relimit(self, limits: Limits) -> list[Action]:
+        """Run under `limits` from now on, restarting the current deadline under them: a call the
+        bridge turned into a task lives as long as the task, not one front request
+        (docs/tasks.md, "Long plain calls as tasks")."""
+        self.limits = limits
+        if self.state is _S.DONE:
+            return []
+        waiting = self.state is _S.WAITING_CLIENT
+        return [self.timer("deadline", limits.held_ttl_s if waiting else limits.attempt_timeout_s)]
+
     def overflow(self, fault: UpstreamLimitExceeded, now: float, *before: Action) -> list[Action]:
         """The upstream went past a push cap (`held.max_pushes_per_call`, checked by the driver):
         `before` (the excess push refused), then as `overflowed`."""

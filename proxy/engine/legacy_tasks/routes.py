@@ -17,8 +17,9 @@ import structlog
 from proxy.auth.oauth_passthrough import passes_challenges
 from proxy.common.front_request import FrontRequest, NotificationSink
 from proxy.engine.legacy_tasks.adopt import TaskAdopter
+from proxy.engine.legacy_tasks.promoted import PromotedTask, Promotion
 from proxy.engine.legacy_tasks.running import LOST_ERROR, RunningTask
-from proxy.engine.legacy_tasks.store import ServedTask, TaskStore
+from proxy.engine.legacy_tasks.store import TaskStore
 from proxy.engine.legacy_tasks.tools import TaskTools
 from proxy.engine.routes.first_call import FirstCall
 from proxy.engine.routes.mrtr import input_responses
@@ -46,6 +47,7 @@ from translators.tasks_ext.messages import (
     missing_extension,
     task_fields,
     task_id_param,
+    task_not_found,
 )
 from translators.tasks_ext.task_ids import TaskClaims
 from translators.wire.errors import (
@@ -69,6 +71,9 @@ class LegacyTasks:
         adopter = TaskAdopter(ctx, self.calls.announce)
         self.methods = TaskMethods(ctx, self.store, adopter)
         self.in_bridge_retry = InBridgeRetry(ctx, self.store, adopter)
+        self.promotion = Promotion(
+            ctx.settings, self.store, ctx.tasks, ctx.registry.next_attempt_id, self.calls.announce
+        )
 
     def offers_task_tools(self, ctx: RouteContext, request: FrontRequest) -> bool:
         """Whether `tools/list` shows this request the tools that run only as tasks."""
@@ -238,7 +243,7 @@ class TaskCalls:
         log.info("legacy_task_created", task=record.hex()[:12], survives=task.survives_restart)
         return task
 
-    def announce(self, task: ServedTask) -> None:
+    def announce(self, task: RunningTask | PromotedTask) -> None:
         """The task's new state to its caller's listen streams that asked for it."""
         self._store.publish(
             task.principal, notification(TASKS_NOTIFICATION, task_fields(task.view()))
@@ -292,6 +297,8 @@ class InBridgeRetry:
             request.principal,
             adopting(self._adopter, request),
         )
+        if not isinstance(task, RunningTask):  # a task id from the extension is no round state
+            raise task_not_found()
         await upstream_still_allows(self._ctx, request)
         await task.answer(input_responses(self._ctx, request))
         return await mrtr_reply(self._ctx, task)

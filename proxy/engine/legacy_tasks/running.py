@@ -34,6 +34,7 @@ from translators.protocol.eras import ELICIT
 from translators.protocol.pushes import (
     PendingPush,
     PushAnswer,
+    duplicate_id,
     input_key,
     input_response_to_legacy,
     is_push,
@@ -184,8 +185,9 @@ class RunningTask:
         except BridgeError as exc:
             if self._detached:
                 return  # the bridge stops: the task goes on upstream, for a new process
-            self._log.warning("legacy_task_lost", error=type(exc).__name__)
-            self._finish("failed", error=LOST_ERROR)
+            if not self.ended:  # else a second tasks/result brought the outcome
+                self._log.warning("legacy_task_lost", error=type(exc).__name__)
+                self._finish("failed", error=LOST_ERROR)
         except asyncio.CancelledError:
             if self._detached:
                 raise
@@ -267,6 +269,12 @@ class RunningTask:
         if self.status in TERMINAL or (tagged is not None and tagged != self.legacy_id):
             self._send(message["id"], refusal(str(message.get("method"))))
             return
+        if any(push.push_id == message["id"] for push in self.pending.values()):
+            # the id of a push still unanswered: refused, the first stays (the `mcp` 1.x SDK can
+            # mint one id for two concurrent task questions; docs/tasks.md, "Conformance")
+            self._log.info("push_refused", method=message.get("method"), reason="duplicate_id")
+            self._send(message["id"], duplicate_id(message["id"]))
+            return
         translated = legacy_push_to_input_request(message, self._caps, session.revision)
         if isinstance(translated, PushAnswer):
             self._log.info("push_refused", method=message.get("method"), reason="capability")
@@ -347,6 +355,33 @@ class RunningTask:
             self._announce()
         if task.poll_interval_ms:
             self.poll_interval_ms = task.poll_interval_ms
+        if task.status in TERMINAL:
+            await self._reread_result()
+
+    async def _reread_result(self) -> None:
+        """The server says the task ended, yet its `tasks/result` has not answered: the `mcp` 1.x
+        SDK can miss the task's last update while that request waits (its store makes a fresh event
+        on each wait, and an update before it is lost) and then never answers. A second
+        `tasks/result` for a terminal task answers at once; the first is then cancelled
+        (docs/tasks.md, "Conformance")."""
+        stuck = self._result_call
+        call = self._lease.session.start(
+            TASKS_RESULT, {"taskId": self.legacy_id}, headers=self._headers, on_inbound=None
+        )
+        try:
+            async with asyncio.timeout(self._settings.status_timeout_s):
+                payload = await call.result()
+        except UpstreamReturnedError as exc:
+            self.legacy_error = exc.error
+            self._finish("failed", error=legacy_error_to_modern(exc.error))
+        except (BridgeError, TimeoutError):
+            await asyncio.shield(call.cancel("tasks/result timed out"))
+            return  # the first tasks/result may still answer
+        else:
+            self._log.info("legacy_task_result_reread")
+            await self._settle_payload(payload)
+        if stuck is not None:
+            await stuck.cancel("answered by a second tasks/result")
 
     async def cancel(self) -> None:
         """Legacy `tasks/cancel`; a task already terminal upstream (its -32602) is acknowledged

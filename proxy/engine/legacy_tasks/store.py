@@ -13,7 +13,7 @@ import asyncio
 import os
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Protocol
+from typing import Any, Protocol
 
 from config.settings import Settings
 from proxy.common.owned_tasks import TaskOwner
@@ -31,24 +31,21 @@ from translators.wire.jsonrpc import JsonObject
 
 
 class ServedTask(Protocol):
-    """What the store and the routes need of a task: a legacy task (`RunningTask`) or a plain call
-    the bridge runs as one (`long_calls.BridgeTask`)."""
+    """A task the store serves: a legacy task (`RunningTask`) or a plain call the bridge turned
+    into one (`proxy/engine/legacy_tasks/promoted.py`)."""
 
     task_id: str
-    record: bytes
     principal: str
     expires_at: float
 
     @property
-    def pending(self) -> Mapping[str, object]: ...
+    def record(self) -> bytes: ...
 
     @property
     def ended(self) -> bool: ...
 
     @property
-    def survives_restart(self) -> bool: ...
-
-    def view(self) -> TaskView: ...
+    def pending(self) -> Mapping[str, Any]: ...
 
     async def refresh(self) -> None: ...
 
@@ -58,7 +55,7 @@ class ServedTask(Protocol):
 
     async def abandon(self) -> None: ...
 
-    async def detach(self) -> None: ...
+    def view(self) -> TaskView: ...
 
 
 Publish = Callable[[str, JsonObject], None]
@@ -78,6 +75,14 @@ class TaskStore:
         self._tasks: dict[bytes, ServedTask] = {}
         self._adopting: dict[bytes, asyncio.Future[RunningTask | None]] = {}
 
+    def mint(self, principal: str) -> tuple[str, bytes]:
+        """A fresh sealed id without an upstream handle and its record number, after checking
+        the caps (a task the bridge itself runs: it cannot be adopted elsewhere)."""
+        record = self.reserve(principal)
+        expires_ms = int((time.time() * 1000) + self._settings.ttl_ms)
+        claims = TaskClaims(record, principal_digest(principal), expires_ms, self._replica)
+        return seal_task_id(claims, self._keyring, os.urandom(NONCE_SIZE)), record
+
     def reserve(self, principal: str) -> bytes:
         """A fresh record number, after checking the caps."""
         self._reap()
@@ -92,7 +97,7 @@ class TaskStore:
             )
         return os.urandom(16)
 
-    def seal(self, task: ServedTask, handle: UpstreamHandle | None) -> str:
+    def seal(self, task: RunningTask, handle: UpstreamHandle | None) -> str:
         """The task's sealed id (expiring `ttl_ms` after its creation)."""
         expires_ms = int(task.expires_at * 1000)
         claims = TaskClaims(
@@ -170,7 +175,7 @@ class TaskStore:
         """At shutdown a task another process can adopt is detached (it goes on upstream); any
         other running task is cancelled upstream."""
         for task in self.running():
-            if task.survives_restart:
+            if isinstance(task, RunningTask) and task.survives_restart:
                 await task.detach()
             else:
                 await task.abandon()

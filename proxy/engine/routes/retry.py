@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 import structlog
 
 from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.engine.legacy_tasks.promoted import Promotion, TaskCreated
 from proxy.engine.routes.mrtr import input_responses, reply_result
 from proxy.engine.routes.route_context import RouteContext, log_level
 from proxy.observe import tracing
@@ -28,9 +29,16 @@ OnLost = Callable[
 
 
 class Retry:
-    def __init__(self, ctx: RouteContext, *, on_lost: OnLost | None = None) -> None:
+    def __init__(
+        self,
+        ctx: RouteContext,
+        *,
+        on_lost: OnLost | None = None,
+        promotion: Promotion | None = None,
+    ) -> None:
         self._ctx = ctx
         self._on_lost = on_lost
+        self._promotion = promotion  # a long retry may become a task, as a long first call
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         ctx = self._ctx
@@ -46,7 +54,14 @@ class Retry:
         with structlog.contextvars.bound_contextvars(
             continuation_id=driver.continuation_id.hex()[:12], round=claims.round
         ):
-            reply = await driver.retry(ctx.attempt(request, sink), claims.round, responses)
+            retried = driver.retry(ctx.attempt(request, sink), claims.round, responses)
+            reply = await (
+                retried
+                if self._promotion is None
+                else self._promotion.reply(request, driver, retried)
+            )
+        if isinstance(reply, TaskCreated):  # the call runs on as a task
+            return reply.result
         return reply_result(ctx, request, driver, reply)
 
 

@@ -425,7 +425,12 @@ async def test_2024_11_05_server_is_reflected_honestly(fake: FakeLegacy, url: st
                 },
             )
         )
-    assert discovered["capabilities"] == {"tools": {}, "logging": {}}
+    # and the one thing the bridge serves itself: the Tasks extension (long calls as tasks)
+    assert discovered["capabilities"] == {
+        "tools": {},
+        "logging": {},
+        "extensions": {"io.modelcontextprotocol/tasks": {}},
+    }
     assert {k: v for k, v in echoed.items() if k != "_meta"} == {
         **text_result("old"),
         "resultType": "complete",

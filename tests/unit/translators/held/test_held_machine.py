@@ -991,3 +991,43 @@ def test_a_call_that_ran_plain_starts_with_what_is_left_of_its_deadline() -> Non
         StartTimer("deadline", 20.0, 1)
     ]
     assert call.attempt == 3
+
+
+# ---- a call that becomes a task lives under the task's limits (docs/tasks.md) -------------------
+
+TASK_LIFE = 600.0
+TASK_LIMITS = dataclasses.replace(LIMITS, attempt_timeout_s=TASK_LIFE, held_ttl_s=TASK_LIFE)
+
+
+def test_relimit_while_running_restarts_the_attempt_deadline_and_the_old_one_is_stale() -> None:
+    call = HeldCall(LIMITS, attempt=1)
+    call.start(0.0)
+    assert call.relimit(TASK_LIMITS) == [StartTimer("deadline", TASK_LIFE, 2)]
+    play(call, ATTEMPT, DeadlinePassed(1), [], S.RUNNING)  # the front request's deadline
+    fault = UpstreamTimeout(f"The upstream call did not finish within {TASK_LIFE:g} s")
+    expected = [
+        ReplyError(1, fault=fault),
+        CancelUpstreamCall("request timed out"),
+        *_finished(True),
+    ]
+    play(call, TASK_LIFE, DeadlinePassed(2), expected, S.DONE)
+
+
+def test_relimit_while_waiting_restarts_the_held_deadline_and_later_rounds_use_it() -> None:
+    call = _waiting(P101)
+    assert call.relimit(TASK_LIMITS) == [StartTimer("deadline", TASK_LIFE, 3)]
+    play(call, HELD, DeadlinePassed(2), [], S.WAITING_CLIENT)  # the old held deadline
+    answered = [
+        _answered(P101, ACCEPT),
+        CancelTimer("deadline"),
+        StartTimer("deadline", TASK_LIFE, 4),
+    ]
+    play(call, 1.0, ClientRetried(2, 1, {P101.key: ACCEPT}), answered, S.RUNNING)
+
+
+def test_relimit_after_the_end_does_nothing() -> None:
+    call = HeldCall(LIMITS, attempt=1)
+    call.start(0.0)
+    call.handle(UpstreamResultArrived(RESULT), 1.0)
+    assert call.relimit(TASK_LIMITS) == []
+    assert call.limits == TASK_LIMITS
