@@ -7,21 +7,29 @@ stream (or, over stdio and on the GET stream, as the session's unrelated message
 exclusive lease receives), and its response is the final payload. Each push becomes an
 `inputRequests` entry under a key never reused in the task's life; `answer()` sends a client's
 answer back onto exactly that push, once.
+
+On a Streamable HTTP upstream the task's sealed id carries an `UpstreamHandle`: a new bridge
+process adopts the session, replays the old `tasks/result` stream from its first event (the
+questions asked before the restart) and opens a `tasks/result` of its own; at shutdown a task is
+detached, its session closed here but not DELETEd upstream (docs/tasks.md § What survives what).
 """
 
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
+from typing import Final, Protocol
 
 import structlog
 
 from config.tasks import TasksSettings
 from proxy.common.owned_tasks import TaskOwner
-from proxy.upstream.base import Inbound, UpstreamCall, UpstreamSession
-from proxy.upstream.pool import Lease
+from proxy.upstream.base import Inbound, InboundHandler, UpstreamCall, UpstreamSession
+from proxy.upstream.http.call import HttpUpstreamCall
+from proxy.upstream.http.session import HttpUpstreamSession
 from translators.protocol.eras import ELICIT
 from translators.protocol.pushes import (
     PendingPush,
@@ -43,6 +51,7 @@ from translators.tasks_ext.messages import (
     related_task_id,
     task_result_payload,
 )
+from translators.tasks_ext.task_ids import UpstreamHandle
 from translators.wire.canonical import as_object
 from translators.wire.errors import INTERNAL_ERROR, BridgeError, UpstreamReturnedError
 from translators.wire.jsonrpc import JsonObject
@@ -53,6 +62,24 @@ TASKS_RESULT = "tasks/result"
 LEGACY_TASKS_GET = "tasks/get"
 LEGACY_TASKS_CANCEL = "tasks/cancel"
 LOST_ERROR: JsonObject = {"code": INTERNAL_ERROR, "message": "The upstream task was lost"}
+# how long creation waits for the first event of the `tasks/result` stream (a server with an event
+# store primes it at once); without one, questions asked before a restart are not replayed
+RESUME_POINT_WAIT_S: Final = 0.5
+# an adopting process numbers its requests from the old `tasks/result` id plus a random offset in
+# this range, clear of the ids the old process (and any earlier adopter) used on the session
+ADOPTED_ID_OFFSETS: Final = (10**7, 10**12)
+_CAPABILITY_KEYS: Final = ("elicitation", "sampling", "roots")
+
+
+class TaskLease(Protocol):
+    """What a task needs of its session: the pool's exclusive `Lease`, or an adopted session's."""
+
+    @property
+    def session(self) -> UpstreamSession: ...
+
+    def set_unrelated_handler(self, handler: InboundHandler | None) -> None: ...
+
+    async def release(self, *, discard: bool = False) -> None: ...
 
 
 class RunningTask:
@@ -64,13 +91,14 @@ class RunningTask:
         task_id: str,
         record: bytes,
         principal: str,
-        lease: Lease,
+        lease: TaskLease,
         legacy: LegacyTask,
         client_capabilities: JsonObject,
         headers: Mapping[str, str],
         settings: TasksSettings,
         owner: TaskOwner,
         on_change: Callable[[RunningTask], None] | None = None,
+        created_at: float | None = None,
     ) -> None:
         self.task_id = task_id
         self.record = record
@@ -82,8 +110,9 @@ class RunningTask:
         self._settings = settings
         self._owner = owner
         now = time.time()
-        self.created_at = self.updated_at = now
-        self.expires_at = now + settings.ttl_ms / 1000
+        self.created_at = now if created_at is None else created_at
+        self.updated_at = now
+        self.expires_at = self.created_at + settings.ttl_ms / 1000
         self.poll_interval_ms = legacy.poll_interval_ms or settings.poll_interval_ms
         self.status: Status = "cancelled" if legacy.status == "cancelled" else "working"
         self.status_message = legacy.status_message
@@ -93,35 +122,75 @@ class RunningTask:
         self.pending: dict[str, PendingPush] = {}
         self.used_keys: set[str] = set()
         self._result_call: UpstreamCall | None = None
+        self._replay: UpstreamCall | None = None  # the old tasks/result stream, when adopted
+        self._detached = False
         self._ended = asyncio.Event()
         self._changed = asyncio.Event()  # a push arrived or the task ended
         self._on_change = on_change  # notifications/tasks to listen streams
-        self._log = log.bind(task=task_id[-12:])
+        self._log = log.bind(task=record.hex()[:12])
 
     # ---- lifetime ------------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, replay_from: UpstreamHandle | None = None) -> None:
+        """Open the legacy `tasks/result` (and, for an adopted task, replay the old one's stream
+        first, so that its questions come before anything new)."""
         self._lease.set_unrelated_handler(self._on_inbound)
-        self._owner.spawn(self._await_result(), name=f"legacy-task-{self.task_id[-8:]}")
-
-    async def _await_result(self) -> None:
-        call = self._lease.session.start(
+        session = self._lease.session
+        if (
+            replay_from is not None
+            and replay_from.resume_event_id is not None
+            and isinstance(session, HttpUpstreamSession)
+        ):
+            self._replay = session.resume(
+                TASKS_RESULT,
+                replay_from.result_request_id,
+                replay_from.resume_event_id,
+                headers=self._headers,
+                on_inbound=self._on_inbound,
+            )
+        call = session.start(
             TASKS_RESULT,
             {"taskId": self.legacy_id},
             headers=self._headers,
             on_inbound=self._on_inbound,
         )
         self._result_call = call
+        self._owner.spawn(self._await_result(call), name="legacy-task-result")
+
+    async def upstream_handle(self) -> UpstreamHandle | None:
+        """What a new bridge process needs to adopt this task; None when it cannot (stdio, or a
+        session without an id)."""
+        session, call = self._lease.session, self._result_call
+        if not isinstance(session, HttpUpstreamSession) or session.session_id is None:
+            return None
+        first_event: str | None = None
+        if isinstance(call, HttpUpstreamCall):
+            first_event = await call.first_event(RESUME_POINT_WAIT_S)
+        return UpstreamHandle(
+            session_id=session.session_id,
+            legacy_task_id=self.legacy_id,
+            version=session.revision.version,
+            result_request_id=0 if call is None else call.upstream_request_id,
+            resume_event_id=first_event,
+            capabilities={k: v for k, v in self._caps.items() if k in _CAPABILITY_KEYS},
+            created_at_ms=int(self.created_at * 1000),
+        )
+
+    async def _await_result(self, call: UpstreamCall) -> None:
         try:
             payload = await call.result()
         except UpstreamReturnedError as exc:
             self.legacy_error = exc.error
             self._finish("failed", error=legacy_error_to_modern(exc.error))
         except BridgeError as exc:
+            if self._detached:
+                return  # the bridge stops: the task goes on upstream, for a new process
             if not self.ended:  # else a second tasks/result brought the outcome
                 self._log.warning("legacy_task_lost", error=type(exc).__name__)
                 self._finish("failed", error=LOST_ERROR)
         except asyncio.CancelledError:
+            if self._detached:
+                raise
             self._finish("cancelled")
             await self._release(discard=True)
             raise
@@ -161,7 +230,25 @@ class RunningTask:
         self._log.info("legacy_task_ended", status=status)
 
     async def _release(self, *, discard: bool) -> None:
+        if self._replay is not None and not self._detached:
+            await self._replay.cancel("task ended")
         await self._lease.release(discard=discard)
+
+    @property
+    def survives_restart(self) -> bool:
+        """Whether a new bridge process can adopt this task (its session has an id)."""
+        session = self._lease.session
+        return isinstance(session, HttpUpstreamSession) and session.session_id is not None
+
+    async def detach(self) -> None:
+        """The bridge stops and the task can be adopted: close the session here without a
+        DELETE and without cancelling anything upstream (no `notifications/cancelled`, which
+        would end the legacy `tasks/result` whose stream the next process replays)."""
+        self._detached = True
+        session = self._lease.session
+        if isinstance(session, HttpUpstreamSession):
+            session.forget_on_close()
+        await self._lease.release(discard=True)
 
     @property
     def session(self) -> UpstreamSession:
@@ -213,7 +300,7 @@ class RunningTask:
         self._announce()
 
     def _announce(self) -> None:
-        if self._on_change is not None:
+        if self._on_change is not None and self.task_id:
             self._on_change(self)
 
     def _send(self, push_id: int | str, answer: PushAnswer) -> None:
@@ -345,9 +432,14 @@ class RunningTask:
         await self._release(discard=not self.ended)
 
 
+def adopted_first_id(handle: UpstreamHandle) -> int:
+    """Where an adopting process starts numbering its requests on the session."""
+    return handle.result_request_id + random.randrange(*ADOPTED_ID_OFFSETS)
+
+
 def iso(epoch_s: float) -> str:
     """`createdAt` / `lastUpdatedAt`: ISO 8601 in UTC, to the millisecond."""
     return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
-__all__ = ["RunningTask"]
+__all__ = ["RunningTask", "TaskLease", "adopted_first_id"]

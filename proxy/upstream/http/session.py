@@ -125,10 +125,92 @@ class HttpUpstreamSession(CallStreams, Negotiated, SendsMessages):
         session._log.info("upstream_session_opened", has_get_stream=session.has_get_stream)
         return session
 
+    @classmethod
+    def adopt(
+        cls,
+        client: aiohttp.ClientSession,
+        url: str,
+        capabilities: JsonObject,
+        *,
+        session_id: str,
+        init_result: JsonObject,
+        first_request_id: int,
+        headers: Mapping[str, str],
+        on_unrelated: InboundHandler,
+        settings: UpstreamSettings,
+    ) -> HttpUpstreamSession:
+        """Take over a session another bridge process initialized (a legacy task it created,
+        docs/tasks.md § What survives what): no `initialize`, no GET stream. `init_result` is what
+        the server answers to `initialize` now, with the revision the session negotiated; request
+        ids start at `first_request_id`, clear of the ones the old process used."""
+        if not _is_valid_session_id(session_id):
+            raise UpstreamProtocolError("the adopted Mcp-Session-Id is not visible ASCII")
+        session = cls(
+            client, url, capabilities, headers=headers, on_unrelated=on_unrelated, settings=settings
+        )
+        session._channel.begin_generation()
+        session._channel.session_id = session_id
+        session._accept_init_result(init_result)
+        session._ids = itertools.count(first_request_id)
+        session._log.info("upstream_session_adopted")
+        return session
+
+    def resume(
+        self,
+        method: str,
+        upstream_request_id: int,
+        last_event_id: str,
+        *,
+        headers: Mapping[str, str],
+        on_inbound: InboundHandler | None,
+    ) -> HttpUpstreamCall:
+        """Read on, with GET + `Last-Event-ID`, the stream of a request this session's previous
+        owner sent (transports.mdx § Resumability and Redelivery): what the server replays
+        arrives at `on_inbound`, and the request's response, if it comes, is the call's result."""
+        self._check_open()
+        call = HttpUpstreamCall(
+            upstream_request_id,
+            method,
+            {},
+            headers=dict(headers),
+            on_inbound=on_inbound,
+            on_unrelated=self._on_unrelated,
+            send_cancel=self._cancel_call,
+            upstream=self.upstream,
+        )
+        call.replayed = True
+        self._calls[upstream_request_id] = call
+        cursor = StreamCursor(last_event_id=last_event_id, retry_ms=0)
+        generation = self._channel.generation
+        call.task = self._tasks.spawn(
+            self._run_resumed(call, cursor, generation), name=f"upstream-resume-{method}"
+        )
+        return call
+
+    async def _run_resumed(
+        self, call: HttpUpstreamCall, cursor: StreamCursor, generation: int
+    ) -> None:
+        try:
+            call.resolve(await self._resume(call, cursor, generation))
+        except SessionExpired:
+            call.fail(UpstreamSessionLost(f"Upstream {self.upstream} ended the session"))
+        except BridgeError as exc:
+            call.fail(exc)
+        except asyncio.CancelledError:
+            call.fail(UpstreamSessionLost(f"Upstream session to {self.upstream} was closed"))
+            raise
+        finally:
+            self._calls.pop(call.upstream_request_id, None)
+
     @property
     def is_alive(self) -> bool:
         get_lost = self._get_stream is not None and self._get_stream.state is GetStreamState.LOST
         return self._state is SessionState.OPEN and not get_lost
+
+    @property
+    def session_id(self) -> str | None:
+        """The upstream `Mcp-Session-Id` (sealed into a legacy task's id; never shown)."""
+        return self._channel.session_id
 
     @property
     def url(self) -> str:
