@@ -12,7 +12,6 @@ yet).
 from __future__ import annotations
 
 import asyncio
-import enum
 import itertools
 from collections.abc import Mapping
 from typing import Final
@@ -26,6 +25,7 @@ from proxy.upstream.base import InboundHandler, Negotiated, SendsMessages, share
 from proxy.upstream.errors import map_upstream_errors
 from proxy.upstream.http.call import HttpUpstreamCall
 from proxy.upstream.http.channel import HttpChannel, SessionExpired
+from proxy.upstream.http.reinitialize import Reinitializes, SessionState
 from proxy.upstream.http.replies import MAX_RESUME_ATTEMPTS, CallStreams
 from proxy.upstream.http.streams import GetStream, GetStreamState, StreamRouter
 from proxy.upstream.http.wire import (
@@ -60,15 +60,7 @@ def _is_valid_session_id(value: str) -> bool:
     return bool(value) and all(0x21 <= ord(char) <= 0x7E for char in value)
 
 
-class SessionState(enum.Enum):
-    """Where an HTTP upstream session's life stands (re-initializing in place keeps it OPEN)."""
-
-    OPEN = "open"
-    BROKEN = "broken"  # a re-initialize failed: calls get its error, the pool replaces the session
-    CLOSED = "closed"  # aclose() ran
-
-
-class HttpUpstreamSession(CallStreams, Negotiated, SendsMessages):
+class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages):
     """Implements `UpstreamSession` over legacy Streamable HTTP. Build it with `open()`."""
 
     def __init__(
@@ -154,53 +146,6 @@ class HttpUpstreamSession(CallStreams, Negotiated, SendsMessages):
         session._ids = itertools.count(first_request_id)
         session._log.info("upstream_session_adopted")
         return session
-
-    def resume(
-        self,
-        method: str,
-        upstream_request_id: int,
-        last_event_id: str,
-        *,
-        headers: Mapping[str, str],
-        on_inbound: InboundHandler | None,
-    ) -> HttpUpstreamCall:
-        """Read on, with GET + `Last-Event-ID`, the stream of a request this session's previous
-        owner sent (transports.mdx § Resumability and Redelivery): what the server replays
-        arrives at `on_inbound`, and the request's response, if it comes, is the call's result."""
-        self._check_open()
-        call = HttpUpstreamCall(
-            upstream_request_id,
-            method,
-            {},
-            headers=dict(headers),
-            on_inbound=on_inbound,
-            on_unrelated=self._on_unrelated,
-            send_cancel=self._cancel_call,
-            upstream=self.upstream,
-        )
-        call.replayed = True
-        self._calls[upstream_request_id] = call
-        cursor = StreamCursor(last_event_id=last_event_id, retry_ms=0)
-        generation = self._channel.generation
-        call.task = self._tasks.spawn(
-            self._run_resumed(call, cursor, generation), name=f"upstream-resume-{method}"
-        )
-        return call
-
-    async def _run_resumed(
-        self, call: HttpUpstreamCall, cursor: StreamCursor, generation: int
-    ) -> None:
-        try:
-            call.resolve(await self._resume(call, cursor, generation))
-        except SessionExpired:
-            call.fail(UpstreamSessionLost(f"Upstream {self.upstream} ended the session"))
-        except BridgeError as exc:
-            call.fail(exc)
-        except asyncio.CancelledError:
-            call.fail(UpstreamSessionLost(f"Upstream session to {self.upstream} was closed"))
-            raise
-        finally:
-            self._calls.pop(call.upstream_request_id, None)
 
     @property
     def is_alive(self) -> bool:
@@ -394,62 +339,6 @@ class HttpUpstreamSession(CallStreams, Negotiated, SendsMessages):
         self._channel.protocol_version = revision.version if revision.version_header else None
         self._channel.batches = revision.batches
         self._init_result = shared_init_result(self.upstream, result)
-
-    async def _current_generation(self) -> int:
-        """The generation to send on, after any re-initialize that is due or under way."""
-        if self._get_stream is not None and self._get_stream.state is GetStreamState.EXPIRED:
-            await self._reinitialize(self._channel.generation)
-        elif self._reinit_task is not None and not self._reinit_task.done():
-            await self._reinitialize(self._channel.generation)
-        elif self._reinit_error is not None:
-            raise self._reinit_error
-        return self._channel.generation
-
-    async def _reinitialize(self, seen_generation: int) -> None:
-        """Start a new upstream session in place (§ 10.5), once per expiry however many saw it.
-
-        The handshake runs in a task the session owns, so a caller cancelled meanwhile cannot leave
-        the session half initialized; every caller waits for the same outcome."""
-        self._check_open()
-        running = self._reinit_task is not None and not self._reinit_task.done()
-        if not running and self._channel.generation == seen_generation:
-            self._reinit_task = self._tasks.spawn(
-                self._run_reinitialize(), name="upstream-reinitialize"
-            )
-        if self._reinit_task is not None:
-            await asyncio.wait({self._reinit_task})
-        self._check_open()
-        if self._reinit_error is not None:
-            raise self._reinit_error
-
-    def _get_stream_expired(self) -> None:
-        """The GET stream met a 404: re-initialize now, not at the next call."""
-        if self._state is not SessionState.CLOSED:
-            self._tasks.spawn(
-                self._reinitialize_eagerly(self._channel.generation),
-                name="upstream-reinitialize-eager",
-            )
-
-    async def _reinitialize_eagerly(self, generation: int) -> None:
-        try:
-            await self._reinitialize(generation)
-        except BridgeError:
-            pass  # logged by _run_reinitialize; the session is broken and the pool replaces it
-
-    async def _run_reinitialize(self) -> None:
-        self._log.info("upstream_session_reinitializing")
-        if self._get_stream is not None:
-            await self._get_stream.stop()
-        try:
-            await self._handshake()
-        except BridgeError as exc:
-            self._reinit_error = exc
-            if self._state is SessionState.OPEN:
-                self._state = SessionState.BROKEN
-            self._log.warning("upstream_session_reinitialize_failed", error=exc.message)
-            return
-        self.reinitialized_count += 1
-        self._log.info("upstream_session_reinitialized", has_get_stream=self.has_get_stream)
 
     # -- plumbing ---------------------------------------------------------------------------------
 
