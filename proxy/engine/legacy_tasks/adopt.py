@@ -11,24 +11,28 @@ replaying the old stream first so that a question asked before the restart is as
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import Callable
+from typing import Final
 
 import structlog
 
 from proxy.common.front_request import FrontRequest
-from proxy.engine.legacy_tasks.running import RunningTask, adopted_first_id
+from proxy.engine.legacy_tasks.running import RunningTask
 from proxy.engine.routes.route_context import RouteContext
 from proxy.upstream.base import Inbound, InboundHandler, UpstreamSession
 from proxy.upstream.http.session import HttpUpstreamSession
 from proxy.upstream.transport import HttpTransport
-from translators.tasks_ext.messages import LegacyTask, legacy_task
+from translators.tasks_ext.messages import LEGACY_TASKS_GET, LegacyTask, legacy_task
 from translators.tasks_ext.task_ids import TaskClaims, UpstreamHandle
 from translators.wire.errors import BridgeError
 from translators.wire.jsonrpc import JsonObject
 
-log = structlog.get_logger()
+# an adopting process numbers its requests from the old `tasks/result` id plus a random offset in
+# this range, clear of the ids the old process (and any earlier adopter) used on the session
+ADOPTED_ID_OFFSETS: Final = (10**7, 10**12)
 
-LEGACY_TASKS_GET = "tasks/get"
+log = structlog.get_logger()
 
 
 class AdoptedLease:
@@ -139,6 +143,11 @@ class TaskAdopter:
             await asyncio.shield(call.cancel("adoption failed"))
             return None
         return task if task is not None and task.task_id == handle.legacy_task_id else None
+
+
+def adopted_first_id(handle: UpstreamHandle) -> int:
+    """Where an adopting process starts numbering its requests on the session."""
+    return handle.result_request_id + random.randrange(*ADOPTED_ID_OFFSETS)
 
 
 __all__ = ["AdoptedLease", "TaskAdopter"]

@@ -18,7 +18,7 @@ from proxy.auth.oauth_passthrough import passes_challenges
 from proxy.common.front_request import FrontRequest, NotificationSink
 from proxy.engine.legacy_tasks.adopt import TaskAdopter
 from proxy.engine.legacy_tasks.promoted import PromotedTask, Promotion
-from proxy.engine.legacy_tasks.running import LOST_ERROR, RunningTask
+from proxy.engine.legacy_tasks.running import RunningTask
 from proxy.engine.legacy_tasks.store import TaskStore
 from proxy.engine.legacy_tasks.tools import TaskTools
 from proxy.engine.routes.first_call import FirstCall
@@ -35,6 +35,7 @@ from translators.protocol.requests import require_upstream_capability
 from translators.protocol.results import input_required_result, legacy_result_to_modern
 from translators.protocol.subscriptions import TASKS_NOTIFICATION
 from translators.tasks_ext.messages import (
+    LOST_ERROR,
     TASKS_CANCEL,
     TASKS_GET,
     TERMINAL,

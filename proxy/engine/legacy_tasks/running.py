@@ -17,72 +17,47 @@ detached, its session closed here but not DELETEd upstream (docs/tasks.md § Wha
 from __future__ import annotations
 
 import asyncio
-import random
 import time
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
-from typing import Final, Protocol
 
 import structlog
 
 from config.tasks import TasksSettings
 from proxy.common.owned_tasks import TaskOwner
-from proxy.upstream.base import Inbound, InboundHandler, UpstreamCall, UpstreamSession
-from proxy.upstream.http.call import HttpUpstreamCall
+from proxy.engine.legacy_tasks.restart import SurvivesRestart, TaskLease
+from proxy.upstream.base import Inbound, UpstreamCall, UpstreamSession
 from proxy.upstream.http.session import HttpUpstreamSession
-from translators.protocol.eras import ELICIT
+from translators.held.push_ledger import Answer
 from translators.protocol.pushes import (
     PendingPush,
     PushAnswer,
-    duplicate_id,
-    input_key,
     input_response_to_legacy,
     is_push,
-    legacy_push_to_input_request,
     refusal,
 )
 from translators.protocol.results import legacy_error_to_modern
 from translators.tasks_ext.messages import (
+    LEGACY_TASKS_CANCEL,
+    LEGACY_TASKS_GET,
+    LEGACY_TASKS_RESULT,
+    LOST_ERROR,
     TERMINAL,
     LegacyTask,
     Status,
     TaskView,
     legacy_task,
-    related_task_id,
     task_result_payload,
 )
+from translators.tasks_ext.questions import admit_question
 from translators.tasks_ext.task_ids import UpstreamHandle
-from translators.wire.canonical import as_object
 from translators.wire.errors import INTERNAL_ERROR, BridgeError, UpstreamReturnedError
 from translators.wire.jsonrpc import JsonObject
 
 log = structlog.get_logger()
 
-TASKS_RESULT = "tasks/result"
-LEGACY_TASKS_GET = "tasks/get"
-LEGACY_TASKS_CANCEL = "tasks/cancel"
-LOST_ERROR: JsonObject = {"code": INTERNAL_ERROR, "message": "The upstream task was lost"}
-# how long creation waits for the first event of the `tasks/result` stream (a server with an event
-# store primes it at once); without one, questions asked before a restart are not replayed
-RESUME_POINT_WAIT_S: Final = 0.5
-# an adopting process numbers its requests from the old `tasks/result` id plus a random offset in
-# this range, clear of the ids the old process (and any earlier adopter) used on the session
-ADOPTED_ID_OFFSETS: Final = (10**7, 10**12)
-_CAPABILITY_KEYS: Final = ("elicitation", "sampling", "roots")
 
-
-class TaskLease(Protocol):
-    """What a task needs of its session: the pool's exclusive `Lease`, or an adopted session's."""
-
-    @property
-    def session(self) -> UpstreamSession: ...
-
-    def set_unrelated_handler(self, handler: InboundHandler | None) -> None: ...
-
-    async def release(self, *, discard: bool = False) -> None: ...
-
-
-class RunningTask:
+class RunningTask(SurvivesRestart):
     """A legacy task, its pinned session and what the client has seen of it."""
 
     def __init__(
@@ -142,39 +117,20 @@ class RunningTask:
             and isinstance(session, HttpUpstreamSession)
         ):
             self._replay = session.resume(
-                TASKS_RESULT,
+                LEGACY_TASKS_RESULT,
                 replay_from.result_request_id,
                 replay_from.resume_event_id,
                 headers=self._headers,
                 on_inbound=self._on_inbound,
             )
         call = session.start(
-            TASKS_RESULT,
+            LEGACY_TASKS_RESULT,
             {"taskId": self.legacy_id},
             headers=self._headers,
             on_inbound=self._on_inbound,
         )
         self._result_call = call
         self._owner.spawn(self._await_result(call), name="legacy-task-result")
-
-    async def upstream_handle(self) -> UpstreamHandle | None:
-        """What a new bridge process needs to adopt this task; None when it cannot (stdio, or a
-        session without an id)."""
-        session, call = self._lease.session, self._result_call
-        if not isinstance(session, HttpUpstreamSession) or session.session_id is None:
-            return None
-        first_event: str | None = None
-        if isinstance(call, HttpUpstreamCall):
-            first_event = await call.first_event(RESUME_POINT_WAIT_S)
-        return UpstreamHandle(
-            session_id=session.session_id,
-            legacy_task_id=self.legacy_id,
-            version=session.revision.version,
-            result_request_id=0 if call is None else call.upstream_request_id,
-            resume_event_id=first_event,
-            capabilities={k: v for k, v in self._caps.items() if k in _CAPABILITY_KEYS},
-            created_at_ms=int(self.created_at * 1000),
-        )
 
     async def _await_result(self, call: UpstreamCall) -> None:
         try:
@@ -235,22 +191,6 @@ class RunningTask:
         await self._lease.release(discard=discard)
 
     @property
-    def survives_restart(self) -> bool:
-        """Whether a new bridge process can adopt this task (its session has an id)."""
-        session = self._lease.session
-        return isinstance(session, HttpUpstreamSession) and session.session_id is not None
-
-    async def detach(self) -> None:
-        """The bridge stops and the task can be adopted: close the session here without a
-        DELETE and without cancelling anything upstream (no `notifications/cancelled`, which
-        would end the legacy `tasks/result` whose stream the next process replays)."""
-        self._detached = True
-        session = self._lease.session
-        if isinstance(session, HttpUpstreamSession):
-            session.forget_on_close()
-        await self._lease.release(discard=True)
-
-    @property
     def session(self) -> UpstreamSession:
         return self._lease.session
 
@@ -264,36 +204,25 @@ class RunningTask:
         message = inbound.message
         if not is_push(message):
             return  # progress and logs: not on tasks in this extension
-        tagged = related_task_id(message)
-        session = self._lease.session
-        if self.status in TERMINAL or (tagged is not None and tagged != self.legacy_id):
-            self._send(message["id"], refusal(str(message.get("method"))))
-            return
-        if any(push.push_id == message["id"] for push in self.pending.values()):
-            # the id of a push still unanswered: refused, the first stays (the `mcp` 1.x SDK can
-            # mint one id for two concurrent task questions; docs/tasks.md, "Conformance")
-            self._log.info("push_refused", method=message.get("method"), reason="duplicate_id")
-            self._send(message["id"], duplicate_id(message["id"]))
-            return
-        translated = legacy_push_to_input_request(message, self._caps, session.revision)
-        if isinstance(translated, PushAnswer):
-            self._log.info("push_refused", method=message.get("method"), reason="capability")
-            self._send(message["id"], translated)
-            return
-        key = input_key(message, self.used_keys)
-        self.used_keys.add(key)
-        params = as_object(message.get("params"))
-        schema = params.get("requestedSchema") if message.get("method") == ELICIT else None
-        elicitation_id = params.get("elicitationId")
-        self.pending[key] = PendingPush(
-            key,
-            message["id"],
-            str(message["method"]),
-            translated,
-            elicitation_id if isinstance(elicitation_id, str) else None,
-            session.revision,
-            schema if isinstance(schema, dict) else None,
+        admission = admit_question(
+            message,
+            legacy_id=self.legacy_id,
+            ended=self.status in TERMINAL,
+            pending=self.pending,
+            used_keys=self.used_keys,
+            client_capabilities=self._caps,
+            revision=self._lease.session.revision,
         )
+        if isinstance(admission, Answer):
+            if admission.reason is not None:
+                self._log.info(
+                    "push_refused", method=message.get("method"), reason=admission.reason
+                )
+            self._send(message["id"], admission.answer)
+            return
+        question = admission.pending
+        self.used_keys.add(question.key)
+        self.pending[question.key] = question
         self.status = "input_required"
         self.updated_at = time.time()
         self._changed.set()
@@ -366,7 +295,7 @@ class RunningTask:
         (docs/tasks.md, "Conformance")."""
         stuck = self._result_call
         call = self._lease.session.start(
-            TASKS_RESULT, {"taskId": self.legacy_id}, headers=self._headers, on_inbound=None
+            LEGACY_TASKS_RESULT, {"taskId": self.legacy_id}, headers=self._headers, on_inbound=None
         )
         try:
             async with asyncio.timeout(self._settings.status_timeout_s):
@@ -432,14 +361,9 @@ class RunningTask:
         await self._release(discard=not self.ended)
 
 
-def adopted_first_id(handle: UpstreamHandle) -> int:
-    """Where an adopting process starts numbering its requests on the session."""
-    return handle.result_request_id + random.randrange(*ADOPTED_ID_OFFSETS)
-
-
 def iso(epoch_s: float) -> str:
     """`createdAt` / `lastUpdatedAt`: ISO 8601 in UTC, to the millisecond."""
     return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
-__all__ = ["RunningTask", "TaskLease", "adopted_first_id"]
+__all__ = ["RunningTask", "TaskLease"]
