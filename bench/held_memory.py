@@ -2,7 +2,7 @@
 """Where a held call's memory goes: the breakdown behind the "memory per held call" figure.
 
 Starts the legacy bench server and a bridge under tracemalloc (bench/servers/traced_bridge.py),
-warms it up, opens N `ask` calls through it (each held, with its upstream session), and diffs a
+warms it up, opens N `ask` calls through it (each held), and diffs a
 snapshot taken before against one taken while all N are held: Python allocations per held call by
 source line and by file, live objects per held call by type, and RSS per held call. Then
 completes the calls. Not part of `make bench` (tracing slows the bridge); method in
@@ -62,7 +62,7 @@ CATEGORIES: Final = (
         "proxy/app/http_server",
         "front: the client's keep-alive connection and request (aiohttp server)",
     ),
-    ("aiohttp/", "upstream: two open HTTP responses, POST and GET stream (aiohttp client)"),
+    ("aiohttp/", "upstream: open HTTP responses, POST and any GET streams (aiohttp client)"),
     ("proxy/upstream/", "upstream: the bridge's session, call and stream readers"),
     ("translators/wire/sse", "upstream: the bridge's session, call and stream readers"),
     ("proxy/calls/driver", "held call: the bridge's driver and state machine"),

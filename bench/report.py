@@ -136,6 +136,8 @@ ISSUE_30: Final = (
     "mrtr_learned",
     "echo_c16_throughput",
     "echo_c64_throughput",
+    "stdio_first_answer",
+    "stdio_first_answer_modern",
     "held_call_memory",
     "held_5000_errors",
     "conformance_under_load",

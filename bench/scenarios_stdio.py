@@ -24,7 +24,16 @@ from pathlib import Path
 from typing import Final
 
 import aiohttp
-from drivers import CLIENT_INFO, LEGACY_VERSION, LegacyStdio, ModernHttp, ModernStdio, StdioPeer
+from drivers import (
+    CLIENT_INFO,
+    LEGACY_VERSION,
+    MODERN_VERSION,
+    JsonObject,
+    LegacyStdio,
+    ModernHttp,
+    ModernStdio,
+    StdioPeer,
+)
 from figures import Figure, compare, errors_of, first_errors, latency_summary
 from load import Call, Sample, alternating, closed_loop, median, percentile
 from peers import BRIDGE_EXE, Processes, legacy_stdio_argv, legacy_stdio_command
@@ -190,17 +199,33 @@ def _as_installed() -> dict[str, str]:
     return env
 
 
-async def _first_answer(argv: list[str], sample: Sample) -> None:
-    """Spawn `argv`, then a legacy client's opening: initialize, initialized, tools/list; the time
-    from the spawn to the tools/list answer."""
+MODERN_META: Final[JsonObject] = {
+    "io.modelcontextprotocol/protocolVersion": MODERN_VERSION,
+    "io.modelcontextprotocol/clientInfo": CLIENT_INFO,
+    "io.modelcontextprotocol/clientCapabilities": {},
+}
+
+
+async def _first_answer(argv: list[str], sample: Sample, *, modern: bool = False) -> None:
+    """Spawn `argv`, then a legacy client's opening (initialize, initialized, tools/list), or with
+    `modern` a 2026-07-28 client's first request (tools/list with its `_meta`, nothing before it);
+    the time from the spawn to the tools/list answer."""
     peer = StdioPeer(argv, _as_installed())
     started = time.perf_counter()
     try:
         await peer.start()
-        params = {"protocolVersion": LEGACY_VERSION, "capabilities": {}, "clientInfo": CLIENT_INFO}
-        await peer.request({"jsonrpc": "2.0", "method": "initialize", "params": params})
-        peer.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        listed = await peer.request({"jsonrpc": "2.0", "method": "tools/list", "params": {}})
+        if modern:
+            params: JsonObject = {"_meta": MODERN_META}
+        else:
+            params = {
+                "protocolVersion": LEGACY_VERSION,
+                "capabilities": {},
+                "clientInfo": CLIENT_INFO,
+            }
+            await peer.request({"jsonrpc": "2.0", "method": "initialize", "params": params})
+            peer.notify({"jsonrpc": "2.0", "method": "notifications/initialized"})
+            params = {}
+        listed = await peer.request({"jsonrpc": "2.0", "method": "tools/list", "params": params})
         if not listed.get("tools"):
             raise RuntimeError("tools/list answered without tools")
         sample.latencies_ms.append((time.perf_counter() - started) * 1000)
@@ -210,24 +235,27 @@ async def _first_answer(argv: list[str], sample: Sample) -> None:
         await peer.aclose()
 
 
-async def first_answer_figure() -> Figure:
+async def first_answer_figure(*, modern: bool = False) -> Figure:
     """Time to the first `tools/list` answer over stdio, direct vs `mrtr-bridge stdio`, interleaved
-    (the order swaps every pair), one warm-up of each first (it writes the bytecode caches)."""
+    (the order swaps every pair), one warm-up of each first (it writes the bytecode caches). With
+    `modern`, the bridge's client is a 2026-07-28 client (the engine answers; its baseline is
+    still the legacy opening of the same server used directly)."""
     direct_argv = legacy_stdio_argv()
     bridge_argv = [str(BRIDGE_EXE), "stdio", "--upstream-command", legacy_stdio_command()]
     bridge_argv += ["--log-level", "warning"]
     warmup = Sample()
     await _first_answer(direct_argv, warmup)
-    await _first_answer(bridge_argv, warmup)
+    await _first_answer(bridge_argv, warmup, modern=modern)
     direct, bridged = Sample(), Sample()
     for index in range(FIRST_ANSWER_SAMPLES):
         pair = [(direct_argv, direct), (bridge_argv, bridged)]
         for argv, sample in pair if index % 2 == 0 else reversed(pair):
-            await _first_answer(argv, sample)
+            await _first_answer(argv, sample, modern=modern and argv is bridge_argv)
             await asyncio.sleep(0.2)  # the last process's exit is not part of the next sample
     return compare(
-        "stdio_first_answer",
-        "stdio: launch to the first tools/list answer (legacy client)",
+        "stdio_first_answer_modern" if modern else "stdio_first_answer",
+        "stdio: launch to the first tools/list answer "
+        + ("(modern client through the engine)" if modern else "(legacy client)"),
         "ms",
         median(bridged.latencies_ms),
         median(direct.latencies_ms),
@@ -323,7 +351,8 @@ async def reuse_figures(http: aiohttp.ClientSession, url: str, bridge_pid: int) 
 
 
 async def stdio_figures(procs: Processes) -> list[Figure]:
-    figures: list[Figure] = [await first_answer_figure()]  # first: nothing else runs yet
+    # first: nothing else runs yet
+    figures: list[Figure] = [await first_answer_figure(), await first_answer_figure(modern=True)]
     bridge = procs.bridge("bridge-stdio", ["--upstream-command", legacy_stdio_command()])
     async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
         paths = StdioPaths(http, bridge.url)

@@ -219,6 +219,12 @@ class UpstreamSettings(Frozen):
     session_per_call: bool = Field(
         False, description="give every interactive call a fresh upstream session, closed after it"
     )
+    share_attributed_calls: bool = Field(
+        True,
+        description="let interactive calls of one principal and capability set share an upstream"
+        " session when the server sends their pushes on each call's own POST stream (Streamable"
+        " HTTP; learned per tool)",
+    )
     era_probe_timeout_s: float = Field(
         3.0,
         gt=0,

@@ -15,8 +15,9 @@ import structlog
 from config.settings import Settings, UpstreamSettings
 from proxy.auth.keys import load_keyring
 from proxy.calls.continuations import Continuations
-from proxy.calls.driver import CallDriver, HeldCallRegistry
+from proxy.calls.driver import CallDriver
 from proxy.calls.listen_hub import ListenHub
+from proxy.calls.registry import HeldCallRegistry
 from proxy.calls.roots_affinity import RootsAffinity
 from proxy.engine.engine import Engine
 from proxy.engine.routes.route_context import RouteContext

@@ -14,7 +14,8 @@ from typing import Final
 
 from config.recovery import RecoverySettings
 from config.settings import HeldCallSettings
-from proxy.calls.driver import CallDriver, HeldCallRegistry
+from proxy.calls.driver import CallDriver
+from proxy.calls.registry import HeldCallRegistry
 from proxy.common.front_request import FrontRequest
 from translators.held.events import ReplyInputRequired
 from translators.held.request_state import (

@@ -1,5 +1,5 @@
-"""Held calls: the registry and the driver that performs a `HeldCall` machine's actions
-(docs/decisions.md § 4).
+"""The driver that performs a `HeldCall` machine's actions (docs/decisions.md § 4); the registry
+of live calls is proxy/calls/registry.py, what a front request brings is proxy/calls/attempt.py.
 
 The driver is the only owner of asyncio objects for one MRTR-capable call. `feed()` runs
 `machine.handle()` and performs the actions with no `await` in between, so every transition is
@@ -11,15 +11,14 @@ from __future__ import annotations
 import asyncio
 import os
 import time
-from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import structlog
 
-from proxy.calls.registry import HELD_ABANDON_S as HELD_ABANDON_S
-from proxy.calls.registry import HeldCallRegistry as HeldCallRegistry
-from proxy.common.front_request import NotificationSink
+from proxy.calls.attempt import ROUND_ATTRIBUTE, Attempt, Reply, UpstreamRequest
+from proxy.calls.machine_timers import MachineTimers
+from proxy.calls.registry import HELD_ABANDON_S, HeldCallRegistry
 from proxy.common.owned_tasks import TaskOwner
 from proxy.observe import tracing
 from proxy.observe.access import call_name, current_trace
@@ -28,12 +27,10 @@ from proxy.upstream.pool import Lease
 from translators.held.events import (
     Action,
     AnswerPush,
-    BatchWindowClosed,
     CancelTimer,
     CancelUpstreamCall,
     ClientDisconnected,
     ClientRetried,
-    DeadlinePassed,
     Event,
     NoteBatchSize,
     ReissueUpstreamCall,
@@ -50,49 +47,20 @@ from translators.held.events import (
 )
 from translators.held.machine import HeldCall, Limits
 from translators.held.push_batches import batch_key
-from translators.held.push_ledger import PushLedger
+from translators.held.push_ledger import Answer, Overflow, PushLedger
 from translators.protocol.capabilities import elicitation_modes
 from translators.protocol.eras import CANCELLED
 from translators.protocol.notifications import route_notification
 from translators.protocol.pushes import (
-    PushAnswer,
-    duplicate_id,
     is_push,
-    legacy_push_to_input_request,
     over_limit,
-    pending_push,
 )
-from translators.protocol.roots import is_roots_ask
 from translators.protocol.subscriptions import SESSION_WIDE
 from translators.wire.canonical import as_object
-from translators.wire.errors import (
-    BridgeError,
-    UpstreamFault,
-    UpstreamReturnedError,
-)
+from translators.wire.errors import BridgeError, UpstreamFault, UpstreamReturnedError
 from translators.wire.jsonrpc import JsonObject
 
 log = structlog.get_logger()
-ROUND_ATTRIBUTE = "mrtr_bridge.round"  # a span attribute: the input round
-Reply = ReplyInputRequired | ReplyResult | ReplyError
-
-
-@dataclass(frozen=True)
-class Attempt:
-    """One front request attached to a held call: where its notifications go."""
-
-    attempt_id: int
-    sink: NotificationSink
-    progress_token: str | int | None
-    log_level: str | None
-
-
-@dataclass(frozen=True)
-class UpstreamRequest:
-    method: str
-    params: JsonObject
-    headers: Mapping[str, str]
-    progress_token: str  # the bridge's upstream progress token for this call
 
 
 class CallDriver:
@@ -113,9 +81,8 @@ class CallDriver:
         started: float | None = None,
     ) -> None:
         self.continuation_id = os.urandom(16)
-        self.trace_context = (
-            b""  # the first round's span context, sealed (proxy/observe/tracing.py)
-        )
+        # the first round's span context, sealed (proxy/observe/tracing.py)
+        self.trace_context = b""
         self.held_wait = tracing.HeldWait()  # a span from InputRequiredResult to retry
         self.principal = principal
         # the status page shows its age (`started`: when the call began, if it ran plain before)
@@ -143,7 +110,7 @@ class CallDriver:
         self._discard_session = discard_session  # upstream.session_per_call
         self._attempts: dict[int, Attempt] = {}
         self._slots: dict[int, asyncio.Future[Reply]] = {}
-        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self._timers = MachineTimers(self.feed)
         self._sends: asyncio.Queue[Action] = asyncio.Queue()
         self._call: UpstreamCall | None = None
         self._tasks = TaskOwner()
@@ -296,40 +263,26 @@ class CallDriver:
 
     def _on_push(self, push: JsonObject) -> None:
         push_id = push["id"]
-        over = self._pushes.count()
-        if over:
-            if over == 1:  # later ones arrive before the cancel lands: dropped, O(1), no memory
-                fault = self._pushes.over_limit()
-                self._log.warning("push_refused", reason=fault.limit)
-                answer = AnswerPush(push_id, over_limit(fault))
-                self._perform(self.machine.overflow(fault, self._now(), answer))
-            return
-        if self._pushes.is_duplicate(push_id):
-            # an upstream error: an id must not be reused while its request is pending
-            self._log.info("push_refused", method=push.get("method"), reason="duplicate_id")
-            self._sends.put_nowait(AnswerPush(push_id, duplicate_id(push_id)))
-            return
-        revision = self._lease.session.revision
-        translated = legacy_push_to_input_request(push, self._client_capabilities, revision)
-        affine_roots = self._lease.key.roots_answer
-        if (
-            is_roots_ask(push)
-            and affine_roots is not None
-            and not isinstance(translated, PushAnswer)
-        ):
-            # a roots-affine session: the client gave these roots for this very call
-            # (proxy/calls/roots_affinity.py)
-            self._sends.put_nowait(AnswerPush(push["id"], PushAnswer(result=affine_roots)))
-            return
-        if isinstance(translated, PushAnswer):
-            self._log.info("push_refused", method=push.get("method"), reason="capability")
-            self._sends.put_nowait(AnswerPush(push["id"], translated))
-            return
-        key = self._pushes.key(push, self.machine.pending)
-        pending = pending_push(push, key, translated, revision)
-        self._pushes.held(push_id)
-        self.feed(UpstreamPushArrived(pending))
-        self._pushes.after_held(self.machine.pending)
+        admission = self._pushes.admit(
+            push,
+            self._client_capabilities,
+            self._lease.session.revision,
+            self._lease.key.roots_answer,
+            self.machine.pending,
+        )
+        if isinstance(admission, Overflow):
+            if admission.fault is not None:
+                self._log.warning("push_refused", reason=admission.fault.limit)
+                answer = AnswerPush(push_id, over_limit(admission.fault))
+                self._perform(self.machine.overflow(admission.fault, self._now(), answer))
+        elif isinstance(admission, Answer):
+            if admission.reason is not None:
+                self._log.info("push_refused", method=push.get("method"), reason=admission.reason)
+            self._sends.put_nowait(AnswerPush(push_id, admission.answer))
+        else:
+            self._pushes.held(push_id)
+            self.feed(UpstreamPushArrived(admission.pending))
+            self._pushes.after_held(self.machine.pending)
 
     # ---- the machine ---------------------------------------------------------------------------
 
@@ -349,11 +302,9 @@ class CallDriver:
             if isinstance(action, ReplyInputRequired | ReplyResult | ReplyError):
                 self._reply(action)
             elif isinstance(action, StartTimer):
-                self._start_timer(action)
+                self._timers.start(action)
             elif isinstance(action, CancelTimer):
-                handle = self._timers.pop(action.name, None)
-                if handle is not None:
-                    handle.cancel()
+                self._timers.cancel(action.name)
             elif isinstance(action, NoteBatchSize):
                 self._registry.batch_sizes.note(self._batch_key, action.round, action.size)
             elif isinstance(action, ReportBug):
@@ -369,19 +320,6 @@ class CallDriver:
         slot = self._slots.get(action.attempt)
         if slot is not None and not slot.done():
             slot.set_result(action)
-
-    def _start_timer(self, action: StartTimer) -> None:
-        old = self._timers.pop(action.name, None)
-        if old is not None:
-            old.cancel()
-        event: Event = (
-            BatchWindowClosed(action.token)
-            if action.name == "batch"
-            else DeadlinePassed(action.token)
-        )
-        self._timers[action.name] = asyncio.get_running_loop().call_later(
-            action.delay_s, self.feed, event
-        )
 
     async def _send_worker(self) -> None:
         while True:
@@ -422,12 +360,12 @@ class CallDriver:
         return False
 
     async def _release(self, *, discard: bool) -> None:
-        """Return the lease; a session is discarded after a cancel only if it was this
-        call's alone (a late push from the cancelled call must not reach its next holder)."""
+        """Return the lease; a session is discarded after a cancel only if an interactive call
+        held it (a late push from the cancelled call must not reach its next holder)."""
         if self._lease.exclusive:
             self._lease.set_unrelated_handler(None)
         await self._lease.release(
-            discard=(discard or self._discard_session) and self._lease.exclusive
+            discard=(discard or self._discard_session) and self._lease.interactive
         )
 
     @staticmethod

@@ -26,7 +26,9 @@ from typing import Any
 
 import structlog
 
-from proxy.calls.driver import Attempt, CallDriver, HeldCallRegistry, Reply, UpstreamRequest
+from proxy.calls.attempt import Attempt, Reply, UpstreamRequest
+from proxy.calls.driver import CallDriver
+from proxy.calls.registry import HeldCallRegistry
 from proxy.observe import tracing
 from proxy.upstream.base import Inbound, UpstreamCall
 from proxy.upstream.pool import Lease
@@ -164,6 +166,8 @@ class PlainForward:
 
     def on_inbound(self, inbound: Inbound) -> None:
         """A push or notification from the call's POST stream or its session's GET stream."""
+        if inbound.related_request_id is not None and is_push(inbound.message):
+            self._lease.pushed_related = True  # evidence the server attributes this tool's pushes
         if self._driver is not None:
             self._driver.on_inbound(inbound)
             return
@@ -245,8 +249,9 @@ class PlainForward:
             await self._lease.release()
 
     def _abandon(self, reason: str) -> None:
-        """Cancel the upstream call and discard an exclusive session, in the background: the
-        front request's cancellation or timeout error goes on at once."""
+        """Cancel the upstream call and discard an exclusive session (retire one shared by
+        attribution, decisions.md § 28), in the background: the front request's cancellation or
+        timeout error goes on at once."""
         self._spawn(self._cancel_upstream(reason))
 
     async def _cancel_upstream(self, reason: str) -> None:
@@ -257,7 +262,7 @@ class PlainForward:
         except BridgeError as exc:
             log.warning("upstream_send_failed", action="CancelUpstreamCall", error=exc.message)
         finally:
-            await self._lease.release(discard=self._lease.exclusive)
+            await self._lease.release(discard=self._lease.interactive)
 
 
 __all__ = ["PlainForward", "Promoted"]

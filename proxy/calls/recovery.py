@@ -20,7 +20,8 @@ import structlog
 
 from config.recovery import RecoverySettings
 from proxy.calls.continuations import Continuations
-from proxy.calls.driver import CallDriver, HeldCallRegistry
+from proxy.calls.driver import CallDriver
+from proxy.calls.registry import HeldCallRegistry
 from proxy.common.front_request import FrontRequest
 from proxy.observe.metrics import BridgeMetrics
 from translators.held.recovery_policy import (

@@ -63,12 +63,22 @@ class Exchange:
         return "complete"
 
 
+class SentOnce(web.Response):
+    """A reply that lets go of its body once written. aiohttp keeps a keep-alive connection's last
+    response until the connection's next request, and a client whose call is held (its
+    `InputRequiredResult` answered) idles there until it retries: a few KB per held call."""
+
+    async def write_eof(self, data: bytes = b"") -> None:
+        await super().write_eof(data)
+        self._body = None
+
+
 def json_reply(message: JsonObject, status: int, exchange: Exchange) -> web.Response:
     """`message` as compact UTF-8 JSON (`\\u` escapes only where a string holds a lone surrogate,
     an echoed id, say)."""
     exchange.answered(message)
     body = fast_json.dumps(message)
-    return web.Response(body=body, status=status, content_type="application/json")
+    return SentOnce(body=body, status=status, content_type="application/json")
 
 
 def rejection(

@@ -13,7 +13,7 @@ import time
 import structlog
 
 from proxy.auth.oauth_passthrough import public_urls_of
-from proxy.calls.driver import HELD_ABANDON_S
+from proxy.calls.registry import HELD_ABANDON_S
 from proxy.common.drain import Drain
 from proxy.common.faults import reported_error
 from proxy.common.front_request import FrontRequest, NotificationSink

@@ -35,6 +35,7 @@ from proxy.common.stopping import BridgeStop
 from proxy.observe import access
 from proxy.passthrough.legacy_stdio import LegacyStdio, StdioProcesses, legacy_stdio
 from proxy.reverse.stdio_front import with_reverse
+from proxy.stdio_front.output import LineOutput, RequestSink
 from proxy.stdio_front.pipes import (
     LineWriter,
     claim_stdout,
@@ -54,7 +55,7 @@ from translators.protocol.request_validation import (
 )
 from translators.wire.errors import BridgeBug, BridgeError, InvalidRequest
 from translators.wire.jsonrpc import JsonObject, to_error_response
-from translators.wire.stdio_framing import FramingError, LineSplitter, frame, oversized_reply
+from translators.wire.stdio_framing import FramingError, LineSplitter, oversized_reply
 
 log = structlog.get_logger(__name__)
 
@@ -76,61 +77,10 @@ class RequestEngine(Protocol):
 OpenEngine = Callable[[], AbstractAsyncContextManager[RequestEngine]]
 
 
-class _Output:
-    """The one writer of protocol lines. `send` writes a whole line synchronously, so lines never
-    interleave; `flush` drains under a lock. A broken stdout (the client went away) is logged once.
-    """
-
-    def __init__(self, writer: LineWriter) -> None:
-        self._writer = writer
-        self._lock = asyncio.Lock()
-        self.broken = False
-
-    def send(self, message: JsonObject) -> None:
-        if self.broken:
-            return
-        try:
-            data = frame(message)
-        except (TypeError, ValueError):
-            log.error("front_message_unserializable", has_id="id" in message)
-            if "id" not in message:
-                return
-            data = frame(to_error_response(BridgeBug("unserializable message"), message["id"]))
-        try:
-            self._writer.write(data)
-        except (OSError, RuntimeError) as exc:
-            self._break(exc)
-
-    async def flush(self) -> None:
-        async with self._lock:
-            if self.broken:
-                return
-            try:
-                await self._writer.drain()
-            except (OSError, RuntimeError) as exc:
-                self._break(exc)
-
-    def _break(self, exc: BaseException) -> None:
-        self.broken = True
-        log.warning("front_stdout_broken", error=type(exc).__name__)
-
-
-class _RequestSink:
-    """Implements `NotificationSink` for one request: lines on stdout until the request ends."""
-
-    def __init__(self, output: _Output) -> None:
-        self._output = output
-        self.is_open = True
-
-    def send(self, notification: JsonObject) -> None:
-        if self.is_open:
-            self._output.send(notification)
-
-
 @dataclass
 class _InFlight:
     task: asyncio.Task[None]
-    sink: _RequestSink
+    sink: RequestSink
 
 
 class _StdioFront:
@@ -139,7 +89,7 @@ class _StdioFront:
     def __init__(
         self,
         engine: RequestEngine,
-        output: _Output,
+        output: LineOutput,
         principal: str,
         *,
         max_line_bytes: int,
@@ -219,7 +169,7 @@ class _StdioFront:
             trace_headers=trace,
             transport="stdio",
         )
-        sink = _RequestSink(self._output)
+        sink = RequestSink(self._output)
         task = asyncio.get_running_loop().create_task(
             self._serve(request, sink), name=f"stdio-front-{route.front_request_id}"
         )
@@ -227,7 +177,7 @@ class _StdioFront:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _serve(self, request: FrontRequest, sink: _RequestSink) -> None:
+    async def _serve(self, request: FrontRequest, sink: RequestSink) -> None:
         started = time.monotonic()
         note, token = access.begin()
         response: JsonObject | None = None
@@ -349,7 +299,7 @@ async def run_stdio_front(
                 first=first,
             )
         return
-    output = _Output(writer)
+    output = LineOutput(writer)
     front = _StdioFront(
         engine,
         output,

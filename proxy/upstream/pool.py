@@ -2,7 +2,9 @@
 
 Sessions are keyed by (principal, capability fingerprint, roots) and kept warm for reuse. A session
 carries at most one *exclusive* lease (an MRTR-capable call: every push on that session is then its
-own) and any number of *shared* leases (lists and other non-interactive requests). Messages on a
+own) and any number of *shared* leases (lists and other non-interactive requests, and interactive
+calls whose pushes the server sends on their own POST stream: attribution.py, decisions.md § 28).
+A session that interactive calls share is not leased exclusively until they are done. Messages on a
 session's GET stream go to its exclusive lease holder's handler, or else to `on_unowned` (policy).
 Limits are enforced by evicting idle sessions first; idle ones are reaped after `session_idle_s`.
 """
@@ -17,6 +19,7 @@ from typing import Final
 import structlog
 
 from config.settings import UpstreamSettings
+from proxy.upstream.attribution import PushAttribution, route_get_stream
 from proxy.upstream.base import (
     STREAMABLE_HTTP,
     Inbound,
@@ -25,7 +28,13 @@ from proxy.upstream.base import (
     TransportInfo,
     UpstreamSession,
 )
-from proxy.upstream.http.call import invoke_handler
+from proxy.upstream.pool_choice import (
+    best_entry,
+    idle_victim,
+    principal_count,
+    reap_victims,
+    session_views,
+)
 from proxy.upstream.pool_entries import (
     EntryRouter,
     EntryState,
@@ -40,7 +49,6 @@ from proxy.upstream.session_limit import SessionLimit, forget_on_close
 from translators.wire.errors import (
     BridgeError,
     CapacityExceeded,
-    ClientLimitExceeded,
     UpstreamUnavailable,
 )
 from translators.wire.jsonrpc import JsonObject
@@ -49,7 +57,6 @@ _log = structlog.get_logger(__name__)
 
 UnownedHandler = Callable[[UpstreamSession, Inbound], None]
 MAX_CONCURRENT_OPENS: Final = 16  # upstream initialize handshakes in flight at once
-TOTAL_LIMIT: Final = "upstream.max_sessions"
 
 
 class UpstreamPool:
@@ -65,6 +72,7 @@ class UpstreamPool:
     ) -> None:
         self._settings = settings
         self._opener = opener
+        self.attribution = PushAttribution(enabled=settings.share_attributed_calls)
         self.transport = transport
         self._open_slots = asyncio.Semaphore(MAX_CONCURRENT_OPENS)
         self.limit = SessionLimit(settings.session_limit, settings.session_check_s)
@@ -125,18 +133,7 @@ class UpstreamPool:
 
     def sessions(self) -> list[SessionView]:
         """What the status page shows of each open session: no key material, no session id."""
-        now = asyncio.get_running_loop().time()
-        return [
-            SessionView(
-                principal=entry.key.principal,
-                revision=entry.session.revision.version,
-                state=entry.state.value,
-                exclusive=entry.exclusive is not None,
-                shared=entry.shared,
-                idle_s=None if entry.idle_since is None else round(now - entry.idle_since, 1),
-            )
-            for entry in self._entries
-        ]
+        return session_views(self._entries, asyncio.get_running_loop().time())
 
     async def lease(
         self,
@@ -147,20 +144,32 @@ class UpstreamPool:
         headers: Mapping[str, str],
         wait: bool = True,
         prefer: UpstreamSession | None = None,
+        label: str | None = None,
     ) -> Lease:
         """A session for `key`: `prefer` if of that key and free, else a warm one that fits, else a
-        new one; with all `max_sessions` in use, waits up to `session_wait_s` (if `wait`)."""
+        new one; with all `max_sessions` in use, waits up to `session_wait_s` (if `wait`).
+
+        `label` names an interactive call asking for an exclusive lease (attribution.call_label):
+        once the upstream is known to send that call's pushes on its own POST stream, the call
+        gets a shared lease instead, on a session other such calls of `key` may share."""
+        label = label if exclusive else None  # only an interactive call's lease is labelled
+        if label is not None and self._attributes(label):
+            exclusive, attributed = False, label
+        else:
+            attributed = None
         deadline: float | None = None
         while True:
             self._check_open()
-            entry = self._find(key, exclusive=exclusive, prefer=prefer)
+            entry = best_entry(self._entries, key, exclusive, prefer, attributed)
             if entry is not None:
                 self._reused_total += 1
-                return self._grant(entry, exclusive=exclusive)
+                return self._grant(entry, exclusive=exclusive, label=label)
             opening = None if exclusive else self._opening.get(key)
             if opening is None:
                 try:
-                    return await self._open(key, capabilities, exclusive=exclusive, headers=headers)
+                    return await self._open(
+                        key, capabilities, exclusive=exclusive, headers=headers, label=label
+                    )
                 except CapacityExceeded:
                     if not wait:
                         raise
@@ -182,6 +191,11 @@ class UpstreamPool:
         except TimeoutError:
             raise self._busy_error() from None
 
+    def _attributes(self, label: str) -> bool:
+        """Whether a call of `label` may share its session: the transport gives each call a stream
+        of its own and the label's pushes were seen on it only."""
+        return self.transport.streams_per_call and self.attribution.qualifies(label)
+
     def _busy_error(self) -> CapacityExceeded:
         held, settings = sum(1 for e in self._entries if e.exclusive is not None), self._settings
         return self.limit.busy_error(settings.max_sessions, held, settings.session_wait_s)
@@ -192,32 +206,16 @@ class UpstreamPool:
         self._room.set()
         self._room = asyncio.Event()
 
-    # -- choosing
-    # -----------------------------------------------------------------------------------
+    # -- granting and room -------------------------------------------------------------------------
 
-    def _find(
-        self, key: SessionKey, *, exclusive: bool, prefer: UpstreamSession | None = None
-    ) -> PoolEntry | None:
-        """The preferred session, else the first least-used session for `key` that can serve (one
-        pass: on the hot path)."""
-        best: PoolEntry | None = None
-        best_rank = (True, 0)
-        for entry in self._entries:
-            if (exclusive and entry.exclusive is not None) or entry.key != key:
-                continue
-            if entry.session is prefer and entry.can_serve:
-                return entry
-            rank = (entry.exclusive is not None, entry.shared)
-            if (best is None or rank < best_rank) and entry.can_serve:
-                best, best_rank = entry, rank
-        return best
-
-    def _grant(self, entry: PoolEntry, *, exclusive: bool) -> Lease:
-        lease = Lease(entry, self._release, exclusive=exclusive)
+    def _grant(self, entry: PoolEntry, *, exclusive: bool, label: str | None = None) -> Lease:
+        lease = Lease(entry, self._release, exclusive=exclusive, label=label)
         if exclusive:
             entry.exclusive = lease
         else:
             entry.shared += 1
+            if label is not None:
+                entry.add_attributed(label)
         entry.idle_since = None
         _log.debug("upstream_session_leased", exclusive=exclusive, open=len(self._entries))
         return lease
@@ -227,44 +225,18 @@ class UpstreamPool:
         `LimitExceeded`."""
         victims: list[PoolEntry] = []
         per_principal = self._settings.max_sessions_per_principal
-        while self._count(principal, victims) >= per_principal:
-            victims.append(self._idle_victim(victims, principal, per_principal))
+        entries, reserved = self._entries, self._reserved
+        while principal_count(entries, reserved, principal, victims) >= per_principal:
+            victims.append(idle_victim(entries, victims, principal, per_principal))
         cap = self.limit.cap(self._settings.max_sessions)
-        while len(self._entries) - len(victims) + sum(self._reserved.values()) >= cap:
-            victims.append(self._idle_victim(victims, None, cap))
+        while len(entries) - len(victims) + sum(reserved.values()) >= cap:
+            victims.append(idle_victim(entries, victims, None, cap))
         for victim in victims:
             self._entries.remove(victim)
         self._reserved[principal] = self._reserved.get(principal, 0) + 1
         return victims
 
-    def _count(self, principal: str, excluded: list[PoolEntry]) -> int:
-        open_now = sum(
-            1 for e in self._entries if e.key.principal == principal and e not in excluded
-        )
-        return open_now + self._reserved.get(principal, 0)
-
-    def _idle_victim(self, taken: list[PoolEntry], principal: str | None, limit: int) -> PoolEntry:
-        idle = [
-            e
-            for e in self._entries
-            if e.is_idle and e not in taken and (principal is None or e.key.principal == principal)
-        ]
-        if idle:
-            return min(idle, key=lambda e: e.idle_since or 0.0)
-        if principal is not None:
-            raise ClientLimitExceeded(
-                f"This caller already has {limit} upstream sessions in use"
-                " (upstream.max_sessions_per_principal); finish or cancel some calls and retry",
-                "upstream.max_sessions_per_principal",
-            )
-        raise CapacityExceeded(
-            f"The bridge already has {limit} upstream sessions in use (upstream.max_sessions); "
-            "retry later",
-            TOTAL_LIMIT,
-        )
-
-    # -- opening and closing
-    # ------------------------------------------------------------------------
+    # -- opening and closing -----------------------------------------------------------------------
 
     async def _open(
         self,
@@ -273,6 +245,7 @@ class UpstreamPool:
         *,
         exclusive: bool,
         headers: Mapping[str, str],
+        label: str | None = None,
     ) -> Lease:
         victims = self._reserve(key.principal)
         opening = None if exclusive else self._opening.setdefault(key, Opening())
@@ -280,12 +253,12 @@ class UpstreamPool:
             await self._close_all(victims, "evicted")
             if self.limit.one is None and self._entries:
                 async with self.limit.lock:  # learning the limit (session_limit.py): one at a time
-                    return await self._open_beside(key, capabilities, exclusive, headers)
+                    return await self._open_beside(key, capabilities, exclusive, headers, label)
             router = EntryRouter(self._route)
             # a burst opens a few at a time; each open's timeout starts here
             async with self._open_slots:
                 session = await self._opener(capabilities, headers, router)
-            return await self._admit(key, session, router, exclusive=exclusive)
+            return await self._admit(key, session, router, exclusive=exclusive, label=label)
         except BridgeError as exc:
             if opening is not None:
                 opening.error = exc
@@ -301,7 +274,12 @@ class UpstreamPool:
             self._room_made()
 
     async def _open_beside(
-        self, key: SessionKey, capabilities: JsonObject, exclusive: bool, headers: Mapping[str, str]
+        self,
+        key: SessionKey,
+        capabilities: JsonObject,
+        exclusive: bool,
+        headers: Mapping[str, str],
+        label: str | None,
     ) -> Lease:
         """Open a session beside others; if the older ones stop answering (session_limit.py),
         the upstream serves one session: they are retired (forgotten, not deleted)."""
@@ -313,10 +291,16 @@ class UpstreamPool:
                 entry.retire()
             await self._close_all([e for e in older if e.is_idle], "displaced")
             self._entries = [e for e in self._entries if e.state is not EntryState.CLOSED]
-        return await self._admit(key, session, router, exclusive=exclusive)
+        return await self._admit(key, session, router, exclusive=exclusive, label=label)
 
     async def _admit(
-        self, key: SessionKey, session: PooledSession, router: EntryRouter, *, exclusive: bool
+        self,
+        key: SessionKey,
+        session: PooledSession,
+        router: EntryRouter,
+        *,
+        exclusive: bool,
+        label: str | None = None,
     ) -> Lease:
         if self._closed:
             await session.aclose()
@@ -324,15 +308,24 @@ class UpstreamPool:
         entry = PoolEntry(key, session, asyncio.get_running_loop().time())
         self._entries.append(entry)
         self._created_total += 1
+        grant = self._grant(entry, exclusive=exclusive, label=label)
         router.bind(entry)
-        return self._grant(entry, exclusive=exclusive)
+        return grant
 
     async def _release(self, lease: Lease, entry: PoolEntry, discard: bool) -> None:
         if lease.exclusive:
             if entry.exclusive is lease:
                 entry.exclusive = None
+            if (
+                lease.label is not None
+                and lease.pushed_related
+                and not (discard or lease.pushed_unrelated)
+            ):
+                self.attribution.observed_own_session(lease.label)
         else:
             entry.shared -= 1
+            if lease.label is not None:
+                entry.remove_attributed(lease.label)
         if discard or not entry.session.is_alive:
             entry.retire()
         self._room_made()  # a shared lease may now be exclusive, an idle session evictable
@@ -365,22 +358,10 @@ class UpstreamPool:
             "upstream_sessions_closed", reason=reason, count=len(entries), open=len(self._entries)
         )
 
-    # -- routing and reaping
-    # ------------------------------------------------------------------------
+    # -- routing and reaping -----------------------------------------------------------------------
 
     def _route(self, entry: PoolEntry, inbound: Inbound) -> None:
-        """GET-stream messages belong to the exclusive lease holder, if it listens; a push tied to a
-        request that has no handler of its own (a shared call) and anything else go to policy."""
-        handler = entry.exclusive.unrelated_handler if entry.exclusive is not None else None
-        if inbound.related_request_id is not None:
-            handler = None
-        if handler is not None:
-            invoke_handler(handler, inbound)
-            return
-        try:
-            self._on_unowned(entry.session, inbound)
-        except Exception:
-            _log.exception("upstream_unowned_handler_failed", method=inbound.message.get("method"))
+        route_get_stream(entry, inbound, self.attribution, self._on_unowned)
 
     async def _reap_loop(self) -> None:
         """Reap every half idle period; stops between rounds, so a close is never cut short."""
@@ -396,13 +377,13 @@ class UpstreamPool:
         """Close sessions idle for `session_idle_s` (and dead or retiring idle ones); returns how
         many. Unless the upstream is known to serve many sessions, the last open one is kept (its
         DELETE could leave a one-session server unconnected); none is closed during a check."""
-        now, limit = asyncio.get_running_loop().time(), self._settings.session_idle_s
-        victims = [e for e in self._entries if e.is_idle and not e.can_serve]
-        if self.limit.one is False or (self.limit.one is None and not self.limit.lock.locked()):
-            stale = [e for e in self._entries if e.is_idle and e.can_serve]
-            stale = [e for e in stale if now - (e.idle_since or now) >= limit]
-            keep = self.limit.one is None and len(stale) + len(victims) == len(self._entries)
-            victims += stale[:-1] if keep else stale
+        victims = reap_victims(
+            self._entries,
+            asyncio.get_running_loop().time(),
+            self._settings.session_idle_s,
+            one_session=self.limit.one,
+            checking=self.limit.lock.locked(),
+        )
         for victim in victims:
             self._entries.remove(victim)
         await self._close_all(victims, "idle")

@@ -66,6 +66,8 @@ class PoolEntry:
         self.session = session
         self.shared = 0
         self.exclusive: Lease | None = None
+        # labels of the interactive calls sharing this session now (attribution.py), by count
+        self.attributed: dict[str, int] = {}
         self.idle_since: float | None = now
         self.state = EntryState.SERVING
 
@@ -81,20 +83,57 @@ class PoolEntry:
         if self.state is EntryState.SERVING:
             self.state = EntryState.RETIRING
 
+    def add_attributed(self, label: str) -> None:
+        self.attributed[label] = self.attributed.get(label, 0) + 1
+
+    def remove_attributed(self, label: str) -> None:
+        left = self.attributed.get(label, 0) - 1
+        if left > 0:
+            self.attributed[label] = left
+        else:
+            self.attributed.pop(label, None)
+
 
 class Lease:
-    """The right to use `session` for one request; give it back with `release()`."""
+    """The right to use `session` for one request; give it back with `release()`.
 
-    def __init__(self, entry: PoolEntry, release: Release, *, exclusive: bool) -> None:
+    An interactive call whose pushes the server attributes (attribution.py) gets a *shared* lease
+    with its `label` set: `exclusive` is False, so its pushes come only on its own POST stream."""
+
+    __slots__ = (
+        "_entry",
+        "_release",
+        "_released",
+        "exclusive",
+        "label",
+        "pushed_related",
+        "pushed_unrelated",
+        "unrelated_handler",
+    )
+
+    def __init__(
+        self, entry: PoolEntry, release: Release, *, exclusive: bool, label: str | None = None
+    ) -> None:
         self._entry = entry
         self._release = release
         self.exclusive = exclusive
+        # exclusive: the call being learned; shared: the attributed call's label
+        self.label = label
+        self.pushed_related = False  # a push came on the call's own POST stream (attribution.py)
+        self.pushed_unrelated = False  # a push reached the GET stream during this lease
         self.unrelated_handler: InboundHandler | None = None
         self._released = False
 
     @property
     def session(self) -> UpstreamSession:
         return self._entry.session
+
+    @property
+    def interactive(self) -> bool:
+        """Whether an interactive call holds it: exclusive, or sharing by attribution. A cancelled
+        interactive call's session is discarded (retired), so no late push of it can reach an
+        exclusive lease holder after it."""
+        return self.exclusive or self.label is not None
 
     @property
     def key(self) -> SessionKey:

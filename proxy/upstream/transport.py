@@ -73,6 +73,31 @@ class HttpTransport:
             self._chosen = None
             return await self._detect(capabilities, headers, on_unrelated)
 
+    def adopt(
+        self,
+        session_id: str,
+        init_result: JsonObject,
+        *,
+        first_request_id: int,
+        headers: Mapping[str, str],
+        on_unrelated: InboundHandler,
+    ) -> HttpUpstreamSession | None:
+        """A Streamable HTTP session another bridge process opened (a legacy task's, docs/tasks.md);
+        None when the upstream does not speak Streamable HTTP (as detected so far)."""
+        if self._chosen != STREAMABLE:
+            return None
+        return HttpUpstreamSession.adopt(
+            self._client,
+            self._url,
+            {},
+            session_id=session_id,
+            init_result=init_result,
+            first_request_id=first_request_id,
+            headers=headers,
+            on_unrelated=on_unrelated,
+            settings=self._settings,
+        )
+
     async def _detect(
         self, capabilities: JsonObject, headers: Mapping[str, str], on_unrelated: InboundHandler
     ) -> PooledSession:

@@ -47,8 +47,7 @@ ACKNOWLEDGED = "notifications/subscriptions/acknowledged"
 FORM_CAPABILITIES: dict[str, Any] = {"elicitation": {"form": {}}}
 
 
-# ---- reading streams as they arrive
-# ---------------------------------------------------------------
+# ---- reading streams as they arrive --------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -153,8 +152,7 @@ class SseStream:
             await self._reader
 
 
-# ---- what the peers saw
-# ---------------------------------------------------------------------------
+# ---- what the peers saw --------------------------------------------------------------------------
 
 
 class Journal:
@@ -241,8 +239,7 @@ async def wait_logged(
     return found[0]
 
 
-# ---- messages
-# -------------------------------------------------------------------------------------
+# ---- messages ------------------------------------------------------------------------------------
 
 
 def poster_for(
@@ -304,8 +301,7 @@ def listen_params(**notifications: Any) -> JsonObject:
     return {"notifications": notifications}
 
 
-# ---- the bridge in this process
-# -------------------------------------------------------------------
+# ---- the bridge in this process ------------------------------------------------------------------
 
 
 @contextlib.asynccontextmanager
@@ -330,8 +326,7 @@ async def in_process_bridge(
             await runner.cleanup()
 
 
-# ---- the stdio front, as its client
-# -----------------------------------------------------------------
+# ---- the stdio front, as its client --------------------------------------------------------------
 
 
 def request(request_id: Any, method: str, params: JsonObject, **meta: Any) -> JsonObject:

@@ -408,8 +408,7 @@ async def test_ctrl_c_to_the_bridges_group_reaches_the_bridge_only(
     assert set(hows) <= {("killed", -signal.SIGKILL), ("terminated", -signal.SIGTERM)}
 
 
-# ---- mrtr-bridge serve --upstream-command
-# -------------------------------------------------------------
+# ---- mrtr-bridge serve --upstream-command --------------------------------------------------------
 
 
 @pytest.fixture

@@ -56,8 +56,7 @@ from .streams_helpers import (
     wait_logged,
 )
 
-# ---- fixtures
-# -------------------------------------------------------------------------------------
+# ---- fixtures ------------------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +71,7 @@ def streams(module_peers: Peers, journal: Journal) -> Bridged:
     return Bridged(legacy, module_peers.bridge(legacy.url))
 
 
-# ---- progress
-# -------------------------------------------------------------------------------------
+# ---- progress ------------------------------------------------------------------------------------
 
 
 async def test_progress_goes_to_its_own_request_with_its_own_token(
@@ -143,8 +141,7 @@ async def test_progress_is_dropped_for_a_retry_without_a_token(
     assert text_of(second) == "Hello, Bo!"
 
 
-# ---- logging
-# --------------------------------------------------------------------------------------
+# ---- logging -------------------------------------------------------------------------------------
 
 
 async def test_logs_reach_only_requests_that_asked_at_their_level(
@@ -211,8 +208,7 @@ async def test_a_retry_asking_a_lower_log_level_gets_it(
     assert second.notifications == logs_from("debug", "lr after")
 
 
-# ---- cancellation
-# ---------------------------------------------------------------------------------
+# ---- cancellation --------------------------------------------------------------------------------
 
 
 async def test_closing_the_stream_cancels_the_legacy_call(
@@ -252,8 +248,7 @@ async def test_closing_a_retry_stream_cancels_the_legacy_call(
     assert journal.entries("slow_finished", tag="cancel-retry") == []
 
 
-# ---- subscriptions/listen
-# -------------------------------------------------------------------------
+# ---- subscriptions/listen ------------------------------------------------------------------------
 
 
 async def test_two_listeners_get_exactly_what_they_asked_for(

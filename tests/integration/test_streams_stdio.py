@@ -61,8 +61,7 @@ from .streams_helpers import (
 UPDATED = "notifications/resources/updated"
 
 
-# ---- the stdio front
-# --------------------------------------------------------------------------------
+# ---- the stdio front -----------------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")
@@ -258,8 +257,7 @@ async def test_stdio_front_listen_is_acknowledged_tagged_and_cancelled(
     assert len([m for m in stdio_bridge.lines if "method" in m]) == 3
 
 
-# ---- legacy stdio upstreams
-# -------------------------------------------------------------------------
+# ---- legacy stdio upstreams ----------------------------------------------------------------------
 
 
 @pytest.fixture(scope="module")

@@ -105,8 +105,7 @@ async def readyz(http: aiohttp.ClientSession, bridge: PeerProcess) -> tuple[int,
         return response.status, await response.json()
 
 
-# ---- detection, discover, lists, a plain call
-# -----------------------------------------------------
+# ---- detection, discover, lists, a plain call ----------------------------------------------------
 
 
 async def test_auto_detects_sse_and_serves_discover_lists_and_a_call(
@@ -154,8 +153,7 @@ async def test_auto_detects_streamable_http(
     ]
 
 
-# ---- pushes
-# ---------------------------------------------------------------------------------------
+# ---- pushes --------------------------------------------------------------------------------------
 
 
 async def test_elicitation_sampling_and_roots_over_sse(
@@ -204,8 +202,7 @@ async def test_two_input_rounds_over_sse(interactive: Bridged, http: aiohttp.Cli
     assert complete_text(final) == "Ann likes teal."
 
 
-# ---- progress, logging, cancellation
-# --------------------------------------------------------------
+# ---- progress, logging, cancellation -------------------------------------------------------------
 
 
 async def test_progress_and_logs_reach_their_own_request(
@@ -232,8 +229,7 @@ async def test_closing_the_stream_cancels_the_legacy_call(
     await assert_closing_cancels(http, streams.url, streams_journal, "sse-cancel")
 
 
-# ---- a dropped SSE connection
-# ---------------------------------------------------------------------
+# ---- a dropped SSE connection --------------------------------------------------------------------
 
 
 async def test_a_dropped_sse_connection_fails_its_calls_at_once_and_is_replaced(

@@ -7,7 +7,8 @@ legacy way, with a server-initiated push, and what the server saw is appended to
 (`<state dir>/journal.jsonl`, one JSON object a line: `pid`, `tag`, `event` and details), so a
 test can check what reached the server and what did not, across processes (stdio pools).
 
-Events: `call` (a tool, prompt or resource started), `answer` (a push's result: elicitation
+Events: `call` (a tool, prompt or resource started; `ask` and `sample` record the `session`
+serving them, distinct among the sessions open at once), `answer` (a push's result: elicitation
 action and content, the sampling result, the roots), `push_error` (a push answered with a
 JSON-RPC error), `caps` (the client capabilities of the session), `elicit_complete_sent`,
 `cancel_notification` (a `notifications/cancelled` for a request in flight, seen by the session),
@@ -138,6 +139,11 @@ def record(tag: str, event: str, **details: Any) -> None:
         os.write(fd, line.encode())
     finally:
         os.close(fd)
+
+
+def session_of(ctx: Ctx) -> int:
+    """Which legacy session serves the call (distinct among the sessions open at once)."""
+    return id(ctx.session)
 
 
 def _request_tag(request: Any) -> tuple[str, str]:
@@ -274,7 +280,7 @@ async def ask(
 ) -> str:
     """Elicit {answer} with `question`; returns {"action", "content"} as JSON (or {"error"} if
     the push timed out after `push_timeout_s`)."""
-    record(tag, "call", tool="ask")
+    record(tag, "call", tool="ask", session=session_of(ctx))
     try:
         result = await _elicit(ctx, tag, question, ANSWER_SCHEMA, push_timeout_s)
     except McpError as exc:
@@ -338,7 +344,7 @@ def authorize(tag: str) -> str:
 async def sample(tag: str, ctx: Ctx, use_tools: bool = True) -> str:
     """sampling/createMessage with tool-use, tool-result and image messages (and `tools`); the
     result as JSON."""
-    record(tag, "call", tool="sample")
+    record(tag, "call", tool="sample", session=session_of(ctx))
     caps = ctx.session.client_params.capabilities if ctx.session.client_params else None
     record(
         tag,

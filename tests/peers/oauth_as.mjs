@@ -4,7 +4,9 @@
 // at /.well-known/openid-configuration. Two hooks give it what an MCP deployment needs:
 // RFC 8707 audience binding (`aud` = the `resource` the client asked for, at /authorize or
 // /token) and the scope granted at /authorize. Users need no login: /authorize redirects at once,
-// and the `sub` of a token is its client id, so two clients are two users.
+// and the `sub` of a token is its client id, so two clients are two users. Revocation (RFC 7009)
+// is remembered: a token POSTed to /revoke is `active: false` at /introspect (RFC 7662) from then
+// on (both take a JSON body `{"token": ...}`: the mock parses only JSON there).
 //
 //   node tests/peers/oauth_as.mjs --port N [--prefix .tools/oauth-as]   (from the repository root)
 import { createRequire } from 'node:module';
@@ -20,6 +22,16 @@ const { OAuth2Server } = require('oauth2-mock-server');
 const server = new OAuth2Server();
 await server.issuer.keys.generate('RS256');
 const grants = new Map(); // authorization code -> { scope, resource }
+const revoked = new Set(); // access tokens revoked at /revoke
+
+server.service.on('beforeRevoke', (_response, req) => {
+  if (typeof req.body?.token === 'string') revoked.add(req.body.token);
+});
+
+server.service.on('beforeIntrospect', (response, req) => {
+  const token = req.body?.token;
+  response.body = { active: typeof token === 'string' && !revoked.has(token) };
+});
 
 server.service.on('beforeAuthorizeRedirect', (redirect, req) => {
   const code = redirect.url.searchParams.get('code');

@@ -9,6 +9,9 @@ TLS-terminating reverse proxy. Its own metadata and challenges name its own orig
 (`resource_server_url` is its own address), which the bridge must rewrite.
 
 - `--required-scope S` (repeatable): a token without S gets `403 insufficient_scope`;
+- `--introspect`: a token must also be `active` at the issuer's `/introspect` (so a token revoked
+  at the authorization server is refused from then on: 401);
+- `--task-tools`: the legacy task tools of `legacy_task_tools.py` (`slow_compute`, ...);
 - tool `whoami()`: the token's subject and a number for the legacy session it runs in;
 - tool `book_table(restaurant)`: asks for a name (form elicitation), then books.
 
@@ -24,6 +27,7 @@ import sys
 import weakref
 
 import anyio
+import httpx
 import jwt
 from mcp.server.auth.middleware.auth_context import get_access_token
 from mcp.server.auth.provider import AccessToken
@@ -38,10 +42,19 @@ _sessions: weakref.WeakKeyDictionary[object, int] = weakref.WeakKeyDictionary()
 class JwtVerifier:
     """RS256 JWTs of one issuer, for one audience (the mcp 1.x `TokenVerifier` protocol)."""
 
-    def __init__(self, issuer: str, audience: str) -> None:
+    def __init__(self, issuer: str, audience: str, *, introspect: bool = False) -> None:
         self._issuer = issuer
         self._audience = audience
         self._keys = jwt.PyJWKClient(issuer.rstrip("/") + "/jwks")
+        self._introspection = issuer.rstrip("/") + "/introspect" if introspect else None
+
+    async def _active(self, token: str) -> bool:
+        """The authorization server's word on the token (RFC 7662), when asked to check it."""
+        if self._introspection is None:
+            return True
+        async with httpx.AsyncClient(timeout=5.0) as http:
+            response = await http.post(self._introspection, json={"token": token})
+        return response.status_code == 200 and response.json().get("active") is True
 
     async def verify_token(self, token: str) -> AccessToken | None:
         try:
@@ -51,6 +64,9 @@ class JwtVerifier:
             )
         except jwt.PyJWTError as exc:
             logging.getLogger("oauth_legacy_server").info("token refused: %s", type(exc).__name__)
+            return None
+        if not await self._active(token):
+            logging.getLogger("oauth_legacy_server").info("token refused: not active (revoked)")
             return None
         return AccessToken(
             token=token,
@@ -66,7 +82,15 @@ class Guest(BaseModel):
     name: str = Field(description="Name for the reservation")
 
 
-def build(port: int, issuer: str, audience: str, scopes: list[str]) -> FastMCP:
+def build(
+    port: int,
+    issuer: str,
+    audience: str,
+    scopes: list[str],
+    *,
+    introspect: bool = False,
+    task_tools: bool = False,
+) -> FastMCP:
     own_url = f"http://127.0.0.1:{port}/mcp"
     auth = AuthSettings(
         issuer_url=AnyHttpUrl(issuer),
@@ -79,8 +103,12 @@ def build(port: int, issuer: str, audience: str, scopes: list[str]) -> FastMCP:
         host="127.0.0.1",
         port=port,
         auth=auth,
-        token_verifier=JwtVerifier(issuer, audience),
+        token_verifier=JwtVerifier(issuer, audience, introspect=introspect),
     )
+    if task_tools:
+        import legacy_task_tools  # a sibling module (tests/peers/ is the script's directory)
+
+        legacy_task_tools.install(server)
 
     @server.tool()
     async def whoami(ctx: Context) -> str:  # type: ignore[type-arg]
@@ -113,9 +141,19 @@ def main(argv: list[str] | None = None) -> int:
         "--audience", required=True, help="the resource URL tokens must be issued for"
     )
     parser.add_argument("--required-scope", action="append", default=[])
+    parser.add_argument("--introspect", action="store_true")
+    parser.add_argument("--task-tools", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-    build(args.port, args.issuer, args.audience, args.required_scope).run("streamable-http")
+    server = build(
+        args.port,
+        args.issuer,
+        args.audience,
+        args.required_scope,
+        introspect=args.introspect,
+        task_tools=args.task_tools,
+    )
+    server.run("streamable-http")
     return 0
 
 

@@ -173,8 +173,7 @@ async def inprocess_replicas(upstream_url: str, count: int = 2) -> AsyncIterator
             await server.close()
 
 
-# ---- MRTR rounds
-# ----------------------------------------------------------------------------------
+# ---- MRTR rounds ---------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)

@@ -188,8 +188,7 @@ json_objects = st.dictionaries(json_keys, json_values, max_size=6)
 tokens = st.none() | st.integers(-5, 5) | st.sampled_from(["t", "u", ""])
 
 
-# ---- capabilities, requests, results, errors, notifications
-# ---------------------------------------
+# ---- capabilities, requests, results, errors, notifications --------------------------------------
 
 
 @PROPERTY
@@ -304,8 +303,7 @@ def test_notification_routing_never_raises(
         assert routed["params"]["progressToken"] == front
 
 
-# ---- pushes
-# ----------------------------------------------------------------------------------------
+# ---- pushes --------------------------------------------------------------------------------------
 
 _PUSH_FIELDS = [
     "mode",
@@ -499,8 +497,7 @@ def test_valid_pushes_become_valid_input_requests(
         assert_valid(translated, "InputRequest", "modern")
 
 
-# ---- requestState
-# ----------------------------------------------------------------------------------
+# ---- requestState --------------------------------------------------------------------------------
 
 RING = KeyRing({"k1": bytes(range(KEY_SIZE))}, "k1")
 claims_strategy = st.builds(
@@ -587,8 +584,7 @@ def test_check_claims_raises_only_invalid_request_state(
         assert exc.reason in {"expired", "other_principal", "other_request", "other_replica"}
 
 
-# ---- held calls: random scripts
-# ----------------------------------------------------------------------
+# ---- held calls: random scripts ------------------------------------------------------------------
 
 LIMITS = Limits(
     batch_quiet_s=0.25, batch_max_s=1.0, attempt_timeout_s=30.0, held_ttl_s=300.0, max_rounds=3

@@ -9,15 +9,52 @@ Pure data, no I/O: the driver (proxy/calls/driver.py) owns one per call.
 from __future__ import annotations
 
 from collections.abc import Container, Sized
+from dataclasses import dataclass
 from typing import Any, Protocol
 
-from translators.protocol.pushes import input_key
+from translators.protocol.pushes import (
+    PendingPush,
+    PushAnswer,
+    duplicate_id,
+    input_key,
+    legacy_push_to_input_request,
+    pending_push,
+)
+from translators.protocol.revisions import Revision
+from translators.protocol.roots import is_roots_ask
 from translators.wire.errors import UpstreamLimitExceeded
 from translators.wire.jsonrpc import JsonObject
 
 
 class Pending(Container[str], Sized, Protocol):
     """The held call's pending pushes by input key (only membership and size are read)."""
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Answer the push upstream at once: refused (`reason`, logged as `push_refused`: a reused id,
+    a capability the client did not declare), or for roots the call's session already holds."""
+
+    answer: PushAnswer
+    reason: str | None
+
+
+@dataclass(frozen=True)
+class Overflow:
+    """The push is past `held.max_pushes_per_call`: the first one over cuts the call off with
+    `fault`; later ones (arriving before the cancel lands) are dropped, in O(1) and no memory."""
+
+    fault: UpstreamLimitExceeded | None
+
+
+@dataclass(frozen=True)
+class Hold:
+    """Hand the push to the held call, asked of the client as `pending.input_request`."""
+
+    pending: PendingPush
+
+
+Admission = Answer | Overflow | Hold
 
 
 class PushLedger:
@@ -63,10 +100,34 @@ class PushLedger:
             self._hints.clear()
         self._pending_seen = len(pending)
 
+    def admit(
+        self,
+        push: JsonObject,
+        client_capabilities: JsonObject,
+        revision: Revision,
+        roots_answer: JsonObject | None,
+        pending: Pending,
+    ) -> Admission:
+        """What becomes of one push of this call: counted first, then checked in order (the cap,
+        a reused id, the client's capabilities); `roots_answer` is what a roots-affine session's
+        client gave for this very call (proxy/calls/roots_affinity.py)."""
+        over = self.count()
+        if over:
+            return Overflow(self.over_limit() if over == 1 else None)
+        push_id = push["id"]
+        if self.is_duplicate(push_id):  # an id must not be reused while its request is pending
+            return Answer(duplicate_id(push_id), "duplicate_id")
+        translated = legacy_push_to_input_request(push, client_capabilities, revision)
+        if isinstance(translated, PushAnswer):
+            return Answer(translated, "capability")
+        if is_roots_ask(push) and roots_answer is not None:
+            return Answer(PushAnswer(result=roots_answer), None)
+        return Hold(pending_push(push, self.key(push, pending), translated, revision))
+
     def closed(self, push_id: Any) -> None:
         """The push was answered or cancelled: its id may be used again."""
         if isinstance(push_id, int | str):
             self._open.discard(push_id)
 
 
-__all__ = ["PushLedger"]
+__all__ = ["Admission", "Answer", "Hold", "Overflow", "PushLedger"]

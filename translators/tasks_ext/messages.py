@@ -17,6 +17,12 @@ EXTENSION: Final = "io.modelcontextprotocol/tasks"
 TASKS_GET: Final = "tasks/get"
 TASKS_UPDATE: Final = "tasks/update"
 TASKS_CANCEL: Final = "tasks/cancel"
+# the legacy (2025-11-25) task methods the bridge sends upstream
+LEGACY_TASKS_GET: Final = "tasks/get"
+LEGACY_TASKS_RESULT: Final = "tasks/result"
+LEGACY_TASKS_CANCEL: Final = "tasks/cancel"
+# a task whose upstream call or session was lost
+LOST_ERROR: Final[dict[str, Any]] = {"code": -32603, "message": "The upstream task was lost"}
 TASK_METHODS: Final = TASK_EXTENSION_METHODS
 RESULT_TASK: Final = "task"
 
@@ -193,6 +199,10 @@ def related_task_id(message: JsonObject) -> str | None:
 
 __all__ = [
     "EXTENSION",
+    "LEGACY_TASKS_CANCEL",
+    "LEGACY_TASKS_GET",
+    "LEGACY_TASKS_RESULT",
+    "LOST_ERROR",
     "RESULT_TASK",
     "TASKS_CANCEL",
     "TASKS_GET",

@@ -3,27 +3,79 @@
 A modern `taskId` is `t1.` + base64url(kid length ‖ kid ‖ 12-byte nonce ‖ AEAD ciphertext+tag),
 sealed under the same key ring as `requestState` but with its own associated data, so neither
 token opens as the other. The plaintext binds the record, the principal, the expiry and the
-replica that owns the task. The legacy task id never leaves the bridge: it is session-scoped
-upstream. Key, nonce and time are parameters: this module reads no clock and draws no randomness.
+replica that owns the task and, for a task on a Streamable HTTP upstream, an `UpstreamHandle`:
+what a new bridge process needs to find the task again (the upstream session id, the legacy
+task id, the revision, where the legacy `tasks/result` stream can be resumed, the capabilities
+the creating request declared). None of it leaves the bridge in clear. Key, nonce and time are
+parameters: this module reads no clock and draws no randomness.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import json
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 from cryptography.exceptions import InvalidTag
 
 from translators.held.request_state import NONCE_SIZE, KeyRing, seal_blob
+from translators.wire.jsonrpc import JsonObject
 
 PREFIX: Final = "t1."
-MAX_TOKEN_LENGTH: Final = 200
+MAX_HANDLE_BYTES: Final = 1024  # a bigger handle is left out: the task then cannot be adopted
+MAX_TOKEN_LENGTH: Final = 200 + (MAX_HANDLE_BYTES + 2) // 3 * 4
 _AAD: Final = b"mrtr-bridge/taskId/v1|"
 # record(16) principal(16) expires_ms(Q) replica_len(B)
 _LAYOUT: Final = struct.Struct(">16s16sQB")
+
+
+@dataclass(frozen=True)
+class UpstreamHandle:
+    """Where a legacy task lives upstream, so that a new bridge process can adopt its session
+    (docs/tasks.md § What survives what)."""
+
+    session_id: str  # the upstream `Mcp-Session-Id`
+    legacy_task_id: str
+    version: str  # the revision negotiated on that session
+    result_request_id: int  # the JSON-RPC id of the legacy `tasks/result` the bridge opened
+    resume_event_id: str | None  # the first SSE event id of that request's stream, if any
+    capabilities: JsonObject = field(default_factory=dict)  # the creating request's, for pushes
+    created_at_ms: int = 0
+
+    def encode(self) -> bytes:
+        return json.dumps(
+            [
+                self.session_id,
+                self.legacy_task_id,
+                self.version,
+                self.result_request_id,
+                self.resume_event_id,
+                self.capabilities,
+                self.created_at_ms,
+            ],
+            separators=(",", ":"),
+        ).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> UpstreamHandle | None:
+        try:
+            sid, legacy, version, request_id, event_id, caps, created = json.loads(raw)
+        except (ValueError, TypeError):
+            return None
+        if not (
+            isinstance(sid, str)
+            and isinstance(legacy, str)
+            and isinstance(version, str)
+            and isinstance(request_id, int)
+            and (event_id is None or isinstance(event_id, str))
+            and isinstance(caps, dict)
+            and isinstance(created, int)
+        ):
+            return None
+        return cls(sid, legacy, version, request_id, event_id, caps, created)
 
 
 @dataclass(frozen=True)
@@ -32,13 +84,17 @@ class TaskClaims:
     principal_digest: bytes
     expires_at_ms: int
     replica_id: str
+    handle: UpstreamHandle | None = None  # None: the task cannot outlive this process
 
 
 def seal_task_id(claims: TaskClaims, ring: KeyRing, nonce: bytes) -> str:
+    """The sealed id; a handle bigger than `MAX_HANDLE_BYTES` is left out."""
     replica = claims.replica_id.encode()
+    handle = b"" if claims.handle is None else claims.handle.encode()
     plaintext = (
         _LAYOUT.pack(claims.record, claims.principal_digest, claims.expires_at_ms, len(replica))
         + replica
+        + (handle if len(handle) <= MAX_HANDLE_BYTES else b"")
     )
     return PREFIX + seal_blob(plaintext, ring, nonce, _AAD)
 
@@ -67,10 +123,14 @@ def open_task_id(token: str, ring: KeyRing) -> TaskClaims | None:
     if len(plaintext) < _LAYOUT.size:
         return None
     record, principal, expires, replica_len = _LAYOUT.unpack_from(plaintext)
-    replica = plaintext[_LAYOUT.size :]
+    replica = plaintext[_LAYOUT.size : _LAYOUT.size + replica_len]
+    rest = plaintext[_LAYOUT.size + replica_len :]
     if len(replica) != replica_len:
         return None
-    return TaskClaims(record, principal, expires, replica.decode(errors="replace"))
+    handle = UpstreamHandle.decode(rest) if rest else None
+    if rest and handle is None:
+        return None
+    return TaskClaims(record, principal, expires, replica.decode(errors="replace"), handle)
 
 
 def is_task_state(token: object) -> bool:
@@ -79,4 +139,11 @@ def is_task_state(token: object) -> bool:
     return isinstance(token, str) and token.startswith(PREFIX)
 
 
-__all__ = ["PREFIX", "TaskClaims", "is_task_state", "open_task_id", "seal_task_id"]
+__all__ = [
+    "PREFIX",
+    "TaskClaims",
+    "UpstreamHandle",
+    "is_task_state",
+    "open_task_id",
+    "seal_task_id",
+]

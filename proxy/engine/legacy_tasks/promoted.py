@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 import structlog
 
 from config.settings import Settings
-from proxy.calls.driver import Attempt, CallDriver, Reply
+from proxy.calls.attempt import Attempt, Reply
+from proxy.calls.driver import CallDriver
 from proxy.calls.plain_forward import PlainForward, Promoted
 from proxy.common.faults import reported_error
 from proxy.common.front_request import FrontRequest, NullSink

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import functools
+from collections.abc import Awaitable, Callable
 
 import structlog
 
+from proxy.auth.oauth_passthrough import passes_challenges
 from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.engine.legacy_tasks.adopt import TaskAdopter
 from proxy.engine.legacy_tasks.promoted import PromotedTask, Promotion
-from proxy.engine.legacy_tasks.running import LOST_ERROR, RunningTask
+from proxy.engine.legacy_tasks.running import RunningTask
 from proxy.engine.legacy_tasks.store import TaskStore
 from proxy.engine.legacy_tasks.tools import TaskTools
 from proxy.engine.routes.first_call import FirstCall
@@ -24,13 +27,15 @@ from proxy.engine.routes.outside_calls import refuse_push
 from proxy.engine.routes.route_context import RouteContext, client_capabilities
 from proxy.upstream.base import Inbound
 from proxy.upstream.pool import Lease
+from translators.auth.oauth import UpstreamAuthChallenge
 from translators.held.request_state import KeyRing
-from translators.protocol.eras import TOOLS_CALL
+from translators.protocol.eras import LEGACY_PING, TOOLS_CALL
 from translators.protocol.pushes import is_push
 from translators.protocol.requests import require_upstream_capability
 from translators.protocol.results import input_required_result, legacy_result_to_modern
 from translators.protocol.subscriptions import TASKS_NOTIFICATION
 from translators.tasks_ext.messages import (
+    LOST_ERROR,
     TASKS_CANCEL,
     TASKS_GET,
     TERMINAL,
@@ -45,7 +50,13 @@ from translators.tasks_ext.messages import (
     task_id_param,
     task_not_found,
 )
-from translators.wire.errors import MethodNotFound, UpstreamReturnedError, UpstreamTimeout
+from translators.tasks_ext.task_ids import TaskClaims
+from translators.wire.errors import (
+    BridgeError,
+    MethodNotFound,
+    UpstreamReturnedError,
+    UpstreamTimeout,
+)
 from translators.wire.jsonrpc import JsonObject, notification
 
 log = structlog.get_logger()
@@ -57,9 +68,10 @@ class LegacyTasks:
     def __init__(self, ctx: RouteContext, first_call: FirstCall, keyring: KeyRing) -> None:
         self.store = TaskStore(ctx.settings, keyring, ctx.tasks, ctx.listens.publish)
         self.tools = TaskTools()
-        self.methods = TaskMethods(ctx, self.store)
         self.calls = TaskCalls(ctx, self.store, self.tools, first_call)
-        self.in_bridge_retry = InBridgeRetry(ctx, self.store)
+        adopter = TaskAdopter(ctx, self.calls.announce)
+        self.methods = TaskMethods(ctx, self.store, adopter)
+        self.in_bridge_retry = InBridgeRetry(ctx, self.store, adopter)
         self.promotion = Promotion(
             ctx.settings, self.store, ctx.tasks, ctx.registry.next_attempt_id, self.calls.announce
         )
@@ -83,17 +95,48 @@ class LegacyTasks:
         await self.store.aclose()
 
 
+def adopting(
+    adopter: TaskAdopter, request: FrontRequest
+) -> Callable[[TaskClaims, str], Awaitable[RunningTask | None]]:
+    """The store's way to adopt, for this request (its principal and upstream headers)."""
+    return functools.partial(adopter.adopt, request)
+
+
+async def upstream_still_allows(ctx: RouteContext, request: FrontRequest) -> None:
+    """With OAuth pass-through the upstream, not the bridge, judges a token: the bridge keeps a
+    task's state, so before it shows or changes anything it sends one `ping` with this request's
+    credentials. A refusal (a token revoked or expired since the task was created) reaches the
+    client as the upstream's challenge (401/403); an upstream that cannot be reached is not a
+    refusal (docs/tasks.md § Failure paths)."""
+    if not passes_challenges(ctx.settings.upstream):
+        return
+    headers = ctx.headers(request)
+    try:
+        async with asyncio.timeout(ctx.settings.tasks.status_timeout_s):
+            async with ctx.shared_lease(request) as lease:
+                call = lease.session.start(LEGACY_PING, {}, headers=headers, on_inbound=None)
+                await call.result()
+    except UpstreamAuthChallenge:
+        raise
+    except (BridgeError, TimeoutError) as exc:
+        log.info("task_authorization_unchecked", error=type(exc).__name__)
+
+
 class TaskMethods:
-    def __init__(self, ctx: RouteContext, store: TaskStore) -> None:
+    def __init__(self, ctx: RouteContext, store: TaskStore, adopter: TaskAdopter) -> None:
         self._ctx = ctx
         self._store = store
+        self._adopter = adopter
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         if not self._ctx.settings.tasks.enabled:
             raise MethodNotFound(f"Method not found: {request.method}")
         if not declares_extension(client_capabilities(request)):
             raise missing_extension(request.method)
-        task = self._store.find(task_id_param(request.params), request.principal)
+        task = await self._store.find(
+            task_id_param(request.params), request.principal, adopting(self._adopter, request)
+        )
+        await upstream_still_allows(self._ctx, request)
         if request.method == TASKS_GET:
             if not task.pending:
                 await task.refresh()
@@ -170,7 +213,7 @@ class TaskCalls:
         ran the call plainly."""
         ctx = self._ctx
         principal = request.principal
-        task_id, record = self._store.mint(principal)
+        record = self._store.reserve(principal)
         lease = await ctx.lease(request, exclusive=True)
         try:
             result = await self._call(request, lease)
@@ -184,7 +227,7 @@ class TaskCalls:
                 TOOLS_CALL, result, server_info=ctx.server_info(lease.session), cache=ctx.cache
             )
         task = RunningTask(
-            task_id=task_id,
+            task_id="",  # sealed below, once the upstream handle is known
             record=record,
             principal=principal,
             lease=lease,
@@ -195,9 +238,10 @@ class TaskCalls:
             owner=ctx.tasks,
             on_change=self.announce,
         )
-        self._store.add(task)  # registered before the answer: tasks/get resolves at once
         task.start()
-        log.info("legacy_task_created", task=task_id[-12:])
+        task.task_id = self._store.seal(task, await task.upstream_handle())
+        self._store.add(task)  # registered before the answer: tasks/get resolves at once
+        log.info("legacy_task_created", task=record.hex()[:12], survives=task.survives_restart)
         return task
 
     def announce(self, task: RunningTask | PromotedTask) -> None:
@@ -243,14 +287,20 @@ class InBridgeRetry:
     """A retry whose `requestState` is the id of a task the bridge runs for a client that did not
     declare the extension (`tasks.run_in_bridge`): its answers go onto the task's pushes."""
 
-    def __init__(self, ctx: RouteContext, store: TaskStore) -> None:
+    def __init__(self, ctx: RouteContext, store: TaskStore, adopter: TaskAdopter) -> None:
         self._ctx = ctx
         self._store = store
+        self._adopter = adopter
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
-        task = self._store.find(str(request.params.get("requestState")), request.principal)
+        task = await self._store.find(
+            str(request.params.get("requestState")),
+            request.principal,
+            adopting(self._adopter, request),
+        )
         if not isinstance(task, RunningTask):  # a task id from the extension is no round state
             raise task_not_found()
+        await upstream_still_allows(self._ctx, request)
         await task.answer(input_responses(self._ctx, request))
         return await mrtr_reply(self._ctx, task)
 

@@ -7,6 +7,11 @@ stream (or, over stdio and on the GET stream, as the session's unrelated message
 exclusive lease receives), and its response is the final payload. Each push becomes an
 `inputRequests` entry under a key never reused in the task's life; `answer()` sends a client's
 answer back onto exactly that push, once.
+
+On a Streamable HTTP upstream the task's sealed id carries an `UpstreamHandle`: a new bridge
+process adopts the session, replays the old `tasks/result` stream from its first event (the
+questions asked before the restart) and opens a `tasks/result` of its own; at shutdown a task is
+detached, its session closed here but not DELETEd upstream (docs/tasks.md § What survives what).
 """
 
 from __future__ import annotations
@@ -20,42 +25,39 @@ import structlog
 
 from config.tasks import TasksSettings
 from proxy.common.owned_tasks import TaskOwner
+from proxy.engine.legacy_tasks.restart import SurvivesRestart, TaskLease
 from proxy.upstream.base import Inbound, UpstreamCall, UpstreamSession
-from proxy.upstream.pool import Lease
-from translators.protocol.eras import ELICIT
+from proxy.upstream.http.session import HttpUpstreamSession
+from translators.held.push_ledger import Answer
 from translators.protocol.pushes import (
     PendingPush,
     PushAnswer,
-    duplicate_id,
-    input_key,
     input_response_to_legacy,
     is_push,
-    legacy_push_to_input_request,
     refusal,
 )
 from translators.protocol.results import legacy_error_to_modern
 from translators.tasks_ext.messages import (
+    LEGACY_TASKS_CANCEL,
+    LEGACY_TASKS_GET,
+    LEGACY_TASKS_RESULT,
+    LOST_ERROR,
     TERMINAL,
     LegacyTask,
     Status,
     TaskView,
     legacy_task,
-    related_task_id,
     task_result_payload,
 )
-from translators.wire.canonical import as_object
+from translators.tasks_ext.questions import admit_question
+from translators.tasks_ext.task_ids import UpstreamHandle
 from translators.wire.errors import INTERNAL_ERROR, BridgeError, UpstreamReturnedError
 from translators.wire.jsonrpc import JsonObject
 
 log = structlog.get_logger()
 
-TASKS_RESULT = "tasks/result"
-LEGACY_TASKS_GET = "tasks/get"
-LEGACY_TASKS_CANCEL = "tasks/cancel"
-LOST_ERROR: JsonObject = {"code": INTERNAL_ERROR, "message": "The upstream task was lost"}
 
-
-class RunningTask:
+class RunningTask(SurvivesRestart):
     """A legacy task, its pinned session and what the client has seen of it."""
 
     def __init__(
@@ -64,13 +66,14 @@ class RunningTask:
         task_id: str,
         record: bytes,
         principal: str,
-        lease: Lease,
+        lease: TaskLease,
         legacy: LegacyTask,
         client_capabilities: JsonObject,
         headers: Mapping[str, str],
         settings: TasksSettings,
         owner: TaskOwner,
         on_change: Callable[[RunningTask], None] | None = None,
+        created_at: float | None = None,
     ) -> None:
         self.task_id = task_id
         self.record = record
@@ -82,8 +85,9 @@ class RunningTask:
         self._settings = settings
         self._owner = owner
         now = time.time()
-        self.created_at = self.updated_at = now
-        self.expires_at = now + settings.ttl_ms / 1000
+        self.created_at = now if created_at is None else created_at
+        self.updated_at = now
+        self.expires_at = self.created_at + settings.ttl_ms / 1000
         self.poll_interval_ms = legacy.poll_interval_ms or settings.poll_interval_ms
         self.status: Status = "cancelled" if legacy.status == "cancelled" else "working"
         self.status_message = legacy.status_message
@@ -93,35 +97,56 @@ class RunningTask:
         self.pending: dict[str, PendingPush] = {}
         self.used_keys: set[str] = set()
         self._result_call: UpstreamCall | None = None
+        self._replay: UpstreamCall | None = None  # the old tasks/result stream, when adopted
+        self._detached = False
         self._ended = asyncio.Event()
         self._changed = asyncio.Event()  # a push arrived or the task ended
         self._on_change = on_change  # notifications/tasks to listen streams
-        self._log = log.bind(task=task_id[-12:])
+        self._log = log.bind(task=record.hex()[:12])
 
     # ---- lifetime ------------------------------------------------------------------------------
 
-    def start(self) -> None:
+    def start(self, replay_from: UpstreamHandle | None = None) -> None:
+        """Open the legacy `tasks/result` (and, for an adopted task, replay the old one's stream
+        first, so that its questions come before anything new)."""
         self._lease.set_unrelated_handler(self._on_inbound)
-        self._owner.spawn(self._await_result(), name=f"legacy-task-{self.task_id[-8:]}")
-
-    async def _await_result(self) -> None:
-        call = self._lease.session.start(
-            TASKS_RESULT,
+        session = self._lease.session
+        if (
+            replay_from is not None
+            and replay_from.resume_event_id is not None
+            and isinstance(session, HttpUpstreamSession)
+        ):
+            self._replay = session.resume(
+                LEGACY_TASKS_RESULT,
+                replay_from.result_request_id,
+                replay_from.resume_event_id,
+                headers=self._headers,
+                on_inbound=self._on_inbound,
+            )
+        call = session.start(
+            LEGACY_TASKS_RESULT,
             {"taskId": self.legacy_id},
             headers=self._headers,
             on_inbound=self._on_inbound,
         )
         self._result_call = call
+        self._owner.spawn(self._await_result(call), name="legacy-task-result")
+
+    async def _await_result(self, call: UpstreamCall) -> None:
         try:
             payload = await call.result()
         except UpstreamReturnedError as exc:
             self.legacy_error = exc.error
             self._finish("failed", error=legacy_error_to_modern(exc.error))
         except BridgeError as exc:
+            if self._detached:
+                return  # the bridge stops: the task goes on upstream, for a new process
             if not self.ended:  # else a second tasks/result brought the outcome
                 self._log.warning("legacy_task_lost", error=type(exc).__name__)
                 self._finish("failed", error=LOST_ERROR)
         except asyncio.CancelledError:
+            if self._detached:
+                raise
             self._finish("cancelled")
             await self._release(discard=True)
             raise
@@ -161,6 +186,8 @@ class RunningTask:
         self._log.info("legacy_task_ended", status=status)
 
     async def _release(self, *, discard: bool) -> None:
+        if self._replay is not None and not self._detached:
+            await self._replay.cancel("task ended")
         await self._lease.release(discard=discard)
 
     @property
@@ -177,43 +204,32 @@ class RunningTask:
         message = inbound.message
         if not is_push(message):
             return  # progress and logs: not on tasks in this extension
-        tagged = related_task_id(message)
-        session = self._lease.session
-        if self.status in TERMINAL or (tagged is not None and tagged != self.legacy_id):
-            self._send(message["id"], refusal(str(message.get("method"))))
-            return
-        if any(push.push_id == message["id"] for push in self.pending.values()):
-            # the id of a push still unanswered: refused, the first stays (the `mcp` 1.x SDK can
-            # mint one id for two concurrent task questions; docs/tasks.md, "Conformance")
-            self._log.info("push_refused", method=message.get("method"), reason="duplicate_id")
-            self._send(message["id"], duplicate_id(message["id"]))
-            return
-        translated = legacy_push_to_input_request(message, self._caps, session.revision)
-        if isinstance(translated, PushAnswer):
-            self._log.info("push_refused", method=message.get("method"), reason="capability")
-            self._send(message["id"], translated)
-            return
-        key = input_key(message, self.used_keys)
-        self.used_keys.add(key)
-        params = as_object(message.get("params"))
-        schema = params.get("requestedSchema") if message.get("method") == ELICIT else None
-        elicitation_id = params.get("elicitationId")
-        self.pending[key] = PendingPush(
-            key,
-            message["id"],
-            str(message["method"]),
-            translated,
-            elicitation_id if isinstance(elicitation_id, str) else None,
-            session.revision,
-            schema if isinstance(schema, dict) else None,
+        admission = admit_question(
+            message,
+            legacy_id=self.legacy_id,
+            ended=self.status in TERMINAL,
+            pending=self.pending,
+            used_keys=self.used_keys,
+            client_capabilities=self._caps,
+            revision=self._lease.session.revision,
         )
+        if isinstance(admission, Answer):
+            if admission.reason is not None:
+                self._log.info(
+                    "push_refused", method=message.get("method"), reason=admission.reason
+                )
+            self._send(message["id"], admission.answer)
+            return
+        question = admission.pending
+        self.used_keys.add(question.key)
+        self.pending[question.key] = question
         self.status = "input_required"
         self.updated_at = time.time()
         self._changed.set()
         self._announce()
 
     def _announce(self) -> None:
-        if self._on_change is not None:
+        if self._on_change is not None and self.task_id:
             self._on_change(self)
 
     def _send(self, push_id: int | str, answer: PushAnswer) -> None:
@@ -279,7 +295,7 @@ class RunningTask:
         (docs/tasks.md, "Conformance")."""
         stuck = self._result_call
         call = self._lease.session.start(
-            TASKS_RESULT, {"taskId": self.legacy_id}, headers=self._headers, on_inbound=None
+            LEGACY_TASKS_RESULT, {"taskId": self.legacy_id}, headers=self._headers, on_inbound=None
         )
         try:
             async with asyncio.timeout(self._settings.status_timeout_s):
@@ -350,4 +366,4 @@ def iso(epoch_s: float) -> str:
     return datetime.fromtimestamp(epoch_s, UTC).isoformat(timespec="milliseconds")[:-6] + "Z"
 
 
-__all__ = ["RunningTask"]
+__all__ = ["RunningTask", "TaskLease"]

@@ -18,7 +18,8 @@ from typing import Any
 
 import structlog
 
-from proxy.calls.driver import ROUND_ATTRIBUTE, CallDriver
+from proxy.calls.attempt import ROUND_ATTRIBUTE
+from proxy.calls.driver import CallDriver
 from proxy.calls.plain_forward import PlainForward, Promoted
 from proxy.calls.roots_affinity import AskClient
 from proxy.common.front_request import FrontRequest, NotificationSink
@@ -34,6 +35,7 @@ from proxy.engine.routes.route_context import (
 )
 from proxy.observe import tracing
 from proxy.observe.access import current_trace
+from proxy.upstream.attribution import call_label
 from proxy.upstream.pool import Lease, SessionKey
 from translators.held.machine import Limits
 from translators.protocol.requests import require_upstream_capability
@@ -150,9 +152,11 @@ class FirstCall:
         """The session the call runs on, settled, checked (and authorized) and at the call's log
         level."""
         ctx = self._ctx
-        lease = await ctx.lease(
-            request, exclusive=fresh or self._needs_own_session(request), roots=roots, fresh=fresh
-        )
+        own = fresh or self._needs_own_session(request)
+        # a call that may receive pushes is labelled: it shares its session once the upstream is
+        # seen to send that call's pushes on its own POST stream (proxy/upstream/attribution.py)
+        label = call_label(request.method, request.params) if own and not fresh else None
+        lease = await ctx.lease(request, exclusive=own, roots=roots, fresh=fresh, label=label)
         try:
             await ctx.roots.settle(lease)
             require_upstream_capability(

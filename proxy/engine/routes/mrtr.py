@@ -6,7 +6,8 @@ proxy/engine/routes/first_call.py starts such a call, proxy/engine/routes/retry.
 
 from __future__ import annotations
 
-from proxy.calls.driver import CallDriver, Reply
+from proxy.calls.attempt import Reply
+from proxy.calls.driver import CallDriver
 from proxy.common.front_request import FrontRequest
 from proxy.engine.routes.route_context import RouteContext
 from proxy.observe import access, tracing

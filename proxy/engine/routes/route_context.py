@@ -13,9 +13,11 @@ from importlib.metadata import version
 from typing import Any
 
 from config.settings import Settings
+from proxy.calls.attempt import Attempt, UpstreamRequest
 from proxy.calls.continuations import Continuations
-from proxy.calls.driver import Attempt, CallDriver, HeldCallRegistry, UpstreamRequest
+from proxy.calls.driver import CallDriver
 from proxy.calls.listen_hub import ListenHub
+from proxy.calls.registry import HeldCallRegistry
 from proxy.calls.roots_affinity import RootsAffinity
 from proxy.calls.tool_schemas import ToolSchemas
 from proxy.common.front_request import FrontRequest, NotificationSink
@@ -97,16 +99,18 @@ class RouteContext:
         exclusive: bool,
         roots: JsonObject | None = None,
         fresh: bool = False,
+        label: str | None = None,
     ) -> Lease:
         """A session of the request's key; an interactive call prefers the session holding its
-        principal's subscriptions (docs/architecture.md, "Routing rules")."""
+        principal's subscriptions (docs/architecture.md, "Routing rules"). `label`: see
+        `UpstreamPool.lease`."""
         key, legacy_caps = self.session_key(request, roots, fresh)
         prefer = None if fresh else self.listens.home(key.principal, key.fingerprint)
         # a warm session, or a new one initialized upstream (or the wait for room in the pool)
         with tracing.child(current_trace(), "upstream session", {"exclusive": exclusive}):
             headers = tracing.upstream_headers(self.headers(request))
             lease = await self.pool.lease(
-                key, legacy_caps, exclusive=exclusive, headers=headers, prefer=prefer
+                key, legacy_caps, exclusive=exclusive, headers=headers, prefer=prefer, label=label
             )
         self.ready = True
         return lease

@@ -6,10 +6,13 @@ answer, and resume a stream closed early with GET + `Last-Event-ID` (2025-11-25/
 from __future__ import annotations
 
 import asyncio
-from typing import Any, Final
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
 
 import aiohttp
 
+from proxy.common.owned_tasks import TaskOwner
+from proxy.upstream.base import InboundHandler
 from proxy.upstream.http.call import HttpUpstreamCall
 from proxy.upstream.http.channel import HttpChannel, SessionExpired
 from proxy.upstream.http.streams import StreamRouter
@@ -23,6 +26,7 @@ from proxy.upstream.http.wire import (
     read_json_message,
 )
 from translators.wire.errors import (
+    BridgeError,
     UpstreamProtocolError,
     UpstreamSessionLost,
     UpstreamTimeout,
@@ -40,6 +44,15 @@ class CallStreams:
     _router: StreamRouter
     _log: Any
     upstream: str
+    _calls: dict[int, HttpUpstreamCall]
+    _tasks: TaskOwner
+    _on_unrelated: InboundHandler
+
+    if TYPE_CHECKING:  # the session's own (never defined here: they must not shadow its bases)
+
+        def _check_open(self) -> None: ...
+
+        async def _cancel_call(self, call: HttpUpstreamCall, reason: str) -> None: ...
 
     async def _send_call(self, call: HttpUpstreamCall, generation: int) -> JsonObject:
         cursor = StreamCursor()
@@ -118,6 +131,53 @@ class CallStreams:
             await self._channel.check_status(resp, generation, action, content_type=SSE_TYPE)
             self._log.debug("upstream_stream_resumed", method=call.method)
             return await self._router.read_stream(resp, cursor, call)
+
+    def resume(
+        self,
+        method: str,
+        upstream_request_id: int,
+        last_event_id: str,
+        *,
+        headers: Mapping[str, str],
+        on_inbound: InboundHandler | None,
+    ) -> HttpUpstreamCall:
+        """Read on, with GET + `Last-Event-ID`, the stream of a request this session's previous
+        owner sent (transports.mdx § Resumability and Redelivery): what the server replays
+        arrives at `on_inbound`, and the request's response, if it comes, is the call's result."""
+        self._check_open()
+        call = HttpUpstreamCall(
+            upstream_request_id,
+            method,
+            {},
+            headers=dict(headers),
+            on_inbound=on_inbound,
+            on_unrelated=self._on_unrelated,
+            send_cancel=self._cancel_call,
+            upstream=self.upstream,
+        )
+        call.replayed = True
+        self._calls[upstream_request_id] = call
+        cursor = StreamCursor(last_event_id=last_event_id, retry_ms=0)
+        generation = self._channel.generation
+        call.task = self._tasks.spawn(
+            self._run_resumed(call, cursor, generation), name=f"upstream-resume-{method}"
+        )
+        return call
+
+    async def _run_resumed(
+        self, call: HttpUpstreamCall, cursor: StreamCursor, generation: int
+    ) -> None:
+        try:
+            call.resolve(await self._resume(call, cursor, generation))
+        except SessionExpired:
+            call.fail(UpstreamSessionLost(f"Upstream {self.upstream} ended the session"))
+        except BridgeError as exc:
+            call.fail(exc)
+        except asyncio.CancelledError:
+            call.fail(UpstreamSessionLost(f"Upstream session to {self.upstream} was closed"))
+            raise
+        finally:
+            self._calls.pop(call.upstream_request_id, None)
 
 
 __all__ = ["MAX_RESUME_ATTEMPTS", "CallStreams"]

@@ -12,7 +12,6 @@ yet).
 from __future__ import annotations
 
 import asyncio
-import enum
 import itertools
 from collections.abc import Mapping
 from typing import Final
@@ -26,6 +25,7 @@ from proxy.upstream.base import InboundHandler, Negotiated, SendsMessages, share
 from proxy.upstream.errors import map_upstream_errors
 from proxy.upstream.http.call import HttpUpstreamCall
 from proxy.upstream.http.channel import HttpChannel, SessionExpired
+from proxy.upstream.http.reinitialize import Reinitializes, SessionState
 from proxy.upstream.http.replies import MAX_RESUME_ATTEMPTS, CallStreams
 from proxy.upstream.http.streams import GetStream, GetStreamState, StreamRouter
 from proxy.upstream.http.wire import (
@@ -60,15 +60,7 @@ def _is_valid_session_id(value: str) -> bool:
     return bool(value) and all(0x21 <= ord(char) <= 0x7E for char in value)
 
 
-class SessionState(enum.Enum):
-    """Where an HTTP upstream session's life stands (re-initializing in place keeps it OPEN)."""
-
-    OPEN = "open"
-    BROKEN = "broken"  # a re-initialize failed: calls get its error, the pool replaces the session
-    CLOSED = "closed"  # aclose() ran
-
-
-class HttpUpstreamSession(CallStreams, Negotiated, SendsMessages):
+class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages):
     """Implements `UpstreamSession` over legacy Streamable HTTP. Build it with `open()`."""
 
     def __init__(
@@ -125,10 +117,45 @@ class HttpUpstreamSession(CallStreams, Negotiated, SendsMessages):
         session._log.info("upstream_session_opened", has_get_stream=session.has_get_stream)
         return session
 
+    @classmethod
+    def adopt(
+        cls,
+        client: aiohttp.ClientSession,
+        url: str,
+        capabilities: JsonObject,
+        *,
+        session_id: str,
+        init_result: JsonObject,
+        first_request_id: int,
+        headers: Mapping[str, str],
+        on_unrelated: InboundHandler,
+        settings: UpstreamSettings,
+    ) -> HttpUpstreamSession:
+        """Take over a session another bridge process initialized (a legacy task it created,
+        docs/tasks.md § What survives what): no `initialize`, no GET stream. `init_result` is what
+        the server answers to `initialize` now, with the revision the session negotiated; request
+        ids start at `first_request_id`, clear of the ones the old process used."""
+        if not _is_valid_session_id(session_id):
+            raise UpstreamProtocolError("the adopted Mcp-Session-Id is not visible ASCII")
+        session = cls(
+            client, url, capabilities, headers=headers, on_unrelated=on_unrelated, settings=settings
+        )
+        session._channel.begin_generation()
+        session._channel.session_id = session_id
+        session._accept_init_result(init_result)
+        session._ids = itertools.count(first_request_id)
+        session._log.info("upstream_session_adopted")
+        return session
+
     @property
     def is_alive(self) -> bool:
         get_lost = self._get_stream is not None and self._get_stream.state is GetStreamState.LOST
         return self._state is SessionState.OPEN and not get_lost
+
+    @property
+    def session_id(self) -> str | None:
+        """The upstream `Mcp-Session-Id` (sealed into a legacy task's id; never shown)."""
+        return self._channel.session_id
 
     @property
     def url(self) -> str:
@@ -312,62 +339,6 @@ class HttpUpstreamSession(CallStreams, Negotiated, SendsMessages):
         self._channel.protocol_version = revision.version if revision.version_header else None
         self._channel.batches = revision.batches
         self._init_result = shared_init_result(self.upstream, result)
-
-    async def _current_generation(self) -> int:
-        """The generation to send on, after any re-initialize that is due or under way."""
-        if self._get_stream is not None and self._get_stream.state is GetStreamState.EXPIRED:
-            await self._reinitialize(self._channel.generation)
-        elif self._reinit_task is not None and not self._reinit_task.done():
-            await self._reinitialize(self._channel.generation)
-        elif self._reinit_error is not None:
-            raise self._reinit_error
-        return self._channel.generation
-
-    async def _reinitialize(self, seen_generation: int) -> None:
-        """Start a new upstream session in place (§ 10.5), once per expiry however many saw it.
-
-        The handshake runs in a task the session owns, so a caller cancelled meanwhile cannot leave
-        the session half initialized; every caller waits for the same outcome."""
-        self._check_open()
-        running = self._reinit_task is not None and not self._reinit_task.done()
-        if not running and self._channel.generation == seen_generation:
-            self._reinit_task = self._tasks.spawn(
-                self._run_reinitialize(), name="upstream-reinitialize"
-            )
-        if self._reinit_task is not None:
-            await asyncio.wait({self._reinit_task})
-        self._check_open()
-        if self._reinit_error is not None:
-            raise self._reinit_error
-
-    def _get_stream_expired(self) -> None:
-        """The GET stream met a 404: re-initialize now, not at the next call."""
-        if self._state is not SessionState.CLOSED:
-            self._tasks.spawn(
-                self._reinitialize_eagerly(self._channel.generation),
-                name="upstream-reinitialize-eager",
-            )
-
-    async def _reinitialize_eagerly(self, generation: int) -> None:
-        try:
-            await self._reinitialize(generation)
-        except BridgeError:
-            pass  # logged by _run_reinitialize; the session is broken and the pool replaces it
-
-    async def _run_reinitialize(self) -> None:
-        self._log.info("upstream_session_reinitializing")
-        if self._get_stream is not None:
-            await self._get_stream.stop()
-        try:
-            await self._handshake()
-        except BridgeError as exc:
-            self._reinit_error = exc
-            if self._state is SessionState.OPEN:
-                self._state = SessionState.BROKEN
-            self._log.warning("upstream_session_reinitialize_failed", error=exc.message)
-            return
-        self.reinitialized_count += 1
-        self._log.info("upstream_session_reinitialized", has_get_stream=self.has_get_stream)
 
     # -- plumbing ---------------------------------------------------------------------------------
 

@@ -62,17 +62,20 @@ class StreamRouter:
         chunks are read here, without nested async generators: a held call has two streams read for
         its whole life, and every suspended generator frame stays allocated with it."""
         decoder, batches = stream_decoder(), self._channel.batches
+        replay = call is not None and call.replayed
         try:
             async for chunk in resp.content.iter_any():
                 for event in decoder.feed(chunk):
                     cursor.note(event)
-                    for message in messages_of(event, batches=batches):
+                    if call is not None:
+                        call.note_event_id(event.event_id)
+                    for message in messages_of(event, batches=batches, quiet=replay):
                         if not is_response(message):
                             self._route_inbound(message, call)
                         elif call is not None and message.get("id") == call.upstream_request_id:
                             return message
                         else:
-                            self._resolve_elsewhere(message)
+                            self._resolve_elsewhere(message, quiet=replay)
                 cursor.absorb(decoder)
         except _BROKEN_STREAM_ERRORS as exc:
             self._log.info("upstream_stream_broken", error=type(exc).__name__)
@@ -118,14 +121,16 @@ class StreamRouter:
                 return call
         return None
 
-    def _resolve_elsewhere(self, message: JsonObject) -> None:
-        """A response on another stream (e.g. replayed on the GET stream) settles its own call."""
+    def _resolve_elsewhere(self, message: JsonObject, *, quiet: bool = False) -> None:
+        """A response on another stream (e.g. replayed on the GET stream) settles its own call;
+        on a stream replayed for an adopted task (`quiet`), an old process's responses are
+        expected."""
         upstream_request_id = message.get("id")
         call = (
             self._calls.get(upstream_request_id) if isinstance(upstream_request_id, int) else None
         )
         if call is None or call.is_done:
-            self._log.warning("upstream_response_unmatched")
+            (self._log.debug if quiet else self._log.warning)("upstream_response_unmatched")
             return
         call.resolve(message)
         if call.task is not None and call.task is not asyncio.current_task():

@@ -174,22 +174,24 @@ def event_elements(data: str, *, batches: bool) -> list[Any]:
     return batch_elements(_parse_json(data), batches=batches)
 
 
-def event_messages(data: str, *, batches: bool) -> list[JsonObject]:
+def event_messages(data: str, *, batches: bool, quiet: bool = False) -> list[JsonObject]:
     """`event_elements` as JSON-RPC messages. The one rule for every transport: an event that is
     not JSON, or an element that is not a JSON-RPC message, is logged (`upstream_message_ignored`)
     and skipped, as a stdio line is; the rest of the event and of the stream go on, and a call whose
-    response was lost so ends by its stream's end or `front.request_timeout_s`."""
+    response was lost so ends by its stream's end or `front.request_timeout_s`. `quiet` logs at
+    debug level: a replayed stream, where a server's event store may hand back what it stored."""
+    report = _log.debug if quiet else _log.warning
     try:
         elements = event_elements(data, batches=batches)
     except UpstreamProtocolError as exc:
-        _log.warning("upstream_message_ignored", reason=exc.message)
+        report("upstream_message_ignored", reason=exc.message)
         return []
     messages: list[JsonObject] = []
     for element in elements:
         try:
             messages.append(as_message(element))
         except UpstreamProtocolError as exc:
-            _log.warning("upstream_message_ignored", reason=exc.message)
+            report("upstream_message_ignored", reason=exc.message)
     return messages
 
 
@@ -204,11 +206,11 @@ async def iter_stream_messages(
             yield message
 
 
-def messages_of(event: SSEEvent, *, batches: bool) -> list[JsonObject]:
+def messages_of(event: SSEEvent, *, batches: bool, quiet: bool = False) -> list[JsonObject]:
     """The JSON-RPC messages an SSE event carries: none for a priming event (empty data) or another
     event type; where the revision has `batches`, each element of an array in the event."""
     if event.event == "message" and event.data.strip():
-        return event_messages(event.data, batches=batches)
+        return event_messages(event.data, batches=batches, quiet=quiet)
     return []
 
 

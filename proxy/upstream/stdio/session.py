@@ -2,11 +2,11 @@
 
 The bridge spawns the configured command, speaks newline-delimited JSON-RPC in the negotiated
 revision (translators.protocol.revisions; batch lines at 2025-03-26) on its stdin/stdout, and
-relays its
-stderr to the log (bounded, rate-limited). Nothing on stdio links a push or a notification to the
-call that caused it, so every inbound message is *unrelated* (`related_request_id=None`) and goes to
-`on_unrelated`; the pool gives it to the exclusive lease holder (docs/decisions.md § 7). `ping` is
-answered here and never surfaces.
+relays its stderr to the log (bounded, rate-limited). Nothing on stdio links a push or a
+notification to the call that caused it, so every inbound message is *unrelated*
+(`related_request_id=None`) and goes to `on_unrelated` (read in proxy/upstream/stdio/reading.py);
+the pool gives it to the exclusive lease holder (docs/decisions.md § 7). `ping` is answered there
+and never surfaces.
 
 When the process exits, every pending call fails at once with `UpstreamSessionLost` naming the exit
 code, and the session is dead for good (the pool replaces it). Closing: stdin is closed, then after
@@ -17,7 +17,6 @@ makes sure no process outlives it is in `stdio_children`.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import time
 from collections.abc import Callable, Mapping
@@ -38,46 +37,32 @@ from proxy.upstream.stdio.process import (
     stop_process,
     upstream_label,
 )
+from proxy.upstream.stdio.reading import EXIT_CODE_WAIT_S, ReadsStdout
 from proxy.upstream.stdio.stderr import StderrRelay
-from translators.protocol.eras import CANCELLED, INITIALIZE, INITIALIZED, LEGACY_PING
+from translators.protocol.eras import CANCELLED, INITIALIZE, INITIALIZED
 from translators.protocol.revisions import OFFERED, Revision, negotiated
 from translators.wire import jsonrpc
 from translators.wire.errors import (
-    INVALID_REQUEST,
     BridgeBug,
     UpstreamFault,
-    UpstreamProtocolError,
     UpstreamReturnedError,
     UpstreamSessionLost,
     UpstreamTimeout,
     UpstreamUnavailable,
 )
 from translators.wire.jsonrpc import JsonObject
-from translators.wire.stdio_framing import FramingError, LineDecoder, frame
+from translators.wire.stdio_framing import LineDecoder, frame
 
 log = structlog.get_logger(__name__)
 
-READ_CHUNK: Final = 65536
-EXIT_CODE_WAIT_S: Final = 0.5  # after stdout closes, how long to wait for the exit code
 CLIENT_INFO: Final[JsonObject] = {"name": "mrtr-bridge", "version": version("mrtr-bridge")}
-
-
-def _kind(message: JsonObject) -> str:
-    """'response', 'request', 'notification' or 'invalid' for one decoded line."""
-    if message.get("jsonrpc") != "2.0":
-        return "invalid"
-    if "method" not in message:
-        return "response" if "result" in message or "error" in message else "invalid"
-    if not isinstance(message["method"], str):
-        return "invalid"
-    return "notification" if "id" not in message else "request"
 
 
 def _nobody(inbound: Inbound) -> None:
     """The inbound handler of a spare process: it has no session yet, so it says nothing."""
 
 
-class StdioUpstreamSession(Negotiated, SendsMessages):
+class StdioUpstreamSession(ReadsStdout, Negotiated, SendsMessages):
     """Implements `UpstreamSession` over one legacy server subprocess. Build it with `open()`."""
 
     def __init__(
@@ -344,87 +329,6 @@ class StdioUpstreamSession(Negotiated, SendsMessages):
             await self.notify(CANCELLED, params)
         except UpstreamFault:
             self._log.info("upstream_cancel_not_sent", upstream_request_id=call.upstream_request_id)
-
-    # ---- reading --------------------------------------------------------------------------------
-
-    async def _read_stdout(self) -> None:
-        stdout = self._process.stdout
-        while stdout is not None:
-            try:
-                chunk = await stdout.read(READ_CHUNK)
-            except OSError:
-                chunk = b""
-            if not chunk:
-                break
-            for item in self._decoder.feed(chunk):
-                self._receive(item)
-        code = await exit_code(self._process, EXIT_CODE_WAIT_S)
-        if not self._closing:
-            self._log.warning("upstream_process_exited", code=code, pending_calls=len(self._calls))
-            self._fail_pending(exit_message(code))
-
-    def _receive(self, item: JsonObject | FramingError) -> None:
-        if isinstance(item, FramingError):
-            self._reject_line(item)
-            return
-        kind = _kind(item)
-        if kind == "response":
-            self._resolve(item)
-        elif kind == "request" and item["method"] == LEGACY_PING:
-            self._tasks.spawn(self._answer_ping(item["id"]), name=f"stdio-ping-{self.pid}")
-        elif kind in ("request", "notification"):
-            self._deliver(Inbound(message=item, related_request_id=None))
-        else:
-            self._log.warning("upstream_stdio_message_invalid", keys=len(item))
-
-    def _resolve(self, response: JsonObject) -> None:
-        upstream_request_id = response.get("id")
-        call = (
-            self._calls.pop(upstream_request_id, None) if type(upstream_request_id) is int else None
-        )
-        if call is None:
-            self._log.debug("upstream_response_unmatched")
-            return
-        call.resolve(response)
-
-    def _deliver(self, inbound: Inbound) -> None:
-        try:
-            self._on_unrelated(inbound)
-        except Exception:
-            self._log.exception(
-                "upstream_inbound_handler_failed", inbound_method=inbound.message.get("method")
-            )
-
-    async def _answer_ping(self, push_id: int | str) -> None:
-        with contextlib.suppress(UpstreamFault):
-            await self.respond(push_id, result={})
-
-    def _reject_line(self, error: FramingError) -> None:
-        """A malformed or oversized line is logged (size only) and skipped. An oversized response
-        fails its call at once; an oversized push is refused, so neither side waits forever."""
-        self._log.warning("upstream_stdio_line_rejected", reason=error.reason, size=error.size)
-        head_id = error.head_id
-        if error.is_response_head and type(head_id) is int and head_id in self._calls:
-            call = self._calls.pop(head_id)
-            call.fail(
-                UpstreamProtocolError(
-                    f"Legacy stdio server {self._program!r} answered {call.method} with a message "
-                    "larger than "
-                    f"{self._settings.max_line_bytes} bytes (upstream.max_line_bytes)",
-                    upstream_label(self._program),
-                )
-            )
-        elif error.head_key == "method" and head_id is not None:
-            refusal = {
-                "code": INVALID_REQUEST,
-                "message": "Request too large for the client (limit "
-                f"{self._settings.max_line_bytes} bytes)",
-            }
-            self._tasks.spawn(self._refuse(head_id, refusal), name=f"stdio-refuse-{self.pid}")
-
-    async def _refuse(self, push_id: int | str, error: JsonObject) -> None:
-        with contextlib.suppress(UpstreamFault):
-            await self.respond(push_id, error=error)
 
 
 __all__ = ["CLIENT_INFO", "OutcomeCall", "StdioUpstreamSession"]

@@ -9,7 +9,8 @@ from typing import Any, cast
 
 import pytest
 
-from proxy.calls.driver import CallDriver, HeldCallRegistry
+from proxy.calls.driver import CallDriver
+from proxy.calls.registry import HeldCallRegistry
 from translators.wire.errors import CapacityExceeded, ClientLimitExceeded, ShuttingDown
 
 

@@ -15,7 +15,8 @@ from fake_legacy import FakeCall, FakeLegacy, text_result
 
 from config.settings import UpstreamSettings
 from proxy.app.runtime import http_opener
-from proxy.upstream.base import Inbound, UpstreamSession
+from proxy.upstream.attribution import PushAttribution, call_label
+from proxy.upstream.base import FixedTransport, Inbound, UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from translators.protocol.eras import ROOTS
 from translators.wire.errors import (
@@ -432,3 +433,211 @@ async def test_one_session_waiting_is_bounded_and_a_cancelled_waiter_leaves_no_t
     await held.release()
     assert (await lease(pool, SessionKey("bob", KEY.fingerprint))).session is not held.session
     assert pool.stats().sessions_open == 1
+
+
+# -- interactive calls sharing a session where the server attributes their pushes (§ 28) ------
+
+ASK = "tools/call ask"
+
+
+async def labelled(pool: UpstreamPool, key: SessionKey = KEY, label: str = ASK) -> Lease:
+    """What the first-call route asks for an interactive call: exclusive, with its label."""
+    async with asyncio.timeout(5):
+        return await pool.lease(key, CAPS, exclusive=True, headers={}, label=label)
+
+
+async def learned(pool: UpstreamPool, label: str = ASK) -> None:
+    """One call of `label` runs on a session of its own, pushes on its own POST stream (recorded
+    on the lease by the call, proxy/calls/plain_forward.py) and ends with no GET-stream push."""
+    first = await labelled(pool, label=label)
+    assert first.exclusive
+    first.pushed_related = True
+    await first.release()
+
+
+async def test_a_call_that_pushed_nothing_teaches_nothing(
+    make_pool: Callable[..., UpstreamPool],
+) -> None:
+    """Ending without any push proves nothing about where the tool's pushes come: the next call
+    of the label still gets a session of its own."""
+    pool = make_pool()
+    first = await labelled(pool)
+    await first.release()
+    second = await labelled(pool)
+    assert second.exclusive
+    await second.release()
+
+
+async def get_push(
+    fake: FakeLegacy, session_index: int, push_id: int, message: dict[str, Any] | None = None
+) -> None:
+    server_session = fake.all_sessions[session_index]
+    assert server_session.get_stream is not None
+    await server_session.get_stream.add(json.dumps(message or {**ROOTS_PUSH, "id": push_id}))
+
+
+async def wait_unowned(unowned: Unowned, count: int) -> None:
+    async with asyncio.timeout(5):
+        while len(unowned.seen) < count:
+            await asyncio.sleep(0.01)
+
+
+async def test_a_label_shares_its_session_once_learned(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    """An unknown call gets a session of its own; after one such call ended with no GET-stream
+    push, the label's calls share one session (shared leases); an exclusive lease joins it only
+    once they are done (the warm session, as a direct client would have kept)."""
+    pool = make_pool()
+    await learned(pool)
+    calls = [await labelled(pool) for _ in range(3)]
+    assert [call.exclusive for call in calls] == [False, False, False]
+    assert len({id(call.session) for call in calls}) == 1
+    other = await labelled(pool, label="tools/call other")
+    assert other.exclusive and other.session is not calls[0].session
+    for call in [*calls, other]:
+        await call.release()
+    assert await echo(calls[0].session, "still") == text_result("still")
+    again = await lease(pool, exclusive=True)
+    assert again.session is calls[0].session
+    assert pool.stats().created_total == 2
+    assert fake.rpc_methods().count("initialize") == 2
+
+
+async def test_principals_never_share_a_session(make_pool: Callable[..., UpstreamPool]) -> None:
+    """The label is learned once, but each principal's calls share only their own session."""
+    pool = make_pool()
+    await learned(pool)
+    bob = SessionKey(principal="bob", fingerprint="elicit")
+    alice_calls = [await labelled(pool) for _ in range(2)]
+    bob_calls = [await labelled(pool, bob) for _ in range(2)]
+    assert not any(call.exclusive for call in alice_calls + bob_calls)
+    assert alice_calls[0].session is alice_calls[1].session
+    assert bob_calls[0].session is bob_calls[1].session
+    assert bob_calls[0].session is not alice_calls[0].session
+    assert {call.key.principal for call in bob_calls} == {"bob"}
+
+
+async def test_capability_sets_never_share_a_session(
+    make_pool: Callable[..., UpstreamPool],
+) -> None:
+    pool = make_pool()
+    await learned(pool)
+    sampling = SessionKey(principal="alice", fingerprint="sampling")
+    first, second = await labelled(pool), await labelled(pool, sampling)
+    assert not first.exclusive and not second.exclusive
+    assert first.session is not second.session
+
+
+PROGRESS_ON_GET: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "method": "notifications/progress",
+    "params": {"progressToken": "mrtr-1", "progress": 1},
+}
+LIST_CHANGED_ON_GET: dict[str, Any] = {
+    "jsonrpc": "2.0",
+    "method": "notifications/tools/list_changed",
+}
+
+
+@pytest.mark.parametrize(
+    ("message", "shares"),
+    [(None, False), (PROGRESS_ON_GET, False), (LIST_CHANGED_ON_GET, True)],
+    ids=["push", "progress", "list-changed"],
+)
+async def test_what_the_get_stream_carries_while_learning(
+    make_pool: Callable[..., UpstreamPool],
+    fake: FakeLegacy,
+    unowned: Unowned,
+    message: dict[str, Any] | None,
+    shares: bool,
+) -> None:
+    """A push, or progress, on the GET stream during the label's own-session call: the label
+    never shares. A list change concerns the session, not the call: the label still learns."""
+    pool = make_pool()
+    first = await labelled(pool)
+    first.pushed_related = True
+    await get_push(fake, 0, 901, message)
+    await wait_unowned(unowned, 1)  # no handler set: it goes to policy
+    await first.release()
+    calls = [await labelled(pool) for _ in range(2)]
+    assert [call.exclusive for call in calls] == [not shares, not shares]
+    assert (calls[0].session is calls[1].session) is shares
+
+
+async def test_a_discarded_call_teaches_nothing(make_pool: Callable[..., UpstreamPool]) -> None:
+    """A cancelled call (its session discarded) may have stopped before it pushed."""
+    pool = make_pool()
+    first = await labelled(pool)
+    await first.release(discard=True)
+    assert (await labelled(pool)).exclusive
+
+
+async def test_a_cancelled_sharing_call_retires_its_session(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    """A cancelled call that shared its session (released with discard) retires it: later calls
+    go to a new session, and the old one closes when its last call is done."""
+    pool = make_pool()
+    await learned(pool)
+    cancelled, staying = await labelled(pool), await labelled(pool)
+    await cancelled.release(discard=True)
+    later = await labelled(pool)
+    assert not later.exclusive and later.session is not staying.session
+    assert staying.session.is_alive
+    await staying.release()
+    assert not staying.session.is_alive
+    assert pool.stats().sessions_open == 1
+
+
+async def test_an_unattributable_push_is_refused_and_the_label_never_shares_again(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy, unowned: Unowned
+) -> None:
+    """A GET-stream push on a session two calls share reaches no call (policy refuses it); the
+    label is disqualified for good, even after a later clean own-session call."""
+    pool = make_pool()
+    await learned(pool)
+    calls = [await labelled(pool) for _ in range(2)]
+    assert calls[0].session is calls[1].session and not calls[0].exclusive
+    await get_push(fake, 0, 902)
+    await wait_unowned(unowned, 1)
+    [(session, inbound)] = unowned.seen
+    assert session is calls[0].session and inbound.message["id"] == 902
+    later = await labelled(pool)
+    assert later.exclusive and later.session is not calls[0].session
+    await later.release()
+    assert (await labelled(pool)).exclusive
+
+
+async def test_sharing_off_or_without_streams_per_call_keeps_calls_exclusive(
+    make_pool: Callable[..., UpstreamPool], client: aiohttp.ClientSession, url: str
+) -> None:
+    """`upstream.share_attributed_calls = false`, or a transport whose pushes share one channel
+    (HTTP+SSE, stdio): every labelled call keeps a session of its own."""
+    off = make_pool(share_attributed_calls=False)
+    await learned(off)
+    assert (await labelled(off)).exclusive
+    settings = UpstreamSettings(url=url, init_timeout_s=2.0, session_limit="many")
+    one_channel = UpstreamPool(
+        settings,
+        http_opener(client, settings),
+        on_unowned=Unowned(),
+        transport=FixedTransport("sse", streams_per_call=False),
+    )
+    try:
+        await learned(one_channel)
+        assert (await labelled(one_channel)).exclusive
+    finally:
+        await one_channel.aclose()
+
+
+def test_learned_labels_are_bounded() -> None:
+    attribution = PushAttribution(max_labels=2)
+    for name in ("a", "b", "c"):
+        attribution.observed_own_session(name)
+    assert [attribution.qualifies(name) for name in ("a", "b", "c")] == [True, True, False]
+    attribution.disqualify({"a"})
+    attribution.observed_own_session("a")
+    assert (attribution.qualifies("a"), attribution.qualified) == (False, 1)
+    assert call_label("tools/call", {"name": "ask"}) == "tools/call ask"
+    assert call_label("resources/read", {"uri": "file:///x"}) == "resources/read"

@@ -203,8 +203,7 @@ async def test_a_post_answered_404_loses_the_session(
     await session.aclose()
 
 
-# ---- detection
-# ------------------------------------------------------------------------------------
+# ---- detection -----------------------------------------------------------------------------------
 
 
 async def test_auto_falls_back_to_sse_on_a_4xx_and_remembers_it(

@@ -202,8 +202,7 @@ P102 = _arrived(102, SAMPLE, "Summarize")
 P103 = _arrived(103, ROOTS)
 
 
-# ---- every (state, event) pair
-# --------------------------------------------------------------------
+# ---- every (state, event) pair -------------------------------------------------------------------
 
 NEXT_STATE: dict[tuple[HeldCallState, type], HeldCallState] = {
     **{
@@ -385,8 +384,7 @@ def test_every_state_event_pair(state: HeldCallState, event_type: type) -> None:
         ) == before
 
 
-# ---- scripts: the main path
-# -----------------------------------------------------------------------
+# ---- scripts: the main path ----------------------------------------------------------------------
 
 
 def test_single_push_round_trip() -> None:
@@ -606,8 +604,7 @@ def test_upstream_error_while_waiting_is_handed_to_the_next_retry() -> None:
     )
 
 
-# ---- scripts: cancellation, expiry, disconnects, limits
-# ------------------------------------------------
+# ---- scripts: cancellation, expiry, disconnects, limits ------------------------------------------
 
 
 def test_push_cancelled_while_collecting() -> None:
@@ -917,8 +914,7 @@ def test_url_required_without_usable_elicitations_is_a_plain_error(data: Any) ->
     )
 
 
-# ---- shutdown and finished calls
-# --------------------------------------------------------------------
+# ---- shutdown and finished calls -----------------------------------------------------------------
 
 
 def test_abort_while_running_answers_the_attempt_and_cancels() -> None:

@@ -261,8 +261,7 @@ def test_declines_are_sent_as_they_are(action: str) -> None:
     assert sent == PushAnswer(result={"action": action})
 
 
-# ---- sampling answers
-# -----------------------------------------------------------------------------
+# ---- sampling answers ----------------------------------------------------------------------------
 
 TEXT = {"type": "text", "text": "hi"}
 AUDIO = {"type": "audio", "data": "AAAA", "mimeType": "audio/wav"}

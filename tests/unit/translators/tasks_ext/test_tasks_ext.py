@@ -23,7 +23,15 @@ from translators.tasks_ext.messages import (
     task_support,
     with_extension,
 )
-from translators.tasks_ext.task_ids import TaskClaims, is_task_state, open_task_id, seal_task_id
+from translators.tasks_ext.task_ids import (
+    MAX_HANDLE_BYTES,
+    MAX_TOKEN_LENGTH,
+    TaskClaims,
+    UpstreamHandle,
+    is_task_state,
+    open_task_id,
+    seal_task_id,
+)
 from translators.wire.errors import INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, InvalidRequestState
 
 RING = KeyRing({"k1": b"\1" * 32}, "k1")
@@ -117,6 +125,46 @@ def test_sealed_ids_open_only_with_the_ring_and_bind_their_claims() -> None:
     assert open_task_id(token[:-2] + ("AA" if not token.endswith("AA") else "BB"), RING) is None
     assert open_task_id("t1.", RING) is None and open_task_id("v1.x", RING) is None
     assert not is_task_state("v1.abc") and not is_task_state(None)
+
+
+HANDLE = UpstreamHandle(
+    session_id="0b7e6c1a-5d0e-4c57-9a43-3f1c2d9e8b70",
+    legacy_task_id="7f3c9a2e-1b4d-4e8f-a6c5-2d9b0e1f3a47",
+    version="2025-11-25",
+    result_request_id=3,
+    resume_event_id="e4d2c1b0-aaaa-bbbb-cccc-0123456789ab",
+    capabilities={"elicitation": {"form": {}}, "sampling": {}},
+    created_at_ms=1_780_000_000_123,
+)
+
+
+def test_a_handle_is_sealed_in_the_id_and_never_readable_without_the_ring() -> None:
+    claims = TaskClaims(os.urandom(16), b"p" * 16, 2**40, "r0", HANDLE)
+    token = seal_task_id(claims, RING, os.urandom(12))
+    assert open_task_id(token, RING) == claims
+    assert open_task_id(token, OTHER_RING) is None
+    assert len(token) <= MAX_TOKEN_LENGTH
+    for clear in (HANDLE.session_id, HANDLE.legacy_task_id, HANDLE.resume_event_id, "2025-11-25"):
+        assert clear is not None and clear not in token
+    # an id without a handle (stdio, or one minted before handles existed) still opens, as None
+    plain = TaskClaims(claims.record, b"p" * 16, 2**40, "r0")
+    assert open_task_id(seal_task_id(plain, RING, os.urandom(12)), RING) == plain
+
+
+def test_a_handle_too_big_to_seal_is_left_out() -> None:
+    huge = UpstreamHandle("s" * (MAX_HANDLE_BYTES + 1), "t", "2025-11-25", 1, None)
+    token = seal_task_id(TaskClaims(b"\0" * 16, b"p" * 16, 2**40, "r0", huge), RING, os.urandom(12))
+    opened = open_task_id(token, RING)
+    assert opened is not None and opened.handle is None and len(token) < 200
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"[", b"{}", b'["s","t","v","1",null,{},0]', b'["s","t","v",1,null,[],0]', b'["s"]'],
+)
+def test_a_malformed_handle_is_refused_whole(raw: bytes) -> None:
+    assert UpstreamHandle.decode(raw) is None
+    assert UpstreamHandle.decode(HANDLE.encode()) == HANDLE
 
 
 def test_a_task_id_and_a_request_state_never_open_as_each_other() -> None:

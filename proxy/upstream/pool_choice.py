@@ -1,0 +1,127 @@
+"""The pool's choices over its entries, without I/O: which idle session to evict when a limit is
+reached, who may take which lease, and what the status page shows (proxy/upstream/pool.py)."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from proxy.upstream.base import UpstreamSession
+from proxy.upstream.pool_entries import PoolEntry, SessionKey, SessionView
+from translators.protocol.eras import LOG_MESSAGE, PROGRESS
+from translators.protocol.pushes import is_push
+from translators.wire.errors import CapacityExceeded, ClientLimitExceeded
+from translators.wire.jsonrpc import JsonObject
+
+TOTAL_LIMIT: Final = "upstream.max_sessions"
+CALL_NOTIFICATIONS: Final = frozenset({PROGRESS, LOG_MESSAGE})
+
+
+def best_entry(
+    entries: list[PoolEntry],
+    key: SessionKey,
+    exclusive: bool,
+    prefer: UpstreamSession | None,
+    attributed: str | None,
+) -> PoolEntry | None:
+    """The preferred session, else the first least-used session for `key` that can serve (one
+    pass: on the hot path). An exclusive lease never goes where interactive calls share, an
+    attributed one never beside an exclusive lease."""
+    best: PoolEntry | None = None
+    best_rank = (True, 0)
+    for entry in entries:
+        if entry.key != key or not fits(entry, exclusive, attributed):
+            continue
+        if entry.session is prefer and entry.can_serve:
+            return entry
+        rank = (entry.exclusive is not None, entry.shared)
+        if (best is None or rank < best_rank) and entry.can_serve:
+            best, best_rank = entry, rank
+    return best
+
+
+def principal_count(
+    entries: list[PoolEntry], reserved: dict[str, int], principal: str, excluded: list[PoolEntry]
+) -> int:
+    """Sessions `principal` has open (but `excluded`) or being opened."""
+    open_now = sum(1 for e in entries if e.key.principal == principal and e not in excluded)
+    return open_now + reserved.get(principal, 0)
+
+
+def idle_victim(
+    entries: list[PoolEntry], taken: list[PoolEntry], principal: str | None, limit: int
+) -> PoolEntry:
+    """The longest-idle session to evict (of `principal`, or of anyone), not yet `taken`; none idle:
+    the limit's error."""
+    idle = [
+        e
+        for e in entries
+        if e.is_idle and e not in taken and (principal is None or e.key.principal == principal)
+    ]
+    if idle:
+        return min(idle, key=lambda e: e.idle_since or 0.0)
+    if principal is not None:
+        raise ClientLimitExceeded(
+            f"This caller already has {limit} upstream sessions in use"
+            " (upstream.max_sessions_per_principal); finish or cancel some calls and retry",
+            "upstream.max_sessions_per_principal",
+        )
+    raise CapacityExceeded(
+        f"The bridge already has {limit} upstream sessions in use (upstream.max_sessions); "
+        "retry later",
+        TOTAL_LIMIT,
+    )
+
+
+def about_a_call(message: JsonObject) -> bool:
+    """A push, or a notification only a call's client wants (progress, logs); not a list change
+    or a resource update, which concern the whole session."""
+    return is_push(message) or message.get("method") in CALL_NOTIFICATIONS
+
+
+def fits(entry: PoolEntry, exclusive: bool, attributed: str | None) -> bool:
+    """Whether `entry` may take a lease of that kind, by who holds it (not by its key)."""
+    if exclusive:
+        return entry.exclusive is None and not entry.attributed
+    return attributed is None or entry.exclusive is None
+
+
+def reap_victims(
+    entries: list[PoolEntry], now: float, idle_s: float, *, one_session: bool | None, checking: bool
+) -> list[PoolEntry]:
+    """The idle sessions to close: dead or retiring ones, and those idle for `idle_s`. Unless the
+    upstream is known to serve many sessions (`one_session` False), the last open one is kept;
+    none while the one-session check runs (`checking`)."""
+    victims = [e for e in entries if e.is_idle and not e.can_serve]
+    if one_session is False or (one_session is None and not checking):
+        stale = [e for e in entries if e.is_idle and e.can_serve]
+        stale = [e for e in stale if now - (e.idle_since or now) >= idle_s]
+        keep = one_session is None and len(stale) + len(victims) == len(entries)
+        victims += stale[:-1] if keep else stale
+    return victims
+
+
+def session_views(entries: list[PoolEntry], now: float) -> list[SessionView]:
+    return [
+        SessionView(
+            principal=entry.key.principal,
+            revision=entry.session.revision.version,
+            state=entry.state.value,
+            exclusive=entry.exclusive is not None,
+            shared=entry.shared,
+            idle_s=None if entry.idle_since is None else round(now - entry.idle_since, 1),
+        )
+        for entry in entries
+    ]
+
+
+__all__ = [
+    "CALL_NOTIFICATIONS",
+    "TOTAL_LIMIT",
+    "about_a_call",
+    "best_entry",
+    "fits",
+    "idle_victim",
+    "principal_count",
+    "reap_victims",
+    "session_views",
+]
