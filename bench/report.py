@@ -144,12 +144,23 @@ ISSUE_30: Final = (
 )
 
 
+def _measured(figure: Figure) -> str:
+    """The figure as its target reads it: an absolute target (KB, calls) by the value itself,
+    with the ratio to its baseline beside it; a relative one by the ratio or delta."""
+    absolute = _number(figure.bridge, figure.unit) + " " + figure.unit
+    comparison = _comparison(figure)
+    if not comparison:
+        return absolute
+    if figure.target and figure.unit in figure.target and "+" not in figure.target:
+        return f"{absolute} ({comparison} of its baseline)"
+    return comparison
+
+
 def _issue_30(figures: Sequence[Figure]) -> list[str]:
     """The #30 figures of this run, each beside its target and its baseline's name."""
     by_key = {figure.key: figure for figure in figures}
     rows = [
-        f"| {f.label} | {_comparison(f) or _number(f.bridge, f.unit) + ' ' + f.unit} "
-        f"| {f.target or '-'} | {f.verdict} |"
+        f"| {f.label} | {_measured(f)} | {f.target or '-'} | {f.verdict} |"
         for f in (by_key.get(key) for key in ISSUE_30)
         if f is not None
     ]
