@@ -6,6 +6,7 @@ I/O."""
 from __future__ import annotations
 
 from collections.abc import Container, Mapping
+from dataclasses import replace
 
 from translators.held.push_ledger import Answer, Hold
 from translators.protocol.eras import ELICIT
@@ -15,11 +16,11 @@ from translators.protocol.pushes import (
     duplicate_id,
     input_key,
     legacy_push_to_input_request,
+    pending_push,
     refusal,
 )
 from translators.protocol.revisions import Revision
 from translators.tasks_ext.messages import related_task_id
-from translators.wire.canonical import as_object
 from translators.wire.jsonrpc import JsonObject
 
 
@@ -45,21 +46,9 @@ def admit_question(
     translated = legacy_push_to_input_request(push, client_capabilities, revision)
     if isinstance(translated, PushAnswer):
         return Answer(translated, "capability")
-    key = input_key(push, used_keys)
-    params = as_object(push.get("params"))
-    schema = params.get("requestedSchema") if push.get("method") == ELICIT else None
-    elicitation_id = params.get("elicitationId")
-    return Hold(
-        PendingPush(
-            key,
-            push["id"],
-            str(push["method"]),
-            translated,
-            elicitation_id if isinstance(elicitation_id, str) else None,
-            revision,
-            schema if isinstance(schema, dict) else None,
-        )
-    )
+    held = pending_push(push, input_key(push, used_keys), translated, revision)
+    # a schema only ever checks an elicitation's answer
+    return Hold(held if push.get("method") == ELICIT else replace(held, requested_schema=None))
 
 
 __all__ = ["admit_question"]
