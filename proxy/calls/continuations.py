@@ -143,7 +143,9 @@ class Continuations:
             method=request.method,
             params_digest=digest(salient_params(request.method, request.params)),
             keys_digest=keys_digest(list(reply.input_requests)),
-            expires_at_ms=int((time.time() + self._held.ttl_s) * 1000),
+            # from when the round was asked, as the held deadline counts: a retry that finds the
+            # held call expired always finds its state expired too (the same refusal reason)
+            expires_at_ms=int(((driver.asked_at or time.time()) + self._held.ttl_s) * 1000),
             answers=answers,
             answers_carried=carried,
             trace=driver.trace_context,

@@ -100,6 +100,9 @@ class CallDriver:
             batch_size=registry.batch_sizes.declared(self._batch_key),
         )
         self.issued_keys: list[str] = []
+        # wall clock of the last InputRequiredResult, taken before its held deadline starts: the
+        # sealed state expires no later than the held call (continuations.py)
+        self.asked_at = 0.0
         # every answer the client gave; sealed for a recovery
         self.answers: JsonObject = dict(pre_answers)
         self._registry = registry
@@ -317,6 +320,7 @@ class CallDriver:
     def _reply(self, action: Reply) -> None:
         if isinstance(action, ReplyInputRequired):
             self.issued_keys = list(action.input_requests)
+            self.asked_at = time.time()
         slot = self._slots.get(action.attempt)
         if slot is not None and not slot.done():
             slot.set_result(action)
