@@ -18,7 +18,7 @@ from typing import Any
 
 import structlog
 
-from proxy.calls.attempt import ROUND_ATTRIBUTE
+from proxy.calls.attempt import ROUND_ATTRIBUTE, Attempt, UpstreamRequest
 from proxy.calls.driver import CallDriver
 from proxy.calls.plain_forward import PlainForward, Promoted
 from proxy.calls.roots_affinity import AskClient
@@ -78,8 +78,33 @@ class FirstCall:
         lease = await self._call_lease(request, roots, fresh=fresh, authorize=authorize)
         upstream = ctx.upstream_request(request, lease.session)
         attempt = ctx.attempt(request, sink)
+        plain = self._plain_forward(request, lease, upstream, attempt, responses, fresh=fresh)
+        # a long call from a client that declared the Tasks extension may become a task
+        promotion = self.promotion if self.promotion and self.promotion.applies(request) else None
+        with tracing.child(current_trace(), f"upstream {upstream.method}", {ROUND_ATTRIBUTE: 0}):
+            outcome = await (
+                plain.run() if promotion is None else promotion.plain(plain, request, attempt)
+            )
+            if isinstance(outcome, TaskCreated):
+                return outcome.result
+            if isinstance(outcome, Promoted):
+                return await self._held_reply(request, attempt, outcome, promotion)
+        return plain_result(ctx, request, lease.session, outcome)
 
-        def held_call(started: float) -> CallDriver:  # only once a push arrives
+    def _plain_forward(
+        self,
+        request: FrontRequest,
+        lease: Lease,
+        upstream: UpstreamRequest,
+        attempt: Attempt,
+        responses: JsonObject,
+        *,
+        fresh: bool,
+    ) -> PlainForward:
+        """The call as a plain forward, which builds its held call only once a push arrives."""
+        ctx = self._ctx
+
+        def held_call(started: float) -> CallDriver:
             return CallDriver(
                 registry=ctx.registry,
                 principal=request.principal,
@@ -93,7 +118,7 @@ class FirstCall:
                 started=started,
             )
 
-        plain = PlainForward(
+        return PlainForward(
             registry=ctx.registry,
             principal=request.principal,
             lease=lease,
@@ -105,27 +130,24 @@ class FirstCall:
             spawn=self._spawn,
             discard_session=fresh,
         )
-        # a long call from a client that declared the Tasks extension may become a task
-        promotion = self.promotion if self.promotion and self.promotion.applies(request) else None
-        with tracing.child(current_trace(), f"upstream {upstream.method}", {ROUND_ATTRIBUTE: 0}):
-            outcome = await (
-                plain.run() if promotion is None else promotion.plain(plain, request, attempt)
-            )
-            if isinstance(outcome, TaskCreated):
-                return outcome.result
-            if isinstance(outcome, Promoted):
-                driver = outcome.driver
-                with structlog.contextvars.bound_contextvars(
-                    continuation_id=driver.continuation_id.hex()[:12]
-                ):
-                    first = driver.attached(attempt, outcome.slot)
-                    reply = await (
-                        first if promotion is None else promotion.reply(request, driver, first)
-                    )
-                if isinstance(reply, TaskCreated):
-                    return reply.result
-                return reply_result(ctx, request, driver, reply)
-        return plain_result(ctx, request, lease.session, outcome)
+
+    async def _held_reply(
+        self,
+        request: FrontRequest,
+        attempt: Attempt,
+        promoted: Promoted,
+        promotion: Promotion | None,
+    ) -> JsonObject:
+        """The first reply of a call that became a held call (or, past the threshold, a task)."""
+        driver = promoted.driver
+        with structlog.contextvars.bound_contextvars(
+            continuation_id=driver.continuation_id.hex()[:12]
+        ):
+            first = driver.attached(attempt, promoted.slot)
+            reply = await (first if promotion is None else promotion.reply(request, driver, first))
+        if isinstance(reply, TaskCreated):
+            return reply.result
+        return reply_result(self._ctx, request, driver, reply)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> object:
         return self._ctx.tasks.spawn(coro, name="plain-call-end")
