@@ -29,7 +29,8 @@ from proxy.app.cli_hints import example_config, fail, loopback_only_warning
 from proxy.app.event_loop import EventLoopUnavailable, running_loop_name
 from proxy.common.stopping import BridgeStop
 from proxy.observe.logs import configure_logging
-from proxy.stdio_front.front import RequestEngine, serve_stdio
+from proxy.stdio_front.front import serve_stdio
+from proxy.stdio_front.modern import RequestEngine
 from proxy.upstream.stdio.children import ChildProcesses
 from proxy.upstream.stdio.early import EarlyProcess, Launch
 from proxy.upstream.stdio.keeper import GroupKeeper
