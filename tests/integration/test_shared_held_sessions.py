@@ -17,7 +17,7 @@ from typing import Any
 import aiohttp
 import pytest
 
-from .harness import ModernPoster, Peers, RawReply
+from .harness import ModernPoster, Peers, RawReply, run_legacy_script
 from .mrtr_helpers import (
     Interactive,
     call_tool,
@@ -83,6 +83,40 @@ async def test_held_calls_of_one_principal_share_a_session_and_keep_their_own_pu
         answer = {"answer": f"re: Question for {tag}?"}
         assert finals[tag] == {"action": "accept", "content": answer}
         assert server.journal.answers(tag) == [{"action": "accept", "content": answer}]
+    assert len({_session(server, tag) for tag in tags}) == 1
+
+
+async def test_the_server_sees_what_a_legacy_client_on_one_session_shows_it(
+    server: Interactive,
+) -> None:
+    """Ground truth: a legacy client used directly runs three `ask` calls at once on its one
+    session. Through the bridge, a modern client's three held calls give the same results, the
+    server records the same answers, and it serves them on one session too (not three)."""
+    direct_tags = [f"direct-{n}" for n in range(3)]
+    direct = await run_legacy_script(
+        "legacy_concurrent_asks.py", "--url", server.legacy.url, *direct_tags
+    )
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        alice = poster(http, server.url, "Bearer ground-truth")
+        await _round_trip(alice, "learn-ground-truth")
+        tags = [f"bridged-{n}" for n in range(3)]
+        firsts = await asyncio.gather(*(_open(alice, tag) for tag in tags))
+        bridged = {
+            tag: await _finish(alice, tag, first) for tag, first in zip(tags, firsts, strict=True)
+        }
+    for n in range(3):
+        seen_direct, seen_bridged = f"direct-{n}", f"bridged-{n}"
+        assert direct[seen_direct] == {
+            "action": "accept",
+            "content": {"answer": f"re: Question for {seen_direct}?"},
+        }
+        assert bridged[seen_bridged] == {
+            "action": "accept",
+            "content": {"answer": f"re: Question for {seen_bridged}?"},
+        }
+        assert server.journal.answers(seen_direct) == [direct[seen_direct]]
+        assert server.journal.answers(seen_bridged) == [bridged[seen_bridged]]
+    assert len({_session(server, tag) for tag in direct_tags}) == 1
     assert len({_session(server, tag) for tag in tags}) == 1
 
 
