@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Protocol
 
+from translators.protocol.capabilities import modern_client_capabilities_to_legacy
+from translators.protocol.eras import META_CLIENT_CAPABILITIES
 from translators.wire.jsonrpc import JsonObject
 
 
@@ -47,7 +50,20 @@ class FrontRequest:
     # of another replica may then start a recovery here (proxy/engine/routes/recover.py).
     owner_unreachable: bool = False
 
-    @property
+    # Derived once per request (a request passes through several routes and checks that each ask):
+    # `params` is never replaced, and what they return is only read.
+    @cached_property
     def meta(self) -> JsonObject:
         meta = self.params.get("_meta")
         return meta if isinstance(meta, dict) else {}
+
+    @cached_property
+    def client_capabilities(self) -> JsonObject:
+        """The client capabilities its `_meta` declares (`{}` when none)."""
+        caps = self.meta.get(META_CLIENT_CAPABILITIES)
+        return caps if isinstance(caps, dict) else {}
+
+    @cached_property
+    def legacy_capabilities(self) -> JsonObject:
+        """The legacy `initialize` capabilities that declare exactly what it declares."""
+        return modern_client_capabilities_to_legacy(self.client_capabilities)

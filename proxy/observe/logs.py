@@ -77,10 +77,22 @@ def is_secret_key(key: object) -> bool:
     return verdict
 
 
+# Short texts seen to hold nothing to mask (method names, outcomes, eras: most log values repeat),
+# so the patterns run once per distinct text; bounded, past that each text is searched again.
+_CLEAN_TEXTS: set[str] = set()
+_MAX_CLEAN_TEXTS: Final = 4096
+_MAX_CLEAN_TEXT_LENGTH: Final = 64
+
+
 def mask_text(text: str) -> str:
     """Mask bearer/basic credentials and sealed `requestState` blobs inside free text."""
+    if text in _CLEAN_TEXTS:
+        return text
     if "v1." not in text and not _CREDENTIAL_HINT.search(text):
-        return text  # most log values: nothing either pattern could match
+        # most log values: nothing either pattern could match
+        if len(text) <= _MAX_CLEAN_TEXT_LENGTH and len(_CLEAN_TEXTS) < _MAX_CLEAN_TEXTS:
+            _CLEAN_TEXTS.add(text)
+        return text
     text = _CREDENTIAL.sub(lambda match: f"{match.group(1)}{match.group(2)}{REDACTED}", text)
     return _SEALED_STATE.sub(f"v1.{REDACTED}", text)
 
@@ -122,11 +134,26 @@ def _scrub(value: Any, depth: int) -> Any:
 
 
 def redact(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
-    """structlog processor: mask secret keys at any depth and credentials inside strings."""
-    return {
-        key: REDACTED if is_secret_key(key) else _scrub(value, 1)
-        for key, value in event_dict.items()
-    }
+    """structlog processor: mask secret keys at any depth and credentials inside strings.
+
+    The top level is `_scrub` unrolled, with the key verdicts read from their cache directly:
+    every log line passes here (the access line has 20 fields), and most values are numbers,
+    None or short strings."""
+    verdicts, clean = _KEY_VERDICTS, _CLEAN_TEXTS
+    redacted: EventDict = {}
+    for key, value in event_dict.items():
+        secret = verdicts.get(key)
+        if secret is None:
+            secret = is_secret_key(key)
+        if secret:
+            redacted[key] = REDACTED
+        elif type(value) in _PLAIN_VALUES:
+            redacted[key] = value
+        elif type(value) is str:
+            redacted[key] = value if value in clean else mask_text(value)
+        else:
+            redacted[key] = _scrub(value, 1)
+    return redacted
 
 
 def _renderer(settings: LogSettings, stream: TextIO) -> Processor:

@@ -28,8 +28,14 @@ def best_entry(
     attributed one never beside an exclusive lease."""
     best: PoolEntry | None = None
     best_rank = (True, 0)
+    ident = key.ident
     for entry in entries:
-        if entry.key != key or not fits(entry, exclusive, attributed):
+        if entry.ident != ident:
+            continue
+        if exclusive:  # who holds it (one pass: every lease scans the key's sessions)
+            if entry.exclusive is not None or entry.attributed:
+                continue
+        elif attributed is not None and entry.exclusive is not None:
             continue
         if entry.session is prefer and entry.can_serve:
             return entry
@@ -78,13 +84,6 @@ def about_a_call(message: JsonObject) -> bool:
     return is_push(message) or message.get("method") in CALL_NOTIFICATIONS
 
 
-def fits(entry: PoolEntry, exclusive: bool, attributed: str | None) -> bool:
-    """Whether `entry` may take a lease of that kind, by who holds it (not by its key)."""
-    if exclusive:
-        return entry.exclusive is None and not entry.attributed
-    return attributed is None or entry.exclusive is None
-
-
 def reap_victims(
     entries: list[PoolEntry], now: float, idle_s: float, *, one_session: bool | None, checking: bool
 ) -> list[PoolEntry]:
@@ -119,7 +118,6 @@ __all__ = [
     "TOTAL_LIMIT",
     "about_a_call",
     "best_entry",
-    "fits",
     "idle_victim",
     "principal_count",
     "reap_victims",

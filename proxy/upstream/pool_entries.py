@@ -28,6 +28,11 @@ class SessionKey:
     roots: str = ""
     roots_answer: JsonObject | None = field(default=None, compare=False, hash=False)
 
+    @property
+    def ident(self) -> tuple[str, str, str]:
+        """What the key's equality compares, as one tuple (compared in C on the lease path)."""
+        return (self.principal, self.fingerprint, self.roots)
+
 
 @dataclass(frozen=True)
 class PoolStats:
@@ -63,6 +68,7 @@ class PoolEntry:
 
     def __init__(self, key: SessionKey, session: PooledSession, now: float) -> None:
         self.key = key
+        self.ident = key.ident  # what `best_entry` compares, once per entry instead of per lease
         self.session = session
         self.shared = 0
         self.exclusive: Lease | None = None

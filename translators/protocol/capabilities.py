@@ -2,11 +2,19 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from translators.protocol.revisions import Revision
 from translators.wire.canonical import digest
+from translators.wire.fast_json import sorted_dumps
 from translators.wire.jsonrpc import JsonObject
 
 _ELICITATION_MODES = ("form", "url")
+# Fingerprints by the value's sorted orjson bytes (`sorted_dumps`): a request's capability set is
+# one of the few a deployment's clients send, and hashing its canonical JSON on every request cost
+# more than looking it up. Bounded: past the limit a new set is hashed each time, as before.
+_FINGERPRINTS: dict[bytes, str] = {}
+_MAX_FINGERPRINTS: Final = 1024
 
 
 def elicitation_modes(client_capabilities: JsonObject) -> frozenset[str]:
@@ -60,8 +68,19 @@ def capabilities_for_revision(revision: Revision, legacy: JsonObject) -> JsonObj
 
 
 def capability_fingerprint(legacy_capabilities: JsonObject) -> str:
-    """A short stable name for a capability set: upstream sessions are pooled per fingerprint."""
-    return digest(legacy_capabilities, 6).hex()
+    """A short stable name for a capability set: upstream sessions are pooled per fingerprint.
+
+    The memo's key is exact: orjson writes equal bytes only for equal values (what it cannot write
+    is hashed directly; parsed requests hold no NaN, which it would write as null)."""
+    key = sorted_dumps(legacy_capabilities)
+    if key is None:
+        return digest(legacy_capabilities, 6).hex()
+    fingerprint = _FINGERPRINTS.get(key)
+    if fingerprint is None:
+        fingerprint = digest(legacy_capabilities, 6).hex()
+        if len(_FINGERPRINTS) < _MAX_FINGERPRINTS:
+            _FINGERPRINTS[key] = fingerprint
+    return fingerprint
 
 
 def legacy_server_capabilities_to_modern(

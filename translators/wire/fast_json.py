@@ -50,4 +50,13 @@ def dumps(value: Any) -> bytes:
             return json.dumps(value, separators=(",", ":")).encode()
 
 
-__all__ = ["dumps", "loads"]
+def sorted_dumps(value: Any) -> bytes | None:
+    """orjson's bytes of `value` with sorted keys (a memo key: equal only for equal values), or None
+    where orjson cannot write it. Not canonical JSON (`translators.wire.canonical` is)."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # orjson.JSONEncodeError: a lone surrogate, a huge integer, a non-str key
+        return None
+
+
+__all__ = ["dumps", "loads", "sorted_dumps"]

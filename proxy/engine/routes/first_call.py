@@ -161,7 +161,8 @@ class FirstCall:
         ctx = self._ctx
         if ctx.settings.upstream.command or not ctx.pool.transport.streams_per_call:
             return True
-        return any(name in ctx.legacy_capabilities(request) for name in PUSH_CAPABILITIES)
+        legacy = ctx.legacy_capabilities(request)
+        return any(name in legacy for name in PUSH_CAPABILITIES)
 
     async def _call_lease(
         self,

@@ -27,9 +27,7 @@ from proxy.observe import tracing
 from proxy.observe.access import current_trace
 from proxy.upstream.base import UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
-from translators.protocol.capabilities import modern_client_capabilities_to_legacy
 from translators.protocol.eras import (
-    META_CLIENT_CAPABILITIES,
     META_LOG_LEVEL,
     META_PROGRESS_TOKEN,
     MRTR_METHODS,
@@ -72,7 +70,7 @@ class RouteContext:
 
     def legacy_capabilities(self, request: FrontRequest) -> JsonObject:
         """The legacy client capabilities this request's modern `_meta` declares."""
-        return modern_client_capabilities_to_legacy(client_capabilities(request))
+        return request.legacy_capabilities
 
     def session_key(
         self, request: FrontRequest, roots: JsonObject | None = None, fresh: bool = False
@@ -152,8 +150,7 @@ class RouteContext:
 
 
 def client_capabilities(request: FrontRequest) -> JsonObject:
-    caps = request.meta.get(META_CLIENT_CAPABILITIES)
-    return caps if isinstance(caps, dict) else {}
+    return request.client_capabilities
 
 
 def log_level(request: FrontRequest) -> str | None:

@@ -15,6 +15,7 @@ from aiohttp.test_utils import TestClient
 from config.settings import LogSettings, Settings
 from proxy.app.http_app import make_front_app
 from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.observe import logs
 from proxy.observe.logs import REDACTED, configure_logging, log_context, redact
 from translators.protocol.eras import (
     META_CLIENT_CAPABILITIES,
@@ -88,6 +89,51 @@ def test_redact_masks_credentials_inside_text(text: str, masked: str) -> None:
     assert redact(None, "info", {"event": text, "detail": [text]}) == {
         "event": masked,
         "detail": [masked],
+    }
+
+
+def test_texts_are_remembered_clean_only_when_short_and_clean(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The memo of clean texts never holds a text that had something to mask, nor a long one, nor
+    more than its bound; a remembered text passes through unchanged."""
+    monkeypatch.setattr(logs, "_CLEAN_TEXTS", set())
+    monkeypatch.setattr(logs, "_MAX_CLEAN_TEXTS", 3)
+    long_text = "x" * (logs._MAX_CLEAN_TEXT_LENGTH + 1)
+    for text in ("tools/call", f"Bearer {TOKEN}", STATE, long_text, "ok", "json", "legacy"):
+        redact(None, "info", {"event": text})
+    assert logs._CLEAN_TEXTS == {"tools/call", "ok", "json"}
+    assert redact(None, "info", {"event": "ok", "m": f"Bearer {TOKEN}"}) == {
+        "event": "ok",
+        "m": f"Bearer {REDACTED}",
+    }
+
+
+def test_top_level_values_of_every_kind_are_scrubbed() -> None:
+    """The top level (unrolled for speed) treats each kind of value as the nested levels do."""
+    event: dict[str, Any] = {
+        "event": "e",
+        "n": 1,
+        "f": 2.5,
+        "b": True,
+        "none": None,
+        "text": f"Bearer {TOKEN}",
+        "nested": {"token": TOKEN, "list": [f"basic {TOKEN}", 3]},
+        "tuple": (STATE,),
+        "other": b"bytes",
+        "Session-Id": 42,
+    }
+    assert redact(None, "info", event) == {
+        "event": "e",
+        "n": 1,
+        "f": 2.5,
+        "b": True,
+        "none": None,
+        "text": f"Bearer {REDACTED}",
+        "nested": {"token": REDACTED, "list": [f"basic {REDACTED}", 3]},
+        "tuple": [f"v1.{REDACTED}"],
+        "other": b"bytes",
+        "Session-Id": REDACTED,
     }
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from schema_check import assert_valid
 
+from translators.protocol import capabilities
 from translators.protocol.capabilities import (
     capability_fingerprint,
     elicitation_modes,
@@ -12,6 +13,7 @@ from translators.protocol.capabilities import (
     modern_client_capabilities_to_legacy,
 )
 from translators.protocol.eras import META_PREFIX
+from translators.wire.canonical import digest
 from translators.wire.jsonrpc import JsonObject
 
 # (modern client capabilities declared on a request, legacy `initialize` capabilities)
@@ -173,3 +175,31 @@ def test_server_capability_mapping_drops_non_object_values() -> None:
         )
         == {}
     )
+
+
+@pytest.mark.parametrize(
+    "legacy",
+    [
+        {},
+        {"roots": {}},
+        {"experimental": {"x": [1, 2.5, "é", None, True]}},
+        {"experimental": {"big": 2**70}},  # beyond orjson: hashed directly
+        {"experimental": {"lone": "\ud800"}},  # likewise
+        {"experimental": {"one": 1}},
+        {"experimental": {"one": 1.0}},  # written apart from 1, as canonical JSON does
+    ],
+)
+def test_fingerprint_memo_gives_the_canonical_digest(legacy: JsonObject) -> None:
+    """Looked up or computed, the fingerprint is the digest of the canonical JSON, the first time
+    and every later time."""
+    expected = digest(legacy, 6).hex()
+    assert [capability_fingerprint(legacy) for _ in range(3)] == [expected] * 3
+
+
+def test_fingerprint_memo_is_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Past its limit the memo keeps nothing new, and every set still gets its digest."""
+    monkeypatch.setattr(capabilities, "_FINGERPRINTS", {})
+    monkeypatch.setattr(capabilities, "_MAX_FINGERPRINTS", 2)
+    sets: list[JsonObject] = [{"experimental": {"n": n}} for n in range(5)]
+    assert [capability_fingerprint(s) for s in sets] == [digest(s, 6).hex() for s in sets]
+    assert len(capabilities._FINGERPRINTS) == 2
