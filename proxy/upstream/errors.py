@@ -68,6 +68,17 @@ def _translate(exc: Exception, url: str, action: str) -> UpstreamFault | None:
     return None
 
 
+def upstream_fault(exc: Exception, url: str, action: str) -> Exception | None:
+    """What `map_upstream_errors` raises instead of `exc` (from `exc`); None: `exc` itself. For the
+    hot path's own `try` blocks, where a generator-based context manager costs more than the
+    request's parsing."""
+    if isinstance(exc, BridgeError):
+        if isinstance(exc, UpstreamProtocolError) and url not in exc.message:
+            return UpstreamProtocolError(f"Upstream {url}: {exc.message} ({action})", _data(url))
+        return None
+    return _translate(exc, url, action)
+
+
 @contextmanager
 def map_upstream_errors(url: str, action: str) -> Iterator[None]:
     """Re-raise aiohttp, OS, timeout and JSON errors from the block as `UpstreamFault`s (`from
@@ -78,14 +89,8 @@ def map_upstream_errors(url: str, action: str) -> Iterator[None]:
     """
     try:
         yield
-    except BridgeError as exc:
-        if isinstance(exc, UpstreamProtocolError) and url not in exc.message:
-            raise UpstreamProtocolError(
-                f"Upstream {url}: {exc.message} ({action})", _data(url)
-            ) from exc
-        raise
     except Exception as exc:
-        fault = _translate(exc, url, action)
+        fault = upstream_fault(exc, url, action)
         if fault is None:
             raise
         raise fault from exc

@@ -76,8 +76,9 @@ class UpstreamPool:
         self.transport = transport
         self._open_slots = asyncio.Semaphore(MAX_CONCURRENT_OPENS)
         self.limit = SessionLimit(settings.session_limit, settings.session_check_s)
-        # set (and replaced) whenever a session may have become available
+        # set (and replaced) whenever a session may have become available, while leases wait for it
         self._room = asyncio.Event()
+        self._room_waiters = 0
         self._on_unowned = on_unowned
         self._entries: list[PoolEntry] = []
         self._opening: dict[SessionKey, Opening] = {}
@@ -185,11 +186,14 @@ class UpstreamPool:
         """Wait until a lease is released or a session closes, or raise the limit error at
         `deadline`."""
         room = self._room
+        self._room_waiters += 1
         try:
             async with asyncio.timeout_at(deadline):
                 await room.wait()
         except TimeoutError:
             raise self._busy_error() from None
+        finally:
+            self._room_waiters -= 1
 
     def _attributes(self, label: str) -> bool:
         """Whether a call of `label` may share its session: the transport gives each call a stream
@@ -202,9 +206,10 @@ class UpstreamPool:
 
     def _room_made(self) -> None:
         """Wake every lease waiting for room (each then tries again, in the order they began
-        waiting)."""
-        self._room.set()
-        self._room = asyncio.Event()
+        waiting); with none waiting, nothing (every release comes here)."""
+        if self._room_waiters:
+            self._room.set()
+            self._room = asyncio.Event()
 
     # -- granting and room -------------------------------------------------------------------------
 

@@ -16,8 +16,6 @@ import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-import structlog
-
 from proxy.calls.attempt import ROUND_ATTRIBUTE, Attempt, UpstreamRequest
 from proxy.calls.driver import CallDriver
 from proxy.calls.plain_forward import PlainForward, Promoted
@@ -35,6 +33,7 @@ from proxy.engine.routes.route_context import (
 )
 from proxy.observe import tracing
 from proxy.observe.access import current_trace
+from proxy.observe.logs import log_context
 from proxy.upstream.attribution import call_label
 from proxy.upstream.pool import Lease, SessionKey
 from translators.held.machine import Limits
@@ -140,9 +139,7 @@ class FirstCall:
     ) -> JsonObject:
         """The first reply of a call that became a held call (or, past the threshold, a task)."""
         driver = promoted.driver
-        with structlog.contextvars.bound_contextvars(
-            continuation_id=driver.continuation_id.hex()[:12]
-        ):
+        with log_context(continuation_id=driver.continuation_id.hex()[:12]):
             first = driver.attached(attempt, promoted.slot)
             reply = await (first if promotion is None else promotion.reply(request, driver, first))
         if isinstance(reply, TaskCreated):

@@ -31,8 +31,10 @@ class LogLevels:
 
     async def raise_to(self, session: UpstreamSession, wanted: str | None) -> None:
         """Make `session` at least as verbose as `wanted`; a failure is logged, never raised."""
+        if wanted is None:  # most requests: no need to look the session up at all
+            return
         current = self._levels.get(session)
-        if wanted is None or (current is not None and log_level_admits(current, wanted)):
+        if current is not None and log_level_admits(current, wanted):
             return
         if not isinstance(as_object(session.init_result.get("capabilities")).get("logging"), dict):
             return

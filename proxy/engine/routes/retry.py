@@ -10,14 +10,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 
-import structlog
-
 from proxy.common.front_request import FrontRequest, NotificationSink
 from proxy.engine.legacy_tasks.promoted import Promotion, TaskCreated
 from proxy.engine.routes.mrtr import input_responses, reply_result
 from proxy.engine.routes.route_context import RouteContext, log_level
 from proxy.observe import tracing
 from proxy.observe.access import current_trace
+from proxy.observe.logs import log_context
 from translators.wire.errors import InvalidRequestState
 from translators.wire.jsonrpc import JsonObject
 
@@ -51,9 +50,7 @@ class Retry:
             return await self._on_lost(request, sink, refused, responses)
         tracing.adopt(current_trace(), claims.trace)
         await ctx.log_levels.raise_to(driver.session, log_level(request))
-        with structlog.contextvars.bound_contextvars(
-            continuation_id=driver.continuation_id.hex()[:12], round=claims.round
-        ):
+        with log_context(continuation_id=driver.continuation_id.hex()[:12], round=claims.round):
             retried = driver.retry(ctx.attempt(request, sink), claims.round, responses)
             reply = await (
                 retried

@@ -14,7 +14,7 @@ from yarl import URL
 
 from config.settings import UpstreamSettings
 from proxy.auth.oauth_passthrough import upstream_challenge
-from proxy.upstream.errors import map_upstream_errors, safe_url
+from proxy.upstream.errors import map_upstream_errors, safe_url, upstream_fault
 from proxy.upstream.http.wire import JSON_TYPE, POST_ACCEPT, SESSION_HEADER, build_headers, is_json
 from translators.wire import fast_json
 from translators.wire.errors import UpstreamProtocolError, UpstreamUnavailable
@@ -216,8 +216,13 @@ class Exchange:
     async def __aenter__(self) -> aiohttp.ClientResponse:
         headers, self._headers = self._headers or {}, None
         data, self._data = self._data, None
-        with map_upstream_errors(self._channel.upstream, self._action):
+        try:
             resp = await self._channel._request(self._method, headers, data)
+        except Exception as exc:  # map_upstream_errors, without a generator per request
+            fault = upstream_fault(exc, self._channel.upstream, self._action)
+            if fault is None:
+                raise
+            raise fault from exc
         self._resp = await resp.__aenter__()
         return self._resp
 
@@ -228,11 +233,16 @@ class Exchange:
         tb: TracebackType | None,
     ) -> None:
         resp, self._resp = self._resp, None
-        with map_upstream_errors(self._channel.upstream, self._action):
+        try:
             if resp is not None:
                 await resp.__aexit__(exc_type, exc, tb)
             if isinstance(exc, Exception):
                 raise exc  # mapped to an `UpstreamFault` like the block's own errors
+        except Exception as error:
+            fault = upstream_fault(error, self._channel.upstream, self._action)
+            if fault is None:
+                raise
+            raise fault from error
 
 
 async def _refusal_detail(resp: aiohttp.ClientResponse) -> str:

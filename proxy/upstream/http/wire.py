@@ -245,6 +245,8 @@ def aiohttp_client_error() -> type[Exception]:
 async def drain(resp: aiohttp.ClientResponse) -> None:
     """Read what is left of an SSE answer (the server ends it right after the response) so the
     connection goes back to the pool instead of being closed; bounded in time and bytes."""
+    if resp.content.at_eof():
+        return  # the usual case: the end came with the response (no timer needed)
     left = DRAIN_MAX_BYTES
     try:
         async with asyncio.timeout(DRAIN_TIMEOUT_S):
