@@ -10,7 +10,7 @@ the same front and health routes around a given engine, for tests and embedding.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Final, Protocol
 
 import aiohttp
@@ -99,20 +99,11 @@ async def _metrics(request: web.Request) -> web.Response:
     return web.Response(body=body, headers={"Content-Type": content_type})
 
 
-Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
-
-
-@web.middleware
-async def _count_responses(request: web.Request, handler: Handler) -> web.StreamResponse:
-    """Count every HTTP response by status (aiohttp's own 400s for oversized headers excepted)."""
-    metrics = request.app[METRICS_KEY]
-    try:
-        response = await handler(request)
-    except web.HTTPException as exc:
-        metrics.observe_http(exc.status)
-        raise
-    metrics.observe_http(response.status)
-    return response
+async def _count_response(request: web.Request, response: web.StreamResponse) -> None:
+    """Count every HTTP response by status as it is sent (aiohttp's own 400s for oversized headers
+    excepted): a response signal rather than a middleware, which would wrap every handler in two
+    more coroutines."""
+    request.app[METRICS_KEY].observe_http(response.status)
 
 
 def _header_limits(settings: Settings) -> dict[str, int]:
@@ -129,7 +120,8 @@ def _base_app(
     settings: Settings, keepalive_s: float, modern: ModernUpstream | None = None
 ) -> web.Application:
     scrub_aiohttp_server_logs()
-    app = web.Application(middlewares=[_count_responses], handler_args=_header_limits(settings))
+    app = web.Application(handler_args=_header_limits(settings))
+    app.on_response_prepare.append(_count_response)
     app[SETTINGS_KEY] = settings
     app[METRICS_KEY] = BridgeMetrics()
     legacy = (

@@ -13,9 +13,11 @@ inside any string. It is a safety net, not a licence to log secrets.
 from __future__ import annotations
 
 import contextvars
+import json
 import logging
 import re
 import sys
+import time
 from collections.abc import Mapping
 from typing import Any, Final, TextIO
 
@@ -156,20 +158,68 @@ def redact(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> Event
     return redacted
 
 
+def _json_fallback(value: Any) -> Any:
+    """What a value JSON cannot hold is written as (structlog's rule: `__structlog__()`, else
+    `repr`)."""
+    structlog_form = getattr(value, "__structlog__", None)
+    return structlog_form() if callable(structlog_form) else repr(value)
+
+
+# The standard library's C encoder with `json.dumps`'s defaults (so every line is byte for byte
+# what `structlog.processors.JSONRenderer` wrote), built once instead of on every line. No
+# circular-reference bookkeeping: `redact` runs first and cuts every value at `_MAX_DEPTH`.
+_make_encoder = getattr(json.encoder, "c_make_encoder", None)
+_ENCODE: Final = (
+    _make_encoder(
+        None,
+        _json_fallback,
+        json.encoder.encode_basestring_ascii,
+        None,
+        ": ",
+        ", ",
+        False,
+        False,
+        True,
+    )
+    if _make_encoder is not None
+    else None
+)
+
+
+def render_json(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> str:
+    """structlog processor: the line as JSON (`JSONRenderer`'s output, about twice as fast)."""
+    if _ENCODE is None:  # an interpreter without the C accelerator
+        return json.dumps(event_dict, default=_json_fallback)
+    return "".join(_ENCODE(event_dict, 0))
+
+
+_WHOLE_SECOND: list[Any] = [None, ""]  # (a second since the epoch, its ISO text), the last used
+
+
+def add_timestamp(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
+    """structlog processor: `timestamp`, ISO 8601 in UTC with microseconds (`TimeStamper(fmt="iso",
+    utc=True)`'s text), the date and time of day formatted once per second."""
+    second, nanos = divmod(time.time_ns(), 1_000_000_000)
+    if second != _WHOLE_SECOND[0]:
+        _WHOLE_SECOND[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))]
+    event_dict["timestamp"] = f"{_WHOLE_SECOND[1]}.{nanos // 1000:06d}Z"
+    return event_dict
+
+
 def _renderer(settings: LogSettings, stream: TextIO) -> Processor:
     console = settings.format == "console" or (settings.format == "auto" and stream.isatty())
     if console:
         return structlog.dev.ConsoleRenderer(
             colors=stream.isatty(), exception_formatter=structlog.dev.plain_traceback
         )
-    return structlog.processors.JSONRenderer()
+    return render_json
 
 
 def _shared_processors() -> list[Processor]:
     return [
         structlog.contextvars.merge_contextvars,
         structlog.processors.add_log_level,
-        structlog.processors.TimeStamper(fmt="iso", utc=True),
+        add_timestamp,
         structlog.processors.StackInfoRenderer(),
         structlog.processors.format_exc_info,
         redact,
@@ -226,7 +276,7 @@ def configure_logging(
     structlog.configure(
         processors=[*_shared_processors(), renderer],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=out),
+        logger_factory=structlog.WriteLoggerFactory(file=out),  # one write per line
         cache_logger_on_first_use=cache,
     )
     _route_stdlib(level, renderer, out)

@@ -14,6 +14,7 @@ from translators.wire.jsonrpc import JsonObject
 
 TOTAL_LIMIT: Final = "upstream.max_sessions"
 CALL_NOTIFICATIONS: Final = frozenset({PROGRESS, LOG_MESSAGE})
+_IDLE: Final = (False, 0)  # the rank of a session nobody holds
 
 
 def best_entry(
@@ -23,9 +24,10 @@ def best_entry(
     prefer: UpstreamSession | None,
     attributed: str | None,
 ) -> PoolEntry | None:
-    """The preferred session, else the first least-used session for `key` that can serve (one
-    pass: on the hot path). An exclusive lease never goes where interactive calls share, an
-    attributed one never beside an exclusive lease."""
+    """The preferred session, else the first least-used session for `key` that can serve: one
+    pass on the hot path, which ends at the first idle session when nothing is preferred. An
+    exclusive lease never goes where interactive calls share, an attributed one never beside an
+    exclusive lease."""
     best: PoolEntry | None = None
     best_rank = (True, 0)
     ident = key.ident
@@ -42,6 +44,8 @@ def best_entry(
         rank = (entry.exclusive is not None, entry.shared)
         if (best is None or rank < best_rank) and entry.can_serve:
             best, best_rank = entry, rank
+            if rank == _IDLE and prefer is None:
+                break  # nothing ranks below an idle session: the rest need not be looked at
     return best
 
 

@@ -10,8 +10,7 @@ event; past that it raises `UpstreamProtocolError` (the bridge only decodes upst
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from translators.wire.errors import BridgeBug, UpstreamProtocolError
 
@@ -21,8 +20,7 @@ _TEXT_LINE_END: Final = re.compile(r"\r\n|\r|\n")
 DEFAULT_EVENT_TYPE: Final = "message"
 
 
-@dataclass(frozen=True)
-class SSEEvent:
+class SSEEvent(NamedTuple):
     """One dispatched event. `event_id`/`retry` are this block's own fields (None when absent)."""
 
     data: str
@@ -59,6 +57,12 @@ class SSEDecoder:
             return []
         events: list[SSEEvent] = []
         for line in self._complete_lines():
+            if line[:5] == b"data:":  # most lines (`_process_line` inlined for them)
+                value = line[6:] if line[5:6] == b" " else line[5:]
+                self._data.append(value.decode("utf-8", errors="replace"))
+                self._data_size += len(value) + 1
+                self._check_size(0)
+                continue
             event = self._process_line(line)
             if event is not None:
                 events.append(event)
