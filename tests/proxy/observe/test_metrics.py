@@ -10,10 +10,12 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from aiohttp.test_utils import TestClient
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 from safety_harness import (
     JournalPeer,
@@ -29,8 +31,16 @@ from safety_harness import (
     text_of,
 )
 
+from config.settings import Settings
+from proxy.app.http_app import METRICS_KEY, make_front_app
+from proxy.common.front_request import FrontRequest, NotificationSink
 from proxy.observe.metrics import CONTENT_TYPE, Bounded, BridgeMetrics, method_label, outcome_of
-from translators.protocol.eras import TOOLS_CALL
+from translators.protocol.eras import (
+    META_CLIENT_CAPABILITIES,
+    META_PROTOCOL_VERSION,
+    MODERN_VERSION,
+    TOOLS_CALL,
+)
 
 TIMEOUT_S = 30.0
 _SAMPLE = re.compile(
@@ -214,3 +224,36 @@ def test_every_documented_metric_is_registered() -> None:
     documented = set(re.findall(r"^\| `(mrtr_bridge_[a-z_]+)` \|", operations, flags=re.MULTILINE))
     assert documented == registered
     assert len(registered) == 22
+
+
+async def test_every_response_is_counted_as_sent_a_failed_handlers_500_too(
+    aiohttp_client: Callable[..., Awaitable[TestClient[Any, Any]]],
+) -> None:
+    """The response counter sees what the client got: a 200, a 404 of an unknown path, a 405, and
+    the 500 aiohttp sends when a handler fails (counted since the count moved to the response
+    signal)."""
+
+    class FailingEngine:
+        async def handle(self, request: FrontRequest, _sink: NotificationSink) -> dict[str, Any]:
+            raise RuntimeError("engine failed")
+
+        def is_ready(self) -> bool:
+            return True
+
+    app = make_front_app(Settings(), FailingEngine())
+    client = await aiohttp_client(app)
+    meta = {META_PROTOCOL_VERSION: MODERN_VERSION, META_CLIENT_CAPABILITIES: {}}
+    body = {"jsonrpc": "2.0", "id": 1, "method": TOOLS_CALL, "params": {"name": "t", "_meta": meta}}
+    headers = {"MCP-Protocol-Version": MODERN_VERSION, "Mcp-Method": TOOLS_CALL, "Mcp-Name": "t"}
+    statuses = [
+        (await client.post("/mcp", json=body, headers=headers)).status,
+        (await client.get("/healthz")).status,
+        (await client.get("/nowhere")).status,
+        (await client.get("/mcp")).status,
+    ]
+    assert statuses == [500, 200, 404, 405]
+    metrics = app[METRICS_KEY]
+    assert [
+        metrics.sample("mrtr_bridge_http_responses_total", status=str(status))
+        for status in statuses
+    ] == [1.0, 1.0, 1.0, 1.0]
