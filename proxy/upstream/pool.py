@@ -76,9 +76,8 @@ class UpstreamPool:
         self.transport = transport
         self._open_slots = asyncio.Semaphore(MAX_CONCURRENT_OPENS)
         self.limit = SessionLimit(settings.session_limit, settings.session_check_s)
-        # set (and replaced) whenever a session may have become available, while leases wait for it
-        self._room = asyncio.Event()
-        self._room_waiters = 0
+        # what leases waiting for room wait on (made by the first of them), set at the next release
+        self._room: asyncio.Event | None = None
         self._on_unowned = on_unowned
         self._entries: list[PoolEntry] = []
         self._opening: dict[SessionKey, Opening] = {}
@@ -185,15 +184,12 @@ class UpstreamPool:
     async def _wait_for_room(self, deadline: float) -> None:
         """Wait until a lease is released or a session closes, or raise the limit error at
         `deadline`."""
-        room = self._room
-        self._room_waiters += 1
+        room = self._room = self._room or asyncio.Event()
         try:
             async with asyncio.timeout_at(deadline):
                 await room.wait()
         except TimeoutError:
             raise self._busy_error() from None
-        finally:
-            self._room_waiters -= 1
 
     def _attributes(self, label: str) -> bool:
         """Whether a call of `label` may share its session: the transport gives each call a stream
@@ -206,10 +202,10 @@ class UpstreamPool:
 
     def _room_made(self) -> None:
         """Wake every lease waiting for room (each then tries again, in the order they began
-        waiting); with none waiting, nothing (every release comes here)."""
-        if self._room_waiters:
+        waiting); with none waiting there is no event, and nothing to do."""
+        if self._room is not None:
             self._room.set()
-            self._room = asyncio.Event()
+            self._room = None
 
     # -- granting and room -------------------------------------------------------------------------
 
