@@ -54,7 +54,7 @@ def configure(env: Mapping[str, str] | None = None) -> bool:
     if env.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
         return False
     names = [n.strip().lower() for n in env.get("OTEL_TRACES_EXPORTER", "otlp").split(",")]
-    if names == ["none"] or importlib.util.find_spec("opentelemetry.sdk") is None:
+    if names == ["none"] or not _sdk_installed():
         return False
     from proxy.observe.tracing_setup import provider_from_env
 
@@ -64,6 +64,13 @@ def configure(env: Mapping[str, str] | None = None) -> bool:
     use(provider.get_tracer("mrtr-bridge"))
     _log.info("tracing_enabled", exporters=names)
     return True
+
+
+def _sdk_installed() -> bool:
+    try:
+        return importlib.util.find_spec("opentelemetry.sdk") is not None
+    except ModuleNotFoundError:  # not even `opentelemetry` (the API) is installed
+        return False
 
 
 def encode_context(context: SpanContext) -> bytes:

@@ -221,10 +221,30 @@ def test_nothing_of_opentelemetry_is_imported_while_tracing_is_off() -> None:
         "proxy.app.http_app.make_app(Settings.model_validate({'upstream': {'url': 'http://127.0.0.1:9/mcp'}}))\n"
         "print(sorted(m for m in sys.modules if m.startswith('opentelemetry')))"
     )
+    assert _python(code) == "[]"
+
+
+def test_serve_starts_where_opentelemetry_is_not_installed() -> None:
+    """`pip install mrtr-bridge` (and the Docker image) has no OpenTelemetry at all: `serve`
+    configures tracing at start-up, which must find it off, not fail on the missing package."""
+    code = (
+        "import sys\n"
+        "for name in [m for m in sys.modules if m.startswith('opentelemetry')]:\n"
+        "    del sys.modules[name]\n"
+        "sys.modules['opentelemetry'] = None  # what an interpreter without the package imports\n"
+        "from proxy.observe import tracing\n"
+        "print(tracing.configure({}), tracing.configure({'OTEL_TRACES_EXPORTER': 'console'}),"
+        " tracing.active())"
+    )
+    assert _python(code) == "False False False"
+
+
+def _python(code: str) -> str:
+    """What `code` prints, run by a fresh interpreter of this environment."""
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
-    assert out.stdout.strip() == "[]"
+    return out.stdout.strip()
 
 
 async def test_a_retry_forwarded_to_its_owner_stays_in_the_calls_trace(
