@@ -194,6 +194,13 @@ class UpstreamSettings(Frozen):
     session_idle_s: float = Field(
         300.0, gt=0, description="idle upstream sessions are closed after this"
     )
+    plain_calls_per_session: int = Field(
+        4,
+        ge=0,
+        description="Streamable HTTP, once the upstream is known to serve many sessions: a client's"
+        " plain calls one session carries at once before its next one opens another session of"
+        " the same key (within the session limits); 0: they all share one",
+    )
     unowned_roots: tuple[str, ...] = Field(
         (),
         description="root URIs answered to a roots/list push that no call owns (empty list if "

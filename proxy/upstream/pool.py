@@ -7,11 +7,13 @@ calls whose pushes the server sends on their own POST stream: attribution.py, de
 A session that interactive calls share is not leased exclusively until they are done. Messages on a
 session's GET stream go to its exclusive lease holder's handler, or else to `on_unowned` (policy).
 Limits are enforced by evicting idle sessions first; idle ones are reaped after `session_idle_s`.
+Plain calls crowding a session open another of their key (`plain_calls_per_session`, § 31).
 """
 
 from __future__ import annotations
 
 import asyncio
+import sys
 import time
 from collections.abc import Callable, Mapping
 from typing import Final
@@ -33,6 +35,7 @@ from proxy.upstream.pool_choice import (
     idle_victim,
     principal_count,
     reap_victims,
+    room_for_one_more,
     session_views,
 )
 from proxy.upstream.pool_entries import (
@@ -57,6 +60,7 @@ _log = structlog.get_logger(__name__)
 
 UnownedHandler = Callable[[UpstreamSession, Inbound], None]
 MAX_CONCURRENT_OPENS: Final = 16  # upstream initialize handshakes in flight at once
+SPREAD_BACKOFF_S: Final = 30.0  # after an extra session failed to open, plain calls share this long
 
 
 class UpstreamPool:
@@ -78,6 +82,9 @@ class UpstreamPool:
         self.limit = SessionLimit(settings.session_limit, settings.session_check_s)
         # what leases waiting for room wait on (made by the first of them), set at the next release
         self._room: asyncio.Event | None = None
+        # a plain lease opens another session of its key past this many calls on the least used
+        self._spread_at = settings.plain_calls_per_session or sys.maxsize
+        self._spread_after = 0.0  # loop time: a failed extra session pauses spreading until then
         self._on_unowned = on_unowned
         self._entries: list[PoolEntry] = []
         self._opening: dict[SessionKey, Opening] = {}
@@ -162,6 +169,12 @@ class UpstreamPool:
             self._check_open()
             entry = best_entry(self._entries, key, exclusive, prefer, attributed)
             if entry is not None:
+                held = exclusive or attributed is not None
+                if entry.shared >= self._spread_at and self._may_spread(key, held, prefer):
+                    spread = await self._spread(key, capabilities, headers)
+                    if spread is not None:
+                        return spread
+                    continue  # it could not open: share, as before
                 self._reused_total += 1
                 return self._grant(entry, exclusive=exclusive, label=label)
             opening = None if exclusive else self._opening.get(key)
@@ -180,6 +193,37 @@ class UpstreamPool:
             await opening.done.wait()  # single flight: share the session being opened
             if opening.error is not None:
                 raise opening.error
+
+    def _may_spread(self, key: SessionKey, held: bool, prefer: object) -> bool:
+        """A plain lease that found its key's least-used session crowded (docs/decisions.md § 31):
+        may it open another? Only over Streamable HTTP (elsewhere a session is a process or an
+        SSE stream), and only where the upstream is known to serve many sessions (a second one
+        would take a one-session server over, and the calls running on the older session would be
+        lost); not for a held call (exclusive, or attributed: those pack onto few sessions, for
+        memory) nor a lease preferring a session; not while a session of the key is being opened,
+        and only within the limits (no eviction for this)."""
+        if held or prefer is not None or self.limit.one is not False:
+            return False
+        if not self.transport.streams_per_call:
+            return False
+        if key in self._opening or asyncio.get_running_loop().time() < self._spread_after:
+            return False
+        settings = self._settings
+        cap = self.limit.cap(settings.max_sessions)
+        per_principal = settings.max_sessions_per_principal
+        return room_for_one_more(self._entries, self._reserved, key.principal, per_principal, cap)
+
+    async def _spread(
+        self, key: SessionKey, capabilities: JsonObject, headers: Mapping[str, str]
+    ) -> Lease | None:
+        """A shared lease on a new session of `key`; None when it could not be opened (plain calls
+        then share the sessions there are for `SPREAD_BACKOFF_S`)."""
+        try:
+            return await self._open(key, capabilities, exclusive=False, headers=headers)
+        except BridgeError as exc:
+            self._spread_after = asyncio.get_running_loop().time() + SPREAD_BACKOFF_S
+            _log.info("upstream_extra_session_failed", error=type(exc).__name__)
+            return None
 
     async def _wait_for_room(self, deadline: float) -> None:
         """Wait until a lease is released or a session closes, or raise the limit error at

@@ -49,6 +49,15 @@ def best_entry(
     return best
 
 
+def room_for_one_more(
+    entries: list[PoolEntry], reserved: dict[str, int], principal: str, per_principal: int, cap: int
+) -> bool:
+    """Whether one more session for `principal` fits without evicting any."""
+    if len(entries) + sum(reserved.values()) >= cap:
+        return False
+    return principal_count(entries, reserved, principal, []) < per_principal
+
+
 def principal_count(
     entries: list[PoolEntry], reserved: dict[str, int], principal: str, excluded: list[PoolEntry]
 ) -> int:

@@ -16,7 +16,13 @@ from fake_legacy import FakeCall, FakeLegacy, text_result
 from config.settings import UpstreamSettings
 from proxy.app.runtime import http_opener
 from proxy.upstream.attribution import PushAttribution, call_label
-from proxy.upstream.base import FixedTransport, Inbound, UpstreamSession
+from proxy.upstream.base import (
+    STREAMABLE_HTTP,
+    FixedTransport,
+    Inbound,
+    TransportInfo,
+    UpstreamSession,
+)
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from translators.protocol.eras import ROOTS
 from translators.wire.errors import (
@@ -30,6 +36,7 @@ from translators.wire.errors import (
 ServerFactory = Callable[..., Awaitable[TestServer]]
 KEY = SessionKey(principal="alice", fingerprint="elicit")
 CAPS: dict[str, Any] = {"elicitation": {"form": {}}}
+ONE_CHANNEL = FixedTransport("sse", streams_per_call=False)  # HTTP+SSE: one stream for all
 ROOTS_PUSH: dict[str, Any] = {"jsonrpc": "2.0", "id": 900, "method": ROOTS}
 
 
@@ -71,7 +78,7 @@ async def make_pool(
 ) -> AsyncIterator[Callable[..., UpstreamPool]]:
     pools: list[UpstreamPool] = []
 
-    def make(**overrides: Any) -> UpstreamPool:
+    def make(transport: TransportInfo = STREAMABLE_HTTP, **overrides: Any) -> UpstreamPool:
         options = {
             "url": url,
             "init_timeout_s": 2.0,
@@ -80,7 +87,8 @@ async def make_pool(
             **overrides,
         }
         settings = UpstreamSettings(**options)
-        pool = UpstreamPool(settings, http_opener(client, settings), on_unowned=unowned)
+        opener = http_opener(client, settings)
+        pool = UpstreamPool(settings, opener, on_unowned=unowned, transport=transport)
         pools.append(pool)
         return pool
 
@@ -161,11 +169,89 @@ async def test_concurrent_first_shared_leases_initialize_once(
     make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
 ) -> None:
     """A burst of first shared leases for one key single-flights the initialize."""
-    pool = make_pool()
+    pool = make_pool(plain_calls_per_session=0)
     leases = await asyncio.gather(*(lease(pool) for _ in range(5)))
     assert len({id(item.session) for item in leases}) == 1
     assert fake.rpc_methods().count("initialize") == 1
     assert (pool.stats().created_total, pool.stats().reused_total) == (1, 4)
+
+
+async def test_crowded_plain_leases_open_another_session_of_their_key(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    """Past `plain_calls_per_session` shared leases on the least-used session, the next lease of
+    the key opens another session; leases then go to the least used, and a released one frees
+    its place."""
+    pool = make_pool(plain_calls_per_session=2)
+    leases = [await lease(pool) for _ in range(5)]
+    sessions = [item.session for item in leases]
+    a, b, c = sessions[0], sessions[2], sessions[4]
+    assert sessions == [a, a, b, b, c] and len({id(a), id(b), id(c)}) == 3
+    assert fake.rpc_methods().count("initialize") == 3
+    assert (pool.stats().created_total, pool.stats().reused_total) == (3, 2)
+    await leases[0].release()
+    assert (await lease(pool)).session is a  # a has room again: no fourth session
+    assert fake.rpc_methods().count("initialize") == 3
+
+
+@pytest.mark.parametrize(
+    ("overrides", "why"),
+    [
+        ({"plain_calls_per_session": 0}, "spreading off"),
+        ({"max_sessions_per_principal": 2}, "the principal's limit, with an idle session in it"),
+        ({"max_sessions": 2}, "the bridge's limit, with an idle session in it"),
+    ],
+)
+async def test_crowded_plain_leases_share_where_another_session_may_not_open(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy, overrides: dict[str, Any], why: str
+) -> None:
+    """No extra session where it is turned off, or where it would take a place within the
+    limits: an idle session is never evicted for it."""
+    pool = make_pool(**{"plain_calls_per_session": 1, **overrides})
+    idle = await lease(pool, SessionKey(KEY.principal, "other"))
+    await idle.release()
+    first, second = await lease(pool), await lease(pool)
+    assert first.session is second.session, why
+    assert fake.rpc_methods().count("initialize") == 2
+    assert fake.deleted == []
+
+
+async def test_crowded_plain_leases_share_until_the_upstream_is_known_to_serve_many(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    """`session_limit = "auto"` before the bridge has learned it: a second session could take a
+    one-session server over and lose the calls running on the first, so plain calls share."""
+    pool = make_pool(plain_calls_per_session=1, session_limit="auto")
+    first, second = await lease(pool), await lease(pool)
+    assert first.session is second.session and pool.limit.one is None
+    assert fake.rpc_methods().count("initialize") == 1
+
+
+async def test_crowded_plain_leases_share_where_a_session_is_a_stream_or_a_process(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    """HTTP+SSE and stdio: a session is one SSE stream, or one process; lists keep sharing."""
+    pool = make_pool(transport=ONE_CHANNEL, plain_calls_per_session=1)
+    first, second = await lease(pool), await lease(pool)
+    assert first.session is second.session
+    assert fake.rpc_methods().count("initialize") == 1
+
+
+async def test_an_extra_session_that_fails_to_open_pauses_spreading(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    """The lease that tried shares the crowded session instead of failing, and the next crowded
+    leases share without trying again (SPREAD_BACKOFF_S)."""
+    pool = make_pool(plain_calls_per_session=1)
+    first = await lease(pool)
+    fake.initialize_body = b"not json"
+    second = await lease(pool)
+    tried = fake.rpc_methods()
+    third = await lease(pool)
+    assert first.session is second.session is third.session
+    # the first session's handshake, then the failed one's (the opener asks twice), nothing since
+    assert tried == ["initialize", "notifications/initialized", "initialize", "initialize"]
+    assert fake.rpc_methods() == tried
 
 
 async def test_concurrent_first_exclusive_leases_open_one_each(
@@ -468,6 +554,19 @@ async def test_a_call_that_pushed_nothing_teaches_nothing(
     await second.release()
 
 
+async def test_held_calls_sharing_a_session_never_spread(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    """Attributed interactive calls pack onto their session however many share it: spreading is
+    for plain calls (a held call's session costs memory the whole time it is held)."""
+    pool = make_pool(plain_calls_per_session=1)
+    await learned(pool)
+    leases = [await labelled(pool) for _ in range(3)]
+    assert not any(item.exclusive for item in leases)
+    assert len({id(item.session) for item in leases}) == 1
+    assert fake.rpc_methods().count("initialize") == 1
+
+
 async def get_push(
     fake: FakeLegacy, session_index: int, push_id: int, message: dict[str, Any] | None = None
 ) -> None:
@@ -610,25 +709,16 @@ async def test_an_unattributable_push_is_refused_and_the_label_never_shares_agai
 
 
 async def test_sharing_off_or_without_streams_per_call_keeps_calls_exclusive(
-    make_pool: Callable[..., UpstreamPool], client: aiohttp.ClientSession, url: str
+    make_pool: Callable[..., UpstreamPool],
 ) -> None:
     """`upstream.share_attributed_calls = false`, or a transport whose pushes share one channel
     (HTTP+SSE, stdio): every labelled call keeps a session of its own."""
     off = make_pool(share_attributed_calls=False)
     await learned(off)
     assert (await labelled(off)).exclusive
-    settings = UpstreamSettings(url=url, init_timeout_s=2.0, session_limit="many")
-    one_channel = UpstreamPool(
-        settings,
-        http_opener(client, settings),
-        on_unowned=Unowned(),
-        transport=FixedTransport("sse", streams_per_call=False),
-    )
-    try:
-        await learned(one_channel)
-        assert (await labelled(one_channel)).exclusive
-    finally:
-        await one_channel.aclose()
+    one_channel = make_pool(transport=ONE_CHANNEL)
+    await learned(one_channel)
+    assert (await labelled(one_channel)).exclusive
 
 
 def test_learned_labels_are_bounded() -> None:
