@@ -65,13 +65,24 @@ async def _http_sections(procs: Processes, sections: set[str]) -> list[Figure]:
         quiet = procs.bridge(
             "bridge-quiet-1ms", ["--upstream", legacy.url], {"MRTR_BRIDGE_HELD_BATCH_QUIET_MS": "1"}
         )
+        declared = {"MRTR_BRIDGE_UPSTREAM_SESSION_LIMIT": "many"}  # spreads from the start
+        many = procs.bridge("bridge-many", ["--upstream", legacy.url], declared)
         relay = procs.relay(legacy.url)
-        ends = Endpoints(legacy.url, bridge.url, quiet.url, relay.url)
+        ends = Endpoints(legacy.url, legacy.pid, bridge.url, quiet.url, relay.url)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
             if "echo" in sections:
                 figures += await _section("echo", echo_figures(http, ends))
                 cpu = cpu_figures(http, (bridge.url, bridge.pid), (relay.url, relay.pid))
                 figures += await _section("cpu", cpu)
+                spread = cpu_figures(
+                    http,
+                    (many.url, many.pid),
+                    (relay.url, relay.pid),
+                    key="echo_cpu_per_call_many_sessions",
+                    label=', upstream.session_limit = "many"',
+                    gated=False,
+                )
+                figures += await _section("cpu-many", spread)
             if "mrtr" in sections:
                 pids = {bridge.url: bridge.pid, quiet.url: quiet.pid}
                 figures += await _section("mrtr", mrtr_figures(http, procs, legacy.url, pids))

@@ -16,6 +16,7 @@ import aiohttp
 from drivers import LegacyHttp, ModernHttp
 from figures import Figure, compare, errors_of, first_errors, latency_summary
 from load import Call, Sample, alternating, closed_loop, median, percentile
+from scenarios_cpu import cpu_seconds
 
 ROUNDS: Final = 4  # interleaved rounds per concurrency (c > 1): direct, bridge, bridge, direct, ...
 ECHO_CALLS: Final = {1: 500, 16: 480, 64: 640}  # c=1: calls per path; c>1: calls per path per round
@@ -27,6 +28,7 @@ ADDED_P50_OVER_RELAY_MS: Final = 0.3  # added p50 at c=1 <= the bare relay's add
 @dataclass(frozen=True)
 class Endpoints:
     legacy: str  # the legacy server's /mcp
+    legacy_pid: int  # its process: its CPU per call is measured in each round
     bridge: str  # the bridge (defaults) in front of it
     bridge_quiet_1ms: str  # the same bridge with held.batch_quiet_ms = 1
     relay: str  # a bare aiohttp relay in front of the legacy server (calibration)
@@ -50,20 +52,53 @@ async def _echo_paths(
     return direct, bridge
 
 
+@dataclass
+class Rounds:
+    """Interleaved rounds of one concurrency: each path's merged sample, the per-round throughput
+    ratios, and the legacy server's CPU seconds spent while each path ran."""
+
+    direct: Sample
+    bridge: Sample
+    ratios: list[float]
+    server_cpu_s: dict[str, float]
+
+
 async def _echo_rounds(
-    direct: list[Call], bridge: list[Call], calls: int
-) -> tuple[Sample, Sample, list[float]]:
-    """Interleaved rounds; returns the merged samples and each round's throughput ratio."""
-    merged_direct, merged_bridge, ratios = Sample(), Sample(), []
+    direct: list[Call], bridge: list[Call], calls: int, server_pid: int
+) -> Rounds:
+    rounds = Rounds(Sample(), Sample(), [], {"direct": 0.0, "bridge": 0.0})
+    order = [("direct", direct), ("bridge", bridge)]
     for index in range(ROUNDS):
-        order = (direct, bridge) if index % 2 == 0 else (bridge, direct)
-        first = await closed_loop(order[0], calls)
-        second = await closed_loop(order[1], calls)
-        d, b = (first, second) if index % 2 == 0 else (second, first)
-        ratios.append(b.throughput / d.throughput if d.throughput else float("nan"))
-        merged_direct.merge(d)
-        merged_bridge.merge(b)
-    return merged_direct, merged_bridge, ratios
+        samples: dict[str, Sample] = {}
+        for path, workers in order if index % 2 == 0 else order[::-1]:
+            before = cpu_seconds(server_pid)
+            samples[path] = await closed_loop(workers, calls)
+            rounds.server_cpu_s[path] += cpu_seconds(server_pid) - before
+        d, b = samples["direct"], samples["bridge"]
+        rounds.ratios.append(b.throughput / d.throughput if d.throughput else float("nan"))
+        rounds.direct.merge(d)
+        rounds.bridge.merge(b)
+    return rounds
+
+
+def _server_cpu_figure(concurrency: int, rounds: Rounds) -> Figure:
+    """What the same legacy server spends per call while each path runs: where the server is the
+    bottleneck, the throughput ratio cannot exceed direct / bridge of this figure."""
+
+    def per_call_us(path: str, sample: Sample) -> float:
+        return rounds.server_cpu_s[path] / max(1, len(sample.latencies_ms)) * 1e6
+
+    return compare(
+        f"echo_c{concurrency}_server_cpu",
+        f"echo, c={concurrency}: the legacy server's CPU per call",
+        "us",
+        per_call_us("bridge", rounds.bridge),
+        per_call_us("direct", rounds.direct),
+        comparison="ratio",
+        errors=errors_of(rounds.bridge, rounds.direct),
+        detail="user+system of the server process (/proc/<pid>/stat) while each path's rounds "
+        "ran: the same server, calls and concurrency",
+    )
 
 
 def _echo_figures(
@@ -133,8 +168,9 @@ async def echo_figures(http: aiohttp.ClientSession, ends: Endpoints) -> list[Fig
             figures += _echo_figures(concurrency, d, b, [ratio], relay=r)
             figures.append(_relay_figure(d, r))
         else:
-            d, b, ratios = await _echo_rounds(direct, bridge, calls)
-            figures += _echo_figures(concurrency, d, b, ratios)
+            rounds = await _echo_rounds(direct, bridge, calls, ends.legacy_pid)
+            figures += _echo_figures(concurrency, rounds.direct, rounds.bridge, rounds.ratios)
+            figures.append(_server_cpu_figure(concurrency, rounds))
     return figures
 
 
