@@ -85,6 +85,7 @@ class UpstreamPool:
         # a plain lease opens another session of its key past this many calls on the least used
         self._spread_at = settings.plain_calls_per_session or sys.maxsize
         self._spread_after = 0.0  # loop time: a failed extra session pauses spreading until then
+        self._crowding_told = False
         self._on_unowned = on_unowned
         self._entries: list[PoolEntry] = []
         self._opening: dict[SessionKey, Opening] = {}
@@ -203,6 +204,14 @@ class UpstreamPool:
         memory) nor a lease preferring a session; not while a session of the key is being opened,
         and only within the limits (no eviction for this)."""
         if held or prefer is not None or self.limit.one is not False:
+            if self.limit.one is None and not held and not self._crowding_told:
+                self._crowding_told = True  # once per pool: what the operator can do about it
+                _log.info(
+                    "upstream_session_crowded",
+                    calls=self._spread_at,
+                    hint="plain calls share one session until the bridge learns that the upstream"
+                    ' serves many; set upstream.session_limit = "many" if it does',
+                )
             return False
         if not self.transport.streams_per_call:
             return False
