@@ -79,6 +79,10 @@ def _report(paths: list[Path_]) -> None:
     print(f"throughput B/A {b.sample.throughput / a.sample.throughput:.3f}x")
 
 
+async def _echo(modern: ModernHttp, index: int) -> str:
+    return await modern.echo(f"echo {index}")
+
+
 async def _run(args: argparse.Namespace) -> None:
     procs = Processes()
     try:
@@ -90,7 +94,7 @@ async def _run(args: argparse.Namespace) -> None:
             paths = []
             for name, proc in (("A", bridge_a), ("B", bridge_b)):
                 modern = ModernHttp(http, proc.url)
-                workers: list[Call] = [lambda i, m=modern: m.echo(f"echo {i}")] * args.concurrency
+                workers: list[Call] = [functools.partial(_echo, modern)] * args.concurrency
                 paths.append(Path_(name, proc.pid, workers))
             sessions = [LegacyHttp(http, relay.url) for _ in range(args.concurrency)]
             for session in sessions:

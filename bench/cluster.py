@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import base64
+import functools
 import itertools
 import json
 import os
@@ -47,6 +48,10 @@ def _env(replica: str, port: int, ports: list[int], key: str) -> dict[str, str]:
     }
 
 
+async def _finish(on: ModernHttp, held: dict[str, object], index: int) -> str:
+    return await on.finish_held(f"t{index}", held)
+
+
 async def _retry_latency(r1: ModernHttp, r2: ModernHttp, rounds: int) -> tuple[Sample, Sample]:
     local, forwarded = Sample(), Sample()
     for index in range(rounds):
@@ -54,7 +59,7 @@ async def _retry_latency(r1: ModernHttp, r2: ModernHttp, rounds: int) -> tuple[S
         for retry_on, sample in order:
             held = await r1.open_held(f"t{index}")
             started = time.perf_counter()
-            await timed(lambda i, on=retry_on, h=held: on.finish_held(f"t{i}", h), index, sample)
+            await timed(functools.partial(_finish, retry_on, held), index, sample)
             sample.elapsed_s += time.perf_counter() - started
     return local, forwarded
 

@@ -68,7 +68,7 @@ async def _http_sections(procs: Processes, sections: set[str]) -> list[Figure]:
         declared = {"MRTR_BRIDGE_UPSTREAM_SESSION_LIMIT": "many"}  # spreads from the start
         many = procs.bridge("bridge-many", ["--upstream", legacy.url], declared)
         relay = procs.relay(legacy.url)
-        ends = Endpoints(legacy.url, legacy.pid, bridge.url, quiet.url, relay.url)
+        ends = Endpoints(legacy.url, legacy.pid, bridge.url, quiet.url, relay.url, many.url)
         async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0)) as http:
             if "echo" in sections:
                 figures += await _section("echo", echo_figures(http, ends))

@@ -142,7 +142,9 @@ def _floor_figure(floor: dict[str, float]) -> Figure:
     )
 
 
-def _extra(before: int, held: int, settled: int, opened: Sample, finished: Sample) -> dict:
+def _extra(
+    before: int, held: int, settled: int, opened: Sample, finished: Sample
+) -> dict[str, object]:
     return {
         "rss_before_kib": before,
         "rss_held_kib": held,

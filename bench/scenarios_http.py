@@ -32,10 +32,20 @@ class Endpoints:
     bridge: str  # the bridge (defaults) in front of it
     bridge_quiet_1ms: str  # the same bridge with held.batch_quiet_ms = 1
     relay: str  # a bare aiohttp relay in front of the legacy server (calibration)
+    bridge_many: str  # a bridge told the server serves many sessions (its plain calls spread)
 
 
 async def _legacy_echo(session: LegacyHttp, index: int) -> str:
     return await session.echo(f"echo {index}")
+
+
+async def _modern_echo(modern: ModernHttp, index: int) -> str:
+    return await modern.echo(f"echo {index}")
+
+
+def _modern_workers(http: aiohttp.ClientSession, url: str, concurrency: int) -> list[Call]:
+    """`concurrency` workers sharing one modern client (stateless POSTs, one principal)."""
+    return [functools.partial(_modern_echo, ModernHttp(http, url))] * concurrency
 
 
 async def _echo_paths(
@@ -45,8 +55,7 @@ async def _echo_paths(
     sessions = [LegacyHttp(http, ends.legacy) for _ in range(concurrency)]
     await asyncio.gather(*(session.initialize() for session in sessions))
     direct: list[Call] = [functools.partial(_legacy_echo, session) for session in sessions]
-    modern = ModernHttp(http, ends.bridge)
-    bridge: list[Call] = [lambda i: modern.echo(f"echo {i}")] * concurrency
+    bridge = _modern_workers(http, ends.bridge, concurrency)
     await closed_loop(direct, max(WARMUP_CALLS, 2 * concurrency))
     await closed_loop(bridge, max(WARMUP_CALLS, 2 * concurrency))
     return direct, bridge
@@ -167,11 +176,39 @@ async def echo_figures(http: aiohttp.ClientSession, ends: Endpoints) -> list[Fig
             ratio = b.throughput / d.throughput if d.throughput else float("nan")
             figures += _echo_figures(concurrency, d, b, [ratio], relay=r)
             figures.append(_relay_figure(d, r))
+            # the spreading bridge begins with one call at a time too
+            await closed_loop(_modern_workers(http, ends.bridge_many, 1), WARMUP_CALLS)
         else:
             rounds = await _echo_rounds(direct, bridge, calls, ends.legacy_pid)
             figures += _echo_figures(concurrency, rounds.direct, rounds.bridge, rounds.ratios)
             figures.append(_server_cpu_figure(concurrency, rounds))
+            figures.append(await _spreading_figure(http, ends, direct, concurrency, calls))
     return figures
+
+
+async def _spreading_figure(
+    http: aiohttp.ClientSession, ends: Endpoints, direct: list[Call], concurrency: int, calls: int
+) -> Figure:
+    """The same rounds through the bridge with `upstream.session_limit = "many"`: its crowded
+    plain calls spread over sessions (docs/decisions.md § 31)."""
+    spread = _modern_workers(http, ends.bridge_many, concurrency)
+    await closed_loop(spread, max(WARMUP_CALLS, 2 * concurrency))
+    rounds = await _echo_rounds(direct, spread, calls, ends.legacy_pid)
+    server = _server_cpu_figure(concurrency, rounds)
+    per_round = "/".join(f"{r:.2f}" for r in rounds.ratios)
+    return compare(
+        f"echo_c{concurrency}_throughput_many_sessions",
+        f'echo, c={concurrency}: throughput, upstream.session_limit = "many"',
+        "calls/s",
+        rounds.bridge.throughput,
+        rounds.direct.throughput,
+        comparison="ratio",
+        errors=errors_of(rounds.bridge, rounds.direct),
+        note=first_errors(rounds.bridge, rounds.direct),
+        extra={"round_ratios": rounds.ratios, "server_cpu_ratio": server.value},
+        detail=f"per-round ratios {per_round}; the server's CPU per call {server.value:.2f}x "
+        "direct's in these rounds",
+    )
 
 
 def _relay_figure(d: Sample, r: Sample) -> Figure:

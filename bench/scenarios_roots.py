@@ -83,7 +83,13 @@ class Client:
 
 
 def _client(
-    http: aiohttp.ClientSession, url: str, tool: str, *, roots: bool, **options: bool
+    http: aiohttp.ClientSession,
+    url: str,
+    tool: str,
+    *,
+    roots: bool,
+    pre_answer: bool = False,
+    new_roots_each_call: bool = False,
 ) -> Client:
     arguments: JsonObject = {"text": "hi"} if tool == "echo" else {}
     caps = ROOTS_CAPS if roots else {}
@@ -92,7 +98,8 @@ def _client(
         tool,
         arguments,
         roots=["file:///bench/a"] if roots else (),
-        **options,
+        pre_answer=pre_answer,
+        new_roots_each_call=new_roots_each_call,
     )
 
 
