@@ -203,8 +203,10 @@ class UpstreamPool:
         lost); not for a held call (exclusive, or attributed: those pack onto few sessions, for
         memory) nor a lease preferring a session; not while a session of the key is being opened,
         and only within the limits (no eviction for this)."""
-        if held or prefer is not None or self.limit.one is not False:
-            if self.limit.one is None and not held and not self._crowding_told:
+        if held or prefer is not None or not self.transport.streams_per_call:
+            return False
+        if self.limit.one is not False:
+            if self.limit.one is None and not self._crowding_told:
                 self._crowding_told = True  # once per pool: what the operator can do about it
                 _log.info(
                     "upstream_session_crowded",
@@ -212,8 +214,6 @@ class UpstreamPool:
                     hint="plain calls share one session until the bridge learns that the upstream"
                     ' serves many; set upstream.session_limit = "many" if it does',
                 )
-            return False
-        if not self.transport.streams_per_call:
             return False
         if key in self._opening or asyncio.get_running_loop().time() < self._spread_after:
             return False
