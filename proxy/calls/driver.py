@@ -244,7 +244,10 @@ class CallDriver:
         """A push or notification from this call's session (POST stream or GET stream)."""
         message = inbound.message
         if is_push(message):
-            self._on_push(message)
+            if inbound.related_request_id is None and self._call is not None and self._call.is_done:
+                self._lease.disown(inbound)  # the session's, once the upstream call has ended
+            else:
+                self._on_push(message)
             return
         if message.get("method") in SESSION_WIDE:
             self._publish(self.principal, message)

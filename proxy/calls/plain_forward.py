@@ -175,7 +175,9 @@ class PlainForward:
         if is_push(message):
             if self._wake is not None and not self._wake.done():
                 self._promote().on_inbound(inbound)
-            return  # the call is over: like a held call that is DONE, the push is ignored
+            elif inbound.related_request_id is None:
+                self._lease.disown(inbound)  # the session's, once the call is over
+            return  # on the call's own stream after its end: ignored, as by a held call DONE
         method = message.get("method")
         if method in SESSION_WIDE:
             self._publish(self._principal, message)

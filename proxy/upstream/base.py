@@ -44,6 +44,11 @@ class UpstreamCall(Protocol):
     @property
     def upstream_request_id(self) -> int: ...
 
+    @property
+    def is_done(self) -> bool:
+        """Whether its outcome (result, error or failure) is in."""
+        ...
+
     async def result(self) -> JsonObject:
         """The legacy result object; raises `UpstreamReturnedError` for a JSON-RPC error reply and
         `UpstreamFault` subclasses for transport failures (never a foreign exception)."""

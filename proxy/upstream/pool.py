@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Final
 
 import structlog
@@ -47,6 +47,7 @@ from proxy.upstream.pool_entries import (
     PoolStats,
     SessionKey,
     SessionView,
+    UnownedHandler,
 )
 from proxy.upstream.session_limit import SessionLimit, forget_on_close
 from translators.wire.errors import (
@@ -58,7 +59,6 @@ from translators.wire.jsonrpc import JsonObject
 
 _log = structlog.get_logger(__name__)
 
-UnownedHandler = Callable[[UpstreamSession, Inbound], None]
 MAX_CONCURRENT_OPENS: Final = 16  # upstream initialize handshakes in flight at once
 SPREAD_BACKOFF_S: Final = 30.0  # after an extra session failed to open, plain calls share this long
 
@@ -263,7 +263,7 @@ class UpstreamPool:
     # -- granting and room -------------------------------------------------------------------------
 
     def _grant(self, entry: PoolEntry, *, exclusive: bool, label: str | None = None) -> Lease:
-        lease = Lease(entry, self._release, exclusive=exclusive, label=label)
+        lease = Lease(entry, self._release, self._on_unowned, exclusive=exclusive, label=label)
         if exclusive:
             entry.exclusive = lease
         else:

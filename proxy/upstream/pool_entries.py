@@ -16,6 +16,8 @@ from translators.wire.jsonrpc import JsonObject
 # session's GET stream (its entry, the message): passed in, so these records never see the pool.
 Release = Callable[["Lease", "PoolEntry", bool], Awaitable[None]]
 Route = Callable[["PoolEntry", Inbound], None]
+# what the pool does with a session-wide message no call owns (its session, the message)
+UnownedHandler = Callable[[UpstreamSession, Inbound], None]
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,7 @@ class Lease:
         "_entry",
         "_release",
         "_released",
+        "_unowned",
         "exclusive",
         "label",
         "pushed_related",
@@ -118,10 +121,17 @@ class Lease:
     )
 
     def __init__(
-        self, entry: PoolEntry, release: Release, *, exclusive: bool, label: str | None = None
+        self,
+        entry: PoolEntry,
+        release: Release,
+        unowned: UnownedHandler,
+        *,
+        exclusive: bool,
+        label: str | None = None,
     ) -> None:
         self._entry = entry
         self._release = release
+        self._unowned = unowned
         self.exclusive = exclusive
         # exclusive: the call being learned; shared: the attributed call's label
         self.label = label
@@ -151,6 +161,14 @@ class Lease:
         if not self.exclusive:
             raise BridgeBug("only an exclusive lease may own a session's unrelated messages")
         self.unrelated_handler = None if self._released else handler
+
+    def disown(self, inbound: Inbound) -> None:
+        """A message of the session's GET stream that reached the holder after its call ended
+        (before the lease went back): from now on such messages go to the pool's policy, and
+        this one too, as on an idle session (a server asking again between calls must get an
+        answer, not silence)."""
+        self.unrelated_handler = None
+        self._unowned(self._entry.session, inbound)
 
     async def release(self, *, discard: bool = False) -> None:
         """Give the session back (idempotent); `discard=True` closes it, e.g. after a cancelled
@@ -200,4 +218,5 @@ __all__ = [
     "PoolEntry",
     "PoolStats",
     "SessionKey",
+    "UnownedHandler",
 ]

@@ -245,3 +245,30 @@ async def test_late_push_after_cancel_never_reaches_the_next_lease() -> None:
             ("close", None, None),
         ]
         assert new.session.received == [("request", 2, "tools/call")]
+
+
+async def test_a_get_stream_push_as_a_plain_call_ends_is_answered_by_policy() -> None:
+    """The server asks outside any call the moment a plain call's result arrives, before the
+    call's lease is back in the pool (a roots-keeping server asking again between calls: met over
+    stdio in CI, where it left the server waiting for good): the push is answered by policy, as
+    on an idle session, not dropped with the ended call."""
+    async with scripted_bridge(upstream={"unowned_roots": ["file:///srv"]}) as bridge:
+        task = bridge.start(bridge.request("echo"))
+        call = await bridge.upstream.next_call()
+        call.finish(text_result("done"))
+        roots = call.session.push_on_get(ROOTS)
+        assert result_text(await task) == "done"
+        assert await roots.answered() == {"result": {"roots": [{"uri": "file:///srv"}]}}
+
+
+async def test_a_get_stream_push_as_a_held_call_ends_is_answered_by_policy() -> None:
+    """The same for a held call: a push that comes once its upstream call ended (DONE) is no
+    longer the call's, and gets the answer an idle session's push gets."""
+    async with scripted_bridge(upstream={"unowned_roots": ["file:///srv"]}) as bridge:
+        held = await hold(bridge)
+        retry = bridge.start(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
+        assert await held.push.answered() == {"result": accepted("Ada")}
+        held.call.finish(text_result("booked"))
+        roots = held.call.session.push_on_get(ROOTS)
+        assert result_text(await retry) == "booked"
+        assert await roots.answered() == {"result": {"roots": [{"uri": "file:///srv"}]}}

@@ -155,7 +155,7 @@ async def test_a_later_ask_outside_any_call_gets_the_sessions_client_roots(bridg
             if after["asks"] > before["asks"]:
                 break
             await asyncio.sleep(0.05)
-    assert after["session"] == before["session"]
+    assert (after["pid"], after["session"]) == (before["pid"], before["session"])
     assert after["asks"] == before["asks"] + 1
     assert after["roots"] == ROOTS_B
     assert b.asked == []
