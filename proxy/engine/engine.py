@@ -17,6 +17,7 @@ from proxy.calls.registry import HELD_ABANDON_S
 from proxy.common.drain import Drain
 from proxy.common.faults import reported_error
 from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.common.log_context import log_context
 from proxy.engine.legacy_tasks.routes import LegacyTasks
 from proxy.engine.routes import Route
 from proxy.engine.routes.discover import Discover
@@ -27,7 +28,6 @@ from proxy.engine.routes.outside_calls import on_unowned
 from proxy.engine.routes.recover import Recover
 from proxy.engine.routes.retry import Retry
 from proxy.engine.routes.route_context import BRIDGE_INFO, RouteContext
-from proxy.observe.logs import log_context
 from proxy.observe.metrics import BridgeMetrics
 from proxy.upstream.base import Inbound, UpstreamSession
 from translators.auth.oauth import UpstreamAuthChallenge, challenge_reply

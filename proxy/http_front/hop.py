@@ -8,9 +8,9 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Final, Protocol
 
 from aiohttp import web
-from structlog.contextvars import bound_contextvars
 
 from proxy.common.http_replies import Exchange, rejection
+from proxy.common.log_context import log_context
 from translators.auth.forward_proof import ProofRejected
 from translators.protocol.request_validation import ModernRoute
 from translators.wire.errors import InvalidRequest
@@ -69,9 +69,7 @@ async def forward_to_owner(
     """Forward to the replica that owns the held call; `recover_here` serves it here when that
     replica is gone."""
     exchange.mode = "forwarded"
-    with bound_contextvars(
-        request_id=route.front_request_id, method=route.method, transport="http"
-    ):
+    with log_context(request_id=route.front_request_id, method=route.method, transport="http"):
         return await hop.forward(request, raw, route, owner, on_unreachable=recover_here)
 
 

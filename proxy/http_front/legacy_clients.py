@@ -11,11 +11,11 @@ from __future__ import annotations
 import json
 
 from aiohttp import web
-from structlog.contextvars import bound_contextvars
 
 from config.settings import IdentitySettings
 from proxy.auth.principal import principal_of
 from proxy.common.http_replies import Exchange
+from proxy.common.log_context import log_context
 from proxy.passthrough.legacy_clients import LegacyRelay
 from proxy.passthrough.modern_upstream import ModernUpstream
 from proxy.reverse.front import SESSION, ReverseFront
@@ -53,12 +53,12 @@ class LegacyClients:
         principal = exchange.principal = principal_of(headers, self._identity)
         exchange.client_era = "legacy"
         if self._reverse is not None and await self._reversed(headers, principal):
-            with bound_contextvars(transport="http", era="legacy", principal=principal):
+            with log_context(transport="http", era="legacy", principal=principal):
                 decoded = json.loads(body) if body is not None else None
                 return await self._reverse.serve(request, exchange, decoded, principal)
         if self._modern is not None and self._modern.modern_only:
             return self._modern.legacy_refusal(request_id)
-        with bound_contextvars(transport="http", era="legacy", principal=principal):
+        with log_context(transport="http", era="legacy", principal=principal):
             return await self._relay.handle(request, body, principal, method, request_id)
 
     async def _reversed(self, headers: dict[str, str], principal: str) -> bool:

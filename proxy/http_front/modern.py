@@ -15,9 +15,9 @@ from config.settings import IdentitySettings
 from proxy.auth.principal import principal_of
 from proxy.common.front_request import FrontRequest, NotificationSink, NullSink
 from proxy.common.http_replies import Exchange, engine_reply, rejection
+from proxy.common.log_context import log_context
 from proxy.common.sse_replies import SseSink, accepts_sse
 from proxy.http_front.modern_upstream import ModernRelayHook
-from proxy.observe.logs import log_context
 from translators.protocol import eras
 from translators.protocol.request_validation import ModernRoute
 from translators.wire.errors import InvalidRequest

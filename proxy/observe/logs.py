@@ -1,7 +1,8 @@
 """structlog configuration and the redaction safety net (docs/decisions.md § 5).
 
-Configured once at startup by `configure_logging`: context variables first, then timestamp and
-level, then `redact`, then JSON (or the console renderer on a terminal). Always stderr: in stdio
+Configured once at startup by `configure_logging`: the log context first
+(proxy/common/log_context.py), then timestamp and level, then `redact`, then JSON (in one step,
+`finish_json_line`) or the console renderer on a terminal. Always stderr: in stdio
 mode stdout carries protocol bytes only. Standard-library loggers (aiohttp, asyncio) are routed
 through the same chain so every line has one shape.
 
@@ -12,7 +13,6 @@ inside any string. It is a safety net, not a licence to log secrets.
 
 from __future__ import annotations
 
-import contextvars
 import json
 import logging
 import re
@@ -22,9 +22,11 @@ from collections.abc import Mapping
 from typing import Any, Final, TextIO
 
 import structlog
+from structlog.processors import add_log_level
 from structlog.typing import EventDict, Processor, WrappedLogger
 
 from config.settings import LogSettings
+from proxy.common.log_context import merge_log_context
 
 REDACTED: Final = "[redacted]"
 # Compared after lower-casing and turning "-" into "_".
@@ -97,25 +99,6 @@ def mask_text(text: str) -> str:
         return text
     text = _CREDENTIAL.sub(lambda match: f"{match.group(1)}{match.group(2)}{REDACTED}", text)
     return _SEALED_STATE.sub(f"v1.{REDACTED}", text)
-
-
-class log_context:
-    """`with log_context(**values)`: bind `values` to the log context for the block, then restore
-    exactly what was bound before. Like `structlog.contextvars.bound_contextvars`, without its
-    copy of the whole context on entry and its second bind on exit (twice per request: ~10 us);
-    enter and exit must run in the same task, as a `with` block does."""
-
-    __slots__ = ("_tokens", "_values")
-
-    def __init__(self, **values: Any) -> None:
-        self._values = values
-        self._tokens: Mapping[str, contextvars.Token[Any]] = {}
-
-    def __enter__(self) -> None:
-        self._tokens = structlog.contextvars.bind_contextvars(**self._values)
-
-    def __exit__(self, *exc_info: object) -> None:
-        structlog.contextvars.reset_contextvars(**self._tokens)
 
 
 def _scrub(value: Any, depth: int) -> Any:
@@ -215,15 +198,30 @@ def _renderer(settings: LogSettings, stream: TextIO) -> Processor:
     return render_json
 
 
+_STACK_INFO: Final = structlog.processors.StackInfoRenderer()
+
+
 def _shared_processors() -> list[Processor]:
     return [
-        structlog.contextvars.merge_contextvars,
+        merge_log_context,
         structlog.processors.add_log_level,
         add_timestamp,
-        structlog.processors.StackInfoRenderer(),
+        _STACK_INFO,
         structlog.processors.format_exc_info,
         redact,
     ]
+
+
+def finish_json_line(logger: WrappedLogger, method: str, event_dict: EventDict) -> str:
+    """structlog processor: what the shared chain after `merge_log_context` and `render_json` do,
+    one after the other, in one step (every line of the bridge passes here; the stack and the
+    exception are formatted only for the lines that ask for them)."""
+    event_dict = add_timestamp(logger, method, add_log_level(logger, method, event_dict))
+    if "stack_info" in event_dict or "exc_info" in event_dict:
+        event_dict = structlog.processors.format_exc_info(
+            logger, method, _STACK_INFO(logger, method, event_dict)
+        )
+    return render_json(logger, method, redact(logger, method, event_dict))
 
 
 def _scrub_aiohttp_server(record: logging.LogRecord) -> bool:
@@ -273,8 +271,13 @@ def configure_logging(
     out = stream if stream is not None else sys.stderr
     level = logging.getLevelNamesMapping()[settings.level.upper()]
     renderer = _renderer(settings, out)
+    chain: list[Processor] = (
+        [merge_log_context, finish_json_line]
+        if renderer is render_json
+        else [*_shared_processors(), renderer]
+    )
     structlog.configure(
-        processors=[*_shared_processors(), renderer],
+        processors=chain,
         wrapper_class=structlog.make_filtering_bound_logger(level),
         logger_factory=structlog.WriteLoggerFactory(file=out),  # one write per line
         cache_logger_on_first_use=cache,
@@ -287,7 +290,6 @@ __all__ = [
     "SECRET_KEYS",
     "configure_logging",
     "is_secret_key",
-    "log_context",
     "mask_text",
     "redact",
     "scrub_aiohttp_server_logs",

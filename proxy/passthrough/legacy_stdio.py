@@ -28,6 +28,7 @@ from typing import Final, Protocol
 import structlog
 
 from config.settings import Settings, UpstreamSettings
+from proxy.common.log_context import log_context
 from proxy.upstream.stdio.process import spawn, stop_process
 
 log = structlog.get_logger(__name__)
@@ -111,7 +112,7 @@ def legacy_stdio(settings: Settings, processes: StdioProcesses | None = None) ->
     upstream = settings.upstream
 
     async def handle(first: bytes, reader: asyncio.StreamReader, writer: ByteWriter) -> None:
-        with structlog.contextvars.bound_contextvars(era="legacy"):
+        with log_context(era="legacy"):
             if upstream.command:
                 await relay_to_process(upstream, first, reader, writer, processes)
             else:

@@ -20,6 +20,7 @@ from typing import Any
 import structlog
 
 from config.settings import Settings, UpstreamSettings
+from proxy.common.log_context import log_context
 from proxy.passthrough.legacy_stdio import ByteWriter, LegacyStdio, StdioProcesses
 from proxy.reverse.listen import Listener
 from proxy.reverse.local import answer_locally
@@ -239,7 +240,7 @@ def with_reverse(
             if upstream.url is not None
             else ModernStdioCaller(upstream, timeout_s)
         )
-        with structlog.contextvars.bound_contextvars(era="legacy", direction="reverse"):
+        with log_context(era="legacy", direction="reverse"):
             await ReverseStdio(settings, writer, caller).run(first, reader)
 
     return handle

@@ -28,6 +28,7 @@ from typing import Final
 import structlog
 
 from config.settings import FrontSettings, Settings
+from proxy.common.log_context import log_context
 from proxy.common.stopping import BridgeStop
 from proxy.observe import access
 from proxy.passthrough.legacy_stdio import LegacyStdio, StdioProcesses, legacy_stdio
@@ -91,7 +92,7 @@ async def run_stdio_front(
     if first is None:
         first = await first_line(reader, max_line_bytes) if legacy is not None else b""
     if legacy is not None and _is_legacy_opening(first, max_depth):
-        with structlog.contextvars.bound_contextvars(transport="stdio"):
+        with log_context(transport="stdio"):
             await legacy(first, reader, writer)
             if on_eof is not None:
                 on_eof()

@@ -14,6 +14,7 @@ from typing import Any, Final, Protocol
 import structlog
 
 from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.common.log_context import log_context
 from proxy.observe import access
 from proxy.stdio_front.output import LineOutput, RequestSink
 from proxy.stdio_front.pipes import (
@@ -229,7 +230,7 @@ async def serve_modern(
     )
     front.on_first_answer = on_first_answer
     splitter = LineSplitter(max_line_bytes)
-    with structlog.contextvars.bound_contextvars(transport="stdio"):
+    with log_context(transport="stdio"):
         try:
             for item in splitter.feed(first):
                 front.receive(item)

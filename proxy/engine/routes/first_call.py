@@ -21,6 +21,7 @@ from proxy.calls.driver import CallDriver
 from proxy.calls.plain_forward import PlainForward, Promoted
 from proxy.calls.roots_affinity import AskClient
 from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.common.log_context import log_context
 from proxy.engine.legacy_tasks.promoted import Promotion, TaskCreated
 from proxy.engine.routes.mrtr import input_responses, plain_result, reply_result
 from proxy.engine.routes.outside_calls import publish
@@ -33,7 +34,6 @@ from proxy.engine.routes.route_context import (
 )
 from proxy.observe import tracing
 from proxy.observe.access import current_trace
-from proxy.observe.logs import log_context
 from proxy.upstream.attribution import call_label
 from proxy.upstream.pool import Lease, SessionKey
 from translators.held.machine import Limits

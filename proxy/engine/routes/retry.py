@@ -11,12 +11,12 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 
 from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.common.log_context import log_context
 from proxy.engine.legacy_tasks.promoted import Promotion, TaskCreated
 from proxy.engine.routes.mrtr import input_responses, reply_result
 from proxy.engine.routes.route_context import RouteContext, log_level
 from proxy.observe import tracing
 from proxy.observe.access import current_trace
-from proxy.observe.logs import log_context
 from translators.wire.errors import InvalidRequestState
 from translators.wire.jsonrpc import JsonObject
 

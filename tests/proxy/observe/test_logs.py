@@ -18,8 +18,9 @@ from aiohttp.test_utils import TestClient
 from config.settings import LogSettings, Settings
 from proxy.app.http_app import make_front_app
 from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.common.log_context import bound_log_context, log_context
 from proxy.observe import logs
-from proxy.observe.logs import REDACTED, configure_logging, log_context, redact
+from proxy.observe.logs import REDACTED, configure_logging, redact
 from translators.protocol.eras import (
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
@@ -173,7 +174,7 @@ def test_json_lines_carry_level_timestamp_and_context_without_secrets() -> None:
     """Configured logs are JSON with bound context, and secrets never reach the stream."""
     stream = io.StringIO()
     configure_logging(LogSettings(format="json"), stream)
-    with structlog.contextvars.bound_contextvars(request_id="r1"):
+    with log_context(request_id="r1"):
         structlog.get_logger().info(
             "held_call_registered", authorization=f"Bearer {TOKEN}", round=1
         )
@@ -303,17 +304,16 @@ async def test_a_front_request_logs_one_summary_without_secrets(
 def test_log_context_binds_for_its_block_and_restores_what_was_bound() -> None:
     """`log_context` (two per request) leaves the log context exactly as it found it, an
     exception included, and an inner block's value wins inside it only."""
-    structlog.contextvars.clear_contextvars()
     with log_context(request_id=7, principal="0123456789abcdef"):
         with pytest.raises(RuntimeError), log_context(principal="0123456789ab", round=2):
-            assert structlog.contextvars.get_contextvars() == {
+            assert bound_log_context() == {
                 "request_id": 7,
                 "principal": "0123456789ab",
                 "round": 2,
             }
             raise RuntimeError("inner")
-        assert structlog.contextvars.get_contextvars() == {
+        assert bound_log_context() == {
             "request_id": 7,
             "principal": "0123456789abcdef",
         }
-    assert structlog.contextvars.get_contextvars() == {}
+    assert bound_log_context() == {}

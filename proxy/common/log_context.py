@@ -1,0 +1,57 @@
+"""The log context: what a block of code binds to every log line it (and the tasks it starts)
+writes, such as the front request's id, method and principal.
+
+One context variable holds one mapping, never changed in place: a `log_context` block sets a new
+mapping and restores the old one, and `merge_log_context` (the first processor of the log chain,
+proxy/observe/logs.py) adds it to each line. structlog's own `bound_contextvars` keeps one variable
+per key and its merge walks every context variable of the task on every line; this costs one
+lookup per line and one small dict per block.
+"""
+
+from __future__ import annotations
+
+import contextvars
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Any, Final
+
+from structlog.typing import EventDict, WrappedLogger
+
+_EMPTY: Final[Mapping[str, Any]] = MappingProxyType({})
+_LOG_CONTEXT: Final[contextvars.ContextVar[Mapping[str, Any]]] = contextvars.ContextVar(
+    "mrtr_log_context", default=_EMPTY
+)
+
+
+class log_context:
+    """`with log_context(**values)`: bind `values` to the log context for the block, then restore
+    exactly what was bound before; an inner block's value wins inside it. Enter and exit must run
+    in the same task, as a `with` block does; tasks started inside inherit the binding."""
+
+    __slots__ = ("_token", "_values")
+
+    def __init__(self, **values: Any) -> None:
+        self._values = values
+
+    def __enter__(self) -> None:
+        self._token = _LOG_CONTEXT.set({**_LOG_CONTEXT.get(), **self._values})
+
+    def __exit__(self, *exc_info: object) -> None:
+        _LOG_CONTEXT.reset(self._token)
+
+
+def bound_log_context() -> dict[str, Any]:
+    """What `log_context` blocks bind here now (a copy)."""
+    return dict(_LOG_CONTEXT.get())
+
+
+def merge_log_context(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
+    """structlog processor: the bound log context, after the line's own keys (which win)."""
+    bound = _LOG_CONTEXT.get()
+    if bound:
+        for key, value in bound.items():
+            event_dict.setdefault(key, value)
+    return event_dict
+
+
+__all__ = ["bound_log_context", "log_context", "merge_log_context"]
