@@ -182,8 +182,9 @@ class UpstreamSettings(Frozen):
     session_limit: Literal["auto", "one", "many"] = Field(
         "auto",
         description="Streamable HTTP: does the upstream serve one session at a time (learned once"
-        " by a second session beside the first, or declared); one: at most one session, never"
-        " DELETEd nor reaped",
+        " by a second session beside the first, opened for an interactive call or, with no call"
+        " running, for crowded plain calls; or declared); one: at most one session, never DELETEd"
+        " nor reaped",
     )
     session_check_s: float = Field(
         2.0,

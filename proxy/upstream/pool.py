@@ -49,7 +49,7 @@ from proxy.upstream.pool_entries import (
     SessionView,
     UnownedHandler,
 )
-from proxy.upstream.session_limit import SessionLimit, forget_on_close
+from proxy.upstream.session_limit import DRAIN_S, SessionLimit, forget_on_close
 from translators.wire.errors import (
     BridgeError,
     CapacityExceeded,
@@ -85,7 +85,6 @@ class UpstreamPool:
         # a plain lease opens another session of its key past this many calls on the least used
         self._spread_at = settings.plain_calls_per_session or sys.maxsize
         self._spread_after = 0.0  # loop time: a failed extra session pauses spreading until then
-        self._crowding_told = False
         self._on_unowned = on_unowned
         self._entries: list[PoolEntry] = []
         self._opening: dict[SessionKey, Opening] = {}
@@ -168,11 +167,18 @@ class UpstreamPool:
         deadline: float | None = None
         while True:
             self._check_open()
+            if self.limit.gate is not None:
+                await self.limit.pass_gate()  # the pool drains to learn the session limit
+                continue
             entry = best_entry(self._entries, key, exclusive, prefer, attributed)
             if entry is not None:
                 held = exclusive or attributed is not None
                 if entry.shared >= self._spread_at and self._may_spread(key, held, prefer):
-                    spread = await self._spread(key, capabilities, headers)
+                    spread = await (
+                        self._spread(key, capabilities, headers)
+                        if self.limit.one is False
+                        else self._learn_then_spread(key, capabilities, headers)
+                    )
                     if spread is not None:
                         return spread
                     continue  # it could not open: share, as before
@@ -205,17 +211,10 @@ class UpstreamPool:
         and only within the limits (no eviction for this)."""
         if held or prefer is not None or not self.transport.streams_per_call:
             return False
-        if self.limit.one is not False:
-            if self.limit.one is None and not self._crowding_told:
-                self._crowding_told = True  # once per pool: what the operator can do about it
-                _log.info(
-                    "upstream_session_crowded",
-                    calls=self._spread_at,
-                    hint="plain calls share one session until the bridge learns that the upstream"
-                    ' serves many; set upstream.session_limit = "many" if it does',
-                )
+        now = asyncio.get_running_loop().time()
+        if self.limit.one or (self.limit.one is None and not self.limit.may_learn(now)):
             return False
-        if key in self._opening or asyncio.get_running_loop().time() < self._spread_after:
+        if key in self._opening or now < self._spread_after:
             return False
         settings = self._settings
         cap = self.limit.cap(settings.max_sessions)
@@ -233,6 +232,26 @@ class UpstreamPool:
             self._spread_after = asyncio.get_running_loop().time() + SPREAD_BACKOFF_S
             _log.info("upstream_extra_session_failed", error=type(exc).__name__)
             return None
+
+    async def _learn_then_spread(
+        self, key: SessionKey, capabilities: JsonObject, headers: Mapping[str, str]
+    ) -> Lease | None:
+        """Learn the session limit from a crowded plain lease (session_limit.py): new leases wait
+        while the calls in flight end, then the extra session opens beside the idle ones and
+        checks them; None (share) when calls were still running after `DRAIN_S`."""
+        limit, loop = self.limit, asyncio.get_running_loop()
+        limit.close_gate()
+        try:
+            deadline = loop.time() + DRAIN_S
+            while busy := sum(not e.is_idle for e in self._entries) + sum(self._reserved.values()):
+                try:
+                    await self._wait_for_room(deadline)
+                except CapacityExceeded:
+                    limit.postpone(loop.time(), busy)
+                    return None
+            return await self._spread(key, capabilities, headers)
+        finally:
+            limit.open_gate()
 
     async def _wait_for_room(self, deadline: float) -> None:
         """Wait until a lease is released or a session closes, or raise the limit error at

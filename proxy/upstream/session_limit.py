@@ -15,6 +15,14 @@ would): the older sessions are retired and forgotten without a `DELETE`, and fro
 pool keeps at most one session, never closes one with `DELETE` (a replaced session is forgotten;
 the next `initialize` takes the server over) and never reaps the idle one. `"one"` declares it;
 `"many"` skips the check. Opens that need a session beside others wait while a check runs.
+
+Plain calls never need a second session, but crowded ones run better spread over several
+(docs/decisions.md § 31), so a crowded plain lease also learns the limit, without risking a call:
+the pool *drains* first. New leases wait at the gate (`gate`) while the calls in flight end (within
+`DRAIN_S`); with every session idle, the second session is opened and the older one pinged, and
+the gate opens. A takeover then loses nothing, as no call was running. Calls still running after
+`DRAIN_S` (a long tool, a held call) leave the limit unknown: the gate opens, the calls share, and
+the next try waits `LEARN_BACKOFF_S`, doubling up to an hour.
 """
 
 from __future__ import annotations
@@ -31,6 +39,9 @@ log = structlog.get_logger(__name__)
 PING: Final = "ping"
 LIMIT: Final = "upstream.max_sessions"
 _KNOWN: Final = {"auto": None, "one": True, "many": False}
+DRAIN_S: Final = 0.5  # how long a crowded lease waits for the calls in flight to end, to learn
+LEARN_BACKOFF_S: Final = 30.0  # after a drain that did not finish; doubled each time
+MAX_LEARN_BACKOFF_S: Final = 3600.0
 
 
 def forget_on_close(session: PooledSession) -> None:
@@ -47,6 +58,40 @@ class SessionLimit:
         self.one: bool | None = _KNOWN[setting]
         self._check_s = check_s
         self.lock = asyncio.Lock()  # held by the first open while the check runs
+        # closed (an unset event) while the pool drains to learn the limit: new leases wait on it
+        self.gate: asyncio.Event | None = None
+        self._learn_after = 0.0  # loop time before which a crowded lease does not try to learn
+        self._backoff = LEARN_BACKOFF_S
+
+    def may_learn(self, now: float) -> bool:
+        """Whether a crowded plain lease may drain the pool to learn the limit now."""
+        return self.one is None and self.gate is None and now >= self._learn_after
+
+    async def pass_gate(self) -> None:
+        """Wait while the pool drains to learn the limit (bounded by `DRAIN_S` and the check)."""
+        while (gate := self.gate) is not None:
+            await gate.wait()
+
+    def close_gate(self) -> None:
+        self.gate = asyncio.Event()
+
+    def open_gate(self) -> None:
+        gate, self.gate = self.gate, None
+        if gate is not None:
+            gate.set()
+
+    def postpone(self, now: float, busy: int) -> None:
+        """The drain ran out with `busy` sessions still in use: try again later."""
+        self._learn_after = now + self._backoff
+        log.info(
+            "upstream_session_limit_unknown",
+            busy_sessions=busy,
+            retry_in_s=self._backoff,
+            hint="crowded plain calls share a session until the bridge learns that the upstream"
+            " serves many (it waits for a moment with no call running); set"
+            ' upstream.session_limit = "many" if it does',
+        )
+        self._backoff = min(self._backoff * 2, MAX_LEARN_BACKOFF_S)
 
     def cap(self, configured: int) -> int:
         """The most sessions the pool may hold open at once."""
@@ -90,4 +135,4 @@ class SessionLimit:
         )
 
 
-__all__ = ["SessionLimit", "forget_on_close"]
+__all__ = ["DRAIN_S", "LEARN_BACKOFF_S", "SessionLimit", "forget_on_close"]

@@ -12,7 +12,6 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 from fake_legacy import FakeCall, FakeLegacy, text_result
-from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
 from proxy.app.runtime import http_opener
@@ -215,29 +214,6 @@ async def test_crowded_plain_leases_share_where_another_session_may_not_open(
     assert first.session is second.session, why
     assert fake.rpc_methods().count("initialize") == 2
     assert fake.deleted == []
-
-
-async def test_crowded_plain_leases_share_until_the_upstream_is_known_to_serve_many(
-    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
-) -> None:
-    """`session_limit = "auto"` before the bridge has learned it: a second session could take a
-    one-session server over and lose the calls running on the first, so plain calls share; the
-    log says so once, with what the operator can do."""
-    pool = make_pool(plain_calls_per_session=1, session_limit="auto")
-    with capture_logs() as logs:
-        first, second, third = await lease(pool), await lease(pool), await lease(pool)
-    assert first.session is second.session is third.session and pool.limit.one is None
-    assert fake.rpc_methods().count("initialize") == 1
-    told = [entry for entry in logs if entry["event"] == "upstream_session_crowded"]
-    assert told == [
-        {
-            "event": "upstream_session_crowded",
-            "log_level": "info",
-            "calls": 1,
-            "hint": "plain calls share one session until the bridge learns that the upstream"
-            ' serves many; set upstream.session_limit = "many" if it does',
-        }
-    ]
 
 
 async def test_crowded_plain_leases_share_where_a_session_is_a_stream_or_a_process(

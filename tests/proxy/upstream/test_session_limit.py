@@ -14,10 +14,13 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 from fake_legacy import FakeLegacy, echo_legacy, text_result
+from structlog.testing import capture_logs
 
+import proxy.upstream.pool as pool_module
 from config.settings import UpstreamSettings
 from proxy.app.runtime import http_opener
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
+from proxy.upstream.session_limit import LEARN_BACKOFF_S
 from translators.wire.errors import CapacityExceeded
 
 ServerFactory = Callable[..., Awaitable[TestServer]]
@@ -159,3 +162,96 @@ async def test_prefer_picks_that_session_and_share_leases_exactly_it(
     # a preferred session of another key is never used
     bob = await lease(pool, key("bob"), prefer=first.session)
     assert bob.session is not first.session
+
+
+@pytest.fixture
+def quick_drain(monkeypatch: pytest.MonkeyPatch) -> float:
+    """A short drain, so a drain that runs out does not slow the suite."""
+    monkeypatch.setattr(pool_module, "DRAIN_S", 0.1)
+    return 0.1
+
+
+async def crowd(pool: UpstreamPool) -> tuple[Lease, asyncio.Task[Lease]]:
+    """A plain lease of alice's, then a second one crowding it (`plain_calls_per_session = 1`),
+    started and waiting at the closed gate."""
+    first = await lease(pool, key("alice"), exclusive=False)
+    crowded = asyncio.create_task(lease(pool, key("alice"), exclusive=False))
+    async with asyncio.timeout(BOUND_S):
+        while pool.limit.gate is None:
+            await asyncio.sleep(0)
+    return first, crowded
+
+
+async def test_a_crowded_plain_lease_learns_the_limit_once_the_calls_in_flight_end(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    """New leases wait at the gate while the running call ends; then the extra session opens
+    beside the idle one, one ping learns that the upstream serves many, and both go on."""
+    pool = make_pool(plain_calls_per_session=1)
+    alice = key("alice")
+    first, crowded = await crowd(pool)
+    other = asyncio.create_task(lease(pool, key("bob"), exclusive=False))
+    await asyncio.sleep(0.05)
+    assert not crowded.done() and not other.done()  # draining: the first call still runs
+    assert fake.rpc_methods().count("initialize") == 1
+    assert await echo(first, "a") == text_result("a")
+    await first.release()
+    second, bob = await crowded, await other
+    assert second.session is not first.session and first.session.is_alive
+    assert pool.limit.one is False and pool.limit.gate is None
+    assert fake.rpc_methods().count("ping") == 1
+    assert [await echo(x, x.key.principal) for x in (second, bob)] == [
+        text_result("alice"),
+        text_result("bob"),
+    ]
+    third = await lease(pool, alice, exclusive=False)  # the idle first session
+    fourth = await lease(pool, alice, exclusive=False)  # known now: spread at once, no drain
+    assert third.session is first.session
+    assert fourth.session not in (first.session, second.session)
+    assert fake.rpc_methods().count("ping") == 1 and fake.deleted == []
+
+
+async def test_a_one_session_server_is_learned_by_draining_and_no_call_is_lost(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+) -> None:
+    """The second session takes a one-session server over only once no call runs on the first:
+    the first call completed, the crowded one runs on the new session, nothing is deleted."""
+    fake.one_session = True
+    pool = make_pool(plain_calls_per_session=1)
+    first, crowded = await crowd(pool)
+    assert await echo(first, "first") == text_result("first")
+    await first.release()
+    second = await crowded
+    assert pool.limit.one is True and not first.session.is_alive
+    assert await echo(second, "second") == text_result("second")
+    assert fake.deleted == [] and pool.stats().sessions_open == 1
+
+
+async def test_calls_still_running_after_the_drain_leave_the_limit_unknown_for_a_while(
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy, quick_drain: float
+) -> None:
+    """A call that runs on (a long tool, a held call): the crowded lease shares after the drain,
+    the log says why and what to set, and crowded leases share without waiting until the
+    backoff has passed."""
+    pool = make_pool(plain_calls_per_session=1)
+    alice = key("alice")
+    running = await lease(pool, alice, exclusive=False)
+    with capture_logs() as logs:
+        second = await lease(pool, alice, exclusive=False)
+        third = await lease(pool, alice, exclusive=False)
+    assert running.session is second.session is third.session
+    assert pool.limit.one is None and pool.limit.gate is None
+    assert fake.rpc_methods().count("initialize") == 1 and "ping" not in fake.rpc_methods()
+    told = [entry for entry in logs if entry["event"] == "upstream_session_limit_unknown"]
+    assert told == [
+        {
+            "event": "upstream_session_limit_unknown",
+            "log_level": "info",
+            "busy_sessions": 1,
+            "retry_in_s": LEARN_BACKOFF_S,
+            "hint": "crowded plain calls share a session until the bridge learns that the"
+            " upstream serves many (it waits for a moment with no call running); set"
+            ' upstream.session_limit = "many" if it does',
+        }
+    ]
+    assert not pool.limit.may_learn(asyncio.get_running_loop().time())
