@@ -14,7 +14,6 @@ from __future__ import annotations
 import asyncio
 import time
 
-import structlog
 from aiohttp import web
 
 from config.settings import FrontSettings, IdentitySettings
@@ -33,6 +32,7 @@ from proxy.http_front.legacy_clients import LegacyClients
 from proxy.http_front.modern import ModernPath
 from proxy.http_front.modern_upstream import ModernRelayHook
 from proxy.observe import access, tracing
+from proxy.observe.logs import emit
 from proxy.passthrough.legacy_clients import LegacyRelay
 from proxy.passthrough.modern_upstream import ModernUpstream
 from proxy.reverse.front import ReverseFront
@@ -46,8 +46,6 @@ from translators.protocol.request_validation import (
     validate_request,
 )
 from translators.wire.errors import ClientFault
-
-_log = structlog.get_logger("proxy.http_front")
 
 
 class HttpFront:
@@ -127,7 +125,7 @@ class HttpFront:
             "cancelled": cancelled,
             "duration_ms": round((time.monotonic() - exchange.started) * 1000, 1),
         }
-        (_log.info if self._access_log else _log.debug)("front_request_finished", **fields)
+        emit("info" if self._access_log else "debug", "front_request_finished", fields)
         tracing.end_request(note.trace, fields)
 
     def _upstream_era(self) -> str:

@@ -18,10 +18,9 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
-import structlog
-
 from config.settings import Settings, UpstreamSettings
 from proxy.common.front_request import FrontRequest
+from proxy.observe.logs import emit
 from translators.protocol.eras import PROMPTS_GET, RESOURCES_READ, TOOLS_CALL
 from translators.wire.jsonrpc import JsonObject
 
@@ -29,7 +28,6 @@ if TYPE_CHECKING:
     from proxy.observe.tracing import RequestTrace
 
 MAX_NAME: Final = 200  # characters of a tool / prompt name or resource URI in a log line or page
-_log = structlog.get_logger("proxy.front")
 
 
 class RequestNote:
@@ -106,8 +104,7 @@ class AccessLog:
             if kind in ("input_required", "task")
             else "complete"
         )
-        (_log.info if self.enabled else _log.debug)(
-            "front_request_finished",
+        fields = dict(
             request_id=request.front_request_id,
             method=request.method,
             name=call_name(request.method, request.params),
@@ -124,6 +121,7 @@ class AccessLog:
             cancelled=response is None,
             duration_ms=round((time.monotonic() - started) * 1000, 1),
         )
+        emit("info" if self.enabled else "debug", "front_request_finished", fields)
 
 
 def without_query(uri: str) -> str:

@@ -19,7 +19,7 @@ import re
 import sys
 import time
 from collections.abc import Mapping
-from typing import Any, Final, TextIO
+from typing import Any, Final, NamedTuple, TextIO
 
 import structlog
 from structlog.processors import add_log_level
@@ -261,6 +261,43 @@ def _route_stdlib(level: int, renderer: Processor, stream: TextIO) -> None:
     root.setLevel(level)
 
 
+class _Direct(NamedTuple):
+    """What `emit` needs to write a line itself: the chain it must find configured, the least
+    level written, and the writer."""
+
+    chain: list[Processor]
+    wrapper: type[Any]
+    level: int
+    writer: structlog.WriteLogger
+
+
+_DIRECT: list[_Direct] = []  # set by `configure_logging` when the chain is the JSON one
+_LEVELS: Final = logging.getLevelNamesMapping()
+
+
+def emit(level: str, event: str, fields: dict[str, Any]) -> None:
+    """`structlog.get_logger().<level>(event, **fields)`, for the lines every request writes (the
+    access line): the same line, byte for byte, through the same chain, without structlog's bound
+    logger, its proxy and its processor loop (about a third of the line's cost). Anything but the
+    JSON chain `configure_logging` set (the console renderer, a test's `capture_logs`) goes through
+    structlog itself."""
+    direct = _DIRECT[0] if _DIRECT else None
+    config = structlog.get_config()
+    if (
+        direct is None
+        or config["processors"] is not direct.chain
+        or config["wrapper_class"] is not direct.wrapper
+        or len(direct.chain) != 2
+        or direct.chain[-1] is not finish_json_line
+    ):
+        getattr(structlog.get_logger(), level)(event, **fields)
+        return
+    if _LEVELS[level.upper()] < direct.level:
+        return
+    event_dict = merge_log_context(None, level, {**fields, "event": event})
+    direct.writer.msg(finish_json_line(None, level, event_dict))
+
+
 def configure_logging(
     settings: LogSettings, stream: TextIO | None = None, *, cache: bool = False
 ) -> None:
@@ -276,11 +313,17 @@ def configure_logging(
         if renderer is render_json
         else [*_shared_processors(), renderer]
     )
+    wrapper = structlog.make_filtering_bound_logger(level)
     structlog.configure(
         processors=chain,
-        wrapper_class=structlog.make_filtering_bound_logger(level),
+        wrapper_class=wrapper,
         logger_factory=structlog.WriteLoggerFactory(file=out),  # one write per line
         cache_logger_on_first_use=cache,
+    )
+    _DIRECT[:] = (
+        [_Direct(structlog.get_config()["processors"], wrapper, level, structlog.WriteLogger(out))]
+        if renderer is render_json
+        else []
     )
     _route_stdlib(level, renderer, out)
 
@@ -289,6 +332,7 @@ __all__ = [
     "REDACTED",
     "SECRET_KEYS",
     "configure_logging",
+    "emit",
     "is_secret_key",
     "mask_text",
     "redact",

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 import structlog
+import structlog.testing
 from aiohttp.test_utils import TestClient
 
 from config.settings import LogSettings, Settings
@@ -317,3 +318,41 @@ def test_log_context_binds_for_its_block_and_restores_what_was_bound() -> None:
             "principal": "0123456789abcdef",
         }
     assert bound_log_context() == {}
+
+
+def test_emit_writes_what_the_logger_writes_byte_for_byte() -> None:
+    """`emit` (the access line's path) writes exactly the line `log.info` writes, bound context
+    included, masks what `redact` masks, and drops lines below the level."""
+    fields = {"request_id": "r-9", "name": f"Bearer {TOKEN}", "round": None, "ms": 1.5}
+    stream = io.StringIO()
+    configure_logging(LogSettings(format="json"), stream)
+    with log_context(transport="http"):
+        structlog.get_logger().info("front_request_finished", **fields)
+        logs.emit("info", "front_request_finished", fields)
+        logs.emit("debug", "quiet", fields)
+    via_logger, via_emit = stream.getvalue().splitlines()
+    strip = re.compile(r', "timestamp": "[^"]+"')
+    assert strip.sub("", via_emit) == strip.sub("", via_logger)
+    assert json.loads(via_emit) | {"timestamp": None} == {
+        "request_id": "r-9",
+        "name": f"Bearer {REDACTED}",
+        "round": None,
+        "ms": 1.5,
+        "event": "front_request_finished",
+        "transport": "http",
+        "level": "info",
+        "timestamp": None,
+    }
+    assert fields == {"request_id": "r-9", "name": f"Bearer {TOKEN}", "round": None, "ms": 1.5}
+
+
+def test_emit_goes_through_structlog_where_the_json_chain_is_not_configured() -> None:
+    """A test's `capture_logs` and the console renderer see emitted lines as logged ones."""
+    configure_logging(LogSettings(format="json"), io.StringIO())
+    with structlog.testing.capture_logs() as captured:
+        logs.emit("info", "front_request_finished", {"status": 200})
+    assert captured == [{"event": "front_request_finished", "status": 200, "log_level": "info"}]
+    console = io.StringIO()
+    configure_logging(LogSettings(format="console"), console)
+    logs.emit("info", "front_request_finished", {"status": 200})
+    assert "front_request_finished" in console.getvalue() and "status=200" in console.getvalue()
