@@ -91,8 +91,12 @@ def check_transport(request: web.Request, exchange: Exchange) -> web.Response | 
 
 async def read_body(request: web.Request, limit: int) -> bytes | None:
     """The body, or None when it exceeds `limit` (`front.max_body_bytes`)."""
-    if request.content_length is not None and request.content_length > limit:
-        return None
+    length = request.content_length
+    if length is not None:
+        if length > limit:
+            return None
+        if request.content.is_eof():  # all of it arrived with the head: no read to wait for
+            return request.content.read_nowait()
     body = bytearray()
     async for chunk in request.content.iter_any():
         body += chunk

@@ -36,7 +36,8 @@ class ModernUpstream:
 
     async def takes_modern(self) -> bool:
         """Whether a modern request goes to the upstream untranslated (after a probe in flight)."""
-        await self.era.settled()
+        if self.era.probing:
+            await self.era.settled()
         return self.era.relays_modern
 
     @property
@@ -45,7 +46,8 @@ class ModernUpstream:
 
     async def became_modern_only(self, before: Era | None) -> bool:
         """After a failed request: whether the re-probe it caused found a modern-only upstream."""
-        await self.era.settled()
+        if self.era.probing:
+            await self.era.settled()
         return before != MODERN and self.modern_only
 
     async def relay(

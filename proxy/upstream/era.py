@@ -61,6 +61,11 @@ class UpstreamEra:
                 self._tick(), name="upstream-era-ticker"
             )
 
+    @property
+    def probing(self) -> bool:
+        """Whether a probe is in flight (`settled` would wait)."""
+        return self._probe is not None
+
     async def settled(self) -> None:
         """Wait for a probe in flight, if any (its failures are the probe's to log)."""
         probe = self._probe

@@ -39,15 +39,14 @@ from proxy.upstream.pool import Lease, SessionKey
 from translators.held.machine import Limits
 from translators.protocol.requests import require_upstream_capability
 from translators.protocol.results import input_required_result
-from translators.protocol.roots import PROBE, roots_input_requests
+from translators.protocol.roots import PROBE, declares_roots, roots_input_requests
 from translators.wire.jsonrpc import JsonObject
-
-PUSH_CAPABILITIES = ("elicitation", "sampling", "roots")
 
 
 class FirstCall:
     def __init__(self, ctx: RouteContext) -> None:
         self._ctx = ctx
+        self._publish = functools.partial(publish, ctx)
         # set by the engine: a long call from a client that declared the Tasks extension may be
         # answered with a task (proxy/engine/legacy_tasks/promoted.py)
         self.promotion: Promotion | None = None
@@ -66,9 +65,11 @@ class FirstCall:
         """Start the call pre-answered with `responses`; `authorize` (a recovery's policy)
         may refuse it once its session is leased, before anything is sent upstream."""
         ctx = self._ctx
-        # the first call of a process learns whether the upstream keeps roots (a short probe)
-        with tracing.child(current_trace(), "roots affinity", internal=True):
-            roots = await self._affine_roots(request, responses)
+        roots: JsonObject | AskClient | None = None
+        if declares_roots(client_capabilities(request)):
+            # the first call of a process learns whether the upstream keeps roots (a short probe)
+            with tracing.child(current_trace(), "roots affinity", internal=True):
+                roots = await self._affine_roots(request, responses)
         if isinstance(roots, AskClient):
             # no session chosen yet
             own = BRIDGE_INFO if ctx.settings.server_identity == "bridge" else None
@@ -112,7 +113,7 @@ class FirstCall:
                 client_capabilities=client_capabilities(request),
                 limits=self._limits(),
                 pre_answers=responses,
-                publish=functools.partial(publish, ctx),
+                publish=self._publish,
                 discard_session=fresh,
                 started=started,
             )
@@ -124,7 +125,7 @@ class FirstCall:
             upstream=upstream,
             attempt=attempt,
             timeout_s=ctx.settings.front.request_timeout_s,
-            publish=functools.partial(publish, ctx),
+            publish=self._publish,
             make_driver=held_call,
             spawn=self._spawn,
             discard_session=fresh,
@@ -159,7 +160,7 @@ class FirstCall:
         if ctx.settings.upstream.command or not ctx.pool.transport.streams_per_call:
             return True
         legacy = ctx.legacy_capabilities(request)
-        return any(name in legacy for name in PUSH_CAPABILITIES)
+        return "elicitation" in legacy or "sampling" in legacy or "roots" in legacy
 
     async def _call_lease(
         self,

@@ -292,6 +292,34 @@ async def test_an_oversized_body_is_413(aiohttp_client: ClientFactory, engine: S
     assert engine.requests == []
 
 
+async def test_a_declared_body_arriving_in_pieces_is_read_whole(
+    aiohttp_client: ClientFactory, engine: StubEngine
+) -> None:
+    """A `Content-Length` body that is not all there when the handler starts (the head first,
+    the rest later) is read to its end, as one that came with the head is."""
+    client = await start(aiohttp_client, engine)
+    body = message(TOOLS_CALL, {"name": "echo", "arguments": {"text": "x" * 3000}})
+    data = json.dumps(body).encode()
+    head = "".join(f"{name}: {value}\r\n" for name, value in headers_for(body).items())
+    request = (
+        f"POST /mcp HTTP/1.1\r\nHost: {client.host}:{client.port}\r\n{head}"
+        f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n"
+    ).encode()
+    async with asyncio.timeout(WAIT_S):
+        reader, writer = await asyncio.open_connection(client.host, client.port)
+        writer.write(request + data[:100])
+        await writer.drain()
+        await asyncio.sleep(0.05)  # the handler starts on the head, and waits for the rest
+        assert engine.requests == []
+        writer.write(data[100:])
+        await writer.drain()
+        reply = await reader.read()
+        writer.close()
+    assert reply.startswith(b"HTTP/1.1 200 ")
+    [seen] = engine.requests
+    assert seen.params["arguments"] == {"text": "x" * 3000}
+
+
 # --- the ladder over HTTP -----------------------------------------------------------------------
 
 
