@@ -3,18 +3,18 @@ of live calls is proxy/calls/registry.py, what a front request brings is proxy/c
 
 The driver is the only owner of asyncio objects for one MRTR-capable call. `feed()` runs
 `machine.handle()` and performs the actions with no `await` in between, so every transition is
-atomic; upstream sends go through one ordered queue per call (answers before cancel before release).
+atomic; upstream sends go through one ordered queue per call (answers before cancel before release),
+drained by a task that exists only while there is something to send: a held call waiting for its
+client owns no task and no queue object (each costs about as much memory as the rest of its state).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
 import time
 from collections.abc import Awaitable, Callable
-from typing import Any
-
-import structlog
 
 from proxy.calls.attempt import ROUND_ATTRIBUTE, Attempt, Reply, UpstreamRequest
 from proxy.calls.machine_timers import MachineTimers
@@ -22,6 +22,7 @@ from proxy.calls.registry import HELD_ABANDON_S, HeldCallRegistry
 from proxy.common.owned_tasks import TaskOwner
 from proxy.observe import tracing
 from proxy.observe.access import call_name, current_trace
+from proxy.observe.logs import KeyedLog
 from proxy.upstream.base import Inbound, UpstreamCall, UpstreamSession
 from proxy.upstream.pool import Lease
 from translators.held.events import (
@@ -59,8 +60,6 @@ from translators.protocol.subscriptions import SESSION_WIDE
 from translators.wire.canonical import as_object
 from translators.wire.errors import BridgeError, UpstreamFault, UpstreamReturnedError
 from translators.wire.jsonrpc import JsonObject
-
-log = structlog.get_logger()
 
 
 class CallDriver:
@@ -114,11 +113,12 @@ class CallDriver:
         self._attempts: dict[int, Attempt] = {}
         self._slots: dict[int, asyncio.Future[Reply]] = {}
         self._timers = MachineTimers(self.feed)
-        self._sends: asyncio.Queue[Action] = asyncio.Queue()
+        self._sends: list[Action] = []  # in order; drained by `_sender` while it runs
+        self._sender: asyncio.Task[None] | None = None
+        self._sent_final = False  # the final release went upstream: nothing is sent after it
         self._call: UpstreamCall | None = None
         self._tasks = TaskOwner()
-        self._worker: asyncio.Task[Any] | None = None
-        self._log = log.bind(continuation_id=self.continuation_id.hex()[:12])
+        self._log = KeyedLog("continuation_id", self.continuation_id.hex()[:12])
         self._pushes = PushLedger(limits.max_pushes_per_call)
 
     @property
@@ -135,7 +135,6 @@ class CallDriver:
         attached, the deadline `deadline_s` from now, the outcome awaited here from now on.
         Returns the attempt's slot, for `attached`. The caller feeds the push that caused it."""
         slot = self._attach(attempt)
-        self._worker = self._tasks.spawn(self._send_worker(), name="held-call-sends")
         now = self._now()
         self._perform(self.machine.start(now, attempt=attempt.attempt_id, deadline_s=deadline_s))
         self._follow(call)
@@ -228,11 +227,13 @@ class CallDriver:
         # the session's GET-stream pushes are this call's (docs/decisions.md § 7)
         if self._lease.exclusive:
             self._lease.set_unrelated_handler(self.on_inbound)
-        self._tasks.spawn(self._await_result(call), name="held-call-result")
+        ended = asyncio.get_running_loop().create_future()
+        ended.add_done_callback(functools.partial(self._call_ended, call))
+        call.watch(ended)  # a future and a callback: no task waits for the outcome
 
-    async def _await_result(self, call: UpstreamCall) -> None:
+    def _call_ended(self, call: UpstreamCall, _ended: asyncio.Future[None]) -> None:
         try:
-            result = await call.result()
+            result = call.outcome()
         except UpstreamReturnedError as exc:
             self.feed(UpstreamErrorArrived(error=exc.error))
         except UpstreamFault as fault:
@@ -284,7 +285,7 @@ class CallDriver:
         elif isinstance(admission, Answer):
             if admission.reason is not None:
                 self._log.info("push_refused", method=push.get("method"), reason=admission.reason)
-            self._sends.put_nowait(AnswerPush(push_id, admission.answer))
+            self._enqueue(AnswerPush(push_id, admission.answer))
         else:
             self._pushes.held(push_id)
             self.feed(UpstreamPushArrived(admission.pending))
@@ -318,7 +319,7 @@ class CallDriver:
             else:
                 if isinstance(action, AnswerPush):
                     self._pushes.closed(action.push_id)
-                self._sends.put_nowait(action)
+                self._enqueue(action)
 
     def _reply(self, action: Reply) -> None:
         if isinstance(action, ReplyInputRequired):
@@ -328,25 +329,38 @@ class CallDriver:
         if slot is not None and not slot.done():
             slot.set_result(action)
 
-    async def _send_worker(self) -> None:
-        while True:
-            action = await self._sends.get()
-            try:
-                if await self._send(action):
-                    return
-            except BridgeError as exc:
-                self._log.warning(
-                    "upstream_send_failed", action=type(action).__name__, error=exc.message
-                )
-                if isinstance(action, AnswerPush):  # the call cannot go on: say why it ended
-                    fault = (
-                        exc
-                        if isinstance(exc, UpstreamFault)
-                        else UpstreamFault(
-                            f"Lost the upstream call while answering its request: {exc.message}"
-                        )
+    def _enqueue(self, action: Action) -> None:
+        """Queue an upstream send; start the sender unless it runs (it takes this one too)."""
+        if self._sent_final:
+            return  # the call is over upstream: its lease is back in the pool
+        self._sends.append(action)
+        if self._sender is None:
+            self._sender = self._tasks.spawn(self._send_queued(), name="held-call-sends")
+
+    async def _send_queued(self) -> None:
+        """Send the queued actions in order, those queued meanwhile included, then end."""
+        try:
+            while self._sends and not self._sent_final:
+                await self._send_one(self._sends.pop(0))
+        finally:
+            self._sender = None
+
+    async def _send_one(self, action: Action) -> None:
+        try:
+            self._sent_final = await self._send(action)
+        except BridgeError as exc:
+            self._log.warning(
+                "upstream_send_failed", action=type(action).__name__, error=exc.message
+            )
+            if isinstance(action, AnswerPush):  # the call cannot go on: say why it ended
+                fault = (
+                    exc
+                    if isinstance(exc, UpstreamFault)
+                    else UpstreamFault(
+                        f"Lost the upstream call while answering its request: {exc.message}"
                     )
-                    self.feed(UpstreamErrorArrived(fault=fault))
+                )
+                self.feed(UpstreamErrorArrived(fault=fault))
 
     async def _send(self, action: Action) -> bool:
         """Perform one upstream action; True when the call is over."""
@@ -387,10 +401,10 @@ class CallDriver:
     async def abandon(self, reason: str, wait_s: float = HELD_ABANDON_S) -> None:
         """Shutdown: `abort`, then wait (at most `wait_s`) until the upstream has been told."""
         self.abort(reason)
-        if self._worker is not None:
+        if self._sender is not None:
             try:
                 async with asyncio.timeout(wait_s):
-                    await asyncio.shield(self._worker)
+                    await asyncio.shield(self._sender)
             except TimeoutError:
                 self._log.warning("held_call_abandon_timed_out")
         await self._tasks.aclose()

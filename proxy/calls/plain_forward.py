@@ -97,7 +97,8 @@ class PlainForward:
         self._attempt = attempt
         self._timeout_s = timeout_s
         self._publish = publish
-        self._make_driver = make_driver  # given when the call began (`time.monotonic()`)
+        # given when the call began (`time.monotonic()`); dropped once used
+        self._make_driver: Callable[[float], CallDriver] | None = make_driver
         self._spawn = spawn
         self._discard_session = discard_session  # upstream.session_per_call
         self._call: UpstreamCall | None = None
@@ -207,7 +208,9 @@ class PlainForward:
         assert self._call is not None and self._wake is not None
         loop = asyncio.get_running_loop()
         now = loop.time()
+        assert self._make_driver is not None
         driver = self._make_driver(time.monotonic() - (now - self._begun))
+        self._make_driver = None  # it holds the front request: the held call keeps what it needs
         self._registry.add(driver)
         self._uncount()  # counted as a held call from now on
         left_s = self._begun + self._timeout_s - now

@@ -261,6 +261,29 @@ def _route_stdlib(level: int, renderer: Processor, stream: TextIO) -> None:
     root.setLevel(level)
 
 
+class KeyedLog:
+    """`structlog.get_logger().bind(**{key: value})` for an object that lives long and logs
+    little (a held call): one key bound, without a bound logger and its context per object
+    (about 0.7 KB each)."""
+
+    __slots__ = ("_key", "_value")
+
+    def __init__(self, key: str, value: object) -> None:
+        self._key, self._value = key, value
+
+    def debug(self, event: str, **fields: Any) -> None:
+        _LOG.debug(event, **{self._key: self._value}, **fields)
+
+    def info(self, event: str, **fields: Any) -> None:
+        _LOG.info(event, **{self._key: self._value}, **fields)
+
+    def warning(self, event: str, **fields: Any) -> None:
+        _LOG.warning(event, **{self._key: self._value}, **fields)
+
+    def error(self, event: str, **fields: Any) -> None:
+        _LOG.error(event, **{self._key: self._value}, **fields)
+
+
 class _Direct(NamedTuple):
     """What `emit` needs to write a line itself: the chain it must find configured, the least
     level written, and the writer."""
@@ -271,6 +294,7 @@ class _Direct(NamedTuple):
     writer: structlog.WriteLogger
 
 
+_LOG: Final = structlog.get_logger()
 _DIRECT: list[_Direct] = []  # set by `configure_logging` when the chain is the JSON one
 _LEVELS: Final = logging.getLevelNamesMapping()
 
@@ -331,6 +355,7 @@ def configure_logging(
 __all__ = [
     "REDACTED",
     "SECRET_KEYS",
+    "KeyedLog",
     "configure_logging",
     "emit",
     "is_secret_key",

@@ -54,6 +54,10 @@ class UpstreamCall(Protocol):
         `UpstreamFault` subclasses for transport failures (never a foreign exception)."""
         ...
 
+    def outcome(self) -> JsonObject:
+        """What `result()` returns or raises, once `is_done` (a `BridgeBug` before)."""
+        ...
+
     def watch(self, waiter: asyncio.Future[None]) -> None:
         """Resolve `waiter` (unless already done) once `result()` would return or raise; at once
         if it already would."""

@@ -61,6 +61,9 @@ class OutcomeCall:
             finally:
                 if self._waiters is not None and waiter in self._waiters:
                     self._waiters.remove(waiter)
+        return self.outcome()
+
+    def outcome(self) -> JsonObject:
         if self._error is not None:
             raise self._error
         if self._result is None:

@@ -90,6 +90,9 @@ class FakeCall:
     async def result(self) -> JsonObject:
         return await self._outcome.result()
 
+    def outcome(self) -> JsonObject:
+        return self._outcome.outcome()
+
     def watch(self, waiter: asyncio.Future[None]) -> None:
         self._outcome.watch(waiter)
 
