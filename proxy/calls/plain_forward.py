@@ -148,7 +148,7 @@ class PlainForward:
                 f"The upstream call did not finish within {self._timeout_s:g} s", public=True
             )
         try:
-            result = await call.result()
+            result = call.outcome()  # it woke the call: the outcome is in
         except UpstreamReturnedError as exc:
             if self._lease.session.revision.elicitation_modes and is_url_elicitation_required(
                 exc.error

@@ -316,10 +316,16 @@ _PARAM_SHAPES: Final[dict[str, tuple[tuple[str, type, str, bool], ...]]] = {
 }
 
 
+# with the MRTR fields of the methods that take them, once
+_FULL_SHAPES: Final = {
+    method: _PARAM_SHAPES.get(method, ())
+    + tuple((name, kind, phrase, False) for name, kind, phrase in _MRTR_FIELDS)
+    for method in eras.MRTR_METHODS
+}
+
+
 def _check_params(method: str, params: Mapping[str, Any]) -> None:
-    shape = list(_PARAM_SHAPES.get(method, ()))
-    if method in eras.MRTR_METHODS:
-        shape.extend((name, kind, phrase, False) for name, kind, phrase in _MRTR_FIELDS)
+    shape = _FULL_SHAPES.get(method) or _PARAM_SHAPES.get(method, ())
     for name, kind, phrase, required in shape:
         if name not in params:
             if required:
