@@ -4,7 +4,7 @@
 Starts the legacy bench server, the bare relay, and one bridge per source tree (`--a` and `--b`,
 each a checkout or `git archive` of the repository; both run on this `.venv`'s Python and
 packages), then drives echo calls at `--concurrency` through each in interleaved rounds (the
-order turns every round) and prints each one's CPU per call (user + system, /proc/<pid>/stat),
+order turns every round) and prints each one's CPU per call (on-CPU time, schedstat),
 throughput and p50, and the ratios B/A and each against the relay. On a shared machine only
 these ratios mean something: every path sees the same noise.
 

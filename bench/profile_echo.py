@@ -4,7 +4,7 @@
 Starts the legacy bench server and one bridge run under `python -m cProfile`, drives `calls`
 echo calls at the given concurrency with the bench's modern driver, stops the bridge (SIGTERM:
 it exits normally and cProfile writes its file) and prints the top functions by own time and by
-cumulative time, with the bridge's CPU time per call (from /proc/<pid>/stat, cProfile included,
+cumulative time, with the bridge's CPU time per call (schedstat, cProfile included,
 so only its ratio between runs means something).
 
     .venv/bin/python bench/profile_echo.py --concurrency 16 --calls 3000 --out /tmp/bridge.prof

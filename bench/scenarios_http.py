@@ -105,7 +105,7 @@ def _server_cpu_figure(concurrency: int, rounds: Rounds) -> Figure:
         per_call_us("direct", rounds.direct),
         comparison="ratio",
         errors=errors_of(rounds.bridge, rounds.direct),
-        detail="user+system of the server process (/proc/<pid>/stat) while each path's rounds "
+        detail="on-CPU time of the server process (schedstat) while each path's rounds "
         "ran: the same server, calls and concurrency",
     )
 

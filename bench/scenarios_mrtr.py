@@ -13,8 +13,6 @@ direct, and the floor that explains it.
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 from typing import Final
 
 import aiohttp
@@ -22,6 +20,7 @@ from drivers import ELICIT_FORM, LegacyHttp, ModernHttp
 from figures import Figure, compare, errors_of, first_errors, latency_summary
 from load import Call, alternating, median, percentile
 from peers import Processes
+from scenarios_cpu import cpu_seconds
 
 MRTR_ROUNDS: Final = 150
 CPU_ROUNDS: Final = 200  # round trips per path for the CPU figure
@@ -29,17 +28,11 @@ MRTR_TARGET_MS: Final = 3.0
 DEFAULT_QUIET_MS: Final = 50.0  # held.batch_quiet_ms's default (config/bridge.example.toml)
 
 
-def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of process `pid` so far."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 async def _cpu_per_call_ms(call: Call, pid: int) -> float:
-    before = cpu_s(pid)
+    before = cpu_seconds(pid)
     for index in range(CPU_ROUNDS):
         await call(index)
-    return (cpu_s(pid) - before) * 1000 / CPU_ROUNDS
+    return (cpu_seconds(pid) - before) * 1000 / CPU_ROUNDS
 
 
 async def mrtr_figures(
