@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable
 from proxy.calls.attempt import ROUND_ATTRIBUTE, Attempt, Reply, UpstreamRequest
 from proxy.calls.machine_timers import MachineTimers
 from proxy.calls.registry import HELD_ABANDON_S, HeldCallRegistry
+from proxy.calls.upstream_sends import UpstreamSends
 from proxy.common.owned_tasks import TaskOwner
 from proxy.observe import tracing
 from proxy.observe.access import call_name, current_trace
@@ -29,13 +30,10 @@ from translators.held.events import (
     Action,
     AnswerPush,
     CancelTimer,
-    CancelUpstreamCall,
     ClientDisconnected,
     ClientRetried,
     Event,
     NoteBatchSize,
-    ReissueUpstreamCall,
-    ReleaseUpstream,
     ReplyError,
     ReplyInputRequired,
     ReplyResult,
@@ -62,7 +60,7 @@ from translators.wire.errors import BridgeError, UpstreamFault, UpstreamReturned
 from translators.wire.jsonrpc import JsonObject
 
 
-class CallDriver:
+class CallDriver(UpstreamSends):
     """Runs one MRTR-capable upstream call across its rounds."""
 
     def __init__(
@@ -113,9 +111,9 @@ class CallDriver:
         self._attempts: dict[int, Attempt] = {}
         self._slots: dict[int, asyncio.Future[Reply]] = {}
         self._timers = MachineTimers(self.feed)
-        self._sends: list[Action] = []  # in order; drained by `_sender` while it runs
+        self._sends: list[Action] = []
         self._sender: asyncio.Task[None] | None = None
-        self._sent_final = False  # the final release went upstream: nothing is sent after it
+        self._sent_final = False
         self._call: UpstreamCall | None = None
         self._tasks = TaskOwner()
         self._log = KeyedLog("continuation_id", self.continuation_id.hex()[:12])
@@ -328,66 +326,6 @@ class CallDriver:
         slot = self._slots.get(action.attempt)
         if slot is not None and not slot.done():
             slot.set_result(action)
-
-    def _enqueue(self, action: Action) -> None:
-        """Queue an upstream send; start the sender unless it runs (it takes this one too)."""
-        if self._sent_final:
-            return  # the call is over upstream: its lease is back in the pool
-        self._sends.append(action)
-        if self._sender is None:
-            self._sender = self._tasks.spawn(self._send_queued(), name="held-call-sends")
-
-    async def _send_queued(self) -> None:
-        """Send the queued actions in order, those queued meanwhile included, then end."""
-        try:
-            while self._sends and not self._sent_final:
-                await self._send_one(self._sends.pop(0))
-        finally:
-            self._sender = None
-
-    async def _send_one(self, action: Action) -> None:
-        try:
-            self._sent_final = await self._send(action)
-        except BridgeError as exc:
-            self._log.warning(
-                "upstream_send_failed", action=type(action).__name__, error=exc.message
-            )
-            if isinstance(action, AnswerPush):  # the call cannot go on: say why it ended
-                fault = (
-                    exc
-                    if isinstance(exc, UpstreamFault)
-                    else UpstreamFault(
-                        f"Lost the upstream call while answering its request: {exc.message}"
-                    )
-                )
-                self.feed(UpstreamErrorArrived(fault=fault))
-
-    async def _send(self, action: Action) -> bool:
-        """Perform one upstream action; True when the call is over."""
-        if isinstance(action, AnswerPush):
-            await self._lease.session.respond(
-                action.push_id, result=action.answer.result, error=action.answer.error
-            )
-        elif isinstance(action, CancelUpstreamCall) and self._call is not None:
-            self._log.info("upstream_call_cancelled", reason=action.reason)
-            await self._call.cancel(action.reason)
-        elif isinstance(action, ReissueUpstreamCall):
-            self._start_upstream()
-        elif isinstance(action, ReleaseUpstream):
-            await self._release(discard=action.discard)
-            if action.final:
-                self._remove()
-            return action.final
-        return False
-
-    async def _release(self, *, discard: bool) -> None:
-        """Return the lease; a session is discarded after a cancel only if an interactive call
-        held it (a late push from the cancelled call must not reach its next holder)."""
-        if self._lease.exclusive:
-            self._lease.set_unrelated_handler(None)
-        await self._lease.release(
-            discard=(discard or self._discard_session) and self._lease.interactive
-        )
 
     @staticmethod
     def _now() -> float:

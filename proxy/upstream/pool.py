@@ -34,8 +34,6 @@ from proxy.upstream.pool_choice import (
     best_entry,
     idle_victim,
     principal_count,
-    reap_victims,
-    room_for_one_more,
     session_views,
 )
 from proxy.upstream.pool_entries import (
@@ -49,7 +47,8 @@ from proxy.upstream.pool_entries import (
     SessionView,
     UnownedHandler,
 )
-from proxy.upstream.session_limit import DRAIN_S, SessionLimit, forget_on_close
+from proxy.upstream.pool_sizing import PoolSizing
+from proxy.upstream.session_limit import SessionLimit, forget_on_close
 from translators.wire.errors import (
     BridgeError,
     CapacityExceeded,
@@ -60,10 +59,9 @@ from translators.wire.jsonrpc import JsonObject
 _log = structlog.get_logger(__name__)
 
 MAX_CONCURRENT_OPENS: Final = 16  # upstream initialize handshakes in flight at once
-SPREAD_BACKOFF_S: Final = 30.0  # after an extra session failed to open, plain calls share this long
 
 
-class UpstreamPool:
+class UpstreamPool(PoolSizing):
     """Warm legacy sessions per (principal, fingerprint), with limits and idle reaping."""
 
     def __init__(
@@ -200,58 +198,6 @@ class UpstreamPool:
             await opening.done.wait()  # single flight: share the session being opened
             if opening.error is not None:
                 raise opening.error
-
-    def _may_spread(self, key: SessionKey, held: bool, prefer: object) -> bool:
-        """A plain lease that found its key's least-used session crowded (docs/decisions.md § 31):
-        may it open another? Only over Streamable HTTP (elsewhere a session is a process or an
-        SSE stream), and only where the upstream is known to serve many sessions (a second one
-        would take a one-session server over, and the calls running on the older session would be
-        lost); not for a held call (exclusive, or attributed: those pack onto few sessions, for
-        memory) nor a lease preferring a session; not while a session of the key is being opened,
-        and only within the limits (no eviction for this)."""
-        if held or prefer is not None or not self.transport.streams_per_call:
-            return False
-        now = asyncio.get_running_loop().time()
-        if self.limit.one or (self.limit.one is None and not self.limit.may_learn(now)):
-            return False
-        if key in self._opening or now < self._spread_after:
-            return False
-        settings = self._settings
-        cap = self.limit.cap(settings.max_sessions)
-        per_principal = settings.max_sessions_per_principal
-        return room_for_one_more(self._entries, self._reserved, key.principal, per_principal, cap)
-
-    async def _spread(
-        self, key: SessionKey, capabilities: JsonObject, headers: Mapping[str, str]
-    ) -> Lease | None:
-        """A shared lease on a new session of `key`; None when it could not be opened (plain calls
-        then share the sessions there are for `SPREAD_BACKOFF_S`)."""
-        try:
-            return await self._open(key, capabilities, exclusive=False, headers=headers)
-        except BridgeError as exc:
-            self._spread_after = asyncio.get_running_loop().time() + SPREAD_BACKOFF_S
-            _log.info("upstream_extra_session_failed", error=type(exc).__name__)
-            return None
-
-    async def _learn_then_spread(
-        self, key: SessionKey, capabilities: JsonObject, headers: Mapping[str, str]
-    ) -> Lease | None:
-        """Learn the session limit from a crowded plain lease (session_limit.py): new leases wait
-        while the calls in flight end, then the extra session opens beside the idle ones and
-        checks them; None (share) when calls were still running after `DRAIN_S`."""
-        limit, loop = self.limit, asyncio.get_running_loop()
-        limit.close_gate()
-        try:
-            deadline = loop.time() + DRAIN_S
-            while busy := sum(not e.is_idle for e in self._entries) + sum(self._reserved.values()):
-                try:
-                    await self._wait_for_room(deadline)
-                except CapacityExceeded:
-                    limit.postpone(loop.time(), busy)
-                    return None
-            return await self._spread(key, capabilities, headers)
-        finally:
-            limit.open_gate()
 
     async def _wait_for_room(self, deadline: float) -> None:
         """Wait until a lease is released or a session closes, or raise the limit error at
@@ -435,32 +381,6 @@ class UpstreamPool:
 
     def _route(self, entry: PoolEntry, inbound: Inbound) -> None:
         route_get_stream(entry, inbound, self.attribution, self._on_unowned)
-
-    async def _reap_loop(self) -> None:
-        """Reap every half idle period; stops between rounds, so a close is never cut short."""
-        interval = min(self._settings.session_idle_s / 2, 30.0)
-        while not self._stopping.is_set():
-            try:
-                async with asyncio.timeout(interval):
-                    await self._stopping.wait()
-            except TimeoutError:
-                await self.reap_idle()
-
-    async def reap_idle(self) -> int:
-        """Close sessions idle for `session_idle_s` (and dead or retiring idle ones); returns how
-        many. Unless the upstream is known to serve many sessions, the last open one is kept (its
-        DELETE could leave a one-session server unconnected); none is closed during a check."""
-        victims = reap_victims(
-            self._entries,
-            asyncio.get_running_loop().time(),
-            self._settings.session_idle_s,
-            one_session=self.limit.one,
-            checking=self.limit.lock.locked(),
-        )
-        for victim in victims:
-            self._entries.remove(victim)
-        await self._close_all(victims, "idle")
-        return len(victims)
 
     def _check_open(self) -> None:
         if self._closed:

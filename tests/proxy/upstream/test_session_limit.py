@@ -16,7 +16,7 @@ from aiohttp.test_utils import TestServer
 from fake_legacy import FakeLegacy, echo_legacy, text_result
 from structlog.testing import capture_logs
 
-import proxy.upstream.pool as pool_module
+import proxy.upstream.pool_sizing as pool_sizing
 from config.settings import UpstreamSettings
 from proxy.app.runtime import http_opener
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
@@ -167,7 +167,7 @@ async def test_prefer_picks_that_session_and_share_leases_exactly_it(
 @pytest.fixture
 def quick_drain(monkeypatch: pytest.MonkeyPatch) -> float:
     """A short drain, so a drain that runs out does not slow the suite."""
-    monkeypatch.setattr(pool_module, "DRAIN_S", 0.1)
+    monkeypatch.setattr(pool_sizing, "DRAIN_S", 0.1)
     return 0.1
 
 
