@@ -180,19 +180,24 @@ def event_messages(data: str, *, batches: bool, quiet: bool = False) -> list[Jso
     and skipped, as a stdio line is; the rest of the event and of the stream go on, and a call whose
     response was lost so ends by its stream's end or `front.request_timeout_s`. `quiet` logs at
     debug level: a replayed stream, where a server's event store may hand back what it stored."""
-    report = _log.debug if quiet else _log.warning
     try:
         elements = event_elements(data, batches=batches)
     except UpstreamProtocolError as exc:
-        report("upstream_message_ignored", reason=exc.message)
+        _ignored(exc, quiet)
         return []
     messages: list[JsonObject] = []
     for element in elements:
         try:
             messages.append(as_message(element))
         except UpstreamProtocolError as exc:
-            report("upstream_message_ignored", reason=exc.message)
+            _ignored(exc, quiet)
     return messages
+
+
+def _ignored(exc: UpstreamProtocolError, quiet: bool) -> None:
+    """`upstream_message_ignored`, at debug level on a replayed stream (the logger is looked up
+    only here: every event of every stream passes `event_messages`)."""
+    (_log.debug if quiet else _log.warning)("upstream_message_ignored", reason=exc.message)
 
 
 async def iter_stream_messages(
