@@ -15,7 +15,7 @@ from typing import Final, NamedTuple
 from translators.wire.errors import BridgeBug, UpstreamProtocolError
 
 _BOM: Final = b"\xef\xbb\xbf"
-_LINE_END: Final = re.compile(rb"\r\n|\r|\n")
+_LINE_ENDS: Final = (b"\n", b"\r")  # a line ends with CRLF, LF or CR
 _TEXT_LINE_END: Final = re.compile(r"\r\n|\r|\n")
 DEFAULT_EVENT_TYPE: Final = "message"
 
@@ -35,7 +35,6 @@ class SSEDecoder:
     def __init__(self, *, max_event_size: int) -> None:
         self._max_event_size = max_event_size
         self._buffer = bytearray()
-        self._scan_from = 0
         self._skip_lf = False
         self._bom_checked = False
         self._data: list[str] = []
@@ -52,21 +51,36 @@ class SSEDecoder:
             self._skip_lf = False
             if data[:1] == b"\n":
                 data = data[1:]  # the LF of a CRLF split across chunks
-        self._buffer += data
+        buffer = self._buffer
+        buffer += data
         if not self._bom_checked and not self._strip_bom():
             return []
+        if b"\n" not in data and b"\r" not in data:
+            self._check_size(len(buffer))  # no line ended: the buffer is one partial line
+            return []
         events: list[SSEEvent] = []
-        for line in self._complete_lines():
+        # only the partial line kept from earlier chunks is scanned again, and only once: every
+        # byte before this chunk's last line end leaves the buffer now
+        lines = bytes(buffer).splitlines(keepends=True)
+        last = lines[-1]
+        if last[-1:] not in _LINE_ENDS:
+            lines.pop()  # a partial line: it stays in the buffer
+            buffer[:] = last
+        else:
+            buffer.clear()
+            self._skip_lf = last[-1:] == b"\r"  # a LF may still come in the next chunk
+        for ended in lines:
+            line = ended.rstrip(b"\r\n")
             if line[:5] == b"data:":  # most lines (`_process_line` inlined for them)
                 value = line[6:] if line[5:6] == b" " else line[5:]
-                self._data.append(value.decode("utf-8", errors="replace"))
+                self._data.append(value.decode("utf-8", "replace"))
                 self._data_size += len(value) + 1
                 self._check_size(0)
                 continue
-            event = self._process_line(line)
+            event = self._dispatch() if not line else self._process_line(line)
             if event is not None:
                 events.append(event)
-        self._check_size(len(self._buffer))
+        self._check_size(len(buffer))
         return events
 
     def _strip_bom(self) -> bool:
@@ -76,18 +90,6 @@ class SSEDecoder:
             del self._buffer[: len(_BOM)]
         self._bom_checked = True
         return True
-
-    def _complete_lines(self) -> list[bytes]:
-        lines: list[bytes] = []
-        start = 0
-        for match in _LINE_END.finditer(self._buffer, self._scan_from):
-            if match.group() == b"\r" and match.end() == len(self._buffer):
-                self._skip_lf = True  # a LF may still come in the next chunk
-            lines.append(bytes(self._buffer[start : match.start()]))
-            start = match.end()
-        del self._buffer[:start]
-        self._scan_from = len(self._buffer)
-        return lines
 
     def _process_line(self, raw: bytes) -> SSEEvent | None:
         if not raw:

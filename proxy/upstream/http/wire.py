@@ -181,12 +181,14 @@ def event_messages(data: str, *, batches: bool, quiet: bool = False) -> list[Jso
     response was lost so ends by its stream's end or `front.request_timeout_s`. `quiet` logs at
     debug level: a replayed stream, where a server's event store may hand back what it stored."""
     try:
-        elements = event_elements(data, batches=batches)
+        value = _parse_json(data)
     except UpstreamProtocolError as exc:
         _ignored(exc, quiet)
         return []
+    if type(value) is dict and value.get("jsonrpc") == "2.0":
+        return [value]  # the usual event: one message, as `as_message` would pass it
     messages: list[JsonObject] = []
-    for element in elements:
+    for element in batch_elements(value, batches=batches):
         try:
             messages.append(as_message(element))
         except UpstreamProtocolError as exc:
