@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -168,12 +168,15 @@ def parse_body(raw: bytes, max_depth: int) -> JsonObject:
 # --- header values ----------------------------------------------------------------------------
 
 
-def fold_headers(pairs: Iterable[tuple[str, str]]) -> dict[str, str]:
+def fold_headers(pairs: Collection[tuple[str, str]]) -> dict[str, str]:
     """Lower-case names, trim values; a repeated routing header is a HeaderMismatch.
 
     Other repeated headers are combined with ", " (RFC 9110 § 5.3), so a repeated `Mcp-Param-*`
     header can never match a body value."""
-    folded: dict[str, str] = {}
+    folded = {name.lower(): raw.strip(_OWS) for name, raw in pairs}
+    if len(folded) == len(pairs):
+        return folded  # no name repeated (the usual request): nothing to combine or refuse
+    folded = {}
     for name, raw in pairs:
         key, value = name.lower(), raw.strip(_OWS)
         if key in folded and key in ROUTING_HEADERS:
@@ -207,10 +210,7 @@ def check_headers(message: Mapping[str, Any], headers: Mapping[str, str]) -> Non
     meta = _meta_of(message)
     version = _header(headers, PROTOCOL_VERSION_HEADER)
     _require_equal(
-        "MCP-Protocol-Version",
-        version,
-        meta.get(eras.META_PROTOCOL_VERSION),
-        f"params._meta[{eras.META_PROTOCOL_VERSION!r}]",
+        "MCP-Protocol-Version", version, meta.get(eras.META_PROTOCOL_VERSION), _VERSION_WHERE
     )
     method = message["method"]
     _require_equal("Mcp-Method", _header(headers, METHOD_HEADER), method, "method")
@@ -219,7 +219,8 @@ def check_headers(message: Mapping[str, Any], headers: Mapping[str, str]) -> Non
     body_name = params.get(name_key) if name_key is not None and isinstance(params, dict) else None
     if isinstance(body_name, str):
         name = decode_header_value(_header(headers, NAME_HEADER), header="Mcp-Name")
-        _require_equal("Mcp-Name", name, body_name, f"params.{name_key}")
+        if name != body_name:
+            _require_equal("Mcp-Name", name, body_name, f"params.{name_key}")
 
 
 def param_headers_of(headers: Mapping[str, str]) -> dict[str, str]:
@@ -249,6 +250,10 @@ def _check_method(method: str) -> None:
         raise MethodNotFound(f"Method not found: {method}")
 
 
+_REQUIRED_META: Final = (eras.META_PROTOCOL_VERSION, eras.META_CLIENT_CAPABILITIES)
+_VERSION_WHERE: Final = f"params._meta[{eras.META_PROTOCOL_VERSION!r}]"
+
+
 def _meta_of(message: Mapping[str, Any]) -> JsonObject:
     params = message.get("params")
     meta = params.get("_meta") if isinstance(params, dict) else None
@@ -265,12 +270,8 @@ def _check_meta(message: Mapping[str, Any]) -> JsonObject:
             f"Invalid params: params._meta is required and must carry {eras.META_PROTOCOL_VERSION} "
             f"and {eras.META_CLIENT_CAPABILITIES}"
         )
-    missing = [
-        key
-        for key in (eras.META_PROTOCOL_VERSION, eras.META_CLIENT_CAPABILITIES)
-        if key not in meta
-    ]
-    if missing:
+    if eras.META_PROTOCOL_VERSION not in meta or eras.META_CLIENT_CAPABILITIES not in meta:
+        missing = [key for key in _REQUIRED_META if key not in meta]
         raise InvalidMeta(
             f"Invalid params: params._meta is missing the required key(s) {', '.join(missing)}"
         )
