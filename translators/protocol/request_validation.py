@@ -23,8 +23,8 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Collection, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final
+from types import MappingProxyType
+from typing import Any, Final, NamedTuple
 
 from translators.protocol import eras
 from translators.wire import fast_json
@@ -65,9 +65,11 @@ HEADER_TITLES: Final[dict[str, str]] = {
 _OWS: Final = " \t"
 
 
-@dataclass(frozen=True)
-class ModernRoute:
-    """A modern request that passed every rung: what the front needs to hand it to the engine."""
+class ModernRoute(NamedTuple):
+    """A modern request that passed every rung: what the front needs to hand it to the engine.
+
+    A named tuple, not a frozen dataclass: every request builds one, and a frozen dataclass sets
+    each field through `object.__setattr__` (about three times the construction cost)."""
 
     front_request_id: RequestId
     method: str
@@ -77,7 +79,7 @@ class ModernRoute:
     client_info: Any = None
     log_level: str | None = None
     progress_token: RequestId | None = None
-    param_headers: Mapping[str, str] = field(default_factory=dict)
+    param_headers: Mapping[str, str] = MappingProxyType({})
 
 
 # --- rung 1: the body -------------------------------------------------------------------------
