@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from proxy.common.front_request import NotificationSink
 from translators.held.events import ReplyError, ReplyInputRequired, ReplyResult
@@ -14,9 +14,10 @@ ROUND_ATTRIBUTE = "mrtr_bridge.round"  # a span attribute: the input round
 Reply = ReplyInputRequired | ReplyResult | ReplyError
 
 
-@dataclass(frozen=True)
-class Attempt:
-    """One front request attached to a held call: where its notifications go."""
+class Attempt(NamedTuple):
+    """One front request attached to a held call: where its notifications go. (This and
+    `UpstreamRequest` are named tuples, not frozen dataclasses: every call builds both, and a
+    frozen dataclass sets each field through `object.__setattr__`.)"""
 
     attempt_id: int
     sink: NotificationSink
@@ -24,8 +25,7 @@ class Attempt:
     log_level: str | None
 
 
-@dataclass(frozen=True)
-class UpstreamRequest:
+class UpstreamRequest(NamedTuple):
     method: str
     params: JsonObject
     headers: Mapping[str, str]
