@@ -33,7 +33,7 @@ class OutcomeCall:
         upstream: str = "Legacy server",
     ) -> None:
         self.upstream = upstream
-        self._upstream_request_id = upstream_request_id
+        self.upstream_request_id = upstream_request_id  # read on every event: not a property
         self.method = method
         self._send_cancel = send_cancel
         self._done = False
@@ -41,10 +41,6 @@ class OutcomeCall:
         self._result: JsonObject | None = None
         self._error: BridgeError | None = None
         self._cancel_requested = False
-
-    @property
-    def upstream_request_id(self) -> int:
-        return self._upstream_request_id
 
     @property
     def is_done(self) -> bool:

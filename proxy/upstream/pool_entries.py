@@ -114,9 +114,11 @@ class Lease:
         "_released",
         "_unowned",
         "exclusive",
+        "key",
         "label",
         "pushed_related",
         "pushed_unrelated",
+        "session",
         "unrelated_handler",
     )
 
@@ -130,6 +132,9 @@ class Lease:
         label: str | None = None,
     ) -> None:
         self._entry = entry
+        # the entry's, which never change: attributes rather than properties, read on every call
+        self.session: UpstreamSession = entry.session
+        self.key: SessionKey = entry.key
         self._release = release
         self._unowned = unowned
         self.exclusive = exclusive
@@ -141,19 +146,11 @@ class Lease:
         self._released = False
 
     @property
-    def session(self) -> UpstreamSession:
-        return self._entry.session
-
-    @property
     def interactive(self) -> bool:
         """Whether an interactive call holds it: exclusive, or sharing by attribution. A cancelled
         interactive call's session is discarded (retired), so no late push of it can reach an
         exclusive lease holder after it."""
         return self.exclusive or self.label is not None
-
-    @property
-    def key(self) -> SessionKey:
-        return self._entry.key
 
     def set_unrelated_handler(self, handler: InboundHandler | None) -> None:
         """Route the session's GET-stream messages to `handler` while set (exclusive leases

@@ -31,7 +31,6 @@ from proxy.common.front_request import FrontRequest, NullSink
 from proxy.common.owned_tasks import TaskOwner
 from proxy.engine.legacy_tasks.running import iso
 from proxy.engine.legacy_tasks.store import TaskStore
-from proxy.engine.routes.route_context import client_capabilities
 from translators.held.events import ReplyError, ReplyInputRequired, ReplyResult
 from translators.held.machine import HeldCallState
 from translators.protocol.eras import TOOLS_CALL
@@ -265,7 +264,7 @@ class Promotion:
         return (
             self.enabled
             and request.method == TOOLS_CALL
-            and declares_extension(client_capabilities(request))
+            and declares_extension(request.client_capabilities)
         )
 
     async def plain(

@@ -24,7 +24,7 @@ from proxy.engine.legacy_tasks.tools import TaskTools
 from proxy.engine.routes.first_call import FirstCall
 from proxy.engine.routes.mrtr import input_responses
 from proxy.engine.routes.outside_calls import refuse_push
-from proxy.engine.routes.route_context import RouteContext, client_capabilities
+from proxy.engine.routes.route_context import RouteContext
 from proxy.upstream.base import Inbound
 from proxy.upstream.pool import Lease
 from translators.auth.oauth import UpstreamAuthChallenge
@@ -81,13 +81,13 @@ class LegacyTasks:
         return (
             ctx.settings.tasks.enabled
             and self.tools.upstream_runs_tasks is not False
-            and declares_extension(client_capabilities(request))
+            and declares_extension(request.client_capabilities)
         )
 
     def listenable(self, request: FrontRequest, task_ids: frozenset[str]) -> frozenset[str]:
         """The requested task ids a listen stream gets `notifications/tasks` for: those of this
         caller's tasks this replica serves; -32021 for a client without the extension."""
-        if not declares_extension(client_capabilities(request)):
+        if not declares_extension(request.client_capabilities):
             raise missing_extension("subscriptions/listen for taskIds")
         return frozenset(t for t in task_ids if self.store.owns(t, request.principal))
 
@@ -131,7 +131,7 @@ class TaskMethods:
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         if not self._ctx.settings.tasks.enabled:
             raise MethodNotFound(f"Method not found: {request.method}")
-        if not declares_extension(client_capabilities(request)):
+        if not declares_extension(request.client_capabilities):
             raise missing_extension(request.method)
         task = await self._store.find(
             task_id_param(request.params), request.principal, adopting(self._adopter, request)
@@ -163,7 +163,7 @@ class TaskCalls:
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         name = request.params.get("name")
         runs_tasks = self._tools.upstream_runs_tasks
-        declared = declares_extension(client_capabilities(request))
+        declared = declares_extension(request.client_capabilities)
         if not self._ctx.settings.tasks.enabled or runs_tasks is False or not isinstance(name, str):
             return await self._first_call.run(request, sink)
         if runs_tasks is None and not declared:
@@ -232,7 +232,7 @@ class TaskCalls:
             principal=principal,
             lease=lease,
             legacy=legacy,
-            client_capabilities=client_capabilities(request),
+            client_capabilities=request.client_capabilities,
             headers=ctx.headers(request),
             settings=ctx.settings.tasks,
             owner=ctx.tasks,

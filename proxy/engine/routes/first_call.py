@@ -29,7 +29,6 @@ from proxy.engine.routes.param_headers import check_param_headers
 from proxy.engine.routes.route_context import (
     BRIDGE_INFO,
     RouteContext,
-    client_capabilities,
     log_level,
 )
 from proxy.observe import tracing
@@ -66,7 +65,7 @@ class FirstCall:
         may refuse it once its session is leased, before anything is sent upstream."""
         ctx = self._ctx
         roots: JsonObject | AskClient | None = None
-        if declares_roots(client_capabilities(request)):
+        if declares_roots(request.client_capabilities):
             # the first call of a process learns whether the upstream keeps roots (a short probe)
             with tracing.child(current_trace(), "roots affinity", internal=True):
                 roots = await self._affine_roots(request, responses)
@@ -110,7 +109,7 @@ class FirstCall:
                 principal=request.principal,
                 lease=lease,
                 upstream=upstream,
-                client_capabilities=client_capabilities(request),
+                client_capabilities=request.client_capabilities,
                 limits=self._limits(),
                 pre_answers=responses,
                 publish=self._publish,
@@ -159,7 +158,7 @@ class FirstCall:
         ctx = self._ctx
         if ctx.settings.upstream.command or not ctx.pool.transport.streams_per_call:
             return True
-        legacy = ctx.legacy_capabilities(request)
+        legacy = request.legacy_capabilities
         return "elicitation" in legacy or "sampling" in legacy or "roots" in legacy
 
     async def _call_lease(
@@ -201,7 +200,7 @@ class FirstCall:
     ) -> JsonObject | AskClient | None:
         ctx = self._ctx
         return await ctx.roots.roots_for_call(
-            client_capabilities(request),
+            request.client_capabilities,
             responses,
             lambda legacy, key: ctx.pool.lease(
                 SessionKey(request.principal, key, PROBE),

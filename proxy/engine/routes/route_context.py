@@ -68,14 +68,10 @@ class RouteContext:
         self._progress_tokens = itertools.count(1)
         self._fresh_sessions = itertools.count(1)
 
-    def legacy_capabilities(self, request: FrontRequest) -> JsonObject:
-        """The legacy client capabilities this request's modern `_meta` declares."""
-        return request.legacy_capabilities
-
     def session_key(
         self, request: FrontRequest, roots: JsonObject | None = None, fresh: bool = False
     ) -> tuple[SessionKey, JsonObject]:
-        legacy = self.legacy_capabilities(request)
+        legacy = request.legacy_capabilities
         fresh_id = next(self._fresh_sessions) if fresh else None
         return self.roots.session_key(request.principal, legacy, roots, fresh_id)
 
@@ -149,10 +145,6 @@ class RouteContext:
         )
 
 
-def client_capabilities(request: FrontRequest) -> JsonObject:
-    return request.client_capabilities
-
-
 def log_level(request: FrontRequest) -> str | None:
     level = request.meta.get(META_LOG_LEVEL)
     return level if isinstance(level, str) else None
@@ -164,4 +156,4 @@ def progress_meta_token(params: Any) -> str | int | None:
     return token if isinstance(token, str | int) and not isinstance(token, bool) else None
 
 
-__all__ = ["BRIDGE_INFO", "RouteContext", "client_capabilities", "log_level"]
+__all__ = ["BRIDGE_INFO", "RouteContext", "log_level"]

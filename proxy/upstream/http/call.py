@@ -80,13 +80,13 @@ class HttpUpstreamCall(OutcomeCall):
         return self.first_event_id
 
     def request_message(self) -> JsonObject:
-        return jsonrpc.request(self._upstream_request_id, self.method, self.params)
+        return jsonrpc.request(self.upstream_request_id, self.method, self.params)
 
     def deliver(self, message: JsonObject) -> None:
         """A push or notification from this call's own stream (POST, or its resumption)."""
         if is_request(message):
             self.pushes_delivered = True
-        inbound = Inbound(message=message, related_request_id=self._upstream_request_id)
+        inbound = Inbound(message=message, related_request_id=self.upstream_request_id)
         invoke_handler(self._on_inbound or self._on_unrelated, inbound)
 
 
