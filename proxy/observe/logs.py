@@ -199,6 +199,7 @@ def _renderer(settings: LogSettings, stream: TextIO) -> Processor:
 
 
 _STACK_INFO: Final = structlog.processors.StackInfoRenderer()
+_LEVEL_OF: Final = {"warn": "warning", "exception": "error"}  # other method names are the level
 
 
 def _shared_processors() -> list[Processor]:
@@ -216,12 +217,18 @@ def finish_json_line(logger: WrappedLogger, method: str, event_dict: EventDict) 
     """structlog processor: what the shared chain after `merge_log_context` and `render_json` do,
     one after the other, in one step (every line of the bridge passes here; the stack and the
     exception are formatted only for the lines that ask for them)."""
-    event_dict = add_timestamp(logger, method, add_log_level(logger, method, event_dict))
     if "stack_info" in event_dict or "exc_info" in event_dict:
+        event_dict = add_timestamp(logger, method, add_log_level(logger, method, event_dict))
         event_dict = structlog.processors.format_exc_info(
             logger, method, _STACK_INFO(logger, method, event_dict)
         )
-    return render_json(logger, method, redact(logger, method, event_dict))
+        return render_json(logger, method, redact(logger, method, event_dict))
+    # The level and the timestamp are the bridge's own text: set after the redaction (which keeps
+    # the keys' order), so the same keys come in the same order, and a timestamp, new on every
+    # line, is neither searched for credentials nor remembered as a clean text.
+    line = redact(logger, method, event_dict)
+    line["level"] = _LEVEL_OF.get(method, method)  # `add_log_level`'s names
+    return render_json(logger, method, add_timestamp(logger, method, line))
 
 
 def _scrub_aiohttp_server(record: logging.LogRecord) -> bool:
