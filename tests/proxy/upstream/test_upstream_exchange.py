@@ -13,7 +13,9 @@ from aiohttp.test_utils import TestServer
 
 from config.settings import UpstreamSettings
 from proxy.upstream.call import OutcomeCall
+from proxy.upstream.http import wire
 from proxy.upstream.http.channel import HttpChannel
+from proxy.upstream.http.wire import drain
 from translators.wire.errors import UpstreamProtocolError, UpstreamUnavailable
 
 
@@ -90,3 +92,56 @@ async def test_a_watched_future_is_resolved_by_the_outcome_or_at_once_when_done(
     assert late.done()
     with pytest.raises(UpstreamUnavailable):
         await call.result()
+
+
+@pytest.fixture
+async def sse_server() -> Any:
+    """POST /end answers one event and ends the stream a moment later; POST /open answers one
+    event and keeps the stream open until the test ends."""
+    hold = asyncio.Event()
+    transports: list[object] = []
+
+    async def answer(request: web.Request) -> web.StreamResponse:
+        transports.append(request.transport)
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        response.enable_chunked_encoding()
+        await response.prepare(request)
+        await response.write(b'event: message\ndata: {"jsonrpc":"2.0","id":1,"result":{}}\n\n')
+        if request.path == "/open":
+            await hold.wait()
+        else:
+            await asyncio.sleep(0.02)  # the end comes after the event, as from a busy server
+        return response
+
+    app = web.Application()
+    app.router.add_post("/end", answer)
+    app.router.add_post("/open", answer)
+    async with TestServer(app) as server, aiohttp.ClientSession() as client:
+        yield server, client, transports
+    hold.set()
+
+
+async def test_drain_reads_a_stream_to_its_end_and_the_connection_is_reused(
+    sse_server: Any,
+) -> None:
+    server, client, transports = sse_server
+    for _ in range(2):
+        async with client.post(server.make_url("/end")) as resp:
+            await resp.content.readuntil(b"\n\n")
+            await drain(resp)
+            assert resp.content.at_eof()
+    assert len(transports) == 2 and transports[0] is transports[1]  # one kept-alive connection
+
+
+async def test_drain_gives_up_on_a_stream_that_stays_open_and_closes_it(
+    sse_server: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A server that answers and keeps the stream open: the drain closes the response after
+    `DRAIN_TIMEOUT_S` instead of waiting; the connection is not reused."""
+    monkeypatch.setattr(wire, "DRAIN_TIMEOUT_S", 0.05)
+    server, client, _ = sse_server
+    async with client.post(server.make_url("/open")) as resp:
+        await resp.content.readuntil(b"\n\n")
+        async with asyncio.timeout(5):  # a bound that cannot flake: the drain's is 0.05 s
+            await drain(resp)
+        assert resp.closed and resp.connection is None
