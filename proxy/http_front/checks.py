@@ -9,6 +9,7 @@ from aiohttp import web
 
 from config.settings import FrontSettings
 from proxy.common.http_replies import Exchange, rejection
+from translators.protocol.request_validation import fold_headers
 from translators.wire.errors import InvalidRequest
 
 
@@ -27,6 +28,16 @@ def lower_headers(request: web.Request) -> dict[str, str]:
     for name, value in request.headers.items():
         headers.setdefault(name.lower(), value)
     return headers
+
+
+def folded_headers(request: web.Request, lowered: dict[str, str]) -> dict[str, str]:
+    """`fold_headers` of the request's headers, given its `lower_headers`: with no name repeated
+    (every request but a rare one) they are the same mapping, since aiohttp's parser already trims
+    each value (tests/proxy/http_front/test_checks.py pins it), so the headers are not walked
+    twice."""
+    if len(lowered) == len(request.headers):
+        return lowered
+    return fold_headers(request.headers.items())
 
 
 class Gate:
@@ -110,4 +121,12 @@ def too_large(limit: int, exchange: Exchange) -> web.Response:
     return rejection(InvalidRequest(message), None, exchange, 413)
 
 
-__all__ = ["Gate", "check_gate", "check_transport", "lower_headers", "read_body", "too_large"]
+__all__ = [
+    "Gate",
+    "check_gate",
+    "check_transport",
+    "folded_headers",
+    "lower_headers",
+    "read_body",
+    "too_large",
+]

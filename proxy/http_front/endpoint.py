@@ -23,6 +23,7 @@ from proxy.http_front.checks import (
     Gate,
     check_gate,
     check_transport,
+    folded_headers,
     lower_headers,
     read_body,
     too_large,
@@ -41,7 +42,6 @@ from translators.protocol.request_validation import (
     ModernRoute,
     check_envelope,
     decode_json,
-    fold_headers,
     message_id,
     validate_request,
 )
@@ -175,7 +175,7 @@ class HttpFront:
             if "id" not in message:
                 exchange.mode = "accepted"
                 return web.Response(status=202)
-            route = validate_request(message, fold_headers(request.headers.items()))
+            route = validate_request(message, folded_headers(request, headers))
         except ClientFault as exc:
             return rejection(exc, exchange.front_request_id, exchange)
         owner = hop.owner_elsewhere(route) if hop is not None else None
