@@ -24,7 +24,6 @@ from prometheus_client import (
     Counter,
     Gauge,
     GCCollector,
-    Histogram,
     PlatformCollector,
     ProcessCollector,
     disable_created_metrics,
@@ -33,6 +32,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import choose_encoder, generate_latest
 from prometheus_client.registry import Collector
 
+from proxy.observe.request_families import OVERFLOW, CountFamily, DurationFamily
 from translators.protocol.eras import MODERN_METHODS, RESULT_INPUT_REQUIRED
 from translators.wire.errors import (
     BridgeError,
@@ -45,7 +45,6 @@ from translators.wire.errors import (
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 PREFIX: Final = "mrtr_bridge_"
 MAX_SERIES: Final = 512  # distinct label sets per family; beyond it, samples fold into OVERFLOW
-OVERFLOW: Final = "_overflow"
 OTHER: Final = "other"
 LATENCY_BUCKETS: Final[tuple[float, ...]] = (
     0.001,
@@ -176,29 +175,29 @@ class BridgeMetrics:
     def __init__(self) -> None:
         registry = self.registry = CollectorRegistry()
         _standard_collectors(registry)
-        self.requests = _counter(
+        # fed by every request: plain numbers (proxy/observe/request_families.py)
+        self.requests = CountFamily(
             registry,
-            "requests_total",
+            PREFIX + "requests_total",
             "Modern requests answered by the engine, by method "
             "and outcome (complete, input_required, error, cancelled).",
-            "method",
-            "outcome",
+            ("method", "outcome"),
+            MAX_SERIES,
         )
-        self.request_seconds = Bounded(
-            Histogram(
-                PREFIX + "request_duration_seconds",
-                "Time the engine took to answer one modern request.",
-                ("method", "outcome"),
-                buckets=LATENCY_BUCKETS,
-                registry=registry,
-            )
-        )
-        self.request_errors = _counter(
+        self.request_seconds = DurationFamily(
             registry,
-            "request_errors_total",
+            PREFIX + "request_duration_seconds",
+            "Time the engine took to answer one modern request.",
+            ("method", "outcome"),
+            LATENCY_BUCKETS,
+            MAX_SERIES,
+        )
+        self.request_errors = CountFamily(
+            registry,
+            PREFIX + "request_errors_total",
             "Error responses by method and JSON-RPC code.",
-            "method",
-            "code",
+            ("method", "code"),
+            MAX_SERIES,
         )
         self.state_rejections = _counter(
             registry,
@@ -231,11 +230,12 @@ class BridgeMetrics:
             "Failed upstream exchanges seen by front requests, by kind.",
             "kind",
         )
-        self.http_responses = _counter(
+        self.http_responses = CountFamily(
             registry,
-            "http_responses_total",
+            PREFIX + "http_responses_total",
             "HTTP responses of the modern endpoint and health routes, by status.",
-            "status",
+            ("status",),
+            MAX_SERIES,
         )
         self.forwarded = Counter(
             PREFIX + "forwarded_retries_total",
@@ -343,16 +343,16 @@ class BridgeMetrics:
         """One engine answer: its outcome, its latency and, for an error, its code."""
         outcome, code = outcome_of(response)
         label = method_label(method)
-        self.requests.labels(label, outcome).inc()
-        self.request_seconds.labels(label, outcome).observe(seconds)
+        self.requests.inc((label, outcome))
+        self.request_seconds.observe((label, outcome), seconds)
         if code is not None:
-            self.request_errors.labels(label, code).inc()
+            self.request_errors.inc((label, code))
 
     def observe_cancelled(self, method: str, seconds: float) -> None:
         """A request whose client went away (or that shutdown cancelled) before its answer."""
         label = method_label(method)
-        self.requests.labels(label, "cancelled").inc()
-        self.request_seconds.labels(label, "cancelled").observe(seconds)
+        self.requests.inc((label, "cancelled"))
+        self.request_seconds.observe((label, "cancelled"), seconds)
 
     def observe_error(self, exc: BridgeError) -> None:
         """Classify a bridge error: requestState rejection, limit, or upstream failure."""
@@ -366,7 +366,7 @@ class BridgeMetrics:
             self.upstream_errors.labels(type(exc).__name__).inc()
 
     def observe_http(self, status: int) -> None:
-        self.http_responses.labels(str(status) if 100 <= status <= 599 else OTHER).inc()
+        self.http_responses.inc((str(status) if 100 <= status <= 599 else OTHER,))
 
     # ---- reading ---------------------------------------------------------------------------------
 

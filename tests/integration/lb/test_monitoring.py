@@ -15,6 +15,7 @@ import mcp_types as types
 import pytest
 
 from proxy.observe.metrics import Bounded, BridgeMetrics
+from proxy.observe.request_families import CountFamily, DurationFamily
 
 from ..cluster_helpers import metric, scrape
 from ..harness import REPO_ROOT, InputAnswers, Peers, modern_client
@@ -88,8 +89,11 @@ def _labels_by_sample(exposition: str) -> dict[str, set[str]]:
     for name, pairs in re.findall(r"^(mrtr_bridge_\w+)\{([^}]*)\}", exposition, re.MULTILINE):
         labels.setdefault(name, set()).update(re.findall(r'(\w+)="', pairs))
     for value in vars(BridgeMetrics()).values():
-        if isinstance(value, Bounded):
-            family, declared = value.metric._name, set(value.metric._labelnames)
+        if isinstance(value, Bounded | CountFamily | DurationFamily):
+            if isinstance(value, Bounded):
+                family, declared = value.metric._name, set(value.metric._labelnames)
+            else:
+                family, declared = value.name, set(value.label_names)
             for sample in (
                 f"{family}_total",
                 f"{family}_bucket",

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient
-from prometheus_client import CollectorRegistry, Counter, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.exposition import choose_encoder
 from safety_harness import (
     JournalPeer,
     accept,
@@ -35,6 +36,7 @@ from config.settings import Settings
 from proxy.app.http_app import METRICS_KEY, make_front_app
 from proxy.common.front_request import FrontRequest, NotificationSink
 from proxy.observe.metrics import CONTENT_TYPE, Bounded, BridgeMetrics, method_label, outcome_of
+from proxy.observe.request_families import CountFamily, DurationFamily
 from translators.protocol.eras import (
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
@@ -257,3 +259,40 @@ async def test_every_response_is_counted_as_sent_a_failed_handlers_500_too(
         metrics.sample("mrtr_bridge_http_responses_total", status=str(status))
         for status in statuses
     ] == [1.0, 1.0, 1.0, 1.0]
+
+
+def test_request_families_expose_what_prometheus_client_families_did() -> None:
+    """The families every request feeds are plain numbers (proxy/observe/request_families.py):
+    the same exposition as a prometheus_client Counter and Histogram fed the same samples."""
+    ours, theirs = CollectorRegistry(), CollectorRegistry()
+    buckets = (0.01, 0.1, 1.0)
+    count = CountFamily(ours, "x_total", "X.", ("m", "o"), 10)
+    duration = DurationFamily(ours, "d_seconds", "D.", ("m", "o"), buckets, 10)
+    counter = Counter("x_total", "X.", ("m", "o"), registry=theirs)
+    histogram = Histogram("d_seconds", "D.", ("m", "o"), buckets=buckets, registry=theirs)
+    for labels, seconds in [(("a", "ok"), 0.01), (("b", "x"), 0.5), (("a", "ok"), 7.0)]:
+        count.inc(labels)
+        duration.observe(labels, seconds)
+        counter.labels(*labels).inc()
+        histogram.labels(*labels).observe(seconds)
+    for wanted in ("", "application/openmetrics-text"):
+        encoder, _ = choose_encoder(wanted)
+        assert encoder(ours) == encoder(theirs)
+
+
+def test_request_families_cap_their_label_sets() -> None:
+    registry = CollectorRegistry()
+    count = CountFamily(registry, "x_total", "X.", ("v",), 2)
+    duration = DurationFamily(registry, "d_seconds", "D.", ("v",), (1.0,), 2)
+    for n in range(10):
+        count.inc((f"flood-{n}",))
+        duration.observe((f"flood-{n}",), 0.5)
+    samples = parse_exposition(generate_latest(registry).decode())
+    assert {name: value for name, value in samples.items() if name.startswith("x_")} == {
+        'x_total{v="flood-0"}': 1,
+        'x_total{v="flood-1"}': 1,
+        'x_total{v="_overflow"}': 8,
+    }
+    assert samples['d_seconds_count{v="_overflow"}'] == 8
+    assert samples['d_seconds_bucket{le="1.0",v="_overflow"}'] == 8
+    assert samples['d_seconds_sum{v="_overflow"}'] == 4.0
