@@ -60,8 +60,9 @@ class CallStreams:
             "POST", call.method, body=call.request_message(), extra=call.headers
         ) as resp:
             await self._channel.check_status(resp, generation, call.method)
-            reply = await self._read_reply(resp, call, cursor)
-            if reply is not None and is_sse(resp):
+            sse = is_sse(resp)  # aiohttp parses the Content-Type on every read of it
+            reply = await self._read_reply(resp, call, cursor, sse)
+            if reply is not None and sse:
                 call.resolve(reply)  # the caller has its answer; now let the connection be reused
                 await drain(resp)
         if reply is None:
@@ -69,11 +70,11 @@ class CallStreams:
         return reply
 
     async def _read_reply(
-        self, resp: aiohttp.ClientResponse, call: HttpUpstreamCall, cursor: StreamCursor
+        self, resp: aiohttp.ClientResponse, call: HttpUpstreamCall, cursor: StreamCursor, sse: bool
     ) -> JsonObject | None:
-        """The response to `call` from a JSON or SSE answer; None when the SSE stream ended
-        first."""
-        if is_sse(resp):
+        """The response to `call` from a JSON or SSE (`sse`) answer; None when the SSE stream
+        ended first."""
+        if sse:
             return await self._router.read_stream(resp, cursor, call)
         if not is_json(resp):
             raise UpstreamProtocolError(

@@ -33,6 +33,7 @@ from proxy.upstream.http.wire import (
     SESSION_HEADER,
     StreamCursor,
     client_info,
+    is_sse,
 )
 from translators.protocol.eras import CANCELLED, INITIALIZE, INITIALIZED
 from translators.protocol.revisions import OFFERED, Revision, negotiated
@@ -315,7 +316,7 @@ class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages)
             if session_id is not None and not _is_valid_session_id(session_id):
                 raise UpstreamProtocolError("sent an Mcp-Session-Id that is not visible ASCII")
             self._channel.session_id = session_id
-            reply = await self._read_reply(resp, call, StreamCursor())
+            reply = await self._read_reply(resp, call, StreamCursor(), is_sse(resp))
         if reply is None:
             raise UpstreamProtocolError("closed the initialize stream before answering")
         call.resolve(reply)
