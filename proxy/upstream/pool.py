@@ -86,6 +86,7 @@ class UpstreamPool(PoolSizing):
         self._on_unowned = on_unowned
         self._entries: list[PoolEntry] = []
         self._opening: dict[SessionKey, Opening] = {}
+        self._spreading: dict[SessionKey, int] = {}  # extra sessions opening, by key
         self._reserved: dict[str, int] = {}  # opens in progress, by principal
         self._reaper: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
@@ -265,9 +266,11 @@ class UpstreamPool(PoolSizing):
         exclusive: bool,
         headers: Mapping[str, str],
         label: str | None = None,
+        spread: bool = False,
     ) -> Lease:
         victims = self._reserve(key.principal)
-        opening = None if exclusive else self._opening.setdefault(key, Opening())
+        # a first shared session is single-flight; an extra one (`spread`) is nobody's to wait for
+        opening = None if exclusive or spread else self._opening.setdefault(key, Opening())
         try:
             await self._close_all(victims, "evicted")
             if self.limit.one is None and self._entries:

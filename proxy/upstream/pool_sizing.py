@@ -31,6 +31,7 @@ class PoolSizing:
     limit: SessionLimit
     _entries: list[PoolEntry]
     _opening: dict[SessionKey, Opening]
+    _spreading: dict[SessionKey, int]
     _reserved: dict[str, int]
     _spread_after: float
     _stopping: asyncio.Event
@@ -45,6 +46,7 @@ class PoolSizing:
             exclusive: bool,
             headers: Mapping[str, str],
             label: str | None = None,
+            spread: bool = False,
         ) -> Lease: ...
 
         async def _wait_for_room(self, deadline: float) -> None: ...
@@ -57,14 +59,19 @@ class PoolSizing:
         SSE stream), and only where the upstream is known to serve many sessions (a second one
         would take a one-session server over, and the calls running on the older session would be
         lost); not for a held call (exclusive, or attributed: those pack onto few sessions, for
-        memory) nor a lease preferring a session; not while a session of the key is being opened,
-        and only within the limits (no eviction for this)."""
+        memory) nor a lease preferring a session; not while the key's first session is being
+        opened, and only within the limits (no eviction for this). Extra sessions open side by
+        side, as many at once as the key has open, so a burst doubles the key's sessions at each
+        step instead of adding one at a time."""
         if held or prefer is not None or not self.transport.streams_per_call:
             return False
         now = asyncio.get_running_loop().time()
         if self.limit.one or (self.limit.one is None and not self.limit.may_learn(now)):
             return False
         if key in self._opening or now < self._spread_after:
+            return False
+        spreading = self._spreading.get(key, 0)
+        if spreading and spreading >= sum(entry.ident == key.ident for entry in self._entries):
             return False
         settings = self._settings
         cap = self.limit.cap(settings.max_sessions)
@@ -76,12 +83,19 @@ class PoolSizing:
     ) -> Lease | None:
         """A shared lease on a new session of `key`; None when it could not be opened (plain calls
         then share the sessions there are for `SPREAD_BACKOFF_S`)."""
+        self._spreading[key] = self._spreading.get(key, 0) + 1
         try:
-            return await self._open(key, capabilities, exclusive=False, headers=headers)
+            return await self._open(
+                key, capabilities, exclusive=False, headers=headers, spread=True
+            )
         except BridgeError as exc:
             self._spread_after = asyncio.get_running_loop().time() + SPREAD_BACKOFF_S
             _log.info("upstream_extra_session_failed", error=type(exc).__name__)
             return None
+        finally:
+            self._spreading[key] -= 1
+            if not self._spreading[key]:
+                del self._spreading[key]
 
     async def _learn_then_spread(
         self, key: SessionKey, capabilities: JsonObject, headers: Mapping[str, str]

@@ -188,6 +188,7 @@ class FakeLegacy:
         # the server capabilities answered to initialize
         self.capabilities: JsonObject = {"tools": {}}
         self.hang_initialize = False
+        self.initialize_gate: asyncio.Event | None = None  # when set, initialize waits for it
         self.hang_accept = False  # never answer notifications/responses
         # like server-everything 2025.5.12: only the newest session answers requests
         self.one_session = False
@@ -271,6 +272,8 @@ class FakeLegacy:
     async def _initialize(self, request: web.Request, message: JsonObject) -> web.StreamResponse:
         if self.hang_initialize:
             await self._hold.wait()
+        if self.initialize_gate is not None:
+            await self.initialize_gate.wait()
         session = FakeSession(f"sess-{next(self._ids)}", message.get("params") or {})
         self.sessions[session.session_id] = session
         self.all_sessions.append(session)
