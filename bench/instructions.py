@@ -44,6 +44,14 @@ SLOW_PEER_ENV = {  # callgrind slows the bridge ~50x: its upstream waits must no
 def _target(tree: str, upstream: str, port: int) -> list[str]:
     if tree == "relay":
         return [str(BRIDGE_PYTHON), str(RELAY), "--upstream", upstream, "--port", str(port)]
+    if tree.startswith("stage:"):  # this checkout with one stage stubbed out (stages.py)
+        code = (
+            f"import runpy, sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); "
+            f"import stage_stubs; stage_stubs.apply({tree.removeprefix('stage:')!r}); "
+            "runpy.run_module('proxy', run_name='__main__')"
+        )
+        exe = [str(BRIDGE_PYTHON), "-c", code]
+        return [*exe, "serve", "--upstream", upstream, "--listen", f"127.0.0.1:{port}"]
     exe = bridge_exe(Path(tree))
     return [*exe, "serve", "--upstream", upstream, "--listen", f"127.0.0.1:{port}"]
 
