@@ -82,7 +82,8 @@ def is_secret_key(key: object) -> bool:
 
 
 # Short texts seen to hold nothing to mask (method names, outcomes, eras: most log values repeat),
-# so the patterns run once per distinct text; bounded, past that each text is searched again.
+# so the patterns run once per distinct text. Bounded: a full memo starts over, so texts seen once
+# (a client's string request ids, say) cannot keep the ones that repeat out of it for good.
 _CLEAN_TEXTS: set[str] = set()
 _MAX_CLEAN_TEXTS: Final = 4096
 _MAX_CLEAN_TEXT_LENGTH: Final = 64
@@ -94,7 +95,9 @@ def mask_text(text: str) -> str:
         return text
     if "v1." not in text and not _CREDENTIAL_HINT.search(text):
         # most log values: nothing either pattern could match
-        if len(text) <= _MAX_CLEAN_TEXT_LENGTH and len(_CLEAN_TEXTS) < _MAX_CLEAN_TEXTS:
+        if len(text) <= _MAX_CLEAN_TEXT_LENGTH:
+            if len(_CLEAN_TEXTS) >= _MAX_CLEAN_TEXTS:
+                _CLEAN_TEXTS.clear()
             _CLEAN_TEXTS.add(text)
         return text
     text = _CREDENTIAL.sub(lambda match: f"{match.group(1)}{match.group(2)}{REDACTED}", text)

@@ -101,13 +101,16 @@ def test_texts_are_remembered_clean_only_when_short_and_clean(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """The memo of clean texts never holds a text that had something to mask, nor a long one, nor
-    more than its bound; a remembered text passes through unchanged."""
+    more than its bound; a full memo starts over (texts seen once cannot crowd the others out for
+    good); a remembered text passes through unchanged."""
     monkeypatch.setattr(logs, "_CLEAN_TEXTS", set())
     monkeypatch.setattr(logs, "_MAX_CLEAN_TEXTS", 3)
     long_text = "x" * (logs._MAX_CLEAN_TEXT_LENGTH + 1)
-    for text in ("tools/call", f"Bearer {TOKEN}", STATE, long_text, "ok", "json", "legacy"):
+    for text in ("tools/call", f"Bearer {TOKEN}", STATE, long_text, "ok", "json"):
         redact(None, "info", {"event": text})
     assert logs._CLEAN_TEXTS == {"tools/call", "ok", "json"}
+    redact(None, "info", {"event": "legacy"})
+    assert logs._CLEAN_TEXTS == {"legacy"}
     assert redact(None, "info", {"event": "ok", "m": f"Bearer {TOKEN}"}) == {
         "event": "ok",
         "m": f"Bearer {REDACTED}",
