@@ -18,7 +18,7 @@ from figures import Figure, compare, errors_of, first_errors, latency_summary
 from load import Call, Sample, alternating, closed_loop, median, percentile
 from scenarios_cpu import cpu_seconds
 
-ROUNDS: Final = 4  # interleaved rounds per concurrency (c > 1): direct, bridge, bridge, direct, ...
+ROUNDS: Final = 8  # interleaved rounds per concurrency (c > 1): direct, bridge, bridge, direct, ...
 ECHO_CALLS: Final = {1: 500, 16: 480, 64: 640}  # c=1: calls per path; c>1: calls per path per round
 WARMUP_CALLS: Final = 40
 THROUGHPUT_TARGET: Final = 0.90
