@@ -32,6 +32,7 @@ class PoolSizing:
     _entries: list[PoolEntry]
     _opening: dict[SessionKey, Opening]
     _spreading: dict[SessionKey, int]
+    _spread_at: int
     _reserved: dict[str, int]
     _spread_after: float
     _stopping: asyncio.Event
@@ -61,8 +62,9 @@ class PoolSizing:
         lost); not for a held call (exclusive, or attributed: those pack onto few sessions, for
         memory) nor a lease preferring a session; not while the key's first session is being
         opened, and only within the limits (no eviction for this). Extra sessions open side by
-        side, as many at once as the key has open, so a burst doubles the key's sessions at each
-        step instead of adding one at a time."""
+        side, as many at once as the calls in flight need (`plain_calls_per_session` each,
+        counting those opening), so a burst gets its sessions in one handshake's time, and no
+        more of them than it needs."""
         if held or prefer is not None or not self.transport.streams_per_call:
             return False
         now = asyncio.get_running_loop().time()
@@ -71,12 +73,22 @@ class PoolSizing:
         if key in self._opening or now < self._spread_after:
             return False
         spreading = self._spreading.get(key, 0)
-        if spreading and spreading >= sum(entry.ident == key.ident for entry in self._entries):
+        if spreading and self._room_for_calls(key, spreading):
             return False
         settings = self._settings
         cap = self.limit.cap(settings.max_sessions)
         per_principal = settings.max_sessions_per_principal
         return room_for_one_more(self._entries, self._reserved, key.principal, per_principal, cap)
+
+    def _room_for_calls(self, key: SessionKey, spreading: int) -> bool:
+        """Whether the key's sessions, open and opening, have room for its calls in flight (each
+        lease opening a session is one of them) and one more."""
+        ident, sessions, calls = key.ident, 0, spreading
+        for entry in self._entries:
+            if entry.ident == ident:
+                sessions += 1
+                calls += entry.shared
+        return (sessions + spreading) * self._spread_at > calls
 
     async def _spread(
         self, key: SessionKey, capabilities: JsonObject, headers: Mapping[str, str]

@@ -229,21 +229,24 @@ async def test_crowded_plain_leases_share_where_a_session_is_a_stream_or_a_proce
 async def test_a_burst_of_crowded_leases_opens_extra_sessions_side_by_side(
     make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
 ) -> None:
-    """Extra sessions of a key open as many at once as the key has open (a burst doubles them at
-    each step instead of adding one at a time); the leases beyond that share meanwhile."""
-    pool = make_pool(plain_calls_per_session=1, init_timeout_s=30.0)  # no retry while gated
-    held = [await lease(pool), await lease(pool)]  # two sessions, each crowded
+    """Extra sessions of a key open side by side, as many as the calls in flight need (counting
+    those opening), not one handshake after another; a lease that finds room in the sessions
+    opening shares a crowded one meanwhile."""
+    pool = make_pool(plain_calls_per_session=2, init_timeout_s=30.0)  # no retry while gated
+    held = [await lease(pool) for _ in range(4)]  # two sessions, two calls each: full
     assert len({id(item.session) for item in held}) == 2
     fake.initialize_gate = asyncio.Event()
     burst = [asyncio.create_task(lease(pool)) for _ in range(4)]
+    # calls 5 and 7 each need a session; 6 and 8 fit in the ones they open
     await fake.wait_until(lambda: fake.rpc_methods().count("initialize") == 4)
-    sharing = [await task for task in burst[2:]]  # beyond two openings: shared at once
+    sharing = [await burst[1], await burst[3]]
     assert {id(item.session) for item in sharing} <= {id(item.session) for item in held}
-    assert not burst[0].done() and not burst[1].done()
+    assert not burst[0].done() and not burst[2].done()
     fake.initialize_gate.set()
-    opened = [await task for task in burst[:2]]
+    opened = [await burst[0], await burst[2]]
     assert len({id(item.session) for item in held + opened}) == 4
     assert pool.stats().created_total == 4
+    assert fake.rpc_methods().count("initialize") == 4  # no session beyond what the calls need
 
 
 async def test_an_extra_session_that_fails_to_open_pauses_spreading(
