@@ -119,17 +119,23 @@ async def _run(args: argparse.Namespace) -> None:
         print(f"{per_call / 1e6:8.3f} M instructions per call  {per_call / base:6.3f}x  {tree}")
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument(
-        "--tree", action="append", required=True, help="a source tree, or `relay` (repeatable)"
-    )
+def counting_args(parser: argparse.ArgumentParser, argv: list[str] | None) -> argparse.Namespace:
+    """`--calls` and `--concurrency` added and `argv` parsed; an error unless valgrind is here
+    (this script's and stages.py's)."""
     parser.add_argument("--calls", type=int, default=300)
     parser.add_argument("--concurrency", type=int, default=16)
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
         parser.error("needs valgrind and callgrind_control (apt-get install valgrind)")
-    asyncio.run(_run(args))
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument(
+        "--tree", action="append", required=True, help="a source tree, or `relay` (repeatable)"
+    )
+    asyncio.run(_run(counting_args(parser, argv)))
     return 0
 
 

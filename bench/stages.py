@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shutil
 import sys
 
 import instructions
@@ -49,12 +48,7 @@ async def _run(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--calls", type=int, default=300)
-    parser.add_argument("--concurrency", type=int, default=16)
-    args = parser.parse_args(argv)
-    if shutil.which("valgrind") is None or shutil.which("callgrind_control") is None:
-        parser.error("needs valgrind and callgrind_control (apt-get install valgrind)")
-    asyncio.run(_run(args))
+    asyncio.run(_run(instructions.counting_args(parser, argv)))
     return 0
 
 
