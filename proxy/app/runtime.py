@@ -48,9 +48,11 @@ def _client(settings: Settings) -> aiohttp.ClientSession:
     # The pool bounds sessions (each keeps a GET stream open), so the connector must not: its
     # default limit of 100 connections would stall the 101st stream. Idle upstream connections are
     # dropped before common server keep-alive timeouts (uvicorn and Node close after 5 s), so a
-    # request never goes out on a connection the server is closing.
+    # request never goes out on a connection the server is closing. Cookies are kept per upstream
+    # session, not in one jar for every principal (proxy/upstream/http/cookies.py).
     return aiohttp.ClientSession(
         connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=UPSTREAM_KEEPALIVE_S),
+        cookie_jar=aiohttp.DummyCookieJar(),
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=settings.upstream.connect_timeout_s),
     )
 

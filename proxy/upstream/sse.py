@@ -186,8 +186,13 @@ class SseUpstreamSession(Negotiated, SendsMessages):
     async def _handshake(self, capabilities: JsonObject) -> None:
         self._reader = self._tasks.spawn(self._read_stream(), name="sse-stream")
         endpoint = await self._endpoint
+        # one session, one cookie jar: what the stream's responses set goes with the POSTs
         self._poster = HttpChannel(
-            self._client, endpoint, headers=self._headers, settings=self._settings
+            self._client,
+            endpoint,
+            headers=self._headers,
+            settings=self._settings,
+            cookies=self._stream.cookies,
         )
         params = {
             "protocolVersion": OFFERED,

@@ -10,11 +10,13 @@ from types import TracebackType
 
 import aiohttp
 import structlog
+from aiohttp import hdrs
 from yarl import URL
 
 from config.settings import UpstreamSettings
 from proxy.auth.oauth_passthrough import upstream_challenge
 from proxy.upstream.errors import map_upstream_errors, safe_url, upstream_fault
+from proxy.upstream.http.cookies import SessionCookies
 from proxy.upstream.http.wire import JSON_TYPE, POST_ACCEPT, SESSION_HEADER, build_headers, is_json
 from translators.wire import fast_json
 from translators.wire.errors import UpstreamProtocolError, UpstreamUnavailable
@@ -51,9 +53,12 @@ class HttpChannel:
         *,
         headers: Mapping[str, str],
         settings: UpstreamSettings,
+        cookies: SessionCookies | None = None,
     ) -> None:
         self._client = client
         self._url = url
+        self._path = URL(url).path
+        self.cookies = SessionCookies() if cookies is None else cookies
         self.upstream = safe_url(url)
         self._base_headers = dict(headers)
         self.settings = settings
@@ -113,6 +118,7 @@ class HttpChannel:
     async def _request(
         self, http_method: str, headers: dict[str, str], data: bytes | None
     ) -> aiohttp.ClientResponse:
+        self.cookies.add_to(headers, self._path)
         resp = await self._client.request(
             http_method,
             self._url,
@@ -121,7 +127,13 @@ class HttpChannel:
             timeout=self._timeout,
             raise_for_status=False,
         )
-        self._follow_redirect(resp)
+        if resp.history:
+            for hop in resp.history:
+                if hdrs.SET_COOKIE in hop.headers:
+                    self.cookies.update(hop)
+            self._follow_redirect(resp)
+        if hdrs.SET_COOKIE in resp.headers:
+            self.cookies.update(resp)
         return resp
 
     def _follow_redirect(self, resp: aiohttp.ClientResponse) -> None:
@@ -130,13 +142,13 @@ class HttpChannel:
         FastMCP on `mcp` 1.8 and 1.9 answers `POST /mcp` with 307 to `/mcp/`; aiohttp follows it
         with the same method and body, and remembering the target saves the extra round trip on
         every request."""
-        if not resp.history or any(hop.status not in (307, 308) for hop in resp.history):
+        if any(hop.status not in (307, 308) for hop in resp.history):
             return
         target = resp.url
         if target.origin() != URL(self._url).origin() or str(target) == self._url:
             return
         _log.info("upstream_url_redirected", upstream=self.upstream, to=safe_url(str(target)))
-        self._url = str(target)
+        self._url, self._path = str(target), target.path
 
     async def check_status(
         self,

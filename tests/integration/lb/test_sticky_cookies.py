@@ -1,0 +1,204 @@
+"""Legacy server replicas behind a load balancer that pins a session to its replica with a cookie
+(HAProxy from Debian, `make test-lb`): each upstream session keeps its own cookies, as each client
+used directly keeps its own jar (docs/decisions.md § 33).
+
+Two replicas of the real journaling server (`mcp` 1.x), HAProxy in front with round robin and
+`cookie SRV insert`. Two legacy clients used directly, each with its own cookie jar, land on
+different replicas and stay there; two principals through the bridge must do the same. With one
+jar for the bridge's whole upstream client, the second principal's handshake carried the first
+one's cookie: both were pinned to one replica, and the first principal's cookie went out with the
+second principal's requests.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import aiohttp
+import pytest
+
+from translators.protocol.eras import RESULT_COMPLETE, TOOLS_CALL
+from translators.wire.jsonrpc import JsonObject
+
+from ..harness import PeerProcess, Peers, free_port
+from ..raw_http import ModernPoster
+
+T = 60.0  # bound on each test body, seconds
+CALLS = 3
+
+HAPROXY_CFG = """\
+global
+    maxconn 256
+defaults
+    mode http
+    timeout connect 5s
+    timeout client 60s
+    timeout server 60s
+frontend mcp
+    bind 127.0.0.1:{listen}
+    default_backend replicas
+backend replicas
+    balance roundrobin
+    cookie SRV insert indirect nocache
+    server a 127.0.0.1:{a} cookie a
+    server b 127.0.0.1:{b} cookie b
+"""
+
+
+class Replicas:
+    """Two journaling servers and HAProxy in front; `url` names the balancer by host name (a jar
+    keeps no cookies for an IP address)."""
+
+    def __init__(self, directory: Path, transport: str) -> None:
+        self.peers = Peers(log_dir=directory)
+        self.journals = {name: directory / f"journal-{name}.jsonl" for name in ("a", "b")}
+        self.path = "/sse" if transport == "sse" else "/mcp"
+        try:
+            servers: dict[str, PeerProcess] = {
+                name: self.peers.legacy(
+                    "journal_server.py", "--journal", str(path), "--transport", transport
+                )
+                for name, path in self.journals.items()
+            }
+            config = directory / "haproxy.cfg"
+            self.port = free_port()
+            config.write_text(
+                HAPROXY_CFG.format(listen=self.port, a=servers["a"].port, b=servers["b"].port)
+            )
+            haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
+            self.peers.start("haproxy", [haproxy, "-db", "-f", str(config)], self.port)
+        except BaseException:
+            self.peers.close()
+            raise
+
+    @property
+    def url(self) -> str:
+        return f"http://localhost:{self.port}{self.path}"
+
+    def seen(self) -> dict[str, set[tuple[str | None, str | None]]]:
+        """Per replica, the (Authorization, Mcp-Session-Id) pairs its `whoami` calls came with."""
+        seen: dict[str, set[tuple[str | None, str | None]]] = {}
+        for name, path in self.journals.items():
+            lines = path.read_text(encoding="utf-8").splitlines() if path.exists() else []
+            entries = [json.loads(line) for line in lines if line.strip()]
+            seen[name] = {
+                (entry.get("authorization"), entry.get("session"))
+                for entry in entries
+                if entry["event"] == "whoami"
+            }
+        return seen
+
+
+@pytest.fixture
+def replicas(tmp_path: Path) -> Iterator[Replicas]:
+    """The replicas over Streamable HTTP."""
+    replicas = Replicas(tmp_path, "http")
+    try:
+        yield replicas
+    finally:
+        replicas.peers.close()
+
+
+@pytest.fixture(params=["http", "sse"])
+def any_replicas(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Replicas]:
+    """The replicas over each HTTP transport."""
+    replicas = Replicas(tmp_path, str(request.param))
+    try:
+        yield replicas
+    finally:
+        replicas.peers.close()
+
+
+async def _direct_client(url: str, authorization: str) -> None:
+    """A legacy client used directly: its own HTTP client and cookie jar (as the `mcp` SDK's), one
+    session, `CALLS` whoami calls."""
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Authorization": authorization,
+        "MCP-Protocol-Version": "2025-06-18",
+    }
+    async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar()) as http:
+        init = {
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": {},
+                "clientInfo": {"name": "direct", "version": "1"},
+            },
+        }
+        async with http.post(url, json=init, headers=headers) as resp:
+            assert resp.status == 200, await resp.text()
+            headers["Mcp-Session-Id"] = resp.headers["Mcp-Session-Id"]
+            await resp.read()
+        done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
+        async with http.post(url, json=done, headers=headers) as resp:
+            assert resp.status == 202
+        for index in range(CALLS):
+            message = {
+                "jsonrpc": "2.0",
+                "id": index + 1,
+                "method": "tools/call",
+                "params": {"name": "whoami", "arguments": {}},
+            }
+            async with http.post(url, json=message, headers=headers) as resp:
+                assert resp.status == 200, await resp.text()
+                assert b'"isError":false' in await resp.read()
+
+
+async def _whoami(poster: ModernPoster) -> str:
+    """The upstream session id a `whoami` call through the bridge arrived with."""
+    reply = await poster.post(TOOLS_CALL, {"name": "whoami", "arguments": {}})
+    result: JsonObject = reply.response["result"]
+    assert result["resultType"] == RESULT_COMPLETE, result
+    session: str = json.loads(result["content"][0]["text"])["session"]
+    return session
+
+
+def _pinned(seen: dict[str, set[tuple[str | None, str | None]]]) -> dict[str, set[str]]:
+    """Per replica, the principals whose calls it served, each with one session there."""
+    pinned: dict[str, set[str]] = {}
+    for name, pairs in seen.items():
+        principals = [authorization for authorization, _ in pairs if authorization]
+        assert len(principals) == len(set(principals)), f"{name} saw a principal twice: {pairs}"
+        pinned[name] = set(principals)
+    return pinned
+
+
+async def test_direct_clients_stay_on_their_replicas(replicas: Replicas) -> None:
+    """The ground truth: two clients used directly, one after the other, are pinned to one replica
+    each by the balancer's cookie, every call on the replica that served their handshake."""
+    async with asyncio.timeout(T):
+        await _direct_client(replicas.url, "Bearer alice")
+        await _direct_client(replicas.url, "Bearer bob")
+    pinned = _pinned(replicas.seen())
+    assert sorted(map(sorted, pinned.values())) == [["Bearer alice"], ["Bearer bob"]]
+
+
+async def test_each_principal_keeps_its_own_cookies_through_the_bridge(
+    any_replicas: Replicas,
+) -> None:
+    """Through the bridge, two principals' sessions are pinned as the direct clients were: one
+    replica each, every call of a session on its replica, and neither principal's cookie sent with
+    the other's requests (else both would share the first one's replica). Over HTTP+SSE the
+    cookie set on the GET stream goes with the session's POSTs (else they would reach the other
+    replica, which does not know the session)."""
+    replicas = any_replicas
+    bridge = replicas.peers.bridge(replicas.url, env={"MRTR_BRIDGE_UPSTREAM_SESSION_LIMIT": "many"})
+    sessions: dict[str, set[str]] = {"alice": set(), "bob": set()}
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        posters = {
+            who: ModernPoster(http, bridge.url, headers={"Authorization": f"Bearer {who}"})
+            for who in sessions
+        }
+        for _ in range(CALLS):  # alice's handshake first, then bob's; then their calls in turn
+            for who, poster in posters.items():
+                sessions[who].add(await _whoami(poster))
+    assert [len(ids) for ids in sessions.values()] == [1, 1]  # no session lost, none re-opened
+    pinned = _pinned(replicas.seen())
+    assert sorted(map(sorted, pinned.values())) == [["Bearer alice"], ["Bearer bob"]]

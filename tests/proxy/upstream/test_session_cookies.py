@@ -1,0 +1,72 @@
+"""`SessionCookies`: what one upstream session's responses set comes back on its later requests,
+with the server's expiry and path honoured (RFC 6265 § 5.1.4, § 5.3). The load balancer end to end:
+tests/integration/lb/test_sticky_cookies.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from http.cookies import SimpleCookie
+from typing import cast
+
+import aiohttp
+from yarl import URL
+
+from proxy.upstream.http.cookies import SessionCookies
+
+
+@dataclass
+class Reply:
+    """What `SessionCookies.update` reads of an aiohttp response."""
+
+    url: URL
+    cookies: SimpleCookie
+
+
+def reply(url: str, *set_cookie: str) -> aiohttp.ClientResponse:
+    cookies: SimpleCookie = SimpleCookie()
+    for header in set_cookie:
+        cookies.load(header)
+    return cast(aiohttp.ClientResponse, Reply(URL(url), cookies))
+
+
+def cookie_for(cookies: SessionCookies, path: str, **headers: str) -> str | None:
+    sent = dict(headers)
+    cookies.add_to(sent, path)
+    return sent.get("Cookie")
+
+
+def test_cookies_come_back_until_the_server_expires_them() -> None:
+    """Set cookies are sent in the order set; a new value replaces the old; Max-Age 0 or an Expires
+    in the past forgets one; nothing is sent before anything was set."""
+    cookies = SessionCookies()
+    assert cookie_for(cookies, "/mcp") is None
+    cookies.update(reply("http://h/mcp", "SRV=a; Path=/", "lb=1; Max-Age=3600"))
+    assert cookie_for(cookies, "/mcp") == "SRV=a; lb=1"
+    cookies.update(reply("http://h/mcp", "SRV=b"))
+    assert cookie_for(cookies, "/mcp") == "SRV=b; lb=1"
+    cookies.update(reply("http://h/mcp", "lb=gone; Max-Age=0"))
+    assert cookie_for(cookies, "/mcp") == "SRV=b"
+    cookies.update(reply("http://h/mcp", "SRV=old; Expires=Thu, 01 Jan 1970 00:00:00 GMT"))
+    assert cookie_for(cookies, "/mcp") is None
+
+
+def test_a_cookie_goes_only_where_its_path_reaches() -> None:
+    """HTTP+SSE posts to another path than its stream: a cookie scoped to `/sse` stays there; one
+    without a path is for the directory it came from (`/` for `/sse`)."""
+    cookies = SessionCookies()
+    cookies.update(reply("http://h/sse", "stream=1; Path=/sse", "site=2"))
+    assert cookie_for(cookies, "/sse") == "stream=1; site=2"
+    assert cookie_for(cookies, "/sse/more") == "stream=1; site=2"
+    assert cookie_for(cookies, "/messages/") == "site=2"
+    assert cookie_for(cookies, "/ssex") == "site=2"
+    nested = SessionCookies()
+    nested.update(reply("http://h/api/mcp", "n=1"))
+    assert (cookie_for(nested, "/api/mcp"), cookie_for(nested, "/other")) == ("n=1", None)
+
+
+def test_a_configured_cookie_header_is_kept_first() -> None:
+    """A `Cookie` from `upstream.headers` is sent with the session's own after it."""
+    cookies = SessionCookies()
+    assert cookie_for(cookies, "/mcp", Cookie="team=x") == "team=x"
+    cookies.update(reply("http://h/mcp", "SRV=a"))
+    assert cookie_for(cookies, "/mcp", Cookie="team=x") == "team=x; SRV=a"
