@@ -28,12 +28,14 @@ from typing import Any, Final
 
 import aiohttp
 import structlog
-from aiohttp import web
+from aiohttp import hdrs, web
+from yarl import URL
 
 from config.settings import Settings
 from proxy.auth.oauth_passthrough import passes_challenges, public_urls_of, upstream_challenge
 from proxy.common.faults import reported_error
 from proxy.upstream.errors import map_upstream_errors, safe_url
+from proxy.upstream.http.cookies import SessionCookies
 from translators.auth.oauth import challenge_reply
 from translators.wire import fast_json
 from translators.wire.errors import BRIDGE_MARKER, INVALID_REQUEST, BridgeError, UpstreamFault
@@ -101,6 +103,7 @@ class HttpRelay:
         self._upstream = settings.upstream
         self._observe = observe
         self._url = settings.upstream.url or ""
+        self._path = URL(self._url).path
         self._on_failure = on_failure
         self._client: aiohttp.ClientSession | None = None
         self._urls = public_urls_of(settings) if passes_challenges(settings.upstream) else None
@@ -127,6 +130,10 @@ class HttpRelay:
             return {"Authorization": request.headers["Authorization"]}
         return {}
 
+    def add_cookies(self, headers: dict[str, str], cookies: SessionCookies) -> None:
+        """Send a session's cookies with a request to the upstream URL."""
+        cookies.add_to(headers, self._path)
+
     def _headers(self, request: web.Request) -> dict[str, str]:
         headers = {
             name: request.headers[name] for name in _REQUEST_HEADERS if name in request.headers
@@ -146,8 +153,12 @@ class HttpRelay:
             timeout = aiohttp.ClientTimeout(
                 total=None, sock_connect=self._upstream.connect_timeout_s
             )
+            # no jar shared by every client: a relayed session keeps its own (`SessionCookies`)
             self._client = aiohttp.ClientSession(
-                connector=aiohttp.TCPConnector(limit=0), timeout=timeout, auto_decompress=False
+                connector=aiohttp.TCPConnector(limit=0),
+                timeout=timeout,
+                auto_decompress=False,
+                cookie_jar=aiohttp.DummyCookieJar(),
             )
         return self._client
 
@@ -157,16 +168,21 @@ class HttpRelay:
         body: bytes | None,
         request_id: Any = None,
         inspect: Inspect | None = None,
+        cookies: SessionCookies | None = None,
     ) -> web.StreamResponse:
-        """Send `request` (with its already-read `body`) upstream; `inspect` sees the answer's
-        head first and may answer instead."""
+        """Send `request` (with its already-read `body`) upstream, with the `cookies` of its
+        session, which keep what the answer sets; `inspect` sees the answer's head first and may
+        answer instead."""
+        headers = self._headers(request)
+        if cookies is not None:
+            self.add_cookies(headers, cookies)
         try:
             with map_upstream_errors(safe_url(self._url), f"relayed {request.method}"):
                 upstream = await self._http().request(
                     request.method,
                     self._url,
                     data=body,
-                    headers=self._headers(request),
+                    headers=headers,
                     allow_redirects=False,
                     # the client's own Accept-Encoding, or none: the body is relayed as it comes
                     skip_auto_headers=("Accept-Encoding",),
@@ -176,6 +192,8 @@ class HttpRelay:
                 self._on_failure()
             return self.error_of(502, fault, request_id)
         async with upstream:
+            if cookies is not None and hdrs.SET_COOKIE in upstream.headers:
+                cookies.update(upstream)
             replaced = inspect(upstream) if inspect is not None else None
             if replaced is None:
                 replaced = self._refusal(upstream, request_id)

@@ -32,6 +32,7 @@ from aiohttp import web
 from config.settings import Settings
 from proxy.passthrough.http_proxy import SESSION, VERSION, HttpRelay, Observe, error_reply
 from proxy.passthrough.legacy_sessions import LegacySessions
+from proxy.upstream.http.cookies import SessionCookies
 from translators.protocol.eras import INITIALIZE, MODERN_VERSION
 from translators.wire.errors import INVALID_REQUEST, CapacityExceeded
 
@@ -71,21 +72,27 @@ class LegacyRelay:
             )
             return error_reply(400, request_id, {"code": INVALID_REQUEST, "message": message})
         session_id = request.headers.get(SESSION)
-        if session_id is None:
-            return await self._forward(request, body, principal, method, None, request_id)
+        if session_id is None:  # an `initialize`: the session's cookies start with its answer
+            cookies = SessionCookies()
+            return await self._forward(request, body, principal, method, None, request_id, cookies)
         if not self.sessions.owned_by(session_id, principal):
             return error_reply(404, request_id, {"code": NOT_FOUND, "message": "Session not found"})
-        self.sessions.begin(session_id, self._delete_headers(request))
+        cookies = self.sessions.cookies_of(session_id) or SessionCookies()
+        self.sessions.begin(session_id, self._delete_headers(request, cookies))
         try:
-            return await self._forward(request, body, principal, method, session_id, request_id)
+            return await self._forward(
+                request, body, principal, method, session_id, request_id, cookies
+            )
         finally:
             self.sessions.end(session_id)
 
-    def _delete_headers(self, request: web.Request) -> dict[str, str]:
-        """What an eviction's DELETE carries: the request's upstream credentials and version."""
+    def _delete_headers(self, request: web.Request, cookies: SessionCookies) -> dict[str, str]:
+        """What an eviction's DELETE carries: the request's upstream credentials and version, and
+        the session's cookies (a sticky load balancer routes it to the session's replica)."""
         headers = self._http.credentials(request)
         if VERSION in request.headers:
             headers[VERSION] = request.headers[VERSION]
+        self._http.add_cookies(headers, cookies)
         return headers
 
     async def _forward(
@@ -96,6 +103,7 @@ class LegacyRelay:
         method: str | None,
         session_id: str | None,
         request_id: Any,
+        cookies: SessionCookies,
     ) -> web.StreamResponse:
         def inspect(upstream: aiohttp.ClientResponse) -> web.StreamResponse | None:
             if session_id is not None and (
@@ -105,15 +113,21 @@ class LegacyRelay:
             issued = upstream.headers.get(SESSION)
             if method != INITIALIZE or not issued or upstream.status >= 300:
                 return None
-            return self._bind(issued, principal, self._delete_headers(request), request_id)
+            headers = self._delete_headers(request, cookies)
+            return self._bind(issued, principal, headers, request_id, cookies)
 
-        return await self._http.forward(request, body, request_id, inspect)
+        return await self._http.forward(request, body, request_id, inspect, cookies)
 
     def _bind(
-        self, issued: str, principal: str, headers: dict[str, str], request_id: Any
+        self,
+        issued: str,
+        principal: str,
+        headers: dict[str, str],
+        request_id: Any,
+        cookies: SessionCookies,
     ) -> web.Response | None:
         """Bind a new session (evicting as the caps say); a 503 when the bridge is full."""
-        evicted, admitted = self.sessions.bind(issued, principal, headers)
+        evicted, admitted = self.sessions.bind(issued, principal, headers, cookies)
         for session_id, delete_headers in evicted:
             self._delete_soon(session_id, delete_headers)
         if evicted:

@@ -23,6 +23,8 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from proxy.upstream.http.cookies import SessionCookies
+
 # (session id, the headers its DELETE carries)
 Evicted = tuple[str, dict[str, str]]
 
@@ -30,8 +32,9 @@ Evicted = tuple[str, dict[str, str]]
 @dataclass
 class _Session:
     principal: str
-    headers: dict[str, str]  # credentials and protocol version of its latest request
+    headers: dict[str, str]  # credentials, protocol version and cookies of its latest request
     last_used: float
+    cookies: SessionCookies  # what the upstream set on the session's responses
     in_flight: int = field(default=0)
 
 
@@ -67,6 +70,10 @@ class LegacySessions:
         session = self._sessions.get(session_id)
         return session is not None and session.principal == principal
 
+    def cookies_of(self, session_id: str) -> SessionCookies | None:
+        session = self._sessions.get(session_id)
+        return session.cookies if session is not None else None
+
     def begin(self, session_id: str, headers: dict[str, str]) -> None:
         """A request on the session starts: it is the most recently used, and in flight."""
         session = self._sessions.get(session_id)
@@ -88,10 +95,15 @@ class LegacySessions:
         self._by_principal[session.principal].move_to_end(session_id)
 
     def bind(
-        self, session_id: str, principal: str, headers: dict[str, str]
+        self,
+        session_id: str,
+        principal: str,
+        headers: dict[str, str],
+        cookies: SessionCookies | None = None,
     ) -> tuple[list[Evicted], bool]:
-        """Bind a session the upstream just issued: the sessions evicted to make room, and whether
-        it was admitted (when not, nothing was evicted and the caller ends the new session)."""
+        """Bind a session the upstream just issued (with the cookies its `initialize` answer set):
+        the sessions evicted to make room, and whether it was admitted (when not, nothing was
+        evicted and the caller ends the new session)."""
         self.forget(session_id)
         victims: list[str] = []
         if self.count(principal) >= self._per_principal:
@@ -108,7 +120,8 @@ class LegacySessions:
         evicted = [(victim, self._sessions[victim].headers) for victim in victims]
         for victim in victims:
             self.forget(victim)
-        self._sessions[session_id] = _Session(principal, headers, self._clock())
+        jar = SessionCookies() if cookies is None else cookies
+        self._sessions[session_id] = _Session(principal, headers, self._clock(), jar)
         self._by_principal.setdefault(principal, OrderedDict())[session_id] = None
         return evicted, True
 

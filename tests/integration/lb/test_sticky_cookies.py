@@ -1,6 +1,7 @@
 """Legacy server replicas behind a load balancer that pins a session to its replica with a cookie
 (HAProxy from Debian, `make test-lb`): each upstream session keeps its own cookies, as each client
-used directly keeps its own jar (docs/decisions.md § 33).
+used directly keeps its own jar (docs/decisions.md § 33); so does a legacy client's session that
+the bridge relays.
 
 Two replicas of the real journaling server (`mcp` 1.x), HAProxy in front with round robin and
 `cookie SRV insert`. Two legacy clients used directly, each with its own cookie jar, land on
@@ -114,8 +115,8 @@ def any_replicas(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Rep
 
 
 async def _direct_client(url: str, authorization: str) -> None:
-    """A legacy client used directly: its own HTTP client and cookie jar (as the `mcp` SDK's), one
-    session, `CALLS` whoami calls."""
+    """A legacy client with its own HTTP client and cookie jar (as the `mcp` SDK's): one session at
+    `url` (the balancer, or the bridge), `CALLS` whoami calls."""
     headers = {
         "Accept": "application/json, text/event-stream",
         "Authorization": authorization,
@@ -200,5 +201,16 @@ async def test_each_principal_keeps_its_own_cookies_through_the_bridge(
             for who, poster in posters.items():
                 sessions[who].add(await _whoami(poster))
     assert [len(ids) for ids in sessions.values()] == [1, 1]  # no session lost, none re-opened
+    pinned = _pinned(replicas.seen())
+    assert sorted(map(sorted, pinned.values())) == [["Bearer alice"], ["Bearer bob"]]
+
+
+async def test_relayed_legacy_clients_keep_their_own_cookies(replicas: Replicas) -> None:
+    """Legacy clients whose sessions the bridge relays are pinned as when used directly: the
+    relay keeps each relayed session's cookies, not one jar for every client."""
+    bridge = replicas.peers.bridge(replicas.url, env={"MRTR_BRIDGE_UPSTREAM_SESSION_LIMIT": "many"})
+    async with asyncio.timeout(T):
+        await _direct_client(bridge.url, "Bearer alice")
+        await _direct_client(bridge.url, "Bearer bob")
     pinned = _pinned(replicas.seen())
     assert sorted(map(sorted, pinned.values())) == [["Bearer alice"], ["Bearer bob"]]

@@ -4,6 +4,7 @@ a scripted clock: who is evicted, in which order, and what is refused."""
 from __future__ import annotations
 
 from proxy.passthrough.legacy_sessions import LegacySessions
+from proxy.upstream.http.cookies import SessionCookies
 
 IDLE_S = 300.0
 
@@ -86,3 +87,17 @@ def test_forget_and_rebinding_keep_the_counts_right() -> None:
     table.end("s1")  # a request that outlived its session
     assert (len(table), table.count("alice")) == (0, 0)
     assert table.bind("s2", "alice", headers("alice")) == ([], True)
+
+
+def test_a_session_keeps_the_cookies_its_initialize_answer_set_until_forgotten() -> None:
+    """A relayed session's cookie jar is its own, from its `initialize` answer on; an unknown or
+    forgotten session has none (decisions.md § 33)."""
+    table, _ = sessions(per_principal=2, total=4)
+    jar = SessionCookies()
+    table.bind("s1", "alice", headers("alice"), jar)
+    table.bind("s2", "bob", headers("bob"))
+    assert table.cookies_of("s1") is jar
+    other = table.cookies_of("s2")
+    assert other is not None and other is not jar
+    table.forget("s1")
+    assert (table.cookies_of("s1"), table.cookies_of("nope")) == (None, None)
