@@ -9,6 +9,9 @@ session on every older one), and each session keeps its own here.
 
 A session talks to one origin, so a cookie's domain always matches; its path is honoured, and a
 cookie is forgotten when the server expires it (`Max-Age` of 0 or less, an `Expires` in the past).
+A hostile server cannot grow a session without bound: it keeps at most `MAX_COOKIES`, each at most
+`MAX_COOKIE_BYTES` of name and value (RFC 6265 § 6.1's minimums for a user agent); a new name past
+the cap is not kept, so the first cookies (a load balancer's pin) stay.
 """
 
 from __future__ import annotations
@@ -16,8 +19,12 @@ from __future__ import annotations
 import time
 from email.utils import parsedate_to_datetime
 from http.cookies import Morsel
+from typing import Final
 
 import aiohttp
+
+MAX_COOKIES: Final = 50
+MAX_COOKIE_BYTES: Final = 4096
 
 
 class SessionCookies:
@@ -34,6 +41,10 @@ class SessionCookies:
         for name, morsel in resp.cookies.items():
             if _expired(morsel):
                 self._values.pop(name, None)
+            elif len(name) + len(morsel.value) > MAX_COOKIE_BYTES or (
+                name not in self._values and len(self._values) >= MAX_COOKIES
+            ):
+                continue
             else:  # no path: the directory of the path it came from (RFC 6265 § 5.1.4)
                 path = morsel["path"] or resp.url.path.rsplit("/", 1)[0] or "/"
                 self._values[name] = (morsel.value, path)

@@ -11,7 +11,7 @@ from typing import cast
 import aiohttp
 from yarl import URL
 
-from proxy.upstream.http.cookies import SessionCookies
+from proxy.upstream.http.cookies import MAX_COOKIE_BYTES, MAX_COOKIES, SessionCookies
 
 
 @dataclass
@@ -70,3 +70,19 @@ def test_a_configured_cookie_header_is_kept_first() -> None:
     assert cookie_for(cookies, "/mcp", Cookie="team=x") == "team=x"
     cookies.update(reply("http://h/mcp", "SRV=a"))
     assert cookie_for(cookies, "/mcp", Cookie="team=x") == "team=x; SRV=a"
+
+
+def test_a_hostile_server_cannot_grow_a_session_without_bound() -> None:
+    """At most `MAX_COOKIES` names, each at most `MAX_COOKIE_BYTES`: past the cap a new name is
+    not kept (the first ones, a load balancer's pin among them, stay); a kept name still changes."""
+    cookies = SessionCookies()
+    cookies.update(reply("http://h/mcp", "SRV=a"))
+    flood = [f"c{index}=v" for index in range(MAX_COOKIES * 3)]
+    cookies.update(reply("http://h/mcp", *flood))
+    sent = cookie_for(cookies, "/mcp")
+    assert sent is not None
+    names = [pair.split("=")[0] for pair in sent.split("; ")]
+    assert names == ["SRV", *[f"c{index}" for index in range(MAX_COOKIES - 1)]]
+    cookies.update(reply("http://h/mcp", "SRV=b", f"big={'x' * MAX_COOKIE_BYTES}"))
+    sent = cookie_for(cookies, "/mcp")
+    assert sent is not None and sent.startswith("SRV=b; c0=v") and "big=" not in sent
