@@ -99,7 +99,11 @@ class ModernHttpCaller:
         import aiohttp
 
         if self._client is None:
-            self._client = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+            # one client for every principal: no cookie jar shared between them (a 2026-07-28
+            # server is stateless; docs/decisions.md § 33)
+            self._client = aiohttp.ClientSession(
+                connector=aiohttp.TCPConnector(limit=0), cookie_jar=aiohttp.DummyCookieJar()
+            )
         return self._client
 
     async def call(

@@ -118,3 +118,29 @@ async def test_no_server_at_all() -> None:
         "id": "c-1",
         "error": {"code": -32603, "message": "The upstream server cannot be reached"},
     }
+
+
+async def test_one_principals_cookie_never_goes_with_anothers_request(aiohttp_server: Any) -> None:
+    """The client is shared by every principal: a cookie the server set while answering Alice is
+    not sent with Bob's request (aiohttp's default jar would send it to the same host name)."""
+    cookies_seen: list[str | None] = []
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        cookies_seen.append(request.headers.get("Cookie"))
+        sent = await request.json()
+        result = {"jsonrpc": "2.0", "id": sent["id"], "result": {"resultType": "complete"}}
+        response = web.json_response(result)
+        response.set_cookie("who", request.headers["Authorization"].split()[-1])
+        return response
+
+    app = web.Application()
+    app.router.add_post("/mcp", handler)
+    server = await aiohttp_server(app, host="localhost")  # a jar keeps no cookies for an address
+    caller = ModernHttpCaller(UpstreamSettings(url=f"http://localhost:{server.port}/mcp"), 5.0)
+    try:
+        for who in ("alice", "bob"):
+            reply = await caller.call(CALL, lambda note: None, f"Bearer {who}")
+            assert reply["result"] == {"resultType": "complete"}
+    finally:
+        await caller.aclose()
+    assert cookies_seen == [None, None]
