@@ -11,11 +11,13 @@ A session talks to one origin, so a cookie's domain always matches; its path is 
 cookie is forgotten when the server expires it (`Max-Age` of 0 or less, an `Expires` in the past).
 A hostile server cannot grow a session without bound: it keeps at most `MAX_COOKIES`, each at most
 `MAX_COOKIE_BYTES` of name and value (RFC 6265 § 6.1's minimums for a user agent); a new name past
-the cap is not kept, so the first cookies (a load balancer's pin) stay.
+the cap is not kept, so the first cookies (a load balancer's pin) stay; nor is a name or value a
+`Cookie` header cannot carry.
 """
 
 from __future__ import annotations
 
+import re
 import time
 from email.utils import parsedate_to_datetime
 from http.cookies import Morsel
@@ -41,6 +43,8 @@ class SessionCookies:
         for name, morsel in resp.cookies.items():
             if _expired(morsel):
                 self._values.pop(name, None)
+            elif not _sendable(name, morsel.value):
+                continue  # a header could not carry it (RFC 6265 § 4.1.1), or a crafted one
             elif len(name) + len(morsel.value) > MAX_COOKIE_BYTES or (
                 name not in self._values and len(self._values) >= MAX_COOKIES
             ):
@@ -66,6 +70,16 @@ class SessionCookies:
             headers["Cookie"] = f"{configured}; {header}" if configured else header
 
 
+# RFC 6265 § 4.1.1: a name is an RFC 7230 token; a value is cookie-octets (visible ASCII without
+# DQUOTE, comma, semicolon and backslash)
+_NAME: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+_VALUE: Final = re.compile(r"[\x21\x23-\x2b\x2d-\x3a\x3c-\x5b\x5d-\x7e]*")
+
+
+def _sendable(name: str, value: str) -> bool:
+    return _NAME.fullmatch(name) is not None and _VALUE.fullmatch(value) is not None
+
+
 def _expired(morsel: Morsel[str]) -> bool:
     max_age = morsel["max-age"]
     if max_age:
@@ -78,7 +92,7 @@ def _expired(morsel: Morsel[str]) -> bool:
         return False
     try:
         return parsedate_to_datetime(expires).timestamp() <= time.time()
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return False
 
 

@@ -9,6 +9,7 @@ from http.cookies import SimpleCookie
 from typing import cast
 
 import aiohttp
+from aiohttp._cookie_helpers import parse_set_cookie_headers
 from yarl import URL
 
 from proxy.upstream.http.cookies import MAX_COOKIE_BYTES, MAX_COOKIES, SessionCookies
@@ -23,9 +24,9 @@ class Reply:
 
 
 def reply(url: str, *set_cookie: str) -> aiohttp.ClientResponse:
+    """A response from `url` with these `Set-Cookie` headers, parsed as aiohttp parses them."""
     cookies: SimpleCookie = SimpleCookie()
-    for header in set_cookie:
-        cookies.load(header)
+    cookies.update(parse_set_cookie_headers(set_cookie))
     return cast(aiohttp.ClientResponse, Reply(URL(url), cookies))
 
 
@@ -86,3 +87,24 @@ def test_a_hostile_server_cannot_grow_a_session_without_bound() -> None:
     cookies.update(reply("http://h/mcp", "SRV=b", f"big={'x' * MAX_COOKIE_BYTES}"))
     sent = cookie_for(cookies, "/mcp")
     assert sent is not None and sent.startswith("SRV=b; c0=v") and "big=" not in sent
+
+
+def test_malformed_or_unsendable_cookies_are_not_kept() -> None:
+    """What a hostile or broken server sets never breaks the session's requests: unparsable headers
+    and attributes are ignored, and a name or value a `Cookie` header cannot carry (RFC 6265
+    § 4.1.1: non-ASCII, spaces, quotes, separators) is not kept."""
+    cookies = SessionCookies()
+    cookies.update(
+        reply(
+            "http://h/mcp",
+            "=",
+            ";;;",
+            "age=1; Max-Age=abc",
+            "exp=1; Expires=garbage",
+            "far=1; Expires=Thu, 01 Jan 99999 00:00:00 GMT",
+            "euro=\u20ac",
+            "sp=a b",
+            "ok=v1",
+        )
+    )
+    assert cookie_for(cookies, "/mcp") == "age=1; exp=1; far=1; ok=v1"
