@@ -95,33 +95,19 @@ class Replicas:
 
 
 @pytest.fixture
-def replicas(tmp_path: Path) -> Iterator[Replicas]:
-    """The replicas over Streamable HTTP."""
-    replicas = Replicas(tmp_path, "http")
+def replicas(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Replicas]:
+    """The replicas over Streamable HTTP, or the transport a test names (`indirect`)."""
+    replicas = Replicas(tmp_path, getattr(request, "param", "http"))
     try:
         yield replicas
     finally:
         replicas.peers.close()
 
 
-@pytest.fixture(params=["http", "sse"])
-def any_replicas(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Replicas]:
-    """The replicas over each HTTP transport."""
-    replicas = Replicas(tmp_path, str(request.param))
-    try:
-        yield replicas
-    finally:
-        replicas.peers.close()
-
-
-async def _direct_client(url: str, authorization: str) -> None:
+async def _legacy_client(url: str, authorization: str) -> None:
     """A legacy client with its own HTTP client and cookie jar (as the `mcp` SDK's): one session at
     `url` (the balancer, or the bridge), `CALLS` whoami calls."""
-    headers = {
-        "Accept": "application/json, text/event-stream",
-        "Authorization": authorization,
-        "MCP-Protocol-Version": "2025-06-18",
-    }
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": authorization}
     async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar()) as http:
         init = {
             "jsonrpc": "2.0",
@@ -136,6 +122,7 @@ async def _direct_client(url: str, authorization: str) -> None:
         async with http.post(url, json=init, headers=headers) as resp:
             assert resp.status == 200, await resp.text()
             headers["Mcp-Session-Id"] = resp.headers["Mcp-Session-Id"]
+            headers["MCP-Protocol-Version"] = "2025-06-18"
             await resp.read()
         done = {"jsonrpc": "2.0", "method": "notifications/initialized"}
         async with http.post(url, json=done, headers=headers) as resp:
@@ -171,25 +158,25 @@ def _pinned(seen: dict[str, set[tuple[str | None, str | None]]]) -> dict[str, se
     return pinned
 
 
-async def test_direct_clients_stay_on_their_replicas(replicas: Replicas) -> None:
+async def test_legacy_clients_stay_on_their_replicas(replicas: Replicas) -> None:
     """The ground truth: two clients used directly, one after the other, are pinned to one replica
     each by the balancer's cookie, every call on the replica that served their handshake."""
     async with asyncio.timeout(T):
-        await _direct_client(replicas.url, "Bearer alice")
-        await _direct_client(replicas.url, "Bearer bob")
+        await _legacy_client(replicas.url, "Bearer alice")
+        await _legacy_client(replicas.url, "Bearer bob")
     pinned = _pinned(replicas.seen())
     assert sorted(map(sorted, pinned.values())) == [["Bearer alice"], ["Bearer bob"]]
 
 
+@pytest.mark.parametrize("replicas", ["http", "sse"], indirect=True)
 async def test_each_principal_keeps_its_own_cookies_through_the_bridge(
-    any_replicas: Replicas,
+    replicas: Replicas,
 ) -> None:
     """Through the bridge, two principals' sessions are pinned as the direct clients were: one
     replica each, every call of a session on its replica, and neither principal's cookie sent with
     the other's requests (else both would share the first one's replica). Over HTTP+SSE the
     cookie set on the GET stream goes with the session's POSTs (else they would reach the other
     replica, which does not know the session)."""
-    replicas = any_replicas
     bridge = replicas.peers.bridge(replicas.url, env={"MRTR_BRIDGE_UPSTREAM_SESSION_LIMIT": "many"})
     sessions: dict[str, set[str]] = {"alice": set(), "bob": set()}
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
@@ -210,7 +197,7 @@ async def test_relayed_legacy_clients_keep_their_own_cookies(replicas: Replicas)
     relay keeps each relayed session's cookies, not one jar for every client."""
     bridge = replicas.peers.bridge(replicas.url, env={"MRTR_BRIDGE_UPSTREAM_SESSION_LIMIT": "many"})
     async with asyncio.timeout(T):
-        await _direct_client(bridge.url, "Bearer alice")
-        await _direct_client(bridge.url, "Bearer bob")
+        await _legacy_client(bridge.url, "Bearer alice")
+        await _legacy_client(bridge.url, "Bearer bob")
     pinned = _pinned(replicas.seen())
     assert sorted(map(sorted, pinned.values())) == [["Bearer alice"], ["Bearer bob"]]
