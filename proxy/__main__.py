@@ -23,10 +23,15 @@ def _stop_while_starting(signum: int, frame: object) -> None:
 
 def main() -> int:
     """Entry point of `mrtr-bridge`: start the legacy process first, then import and run the CLI."""
+    # Taken over before the legacy process is spawned, not after: a stop that comes while it
+    # starts (the process already visible, `Popen` not yet returned) still exits 0.
+    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
+    for signum in previous:
+        signal.signal(signum, _stop_while_starting)
     early = start_early(sys.argv[1:], os.environ)
-    if early is not None:  # until the bridge's own stop takes the signals over
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(signum, _stop_while_starting)
+    if early is None:  # nothing started: the usual handling until the bridge takes them over
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
     try:
         gc.disable()  # while importing: nothing to collect yet, and about 5% of the import time
         try:
