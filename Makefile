@@ -3,8 +3,9 @@
 #   make test         ruff + mypy + pytest (unit, proxy, integration) on PYTEST_WORKERS=4 workers
 #                     (PYTEST_WORKERS=1: one process, in order)
 #   make run          legacy demo server on 127.0.0.1:8931 behind the bridge on 127.0.0.1:8080
-#   make test-lb      replicas behind a real HAProxy, the deploy files checked by their tools
-#                     (promtool for the alert rules), the status page in headless Chromium
+#   make test-lb      the bridge's and a legacy server's replicas behind a real HAProxy
+#                     (and the deploy files checked by their tools, promtool for the alert
+#                     rules, the status page in headless Chromium)
 #   make conformance  the official MCP conformance suite through the bridge (docs/conformance*.md)
 #   make bench        benchmarks (bench/run.py -> bench/results/)
 #   make lint         ruff + mypy only
