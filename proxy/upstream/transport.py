@@ -10,7 +10,7 @@ with it. `streamable-http` or `sse` skips detection.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final, Literal
 
 import aiohttp
@@ -20,9 +20,11 @@ from config.settings import UpstreamSettings
 from proxy.upstream.base import InboundHandler, PooledSession
 from proxy.upstream.errors import safe_url
 from proxy.upstream.http.channel import UpstreamRefused
+from proxy.upstream.http.cookies import SessionCookies
 from proxy.upstream.http.session import HttpUpstreamSession
 from proxy.upstream.sse import SseUpstreamSession
 from translators.protocol.revisions import UnsupportedUpstreamVersion
+from translators.tasks_ext.task_ids import SealedCookie
 from translators.wire.errors import UpstreamFault, UpstreamProtocolError, UpstreamUnavailable
 from translators.wire.jsonrpc import JsonObject
 
@@ -81,9 +83,11 @@ class HttpTransport:
         first_request_id: int,
         headers: Mapping[str, str],
         on_unrelated: InboundHandler,
+        cookies: Iterable[SealedCookie] = (),
     ) -> HttpUpstreamSession | None:
-        """A Streamable HTTP session another bridge process opened (a legacy task's, docs/tasks.md);
-        None when the upstream does not speak Streamable HTTP (as detected so far)."""
+        """A Streamable HTTP session another bridge process opened (a legacy task's, docs/tasks.md),
+        with the cookies that process's session kept; None when the upstream does not speak
+        Streamable HTTP (as detected so far)."""
         if self._chosen != STREAMABLE:
             return None
         return HttpUpstreamSession.adopt(
@@ -96,6 +100,7 @@ class HttpTransport:
             headers=headers,
             on_unrelated=on_unrelated,
             settings=self._settings,
+            cookies=SessionCookies.restored(cookies),
         )
 
     async def _detect(

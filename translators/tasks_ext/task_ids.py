@@ -6,14 +6,15 @@ token opens as the other. The plaintext binds the record, the principal, the exp
 replica that owns the task and, for a task on a Streamable HTTP upstream, an `UpstreamHandle`:
 what a new bridge process needs to find the task again (the upstream session id, the legacy
 task id, the revision, where the legacy `tasks/result` stream can be resumed, the capabilities
-the creating request declared). None of it leaves the bridge in clear. Key, nonce and time are
-parameters: this module reads no clock and draws no randomness.
+the creating request declared, the session's cookies). None of it leaves the bridge in clear.
+Key, nonce and time are parameters: this module reads no clock and draws no randomness.
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import struct
 from dataclasses import dataclass, field
@@ -24,8 +25,10 @@ from cryptography.exceptions import InvalidTag
 from translators.held.request_state import NONCE_SIZE, KeyRing, seal_blob
 from translators.wire.jsonrpc import JsonObject
 
+SealedCookie = tuple[str, str, str, int | None]  # name, value, path, expires (ms since the epoch)
 PREFIX: Final = "t1."
-MAX_HANDLE_BYTES: Final = 1024  # a bigger handle is left out: the task then cannot be adopted
+# a bigger handle is left out (the task then cannot be adopted); its cookies are left out first
+MAX_HANDLE_BYTES: Final = 2048
 MAX_TOKEN_LENGTH: Final = 200 + (MAX_HANDLE_BYTES + 2) // 3 * 4
 _AAD: Final = b"mrtr-bridge/taskId/v1|"
 # record(16) principal(16) expires_ms(Q) replica_len(B)
@@ -44,27 +47,33 @@ class UpstreamHandle:
     resume_event_id: str | None  # the first SSE event id of that request's stream, if any
     capabilities: JsonObject = field(default_factory=dict)  # the creating request's, for pushes
     created_at_ms: int = 0
+    # the session's cookies (name, value, path, expiry in ms or None): a load balancer's pin
+    cookies: tuple[SealedCookie, ...] = ()
 
     def encode(self) -> bytes:
-        return json.dumps(
-            [
-                self.session_id,
-                self.legacy_task_id,
-                self.version,
-                self.result_request_id,
-                self.resume_event_id,
-                self.capabilities,
-                self.created_at_ms,
-            ],
-            separators=(",", ":"),
-        ).encode()
+        fields: list[object] = [
+            self.session_id,
+            self.legacy_task_id,
+            self.version,
+            self.result_request_id,
+            self.resume_event_id,
+            self.capabilities,
+            self.created_at_ms,
+        ]
+        if self.cookies:  # an id sealed before cookies were carried has seven fields
+            fields.append([list(cookie) for cookie in self.cookies])
+        return json.dumps(fields, separators=(",", ":")).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> UpstreamHandle | None:
         try:
-            sid, legacy, version, request_id, event_id, caps, created = json.loads(raw)
+            fields = json.loads(raw)
         except (ValueError, TypeError):
             return None
+        if not isinstance(fields, list) or len(fields) not in (7, 8):
+            return None
+        sid, legacy, version, request_id, event_id, caps, created = fields[:7]
+        cookies = _cookies(fields[7]) if len(fields) == 8 else ()
         if not (
             isinstance(sid, str)
             and isinstance(legacy, str)
@@ -73,9 +82,32 @@ class UpstreamHandle:
             and (event_id is None or isinstance(event_id, str))
             and isinstance(caps, dict)
             and isinstance(created, int)
+            and cookies is not None
         ):
             return None
-        return cls(sid, legacy, version, request_id, event_id, caps, created)
+        return cls(sid, legacy, version, request_id, event_id, caps, created, cookies)
+
+    def sealable(self) -> UpstreamHandle:
+        """This handle, or without its cookies if they would make it too big to seal."""
+        if self.cookies and len(self.encode()) > MAX_HANDLE_BYTES:
+            return dataclasses.replace(self, cookies=())
+        return self
+
+
+def _cookies(raw: object) -> tuple[SealedCookie, ...] | None:
+    if not isinstance(raw, list):
+        return None
+    cookies: list[SealedCookie] = []
+    for cookie in raw:
+        if not (
+            isinstance(cookie, list)
+            and len(cookie) == 4
+            and all(isinstance(part, str) for part in cookie[:3])
+            and (cookie[3] is None or isinstance(cookie[3], int))
+        ):
+            return None
+        cookies.append((cookie[0], cookie[1], cookie[2], cookie[3]))
+    return tuple(cookies)
 
 
 @dataclass(frozen=True)
@@ -88,9 +120,9 @@ class TaskClaims:
 
 
 def seal_task_id(claims: TaskClaims, ring: KeyRing, nonce: bytes) -> str:
-    """The sealed id; a handle bigger than `MAX_HANDLE_BYTES` is left out."""
+    """The sealed id; a handle bigger than `MAX_HANDLE_BYTES` is left out, after its cookies."""
     replica = claims.replica_id.encode()
-    handle = b"" if claims.handle is None else claims.handle.encode()
+    handle = b"" if claims.handle is None else claims.handle.sealable().encode()
     plaintext = (
         _LAYOUT.pack(claims.record, claims.principal_digest, claims.expires_at_ms, len(replica))
         + replica

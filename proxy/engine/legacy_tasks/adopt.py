@@ -94,6 +94,7 @@ class TaskAdopter:
                 first_request_id=adopted_first_id(handle),
                 headers=headers,
                 on_unrelated=lease.on_unrelated,
+                cookies=handle.cookies,
             )
         except BridgeError as exc:  # a revision this bridge no longer speaks, say
             log.info("legacy_task_not_adopted", error=type(exc).__name__)

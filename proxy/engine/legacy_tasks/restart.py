@@ -57,6 +57,7 @@ class SurvivesRestart:
             resume_event_id=first_event,
             capabilities={k: v for k, v in self._caps.items() if k in _CAPABILITY_KEYS},
             created_at_ms=int(self.created_at * 1000),
+            cookies=tuple(session.cookies.sealable()),
         )
 
     @property

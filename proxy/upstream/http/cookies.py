@@ -8,66 +8,120 @@ principal's cookie on another's requests, and a sticky load balancer's cookie fr
 session on every older one), and each session keeps its own here.
 
 A session talks to one origin, so a cookie's domain always matches; its path is honoured, and a
-cookie is forgotten when the server expires it (`Max-Age` of 0 or less, an `Expires` in the past).
+cookie is forgotten when the server expires it (`Max-Age` of 0 or less, an `Expires` in the past)
+or once the lifetime it was given (`Max-Age` first, else `Expires`: RFC 6265 § 5.3) runs out.
 A hostile server cannot grow a session without bound: it keeps at most `MAX_COOKIES`, each at most
 `MAX_COOKIE_BYTES` of name and value (RFC 6265 § 6.1's minimums for a user agent); a new name past
 the cap is not kept, so the first cookies (a load balancer's pin) stay; nor is a name or value a
 `Cookie` header cannot carry.
+
+A legacy task's id carries its session's cookies, sealed (`sealable`, `restored`), so that a
+process adopting the task reaches the replica that holds the session (docs/tasks.md).
 """
 
 from __future__ import annotations
 
 import re
 import time
+from collections.abc import Iterable
 from email.utils import parsedate_to_datetime
 from http.cookies import Morsel
-from typing import Final
+from typing import Final, NamedTuple
 
 import aiohttp
+
+from translators.tasks_ext.task_ids import SealedCookie
 
 MAX_COOKIES: Final = 50
 MAX_COOKIE_BYTES: Final = 4096
 
 
+class _Cookie(NamedTuple):
+    value: str
+    path: str
+    expires: float | None  # seconds since the epoch; None: for the session's life
+
+
 class SessionCookies:
     """What one session's responses set, sent back with its later requests."""
 
-    __slots__ = ("_headers", "_values")
+    __slots__ = ("_headers", "_next_expiry", "_values")
 
     def __init__(self) -> None:
-        self._values: dict[str, tuple[str, str]] = {}  # name: (value, path)
+        self._values: dict[str, _Cookie] = {}
         self._headers: dict[str, str] = {}  # request path: its `Cookie` value
+        self._next_expiry: float | None = None  # the soonest a kept cookie runs out
 
     def update(self, resp: aiohttp.ClientResponse) -> None:
         """Keep what `resp` set (call only when it has a `Set-Cookie` header)."""
+        now = time.time()
         for name, morsel in resp.cookies.items():
-            if _expired(morsel):
+            expires = _expiry(morsel, now)
+            if expires is not None and expires <= now:
                 self._values.pop(name, None)
             elif not _sendable(name, morsel.value):
                 continue  # a header could not carry it (RFC 6265 § 4.1.1), or a crafted one
-            elif len(name) + len(morsel.value) > MAX_COOKIE_BYTES or (
-                name not in self._values and len(self._values) >= MAX_COOKIES
-            ):
-                continue
             else:  # no path: the directory of the path it came from (RFC 6265 § 5.1.4)
                 path = morsel["path"] or resp.url.path.rsplit("/", 1)[0] or "/"
-                self._values[name] = (morsel.value, path)
+                self._keep(name, _Cookie(morsel.value, path, expires))
+        self._changed()
+
+    def _keep(self, name: str, cookie: _Cookie) -> None:
+        if len(name) + len(cookie.value) <= MAX_COOKIE_BYTES and (
+            name in self._values or len(self._values) < MAX_COOKIES
+        ):
+            self._values[name] = cookie
+
+    def _changed(self) -> None:
         self._headers.clear()
+        expiries = [c.expires for c in self._values.values() if c.expires is not None]
+        self._next_expiry = min(expiries, default=None)
 
     def add_to(self, headers: dict[str, str], path: str) -> None:
         """Send the session's cookies for `path` with a request (after a configured `Cookie`)."""
         if not self._values:
             return
+        if self._next_expiry is not None and self._next_expiry <= time.time():
+            self._drop_expired()
         header = self._headers.get(path)
         if header is None:
             header = self._headers[path] = "; ".join(
-                f"{name}={value}"
-                for name, (value, cookie_path) in self._values.items()
-                if _path_matches(path, cookie_path)
+                f"{name}={cookie.value}"
+                for name, cookie in self._values.items()
+                if _path_matches(path, cookie.path)
             )
         if header:
             configured = headers.get("Cookie")
             headers["Cookie"] = f"{configured}; {header}" if configured else header
+
+    def _drop_expired(self) -> None:
+        now = time.time()
+        self._values = {
+            name: cookie
+            for name, cookie in self._values.items()
+            if cookie.expires is None or cookie.expires > now
+        }
+        self._changed()
+
+    def sealable(self) -> list[SealedCookie]:
+        """The cookies kept now, as a legacy task's id carries them."""
+        self._drop_expired()
+        return [
+            (name, c.value, c.path, None if c.expires is None else int(c.expires * 1000))
+            for name, c in self._values.items()
+        ]
+
+    @classmethod
+    def restored(cls, sealed: Iterable[SealedCookie]) -> SessionCookies:
+        """The cookies an adopted session starts with: what `sealable` gave the process that
+        opened it, under the same limits."""
+        cookies = cls()
+        for name, value, path, expires_ms in sealed:
+            if _sendable(name, value):
+                expires = None if expires_ms is None else expires_ms / 1000
+                cookies._keep(name, _Cookie(value, path, expires))
+        cookies._drop_expired()
+        return cookies
 
 
 # RFC 6265 § 4.1.1: a name is an RFC 7230 token; a value is cookie-octets (visible ASCII without
@@ -80,20 +134,25 @@ def _sendable(name: str, value: str) -> bool:
     return _NAME.fullmatch(name) is not None and _VALUE.fullmatch(value) is not None
 
 
-def _expired(morsel: Morsel[str]) -> bool:
+def _expiry(morsel: Morsel[str], now: float) -> float | None:
+    """When the cookie runs out (seconds since the epoch), None for the session's life: `Max-Age`
+    wins over `Expires`, a malformed one is ignored (RFC 6265 § 5.2.1, § 5.2.2, § 5.3)."""
     max_age = morsel["max-age"]
     if max_age:
         try:
-            return int(max_age) <= 0
+            return now + min(int(max_age), _MAX_AGE_S)
         except ValueError:
-            return False
+            pass
     expires = morsel["expires"]
     if not expires:
-        return False
+        return None
     try:
-        return parsedate_to_datetime(expires).timestamp() <= time.time()
+        return parsedate_to_datetime(expires).timestamp()
     except (TypeError, ValueError, OverflowError):
-        return False
+        return None
+
+
+_MAX_AGE_S: Final = 400 * 86400  # longer is cut to 400 days (RFC 6265bis § 5.5)
 
 
 def _path_matches(request_path: str, cookie_path: str) -> bool:

@@ -25,6 +25,7 @@ from proxy.upstream.base import InboundHandler, Negotiated, SendsMessages, share
 from proxy.upstream.errors import map_upstream_errors
 from proxy.upstream.http.call import HttpUpstreamCall
 from proxy.upstream.http.channel import HttpChannel, SessionExpired
+from proxy.upstream.http.cookies import SessionCookies
 from proxy.upstream.http.reinitialize import Reinitializes, SessionState
 from proxy.upstream.http.replies import MAX_RESUME_ATTEMPTS, CallStreams
 from proxy.upstream.http.streams import GetStream, GetStreamState, StreamRouter
@@ -73,8 +74,11 @@ class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages)
         headers: Mapping[str, str],
         on_unrelated: InboundHandler,
         settings: UpstreamSettings,
+        cookies: SessionCookies | None = None,
     ) -> None:
-        self._channel = HttpChannel(client, url, headers=headers, settings=settings)
+        self._channel = HttpChannel(
+            client, url, headers=headers, settings=settings, cookies=cookies
+        )
         self.upstream = self._channel.upstream
         self._capabilities = dict(capabilities)
         self._on_unrelated = on_unrelated
@@ -131,15 +135,24 @@ class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages)
         headers: Mapping[str, str],
         on_unrelated: InboundHandler,
         settings: UpstreamSettings,
+        cookies: SessionCookies | None = None,
     ) -> HttpUpstreamSession:
         """Take over a session another bridge process initialized (a legacy task it created,
         docs/tasks.md § What survives what): no `initialize`, no GET stream. `init_result` is what
         the server answers to `initialize` now, with the revision the session negotiated; request
-        ids start at `first_request_id`, clear of the ones the old process used."""
+        ids start at `first_request_id`, clear of the ones the old process used; `cookies` are
+        the ones the old process's session kept (a load balancer's pin to the replica that holds
+        the session)."""
         if not _is_valid_session_id(session_id):
             raise UpstreamProtocolError("the adopted Mcp-Session-Id is not visible ASCII")
         session = cls(
-            client, url, capabilities, headers=headers, on_unrelated=on_unrelated, settings=settings
+            client,
+            url,
+            capabilities,
+            headers=headers,
+            on_unrelated=on_unrelated,
+            settings=settings,
+            cookies=cookies,
         )
         session._channel.begin_generation()
         session._channel.session_id = session_id
@@ -157,6 +170,11 @@ class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages)
     def session_id(self) -> str | None:
         """The upstream `Mcp-Session-Id` (sealed into a legacy task's id; never shown)."""
         return self._channel.session_id
+
+    @property
+    def cookies(self) -> SessionCookies:
+        """What the session's responses set (sealed into a legacy task's id; never shown)."""
+        return self._channel.cookies
 
     @property
     def url(self) -> str:

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,27 +26,10 @@ from translators.wire.jsonrpc import JsonObject
 
 from ..harness import PeerProcess, Peers, free_port
 from ..raw_http import ModernPoster
+from .sticky_haproxy import start_sticky_haproxy
 
 T = 60.0  # bound on each test body, seconds
 CALLS = 3
-
-HAPROXY_CFG = """\
-global
-    maxconn 256
-defaults
-    mode http
-    timeout connect 5s
-    timeout client 60s
-    timeout server 60s
-frontend mcp
-    bind 127.0.0.1:{listen}
-    default_backend replicas
-backend replicas
-    balance roundrobin
-    cookie SRV insert indirect nocache
-    server a 127.0.0.1:{a} cookie a
-    server b 127.0.0.1:{b} cookie b
-"""
 
 
 class Replicas:
@@ -65,13 +47,9 @@ class Replicas:
                 )
                 for name, path in self.journals.items()
             }
-            config = directory / "haproxy.cfg"
             self.port = free_port()
-            config.write_text(
-                HAPROXY_CFG.format(listen=self.port, a=servers["a"].port, b=servers["b"].port)
-            )
-            haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
-            self.peers.start("haproxy", [haproxy, "-db", "-f", str(config)], self.port)
+            ports = {name: server.port for name, server in servers.items()}
+            start_sticky_haproxy(self.peers, directory / "haproxy.cfg", self.port, ports)
         except BaseException:
             self.peers.close()
             raise

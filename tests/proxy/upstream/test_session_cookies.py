@@ -9,9 +9,11 @@ from http.cookies import SimpleCookie
 from typing import cast
 
 import aiohttp
+import pytest
 from aiohttp._cookie_helpers import parse_set_cookie_headers
 from yarl import URL
 
+from proxy.upstream.http import cookies as cookies_module
 from proxy.upstream.http.cookies import MAX_COOKIE_BYTES, MAX_COOKIES, SessionCookies
 
 
@@ -108,3 +110,53 @@ def test_malformed_or_unsendable_cookies_are_not_kept() -> None:
         )
     )
     assert cookie_for(cookies, "/mcp") == "age=1; exp=1; far=1; ok=v1"
+
+
+def test_a_cookie_runs_out_when_its_lifetime_does(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Max-Age` counts from when it was set and wins over `Expires` (RFC 6265 § 5.3); past its
+    lifetime a cookie is no longer sent, without the server having to expire it."""
+    now = [1_800_000_000.0]
+    monkeypatch.setattr(cookies_module.time, "time", lambda: now[0])
+    cookies = SessionCookies()
+    later = "Thu, 01 Jan 2037 00:00:00 GMT"
+    cookies.update(
+        reply("http://h/mcp", "short=1; Max-Age=60", f"long=2; Max-Age=600; Expires={later}")
+    )
+    cookies.update(
+        reply("http://h/mcp", "keep=3", "dated=4; Expires=Mon, 15 Feb 2027 08:00:00 GMT")
+    )
+    assert cookie_for(cookies, "/mcp") == "short=1; long=2; keep=3; dated=4"
+    now[0] += 61
+    assert cookie_for(cookies, "/mcp") == "long=2; keep=3; dated=4"
+    now[0] += 600
+    assert cookie_for(cookies, "/mcp") == "keep=3; dated=4"
+    now[0] += 31 * 86400
+    assert cookie_for(cookies, "/mcp") == "keep=3"
+
+
+def test_an_adopted_session_starts_with_the_cookies_its_task_id_carried(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """`sealable` gives what is kept now (expired cookies left out), with paths and expiries;
+    `restored` gives them back under the same checks, so a tampered-with list cannot smuggle a
+    header break or an unbounded number of cookies."""
+    now = [1_800_000_000.0]
+    monkeypatch.setattr(cookies_module.time, "time", lambda: now[0])
+    cookies = SessionCookies()
+    cookies.update(
+        reply("http://h/mcp", "SRV=a; Path=/", "lb=1; Max-Age=3600", "gone=1; Max-Age=5")
+    )
+    now[0] += 10
+    sealed = cookies.sealable()
+    assert sealed == [("SRV", "a", "/", None), ("lb", "1", "/", 1_800_003_600_000)]
+    again = SessionCookies.restored(sealed)
+    assert cookie_for(again, "/mcp") == "SRV=a; lb=1"
+    now[0] += 3600
+    assert cookie_for(again, "/mcp") == "SRV=a" and again.sealable() == [("SRV", "a", "/", None)]
+    hostile = [("bad", "a\r\nX: y", "/", None), ("sp ace", "v", "/", None)]
+    hostile += [(f"c{index}", "v", "/", None) for index in range(MAX_COOKIES * 2)]
+    restored = SessionCookies.restored(hostile)
+    assert len(restored.sealable()) == MAX_COOKIES
+    assert cookie_for(restored, "/mcp", Cookie="team=x") == "team=x; " + "; ".join(
+        f"c{index}=v" for index in range(MAX_COOKIES)
+    )

@@ -3,6 +3,8 @@ task by status, and sealed task ids (docs/tasks.md)."""
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 
 import pytest
@@ -158,9 +160,43 @@ def test_a_handle_too_big_to_seal_is_left_out() -> None:
     assert opened is not None and opened.handle is None and len(token) < 200
 
 
+def test_a_handle_carries_its_sessions_cookies_sealed() -> None:
+    """A load balancer's pin goes with the handle, unreadable in the id; an id sealed before
+    handles carried cookies (seven fields) still opens, with none."""
+    pinned = dataclasses.replace(
+        HANDLE, cookies=(("SRV", "replica-b", "/", None), ("AWSALB", "x" * 120, "/", 2**41))
+    )
+    token = seal_task_id(TaskClaims(b"\0" * 16, b"p" * 16, 2**40, "r0", pinned), RING, b"n" * 12)
+    opened = open_task_id(token, RING)
+    assert opened is not None and opened.handle == pinned
+    assert "replica-b" not in token and len(token) <= MAX_TOKEN_LENGTH
+    assert len(json.loads(HANDLE.encode())) == 7  # without cookies: what older processes read
+    assert UpstreamHandle.decode(HANDLE.encode()) == HANDLE
+
+
+def test_cookies_too_big_to_seal_are_left_out_before_the_handle() -> None:
+    """Cookies that would push the handle past `MAX_HANDLE_BYTES` are dropped, and the task can
+    still be adopted where the balancer does not pin by cookie."""
+    big = dataclasses.replace(HANDLE, cookies=(("app", "v" * MAX_HANDLE_BYTES, "/", None),))
+    token = seal_task_id(TaskClaims(b"\0" * 16, b"p" * 16, 2**40, "r0", big), RING, b"n" * 12)
+    opened = open_task_id(token, RING)
+    assert opened is not None and opened.handle == HANDLE
+
+
 @pytest.mark.parametrize(
     "raw",
-    [b"[", b"{}", b'["s","t","v","1",null,{},0]', b'["s","t","v",1,null,[],0]', b'["s"]'],
+    [
+        b"[",
+        b"{}",
+        b'["s","t","v","1",null,{},0]',
+        b'["s","t","v",1,null,[],0]',
+        b'["s"]',
+        b'["s","t","v",1,null,{},0,{}]',
+        b'["s","t","v",1,null,{},0,[["n","v","/"]]]',
+        b'["s","t","v",1,null,{},0,[["n","v","/","soon"]]]',
+        b'["s","t","v",1,null,{},0,[["n",1,"/",null]]]',
+        b'["s","t","v",1,null,{},0,[],9]',
+    ],
 )
 def test_a_malformed_handle_is_refused_whole(raw: bytes) -> None:
     assert UpstreamHandle.decode(raw) is None
