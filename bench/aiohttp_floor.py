@@ -2,10 +2,11 @@
 """Calibration for the held-call memory figure: what aiohttp alone costs for the connections a held
 call keeps open, with no bridge.
 
-A held call keeps two upstream HTTP responses open and being read (the call's POST stream and the
-session's GET stream, aiohttp client) and the modern client's idle keep-alive connection (aiohttp
-server). This starts a bare aiohttp SSE server (one event, then silence, like a held call's
-streams), and measures in child processes, by VmRSS after minus before:
+A held call keeps its POST stream open and being read (aiohttp client; on a session of its own,
+`upstream.share_attributed_calls = false`, the session's GET stream too) and the modern client's
+idle keep-alive connection (aiohttp server). This starts a bare aiohttp SSE server (one event,
+then silence, like a held call's streams), and measures in child processes, by VmRSS after minus
+before:
 
 - client: per open SSE response read by a task (`async for line in resp.content`), half GET and
   half POST, with the headers a legacy session sends;

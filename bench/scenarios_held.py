@@ -125,20 +125,22 @@ async def held_figures(procs: Processes) -> list[Figure]:
 
 
 def _floor_figure(floor: dict[str, float]) -> Figure:
-    """aiohttp alone for a held call's three open connections (bench/aiohttp_floor.py)."""
+    """aiohttp alone for a held call's open connections (bench/aiohttp_floor.py): its POST stream
+    and the client's idle keep-alive connection; a held call on a session of its own also holds
+    that session's GET stream."""
     stream, idle = floor["client_kb_per_stream"], floor["server_kb_per_idle_connection"]
-    total = 2 * stream + idle
     return Figure(
         "held_call_memory_aiohttp_floor",
         "calibration: aiohttp alone for a held call's connections, no bridge",
         "KB",
-        total,
+        stream + idle,
         None,
         "",
         None,
         extra=floor,
-        detail=f"2 open SSE client responses x {stream:.1f} KB + 1 idle keep-alive server "
-        f"connection {idle:.1f} KB (bench/aiohttp_floor.py)",
+        detail=f"1 open SSE client response (the call's POST stream) {stream:.1f} KB + 1 idle "
+        f"keep-alive server connection {idle:.1f} KB (bench/aiohttp_floor.py); with a session "
+        f"per held call (its GET stream too) {2 * stream + idle:.1f} KB",
     )
 
 
