@@ -115,4 +115,6 @@ async def test_a_task_adopted_after_a_restart_reaches_its_replica(replicas: Repl
     assert done["status"] == "completed", done
     assert (done["taskId"], done["createdAt"]) == (created["taskId"], created["createdAt"])
     assert report_text(done).startswith("# Research Report: tides\n")
+    logs = first.log_text(limit=10_000_000) + second.log_text(limit=10_000_000)
     assert "legacy_task_adopted" in second.log_text(limit=10_000_000)
+    assert "SRV=" not in logs  # the balancer's cookie is never logged
