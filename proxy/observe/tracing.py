@@ -1,6 +1,7 @@
 """OpenTelemetry tracing, optional (`pip install mrtr-bridge[otel]`; docs/operations.md § Tracing).
 
-Off unless the OpenTelemetry SDK is installed; then configured by the standard `OTEL_*` variables
+Off unless the OpenTelemetry SDK is installed, and, when no `OTEL_*` variable asks for traces,
+the OTLP exporter too (the `otel` extra); then configured by the standard `OTEL_*` variables
 (`OTEL_TRACES_EXPORTER`: `otlp` by default, `console`, `none`; `OTEL_EXPORTER_OTLP_*`,
 `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`, `OTEL_PROPAGATORS`,
 `OTEL_BSP_*`; `OTEL_SDK_DISABLED=true` turns it off). Nothing of OpenTelemetry is imported while it
@@ -56,6 +57,10 @@ def configure(env: Mapping[str, str] | None = None) -> bool:
     names = [n.strip().lower() for n in env.get("OTEL_TRACES_EXPORTER", "otlp").split(",")]
     if names == ["none"] or not _sdk_installed():
         return False
+    if not any(name in env for name in _ASKED_FOR) and not _installed(_OTLP_HTTP):
+        # the SDK alone (another package's dependency, or the test extras): nobody asked for
+        # traces, and the default exporter is not there to send them
+        return False
     from proxy.observe.tracing_setup import provider_from_env
 
     provider = provider_from_env(env, [name for name in names if name and name != "none"])
@@ -66,10 +71,25 @@ def configure(env: Mapping[str, str] | None = None) -> bool:
     return True
 
 
+# variables that ask for traces: with one set, a missing exporter is worth a warning
+_ASKED_FOR: Final = (
+    "OTEL_TRACES_EXPORTER",
+    "OTEL_EXPORTER_OTLP_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+    "OTEL_EXPORTER_OTLP_PROTOCOL",
+    "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+)
+_OTLP_HTTP: Final = "opentelemetry.exporter.otlp.proto.http"
+
+
 def _sdk_installed() -> bool:
+    return _installed("opentelemetry.sdk")
+
+
+def _installed(module: str) -> bool:
     try:
-        return importlib.util.find_spec("opentelemetry.sdk") is not None
-    except ModuleNotFoundError:  # not even `opentelemetry` (the API) is installed
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # a parent package is not installed (not even the API)
         return False
 
 

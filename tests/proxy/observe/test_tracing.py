@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 
 import aiohttp
 import pytest
+import structlog.testing
 from integration import recording_proxy as recording
 from integration.harness import free_port
 from integration.raw_http import ModernPoster
@@ -210,6 +211,28 @@ def test_configured_by_the_standard_variables() -> None:
         assert not tracing.active()
         assert tracing.configure({"OTEL_TRACES_EXPORTER": "console"}) is True
         assert tracing.active()
+    finally:
+        tracing.use(None)
+
+
+def test_the_sdk_alone_does_not_trace_until_asked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The SDK without the OTLP exporter (the test extras, or another package's dependency) turns
+    nothing on and says nothing: no `OTEL_*` variable asked for traces, and the default exporter
+    is not there. A variable that asks for OTLP without the exporter gets the warning and its
+    hint; one that names another exporter traces."""
+    monkeypatch.setattr(tracing, "_OTLP_HTTP", "opentelemetry.sdk.no_such_exporter")
+    monkeypatch.setitem(sys.modules, "opentelemetry.exporter.otlp.proto.http.trace_exporter", None)
+    try:
+        with structlog.testing.capture_logs() as quiet:
+            assert tracing.configure({}) is False
+        assert quiet == [] and not tracing.active()
+        with structlog.testing.capture_logs() as asked:
+            assert (
+                tracing.configure({"OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}) is False
+            )
+        assert [entry["event"] for entry in asked] == ["tracing_exporter_missing"]
+        assert "mrtr-bridge[otel]" in asked[0]["hint"] and not tracing.active()
+        assert tracing.configure({"OTEL_TRACES_EXPORTER": "console"}) is True
     finally:
         tracing.use(None)
 
