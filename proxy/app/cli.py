@@ -25,7 +25,7 @@ import structlog
 from config import ConfigError, Settings, env_name, load_settings
 from proxy.app import event_loop
 from proxy.app.cli_args import FLAG_SETTINGS, build_parser, overrides_from
-from proxy.app.cli_hints import example_config, fail, loopback_only_warning
+from proxy.app.cli_hints import example_config, fail, loopback_only_warning, unrecognized
 from proxy.app.event_loop import EventLoopUnavailable, running_loop_name
 from proxy.common.stopping import BridgeStop
 from proxy.observe.logs import configure_logging
@@ -290,7 +290,9 @@ def main(
     """Entry point of `mrtr-bridge` and `python -m proxy` (after `proxy.__main__` started `early`,
     the legacy process of a `stdio` command line); returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:
+        fail(unrecognized(args.command, extra, getattr(args, "upstream_command", None)))
     if args.command == "keygen":
         return _keygen(args, out or sys.stdout)
     if args.command == "config":

@@ -5,6 +5,7 @@ shipped with the package (`mrtr-bridge config example`)."""
 from __future__ import annotations
 
 import ipaddress
+import shlex
 import sys
 from importlib.resources import files
 from typing import Final, NoReturn, TextIO
@@ -24,6 +25,30 @@ def fail(message: str, status: int = EXIT_USAGE, err: TextIO | None = None) -> N
     stream.write(f"{PROG}: error: {' '.join(message.split())}\n")
     stream.flush()
     raise SystemExit(status)
+
+
+_UPSTREAM_COMMANDS: Final = frozenset({"serve", "stdio", "check"})
+
+
+def unrecognized(command: str | None, extra: list[str], upstream_command: str | None) -> str:
+    """What the command line cannot place, and where an upstream given without its flag goes
+    (`mrtr-bridge check http://...`, `mrtr-bridge stdio node server.js`), or the rest of an
+    unquoted `--upstream-command node server.js`."""
+    message = f"unrecognized arguments: {shlex.join(extra)}"
+    if command not in _UPSTREAM_COMMANDS:
+        return message
+    url = next((word for word in extra if word.startswith(("http://", "https://"))), None)
+    if url is not None:
+        return f"{message}; the upstream's URL goes in --upstream {shlex.quote(url)}"
+    if extra[0].startswith("-"):
+        return message
+    if upstream_command is not None:  # what followed its first word, flags included
+        whole = shlex.quote(f"{upstream_command} {shlex.join(extra)}")
+        return f"{message}; quote the whole command line: --upstream-command {whole}"
+    if any(word.startswith("-") for word in extra):
+        return message
+    whole = shlex.quote(shlex.join(extra))
+    return f"{message}; a stdio server's command line goes in --upstream-command {whole}"
 
 
 def example_config() -> str:

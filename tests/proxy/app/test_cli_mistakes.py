@@ -70,6 +70,39 @@ def test_upstream_without_http_scheme_is_refused_at_start(url: str) -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        (
+            ["check", "http://127.0.0.1:9/mcp"],
+            "unrecognized arguments: http://127.0.0.1:9/mcp; the upstream's URL goes in "
+            "--upstream http://127.0.0.1:9/mcp",
+        ),
+        (
+            ["stdio", "node", "server.js"],
+            "unrecognized arguments: node server.js; a stdio server's command line goes in "
+            "--upstream-command 'node server.js'",
+        ),
+        (
+            ["stdio", "--upstream-command", "python3", "server.py", "--port", "3"],
+            "unrecognized arguments: server.py --port 3; quote the whole command line: "
+            "--upstream-command 'python3 server.py --port 3'",
+        ),
+        (
+            ["serve", "--upstream", "http://127.0.0.1:9/mcp", "--bogus", "1"],
+            "unrecognized arguments: --bogus 1",
+        ),
+        (["keygen", "k1"], "unrecognized arguments: k1"),
+    ],
+)
+def test_an_argument_without_its_flag_says_where_it_goes(args: list[str], hint: str) -> None:
+    """An upstream given bare (`check URL`, `stdio node server.js`) or a command line left
+    unquoted is one line saying which flag takes it; other strays are named alone."""
+    done = bridge(*args)
+    assert done.returncode == 2
+    assert one_line(done) == f"mrtr-bridge: error: {hint}"
+
+
 def test_config_file_error_names_setting_file_value_and_choices(tmp_path: Path) -> None:
     path = tmp_path / "bridge.toml"
     path.write_text('[upstream]\nurl = "http://127.0.0.1:9/mcp"\ntransport = "grpc"\n')
