@@ -13,7 +13,8 @@ or once the lifetime it was given (`Max-Age` first, else `Expires`: RFC 6265 § 
 A hostile server cannot grow a session without bound: it keeps at most `MAX_COOKIES`, each at most
 `MAX_COOKIE_BYTES` of name and value (RFC 6265 § 6.1's minimums for a user agent); a new name past
 the cap is not kept, so the first cookies (a load balancer's pin) stay; nor is a name or value a
-`Cookie` header cannot carry.
+`Cookie` header cannot carry, nor a `Secure` cookie set over plain http (as aiohttp's and httpx's
+jars, which the `mcp` SDKs use, never send one there).
 
 A legacy task's id carries its session's cookies, sealed (`sealable`, `restored`), so that a
 process adopting the task reaches the replica that holds the session (docs/tasks.md).
@@ -61,6 +62,8 @@ class SessionCookies:
                 self._values.pop(name, None)
             elif not _sendable(name, morsel.value):
                 continue  # a header could not carry it (RFC 6265 § 4.1.1), or a crafted one
+            elif morsel["secure"] and resp.url.scheme != "https":
+                continue  # `Secure` from a plain http origin is ignored (RFC 6265bis § 5.7)
             else:  # no path: the directory of the path it came from (RFC 6265 § 5.1.4)
                 path = morsel["path"] or resp.url.path.rsplit("/", 1)[0] or "/"
                 self._keep(name, _Cookie(morsel.value, path, expires))

@@ -160,3 +160,17 @@ def test_an_adopted_session_starts_with_the_cookies_its_task_id_carried(
     assert cookie_for(restored, "/mcp", Cookie="team=x") == "team=x; " + "; ".join(
         f"c{index}=v" for index in range(MAX_COOKIES)
     )
+
+
+async def test_a_secure_cookie_is_kept_only_from_an_https_upstream() -> None:
+    """A client used directly never sends a `Secure` cookie over plain http (aiohttp's jar, which
+    the check below runs, and httpx's alike), so a session with an http upstream does not keep
+    one; over https it is sent like any other."""
+    for url, sent in (("http://h.test/mcp", "lb=1"), ("https://h.test/mcp", "SRV=a; lb=1")):
+        cookies = SessionCookies()
+        cookies.update(reply(url, "SRV=a; Secure", "lb=1"))
+        assert cookie_for(cookies, "/mcp") == sent
+        jar = aiohttp.CookieJar()
+        jar.update_cookies(reply(url, "SRV=a; Secure", "lb=1").cookies, URL(url))
+        direct = jar.filter_cookies(URL(url))
+        assert "; ".join(f"{name}={m.value}" for name, m in direct.items()) == sent
