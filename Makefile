@@ -5,7 +5,8 @@
 #   make run          legacy demo server on 127.0.0.1:8931 behind the bridge on 127.0.0.1:8080
 #   make test-lb      the bridge's and a legacy server's replicas behind a real HAProxy
 #                     (and the deploy files checked by their tools, promtool for the alert
-#                     rules, the status page in headless Chromium)
+#                     rules, the status page in headless Chromium, the upstream behind
+#                     tinyproxy)
 #   make conformance  the official MCP conformance suite through the bridge (docs/conformance*.md)
 #   make bench        benchmarks (bench/run.py -> bench/results/)
 #   make lint         ruff + mypy only
@@ -211,11 +212,11 @@ test:
 	$(MAKE) --no-print-directory pytest; \
 	echo "==> make test: pytest took $$((SECONDS - began)) s"
 
-# Needs haproxy, docker-compose, promtool and chromium on the PATH (Debian: apt-get install
-# haproxy docker-compose prometheus chromium; .ci/run installs them when missing).
+# Needs haproxy, docker-compose, promtool, chromium and tinyproxy on the PATH (Debian: apt-get
+# install haproxy docker-compose prometheus chromium tinyproxy; .ci/run installs them when missing).
 test-lb: venv
-	@for tool in haproxy docker-compose promtool chromium; do command -v $$tool >/dev/null || \
-		{ echo "make test-lb needs $$tool (apt-get install -y haproxy docker-compose prometheus chromium)" >&2; exit 1; }; done
+	@for tool in haproxy docker-compose promtool chromium tinyproxy; do command -v $$tool >/dev/null || \
+		{ echo "make test-lb needs $$tool (apt-get install -y haproxy docker-compose prometheus chromium tinyproxy)" >&2; exit 1; }; done
 	$(BIN)/pytest -q tests/integration/lb
 
 # A literal backslash for the banner (a backslash before a newline would join the lines).

@@ -154,6 +154,11 @@ class UpstreamSettings(Frozen):
         " (`mrtr-bridge stdio`: only after its first answer)",
     )
     connect_timeout_s: float = Field(5.0, gt=0, description="TCP connect timeout to the upstream")
+    proxy: str = Field(
+        "env",
+        description="forward proxy to the upstream: env (https_proxy, http_proxy, all_proxy and "
+        "no_proxy, as curl and httpx read them), none, or an http:// or https:// proxy URL",
+    )
     init_timeout_s: float = Field(10.0, gt=0, description="longest an upstream initialize may take")
     authorization: SecretStr | None = Field(
         None, description="static Authorization header sent upstream instead of the client's"
@@ -252,6 +257,19 @@ class UpstreamSettings(Frozen):
         if value is not None and _HEADER_VALUE.fullmatch(value.get_secret_value()) is None:
             raise ValueError(
                 "authorization must be one line of visible ASCII (an HTTP header value)"
+            )
+        return value
+
+    @field_validator("proxy")
+    @classmethod
+    def _proxy(cls, value: str) -> str:
+        if value in ("env", "none"):
+            return value
+        parts = urlsplit(value)
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+            raise ValueError(
+                "allowed: env, none, or an http:// or https:// proxy URL, e.g. "
+                "http://proxy.internal:3128"
             )
         return value
 

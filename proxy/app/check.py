@@ -22,6 +22,7 @@ from proxy.upstream.base import Inbound, PooledSession, TransportInfo
 from proxy.upstream.era_probe import modern_post, probe_stdio
 from proxy.upstream.errors import safe_url
 from proxy.upstream.http.channel import UpstreamRefused
+from proxy.upstream.http.outbound import upstream_client
 from proxy.upstream.http.wire import client_info
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.stdio.process import check_command
@@ -184,7 +185,7 @@ async def _check_http(settings: UpstreamSettings) -> Observed:
     assert settings.url is not None
     seen = Observed(upstream=safe_url(settings.url))
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_s)
-    async with aiohttp.ClientSession(timeout=timeout) as client:
+    async with upstream_client(settings, timeout=timeout) as client:
         try:
             status, jsonrpc = await _discover_http(client, settings, seen)
         except UpstreamUnavailable as exc:

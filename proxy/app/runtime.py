@@ -30,6 +30,7 @@ from proxy.upstream.base import (
     SessionOpener,
     TransportInfo,
 )
+from proxy.upstream.http.outbound import log_upstream_proxy, upstream_client
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.stdio.children import ChildProcesses
@@ -50,7 +51,9 @@ def _client(settings: Settings) -> aiohttp.ClientSession:
     # dropped before common server keep-alive timeouts (uvicorn and Node close after 5 s), so a
     # request never goes out on a connection the server is closing. Cookies are kept per upstream
     # session, not in one jar for every principal (proxy/upstream/http/cookies.py).
-    return aiohttp.ClientSession(
+    log_upstream_proxy(settings.upstream)
+    return upstream_client(
+        settings.upstream,
         connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=UPSTREAM_KEEPALIVE_S),
         cookie_jar=aiohttp.DummyCookieJar(),
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=settings.upstream.connect_timeout_s),

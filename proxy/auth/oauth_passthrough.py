@@ -18,7 +18,7 @@ and no metadata is served. See docs/security.md and docs/operations.md.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final
 
 import aiohttp
@@ -87,9 +87,13 @@ class MetadataRelay:
     """Serves the bridge's Protected Resource Metadata, fetched from the upstream on each
     request."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(
+        self, settings: Settings, open_client: Callable[..., aiohttp.ClientSession]
+    ) -> None:
+        """`open_client(**options)`: an aiohttp client to the upstream (through its proxy)."""
         self._urls = public_urls_of(settings)
         self._front_path = settings.front.path
+        self._open_client = open_client
         upstream = settings.upstream
         self._timeout = aiohttp.ClientTimeout(
             total=upstream.init_timeout_s, sock_connect=upstream.connect_timeout_s
@@ -107,7 +111,7 @@ class MetadataRelay:
         return web.Response(status=204, headers=_PREFLIGHT_HEADERS)
 
     async def _client_context(self, app: web.Application) -> AsyncIterator[None]:
-        async with aiohttp.ClientSession(timeout=self._timeout) as client:
+        async with self._open_client(timeout=self._timeout) as client:
             self._client = client
             yield
             self._client = None

@@ -36,6 +36,7 @@ from proxy.auth.oauth_passthrough import passes_challenges, public_urls_of, upst
 from proxy.common.faults import reported_error
 from proxy.upstream.errors import map_upstream_errors, safe_url
 from proxy.upstream.http.cookies import SessionCookies
+from proxy.upstream.http.outbound import upstream_client
 from translators.auth.oauth import challenge_reply
 from translators.wire import fast_json
 from translators.wire.errors import BRIDGE_MARKER, INVALID_REQUEST, BridgeError, UpstreamFault
@@ -154,7 +155,8 @@ class HttpRelay:
                 total=None, sock_connect=self._upstream.connect_timeout_s
             )
             # no jar shared by every client: a relayed session keeps its own (`SessionCookies`)
-            self._client = aiohttp.ClientSession(
+            self._client = upstream_client(
+                self._upstream,
                 connector=aiohttp.TCPConnector(limit=0),
                 timeout=timeout,
                 auto_decompress=False,

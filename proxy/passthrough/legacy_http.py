@@ -16,6 +16,7 @@ import aiohttp
 import structlog
 
 from config.settings import UpstreamSettings
+from proxy.upstream.http.outbound import upstream_client
 from translators.protocol.eras import INITIALIZED
 from translators.wire.errors import UpstreamLimitExceeded
 from translators.wire.jsonrpc import JsonObject, to_error_response
@@ -156,7 +157,7 @@ async def relay_to_http(
     modern stdio front cuts them (`LineSplitter`: linear, at most `max_line_bytes` buffered); a
     longer one never reaches the upstream, and the client gets the same -32600 for it."""
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_s)
-    async with aiohttp.ClientSession(timeout=timeout) as client:
+    async with upstream_client(settings, timeout=timeout) as client:
         session = _HttpSession(client, settings, writer)
         log.info("legacy_stdio_session_relayed", upstream="http")
         splitter = LineSplitter(max_line_bytes)

@@ -25,6 +25,7 @@ import structlog
 from config.settings import UpstreamSettings
 from proxy.upstream.era_probe import MAX_PROBE_BYTES, probe_http, probe_reply
 from proxy.upstream.errors import safe_url
+from proxy.upstream.http.outbound import upstream_client
 from proxy.upstream.http.wire import client_info
 from translators.protocol.era_detection import DUAL, LEGACY, MODERN, Era, era_of
 from translators.protocol.eras import INITIALIZE
@@ -167,7 +168,7 @@ class UpstreamEra:
             timeout = aiohttp.ClientTimeout(
                 total=None, sock_connect=self._settings.connect_timeout_s
             )
-            self._client = aiohttp.ClientSession(timeout=timeout)
+            self._client = upstream_client(self._settings, timeout=timeout)
         return self._client
 
     async def _tick(self) -> None:

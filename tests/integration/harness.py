@@ -228,8 +228,11 @@ def _env_value(value: Any) -> str:
     return str(value)
 
 
-async def run_legacy_script(script: str, *args: str) -> dict[str, Any]:
-    """Run `tests/peers/<script>` with `.venv-legacy` to the end; the JSON of its last line."""
+async def run_legacy_script(
+    script: str, *args: str, env: Mapping[str, str] | None = None
+) -> dict[str, Any]:
+    """Run `tests/peers/<script>` with `.venv-legacy` to the end (`env` added to this process's
+    environment); the JSON of its last line."""
     process = await asyncio.create_subprocess_exec(
         str(LEGACY_PYTHON),
         str(PEERS_DIR / script),
@@ -237,6 +240,7 @@ async def run_legacy_script(script: str, *args: str) -> dict[str, Any]:
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
         stdin=asyncio.subprocess.DEVNULL,
+        env=None if env is None else {**os.environ, **env},
     )
     out, err = await process.communicate()
     assert process.returncode == 0, err.decode(errors="replace")[-3000:]

@@ -103,6 +103,21 @@ def test_an_argument_without_its_flag_says_where_it_goes(args: list[str], hint: 
     assert one_line(done) == f"mrtr-bridge: error: {hint}"
 
 
+def test_a_refused_proxy_is_named_without_its_credentials() -> None:
+    done = bridge(
+        "serve",
+        "--upstream",
+        "http://127.0.0.1:9/mcp",
+        env={"MRTR_BRIDGE_UPSTREAM_PROXY": "socks5://bridge:s3cret@proxy.internal:1080"},
+    )
+    assert done.returncode == 2
+    assert one_line(done) == (
+        "mrtr-bridge: error: invalid setting upstream.proxy (from environment "
+        "MRTR_BRIDGE_UPSTREAM_PROXY): given 'socks5://***@proxy.internal:1080'; allowed: env, "
+        "none, or an http:// or https:// proxy URL, e.g. http://proxy.internal:3128"
+    )
+
+
 def test_config_file_error_names_setting_file_value_and_choices(tmp_path: Path) -> None:
     path = tmp_path / "bridge.toml"
     path.write_text('[upstream]\nurl = "http://127.0.0.1:9/mcp"\ntransport = "grpc"\n')

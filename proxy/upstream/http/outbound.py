@@ -1,0 +1,108 @@
+"""The bridge's HTTP clients to its upstream, and the forward proxy they go through
+(`upstream.proxy`; docs/operations.md, "Behind a forward proxy").
+
+A legacy client used directly through the `mcp` Python SDK (httpx) reaches its server through the
+proxy its environment names, as the standard library reads it: `https_proxy` or `http_proxy` by
+the URL's scheme, else `all_proxy` (each in lower case when set, even empty, else upper case),
+unless `no_proxy` names the host (`*` for every host). The bridge does the same by default
+(`"env"`), decided once per client for `upstream.url`; `"none"` connects directly whatever the
+environment says, and a URL names the proxy itself. aiohttp's own `trust_env` is not used: it
+would hop to a thread twice per request (for the environment, and for `~/.netrc` credentials that
+would clash with a forwarded `Authorization`). Only http:// and https:// proxies are spoken
+(aiohttp's); another scheme in the environment (socks5://, say) is warned about and the bridge
+connects directly. A proxy's credentials go in `Proxy-Authorization` and are never logged.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from typing import Any, Final
+from urllib.parse import urlsplit
+
+import aiohttp
+import structlog
+from yarl import URL
+
+from config.settings import UpstreamSettings
+from proxy.upstream.errors import safe_url
+
+_log = structlog.get_logger("proxy.upstream.http.outbound")
+PROXY_SCHEMES: Final = ("http", "https")
+
+
+def proxy_for(setting: str, url: str, environ: Mapping[str, str]) -> str | None:
+    """The proxy requests to `url` go through, or None for a direct connection."""
+    if setting == "none":
+        return None
+    if setting != "env":
+        return setting
+    parts = urlsplit(url)
+    proxy = _variable(environ, f"{parts.scheme.lower()}_proxy") or _variable(environ, "all_proxy")
+    if proxy is None:
+        return None
+    no_proxy = _variable(environ, "no_proxy")
+    if no_proxy is not None and _bypassed(parts.netloc.rpartition("@")[2], no_proxy):
+        return None
+    proxy = proxy if "://" in proxy else f"http://{proxy}"  # `proxy:3128`, as curl reads it
+    if urlsplit(proxy).scheme.lower() not in PROXY_SCHEMES:
+        _log.warning("upstream_proxy_unsupported", proxy=safe_url(proxy), schemes="http, https")
+        return None
+    return proxy
+
+
+def _variable(environ: Mapping[str, str], name: str) -> str | None:
+    """`name` as the standard library reads it for httpx: the lower-case variable when it is set,
+    even empty (which unsets it), else the upper-case one; `HTTP_PROXY` is ignored under CGI
+    (`REQUEST_METHOD` set: a request's `Proxy:` header could name it)."""
+    if name in environ:
+        value = environ[name]
+    elif name.upper() in environ and not (name == "http_proxy" and "REQUEST_METHOD" in environ):
+        value = environ[name.upper()]
+    else:
+        return None
+    return value.strip() or None
+
+
+def _bypassed(host: str, no_proxy: str) -> bool:
+    """Whether `no_proxy` names `host` (`host[:port]`), read as the standard library, httpx and
+    requests read it: `*` is every host; a name (a leading dot ignored) matches itself and its
+    subdomains, with or without the port."""
+    if no_proxy.strip() == "*":
+        return True
+    host = host.lower()
+    hostname = host.rsplit(":", 1)[0] if host.count(":") == 1 else host
+    for name in (part.strip().lstrip(".").lower() for part in no_proxy.split(",")):
+        if name and any(h == name or h.endswith(f".{name}") for h in (hostname, host)):
+            return True
+    return False
+
+
+def upstream_client(
+    settings: UpstreamSettings, environ: Mapping[str, str] | None = None, **options: Any
+) -> aiohttp.ClientSession:
+    """An aiohttp client for requests to `settings.url`, through the proxy `upstream.proxy`
+    chooses; `options` are `aiohttp.ClientSession`'s."""
+    proxy = proxy_for(
+        settings.proxy, settings.url or "", os.environ if environ is None else environ
+    )
+    if proxy is None:
+        return aiohttp.ClientSession(**options)
+    url = URL(proxy)
+    auth = aiohttp.BasicAuth(url.user or "", url.password or "") if url.user else None
+    return aiohttp.ClientSession(proxy=url.with_user(None), proxy_auth=auth, **options)
+
+
+def log_upstream_proxy(
+    settings: UpstreamSettings, environ: Mapping[str, str] | None = None
+) -> None:
+    """Say once, at start, which proxy the upstream is reached through (credentials masked)."""
+    if settings.url is None:
+        return
+    proxy = proxy_for(settings.proxy, settings.url, os.environ if environ is None else environ)
+    if proxy is not None:
+        source = "environment" if settings.proxy == "env" else "upstream.proxy"
+        _log.info("upstream_proxy", proxy=safe_url(proxy), source=source)
+
+
+__all__ = ["log_upstream_proxy", "proxy_for", "upstream_client"]
