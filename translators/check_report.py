@@ -37,6 +37,7 @@ class Observed:
     `stderr_tail` what a stdio server that died wrote last to stderr."""
 
     upstream: str
+    proxy: str | None = None  # the forward proxy on the way, as logs show it, and who chose it
     transport: str | None = None
     discover: DiscoverVerdict | None = None
     init_result: dict[str, Any] | None = None
@@ -250,6 +251,7 @@ def build_report(seen: Observed) -> dict[str, Any]:
     )
     return {
         "upstream": seen.upstream,
+        "proxy": seen.proxy,
         "reachable": seen.unreachable is None,
         "era": era,
         "protocolVersion": revision,

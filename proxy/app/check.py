@@ -22,7 +22,7 @@ from proxy.upstream.base import Inbound, PooledSession, TransportInfo
 from proxy.upstream.era_probe import modern_post, probe_stdio
 from proxy.upstream.errors import safe_url
 from proxy.upstream.http.channel import UpstreamRefused
-from proxy.upstream.http.outbound import upstream_client
+from proxy.upstream.http.outbound import proxy_named, upstream_client
 from proxy.upstream.http.wire import client_info
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.stdio.process import check_command
@@ -183,7 +183,7 @@ def _judge_http(
 
 async def _check_http(settings: UpstreamSettings) -> Observed:
     assert settings.url is not None
-    seen = Observed(upstream=safe_url(settings.url))
+    seen = Observed(upstream=safe_url(settings.url), proxy=proxy_named(settings))
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_s)
     async with upstream_client(settings, timeout=timeout) as client:
         try:
@@ -269,6 +269,7 @@ def render_text(report: dict[str, Any]) -> str:
     info = report["serverInfo"] or {}
     lines = [
         f"upstream:   {report['upstream']}",
+        *([f"proxy:      {report['proxy']}"] if report["proxy"] else []),
         f"era:        {report['era'] or 'unknown'}"
         + (
             f" (supports {', '.join(report['supportedVersions'])})"

@@ -54,7 +54,7 @@ def _client(settings: Settings) -> aiohttp.ClientSession:
     log_upstream_proxy(settings.upstream)
     return upstream_client(
         settings.upstream,
-        connector=aiohttp.TCPConnector(limit=0, keepalive_timeout=UPSTREAM_KEEPALIVE_S),
+        keepalive_s=UPSTREAM_KEEPALIVE_S,
         cookie_jar=aiohttp.DummyCookieJar(),
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=settings.upstream.connect_timeout_s),
     )

@@ -157,7 +157,6 @@ class HttpRelay:
             # no jar shared by every client: a relayed session keeps its own (`SessionCookies`)
             self._client = upstream_client(
                 self._upstream,
-                connector=aiohttp.TCPConnector(limit=0),
                 timeout=timeout,
                 auto_decompress=False,
                 cookie_jar=aiohttp.DummyCookieJar(),

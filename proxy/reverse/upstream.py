@@ -103,11 +103,7 @@ class ModernHttpCaller:
         if self._client is None:
             # one client for every principal: no cookie jar shared between them (a 2026-07-28
             # server is stateless; docs/decisions.md § 33)
-            self._client = upstream_client(
-                self._upstream,
-                connector=aiohttp.TCPConnector(limit=0),
-                cookie_jar=aiohttp.DummyCookieJar(),
-            )
+            self._client = upstream_client(self._upstream, cookie_jar=aiohttp.DummyCookieJar())
         return self._client
 
     async def call(

@@ -79,30 +79,53 @@ def _bypassed(host: str, no_proxy: str) -> bool:
 
 
 def upstream_client(
-    settings: UpstreamSettings, environ: Mapping[str, str] | None = None, **options: Any
+    settings: UpstreamSettings,
+    environ: Mapping[str, str] | None = None,
+    *,
+    keepalive_s: float = 15.0,
+    **options: Any,
 ) -> aiohttp.ClientSession:
     """An aiohttp client for requests to `settings.url`, through the proxy `upstream.proxy`
-    chooses; `options` are `aiohttp.ClientSession`'s."""
-    proxy = proxy_for(
-        settings.proxy, settings.url or "", os.environ if environ is None else environ
-    )
+    chooses, with no bound on connections (a pool or a caller bounds its own), idle ones closed
+    after `keepalive_s` (15 s is aiohttp's default); `options` are `aiohttp.ClientSession`'s.
+
+    Through a proxy no connection is reused: proxies differ in keeping a client's connection
+    open (tinyproxy closes it after each response without saying so), and a request sent on a
+    connection the proxy has just closed fails."""
+    environ = os.environ if environ is None else environ
+    proxy = proxy_for(settings.proxy, settings.url or "", environ)
     if proxy is None:
-        return aiohttp.ClientSession(**options)
+        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=keepalive_s)
+        return aiohttp.ClientSession(connector=connector, **options)
     url = URL(proxy)
     auth = aiohttp.BasicAuth(url.user or "", url.password or "") if url.user else None
-    return aiohttp.ClientSession(proxy=url.with_user(None), proxy_auth=auth, **options)
+    return aiohttp.ClientSession(
+        connector=aiohttp.TCPConnector(limit=0, force_close=True),
+        proxy=url.with_user(None),
+        proxy_auth=auth,
+        **options,
+    )
+
+
+def proxy_named(settings: UpstreamSettings, environ: Mapping[str, str] | None = None) -> str | None:
+    """The proxy the upstream is reached through, as logs and `check` show it (no credentials),
+    with who chose it; None for a direct connection."""
+    if settings.url is None:
+        return None
+    proxy = proxy_for(settings.proxy, settings.url, os.environ if environ is None else environ)
+    if proxy is None:
+        return None
+    source = "environment" if settings.proxy == "env" else "upstream.proxy"
+    return f"{safe_url(proxy)} ({source})"
 
 
 def log_upstream_proxy(
     settings: UpstreamSettings, environ: Mapping[str, str] | None = None
 ) -> None:
-    """Say once, at start, which proxy the upstream is reached through (credentials masked)."""
-    if settings.url is None:
-        return
-    proxy = proxy_for(settings.proxy, settings.url, os.environ if environ is None else environ)
-    if proxy is not None:
-        source = "environment" if settings.proxy == "env" else "upstream.proxy"
-        _log.info("upstream_proxy", proxy=safe_url(proxy), source=source)
+    """Say once, at start, which proxy the upstream is reached through."""
+    named = proxy_named(settings, environ)
+    if named is not None:
+        _log.info("upstream_proxy", proxy=named)
 
 
-__all__ = ["log_upstream_proxy", "proxy_for", "upstream_client"]
+__all__ = ["log_upstream_proxy", "proxy_for", "proxy_named", "upstream_client"]

@@ -22,6 +22,7 @@ from translators.protocol.eras import RESULT_COMPLETE, TOOLS_CALL
 
 from ..harness import PeerProcess, Peers, free_port, run_legacy_script
 from ..raw_http import ModernPoster
+from ..test_check import run_check, run_check_raw
 
 T = 60.0  # bound on each test body, seconds
 CREDENTIALS = "bridge:s3cret"
@@ -128,3 +129,16 @@ async def test_no_proxy_or_proxy_none_connects_directly(
     assert reply.response["result"]["resultType"] == RESULT_COMPLETE, reply.response
     assert proxied.forwarded() == []
     assert '"event": "upstream_proxy"' not in bridge.log_text(limit=10_000_000)
+
+
+def test_check_goes_through_the_proxy_and_names_it(proxied: Proxied) -> None:
+    """`check` probes the upstream the way `serve` reaches it, and says through which proxy
+    (without its credentials)."""
+    status, report = run_check("--upstream", proxied.server.url, env=proxied.env())
+    assert (status, report["bridgeable"]) == (0, True), report
+    assert report["proxy"] == f"{proxied.proxy.replace(CREDENTIALS + '@', '')} (environment)"
+    assert proxied.forwarded()[0] == "POST"
+    _, text, _ = run_check_raw(
+        "--upstream", proxied.server.url, env=proxied.env(), json_output=False
+    )
+    assert f"proxy:      {report['proxy']}\n" in text and "s3cret" not in text

@@ -100,19 +100,10 @@ async def test_a_proxys_credentials_become_proxy_authorization_and_are_never_log
     with structlog.testing.capture_logs() as logs:
         log_upstream_proxy(settings, environ={})
         log_upstream_proxy(UpstreamSettings(url=UPSTREAM), environ={"HTTP_PROXY": "http://e:1"})
-    assert logs == [
-        {
-            "event": "upstream_proxy",
-            "proxy": "http://p.internal:3128",
-            "source": "upstream.proxy",
-            "log_level": "info",
-        },
-        {
-            "event": "upstream_proxy",
-            "proxy": "http://e:1",
-            "source": "environment",
-            "log_level": "info",
-        },
+        log_upstream_proxy(UpstreamSettings(url=UPSTREAM), environ={})
+    assert [(entry["event"], entry["proxy"]) for entry in logs] == [
+        ("upstream_proxy", "http://p.internal:3128 (upstream.proxy)"),
+        ("upstream_proxy", "http://e:1 (environment)"),
     ]
 
 
