@@ -89,21 +89,23 @@ def upstream_client(
     chooses, with no bound on connections (a pool or a caller bounds its own), idle ones closed
     after `keepalive_s` (15 s is aiohttp's default); `options` are `aiohttp.ClientSession`'s.
 
-    Through a proxy no connection is reused: proxies differ in keeping a client's connection
-    open (tinyproxy closes it after each response without saying so), and a request sent on a
-    connection the proxy has just closed fails."""
+    An http:// upstream's requests through a proxy reuse no connection: proxies differ in keeping
+    a client's connection open (tinyproxy closes it after each response without saying so), and
+    a request sent on a connection the proxy has just closed fails. An https:// upstream's go
+    through a `CONNECT` tunnel, which the proxy does not read: its connections are kept as the
+    server keeps them."""
     environ = os.environ if environ is None else environ
     proxy = proxy_for(settings.proxy, settings.url or "", environ)
-    if proxy is None:
+    if proxy is not None and urlsplit(settings.url or "").scheme.lower() == "http":
+        connector = aiohttp.TCPConnector(limit=0, force_close=True)
+    else:
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=keepalive_s)
+    if proxy is None:
         return aiohttp.ClientSession(connector=connector, **options)
     url = URL(proxy)
     auth = aiohttp.BasicAuth(url.user or "", url.password or "") if url.user else None
     return aiohttp.ClientSession(
-        connector=aiohttp.TCPConnector(limit=0, force_close=True),
-        proxy=url.with_user(None),
-        proxy_auth=auth,
-        **options,
+        connector=connector, proxy=url.with_user(None), proxy_auth=auth, **options
     )
 
 

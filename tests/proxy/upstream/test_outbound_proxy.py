@@ -132,3 +132,23 @@ def test_env_agrees_with_the_standard_library(environ: dict[str, str]) -> None:
         bypassed = urllib.request.proxy_bypass_environment("mcp.internal:8931", proxies)  # type: ignore[attr-defined]
     expected = None if bypassed else proxies.get("http")
     assert proxy_for("env", UPSTREAM, environ) == expected
+
+
+@pytest.mark.parametrize(
+    ("url", "proxy", "reused"),
+    [
+        (UPSTREAM, "http://p:3128", False),  # the proxy reads each request: one per connection
+        (HTTPS_UPSTREAM, "http://p:3128", True),  # a CONNECT tunnel the proxy does not read
+        (UPSTREAM, "none", True),
+    ],
+)
+async def test_connections_are_reused_unless_a_proxy_reads_the_requests(
+    url: str, proxy: str, reused: bool
+) -> None:
+    client = upstream_client(UpstreamSettings(url=url, proxy=proxy), environ={})
+    try:
+        assert client.connector is not None
+        assert client.connector.force_close is not reused
+        assert client.connector.limit == 0
+    finally:
+        await client.close()
