@@ -12,6 +12,7 @@ import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Final
 
 import aiohttp
 from yarl import URL
@@ -96,9 +97,27 @@ def map_upstream_errors(url: str, action: str) -> Iterator[None]:
         raise fault from exc
 
 
+# OpenSSL's verify codes a TLS upstream's certificate is most often refused with
+_CERTIFICATE_REASONS: Final = {
+    10: "its TLS certificate has expired",
+    18: "its TLS certificate is self-signed: trust it with SSL_CERT_FILE",
+    19: "its TLS certificate's chain ends in a CA the bridge does not trust: add it with "
+    "SSL_CERT_FILE",
+    20: "its TLS certificate is not signed by a CA the bridge trusts: add the CA with "
+    "SSL_CERT_FILE",
+    62: "its TLS certificate is for another host name or address",
+    64: "its TLS certificate is for another host name or address",
+}
+
+
 def _connect_reason(exc: aiohttp.ClientConnectorError) -> str:
     if isinstance(exc, aiohttp.ClientConnectorDNSError):
         return "cannot connect: the host name does not resolve"
+    if isinstance(exc, aiohttp.ClientConnectorCertificateError):
+        code = getattr(exc.certificate_error, "verify_code", 0)
+        return _CERTIFICATE_REASONS.get(code, "its TLS certificate was refused")
+    if isinstance(exc, aiohttp.ClientSSLError):
+        return "the TLS handshake failed"
     code = exc.os_error.errno
     if code in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ETIMEDOUT):
         return f"cannot connect: {os.strerror(code).lower()}"
