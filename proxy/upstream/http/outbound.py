@@ -29,6 +29,7 @@ from proxy.upstream.errors import safe_url
 
 _log = structlog.get_logger("proxy.upstream.http.outbound")
 PROXY_SCHEMES: Final = ("http", "https")
+_WARNED: set[str] = set()  # unsupported proxies already warned about
 
 
 def proxy_for(setting: str, url: str, environ: Mapping[str, str]) -> str | None:
@@ -46,7 +47,9 @@ def proxy_for(setting: str, url: str, environ: Mapping[str, str]) -> str | None:
         return None
     proxy = proxy if "://" in proxy else f"http://{proxy}"  # `proxy:3128`, as curl reads it
     if urlsplit(proxy).scheme.lower() not in PROXY_SCHEMES:
-        _log.warning("upstream_proxy_unsupported", proxy=safe_url(proxy), schemes="http, https")
+        if proxy not in _WARNED:  # once, not once per client made
+            _WARNED.add(proxy)
+            _log.warning("upstream_proxy_unsupported", proxy=safe_url(proxy), schemes="http, https")
         return None
     return proxy
 
