@@ -13,10 +13,12 @@ key, where it came from (file, environment variable or flag), the value given (n
 
 from __future__ import annotations
 
+import functools
+import ssl
 import tomllib
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -24,6 +26,7 @@ from pydantic import BaseModel, SecretStr, ValidationError
 
 from config.messages import allowed, shown
 from config.settings import Settings, UpstreamSettings
+from config.tls import tls_context
 
 ENV_PREFIX: Final = "MRTR_BRIDGE_"
 CONFIG_ENV: Final = "MRTR_BRIDGE_CONFIG"
@@ -183,7 +186,38 @@ def _validate(merged: Layer, sources: Mapping[str, str]) -> Settings:
         raise ConfigError(
             "identity.principal_header", 'required when identity.principal is "header"', source
         )
+    _check_tls_files(settings, sources)
     return _with_authorization_file(settings, sources)
+
+
+def _check_tls_files(settings: Settings, sources: Mapping[str, str]) -> None:
+    """The upstream's TLS files load now, not at the first call: a path that cannot be read, or a
+    file that is not a PEM certificate or key, is one line at start-up (its content never
+    shown)."""
+    upstream = settings.upstream
+    if upstream.tls_client_key is not None and upstream.tls_client_cert is None:
+        key = "upstream.tls_client_key"
+        raise ConfigError(key, "needs upstream.tls_client_cert", _source_of(key, sources))
+    checks: list[tuple[str, str, Callable[[], object]]] = []
+    if upstream.tls_ca_file is not None:
+        cafile = upstream.tls_ca_file
+        load_ca = functools.partial(ssl.create_default_context, cafile=cafile)
+        checks.append(("upstream.tls_ca_file", cafile, load_ca))
+    if upstream.tls_client_cert is not None:
+        files = " and ".join(filter(None, (upstream.tls_client_cert, upstream.tls_client_key)))
+        checks.append(("upstream.tls_client_cert", files, lambda: tls_context(upstream)))
+    for key, files, load in checks:
+        try:
+            load()
+        except (OSError, ssl.SSLError) as exc:
+            reason = (  # an SSLError is an OSError too: first
+                f"not a PEM file of the right kind ({exc.reason or type(exc).__name__})"
+                if isinstance(exc, ssl.SSLError)
+                else exc.strerror or type(exc).__name__
+            )
+            raise ConfigError(
+                key, f"cannot load {files}: {reason}", _source_of(key, sources)
+            ) from None
 
 
 def _check_cluster_keys(settings: Settings, sources: Mapping[str, str]) -> None:

@@ -154,6 +154,19 @@ class UpstreamSettings(Frozen):
         " (`mrtr-bridge stdio`: only after its first answer)",
     )
     connect_timeout_s: float = Field(5.0, gt=0, description="TCP connect timeout to the upstream")
+    tls_ca_file: str | None = Field(
+        None,
+        description="https upstream: PEM file of the CAs to trust instead of the system's "
+        "(SSL_CERT_FILE does the same for every OpenSSL program)",
+    )
+    tls_client_cert: str | None = Field(
+        None,
+        description="https upstream that asks for a client certificate (mutual TLS): PEM file "
+        "with the certificate, and its key unless tls_client_key names another file",
+    )
+    tls_client_key: str | None = Field(
+        None, description="PEM file with tls_client_cert's private key (unencrypted)"
+    )
     proxy: str = Field(
         "env",
         description="forward proxy to the upstream: env (https_proxy, http_proxy, all_proxy and "

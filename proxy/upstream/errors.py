@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import re
+import ssl
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Final
@@ -117,11 +118,25 @@ def _connect_reason(exc: aiohttp.ClientConnectorError) -> str:
         code = getattr(exc.certificate_error, "verify_code", 0)
         return _CERTIFICATE_REASONS.get(code, "its TLS certificate was refused")
     if isinstance(exc, aiohttp.ClientSSLError):
-        return "the TLS handshake failed"
+        return _tls_alert_reason(exc.os_error)
     code = exc.os_error.errno
     if code in (errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.ETIMEDOUT):
         return f"cannot connect: {os.strerror(code).lower()}"
     return "cannot connect"
+
+
+# the alerts a server ends a TLS connection with when it wants a client certificate (mutual TLS)
+_TLS_ALERT_REASONS: Final = {
+    "TLSV13_ALERT_CERTIFICATE_REQUIRED": "it asks for a TLS client certificate: set "
+    "upstream.tls_client_cert",
+    "SSLV3_ALERT_BAD_CERTIFICATE": "it refused the bridge's TLS client certificate",
+    "TLSV1_ALERT_UNKNOWN_CA": "it refused the bridge's TLS client certificate",
+}
+
+
+def _tls_alert_reason(error: BaseException) -> str:
+    reason = getattr(error, "reason", None)
+    return _TLS_ALERT_REASONS.get(str(reason), "the TLS handshake failed")
 
 
 def plain_reason(exc: BridgeError) -> str:
@@ -132,7 +147,14 @@ def plain_reason(exc: BridgeError) -> str:
     while cause is not None:
         if isinstance(cause, aiohttp.ClientConnectorError):
             return _connect_reason(cause)
-        if isinstance(cause, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
+        if isinstance(cause, ssl.SSLError):  # after the handshake: TLS 1.3 servers alert then
+            return _tls_alert_reason(cause)
+        if isinstance(
+            cause,
+            aiohttp.ServerDisconnectedError
+            | aiohttp.ClientPayloadError
+            | aiohttp.ClientConnectionResetError,
+        ):  # the last: closed before the request was written (a TLS 1.3 server's alert, say)
             return "it closed the connection without answering"
         cause = cause.__cause__
     status = _HTTP_STATUS.search(exc.message)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import socket
+import ssl
 
 import aiohttp
 import pytest
@@ -25,6 +26,24 @@ def mapped(exc: Exception) -> BridgeError:
     with pytest.raises(BridgeError) as caught, map_upstream_errors(URL, "initialize"):
         raise exc
     return caught.value
+
+
+def certificate_error(code: int, message: str) -> aiohttp.ClientConnectorCertificateError:
+    """What aiohttp raises when the upstream's certificate fails OpenSSL's check `code`."""
+    key = aiohttp.client_reqrep.ConnectionKey("10.1.2.3", 8931, True, True, None, None, None)
+    error = ssl.SSLCertVerificationError(1, f"certificate verify failed: {message}")
+    error.verify_code, error.verify_message = code, message
+    return aiohttp.ClientConnectorCertificateError(key, error)
+
+
+def tls_alert(reason: str) -> aiohttp.ClientOSError:
+    """What aiohttp raises when the server ends the TLS connection with an alert after the
+    handshake (a TLS 1.3 server that wants a client certificate)."""
+    alert = ssl.SSLError(1, f"[SSL: {reason}]")
+    alert.reason = reason
+    raised = aiohttp.ClientOSError(1, str(alert))
+    raised.__cause__ = alert
+    return raised
 
 
 def connector_error(code: int) -> aiohttp.ClientConnectorError:
@@ -54,6 +73,36 @@ def connector_error(code: int) -> aiohttp.ClientConnectorError:
         ),
         (UpstreamTimeout("slow"), "it did not answer in time"),
         (UpstreamUnavailable("Cannot start legacy stdio server"), "it is unavailable"),
+        (
+            mapped(certificate_error(20, "unable to get local issuer certificate")),
+            "its TLS certificate is not signed by a CA the bridge trusts: add the CA with "
+            "SSL_CERT_FILE",
+        ),
+        (
+            mapped(certificate_error(62, "Hostname mismatch, certificate is not valid for 'x'.")),
+            "its TLS certificate is for another host name or address",
+        ),
+        (
+            mapped(certificate_error(10, "certificate has expired")),
+            "its TLS certificate has expired",
+        ),
+        (
+            mapped(certificate_error(26, "unsupported certificate purpose")),
+            "its TLS certificate was refused",
+        ),
+        (
+            mapped(tls_alert("TLSV13_ALERT_CERTIFICATE_REQUIRED")),
+            "it asks for a TLS client certificate: set upstream.tls_client_cert",
+        ),
+        (
+            mapped(tls_alert("SSLV3_ALERT_BAD_CERTIFICATE")),
+            "it refused the bridge's TLS client certificate",
+        ),
+        (mapped(tls_alert("WRONG_VERSION_NUMBER")), "the TLS handshake failed"),
+        (
+            mapped(aiohttp.ClientConnectionResetError("Cannot write to closing transport")),
+            "it closed the connection without answering",
+        ),
     ],
 )
 def test_plain_reason_says_what_happened_without_addresses(error: BridgeError, reason: str) -> None:

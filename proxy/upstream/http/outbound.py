@@ -25,6 +25,7 @@ import structlog
 from yarl import URL
 
 from config.settings import UpstreamSettings
+from config.tls import tls_context
 from proxy.upstream.errors import safe_url
 
 _log = structlog.get_logger("proxy.upstream.http.outbound")
@@ -89,8 +90,9 @@ def upstream_client(
     **options: Any,
 ) -> aiohttp.ClientSession:
     """An aiohttp client for requests to `settings.url`, through the proxy `upstream.proxy`
-    chooses, with no bound on connections (a pool or a caller bounds its own), idle ones closed
-    after `keepalive_s` (15 s is aiohttp's default); `options` are `aiohttp.ClientSession`'s.
+    chooses, with the TLS context the `upstream.tls_*` settings make (config/tls.py), no bound on
+    connections (a pool or a caller bounds its own), idle ones closed after `keepalive_s` (15 s is
+    aiohttp's default); `options` are `aiohttp.ClientSession`'s.
 
     An http:// upstream's requests through a proxy reuse no connection: proxies differ in keeping
     a client's connection open (tinyproxy closes it after each response without saying so), and
@@ -99,10 +101,11 @@ def upstream_client(
     server keeps them."""
     environ = os.environ if environ is None else environ
     proxy = proxy_for(settings.proxy, settings.url or "", environ)
+    tls = tls_context(settings) or True  # True: aiohttp's default context
     if proxy is not None and urlsplit(settings.url or "").scheme.lower() == "http":
-        connector = aiohttp.TCPConnector(limit=0, force_close=True)
+        connector = aiohttp.TCPConnector(limit=0, force_close=True, ssl=tls)
     else:
-        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=keepalive_s)
+        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=keepalive_s, ssl=tls)
     if proxy is None:
         return aiohttp.ClientSession(connector=connector, **options)
     url = URL(proxy)

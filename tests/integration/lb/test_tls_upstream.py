@@ -19,7 +19,7 @@ from translators.protocol.eras import RESULT_COMPLETE, TOOLS_CALL
 from ..harness import LEGACY_PYTHON, PEERS_DIR, PeerProcess, Peers, run_legacy_script
 from ..raw_http import ModernPoster
 from ..test_modern_upstream import readyz
-from .tls_front import start_tls_front, write_ca_and_certificate
+from .tls_front import start_tls_front, write_certificates
 
 T = 60.0  # bound on each test body, seconds
 ANSWER = 'User response: action=accept, content={"response": "yes"}'
@@ -43,20 +43,22 @@ class TlsUpstream:
 def tls(tmp_path: Path) -> Iterator[TlsUpstream]:
     peers = Peers(log_dir=tmp_path)
     try:
-        ca, pem = write_ca_and_certificate(tmp_path)
-        port = start_tls_front(peers, tmp_path, peers.legacy(), pem)
+        ca, server, _client = write_certificates(tmp_path)
+        port = start_tls_front(peers, tmp_path, peers.legacy(), server)
         yield TlsUpstream(peers, ca, port)
     finally:
         peers.close()
 
 
-async def _legacy_client_fails(url: str) -> str:
-    """The `mcp` 1.x client run without any CA of its own: what it wrote last on stderr."""
+async def _legacy_client_fails(url: str, *args: str) -> str:
+    """The `mcp` 1.x client run with `args` (without any CA of its own by default): what it wrote
+    on stderr before it failed."""
     process = await asyncio.create_subprocess_exec(
         str(LEGACY_PYTHON),
         str(PEERS_DIR / "legacy_client.py"),
         "--url",
         url,
+        *args,
         stdout=asyncio.subprocess.DEVNULL,
         stderr=asyncio.subprocess.PIPE,
         stdin=asyncio.subprocess.DEVNULL,
@@ -127,3 +129,59 @@ async def test_an_untrusted_certificate_is_named_in_readyz(
     assert ready["status"] == "unavailable"
     assert ready["checks"]["upstream"] == reason  # type: ignore[index]
     assert response["error"]["message"] == "The upstream server is unavailable"  # type: ignore[index]
+
+
+@dataclass
+class MutualTls:
+    peers: Peers
+    ca: Path
+    client: Path
+    url: str
+
+
+@pytest.fixture
+def mutual(tmp_path: Path) -> Iterator[MutualTls]:
+    """The legacy server behind TLS that requires a client certificate signed by the CA."""
+    peers = Peers(log_dir=tmp_path)
+    try:
+        ca, server, client = write_certificates(tmp_path)
+        port = start_tls_front(peers, tmp_path, peers.legacy(), server, client_ca=ca)
+        yield MutualTls(peers, ca, client, f"https://localhost:{port}/mcp")
+    finally:
+        peers.close()
+
+
+async def test_mutual_tls_as_the_sdk_presents_its_certificate(mutual: MutualTls) -> None:
+    """The ground truth: the SDK with its client certificate (its `httpx_client_factory`) is
+    served; without one the server ends the handshake. The bridge with `upstream.tls_ca_file`
+    and `upstream.tls_client_cert` serves a modern client and relays a legacy session; without
+    the certificate `/readyz` says the handshake failed."""
+    tls = {"MRTR_BRIDGE_UPSTREAM_TLS_CA_FILE": str(mutual.ca)}
+    bridge = mutual.peers.bridge(
+        mutual.url, env={**tls, "MRTR_BRIDGE_UPSTREAM_TLS_CLIENT_CERT": str(mutual.client)}
+    )
+    without = mutual.peers.bridge(mutual.url, env=tls)
+    async with asyncio.timeout(T):
+        direct = await run_legacy_script(
+            "legacy_client.py",
+            "--url",
+            mutual.url,
+            "--ca",
+            str(mutual.ca),
+            "--client-cert",
+            str(mutual.client),
+        )
+        refused = await _legacy_client_fails(mutual.url, "--ca", str(mutual.ca))
+        response = await _call(bridge)
+        relayed = await run_legacy_script("legacy_client.py", "--url", bridge.url)
+        ready, not_ready = await readyz(bridge), await readyz(without)
+    assert direct["text"] == ANSWER and relayed["text"] == ANSWER
+    assert "httpx.ReadError" in refused, refused  # the server's alert ends the first read
+    assert response["result"]["resultType"] == RESULT_COMPLETE, response  # type: ignore[index]
+    assert ready["status"] == "ready", ready
+    # A TLS 1.3 server asks for the certificate after the handshake: its alert either reaches the
+    # bridge first (named) or closes the connection under the request's first write.
+    assert not_ready["checks"]["upstream"] in (
+        "unreachable: it asks for a TLS client certificate: set upstream.tls_client_cert",
+        "unreachable: it closed the connection without answering",
+    ), not_ready

@@ -1,6 +1,6 @@
-"""A legacy server behind TLS: a private CA and a certificate for `localhost` only (made with
-`cryptography`), and HAProxy terminating TLS in front of the server, as a TLS offload in front of
-a legacy server does in production."""
+"""A legacy server behind TLS: a private CA, a server certificate for `localhost` only and a
+client certificate (made with `cryptography`), and HAProxy terminating TLS in front of the server,
+as a TLS offload in front of a legacy server does in production, mutual TLS on request."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ defaults
     timeout client 600s
     timeout server 600s
 frontend tls
-    bind 127.0.0.1:{listen} ssl crt {pem}
+    bind 127.0.0.1:{listen} ssl crt {pem}{client_auth}
     default_backend server
 backend server
     server legacy 127.0.0.1:{port}
@@ -35,9 +35,21 @@ def _name(common: str) -> x509.Name:
     return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common)])
 
 
-def write_ca_and_certificate(directory: Path) -> tuple[Path, Path]:
-    """`ca.pem` (the CA's certificate) and `server.pem` (a certificate for `localhost`, signed
-    by the CA, and its key), valid for two days."""
+def _pem(certificate: x509.Certificate, key: ec.EllipticCurvePrivateKey | None = None) -> bytes:
+    pem = certificate.public_bytes(serialization.Encoding.PEM)
+    if key is None:
+        return pem
+    return pem + key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    )
+
+
+def write_certificates(directory: Path) -> tuple[Path, Path, Path]:
+    """`ca.pem` (a private CA's certificate), `server.pem` (a server certificate for `localhost`
+    and its key) and `client.pem` (a client certificate and its key), both signed by the CA and
+    valid for two days."""
     now = datetime.datetime.now(datetime.UTC)
     since, until = now - datetime.timedelta(days=1), now + datetime.timedelta(days=2)
     ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -52,35 +64,41 @@ def write_ca_and_certificate(directory: Path) -> tuple[Path, Path]:
         .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
         .sign(ca_key, hashes.SHA256())
     )
-    key = ec.generate_private_key(ec.SECP256R1())
-    leaf = (
-        x509.CertificateBuilder()
-        .issuer_name(ca.subject)
-        .subject_name(_name("localhost"))
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(since)
-        .not_valid_after(until)
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName("localhost")]), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    ca_pem, server_pem = directory / "ca.pem", directory / "server.pem"
-    ca_pem.write_bytes(ca.public_bytes(serialization.Encoding.PEM))
-    private = key.private_bytes(
-        serialization.Encoding.PEM,
-        serialization.PrivateFormat.PKCS8,
-        serialization.NoEncryption(),
-    )
-    server_pem.write_bytes(leaf.public_bytes(serialization.Encoding.PEM) + private)
-    return ca_pem, server_pem
+    written = [directory / "ca.pem"]
+    written[0].write_bytes(_pem(ca))
+    for name, usage in (("server", ExtendedKeyUsageOID.SERVER_AUTH), ("client", None)):
+        key = ec.generate_private_key(ec.SECP256R1())
+        builder = (
+            x509.CertificateBuilder()
+            .issuer_name(ca.subject)
+            .subject_name(_name("localhost" if usage else "mrtr-bridge"))
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(since)
+            .not_valid_after(until)
+            .add_extension(
+                x509.ExtendedKeyUsage([usage or ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
+            )
+        )
+        if usage is not None:
+            names = x509.SubjectAlternativeName([x509.DNSName("localhost")])
+            builder = builder.add_extension(names, critical=False)
+        written.append(directory / f"{name}.pem")
+        written[-1].write_bytes(_pem(builder.sign(ca_key, hashes.SHA256()), key))
+    return written[0], written[1], written[2]
 
 
-def start_tls_front(peers: Peers, directory: Path, server: PeerProcess, pem: Path) -> int:
-    """HAProxy terminating TLS with `pem` in front of `server`; its port."""
+def start_tls_front(
+    peers: Peers, directory: Path, server: PeerProcess, pem: Path, *, client_ca: Path | None = None
+) -> int:
+    """HAProxy terminating TLS with `pem` in front of `server`, requiring a client certificate
+    signed by `client_ca` when given (mutual TLS); its port."""
     listen = free_port()
     config = directory / "haproxy-tls.cfg"
-    config.write_text(_HAPROXY_CFG.format(listen=listen, pem=pem, port=server.port))
+    client_auth = "" if client_ca is None else f" ca-file {client_ca} verify required"
+    config.write_text(
+        _HAPROXY_CFG.format(listen=listen, pem=pem, port=server.port, client_auth=client_auth)
+    )
     haproxy = shutil.which("haproxy") or "/usr/sbin/haproxy"
     peers.start("haproxy-tls", [haproxy, "-db", "-f", str(config)], listen)
     return listen

@@ -118,6 +118,43 @@ def test_a_refused_proxy_is_named_without_its_credentials() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        (
+            {"MRTR_BRIDGE_UPSTREAM_TLS_CA_FILE": "/nonexistent/ca.pem"},
+            "invalid setting upstream.tls_ca_file (from environment "
+            "MRTR_BRIDGE_UPSTREAM_TLS_CA_FILE): cannot load /nonexistent/ca.pem: No such file or "
+            "directory",
+        ),
+        (
+            {"MRTR_BRIDGE_UPSTREAM_TLS_CLIENT_CERT": "{garbage}"},
+            "invalid setting upstream.tls_client_cert (from environment "
+            "MRTR_BRIDGE_UPSTREAM_TLS_CLIENT_CERT): cannot load {garbage}: not a PEM file of the "
+            "right kind (SSLError)",
+        ),
+        (
+            {"MRTR_BRIDGE_UPSTREAM_TLS_CLIENT_KEY": "{garbage}"},
+            "invalid setting upstream.tls_client_key (from environment "
+            "MRTR_BRIDGE_UPSTREAM_TLS_CLIENT_KEY): needs upstream.tls_client_cert",
+        ),
+    ],
+)
+def test_tls_files_that_do_not_load_stop_the_start(
+    tmp_path: Path, env: dict[str, str], message: str
+) -> None:
+    """A CA file or client certificate that cannot be used is one line at start, naming the file
+    and never its content, not an error at the first call."""
+    garbage = tmp_path / "garbage.pem"
+    garbage.write_text("-----BEGIN PRIVATE KEY-----\nnot a key\n-----END PRIVATE KEY-----\n")
+    env = {name: value.format(garbage=garbage) for name, value in env.items()}
+    done = bridge("serve", "--upstream", "https://localhost:9/mcp", env=env)
+    assert done.returncode == 2
+    line = one_line(done)
+    assert line == f"mrtr-bridge: error: {message.format(garbage=garbage)}"
+    assert "not a key" not in line
+
+
 def test_config_file_error_names_setting_file_value_and_choices(tmp_path: Path) -> None:
     path = tmp_path / "bridge.toml"
     path.write_text('[upstream]\nurl = "http://127.0.0.1:9/mcp"\ntransport = "grpc"\n')
