@@ -16,7 +16,9 @@ from typing import Any, Final
 from pydantic import SecretStr
 
 # Settings whose value may be a secret: never echoed in an error.
-SECRET_SETTINGS: Final = frozenset({"held.keys", "upstream.authorization", "upstream.env"})
+SECRET_SETTINGS: Final = frozenset(
+    {"held.keys", "upstream.authorization", "upstream.env", "upstream.headers"}
+)
 MAX_SHOWN: Final = 120
 _USERINFO: Final = re.compile(r"(//)[^/@\s]*@")
 _BOUNDS: Final = {

@@ -16,7 +16,8 @@ from config.reverse import ReverseSettings
 from config.status import StatusSettings
 from config.tasks import TasksSettings
 
-# An Authorization header value: visible ASCII and spaces, nothing that could end the header.
+# A header value the bridge sends upstream (Authorization, upstream.headers): visible ASCII and
+# spaces, nothing that could end the header.
 _HEADER_VALUE: Final = re.compile(r"[\x20-\x7e]+")
 
 
@@ -118,6 +119,25 @@ class FrontSettings(Frozen):
         return value
 
 
+# Headers `upstream.headers` may not set, and where each belongs instead.
+_TRANSPORT: Final = "the bridge sets it for each request"
+_NOT_STATIC_HEADERS: Final = {
+    "authorization": "use upstream.authorization (or the client's, forwarded)",
+    "proxy-authorization": "give the credentials in upstream.proxy's URL",
+    "cookie": "each upstream session keeps the cookies its server sets",
+    "host": _TRANSPORT,
+    "content-type": _TRANSPORT,
+    "content-length": _TRANSPORT,
+    "transfer-encoding": _TRANSPORT,
+    "connection": _TRANSPORT,
+    "accept": _TRANSPORT,
+    "mcp-session-id": _TRANSPORT,
+    "mcp-protocol-version": _TRANSPORT,
+    "last-event-id": _TRANSPORT,
+}
+_HEADER_NAME: Final = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+
+
 class UpstreamSettings(Frozen):
     """The legacy server behind the bridge."""
 
@@ -178,6 +198,11 @@ class UpstreamSettings(Frozen):
     )
     authorization_file: str | None = Field(
         None, description="file holding that static Authorization header value (read at start-up)"
+    )
+    headers: dict[str, str] = Field(
+        default_factory=dict,
+        description="extra HTTP headers on every request to the upstream (an API key, say: a "
+        "secret, never echoed); not the transport's own, Authorization or Cookie",
     )
     forward_authorization: bool = Field(
         True, description="forward the client's Authorization header upstream"
@@ -271,6 +296,20 @@ class UpstreamSettings(Frozen):
             raise ValueError(
                 "authorization must be one line of visible ASCII (an HTTP header value)"
             )
+        return value
+
+    @field_validator("headers")
+    @classmethod
+    def _headers(cls, value: dict[str, str]) -> dict[str, str]:
+        for name, header in value.items():
+            lowered = name.lower()
+            if lowered in _NOT_STATIC_HEADERS:
+                raise ValueError(f"{name} cannot be set here: {_NOT_STATIC_HEADERS[lowered]}")
+            if not _HEADER_NAME.fullmatch(name) or not _HEADER_VALUE.fullmatch(header):
+                raise ValueError(
+                    "allowed: header names that are HTTP tokens, values of visible ASCII and "
+                    "spaces (not empty, no line breaks)"
+                )
         return value
 
     @field_validator("proxy")

@@ -15,7 +15,8 @@ arrived with, and that the process stopped.
   the error code, then lingers like `ask`;
 - `ask_rounds(rounds)`: `rounds` sequential elicitations (one input round each), each answer
   journaled;
-- `whoami()`: the Authorization header and Mcp-Session-Id this call arrived with, as JSON;
+- `whoami()`: the Authorization, X-API-Key and Mcp-Session-Id headers this call arrived with, as
+  JSON;
 - `flood(tag, count)`: `count` form elicitations sent at once (a hostile server); journals
   `flood_answered` with how many were answered (by action or error code) when the call ends.
 
@@ -202,10 +203,14 @@ async def flood(tag: str, count: int, ctx: Context) -> str:  # type: ignore[type
 
 @mcp.tool()
 def whoami(ctx: Context) -> str:  # type: ignore[type-arg]
-    """The Authorization header and Mcp-Session-Id this call arrived with."""
+    """The Authorization, X-API-Key and Mcp-Session-Id headers this call arrived with."""
     request = ctx.request_context.request
     headers = getattr(request, "headers", {})
-    seen = {"authorization": headers.get("authorization"), "session": headers.get("mcp-session-id")}
+    seen = {
+        "authorization": headers.get("authorization"),
+        "api_key": headers.get("x-api-key"),
+        "session": headers.get("mcp-session-id"),
+    }
     journal("whoami", **seen)
     return json.dumps(seen)
 

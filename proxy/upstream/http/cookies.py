@@ -81,7 +81,8 @@ class SessionCookies:
         self._next_expiry = min(expiries, default=None)
 
     def add_to(self, headers: dict[str, str], path: str) -> None:
-        """Send the session's cookies for `path` with a request (after a configured `Cookie`)."""
+        """Send the session's cookies for `path` with a request (no other `Cookie` is ever set:
+        `upstream.headers` cannot, and the relay does not pass a client's)."""
         if not self._values:
             return
         if self._next_expiry is not None and self._next_expiry <= time.time():
@@ -94,8 +95,7 @@ class SessionCookies:
                 if _path_matches(path, cookie.path)
             )
         if header:
-            configured = headers.get("Cookie")
-            headers["Cookie"] = f"{configured}; {header}" if configured else header
+            headers["Cookie"] = header
 
     def _drop_expired(self) -> None:
         now = time.time()

@@ -106,12 +106,17 @@ def upstream_client(
         connector = aiohttp.TCPConnector(limit=0, force_close=True, ssl=tls)
     else:
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=keepalive_s, ssl=tls)
+    headers = settings.headers or None  # `upstream.headers`, on every request
     if proxy is None:
-        return aiohttp.ClientSession(connector=connector, **options)
+        return aiohttp.ClientSession(connector=connector, headers=headers, **options)
     url = URL(proxy)
     auth = aiohttp.BasicAuth(url.user or "", url.password or "") if url.user else None
     return aiohttp.ClientSession(
-        connector=connector, proxy=url.with_user(None), proxy_auth=auth, **options
+        connector=connector,
+        headers=headers,
+        proxy=url.with_user(None),
+        proxy_auth=auth,
+        **options,
     )
 
 

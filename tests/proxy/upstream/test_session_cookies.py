@@ -32,8 +32,8 @@ def reply(url: str, *set_cookie: str) -> aiohttp.ClientResponse:
     return cast(aiohttp.ClientResponse, Reply(URL(url), cookies))
 
 
-def cookie_for(cookies: SessionCookies, path: str, **headers: str) -> str | None:
-    sent = dict(headers)
+def cookie_for(cookies: SessionCookies, path: str) -> str | None:
+    sent: dict[str, str] = {}
     cookies.add_to(sent, path)
     return sent.get("Cookie")
 
@@ -65,14 +65,6 @@ def test_a_cookie_goes_only_where_its_path_reaches() -> None:
     nested = SessionCookies()
     nested.update(reply("http://h/api/mcp", "n=1"))
     assert (cookie_for(nested, "/api/mcp"), cookie_for(nested, "/other")) == ("n=1", None)
-
-
-def test_a_configured_cookie_header_is_kept_first() -> None:
-    """A `Cookie` from `upstream.headers` is sent with the session's own after it."""
-    cookies = SessionCookies()
-    assert cookie_for(cookies, "/mcp", Cookie="team=x") == "team=x"
-    cookies.update(reply("http://h/mcp", "SRV=a"))
-    assert cookie_for(cookies, "/mcp", Cookie="team=x") == "team=x; SRV=a"
 
 
 def test_a_hostile_server_cannot_grow_a_session_without_bound() -> None:
@@ -157,9 +149,7 @@ def test_an_adopted_session_starts_with_the_cookies_its_task_id_carried(
     hostile += [(f"c{index}", "v", "/", None) for index in range(MAX_COOKIES * 2)]
     restored = SessionCookies.restored(hostile)
     assert len(restored.sealable()) == MAX_COOKIES
-    assert cookie_for(restored, "/mcp", Cookie="team=x") == "team=x; " + "; ".join(
-        f"c{index}=v" for index in range(MAX_COOKIES)
-    )
+    assert cookie_for(restored, "/mcp") == "; ".join(f"c{index}=v" for index in range(MAX_COOKIES))
 
 
 async def test_a_secure_cookie_is_kept_only_from_an_https_upstream() -> None:
