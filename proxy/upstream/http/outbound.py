@@ -1,5 +1,6 @@
-"""The bridge's HTTP clients to its upstream, and the forward proxy they go through
-(`upstream.proxy`; docs/operations.md, "Behind a forward proxy").
+"""The bridge's HTTP clients to its upstream: the forward proxy they go through (`upstream.proxy`;
+docs/operations.md, "Behind a forward proxy"), their TLS context (`upstream.tls_*`) and the
+headers every request carries (`upstream.headers`).
 
 A legacy client used directly through the `mcp` Python SDK (httpx) reaches its server through the
 proxy its environment names, as the standard library reads it: `https_proxy` or `http_proxy` by
@@ -90,7 +91,8 @@ def upstream_client(
     **options: Any,
 ) -> aiohttp.ClientSession:
     """An aiohttp client for requests to `settings.url`, through the proxy `upstream.proxy`
-    chooses, with the TLS context the `upstream.tls_*` settings make (config/tls.py), no bound on
+    chooses, with the TLS context the `upstream.tls_*` settings make (config/tls.py) and the
+    `upstream.headers` on every request (a request's own header of the same name wins), no bound on
     connections (a pool or a caller bounds its own), idle ones closed after `keepalive_s` (15 s is
     aiohttp's default); `options` are `aiohttp.ClientSession`'s.
 
