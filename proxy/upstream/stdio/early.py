@@ -57,8 +57,9 @@ def die_with_bridge() -> Callable[[], None] | None:
         return None
     prctl, bridge_pid, death_signal = _PRCTL, os.getpid(), ctypes.c_ulong(signal.SIGKILL)
 
-    # in the child, between fork and exec: a system call and nothing more
+    # in the child, between fork and exec: system calls and nothing more
     def set_death_signal() -> None:
+        leave_the_bridges_group()
         prctl(
             PR_SET_PDEATHSIG, death_signal, ctypes.c_ulong(0), ctypes.c_ulong(0), ctypes.c_ulong(0)
         )
@@ -66,6 +67,24 @@ def die_with_bridge() -> Callable[[], None] | None:
             os.kill(os.getpid(), signal.SIGKILL)
 
     return set_death_signal
+
+
+def leave_the_bridges_group() -> None:
+    """In the child, between fork and exec: its own session now, and drop every signal that
+    reached it while it was still in the bridge's process group.
+
+    uvloop (libuv) forks with every signal blocked and calls `setsid` only after this function,
+    just before it resets the handlers, unblocks the signals and execs; a Ctrl-C (or a client's
+    SIGTERM) sent to the bridge's group in between (about 0.7 ms per spawn) stayed
+    pending and then killed the new process with the default action. After `setsid`
+    nothing sent to the bridge's group reaches the child, so what is pending was meant for the
+    bridge: taken with `sigtimedwait`, without touching a handler. The standard library's
+    `subprocess` calls `setsid` before this and never blocks signals: nothing to do then."""
+    if os.getsid(0) != os.getpid():
+        os.setsid()
+    pending = signal.sigpending()
+    while pending and signal.sigtimedwait(pending, 0) is not None:
+        pass
 
 
 class Launch(NamedTuple):
@@ -154,5 +173,6 @@ __all__ = [
     "EarlyProcess",
     "Launch",
     "die_with_bridge",
+    "leave_the_bridges_group",
     "start_early",
 ]

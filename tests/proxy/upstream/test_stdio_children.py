@@ -145,6 +145,55 @@ def test_a_child_dies_with_the_process_that_started_it() -> None:
     asyncio.run(until_gone(child))
 
 
+# A bridge in its own process group spawns short-lived children the way `process.spawn` does
+# while another process sends a signal to the bridge's group every 0.2 ms (a Ctrl-C, or a client's
+# SIGTERM to the group, at the moment a spare starts); the bridge handles the signal itself. Prints
+# the children's exit codes.
+SPAWNER_SOURCE = """
+import asyncio, collections, os, signal, subprocess, sys
+from proxy.upstream.stdio.children import die_with_bridge
+signum, loop, count = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+signal.signal(signum, lambda *_: None)
+storm = subprocess.Popen([sys.executable, "-c", "import os, time\\nwhile True:\\n"
+    f"    os.killpg({os.getpgrp()}, {signum}); time.sleep(0.0002)"], start_new_session=True)
+async def spawn_all():
+    codes = collections.Counter()
+    for _ in range(count):
+        child = await asyncio.create_subprocess_exec(
+            "true", start_new_session=True, preexec_fn=die_with_bridge())
+        codes[await child.wait()] += 1
+    return dict(codes)
+try:
+    if loop == "uvloop":
+        import uvloop
+        print(uvloop.run(spawn_all()))
+    else:
+        print(asyncio.run(spawn_all()))
+finally:
+    storm.kill()
+"""
+
+
+@pytest.mark.parametrize("loop", ["uvloop", "asyncio"])
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_to_the_bridges_group_never_reaches_a_child_being_started(
+    loop: str, signum: int
+) -> None:
+    """Between fork and `setsid` a child is still in the bridge's group; under uvloop that took
+    about 0.7 ms, signals blocked, and 95 of 100 children died of the storm's signal before this
+    was fixed (`early.leave_the_bridges_group`). Now every child runs and exits 0."""
+    count = 40
+    spawner = subprocess.run(
+        [sys.executable, "-c", SPAWNER_SOURCE, str(int(signum)), loop, str(count)],
+        start_new_session=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert spawner.returncode == 0, spawner.stderr
+    assert spawner.stdout.strip() == str({0: count})
+
+
 def test_the_keeper_kills_the_groups_of_a_bridge_that_died() -> None:
     group = subprocess.Popen(SLEEPER, start_new_session=True, stdout=subprocess.DEVNULL)
     forgotten = subprocess.Popen(SLEEPER, start_new_session=True, stdout=subprocess.DEVNULL)
