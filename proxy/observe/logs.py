@@ -172,23 +172,32 @@ _ENCODE: Final = (
 )
 
 
+def _json(value: Any) -> str:
+    if _ENCODE is None:  # an interpreter without the C accelerator
+        return json.dumps(value, default=_json_fallback)
+    return "".join(_ENCODE(value, 0))
+
+
 def render_json(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> str:
     """structlog processor: the line as JSON (`JSONRenderer`'s output, about twice as fast)."""
-    if _ENCODE is None:  # an interpreter without the C accelerator
-        return json.dumps(event_dict, default=_json_fallback)
-    return "".join(_ENCODE(event_dict, 0))
+    return _json(event_dict)
 
 
 _WHOLE_SECOND: list[Any] = [None, ""]  # (a second since the epoch, its ISO text), the last used
 
 
-def add_timestamp(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
-    """structlog processor: `timestamp`, ISO 8601 in UTC with microseconds (`TimeStamper(fmt="iso",
-    utc=True)`'s text), the date and time of day formatted once per second."""
+def _timestamp() -> str:
+    """Now, ISO 8601 in UTC with microseconds (`TimeStamper(fmt="iso", utc=True)`'s text), the date
+    and time of day formatted once per second."""
     second, nanos = divmod(time.time_ns(), 1_000_000_000)
     if second != _WHOLE_SECOND[0]:
         _WHOLE_SECOND[:] = [second, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(second))]
-    event_dict["timestamp"] = f"{_WHOLE_SECOND[1]}.{nanos // 1000:06d}Z"
+    return f"{_WHOLE_SECOND[1]}.{nanos // 1000:06d}Z"
+
+
+def add_timestamp(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
+    """structlog processor: `timestamp` (`_timestamp`)."""
+    event_dict["timestamp"] = _timestamp()
     return event_dict
 
 
@@ -229,9 +238,78 @@ def finish_json_line(logger: WrappedLogger, method: str, event_dict: EventDict) 
     # The level and the timestamp are the bridge's own text: set after the redaction (which keeps
     # the keys' order), so the same keys come in the same order, and a timestamp, new on every
     # line, is neither searched for credentials nor remembered as a clean text.
-    line = redact(logger, method, event_dict)
-    line["level"] = _LEVEL_OF.get(method, method)  # `add_log_level`'s names
-    return render_json(logger, method, add_timestamp(logger, method, line))
+    level = _LEVEL_OF.get(method, method)  # `add_log_level`'s names
+    if "level" not in event_dict and "timestamp" not in event_dict:
+        line = _json_line(event_dict, level)
+        if line is not None:
+            return line
+    redacted = redact(logger, method, event_dict)
+    redacted["level"] = level
+    return render_json(logger, method, add_timestamp(logger, method, redacted))
+
+
+# `_json_line`'s memos, each bounded as the memos above: a key's text up to its value (`, "key": `)
+# or, for a secret key, its whole masked entry; the JSON text of a value known clean.
+_KEY_HEADS: dict[str, str] = {}
+_SECRET_ENTRIES: dict[str, str] = {}
+_CLEAN_JSON: dict[str, str] = {}
+_NON_FINITE: Final = {"nan": "NaN", "inf": "Infinity", "-inf": "-Infinity"}  # `json`'s words
+_ESCAPED: Final = json.encoder.encode_basestring_ascii
+_INT_TEXT: Final = int.__repr__  # what `json` writes for an int (a bool is not one here)
+_FLOAT_TEXT: Final = float.__repr__
+
+
+def _json_line(event_dict: EventDict, level: str) -> str | None:
+    """`redact`, then `level` and the timestamp added, then `render_json`, in one pass: the same
+    line, byte for byte, at about half the cost (the C encoder's escaping of every key and text
+    on every line was the larger half). Numbers, booleans, None and texts are written here (a
+    text's JSON remembered once it is known clean); any other value goes through `_scrub` and the
+    C encoder, as before. None for a line this does not write (a key that is not a text)."""
+    heads, clean = _KEY_HEADS, _CLEAN_JSON
+    parts: list[str] = []
+    append = parts.append
+    for key, value in event_dict.items():
+        head = heads.get(key)
+        if head is None:
+            secret = _SECRET_ENTRIES.get(key)
+            if secret is not None:
+                append(secret)
+                continue
+            if type(key) is not str:
+                return None
+            head = f", {_ESCAPED(key)}: "
+            if len(heads) + len(_SECRET_ENTRIES) >= _MAX_KEY_VERDICTS:
+                heads.clear()
+                _SECRET_ENTRIES.clear()
+            if is_secret_key(key):
+                _SECRET_ENTRIES[key] = secret = f'{head}"{REDACTED}"'
+                append(secret)
+                continue
+            heads[key] = head
+        append(head)
+        kind = type(value)
+        if kind is str:
+            text = clean.get(value)
+            if text is None:
+                text = _ESCAPED(mask_text(value))
+                if value in _CLEAN_TEXTS:  # `mask_text` found it clean (and short)
+                    if len(clean) >= _MAX_CLEAN_TEXTS:
+                        clean.clear()
+                    clean[value] = text
+            append(text)
+        elif value is None:
+            append("null")
+        elif kind is int:
+            append(_INT_TEXT(value))
+        elif kind is bool:
+            append("true" if value else "false")
+        elif kind is float:
+            text = _FLOAT_TEXT(value)
+            append(_NON_FINITE.get(text, text))
+        else:
+            append(_json(_scrub(value, 1)))
+    append(f', "level": {_ESCAPED(level)}, "timestamp": "{_timestamp()}"')
+    return "{" + "".join(parts)[2:] + "}"
 
 
 def _scrub_aiohttp_server(record: logging.LogRecord) -> bool:

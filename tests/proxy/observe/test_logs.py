@@ -15,6 +15,8 @@ import pytest
 import structlog
 import structlog.testing
 from aiohttp.test_utils import TestClient
+from hypothesis import example, given
+from hypothesis import strategies as st
 
 from config.settings import LogSettings, Settings
 from proxy.app.http_app import make_front_app
@@ -162,6 +164,64 @@ def test_lines_are_what_structlogs_json_renderer_writes(event: dict[str, Any]) -
     """The faster renderer writes each line byte for byte as structlog's `JSONRenderer` did."""
     expected = structlog.processors.JSONRenderer()(None, "info", dict(event))
     assert logs.render_json(None, "info", dict(event)) == expected
+
+
+class _Text(str):
+    pass
+
+
+class _Number(int):
+    pass
+
+
+# Keys the bridge's lines carry, secret ones among them, and any others; values of every kind a
+# line may hold, credentials and sealed states inside texts, nested and not.
+_KEYS = st.sampled_from(
+    ["event", "request_id", "method", "name", "token", "Session-Id", "answer", "level_of", "n"]
+) | st.text(max_size=12)
+_TEXTS = (
+    st.text(max_size=80)
+    | st.sampled_from(["tools/call", "modern", f"Bearer {TOKEN}", STATE, "é ☃ \u2028 \x00"])
+    | st.builds(lambda a, b: f"{a} basic {b} {a}", st.text(max_size=8), st.text(max_size=8))
+)
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats()
+    | _TEXTS
+    | st.builds(_Text, _TEXTS)
+    | st.builds(_Number, st.integers())
+    | st.just(b"bytes")
+    | st.just(_Shown())
+)
+_VALUES = st.recursive(
+    _SCALARS,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.tuples(inner) | st.dictionaries(_KEYS, inner, max_size=3)
+    ),
+    max_leaves=12,
+)
+
+
+@given(st.dictionaries(_KEYS, _VALUES, max_size=8), st.sampled_from(["info", "warn", "exception"]))
+@example({"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"), "f": 1e16}, "info")
+@example({"b": True, "n": _Number(3), "t": _Text("Bearer x"), "e": "", "none": None}, "info")
+def test_a_line_is_written_as_the_redact_then_render_chain_wrote_it(
+    event: dict[str, Any], method: str
+) -> None:
+    """`finish_json_line` writes each line in one pass now: byte for byte what redacting, adding
+    the level and the timestamp, then rendering wrote (the same timestamp for both)."""
+    stamp = "2026-12-05T08:00:00.123456Z"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(logs, "_timestamp", lambda: stamp)
+        expected = logs.redact(None, method, dict(event))
+        expected["level"] = logs._LEVEL_OF.get(method, method)
+        expected["timestamp"] = stamp
+        line = logs.finish_json_line(None, method, dict(event))
+        again = logs.finish_json_line(None, method, dict(event))  # with the memos filled
+    assert line == again == logs.render_json(None, method, expected)
+    assert TOKEN not in line and STATE not in line
 
 
 def test_timestamps_are_utc_iso_with_microseconds() -> None:
