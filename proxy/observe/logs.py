@@ -261,10 +261,11 @@ _FLOAT_TEXT: Final = float.__repr__
 
 def _json_line(event_dict: EventDict, level: str) -> str | None:
     """`redact`, then `level` and the timestamp added, then `render_json`, in one pass: the same
-    line, byte for byte, at about half the cost (the C encoder's escaping of every key and text
-    on every line was the larger half). Numbers, booleans, None and texts are written here (a
-    text's JSON remembered once it is known clean); any other value goes through `_scrub` and the
-    C encoder, as before. None for a line this does not write (a key that is not a text)."""
+    line, byte for byte, for 58% of the instructions (the C encoder escaped every key and text
+    again on every line: bench/README.md, "The twelfth batch"). Numbers, booleans, None and texts
+    are written here (a text's JSON remembered once it is known clean); any other value goes
+    through `_scrub` and the C encoder, as before. None for a line this does not write (a key that
+    is not a text)."""
     heads, clean = _KEY_HEADS, _CLEAN_JSON
     parts: list[str] = []
     append = parts.append
