@@ -1,4 +1,4 @@
-"""structlog configuration and the redaction safety net (docs/decisions.md § 5).
+"""structlog configuration: one chain, one shape for every line (docs/decisions.md § 5).
 
 Configured once at startup by `configure_logging`: the log context first
 (proxy/common/log_context.py), then timestamp and level, then `redact`, then JSON (in one step,
@@ -6,19 +6,15 @@ Configured once at startup by `configure_logging`: the log context first
 mode stdout carries protocol bytes only. Standard-library loggers (aiohttp, asyncio) are routed
 through the same chain so every line has one shape.
 
-`redact` masks the values of known secret keys at any depth (Authorization, tokens, requestState,
-session ids, keys, elicited content, input responses) and bearer credentials or sealed states
-inside any string. It is a safety net, not a licence to log secrets.
+`redact`, the safety net that masks secrets, is proxy/observe/redaction.py's.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import re
 import sys
 import time
-from collections.abc import Mapping
 from typing import Any, Final, NamedTuple, TextIO
 
 import structlog
@@ -27,121 +23,17 @@ from structlog.typing import EventDict, Processor, WrappedLogger
 
 from config.settings import LogSettings
 from proxy.common.log_context import merge_log_context
-
-REDACTED: Final = "[redacted]"
-# Compared after lower-casing and turning "-" into "_".
-SECRET_KEYS: Final[frozenset[str]] = frozenset(
-    {
-        "authorization",
-        "proxy_authorization",
-        "cookie",
-        "set_cookie",
-        "token",
-        "access_token",
-        "refresh_token",
-        "id_token",
-        "bearer",
-        "password",
-        "secret",
-        "api_key",
-        "x_api_key",
-        "requeststate",
-        "request_state",
-        "session_id",
-        "mcp_session_id",
-        "key",
-        "keys",
-        "content",
-        "answer",
-        "answers",
-        "inputresponses",
-        "input_responses",
-    }
+from proxy.observe.redaction import (
+    MAX_CLEAN_TEXTS,
+    MAX_KEY_VERDICTS,
+    REDACTED,
+    SECRET_KEYS,
+    is_clean_text,
+    is_secret_key,
+    mask_text,
+    redact,
+    scrub,
 )
-_CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9\-._~+/]+=*")
-_CREDENTIAL_HINT = re.compile(r"(?i)bearer|basic")  # what every _CREDENTIAL match contains
-_SEALED_STATE = re.compile(r"\bv1\.[A-Za-z0-9_\-]{16,}={0,2}")
-_MAX_DEPTH: Final = 8
-
-
-_KEY_VERDICTS: dict[str, bool] = {}  # the keys seen so far (a few dozen in the code's events)
-_MAX_KEY_VERDICTS: Final = 4096
-_PLAIN_VALUES: Final = frozenset({int, float, bool, type(None)})  # nothing in them to mask
-
-
-def is_secret_key(key: object) -> bool:
-    """Whether a log key (or a nested dict key) names a secret."""
-    if not isinstance(key, str):
-        return False
-    verdict = _KEY_VERDICTS.get(key)
-    if verdict is None:
-        verdict = key.lower().replace("-", "_") in SECRET_KEYS
-        if len(_KEY_VERDICTS) < _MAX_KEY_VERDICTS:
-            _KEY_VERDICTS[key] = verdict
-    return verdict
-
-
-# Short texts seen to hold nothing to mask (method names, outcomes, eras: most log values repeat),
-# so the patterns run once per distinct text. Bounded: a full memo starts over, so texts seen once
-# (a client's string request ids, say) cannot keep the ones that repeat out of it for good.
-_CLEAN_TEXTS: set[str] = set()
-_MAX_CLEAN_TEXTS: Final = 4096
-_MAX_CLEAN_TEXT_LENGTH: Final = 64
-
-
-def mask_text(text: str) -> str:
-    """Mask bearer/basic credentials and sealed `requestState` blobs inside free text."""
-    if text in _CLEAN_TEXTS:
-        return text
-    if "v1." not in text and not _CREDENTIAL_HINT.search(text):
-        # most log values: nothing either pattern could match
-        if len(text) <= _MAX_CLEAN_TEXT_LENGTH:
-            if len(_CLEAN_TEXTS) >= _MAX_CLEAN_TEXTS:
-                _CLEAN_TEXTS.clear()
-            _CLEAN_TEXTS.add(text)
-        return text
-    text = _CREDENTIAL.sub(lambda match: f"{match.group(1)}{match.group(2)}{REDACTED}", text)
-    return _SEALED_STATE.sub(f"v1.{REDACTED}", text)
-
-
-def _scrub(value: Any, depth: int) -> Any:
-    if type(value) in _PLAIN_VALUES:
-        return value
-    if isinstance(value, str):
-        return mask_text(value)
-    if depth >= _MAX_DEPTH and isinstance(value, Mapping | list | tuple):
-        return "[truncated]"
-    if isinstance(value, Mapping):
-        return {
-            key: REDACTED if is_secret_key(key) else _scrub(item, depth + 1)
-            for key, item in value.items()
-        }
-    if isinstance(value, list | tuple):
-        return [_scrub(item, depth + 1) for item in value]
-    return value
-
-
-def redact(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
-    """structlog processor: mask secret keys at any depth and credentials inside strings.
-
-    The top level is `_scrub` unrolled, with the key verdicts read from their cache directly:
-    every log line passes here (the access line has 20 fields), and most values are numbers,
-    None or short strings."""
-    verdicts, clean = _KEY_VERDICTS, _CLEAN_TEXTS
-    redacted: EventDict = {}
-    for key, value in event_dict.items():
-        secret = verdicts.get(key)
-        if secret is None:
-            secret = is_secret_key(key)
-        if secret:
-            redacted[key] = REDACTED
-        elif type(value) in _PLAIN_VALUES:
-            redacted[key] = value
-        elif type(value) is str:
-            redacted[key] = value if value in clean else mask_text(value)
-        else:
-            redacted[key] = _scrub(value, 1)
-    return redacted
 
 
 def _json_fallback(value: Any) -> Any:
@@ -264,7 +156,7 @@ def _json_line(event_dict: EventDict, level: str) -> str | None:
     line, byte for byte, for 58% of the instructions (the C encoder escaped every key and text
     again on every line: bench/README.md, "The twelfth batch"). Numbers, booleans, None and texts
     are written here (a text's JSON remembered once it is known clean); any other value goes
-    through `_scrub` and the C encoder, as before. None for a line this does not write (a key that
+    through `scrub` and the C encoder, as before. None for a line this does not write (a key that
     is not a text)."""
     heads, clean = _KEY_HEADS, _CLEAN_JSON
     parts: list[str] = []
@@ -279,7 +171,7 @@ def _json_line(event_dict: EventDict, level: str) -> str | None:
             if type(key) is not str:
                 return None
             head = f", {_ESCAPED(key)}: "
-            if len(heads) + len(_SECRET_ENTRIES) >= _MAX_KEY_VERDICTS:
+            if len(heads) + len(_SECRET_ENTRIES) >= MAX_KEY_VERDICTS:
                 heads.clear()
                 _SECRET_ENTRIES.clear()
             if is_secret_key(key):
@@ -293,8 +185,8 @@ def _json_line(event_dict: EventDict, level: str) -> str | None:
             text = clean.get(value)
             if text is None:
                 text = _ESCAPED(mask_text(value))
-                if value in _CLEAN_TEXTS:  # `mask_text` found it clean (and short)
-                    if len(clean) >= _MAX_CLEAN_TEXTS:
+                if is_clean_text(value):  # `mask_text` found it clean (and short)
+                    if len(clean) >= MAX_CLEAN_TEXTS:
                         clean.clear()
                     clean[value] = text
             append(text)
@@ -308,7 +200,7 @@ def _json_line(event_dict: EventDict, level: str) -> str | None:
             text = _FLOAT_TEXT(value)
             append(_NON_FINITE.get(text, text))
         else:
-            append(_json(_scrub(value, 1)))
+            append(_json(scrub(value, 1)))
     append(f', "level": {_ESCAPED(level)}, "timestamp": "{_timestamp()}"')
     return "{" + "".join(parts)[2:] + "}"
 

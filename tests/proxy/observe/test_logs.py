@@ -22,7 +22,7 @@ from config.settings import LogSettings, Settings
 from proxy.app.http_app import make_front_app
 from proxy.common.front_request import FrontRequest, NotificationSink
 from proxy.common.log_context import bound_log_context, log_context
-from proxy.observe import logs
+from proxy.observe import logs, redaction
 from proxy.observe.logs import REDACTED, configure_logging, redact
 from translators.protocol.eras import (
     META_CLIENT_CAPABILITIES,
@@ -105,14 +105,14 @@ def test_texts_are_remembered_clean_only_when_short_and_clean(
     """The memo of clean texts never holds a text that had something to mask, nor a long one, nor
     more than its bound; a full memo starts over (texts seen once cannot crowd the others out for
     good); a remembered text passes through unchanged."""
-    monkeypatch.setattr(logs, "_CLEAN_TEXTS", set())
-    monkeypatch.setattr(logs, "_MAX_CLEAN_TEXTS", 3)
-    long_text = "x" * (logs._MAX_CLEAN_TEXT_LENGTH + 1)
+    monkeypatch.setattr(redaction, "_CLEAN_TEXTS", set())
+    monkeypatch.setattr(redaction, "MAX_CLEAN_TEXTS", 3)
+    long_text = "x" * (redaction._MAX_CLEAN_TEXT_LENGTH + 1)
     for text in ("tools/call", f"Bearer {TOKEN}", STATE, long_text, "ok", "json"):
         redact(None, "info", {"event": text})
-    assert logs._CLEAN_TEXTS == {"tools/call", "ok", "json"}
+    assert redaction._CLEAN_TEXTS == {"tools/call", "ok", "json"}
     redact(None, "info", {"event": "legacy"})
-    assert logs._CLEAN_TEXTS == {"legacy"}
+    assert redaction._CLEAN_TEXTS == {"legacy"}
     assert redact(None, "info", {"event": "ok", "m": f"Bearer {TOKEN}"}) == {
         "event": "ok",
         "m": f"Bearer {REDACTED}",
@@ -215,7 +215,7 @@ def test_a_line_is_written_as_the_redact_then_render_chain_wrote_it(
     stamp = "2026-12-05T08:00:00.123456Z"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(logs, "_timestamp", lambda: stamp)
-        expected = logs.redact(None, method, dict(event))
+        expected = redaction.redact(None, method, dict(event))
         expected["level"] = logs._LEVEL_OF.get(method, method)
         expected["timestamp"] = stamp
         line = logs.finish_json_line(None, method, dict(event))

@@ -1,0 +1,149 @@
+"""The redaction safety net of every log line (docs/decisions.md § 5).
+
+`redact` masks the values of known secret keys at any depth (Authorization, tokens, requestState,
+session ids, keys, elicited content, input responses) and bearer credentials or sealed states
+inside any string. It is a safety net, not a licence to log secrets. The JSON line writer
+(proxy/observe/logs.py, `_json_line`) applies the same rules in its one pass.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from typing import Any, Final
+
+from structlog.typing import EventDict, WrappedLogger
+
+REDACTED: Final = "[redacted]"
+# Compared after lower-casing and turning "-" into "_".
+SECRET_KEYS: Final[frozenset[str]] = frozenset(
+    {
+        "authorization",
+        "proxy_authorization",
+        "cookie",
+        "set_cookie",
+        "token",
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "bearer",
+        "password",
+        "secret",
+        "api_key",
+        "x_api_key",
+        "requeststate",
+        "request_state",
+        "session_id",
+        "mcp_session_id",
+        "key",
+        "keys",
+        "content",
+        "answer",
+        "answers",
+        "inputresponses",
+        "input_responses",
+    }
+)
+_CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9\-._~+/]+=*")
+_CREDENTIAL_HINT = re.compile(r"(?i)bearer|basic")  # what every _CREDENTIAL match contains
+_SEALED_STATE = re.compile(r"\bv1\.[A-Za-z0-9_\-]{16,}={0,2}")
+_MAX_DEPTH: Final = 8
+
+
+_KEY_VERDICTS: dict[str, bool] = {}  # the keys seen so far (a few dozen in the code's events)
+MAX_KEY_VERDICTS: Final = 4096
+_PLAIN_VALUES: Final = frozenset({int, float, bool, type(None)})  # nothing in them to mask
+
+
+def is_secret_key(key: object) -> bool:
+    """Whether a log key (or a nested dict key) names a secret."""
+    if not isinstance(key, str):
+        return False
+    verdict = _KEY_VERDICTS.get(key)
+    if verdict is None:
+        verdict = key.lower().replace("-", "_") in SECRET_KEYS
+        if len(_KEY_VERDICTS) < MAX_KEY_VERDICTS:
+            _KEY_VERDICTS[key] = verdict
+    return verdict
+
+
+# Short texts seen to hold nothing to mask (method names, outcomes, eras: most log values repeat),
+# so the patterns run once per distinct text. Bounded: a full memo starts over, so texts seen once
+# (a client's string request ids, say) cannot keep the ones that repeat out of it for good.
+_CLEAN_TEXTS: set[str] = set()
+MAX_CLEAN_TEXTS: Final = 4096
+_MAX_CLEAN_TEXT_LENGTH: Final = 64
+
+
+def is_clean_text(text: str) -> bool:
+    """Whether `mask_text` found `text` clean and remembers it (short texts only)."""
+    return text in _CLEAN_TEXTS
+
+
+def mask_text(text: str) -> str:
+    """Mask bearer/basic credentials and sealed `requestState` blobs inside free text."""
+    if text in _CLEAN_TEXTS:
+        return text
+    if "v1." not in text and not _CREDENTIAL_HINT.search(text):
+        # most log values: nothing either pattern could match
+        if len(text) <= _MAX_CLEAN_TEXT_LENGTH:
+            if len(_CLEAN_TEXTS) >= MAX_CLEAN_TEXTS:
+                _CLEAN_TEXTS.clear()
+            _CLEAN_TEXTS.add(text)
+        return text
+    text = _CREDENTIAL.sub(lambda match: f"{match.group(1)}{match.group(2)}{REDACTED}", text)
+    return _SEALED_STATE.sub(f"v1.{REDACTED}", text)
+
+
+def scrub(value: Any, depth: int) -> Any:
+    """`value` with secret keys masked at any depth and credentials masked in its texts."""
+    if type(value) in _PLAIN_VALUES:
+        return value
+    if isinstance(value, str):
+        return mask_text(value)
+    if depth >= _MAX_DEPTH and isinstance(value, Mapping | list | tuple):
+        return "[truncated]"
+    if isinstance(value, Mapping):
+        return {
+            key: REDACTED if is_secret_key(key) else scrub(item, depth + 1)
+            for key, item in value.items()
+        }
+    if isinstance(value, list | tuple):
+        return [scrub(item, depth + 1) for item in value]
+    return value
+
+
+def redact(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
+    """structlog processor: mask secret keys at any depth and credentials inside strings.
+
+    The top level is `scrub` unrolled, with the key verdicts read from their cache directly:
+    every log line passes here (the access line has 20 fields), and most values are numbers,
+    None or short strings."""
+    verdicts, clean = _KEY_VERDICTS, _CLEAN_TEXTS
+    redacted: EventDict = {}
+    for key, value in event_dict.items():
+        secret = verdicts.get(key)
+        if secret is None:
+            secret = is_secret_key(key)
+        if secret:
+            redacted[key] = REDACTED
+        elif type(value) in _PLAIN_VALUES:
+            redacted[key] = value
+        elif type(value) is str:
+            redacted[key] = value if value in clean else mask_text(value)
+        else:
+            redacted[key] = scrub(value, 1)
+    return redacted
+
+
+__all__ = [
+    "MAX_CLEAN_TEXTS",
+    "MAX_KEY_VERDICTS",
+    "REDACTED",
+    "SECRET_KEYS",
+    "is_clean_text",
+    "is_secret_key",
+    "mask_text",
+    "redact",
+    "scrub",
+]
