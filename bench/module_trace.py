@@ -72,6 +72,7 @@ async def measure(url: str, tracer: Tracer) -> dict[str, dict[str, Any]]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--list", action="store_true", help="print every module entered")
+    parser.add_argument("--functions", action="store_true", help="print every function entered")
     parser.add_argument("--json", type=Path, help="write the modules and counts here")
     args = parser.parse_args(argv)
     procs = Processes()
@@ -98,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: {count} modules, {row['moves']} moves{verdict}")
         if args.list:
             print("    " + "\n    ".join(row["modules"]))
+        if args.functions:
+            print("    " + "\n    ".join(row["functions"]))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2) + "\n")
     return 1 if missed else 0

@@ -5,7 +5,7 @@
 Runs the bridge's own entry point with its arguments. SIGUSR1 starts recording: every Python call
 or resume (`sys.setprofile`) whose code lives under `proxy/`, `translators/` or `config/` adds its
 module to a set, and every change of module from one event to the next counts as a move. SIGUSR2
-stops recording and writes `{"modules": [...], "moves": n}` to `$MRTR_TRACE_OUT`, then touches
+stops recording and writes `{"modules": [...], "moves": n, "functions": [...]}` to `$MRTR_TRACE_OUT`, then touches
 `$MRTR_TRACE_OUT.done`. Not part of `make bench`: the hook slows the bridge down.
 """
 
@@ -23,6 +23,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 _PACKAGES = tuple(str(ROOT / name) + os.sep for name in ("proxy", "translators", "config"))
 _modules: set[str] = set()
+_functions: set[str] = set()
 _moves = [0]
 _last: list[str | None] = [None]
 _names: dict[str, str | None] = {}
@@ -46,6 +47,7 @@ def _hook(frame: FrameType, event: str, _arg: Any) -> None:
     if module is None:
         return
     _modules.add(module)
+    _functions.add(f"{module}:{frame.f_code.co_qualname}")
     if module != _last[0]:
         _moves[0] += 1
         _last[0] = module
@@ -53,6 +55,7 @@ def _hook(frame: FrameType, event: str, _arg: Any) -> None:
 
 def _start(_signum: int, _frame: FrameType | None) -> None:
     _modules.clear()
+    _functions.clear()
     _moves[0] = 0
     _last[0] = None
     threading.setprofile(_hook)
@@ -63,7 +66,9 @@ def _stop(_signum: int, _frame: FrameType | None) -> None:
     sys.setprofile(None)
     threading.setprofile(None)  # type: ignore[arg-type]
     out = Path(os.environ["MRTR_TRACE_OUT"])
-    out.write_text(json.dumps({"modules": sorted(_modules), "moves": _moves[0]}))
+    out.write_text(json.dumps(
+            {"modules": sorted(_modules), "moves": _moves[0], "functions": sorted(_functions)}
+        ))
     Path(f"{out}.done").touch()
 
 

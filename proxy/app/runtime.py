@@ -14,8 +14,8 @@ import structlog
 
 from config.settings import Settings, UpstreamSettings
 from proxy.auth.keys import load_keyring
+from proxy.calls.call import Call
 from proxy.calls.continuations import Continuations
-from proxy.calls.driver import CallDriver
 from proxy.calls.listen_hub import ListenHub
 from proxy.calls.registry import HeldCallRegistry
 from proxy.calls.roots_affinity import RootsAffinity
@@ -117,7 +117,7 @@ def build_engine(
     settings: Settings, pool: UpstreamPool, keyring: KeyRing, metrics: BridgeMetrics | None
 ) -> Engine:
     """The engine and the call machinery it drives, each given its collaborators."""
-    registry = HeldCallRegistry[CallDriver](
+    registry = HeldCallRegistry[Call](
         max_per_principal=settings.held.max_per_principal,
         max_total=settings.held.max_total,
         batch_sizes=BatchSizes(settings.held.batch_sizes),

@@ -31,7 +31,7 @@ from aiohttp import web
 
 from config.settings import Settings
 from proxy.app.status_page import render_page
-from proxy.calls.driver import CallDriver
+from proxy.calls.call import Call
 from proxy.calls.registry import HeldCallRegistry
 from proxy.cluster.peers import PeerDirectory
 from proxy.http_front.checks import Gate
@@ -51,7 +51,7 @@ class StatusSources:
     """Where the facts come from; each is None when this app has none (a scripted engine, one
     replica)."""
 
-    registry: HeldCallRegistry[CallDriver] | None
+    registry: HeldCallRegistry[Call] | None
     pool: UpstreamPool | None
     peers: PeerDirectory | None
     era: str | None  # the HTTP upstream's era as probed; None: not probed (stdio, scripted)
@@ -149,23 +149,23 @@ class StatusPage:
         }
 
     @staticmethod
-    def _held(registry: HeldCallRegistry[CallDriver] | None) -> Facts:
+    def _held(registry: HeldCallRegistry[Call] | None) -> Facts:
         if registry is None:
             return {"count": 0, "in_progress": 0, "per_tool": {}, "calls": []}
-        drivers = registry.calls()
+        held = registry.calls()
         now = time.monotonic()
         calls = [
             {
-                "method": driver.method,
-                "name": driver.name,
-                "principal": driver.principal[:DIGEST_CHARS],
-                "age_s": round(now - driver.started, 1),
-                "round": driver.machine.round,
-                "state": driver.machine.state.value,
+                "method": call.method,
+                "name": call.name,
+                "principal": call.principal[:DIGEST_CHARS],
+                "age_s": round(now - call.started, 1),
+                "round": call.machine.round,
+                "state": call.machine.state.value,
             }
-            for driver in drivers[:MAX_LISTED]
+            for call in held[:MAX_LISTED]
         ]
-        per_tool = Counter(f"{driver.method} {driver.name or ''}".strip() for driver in drivers)
+        per_tool = Counter(f"{call.method} {call.name or ''}".strip() for call in held)
         return {
             "count": registry.held_now(),
             "in_progress": registry.in_progress(),
@@ -217,7 +217,7 @@ class StatusPage:
         }
 
     @staticmethod
-    def _batches(registry: HeldCallRegistry[CallDriver] | None) -> Facts:
+    def _batches(registry: HeldCallRegistry[Call] | None) -> Facts:
         if registry is None:
             return {"declared": {}, "learned": []}
         sizes = registry.batch_sizes

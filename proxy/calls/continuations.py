@@ -14,7 +14,7 @@ from typing import Final
 
 from config.recovery import RecoverySettings
 from config.settings import HeldCallSettings
-from proxy.calls.driver import CallDriver
+from proxy.calls.call import Call
 from proxy.calls.registry import HeldCallRegistry
 from proxy.common.front_request import FrontRequest
 from translators.held.events import ReplyInputRequired
@@ -31,7 +31,7 @@ from translators.held.request_state import (
 )
 from translators.protocol.requests import salient_params
 from translators.wire.canonical import digest
-from translators.wire.errors import ClientLimitExceeded, InvalidRequestState, RejectionReason
+from translators.wire.errors import ClientLimitExceeded
 from translators.wire.jsonrpc import JsonObject
 
 MAX_USED: Final = 16_384  # claimed states remembered, so a replay of one cannot start a recovery
@@ -42,7 +42,7 @@ class Continuations:
         self,
         keyring: KeyRing,
         held: HeldCallSettings,
-        registry: HeldCallRegistry[CallDriver],
+        registry: HeldCallRegistry[Call],
         recovery: RecoverySettings | None = None,
     ) -> None:
         self._keyring = keyring
@@ -112,31 +112,19 @@ class Continuations:
                     "held.max_input_response_bytes",
                 )
 
-    def claim(self, request: FrontRequest) -> tuple[CallDriver, StateClaims]:
+    def claim(self, request: FrontRequest) -> tuple[Call, StateClaims]:
+        """The held call a retry's state names, checked (early, before the log level is raised)
+        by the call itself against its round, caller and keys (`Call.accept_retry`)."""
         claims = self.opened(request, grace_s=0)
-        driver = self._registry.lookup(claims.continuation_id)
-        refusal = driver.machine.retry_refusal(claims.round)
-        if refusal is not None and refusal is not RejectionReason.NOT_WAITING:
-            # early, before the log level is raised; the machine asks
-            raise InvalidRequestState(refusal)
-            # again when fed, atomically (a doubled retry is refused there, not_waiting, once it
-            # loses)
-        if driver.principal != request.principal or claims.keys_digest != keys_digest(
-            driver.issued_keys
-        ):
-            raise InvalidRequestState(RejectionReason.OTHER_REQUEST)
+        call = self._registry.lookup(claims.continuation_id)
+        call.accept_retry(claims, request.principal, request.params.get("inputResponses"))
         self.mark_used(claims)
-        responses = request.params.get("inputResponses")
-        if isinstance(responses, dict):  # this round's answers, sealed into the next round's state
-            driver.answers.update(
-                {key: responses[key] for key in driver.issued_keys if key in responses}
-            )
-        return driver, claims
+        return call, claims
 
-    def seal(self, request: FrontRequest, driver: CallDriver, reply: ReplyInputRequired) -> str:
-        answers, carried = self._sealed_answers(driver.answers)
+    def seal(self, request: FrontRequest, call: Call, reply: ReplyInputRequired) -> str:
+        answers, carried = self._sealed_answers(call.answers)
         claims = StateClaims(
-            continuation_id=driver.continuation_id,
+            continuation_id=call.continuation_id,
             round=reply.round,
             replica_id=self._held.replica_id,
             principal_digest=principal_digest(request.principal),
@@ -145,10 +133,10 @@ class Continuations:
             keys_digest=keys_digest(list(reply.input_requests)),
             # from when the round was asked, as the held deadline counts: a retry that finds the
             # held call expired always finds its state expired too (the same refusal reason)
-            expires_at_ms=int(((driver.asked_at or time.time()) + self._held.ttl_s) * 1000),
+            expires_at_ms=int(((call.asked_at or time.time()) + self._held.ttl_s) * 1000),
             answers=answers,
             answers_carried=carried,
-            trace=driver.trace_context,
+            trace=call.trace_context,
         )
         return seal(claims, self._keyring, os.urandom(NONCE_SIZE))
 

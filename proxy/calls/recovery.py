@@ -19,8 +19,8 @@ from typing import Final, NoReturn
 import structlog
 
 from config.recovery import RecoverySettings
+from proxy.calls.call import Call
 from proxy.calls.continuations import Continuations
-from proxy.calls.driver import CallDriver
 from proxy.calls.registry import HeldCallRegistry
 from proxy.common.front_request import FrontRequest
 from proxy.observe.metrics import BridgeMetrics
@@ -58,7 +58,7 @@ class Recovery:
         self,
         settings: RecoverySettings,
         continuations: Continuations,
-        registry: HeldCallRegistry[CallDriver],
+        registry: HeldCallRegistry[Call],
         metrics: BridgeMetrics,
     ) -> None:
         self.settings = settings

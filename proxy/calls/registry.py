@@ -1,4 +1,4 @@
-"""The registry of live held calls (proxy/calls/driver.py drives each one): lookup by
+"""The registry of live held calls (proxy/calls/call.py, each one's owner): lookup by
 `continuation_id`, the held-call caps, the round counter, shutdown, and what the bridge learned
 about how each tool's pushes arrive (translators/held/push_batches.py).
 """
@@ -22,12 +22,14 @@ HELD_ABANDON_S = 5.0  # longest an abandoned call waits for its upstream refusal
 
 
 class HeldEntry(Protocol):
-    """What the registry needs of a live call (`proxy.calls.driver.CallDriver` is one)."""
+    """What the registry needs of a live call (`proxy.calls.call.Call` is one)."""
 
     continuation_id: bytes
     principal: str
     started: float  # monotonic seconds
-    machine: HeldCall
+
+    @property
+    def machine(self) -> HeldCall: ...
 
     def abort(self, reason: str) -> None: ...
 
@@ -49,12 +51,12 @@ class HeldCallRegistry(Generic[Entry]):
         self._per_principal: dict[str, int] = {}  # held calls per principal
         self.closing = False  # shutdown: no call may become held any more
         # the end of the shutdown grace: the calls still in progress are being abandoned, with
-        # this reason (plain calls by their request's cancellation: proxy/calls/plain_forward.py)
+        # this reason (plain calls by their request's cancellation: proxy/calls/call.py)
         self.abort_reason: str | None = None
         self._max_per_principal = max_per_principal
         self._max_total = max_total
         self._attempt_ids = 0
-        # first attempts running plain, no push yet (proxy/calls/plain_forward.py)
+        # first attempts running plain, no push yet (proxy/calls/call.py)
         self.plain_calls = 0
         self.rounds_total = 0
         # pushes per tool and round: declared (held.batch_sizes) or learned from earlier calls

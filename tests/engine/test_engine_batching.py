@@ -15,7 +15,7 @@ from engine_harness import (
     text_result,
 )
 
-from proxy.calls.driver import CallDriver
+from proxy.calls.call import Call
 from translators.held.machine import HeldCallState
 from translators.held.push_batches import BatchSizes
 from translators.protocol.eras import ELICIT, ROOTS, TOOLS_CALL
@@ -24,7 +24,7 @@ COLOUR = {"message": "Your colour?", "requestedSchema": ELICIT_PARAMS["requested
 CEILING_MS = 20  # held.batch_quiet_ms (and batch_max_ms) where a test wants the ceiling to act
 
 
-def driver(bridge: ScriptedBridge) -> CallDriver:
+def driver(bridge: ScriptedBridge) -> Call:
     (only,) = bridge.engine.registry._calls.values()
     return only
 

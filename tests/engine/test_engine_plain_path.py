@@ -1,7 +1,7 @@
-"""The plain path (proxy/calls/plain_forward.py): no held-call state until a call's first push.
+"""The plain path (proxy/calls/call.py): no held-call state until a call's first push.
 
-A first attempt is forwarded plain; the held-call driver, its tasks and timers and its registry
-entry exist only once the upstream asks something. These conversations pin both halves: a call
+A first attempt is forwarded plain; the held parts (`HeldRun`: the machine, its tasks and timers)
+and the registry entry exist only once the upstream asks something. These conversations pin both halves: a call
 that never receives a push leaves nothing behind at any moment, and a push arriving mid-call (on
 the call's stream or the session's GET stream, after progress was already forwarded) still
 becomes the same `InputRequiredResult` and the same held call.
@@ -28,8 +28,8 @@ from engine_harness import (
     text_result,
 )
 
-import proxy.engine.routes.first_call as first_call
-from proxy.calls.driver import CallDriver
+import proxy.calls.call as call_module
+from proxy.calls.held_run import HeldRun
 from translators.held.machine import HeldCallState
 from translators.protocol.eras import ELICIT
 from translators.wire.errors import INTERNAL_ERROR, LEGACY_URL_ELICITATION_REQUIRED
@@ -39,16 +39,16 @@ FORM = {"mode": "form", **ELICIT_PARAMS}
 
 
 @contextmanager
-def counted_drivers(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[CallDriver]]:
-    """Every `CallDriver` the first-call route builds, in order."""
-    built: list[CallDriver] = []
+def counted_held_parts(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[HeldRun]]:
+    """Every `HeldRun` (the held parts of a call) built, in order."""
+    built: list[HeldRun] = []
 
-    def counting(*args: Any, **kwargs: Any) -> CallDriver:
-        driver = CallDriver(*args, **kwargs)
-        built.append(driver)
-        return driver
+    def counting(*args: Any, **kwargs: Any) -> HeldRun:
+        held = HeldRun(*args, **kwargs)
+        built.append(held)
+        return held
 
-    monkeypatch.setattr(first_call, "CallDriver", counting)
+    monkeypatch.setattr(call_module, "HeldRun", counting)
     yield built
 
 
@@ -72,7 +72,7 @@ def assert_no_held_state(bridge: ScriptedBridge) -> None:
 async def test_a_call_without_a_push_builds_no_held_call_state(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    with counted_drivers(monkeypatch) as built:
+    with counted_held_parts(monkeypatch) as built:
         async with scripted_bridge() as bridge:
             sink = RecordingSink()
             first = bridge.start(progress_request(bridge, "p-1"), sink)
@@ -106,7 +106,7 @@ async def test_a_call_without_a_push_builds_no_held_call_state(
 async def test_a_push_mid_call_becomes_the_same_input_round_and_held_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    with counted_drivers(monkeypatch) as built:
+    with counted_held_parts(monkeypatch) as built:
         async with scripted_bridge() as bridge:
             sink = RecordingSink()
             request = progress_request(bridge, "p-2")
@@ -119,9 +119,9 @@ async def test_a_push_mid_call_becomes_the_same_input_round_and_held_call(
             reply = await first
             assert input_requests(reply) == {"name": {"method": ELICIT, "params": FORM}}
             assert "requestState" in reply["result"]
-            # now, and only now, the held call exists: one driver, registered, waiting
+            # now, and only now, the held call exists: one, registered, waiting
             assert len(built) == 1
-            assert bridge.engine.registry.calls() == built
+            assert [held.machine for held in bridge.engine.registry.calls()] == [built[0].machine]
             assert built[0].machine.state is HeldCallState.WAITING_CLIENT
             assert built[0].machine.round == 1
             assert bridge.engine.registry.held_now() == 1
@@ -164,7 +164,7 @@ async def test_a_push_on_the_sessions_get_stream_also_starts_the_held_call() -> 
 
 
 async def test_a_held_call_keeps_what_is_left_of_the_attempts_deadline() -> None:
-    """The plain path's time counts: a push arriving halfway leaves the driver only the rest of
+    """The plain path's time counts: a push arriving halfway leaves the held call only the rest of
     `front.request_timeout_s` (a new whole timeout would end it 50% later), and the batch waiting
     for a second push is cut by it."""
     timeout_s = 2.0
@@ -205,9 +205,9 @@ async def test_a_plain_call_past_its_deadline_is_cancelled_and_its_session_disca
 async def test_a_url_elicitation_error_ending_a_plain_call_becomes_a_held_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """-32042 ends the upstream call but asks for input: the driver adopts the finished call, so
+    """-32042 ends the upstream call but asks for input: the call becomes held around the finished call, so
     the round and the call sent again are the held call's, counted once."""
-    with counted_drivers(monkeypatch) as built:
+    with counted_held_parts(monkeypatch) as built:
         async with scripted_bridge() as bridge:
             request = bridge.request("pay")
             first = bridge.start(request)
@@ -229,7 +229,7 @@ async def test_a_url_elicitation_error_ending_a_plain_call_becomes_a_held_call(
 
 
 async def test_the_shutdown_cut_off_cancels_a_plain_call_as_the_bridge_shutting_down() -> None:
-    """A plain call has no driver for `abort_all` to reach: the cut-off's cancellation of its
+    """A plain call has no held parts for `abort_all` to reach: the cut-off's cancellation of its
     request tells the server the same reason a held call's abort does, and the client gets the
     shutting-down error."""
     async with scripted_bridge() as bridge:

@@ -2,7 +2,7 @@
 
 A `tools/call` (first attempt or MRTR retry) whose own request declared the Tasks extension, on a
 tool that does not run as a legacy task, and still running after `tasks.promote_after_ms`, is
-answered with a task instead of waiting: the held call (proxy/calls/driver.py) goes on, with the
+answered with a task instead of waiting: the held call (proxy/calls/call.py) goes on, with the
 same machine, session and push handling as an MRTR call. The front request's attempt stays attached
 until the call replies; an `InputRequiredResult` round becomes the task's `inputRequests`, and
 `tasks/update` answers them as a detached retry of that round. The task is registered in the store
@@ -18,14 +18,13 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import structlog
 
 from config.settings import Settings
 from proxy.calls.attempt import Attempt, Reply
-from proxy.calls.driver import CallDriver
-from proxy.calls.plain_forward import PlainForward, Promoted
+from proxy.calls.call import Call
 from proxy.common.faults import reported_error
 from proxy.common.front_request import FrontRequest, NullSink
 from proxy.common.owned_tasks import TaskOwner
@@ -44,7 +43,7 @@ from translators.tasks_ext.messages import (
     declares_extension,
     task_result_payload,
 )
-from translators.wire.errors import INTERNAL_ERROR, BridgeError
+from translators.wire.errors import INTERNAL_ERROR, BridgeBug, BridgeError
 from translators.wire.jsonrpc import JsonObject
 
 log = structlog.get_logger()
@@ -65,7 +64,7 @@ class PromotedTask:
         task_id: str,
         record: bytes,
         principal: str,
-        driver: CallDriver,
+        call: Call,
         settings: Settings,
         owner: TaskOwner,
         next_attempt: NextAttempt,
@@ -74,7 +73,7 @@ class PromotedTask:
         self.task_id = task_id
         self.record = record
         self.principal = principal
-        self._driver = driver
+        self._call = call
         self._ttl_ms = settings.tasks.ttl_ms
         self._poll_ms = settings.tasks.poll_interval_ms
         self._owner = owner
@@ -125,7 +124,7 @@ class PromotedTask:
         """Send the answers for the questions shown now, as one retry of the held call's round;
         unknown and already answered keys are ignored, and every answer is checked before any is
         sent (a bad one fails the update and consumes nothing)."""
-        machine = self._driver.machine
+        machine = self._call.machine
         if self.ended or machine.state is not HeldCallState.WAITING_CLIENT:
             return
         chosen = {
@@ -143,7 +142,7 @@ class PromotedTask:
         if not self._requests:
             self._set("working")
         attempt = Attempt(self._next_attempt(), NullSink(), None, None)
-        self.follow(self._driver.answer_detached(attempt, machine.round, chosen))
+        self.follow(self._call.answer_detached(attempt, machine.round, chosen))
 
     async def cancel(self) -> None:
         """`cancelled` now, and the held call abandoned: its pushes refused and
@@ -151,7 +150,7 @@ class PromotedTask:
         if self.ended:
             return
         self._finish("cancelled")
-        await self._driver.abandon("task cancelled")
+        await self._call.abandon("task cancelled")
 
     async def abandon(self) -> None:
         """The bridge stops or the task expired: as a cancel."""
@@ -177,7 +176,7 @@ class PromotedTask:
     def _show(self, reply: ReplyInputRequired) -> None:
         """The round's questions as `inputRequests`; a stale reply (its round already answered by
         a later update) shows only what the held call still waits for."""
-        machine = self._driver.machine
+        machine = self._call.machine
         if machine.state is not HeldCallState.WAITING_CLIENT or reply.round != machine.round:
             return
         shown = {held: key for key, held in self._asked.items()}
@@ -223,10 +222,12 @@ class TaskCreated:
     result: JsonObject
 
 
-def _retrieved(future: asyncio.Future[Any]) -> None:
-    """A plain forward's own end once a task took its held call over: nothing to do with it."""
-    if not future.cancelled():
-        future.exception()
+async def _held_reply(outcome: Awaitable[JsonObject | Reply]) -> Reply:
+    """The first reply of a call made held (`Call.hold`), which never ends plain."""
+    reply = await outcome
+    if isinstance(reply, dict):
+        raise BridgeBug("a held call's first attempt ended plain")
+    return reply
 
 
 def _error_of(reply: ReplyError) -> JsonObject:
@@ -267,24 +268,18 @@ class Promotion:
             and declares_extension(request.client_capabilities)
         )
 
-    async def plain(
-        self, plain: PlainForward, request: FrontRequest, attempt: Attempt
-    ) -> JsonObject | Promoted | TaskCreated:
-        """A first attempt on the plain path: its outcome if it comes within
-        `tasks.promote_after_ms` (the result, or the held call a push made of it); else the call is
-        made a held call now and a task takes it over."""
-        waiter = await self._wait(plain.run())
-        if waiter.done():
-            return waiter.result()
-        held = plain.hold()
-        if held is None:  # it ended just now
+    async def first(self, call: Call, request: FrontRequest) -> JsonObject | Reply | TaskCreated:
+        """A first attempt: its outcome if it comes within `tasks.promote_after_ms` (the plain
+        result, or the held call's first reply); else the call is made a held call now and a task
+        takes it over, following the same first reply."""
+        waiter = await self._wait(call.first())
+        if waiter.done() or not call.hold():  # in, or it ended just now
             return await waiter
-        waiter.add_done_callback(_retrieved)  # the task follows the held call from here
-        created = self._create(request, held.driver, held.driver.attached(attempt, held.slot))
-        return created if created is not None else held
+        created = self._create(request, call, _held_reply(waiter))
+        return created if created is not None else await waiter
 
     async def reply(
-        self, request: FrontRequest, driver: CallDriver, reply: Awaitable[Reply]
+        self, request: FrontRequest, call: Call, reply: Awaitable[Reply]
     ) -> Reply | TaskCreated:
         """A held call's reply if it comes within `tasks.promote_after_ms`; else a
         `CreateTaskResult` for the task that now owns the call."""
@@ -293,7 +288,7 @@ class Promotion:
         waiter = await self._wait(reply)
         if waiter.done():
             return waiter.result()
-        created = self._create(request, driver, waiter)
+        created = self._create(request, call, waiter)
         return created if created is not None else await waiter
 
     async def _wait(self, work: Awaitable[_T]) -> asyncio.Future[_T]:
@@ -306,7 +301,7 @@ class Promotion:
         return waiter
 
     def _create(
-        self, request: FrontRequest, driver: CallDriver, reply: Awaitable[Reply]
+        self, request: FrontRequest, call: Call, reply: Awaitable[Reply]
     ) -> TaskCreated | None:
         """The task that owns the held call from now on; None if the task caps refuse it (the
         call then stays what it was)."""
@@ -315,12 +310,12 @@ class Promotion:
         except BridgeError as refused:
             log.info("call_not_promoted", reason=refused.message)
             return None
-        return TaskCreated(self._promote(request, driver, reply, task_id, record))
+        return TaskCreated(self._promote(request, call, reply, task_id, record))
 
     def _promote(
         self,
         request: FrontRequest,
-        driver: CallDriver,
+        call: Call,
         reply: Awaitable[Reply],
         task_id: str,
         record: bytes,
@@ -329,14 +324,14 @@ class Promotion:
             task_id=task_id,
             record=record,
             principal=request.principal,
-            driver=driver,
+            call=call,
             settings=self._settings,
             owner=self._owner,
             next_attempt=self._next_attempt,
             on_change=self._announce,
         )
         life_s = self._settings.tasks.ttl_ms / 1000
-        driver.relimit(replace(driver.machine.limits, attempt_timeout_s=life_s, held_ttl_s=life_s))
+        call.relimit(replace(call.machine.limits, attempt_timeout_s=life_s, held_ttl_s=life_s))
         self._store.add(task)  # registered before the answer: tasks/get resolves at once
         task.follow(reply)
         log.info("call_promoted_to_task", task=task_id[-12:])

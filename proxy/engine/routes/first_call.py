@@ -4,10 +4,10 @@
 The call's roots are settled first (proxy/calls/roots_affinity.py; the client may be asked for
 them), then the
 call leases its session — exclusively where nothing links a message to its call — checks the
-upstream's capability and the parameter headers, and forwards the call plain
-(proxy/calls/plain_forward.py). A call that receives a push becomes a held call (`CallDriver`) whose
-reply becomes the result: final, `InputRequiredResult` with a sealed `requestState`, or an error;
-the others end as a plain forward, with no held-call state at all.
+upstream's capability and the parameter headers, and runs the call (proxy/calls/call.py, `Call`):
+plain until a push arrives, then held, its reply becoming the result — final,
+`InputRequiredResult` with a sealed `requestState`, or an error. Most calls end plain, with no
+held-call state at all.
 """
 
 from __future__ import annotations
@@ -16,12 +16,10 @@ import functools
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
-from proxy.calls.attempt import ROUND_ATTRIBUTE, Attempt, UpstreamRequest
-from proxy.calls.driver import CallDriver
-from proxy.calls.plain_forward import PlainForward, Promoted
+from proxy.calls.attempt import ROUND_ATTRIBUTE
+from proxy.calls.call import Call
 from proxy.calls.roots_affinity import AskClient
 from proxy.common.front_request import FrontRequest, NotificationSink
-from proxy.common.log_context import log_context
 from proxy.engine.legacy_tasks.promoted import Promotion, TaskCreated
 from proxy.engine.routes.mrtr import input_responses, plain_result, reply_result
 from proxy.engine.routes.outside_calls import publish
@@ -76,75 +74,28 @@ class FirstCall:
         fresh = ctx.settings.upstream.session_per_call
         lease = await self._call_lease(request, roots, fresh=fresh, authorize=authorize)
         upstream = ctx.upstream_request(request, lease.session)
-        attempt = ctx.attempt(request, sink)
-        plain = self._plain_forward(request, lease, upstream, attempt, responses, fresh=fresh)
-        # a long call from a client that declared the Tasks extension may become a task
-        promotion = self.promotion if self.promotion and self.promotion.applies(request) else None
-        with tracing.child(current_trace(), f"upstream {upstream.method}", {ROUND_ATTRIBUTE: 0}):
-            outcome = await (
-                plain.run() if promotion is None else promotion.plain(plain, request, attempt)
-            )
-            if isinstance(outcome, TaskCreated):
-                return outcome.result
-            if isinstance(outcome, Promoted):
-                return await self._held_reply(request, attempt, outcome, promotion)
-        return plain_result(ctx, request, lease.session, outcome)
-
-    def _plain_forward(
-        self,
-        request: FrontRequest,
-        lease: Lease,
-        upstream: UpstreamRequest,
-        attempt: Attempt,
-        responses: JsonObject,
-        *,
-        fresh: bool,
-    ) -> PlainForward:
-        """The call as a plain forward, which builds its held call only once a push arrives."""
-        ctx = self._ctx
-
-        def held_call(started: float) -> CallDriver:
-            return CallDriver(
-                registry=ctx.registry,
-                principal=request.principal,
-                lease=lease,
-                upstream=upstream,
-                client_capabilities=request.client_capabilities,
-                limits=self._limits(),
-                pre_answers=responses,
-                publish=self._publish,
-                discard_session=fresh,
-                started=started,
-            )
-
-        return PlainForward(
+        call = Call(
             registry=ctx.registry,
             principal=request.principal,
             lease=lease,
             upstream=upstream,
-            attempt=attempt,
-            timeout_s=ctx.settings.front.request_timeout_s,
+            attempt=ctx.attempt(request, sink),
+            client_capabilities=request.client_capabilities,
+            limits=self._limits(),
+            pre_answers=responses,
             publish=self._publish,
-            make_driver=held_call,
             spawn=self._spawn,
             discard_session=fresh,
         )
-
-    async def _held_reply(
-        self,
-        request: FrontRequest,
-        attempt: Attempt,
-        promoted: Promoted,
-        promotion: Promotion | None,
-    ) -> JsonObject:
-        """The first reply of a call that became a held call (or, past the threshold, a task)."""
-        driver = promoted.driver
-        with log_context(continuation_id=driver.continuation_id.hex()[:12]):
-            first = driver.attached(attempt, promoted.slot)
-            reply = await (first if promotion is None else promotion.reply(request, driver, first))
-        if isinstance(reply, TaskCreated):
-            return reply.result
-        return reply_result(self._ctx, request, driver, reply)
+        # a long call from a client that declared the Tasks extension may become a task
+        promotion = self.promotion if self.promotion and self.promotion.applies(request) else None
+        with tracing.child(current_trace(), f"upstream {upstream.method}", {ROUND_ATTRIBUTE: 0}):
+            outcome = await (call.first() if promotion is None else promotion.first(call, request))
+        if isinstance(outcome, TaskCreated):
+            return outcome.result
+        if isinstance(outcome, dict):
+            return plain_result(ctx, request, lease.session, outcome)
+        return reply_result(ctx, request, call, outcome)
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> object:
         return self._ctx.tasks.spawn(coro, name="plain-call-end")

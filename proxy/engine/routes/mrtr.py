@@ -7,7 +7,7 @@ proxy/engine/routes/first_call.py starts such a call, proxy/engine/routes/retry.
 from __future__ import annotations
 
 from proxy.calls.attempt import Reply
-from proxy.calls.driver import CallDriver
+from proxy.calls.call import Call
 from proxy.common.front_request import FrontRequest
 from proxy.engine.routes.route_context import RouteContext
 from proxy.observe import access, tracing
@@ -31,25 +31,24 @@ def plain_result(
     ctx: RouteContext, request: FrontRequest, session: UpstreamSession, result: JsonObject
 ) -> JsonObject:
     """The modern `result` of a call that ended plain, with no input round
-    (proxy/calls/plain_forward.py)."""
+    (proxy/calls/call.py)."""
     access.note_rounds(rounds=0, asked=None, revision=session.revision.version)
     return legacy_result_to_modern(
         request.method, result, server_info=ctx.server_info(session), cache=ctx.cache
     )
 
 
-def reply_result(
-    ctx: RouteContext, request: FrontRequest, driver: CallDriver, reply: Reply
-) -> JsonObject:
-    """The modern `result` for a driver's reply: final result, input required, or a raised error."""
-    server_info = ctx.server_info(driver.session)
+def reply_result(ctx: RouteContext, request: FrontRequest, call: Call, reply: Reply) -> JsonObject:
+    """The modern `result` for a held call's reply: final result, input required, or a raised
+    error."""
+    server_info = ctx.server_info(call.session)
     asked = reply.round if isinstance(reply, ReplyInputRequired) else None
     access.note_rounds(
-        rounds=driver.machine.round, asked=asked, revision=driver.session.revision.version
+        rounds=call.machine.round, asked=asked, revision=call.session.revision.version
     )
     trace = access.current_trace()
-    if trace is not None and not driver.trace_context:
-        driver.trace_context = tracing.call_context(trace)  # sealed into every round's state
+    if trace is not None and not call.trace_context:
+        call.trace_context = tracing.call_context(trace)  # sealed into every round's state
     if isinstance(reply, ReplyResult):
         return legacy_result_to_modern(
             request.method, reply.result, server_info=server_info, cache=ctx.cache
@@ -58,8 +57,8 @@ def reply_result(
         if reply.error is not None:
             raise UpstreamReturnedError(reply.error)
         raise reply.fault if reply.fault is not None else BridgeBug("error reply without an error")
-    state = ctx.continuations.seal(request, driver, reply)
-    driver.held_wait.start(access.current_trace(), reply.round)
+    state = ctx.continuations.seal(request, call, reply)
+    call.held_wait.start(access.current_trace(), reply.round)
     return input_required_result(reply.input_requests, state, server_info=server_info)
 
 

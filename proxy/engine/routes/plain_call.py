@@ -2,25 +2,55 @@
 
 Used by the relay route and by the parameter-header check (its `tools/list`). A push during such a
 call cannot become an `InputRequiredResult`, so it is refused upstream
-(proxy/engine/routes/outside_calls.py).
+(proxy/engine/routes/outside_calls.py); what the call receives goes through the one inbound router
+(proxy/calls/inbound.py).
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 
+from proxy.calls.attempt import Attempt
+from proxy.calls.inbound import route_inbound
 from proxy.common.front_request import FrontRequest, NotificationSink
-from proxy.engine.routes.outside_calls import publish, refuse_push
+from proxy.engine.routes.outside_calls import publish as publish_to
+from proxy.engine.routes.outside_calls import refuse_push
 from proxy.engine.routes.route_context import RouteContext
 from proxy.observe import tracing
 from proxy.observe.access import current_trace
-from proxy.upstream.base import Inbound, UpstreamCall
+from proxy.upstream.base import Inbound, UpstreamCall, UpstreamSession
 from proxy.upstream.pool import Lease
-from translators.protocol.notifications import route_notification
-from translators.protocol.pushes import is_push
-from translators.protocol.subscriptions import SESSION_WIDE
 from translators.wire.errors import UpstreamTimeout
 from translators.wire.jsonrpc import JsonObject
+
+
+class _NonInteractive:
+    """A non-interactive call as the inbound router's target (proxy/calls/inbound.py): a push is
+    refused upstream, progress and logs go to its one attempt."""
+
+    __slots__ = ("_attempt", "_ctx", "_session", "principal", "upstream_progress_token")
+
+    def __init__(
+        self,
+        ctx: RouteContext,
+        session: UpstreamSession,
+        principal: str,
+        attempt: Attempt,
+        token: str,
+    ) -> None:
+        self._ctx, self._session, self._attempt = ctx, session, attempt
+        self.principal = principal
+        self.upstream_progress_token = token
+
+    def on_push(self, inbound: Inbound) -> None:
+        refuse_push(self._ctx, self._session, inbound.message)
+
+    def on_push_cancelled(self, params: JsonObject) -> None:
+        """Nothing is held: nothing to withdraw."""
+
+    def current_attempt(self) -> Attempt:
+        return self._attempt
 
 
 async def call_through(
@@ -28,19 +58,13 @@ async def call_through(
 ) -> JsonObject:
     upstream = ctx.upstream_request(request, lease.session)
     attempt = ctx.attempt(request, sink)
+    target = _NonInteractive(
+        ctx, lease.session, request.principal, attempt, upstream.progress_token
+    )
+    publish = functools.partial(publish_to, ctx)
 
     def on_inbound(inbound: Inbound) -> None:
-        if is_push(inbound.message):  # no InputRequiredResult here: refuse upstream
-            refuse_push(ctx, lease.session, inbound.message)
-            return
-        if inbound.message.get("method") in SESSION_WIDE:
-            publish(ctx, request.principal, inbound.message)
-            return
-        routed = route_notification(
-            inbound.message, upstream.progress_token, attempt.progress_token, attempt.log_level
-        )
-        if routed is not None:
-            sink.send(routed)
+        route_inbound(inbound, target, publish)
 
     await ctx.log_levels.raise_to(lease.session, attempt.log_level)
     timeout_s = ctx.settings.front.request_timeout_s

@@ -2,7 +2,7 @@
 
 Everything that happens to a retry is here: the state is opened and checked, and the held call
 it names is claimed (proxy/calls/continuations.py); the session is raised to the retry's log level;
-the answers are fed to the held call (`CallDriver.retry`), and its reply becomes the result — the
+the answers are fed to the held call (`Call.retry`), and its reply becomes the result — the
 final result, another `InputRequiredResult` with a fresh `requestState`, or an error.
 """
 
@@ -43,23 +43,23 @@ class Retry:
         ctx = self._ctx
         responses = input_responses(ctx, request)
         try:
-            driver, claims = ctx.continuations.claim(request)
+            call, claims = ctx.continuations.claim(request)
         except InvalidRequestState as refused:
             if self._on_lost is None:
                 raise
             return await self._on_lost(request, sink, refused, responses)
         tracing.adopt(current_trace(), claims.trace)
-        await ctx.log_levels.raise_to(driver.session, log_level(request))
-        with log_context(continuation_id=driver.continuation_id.hex()[:12], round=claims.round):
-            retried = driver.retry(ctx.attempt(request, sink), claims.round, responses)
+        await ctx.log_levels.raise_to(call.session, log_level(request))
+        with log_context(round=claims.round):
+            retried = call.retry(ctx.attempt(request, sink), claims.round, responses)
             reply = await (
                 retried
                 if self._promotion is None
-                else self._promotion.reply(request, driver, retried)
+                else self._promotion.reply(request, call, retried)
             )
         if isinstance(reply, TaskCreated):  # the call runs on as a task
             return reply.result
-        return reply_result(ctx, request, driver, reply)
+        return reply_result(ctx, request, call, reply)
 
 
 __all__ = ["OnLost", "Retry"]

@@ -14,8 +14,8 @@ from typing import Any
 
 from config.settings import Settings
 from proxy.calls.attempt import Attempt, UpstreamRequest
+from proxy.calls.call import Call
 from proxy.calls.continuations import Continuations
-from proxy.calls.driver import CallDriver
 from proxy.calls.listen_hub import ListenHub
 from proxy.calls.registry import HeldCallRegistry
 from proxy.calls.roots_affinity import RootsAffinity
@@ -47,7 +47,7 @@ class RouteContext:
         settings: Settings,
         pool: UpstreamPool,
         *,
-        registry: HeldCallRegistry[CallDriver],
+        registry: HeldCallRegistry[Call],
         continuations: Continuations,
         roots: RootsAffinity,
         listens: ListenHub,

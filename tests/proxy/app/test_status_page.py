@@ -242,7 +242,7 @@ def test_the_lists_are_bounded_and_the_counts_exact() -> None:
     for index in range(4096):
         machine = SimpleNamespace(round=1 + index % 3, state=HeldCallState.WAITING_CLIENT)
         registry.add(
-            SimpleNamespace(  # type: ignore[arg-type]  # what the page reads of a CallDriver
+            SimpleNamespace(  # type: ignore[arg-type]  # what the page reads of a Call
                 continuation_id=index.to_bytes(16, "big"),
                 principal=f"{index:032x}",
                 started=now - index,

@@ -9,7 +9,7 @@ from typing import Any, cast
 
 import pytest
 
-from proxy.calls.driver import CallDriver
+from proxy.calls.call import Call
 from proxy.calls.registry import HeldCallRegistry
 from translators.wire.errors import CapacityExceeded, ClientLimitExceeded, ShuttingDown
 
@@ -22,8 +22,8 @@ class FakeDriver:
     continuation_id: bytes = field(default_factory=lambda: urandom(16))
 
 
-def driver(principal: str) -> CallDriver:
-    return cast(CallDriver, FakeDriver(principal))
+def driver(principal: str) -> Call:
+    return cast(Call, FakeDriver(principal))
 
 
 def limit_of(caught: pytest.ExceptionInfo[Any]) -> str:

@@ -546,7 +546,7 @@ async def labelled(pool: UpstreamPool, key: SessionKey = KEY, label: str = ASK) 
 
 async def learned(pool: UpstreamPool, label: str = ASK) -> None:
     """One call of `label` runs on a session of its own, pushes on its own POST stream (recorded
-    on the lease by the call, proxy/calls/plain_forward.py) and ends with no GET-stream push."""
+    on the lease by the call, proxy/calls/call.py) and ends with no GET-stream push."""
     first = await labelled(pool, label=label)
     assert first.exclusive
     first.pushed_related = True
