@@ -21,12 +21,11 @@ from proxy.common.log_context import log_context
 from proxy.engine.legacy_tasks.routes import LegacyTasks
 from proxy.engine.routes import Route
 from proxy.engine.routes.discover import Discover
-from proxy.engine.routes.first_call import FirstCall
 from proxy.engine.routes.listen import Listen
+from proxy.engine.routes.mrtr_call import FirstCall, Retry
 from proxy.engine.routes.non_interactive import NonInteractive
 from proxy.engine.routes.outside_calls import on_unowned
 from proxy.engine.routes.recover import Recover
-from proxy.engine.routes.retry import Retry
 from proxy.engine.routes.route_context import BRIDGE_INFO, RouteContext
 from proxy.observe.metrics import BridgeMetrics
 from proxy.upstream.base import Inbound, UpstreamSession

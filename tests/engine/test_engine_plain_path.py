@@ -1,10 +1,10 @@
 """The plain path (proxy/calls/call.py): no held-call state until a call's first push.
 
 A first attempt is forwarded plain; the held parts (`HeldRun`: the machine, its tasks and timers)
-and the registry entry exist only once the upstream asks something. These conversations pin both halves: a call
-that never receives a push leaves nothing behind at any moment, and a push arriving mid-call (on
-the call's stream or the session's GET stream, after progress was already forwarded) still
-becomes the same `InputRequiredResult` and the same held call.
+and the registry entry exist only once the upstream asks something. These conversations pin both
+halves: a call that never receives a push leaves nothing behind at any moment, and a push arriving
+mid-call (on the call's stream or the session's GET stream, after progress was already forwarded)
+still becomes the same `InputRequiredResult` and the same held call.
 """
 
 from __future__ import annotations
@@ -205,8 +205,8 @@ async def test_a_plain_call_past_its_deadline_is_cancelled_and_its_session_disca
 async def test_a_url_elicitation_error_ending_a_plain_call_becomes_a_held_call(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """-32042 ends the upstream call but asks for input: the call becomes held around the finished call, so
-    the round and the call sent again are the held call's, counted once."""
+    """-32042 ends the upstream call but asks for input: the call becomes held around the finished
+    upstream call, so the round and the call sent again are the held call's, counted once."""
     with counted_held_parts(monkeypatch) as built:
         async with scripted_bridge() as bridge:
             request = bridge.request("pay")

@@ -21,8 +21,7 @@ from proxy.engine.legacy_tasks.promoted import PromotedTask, Promotion
 from proxy.engine.legacy_tasks.running import RunningTask
 from proxy.engine.legacy_tasks.store import TaskStore
 from proxy.engine.legacy_tasks.tools import TaskTools
-from proxy.engine.routes.first_call import FirstCall
-from proxy.engine.routes.mrtr import input_responses
+from proxy.engine.routes.mrtr_call import FirstCall, input_responses
 from proxy.engine.routes.outside_calls import refuse_push
 from proxy.engine.routes.route_context import RouteContext
 from proxy.upstream.base import Inbound

@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from proxy.calls.recovery import LostCall, Recovery
 from proxy.common.front_request import FrontRequest, NotificationSink
-from proxy.engine.routes.first_call import FirstCall
-from proxy.engine.routes.param_headers import list_tools
+from proxy.engine.routes.mrtr_call import FirstCall, list_tools
 from proxy.engine.routes.route_context import RouteContext
 from proxy.observe import tracing
 from proxy.observe.access import current_trace

@@ -1,16 +1,33 @@
-"""What every route shares: the settings, the pool, the held-call registry, leasing and headers.
+"""What every route shares: the settings, the pool, the held-call registry, leasing and headers;
+the sessions' log levels (`LogLevels`) and the tool schemas the routes remember (`ToolSchemas`).
 
-One `RouteContext` is built by the dispatcher (`proxy/engine/engine.py`) and handed to every route.
-It holds state only routes share; anything one route needs alone lives in that route's module.
+One `RouteContext` is built by the composition root and handed to every route. It holds state only
+routes share; anything one route needs alone lives in that route's module.
+
+**Log levels.** A modern request carries its log level in `_meta`; a legacy session has one level
+for all its callers (`logging/setLevel`). The bridge makes the session at least as verbose as the
+request asks, never quieter (other requests on the session may want more), and filters each
+request's log notifications to its own level (translators/protocol/notifications.py).
+
+**Tool schemas**, for `x-mcp-header` checks (2026-07-28/basic/transports/streamable-http.mdx) and
+tool annotations for the recovery policy. Keyed like upstream sessions, by (principal, capability
+fingerprint), because a legacy server's list may differ per session; bounded (least recently used
+goes first) and forgotten for a principal when its upstream announces
+`notifications/tools/list_changed`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import itertools
+import weakref
+from collections import OrderedDict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from importlib.metadata import version
-from typing import Any
+from typing import Any, Final
+
+import structlog
 
 from config.settings import Settings
 from proxy.calls.attempt import Attempt, UpstreamRequest
@@ -19,24 +36,115 @@ from proxy.calls.continuations import Continuations
 from proxy.calls.listen_hub import ListenHub
 from proxy.calls.registry import HeldCallRegistry
 from proxy.calls.roots_affinity import RootsAffinity
-from proxy.calls.tool_schemas import ToolSchemas
 from proxy.common.front_request import FrontRequest, NotificationSink
 from proxy.common.owned_tasks import TaskOwner
-from proxy.engine.routes.log_levels import LogLevels
 from proxy.observe import tracing
 from proxy.observe.access import current_trace
 from proxy.upstream.base import UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from translators.protocol.eras import (
+    LOGGING_SET_LEVEL,
     META_LOG_LEVEL,
     META_PROGRESS_TOKEN,
     MRTR_METHODS,
 )
+from translators.protocol.notifications import log_level_admits
 from translators.protocol.requests import modern_params_to_legacy
 from translators.protocol.results import CacheHints
+from translators.wire import fast_json
+from translators.wire.canonical import as_object
+from translators.wire.errors import BridgeError
+from translators.wire.header_values import X_MCP_HEADER
 from translators.wire.jsonrpc import JsonObject
 
 BRIDGE_INFO: JsonObject = {"name": "mrtr-bridge", "version": version("mrtr-bridge")}
+log = structlog.get_logger()
+MAX_KEYS: Final = 1024
+Ident = tuple[str, str, str]  # `SessionKey.ident`: hashed and compared in C, on every call
+
+
+class ToolSchemas:
+    def __init__(self, max_keys: int = MAX_KEYS) -> None:
+        self._by_key: OrderedDict[Ident, dict[str, JsonObject]] = OrderedDict()
+        self._annotations: dict[Ident, dict[str, JsonObject]] = {}
+        self._with_headers: dict[Ident, frozenset[str]] = {}
+        self._max_keys = max_keys
+
+    def get(self, key: SessionKey) -> dict[str, JsonObject] | None:
+        ident = key.ident
+        schemas = self._by_key.get(ident)
+        if schemas is not None:
+            self._by_key.move_to_end(ident)
+        return schemas
+
+    def annotations(self, key: SessionKey) -> dict[str, JsonObject] | None:
+        """name -> annotations (empty when the tool has none) of the remembered first page."""
+        return self._annotations.get(key.ident) if self.get(key) is not None else None
+
+    def mentions_headers(self, key: SessionKey, name: str) -> bool:
+        """Whether tool `name`'s schema may hold `x-mcp-header` annotations (False: a call needs
+        no header check; decided once per listing, not per call)."""
+        return name in self._with_headers.get(key.ident, ())
+
+    def remember(self, key: SessionKey, tools_result: JsonObject) -> dict[str, JsonObject]:
+        """Record the tools of a first `tools/list` page; returns name -> inputSchema."""
+        tools = tools_result.get("tools")
+        named = [
+            tool
+            for tool in (tools if isinstance(tools, list) else [])
+            if isinstance(tool, dict) and isinstance(tool.get("name"), str)
+        ]
+        schemas = {tool["name"]: as_object(tool.get("inputSchema")) for tool in named}
+        ident = key.ident
+        self._by_key[ident] = schemas
+        self._annotations[ident] = {
+            tool["name"]: as_object(tool.get("annotations")) for tool in named
+        }
+        marker = X_MCP_HEADER.encode()
+        self._with_headers[ident] = frozenset(
+            name for name, schema in schemas.items() if marker in fast_json.dumps(schema)
+        )
+        self._by_key.move_to_end(ident)
+        while len(self._by_key) > self._max_keys:
+            oldest = self._by_key.popitem(last=False)[0]
+            self._annotations.pop(oldest, None)
+            self._with_headers.pop(oldest, None)
+        return schemas
+
+    def forget_principal(self, principal: str) -> None:
+        for ident in [ident for ident in self._by_key if ident[0] == principal]:
+            del self._by_key[ident]
+            self._annotations.pop(ident, None)
+            self._with_headers.pop(ident, None)
+
+    def __len__(self) -> int:
+        return len(self._by_key)
+
+
+class LogLevels:
+    """The level each live session was last set to (weakly keyed: a closed session drops out)."""
+
+    def __init__(self, timeout_s: float) -> None:
+        self._timeout_s = timeout_s
+        self._levels: weakref.WeakKeyDictionary[UpstreamSession, str] = weakref.WeakKeyDictionary()
+
+    async def raise_to(self, session: UpstreamSession, wanted: str | None) -> None:
+        """Make `session` at least as verbose as `wanted`; a failure is logged, never raised."""
+        if wanted is None:  # most requests: no need to look the session up at all
+            return
+        current = self._levels.get(session)
+        if current is not None and log_level_admits(current, wanted):
+            return
+        if not isinstance(as_object(session.init_result.get("capabilities")).get("logging"), dict):
+            return
+        self._levels[session] = wanted
+        try:
+            async with asyncio.timeout(self._timeout_s):
+                await session.start(
+                    LOGGING_SET_LEVEL, {"level": wanted}, headers={}, on_inbound=None
+                ).result()
+        except (BridgeError, TimeoutError):
+            log.warning("upstream_set_level_failed", level=wanted)
 
 
 class RouteContext:
@@ -156,4 +264,4 @@ def progress_meta_token(params: Any) -> str | int | None:
     return token if isinstance(token, str | int) and not isinstance(token, bool) else None
 
 
-__all__ = ["BRIDGE_INFO", "RouteContext", "log_level"]
+__all__ = ["BRIDGE_INFO", "LogLevels", "RouteContext", "ToolSchemas", "log_level"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from proxy.calls.tool_schemas import ToolSchemas
+from proxy.engine.routes.route_context import ToolSchemas
 from proxy.upstream.pool import SessionKey
 
 SCHEMA = {"type": "object", "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}
