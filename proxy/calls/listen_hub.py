@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 
 import structlog
@@ -66,6 +66,9 @@ class ListenHub:
 
     def __init__(self) -> None:
         self._listeners: dict[str, set[_Listener]] = {}
+        # principal -> its open listen streams, read-only outside: a call of a principal with none
+        # skips the hub altogether
+        self.listening: Mapping[str, object] = self._listeners
         self._uri_refs: dict[int, Counter[str]] = {}  # id(session) -> normalized URI -> listeners
 
     def home(self, principal: str, fingerprint: str) -> UpstreamSession | None:

@@ -6,6 +6,7 @@ about how each tool's pushes arrive (translators/held/push_batches.py).
 from __future__ import annotations
 
 import asyncio
+import itertools
 from typing import Generic, Protocol, TypeVar
 
 from translators.held.machine import HeldCall, HeldCallState
@@ -55,7 +56,8 @@ class HeldCallRegistry(Generic[Entry]):
         self.abort_reason: str | None = None
         self._max_per_principal = max_per_principal
         self._max_total = max_total
-        self._attempt_ids = 0
+        # ids of the front attempts at calls, unique in the process (`next(attempt_ids)`)
+        self.attempt_ids = itertools.count(1)
         # first attempts running plain, no push yet (proxy/calls/call.py)
         self.plain_calls = 0
         self.rounds_total = 0
@@ -63,8 +65,7 @@ class HeldCallRegistry(Generic[Entry]):
         self.batch_sizes = batch_sizes if batch_sizes is not None else BatchSizes()
 
     def next_attempt_id(self) -> int:
-        self._attempt_ids += 1
-        return self._attempt_ids
+        return next(self.attempt_ids)
 
     def admit_held(self, driver: Entry) -> None:
         """Count `driver` as held (it asks its client for input) unless a cap is reached. A call is

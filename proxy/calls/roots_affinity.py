@@ -26,7 +26,7 @@ import structlog
 
 from config.settings import UpstreamSettings
 from proxy.upstream.base import UpstreamSession
-from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
+from proxy.upstream.pool import Lease, UpstreamPool
 from translators.protocol.capabilities import capability_fingerprint
 from translators.protocol.pushes import PushAnswer
 from translators.protocol.roots import PROBE, client_roots, declares_roots, roots_digest
@@ -90,16 +90,22 @@ class RootsAffinity:
         roots = client_roots(input_responses)
         return AskClient() if roots is None else roots
 
-    def session_key(
-        self, principal: str, legacy: JsonObject, roots: JsonObject | None, fresh: int | None = None
-    ) -> tuple[SessionKey, JsonObject]:
-        """The pool key and upstream capabilities of a request: a roots-affine call's key names the
-        roots it gave (`fresh`: a key no other call shares, for `upstream.session_per_call`). A
-        request that cannot ask (lists, discover, completion, listen) from a client declaring roots
-        still declares them to an upstream that keeps roots, so the server shows it what it shows
-        such a client directly: its session holds the roots this principal's last call with these
-        capabilities gave, or none (`{"roots": []}`) when no call gave any yet."""
-        fingerprint = capability_fingerprint(legacy)
+    def affinity(
+        self,
+        principal: str,
+        fingerprint: str,
+        legacy: JsonObject,
+        roots: JsonObject | None,
+        fresh: int | None = None,
+    ) -> tuple[str, JsonObject | None]:
+        """The roots part of a request's pool key (`SessionKey.roots`) and the roots answer its
+        session holds, for a request that declares roots, gave them, or wants a session of its own
+        (`fresh`: a key no other call shares, for `upstream.session_per_call`); a roots-affine
+        call's key names the roots it gave. A request that cannot ask (lists, discover,
+        completion, listen) from a client declaring roots still declares them to an upstream that
+        keeps roots, so the server shows it what it shows such a client directly: its session
+        holds the roots this principal's last call with these capabilities gave, or none
+        (`{"roots": []}`) when no call gave any yet."""
         if roots is None and self.keeps_roots and declares_roots(legacy):
             roots = self._known.get((principal, fingerprint), NO_ROOTS)
         elif roots is not None and fresh is None:
@@ -107,7 +113,7 @@ class RootsAffinity:
         affinity = "" if roots is None else roots_digest(roots)
         if fresh is not None:
             affinity = f"{affinity}#{fresh}"
-        return SessionKey(principal, fingerprint, affinity, roots), legacy
+        return affinity, roots
 
     def _remember(self, principal: str, fingerprint: str, roots: JsonObject) -> None:
         known = self._known

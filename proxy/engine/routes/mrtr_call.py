@@ -149,14 +149,15 @@ class FirstCall:
         label = call_label(request.method, request.params) if own and not fresh else None
         lease = await ctx.lease(request, exclusive=own, roots=roots, fresh=fresh, label=label)
         try:
-            await ctx.roots.settle(lease)
+            if lease.key.roots_answer is not None:
+                await ctx.roots.settle(lease)
             require_upstream_capability(
                 request.method,
                 lease.session.init_result.get("capabilities") or {},
                 lease.session.revision,
             )
             await check_param_headers(ctx, request, lease)
-            if not fresh:
+            if not fresh and request.principal in ctx.listens.listening:
                 await ctx.listens.follow(lease, ctx.pool.share)
             if authorize is not None:
                 await authorize(lease)
@@ -237,8 +238,10 @@ class Retry:
 
 
 def input_responses(ctx: RouteContext, request: FrontRequest) -> JsonObject:
-    """The request's `inputResponses`, checked for shape and size."""
-    responses = request.params.get("inputResponses", {})
+    """The request's `inputResponses`, checked for shape and size (`{}` when it has none)."""
+    if "inputResponses" not in request.params:
+        return {}
+    responses = request.params["inputResponses"]
     if not isinstance(responses, dict):
         raise InvalidParams("inputResponses must be an object mapping input keys to results")
     ctx.continuations.check_input_responses(responses)

@@ -42,6 +42,7 @@ from proxy.observe import tracing
 from proxy.observe.access import current_trace
 from proxy.upstream.base import UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
+from translators.protocol.capabilities import capability_fingerprint
 from translators.protocol.eras import (
     LOGGING_SET_LEVEL,
     META_LOG_LEVEL,
@@ -179,9 +180,18 @@ class RouteContext:
     def session_key(
         self, request: FrontRequest, roots: JsonObject | None = None, fresh: bool = False
     ) -> tuple[SessionKey, JsonObject]:
+        """The request's pool key and the legacy capabilities its session declares: the principal,
+        the capability fingerprint and, where roots are involved, the roots the session holds
+        (proxy/calls/roots_affinity.py)."""
         legacy = request.legacy_capabilities
-        fresh_id = next(self._fresh_sessions) if fresh else None
-        return self.roots.session_key(request.principal, legacy, roots, fresh_id)
+        fingerprint = capability_fingerprint(legacy)
+        affinity = ""
+        if roots is not None or fresh or "roots" in legacy:
+            fresh_id = next(self._fresh_sessions) if fresh else None
+            affinity, roots = self.roots.affinity(
+                request.principal, fingerprint, legacy, roots, fresh_id
+            )
+        return SessionKey(request.principal, fingerprint, affinity, roots), legacy
 
     def headers(self, request: FrontRequest) -> dict[str, str]:
         """The HTTP headers an upstream request made for `request` carries (trace,
@@ -207,7 +217,9 @@ class RouteContext:
         principal's subscriptions (docs/architecture.md, "Routing rules"). `label`: see
         `UpstreamPool.lease`."""
         key, legacy_caps = self.session_key(request, roots, fresh)
-        prefer = None if fresh else self.listens.home(key.principal, key.fingerprint)
+        prefer = None
+        if not fresh and key.principal in self.listens.listening:
+            prefer = self.listens.home(key.principal, key.fingerprint)
         # a warm session, or a new one initialized upstream (or the wait for room in the pool)
         with tracing.child(current_trace(), "upstream session", {"exclusive": exclusive}):
             headers = tracing.upstream_headers(self.headers(request))
@@ -246,7 +258,7 @@ class RouteContext:
 
     def attempt(self, request: FrontRequest, sink: NotificationSink) -> Attempt:
         return Attempt(
-            self.registry.next_attempt_id(),
+            next(self.registry.attempt_ids),
             sink,
             progress_meta_token(request.params),
             log_level(request),

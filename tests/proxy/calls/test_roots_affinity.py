@@ -14,6 +14,7 @@ from config.settings import UpstreamSettings
 from proxy.calls.roots_affinity import NO_ROOTS, AskClient, RootsAffinity
 from proxy.upstream.base import UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
+from translators.protocol.capabilities import capability_fingerprint
 from translators.protocol.roots import PROBE, ROOTS_INPUT_KEY, roots_digest
 from translators.wire.errors import InvalidParams, UpstreamUnavailable
 from translators.wire.jsonrpc import JsonObject
@@ -192,29 +193,42 @@ async def test_a_session_whose_server_never_asks_settles_after_the_window() -> N
         await roots.settle(cast(Lease, FakeLease(SessionKey("alice", "f"), FakeSession())))
 
 
+def session_key(
+    roots: RootsAffinity,
+    principal: str,
+    legacy: JsonObject,
+    given: JsonObject | None,
+    fresh: int | None = None,
+) -> tuple[SessionKey, JsonObject]:
+    """The pool key a request gets, built as `RouteContext.session_key` builds it."""
+    fingerprint = capability_fingerprint(legacy)
+    affinity, answer = roots.affinity(principal, fingerprint, legacy, given, fresh)
+    return SessionKey(principal, fingerprint, affinity, answer), legacy
+
+
 def test_session_keys() -> None:
     roots = affinity(FakePool())
     legacy = {"roots": {}, "sampling": {}}
-    plain, caps = roots.session_key("alice", legacy, None)
+    plain, caps = session_key(roots, "alice", legacy, None)
     assert (plain.roots, caps) == ("", legacy)  # not known to keep roots: unchanged
     roots.keeps_roots = True
     # a request that cannot ask, before any call gave roots: roots declared, holding none
-    unknown, caps = roots.session_key("alice", legacy, None)
+    unknown, caps = session_key(roots, "alice", legacy, None)
     assert caps == legacy and unknown.fingerprint == plain.fingerprint
     assert unknown.roots == roots_digest(NO_ROOTS) and unknown.roots_answer == NO_ROOTS
-    affine, caps = roots.session_key("alice", legacy, ROOTS)
+    affine, caps = session_key(roots, "alice", legacy, ROOTS)
     assert caps == legacy and affine.roots == roots_digest(ROOTS) and affine.roots_answer == ROOTS
     assert affine.fingerprint == plain.fingerprint
     # after a call gave roots: the same session key as that call's (known roots), per principal
-    assert roots.session_key("alice", legacy, None)[0] == affine
-    assert roots.session_key("bob", legacy, None)[0] == SessionKey(
+    assert session_key(roots, "alice", legacy, None)[0] == affine
+    assert session_key(roots, "bob", legacy, None)[0] == SessionKey(
         "bob", unknown.fingerprint, unknown.roots
     )
     # a client that declares no roots: no roots, no affinity
-    none, caps = roots.session_key("alice", {"sampling": {}}, None)
+    none, caps = session_key(roots, "alice", {"sampling": {}}, None)
     assert caps == {"sampling": {}} and none.roots == "" and none.roots_answer is None
-    fresh1, _ = roots.session_key("alice", legacy, ROOTS, 1)
-    fresh2, _ = roots.session_key("alice", legacy, ROOTS, 2)
+    fresh1, _ = session_key(roots, "alice", legacy, ROOTS, 1)
+    fresh2, _ = session_key(roots, "alice", legacy, ROOTS, 2)
     assert len({affine, fresh1, fresh2}) == 3
     # answer not in identity
     assert SessionKey("alice", "f", "d", {"roots": []}) == SessionKey("alice", "f", "d", None)
@@ -227,12 +241,12 @@ def test_known_roots_are_per_principal_and_bounded(monkeypatch: pytest.MonkeyPat
     legacy: JsonObject = {"roots": {}}
     other: JsonObject = {"roots": [{"uri": "file:///other"}]}
     for principal in ("alice", "bob"):
-        roots.session_key(principal, legacy, ROOTS)
-    roots.session_key("alice", legacy, other)  # alice's latest, and now the most recent entry
-    assert roots.session_key("alice", legacy, None)[0].roots_answer == other
-    roots.session_key("carol", legacy, ROOTS)  # bob's is the oldest: forgotten
-    assert roots.session_key("bob", legacy, None)[0].roots_answer == NO_ROOTS
-    assert roots.session_key("carol", legacy, None)[0].roots_answer == ROOTS
+        session_key(roots, principal, legacy, ROOTS)
+    session_key(roots, "alice", legacy, other)  # alice's latest, and now the most recent entry
+    assert session_key(roots, "alice", legacy, None)[0].roots_answer == other
+    session_key(roots, "carol", legacy, ROOTS)  # bob's is the oldest: forgotten
+    assert session_key(roots, "bob", legacy, None)[0].roots_answer == NO_ROOTS
+    assert session_key(roots, "carol", legacy, None)[0].roots_answer == ROOTS
     # a fresh (session_per_call) key is never remembered
-    roots.session_key("dave", legacy, other, 7)
-    assert roots.session_key("dave", legacy, None)[0].roots_answer == NO_ROOTS
+    session_key(roots, "dave", legacy, other, 7)
+    assert session_key(roots, "dave", legacy, None)[0].roots_answer == NO_ROOTS
