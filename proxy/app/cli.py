@@ -123,7 +123,7 @@ async def _serve(settings: Settings) -> None:
 
     from proxy.app.http_app import make_app
     from proxy.app.http_server import BridgeRunner
-    from proxy.common.drain import close_reserve_s
+    from proxy.engine.engine import close_reserve_s
 
     async with _children_stop(None) as (children, stop):
         runner = BridgeRunner(

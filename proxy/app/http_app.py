@@ -26,8 +26,7 @@ from proxy.auth.keys import load_keyring
 from proxy.auth.oauth_passthrough import MetadataRelay, passes_challenges
 from proxy.cluster.forward import Forwarder
 from proxy.cluster.peers import REPLICA_PATH, PeerDirectory, replica_handler
-from proxy.common.drain import close_reserve_s
-from proxy.engine.engine import Engine
+from proxy.engine.engine import Engine, close_reserve_s
 from proxy.http_front import ENGINE_KEY, HOP_KEY, FrontEngine, HttpFront
 from proxy.observe.access import upstream_name
 from proxy.observe.logs import scrub_aiohttp_server_logs

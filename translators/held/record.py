@@ -1,7 +1,7 @@
 """The held call's record: its state, what it holds, and the steps transitions compose.
 
-`translators/held/transitions.py` (the table) and `translators/held/machine.py` (`HeldCall`, which
-drives the table) both import this module; neither imports the other's internals.
+`translators/held/machine.py` (the transition table and `HeldCall`, which drives it) imports this
+module; the record never imports the machine.
 """
 
 from __future__ import annotations
@@ -63,8 +63,8 @@ class Limits:
 @dataclass
 class CallRecord:
     """What the held call knows, and the steps every transition composes (`timer`, `ask`,
-    `finish`, `abandon`...): public, so the table (translators/held/transitions.py) uses them and
-    the machine (translators/held/machine.py) never has to be imported by it."""
+    `finish`, `abandon`...): public, so the transition table (translators/held/machine.py) uses
+    them."""
 
     limits: Limits
     attempt: int | None

@@ -37,7 +37,7 @@ from proxy.app.status import StatusPage, StatusSources, is_loopback
 from proxy.auth.keys import new_key
 from proxy.auth.principal import principal_of
 from proxy.calls.registry import HeldCallRegistry
-from translators.held.transitions import HeldCallState
+from translators.held.machine import HeldCallState
 
 TIMEOUT_S = 30.0
 ADMIN = "admin-" + secrets.token_hex(12)
