@@ -20,7 +20,6 @@ from typing import Protocol
 
 from proxy.calls.attempt import Attempt, Reply
 from proxy.calls.registry import HELD_ABANDON_S
-from proxy.common.owned_tasks import TaskOwner
 from proxy.observe.logs import KeyedLog
 from proxy.upstream.base import UpstreamCall
 from proxy.upstream.pool import Lease
@@ -71,7 +70,6 @@ class HeldRun:
         "_record",
         "_sends",
         "_slots",
-        "_tasks",
         "_timers",
         "attempts",
         "log",
@@ -104,13 +102,11 @@ class HeldRun:
         self.attempts: dict[int, Attempt] = {}
         self._slots: dict[int, asyncio.Future[Reply]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._tasks = TaskOwner()
         self.log = KeyedLog("continuation_id", continuation_id.hex()[:12])
         self._pushes = PushLedger(machine.limits.max_pushes_per_call)
         self._sends = SendQueue(
             lease=lease,
             current=current,
-            tasks=self._tasks,
             log=self.log,
             discard_session=discard_session,
             reissue=reissue,
@@ -233,17 +229,21 @@ class HeldRun:
         """`abort`, then wait (at most `wait_s`) until the upstream has been told."""
         self.abort(reason)
         sender = self._sends.sender
-        if sender is not None:
-            try:
-                async with asyncio.timeout(wait_s):
-                    await asyncio.shield(sender)
-            except TimeoutError:
-                self.log.warning("held_call_abandon_timed_out")
-        await self._tasks.aclose()
+        if sender is None:
+            return
+        try:
+            async with asyncio.timeout(wait_s):
+                await asyncio.shield(sender)
+        except TimeoutError:
+            self.log.warning("held_call_abandon_timed_out")
+            sender.cancel()
+            await asyncio.wait([sender])
 
 
 class SendQueue:
-    """The ordered upstream sends of one held call (docs/decisions.md § 32)."""
+    """The ordered upstream sends of one held call (docs/decisions.md § 32), by at most one task
+    (`sender`), which the queue owns: a failure it did not expect is logged, and `abandon` waits for
+    it or cancels it."""
 
     __slots__ = (
         "_current",
@@ -254,7 +254,6 @@ class SendQueue:
         "_on_lost",
         "_reissue",
         "_sends",
-        "_tasks",
         "sender",
         "sent_final",
     )
@@ -264,7 +263,6 @@ class SendQueue:
         *,
         lease: Lease,
         current: Callable[[], UpstreamCall | None],
-        tasks: TaskOwner,
         log: KeyedLog,
         discard_session: bool,
         reissue: Callable[[], None],
@@ -275,7 +273,6 @@ class SendQueue:
         call cannot go on (an answer could not be sent); `on_final` runs after the last release."""
         self._lease = lease
         self._current = current
-        self._tasks = tasks
         self._log = log
         self._discard_session = discard_session  # upstream.session_per_call
         self._reissue = reissue
@@ -291,7 +288,14 @@ class SendQueue:
             return  # the call is over upstream: its lease is back in the pool
         self._sends.append(action)
         if self.sender is None:
-            self.sender = self._tasks.spawn(self._send_queued(), name="held-call-sends")
+            loop = asyncio.get_running_loop()
+            sender = loop.create_task(self._send_queued(), name="held-call-sends")
+            sender.add_done_callback(self._sender_done)
+            self.sender = sender
+
+    def _sender_done(self, sender: asyncio.Task[None]) -> None:
+        if not sender.cancelled() and sender.exception() is not None:
+            self._log.error("held_call_sends_failed", exc_info=sender.exception())
 
     async def _send_queued(self) -> None:
         """Send the queued actions in order, those queued meanwhile included, then end."""
