@@ -37,7 +37,7 @@ from proxy.observe.logs import emit
 from proxy.passthrough.legacy_clients import LegacyRelay
 from proxy.passthrough.modern_upstream import ModernUpstream
 from proxy.reverse.front import ReverseFront
-from translators.protocol.era_detection import is_legacy_client
+from translators.protocol.paths import is_legacy_client
 from translators.protocol.request_validation import (
     ModernRoute,
     check_envelope,

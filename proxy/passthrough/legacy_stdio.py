@@ -2,7 +2,7 @@
 
 `mrtr-bridge stdio` decides on the first line: a legacy `initialize` (no modern `_meta`) makes the
 rest of the process a legacy session
-(`translators.protocol.era_detection.is_legacy_client_message`).
+(`translators.protocol.paths.is_legacy_client_message`).
 
 - **stdio upstream**: one legacy server process is started for the client, and the bytes are
   piped both ways as they come (the client's first line included): requests, pushes and their

@@ -42,7 +42,7 @@ from proxy.stdio_front.pipes import (
     open_stdin,
     open_stdout,
 )
-from translators.protocol.era_detection import is_legacy_client_message
+from translators.protocol.paths import is_legacy_client_message
 from translators.protocol.request_validation import (
     decode_json,
 )

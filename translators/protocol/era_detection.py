@@ -21,15 +21,12 @@ from typing import Any, Final, Literal
 
 from translators.protocol.eras import (
     DISCOVER,
-    INITIALIZE,
     META_CLIENT_CAPABILITIES,
     META_CLIENT_INFO,
     META_PROTOCOL_VERSION,
     META_SERVER_INFO,
     MODERN_VERSION,
-    MODERN_VERSIONS,
 )
-from translators.protocol.revisions import SUPPORTED
 from translators.wire.canonical import as_object
 from translators.wire.errors import HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_VERSION
 
@@ -131,36 +128,6 @@ def verdict_of_http(status: int, body: Any) -> DiscoverVerdict:
 SILENT: Final = DiscoverVerdict(False, reason="server/discover got no answer in time")
 
 
-def is_legacy_client(headers: dict[str, str], message: Any = None) -> bool:
-    """Whether a client request is legacy by the dual-era rules (headers with lower-case names;
-    `message` the decoded body, None for GET/DELETE). Modern wins: a modern `MCP-Protocol-Version`
-    header or modern per-request `_meta` is served statelessly as modern. Otherwise legacy are a
-    batch (JSON array), `initialize`, an `Mcp-Session-Id` (the modern front never issues one) and a
-    legacy `MCP-Protocol-Version`."""
-    version = headers.get("mcp-protocol-version")
-    if version in MODERN_VERSIONS:
-        return False
-    if isinstance(message, list):
-        return True
-    if isinstance(message, dict):
-        meta = as_object(as_object(message.get("params")).get("_meta"))
-        if META_PROTOCOL_VERSION in meta:
-            return False
-        if message.get("method") == INITIALIZE:
-            return True
-    return "mcp-session-id" in headers or version in SUPPORTED
-
-
-def is_legacy_client_message(message: Any) -> bool:
-    """Whether a stdio client's first message opens a legacy session (`initialize` without modern
-    `_meta`)."""
-    return (
-        isinstance(message, dict)
-        and message.get("method") == INITIALIZE
-        and is_legacy_client({}, message)
-    )
-
-
 def era_of(discover: DiscoverVerdict, answers_initialize: bool) -> Era:
     """The server's era from the probe and whether it answered a legacy `initialize`."""
     if not discover.modern:
@@ -178,8 +145,6 @@ __all__ = [
     "Era",
     "discover_request",
     "era_of",
-    "is_legacy_client",
-    "is_legacy_client_message",
     "is_modern_error",
     "modern_request",
     "verdict_of_http",

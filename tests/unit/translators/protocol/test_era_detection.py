@@ -15,8 +15,6 @@ from translators.protocol.era_detection import (
     SILENT,
     discover_request,
     era_of,
-    is_legacy_client,
-    is_legacy_client_message,
     verdict_of_http,
     verdict_of_reply,
 )
@@ -94,71 +92,3 @@ def test_era_from_probe_and_initialize() -> None:
     assert era_of(modern, answers_initialize=True) == DUAL
     assert era_of(modern, answers_initialize=False) == MODERN
     assert era_of(SILENT, answers_initialize=True) == LEGACY
-
-
-LEGACY_INIT: dict[str, Any] = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "initialize",
-    "params": {"protocolVersion": "2025-11-25", "capabilities": {}},
-}
-MODERN_CALL: dict[str, Any] = {
-    "jsonrpc": "2.0",
-    "id": 1,
-    "method": "tools/list",
-    "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
-}
-
-
-@pytest.mark.parametrize(
-    ("headers", "message"),
-    [
-        ({}, LEGACY_INIT),
-        ({"mcp-session-id": "s1"}, {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}),
-        ({"mcp-session-id": "s1"}, None),  # GET / DELETE of a legacy session
-        (
-            {"mcp-protocol-version": "2025-06-18"},
-            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
-        ),
-        ({}, [LEGACY_INIT]),  # a 2025-03-26 batch
-    ],
-)
-def test_legacy_client_requests(headers: dict[str, str], message: Any) -> None:
-    assert is_legacy_client(headers, message) is True
-
-
-# unknown: modern errors
-@pytest.mark.parametrize(
-    ("headers", "message"),
-    [
-        ({"mcp-protocol-version": "2026-07-28"}, MODERN_CALL),
-        (
-            {"mcp-protocol-version": "2026-07-28", "mcp-session-id": "ignored"},
-            MODERN_CALL,
-        ),  # modern wins
-        ({}, MODERN_CALL),
-        ({"mcp-session-id": "s1"}, MODERN_CALL),  # modern _meta: served statelessly
-        (
-            {},
-            {
-                **LEGACY_INIT,
-                "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}},
-            },
-        ),
-        (
-            {"mcp-protocol-version": "v9"},
-            {"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-        ),
-        ({}, None),
-    ],
-)
-def test_modern_or_unknown_requests_stay_on_the_modern_path(
-    headers: dict[str, str], message: Any
-) -> None:
-    assert is_legacy_client(headers, message) is False
-
-
-def test_stdio_first_line() -> None:
-    assert is_legacy_client_message(LEGACY_INIT) is True
-    assert is_legacy_client_message(MODERN_CALL) is False
-    assert is_legacy_client_message({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}) is False
