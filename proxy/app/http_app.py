@@ -137,7 +137,7 @@ def _base_app(
     reverse = None
     if modern is not None:
         app[MODERN_KEY] = modern
-        reverse = reverse_front(settings, modern)
+        reverse = reverse_front(settings, modern, app[METRICS_KEY].observe_error)
         app.on_cleanup.append(lambda _app: reverse.aclose())
     HttpFront(
         settings.front,
