@@ -8,7 +8,8 @@ stateless 2026-07-28 request by `proxy.reverse.rounds`), its notifications (`ini
 session-wide notifications and `DELETE`. A session is usable only by the principal that opened it:
 anyone else gets 404, as from a server that does not know the session. Sessions are capped per
 principal and in total (`proxy.reverse.sessions`): a new one that does not fit gets 503, and never
-takes the place of another principal's session in use.
+takes the place of another principal's session in use. A request that waits for the client's
+answer to a push counts in `held.*` (`proxy.reverse.rounds`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from aiohttp import web
 from config.settings import Settings
 from proxy.common.faults import Observe, reported_error
 from proxy.common.http_replies import Exchange, json_reply
-from proxy.common.per_principal import Caps
+from proxy.common.per_principal import Caps, PrincipalCounts
 from proxy.reverse.listen import Listener
 from proxy.reverse.local import answer_locally
 from proxy.reverse.replies import streamed
@@ -64,12 +65,15 @@ class ReverseFront:
         settings: Settings,
         caller: ModernCaller,
         client_info: JsonObject,
+        held: PrincipalCounts,
         observe: Observe | None = None,
     ) -> None:
-        """`observe` hears of every refusal (the metrics)."""
+        """`held`: the bridge's count of calls waiting for their client's input; `observe` hears
+        of every refusal (the metrics)."""
         self._settings = settings
         self._caller = caller
         self._client_info = client_info
+        self._held = held
         self._observe = observe
         caps = Caps(
             settings.reverse.max_sessions_per_principal,
@@ -189,7 +193,9 @@ class ReverseFront:
         assert owner is not None
         key = repr(message["id"])
         session.in_flight[key] = owner
-        rounds = Rounds(self._settings, self._caller, session, authorization)
+        rounds = Rounds(
+            self._settings, self._caller, session, authorization, self._held, self._observe
+        )
         try:
             stream, response = await streamed(
                 request,

@@ -21,7 +21,7 @@ import structlog
 
 from config.settings import Settings, UpstreamSettings
 from proxy.common.log_context import log_context
-from proxy.common.per_principal import Caps
+from proxy.common.per_principal import Caps, PrincipalCounts, held_call_caps
 from proxy.passthrough.legacy_stdio import ByteWriter, LegacyStdio, StdioProcesses
 from proxy.reverse.listen import Listener
 from proxy.reverse.local import answer_locally
@@ -66,6 +66,8 @@ class ReverseStdio:
         self._caller = caller
         # the process is the session: one, which only stdin EOF ends
         self._sessions = ReverseSessions(_ONE_SESSION, float("inf"))
+        held = settings.held
+        self._held = PrincipalCounts(held_call_caps(held.max_per_principal, held.max_total))
         self._listener = Listener(self._caller)
         self._session: ReverseSession | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -137,7 +139,7 @@ class ReverseStdio:
         self._listener.refresh(session, None)
 
     def _start(self, session: ReverseSession, message: JsonObject) -> None:
-        rounds = Rounds(self._settings, self._caller, session, None)
+        rounds = Rounds(self._settings, self._caller, session, None, self._held)
         key = repr(message["id"])
 
         async def serve() -> None:
