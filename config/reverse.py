@@ -16,8 +16,14 @@ class ReverseSettings(Frozen):
         "roots) before the push is cancelled and its request fails",
     )
     max_sessions_per_principal: int = Field(
-        64, ge=1, description="legacy sessions one principal keeps; the least recently used goes"
+        64,
+        ge=1,
+        description="legacy sessions one principal keeps; one more closes its own least recently "
+        "used (one with nothing in flight first)",
     )
     session_idle_s: float = Field(
-        3600.0, gt=0, description="a legacy session unused this long is closed"
+        3600.0,
+        gt=0,
+        description="a legacy session unused (no request, no GET stream) this long is closed; "
+        "until then no other principal's new session takes its place",
     )

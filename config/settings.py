@@ -73,9 +73,10 @@ class FrontSettings(Frozen):
     max_legacy_sessions: int = Field(
         4096,
         ge=1,
-        description="legacy client sessions relayed at once, all principals; when full, one idle "
-        "for upstream.session_idle_s or the opener's own oldest is evicted (DELETEd upstream), "
-        "else 503",
+        description="legacy client sessions at once, all principals: relayed ones, and apart "
+        "those the bridge keeps in front of a modern upstream; when full, one idle for the session "
+        "idle timeout or the opener's own oldest is evicted (a relayed one DELETEd upstream), "
+        "never another principal's in use; else 503",
     )
     event_loop: Literal["auto", "asyncio", "uvloop"] = Field(
         "auto",
@@ -147,11 +148,14 @@ class HeldCallSettings(Frozen):
     max_per_principal: int = Field(
         64,
         ge=1,
-        description="held calls (asked for input, not ended) at once per principal; plain calls "
-        "not counted",
+        description="held calls (asked for input, not ended) at once per principal, legacy "
+        "clients' requests waiting for a push's answer (reverse) included; plain calls not counted",
     )
     max_total: int = Field(
-        4096, ge=1, description="held calls at once, all principals; plain calls not counted"
+        4096,
+        ge=1,
+        description="held calls at once, all principals, reverse requests waiting for a push's "
+        "answer included; plain calls not counted",
     )
     max_rounds: int = Field(32, ge=1, description="input rounds one call may take")
     max_pushes_per_round: int = Field(

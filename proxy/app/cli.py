@@ -115,7 +115,7 @@ async def _children_stop(
 async def _serve(settings: Settings) -> None:
     """Run the HTTP bridge until SIGINT or SIGTERM, then shut down gracefully (a second signal stops
     the legacy stdio processes at once)."""
-    # The app's on_shutdown drains within the grace (proxy.common.drain); aiohttp's own
+    # The app's on_shutdown drains within the grace (proxy.engine.engine.Drain); aiohttp's own
     # per-connection wait
     # (which it spends twice) only collects handlers that have already answered (0 would mean no
     # limit).

@@ -20,12 +20,13 @@ from aiohttp import web
 
 from config.settings import Settings
 from proxy.app.health import Readiness
-from proxy.app.runtime import UPSTREAM_KEEPALIVE_S, bridge_runtime
+from proxy.app.runtime import UPSTREAM_KEEPALIVE_S, bridge_runtime, held_counts
 from proxy.app.status import StatusPage, StatusSources
 from proxy.auth.keys import load_keyring
 from proxy.auth.oauth_passthrough import MetadataRelay, passes_challenges
 from proxy.cluster.forward import Forwarder
 from proxy.cluster.peers import REPLICA_PATH, PeerDirectory, replica_handler
+from proxy.common.per_principal import PrincipalCounts
 from proxy.engine.engine import Engine, close_reserve_s
 from proxy.http_front import ENGINE_KEY, HOP_KEY, FrontEngine, HttpFront
 from proxy.observe.access import upstream_name
@@ -64,6 +65,8 @@ READINESS_PROBE_KEY: Final = web.AppKey("readiness_probe", Readiness)
 OPENER_KEY: Final[web.AppKey[SessionOpener]] = web.AppKey("session_opener")
 LEGACY_RELAY_KEY: Final = web.AppKey("legacy_relay", LegacyRelay)
 MODERN_KEY: Final = web.AppKey("modern_upstream", ModernUpstream)
+# calls waiting for their client's input, counted once for both directions (held.*)
+HELD_KEY: Final = web.AppKey("held_counts", PrincipalCounts)
 PEERS_KEY: Final = web.AppKey("cluster_peers", PeerDirectory)
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
@@ -125,6 +128,7 @@ def _base_app(
     app.on_response_prepare.append(_count_response)
     app[SETTINGS_KEY] = settings
     app[METRICS_KEY] = BridgeMetrics()
+    app[HELD_KEY] = held_counts(settings)
     legacy = (
         LegacyRelay(settings, observe=app[METRICS_KEY].observe_error)
         if settings.front.legacy_clients == "pass"
@@ -136,7 +140,7 @@ def _base_app(
     reverse = None
     if modern is not None:
         app[MODERN_KEY] = modern
-        reverse = reverse_front(settings, modern)
+        reverse = reverse_front(settings, modern, app[HELD_KEY], app[METRICS_KEY].observe_error)
         app.on_cleanup.append(lambda _app: reverse.aclose())
     HttpFront(
         settings.front,
@@ -237,6 +241,7 @@ async def _upstream_context(app: web.Application) -> AsyncIterator[None]:
         app.get(CHILDREN_KEY),
         opener=app.get(OPENER_KEY),
         on_open_failure=modern.era.reprobe_soon if modern else None,
+        held=app[HELD_KEY],
     ) as (engine, pool):
         app[READINESS_PROBE_KEY] = _readiness(settings, pool)
         app[POOL_KEY] = pool

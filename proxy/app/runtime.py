@@ -19,6 +19,7 @@ from proxy.calls.continuations import Continuations
 from proxy.calls.listen_hub import ListenHub
 from proxy.calls.registry import HeldCallRegistry
 from proxy.calls.roots_affinity import RootsAffinity
+from proxy.common.per_principal import PrincipalCounts, held_call_caps
 from proxy.engine.engine import Engine
 from proxy.engine.routes.route_context import RouteContext
 from proxy.observe.metrics import BridgeMetrics
@@ -113,13 +114,22 @@ def _reporting(opener: SessionOpener, on_failure: Callable[[], None]) -> Session
     return open_session
 
 
+def held_counts(settings: Settings) -> PrincipalCounts:
+    """The one count of calls waiting for their client's input, both directions (`held.*`)."""
+    return PrincipalCounts(held_call_caps(settings.held.max_per_principal, settings.held.max_total))
+
+
 def build_engine(
-    settings: Settings, pool: UpstreamPool, keyring: KeyRing, metrics: BridgeMetrics | None
+    settings: Settings,
+    pool: UpstreamPool,
+    keyring: KeyRing,
+    metrics: BridgeMetrics | None,
+    held: PrincipalCounts | None = None,
 ) -> Engine:
-    """The engine and the call machinery it drives, each given its collaborators."""
+    """The engine and the call machinery it drives, each given its collaborators (`held`: the
+    count shared with the reverse direction, if it runs)."""
     registry = HeldCallRegistry[Call](
-        max_per_principal=settings.held.max_per_principal,
-        max_total=settings.held.max_total,
+        held if held is not None else held_counts(settings),
         batch_sizes=BatchSizes(settings.held.batch_sizes),
     )
     ctx = RouteContext(
@@ -142,13 +152,15 @@ async def bridge_runtime(
     opener: SessionOpener | None = None,
     on_open_failure: Callable[[], None] | None = None,
     spares: SpareProcesses | None = None,
+    held: PrincipalCounts | None = None,
 ) -> AsyncIterator[tuple[Engine, UpstreamPool]]:
     """Key ring, upstream client, pool and engine for either front; closed in reverse on exit.
     Legacy stdio processes are recorded in `children`; the pool's and the spares are stopped in
     parallel. `opener` replaces the configured transport (tests script an in-memory upstream with
     it); `on_open_failure` hears of every session that would not open (the era tracker re-probes).
     `spares` (the stdio front's, with its first process) start when their owner says (`release`);
-    spares made here start at once. Either way they are closed here.
+    spares made here start at once. Either way they are closed here. `held`: the count of calls
+    waiting for input the engine shares with the reverse direction.
     """
     keyring, is_ephemeral = load_keyring(settings.held)
     if is_ephemeral:
@@ -173,7 +185,7 @@ async def bridge_runtime(
             transport=transport,
             on_unowned=lambda session, inbound: engine.on_unowned(session, inbound),
         )
-        engine = build_engine(settings, pool, keyring, metrics)
+        engine = build_engine(settings, pool, keyring, metrics, held)
         try:
             await pool.start()
             if spares is not None and start_spares:
@@ -190,4 +202,4 @@ async def bridge_runtime(
             )
 
 
-__all__ = ["UPSTREAM_KEEPALIVE_S", "bridge_runtime", "http_opener", "stdio_opener"]
+__all__ = ["UPSTREAM_KEEPALIVE_S", "bridge_runtime", "held_counts", "http_opener", "stdio_opener"]

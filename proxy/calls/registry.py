@@ -9,15 +9,10 @@ import asyncio
 import itertools
 from typing import Generic, Protocol, TypeVar
 
+from proxy.common.per_principal import PrincipalCounts
 from translators.held.machine import HeldCall, HeldCallState
 from translators.held.push_batches import BatchSizes
-from translators.wire.errors import (
-    CapacityExceeded,
-    ClientLimitExceeded,
-    InvalidRequestState,
-    RejectionReason,
-    ShuttingDown,
-)
+from translators.wire.errors import InvalidRequestState, RejectionReason, ShuttingDown
 
 HELD_ABANDON_S = 5.0  # longest an abandoned call waits for its upstream refusals and cancel
 
@@ -42,20 +37,16 @@ Entry = TypeVar("Entry", bound=HeldEntry)
 
 class HeldCallRegistry(Generic[Entry]):
     """Live MRTR-capable calls by `continuation_id`; the caps count only held ones
-    (`admit_held`)."""
+    (`admit_held`), in `held`: the bridge's one count of calls waiting for their client's input,
+    which the reverse direction shares (proxy/reverse/rounds.py)."""
 
-    def __init__(
-        self, *, max_per_principal: int, max_total: int, batch_sizes: BatchSizes | None = None
-    ) -> None:
+    def __init__(self, held: PrincipalCounts, *, batch_sizes: BatchSizes | None = None) -> None:
         self._calls: dict[bytes, Entry] = {}
-        self._held: set[bytes] = set()  # calls that have asked their client for input
-        self._per_principal: dict[str, int] = {}  # held calls per principal
+        self._held = held  # the calls that have asked their client for input, by principal
         self.closing = False  # shutdown: no call may become held any more
         # the end of the shutdown grace: the calls still in progress are being abandoned, with
         # this reason (plain calls by their request's cancellation: proxy/calls/call.py)
         self.abort_reason: str | None = None
-        self._max_per_principal = max_per_principal
-        self._max_total = max_total
         # ids of the front attempts at calls, unique in the process (`next(attempt_ids)`)
         self.attempt_ids = itertools.count(1)
         # first attempts running plain, no push yet (proxy/calls/call.py)
@@ -74,21 +65,7 @@ class HeldCallRegistry(Generic[Entry]):
             return
         if self.closing:
             raise ShuttingDown()
-        if len(self._held) >= self._max_total:
-            raise CapacityExceeded(
-                f"The bridge already holds its maximum of {self._max_total} calls waiting for "
-                "input "
-                "(held.max_total); retry later",
-                "held.max_total",
-            )
-        if self._per_principal.get(driver.principal, 0) >= self._max_per_principal:
-            raise ClientLimitExceeded(
-                f"This caller already has {self._max_per_principal} calls waiting for input "
-                "(held.max_per_principal); finish or abandon one first",
-                "held.max_per_principal",
-            )
-        self._held.add(driver.continuation_id)
-        self._per_principal[driver.principal] = self._per_principal.get(driver.principal, 0) + 1
+        self._held.admit(driver.continuation_id, driver.principal)
 
     def add(self, driver: Entry) -> None:
         self._calls[driver.continuation_id] = driver
@@ -104,13 +81,7 @@ class HeldCallRegistry(Generic[Entry]):
 
     def remove(self, driver: Entry) -> None:
         self._calls.pop(driver.continuation_id, None)
-        if driver.continuation_id in self._held:
-            self._held.discard(driver.continuation_id)
-            left = self._per_principal.get(driver.principal, 1) - 1
-            if left:
-                self._per_principal[driver.principal] = left
-            else:
-                self._per_principal.pop(driver.principal, None)
+        self._held.release(driver.continuation_id)
 
     def note_round(self) -> None:
         self.rounds_total += 1
@@ -155,9 +126,9 @@ class HeldCallRegistry(Generic[Entry]):
                 [asyncio.ensure_future(d.abandon("bridge shutting down", wait_s)) for d in drivers],
                 timeout=wait_s,
             )
+        for driver in list(self._calls.values()):
+            self._held.release(driver.continuation_id)
         self._calls.clear()
-        self._held.clear()
-        self._per_principal.clear()
 
 
 __all__ = ["HELD_ABANDON_S", "HeldCallRegistry", "HeldEntry"]

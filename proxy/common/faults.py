@@ -10,6 +10,7 @@ it from what the client reports.
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -45,4 +46,7 @@ def reported_error(exc: BridgeError) -> dict[str, Any]:
     return exc.public_error(correlation_id)
 
 
-__all__ = ["new_correlation_id", "reported_error"]
+# Hears of every error the bridge answers itself outside the engine (the metrics' `observe_error`).
+Observe = Callable[[BridgeError], None]
+
+__all__ = ["Observe", "new_correlation_id", "reported_error"]

@@ -33,7 +33,7 @@ from yarl import URL
 
 from config.settings import Settings
 from proxy.auth.oauth_passthrough import passes_challenges, public_urls_of, upstream_challenge
-from proxy.common.faults import reported_error
+from proxy.common.faults import Observe, reported_error
 from proxy.upstream.errors import map_upstream_errors, safe_url
 from proxy.upstream.http.cookies import SessionCookies
 from proxy.upstream.http.outbound import upstream_client
@@ -84,10 +84,6 @@ def error_reply(
         content_type="application/json",
         headers=headers,
     )
-
-
-# Hears of every error the relay answers itself (the metrics' `observe_error`).
-Observe = Callable[[BridgeError], None]
 
 
 class HttpRelay:
@@ -272,6 +268,5 @@ __all__ = [
     "SESSION",
     "VERSION",
     "HttpRelay",
-    "Observe",
     "error_reply",
 ]

@@ -10,12 +10,14 @@ answers, notifications, `DELETE`, resumption with `Last-Event-ID`. Nothing is tr
 nothing is held. What the bridge answers itself (an unreachable upstream, an OAuth challenge
 rewritten as on the modern path) is `HttpRelay`'s.
 
-Each session id the upstream issues is bound to the principal whose `initialize` opened it
-(`proxy.passthrough.legacy_sessions`, capped per principal and in total; evicted sessions are
-DELETEd
-upstream); a request naming an unknown session id, or one bound to another principal, gets 404 (as
-from a server that does not know the session), so one caller can never use another's legacy
-session.
+Each session id the upstream issues is bound to the principal whose `initialize` opened it, in a
+per-principal table (`proxy.common.per_principal`): `upstream.max_sessions_per_principal` each
+(one more evicts the principal's own least recently used, one with no request in flight first),
+`front.max_legacy_sessions` in all (a new session takes the place of one idle for
+`upstream.session_idle_s`, else of the opener's own; a principal holding none gets 503); evicted
+sessions are DELETEd upstream with the credentials of their latest request. A request naming an
+unknown session id, or one bound to another principal, gets 404 (as from a server that does not
+know the session), so one caller can never use nor evict another's legacy session in use.
 With `front.legacy_clients = "refuse"` the relay is not installed: the modern path answers a legacy
 `initialize` with -32601 naming the modern versions, as a modern-only server does.
 """
@@ -23,6 +25,7 @@ With `front.legacy_clients = "refuse"` the relay is not installed: the modern pa
 from __future__ import annotations
 
 import asyncio
+from dataclasses import dataclass
 from typing import Any, Final
 
 import aiohttp
@@ -30,16 +33,26 @@ import structlog
 from aiohttp import web
 
 from config.settings import Settings
-from proxy.passthrough.http_proxy import SESSION, VERSION, HttpRelay, Observe, error_reply
-from proxy.passthrough.legacy_sessions import LegacySessions
+from proxy.common.faults import Observe
+from proxy.common.per_principal import Caps, PrincipalTable
+from proxy.passthrough.http_proxy import SESSION, VERSION, HttpRelay, error_reply
 from proxy.upstream.http.cookies import SessionCookies
 from translators.protocol.eras import INITIALIZE, MODERN_VERSION
-from translators.wire.errors import INVALID_REQUEST, CapacityExceeded
+from translators.wire.errors import INVALID_REQUEST, LimitExceeded
 
 _log = structlog.get_logger("proxy.passthrough.legacy_clients")
 NOT_FOUND: Final = -32001
 TOTAL_LIMIT: Final = "front.max_legacy_sessions"
 DELETE_GRACE_S: Final = 1.0  # at shutdown, evicted sessions' DELETEs still in flight get this long
+
+
+@dataclass
+class Relayed:
+    """A relayed session: what its eviction's DELETE carries (the credentials, protocol version
+    and cookies of its latest request) and the cookies the upstream set on its responses."""
+
+    headers: dict[str, str]
+    cookies: SessionCookies
 
 
 class LegacyRelay:
@@ -48,11 +61,14 @@ class LegacyRelay:
 
     def __init__(self, settings: Settings, observe: Observe | None = None) -> None:
         self._upstream = settings.upstream
-        self.sessions = LegacySessions(
+        caps = Caps(
             settings.upstream.max_sessions_per_principal,
             settings.front.max_legacy_sessions,
-            settings.upstream.session_idle_s,
+            "upstream.max_sessions_per_principal",
+            TOTAL_LIMIT,
+            "legacy sessions",
         )
+        self.sessions = PrincipalTable[Relayed](caps, settings.upstream.session_idle_s)
         self._http = HttpRelay(settings, observe=observe)
         self._deletes: set[asyncio.Task[int | None]] = set()
 
@@ -75,13 +91,14 @@ class LegacyRelay:
         if session_id is None:  # an `initialize`: the session's cookies start with its answer
             cookies = SessionCookies()
             return await self._forward(request, body, principal, method, None, request_id, cookies)
-        if not self.sessions.owned_by(session_id, principal):
+        relayed = self.sessions.owned(session_id, principal)
+        if relayed is None:
             return error_reply(404, request_id, {"code": NOT_FOUND, "message": "Session not found"})
-        cookies = self.sessions.cookies_of(session_id) or SessionCookies()
-        self.sessions.begin(session_id, self._delete_headers(request, cookies))
+        relayed.headers = self._delete_headers(request, relayed.cookies)
+        self.sessions.begin(session_id)
         try:
             return await self._forward(
-                request, body, principal, method, session_id, request_id, cookies
+                request, body, principal, method, session_id, request_id, relayed.cookies
             )
         finally:
             self.sessions.end(session_id)
@@ -109,7 +126,7 @@ class LegacyRelay:
             if session_id is not None and (
                 upstream.status == 404 or (request.method == "DELETE" and upstream.status < 300)
             ):
-                self.sessions.forget(session_id)
+                self.sessions.pop(session_id)
             issued = upstream.headers.get(SESSION)
             if method != INITIALIZE or not issued or upstream.status >= 300:
                 return None
@@ -127,19 +144,15 @@ class LegacyRelay:
         cookies: SessionCookies,
     ) -> web.Response | None:
         """Bind a new session (evicting as the caps say); a 503 when the bridge is full."""
-        evicted, admitted = self.sessions.bind(issued, principal, headers, cookies)
-        for session_id, delete_headers in evicted:
-            self._delete_soon(session_id, delete_headers)
+        try:
+            evicted = self.sessions.add(issued, principal, Relayed(headers, cookies))
+        except LimitExceeded as refusal:
+            self._delete_soon(issued, headers)
+            return self._http.error_of(503, refusal, request_id, {"Retry-After": "5"})
+        for session_id, relayed in evicted:
+            self._delete_soon(session_id, relayed.headers)
         if evicted:
             _log.info("legacy_sessions_evicted", count=len(evicted), sessions=len(self.sessions))
-        if not admitted:
-            self._delete_soon(issued, headers)
-            refusal = CapacityExceeded(
-                f"The bridge already relays {self.sessions.total} legacy sessions ({TOTAL_LIMIT});"
-                " retry later",
-                TOTAL_LIMIT,
-            )
-            return self._http.error_of(503, refusal, request_id, {"Retry-After": "5"})
         _log.info("legacy_session_relayed", sessions=len(self.sessions))
         return None
 
@@ -158,4 +171,4 @@ class LegacyRelay:
         await self._http.aclose()
 
 
-__all__ = ["NOT_FOUND", "TOTAL_LIMIT", "LegacyRelay"]
+__all__ = ["NOT_FOUND", "TOTAL_LIMIT", "LegacyRelay", "Relayed"]

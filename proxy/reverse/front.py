@@ -6,7 +6,10 @@ What a legacy server does, the bridge does here: `initialize` (answered from the
 stateless 2026-07-28 request by `proxy.reverse.rounds`), its notifications (`initialized`,
 `cancelled`), the client's answers to pushes, `ping`, `logging/setLevel`, the GET stream of
 session-wide notifications and `DELETE`. A session is usable only by the principal that opened it:
-anyone else gets 404, as from a server that does not know the session.
+anyone else gets 404, as from a server that does not know the session. Sessions are capped per
+principal and in total (`proxy.reverse.sessions`): a new one that does not fit gets 503, and never
+takes the place of another principal's session in use. A request that waits for the client's
+answer to a push counts in `held.*` (`proxy.reverse.rounds`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ import structlog
 from aiohttp import web
 
 from config.settings import Settings
+from proxy.common.faults import Observe, reported_error
 from proxy.common.http_replies import Exchange, json_reply
+from proxy.common.per_principal import Caps, PrincipalCounts
 from proxy.reverse.listen import Listener
 from proxy.reverse.local import answer_locally
 from proxy.reverse.replies import streamed
@@ -33,7 +38,7 @@ from translators.protocol.eras import (
 from translators.reverse.session import initialize_result, modern_meta, open_client
 from translators.wire import fast_json
 from translators.wire.canonical import as_object
-from translators.wire.errors import INVALID_REQUEST
+from translators.wire.errors import INVALID_REQUEST, LimitExceeded
 from translators.wire.jsonrpc import JsonObject, error_response, result_response
 from translators.wire.sse import encode_event
 
@@ -55,16 +60,29 @@ def _error(status: int, code: int, message: str, request_id: Any = None) -> web.
 class ReverseFront:
     """Serves legacy HTTP clients itself, speaking 2026-07-28 to the upstream through `caller`."""
 
-    def __init__(self, settings: Settings, caller: ModernCaller, client_info: JsonObject) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        caller: ModernCaller,
+        client_info: JsonObject,
+        held: PrincipalCounts,
+        observe: Observe | None = None,
+    ) -> None:
+        """`held`: the bridge's count of calls waiting for their client's input; `observe` hears
+        of every refusal (the metrics)."""
         self._settings = settings
         self._caller = caller
         self._client_info = client_info
-        reverse = settings.reverse
-        self.sessions = ReverseSessions(
+        self._held = held
+        self._observe = observe
+        caps = Caps(
+            settings.reverse.max_sessions_per_principal,
             settings.front.max_legacy_sessions,
-            reverse.max_sessions_per_principal,
-            reverse.session_idle_s,
+            "reverse.max_sessions_per_principal",
+            "front.max_legacy_sessions",
+            "legacy sessions",
         )
+        self.sessions = ReverseSessions(caps, settings.reverse.session_idle_s)
         self._listener = Listener(caller)
 
     def serves(self, session_id: str | None) -> bool:
@@ -92,13 +110,17 @@ class ReverseFront:
         if request.method == "DELETE":
             self.sessions.close(session_id)
             return web.Response(status=200)
-        if request.method == "GET":
-            return await self._get_stream(request, session, authorization)
-        if isinstance(decoded, list):
-            return _error(400, INVALID_REQUEST, "Batches are not supported by this server")
-        if not isinstance(decoded, dict):
-            return _error(400, INVALID_REQUEST, "Invalid Request: not a JSON-RPC message")
-        return await self._post(request, session, decoded, authorization, exchange)
+        self.sessions.begin(session_id)  # in use, so no other principal's session takes its place
+        try:
+            if request.method == "GET":
+                return await self._get_stream(request, session, authorization)
+            if isinstance(decoded, list):
+                return _error(400, INVALID_REQUEST, "Batches are not supported by this server")
+            if not isinstance(decoded, dict):
+                return _error(400, INVALID_REQUEST, "Invalid Request: not a JSON-RPC message")
+            return await self._post(request, session, decoded, authorization, exchange)
+        finally:
+            self.sessions.end(session_id)
 
     async def _initialize(
         self, message: JsonObject, principal: str, authorization: str | None, exchange: Exchange
@@ -113,10 +135,23 @@ class ReverseFront:
             _log.warning("reverse_discover_failed", code=error.get("code"))
             return json_reply(error_response(request_id, error), 502, exchange)
         result = initialize_result(view, as_object(reply.get("result")), listen_supported=True)
-        session = self.sessions.open(principal, view)
+        try:
+            session = self.sessions.open(principal, view)
+        except LimitExceeded as refusal:
+            return self._refused(refusal, request_id, exchange)
         response = json_reply(result_response(request_id, result), 200, exchange)
         response.headers[SESSION] = session.id
         return response
+
+    def _refused(
+        self, refusal: LimitExceeded, request_id: Any, exchange: Exchange
+    ) -> web.StreamResponse:
+        """503: no room for a new session (the same `initialize` succeeds once some end)."""
+        if self._observe is not None:
+            self._observe(refusal)
+        reply = json_reply(error_response(request_id, reported_error(refusal)), 503, exchange)
+        reply.headers["Retry-After"] = "5"
+        return reply
 
     async def _post(
         self,
@@ -158,7 +193,9 @@ class ReverseFront:
         assert owner is not None
         key = repr(message["id"])
         session.in_flight[key] = owner
-        rounds = Rounds(self._settings, self._caller, session, authorization)
+        rounds = Rounds(
+            self._settings, self._caller, session, authorization, self._held, self._observe
+        )
         try:
             stream, response = await streamed(
                 request,

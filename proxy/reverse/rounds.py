@@ -9,6 +9,12 @@ goes back without its modern-only fields. A push the client does not answer with
 has a requester do on a timeout) and fails the request; so does an error answer. When the client
 goes away, the task running this is cancelled, and with it the upstream request in flight (on HTTP,
 closing the stream is the cancellation).
+
+From its first push until it ends, a request waits for its client: it counts in the bridge's one
+count of calls waiting for input (`held.max_per_principal`, `held.max_total`, shared with held
+calls in the other direction). Past a cap it is answered at once with the held calls' refusal,
+its pushes never sent (the upstream keeps nothing of a round: its state travels in
+`requestState`, dropped here).
 """
 
 from __future__ import annotations
@@ -21,6 +27,8 @@ from typing import Any
 import structlog
 
 from config.settings import Settings
+from proxy.common.faults import Observe, reported_error
+from proxy.common.per_principal import PrincipalCounts
 from proxy.reverse.sessions import ReverseSession
 from proxy.reverse.tool_headers import header_mismatch
 from proxy.reverse.upstream import ModernCaller
@@ -28,7 +36,7 @@ from translators.protocol.eras import CANCELLED, LOG_MESSAGE, PROGRESS, TOOLS_LI
 from translators.reverse.inputs import Push, Refused, input_response, pushes_for
 from translators.reverse.session import is_input_required, legacy_result, modern_params
 from translators.wire.canonical import as_object
-from translators.wire.errors import INTERNAL_ERROR
+from translators.wire.errors import INTERNAL_ERROR, LimitExceeded
 from translators.wire.jsonrpc import (
     JsonObject,
     error_response,
@@ -50,7 +58,8 @@ class RoundFailed(Exception):
 
 class Rounds:
     """Runs legacy requests of one session upstream; `send` writes to the request's stream. The
-    bounds are `reverse.push_timeout_s` and `held.max_rounds`."""
+    bounds are `reverse.push_timeout_s`, `held.max_rounds` and the caps of `held` (`observe`
+    hears of their refusals)."""
 
     def __init__(
         self,
@@ -58,15 +67,25 @@ class Rounds:
         caller: ModernCaller,
         session: ReverseSession,
         authorization: str | None,
+        held: PrincipalCounts,
+        observe: Observe | None = None,
     ) -> None:
         self._caller = caller
         self._session = session
+        self._held = held
+        self._observe = observe
         self._push_timeout_s = settings.reverse.push_timeout_s
         self._max_rounds = settings.held.max_rounds
         self._authorization = authorization
         self._upstream_ids = 0
 
     async def run(self, message: JsonObject, send: Send) -> JsonObject:
+        try:
+            return await self._run(message, send)
+        finally:
+            self._held.release(self)
+
+    async def _run(self, message: JsonObject, send: Send) -> JsonObject:
         client_id = message.get("id")
         extra: JsonObject = {}
         for round_number in range(self._max_rounds + 1):
@@ -84,6 +103,7 @@ class Rounds:
             if round_number == self._max_rounds:
                 break
             try:
+                self._wait_for_client()
                 responses = await self._ask(result.get("inputRequests"), send)
             except RoundFailed as failed:
                 return error_response(client_id, failed.error)
@@ -98,6 +118,15 @@ class Rounds:
                 "message": f"The server asked for input more than {self._max_rounds} times",
             },
         )
+
+    def _wait_for_client(self) -> None:
+        """Count the request as waiting for its client (once), or fail it with the refusal."""
+        try:
+            self._held.admit(self, self._session.principal)
+        except LimitExceeded as refusal:
+            if self._observe is not None:
+                self._observe(refusal)
+            raise RoundFailed(reported_error(refusal)) from None
 
     async def _call(self, message: JsonObject, extra: JsonObject, send: Send) -> JsonObject:
         self._upstream_ids += 1

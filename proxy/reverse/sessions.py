@@ -3,8 +3,12 @@
 A `ReverseSession` is what a legacy server keeps for a session: what the client declared in
 `initialize` (`translators.reverse.session.ClientView`), the pushes waiting for the client's
 answer, the requests in flight (for `notifications/cancelled`), and the GET stream's queue of
-session-wide notifications. `ReverseSessions` binds each session to the principal that opened it,
-bounds them (in total and per principal: the least recently used goes first) and drops the idle.
+session-wide notifications. `ReverseSessions` binds each session to the principal that opened it
+in a per-principal table (`proxy.common.per_principal`: `reverse.max_sessions_per_principal` each,
+the principal's own least recently used going first; `front.max_legacy_sessions` in all, where a
+new session takes only the place of one idle for `reverse.session_idle_s`, else of the opener's
+own, else is refused) and drops the idle. A session is in use while a request or its GET stream
+is open on it (`begin` / `end`).
 """
 
 from __future__ import annotations
@@ -12,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from typing import Any, Final
 
 import structlog
 
+from proxy.common.per_principal import Caps, PrincipalTable
 from proxy.reverse.tool_headers import ToolSchemas
 from translators.reverse.session import ClientView
 from translators.wire.jsonrpc import JsonObject
@@ -31,7 +35,6 @@ class ReverseSession:
         self.id = secrets.token_urlsafe(24)
         self.principal = principal
         self.view = view
-        self.used = time.monotonic()
         self.pending: dict[str, asyncio.Future[JsonObject]] = {}
         self.in_flight: dict[str, asyncio.Task[Any]] = {}
         self.outbox: asyncio.Queue[JsonObject] | None = None  # the GET stream's, while open
@@ -75,58 +78,52 @@ class ReverseSession:
 
 
 class ReverseSessions:
-    def __init__(self, max_total: int, max_per_principal: int, idle_s: float) -> None:
-        self._max_total = max_total
-        self._max_per_principal = max_per_principal
-        self._idle_s = idle_s
-        self._sessions: OrderedDict[str, ReverseSession] = OrderedDict()
+    """The open sessions, by id, under `caps` (`open` raises their refusal)."""
+
+    def __init__(
+        self, caps: Caps, idle_s: float, clock: Callable[[], float] = time.monotonic
+    ) -> None:
+        self._table = PrincipalTable[ReverseSession](caps, idle_s, clock)
 
     def open(self, principal: str, view: ClientView) -> ReverseSession:
-        self._drop_idle()
-        mine = [s for s in self._sessions.values() if s.principal == principal]
-        if len(mine) >= self._max_per_principal:
-            self.close(mine[0].id, reason="per_principal_limit")
-        if len(self._sessions) >= self._max_total:
-            self.close(next(iter(self._sessions)), reason="total_limit")
+        for session_id in self._table.expired():
+            self.close(session_id, reason="idle")
         session = ReverseSession(principal, view)
-        self._sessions[session.id] = session
+        for _, evicted in self._table.add(session.id, principal, session):
+            evicted.close()
+            _log.info("reverse_session_closed", reason="evicted", sessions=len(self._table))
         _log.info(
-            "reverse_session_opened", sessions=len(self._sessions), version=view.revision.version
+            "reverse_session_opened", sessions=len(self._table), version=view.revision.version
         )
         return session
 
     def get(self, session_id: str, principal: str) -> ReverseSession | None:
-        session = self._sessions.get(session_id)
-        if session is None or session.principal != principal:
-            return None
-        session.used = time.monotonic()
-        self._sessions.move_to_end(session_id)
-        return session
+        return self._table.owned(session_id, principal)
+
+    def begin(self, session_id: str) -> None:
+        """A request or the GET stream starts on the session: it is in use until `end`."""
+        self._table.begin(session_id)
+
+    def end(self, session_id: str) -> None:
+        self._table.end(session_id)
 
     def knows(self, session_id: str) -> bool:
-        return session_id in self._sessions
+        return session_id in self._table
 
     def close(self, session_id: str, reason: str = "deleted") -> bool:
-        session = self._sessions.pop(session_id, None)
+        session = self._table.pop(session_id)
         if session is None:
             return False
         session.close()
-        _log.info("reverse_session_closed", reason=reason, sessions=len(self._sessions))
+        _log.info("reverse_session_closed", reason=reason, sessions=len(self._table))
         return True
 
-    def _drop_idle(self) -> None:
-        horizon = time.monotonic() - self._idle_s
-        for session_id in [
-            s.id for s in self._sessions.values() if s.used < horizon and not s.in_flight
-        ]:
-            self.close(session_id, reason="idle")
-
     def close_all(self) -> None:
-        for session_id in list(self._sessions):
-            self.close(session_id, reason="shutdown")
+        for session in self._table.values():
+            self.close(session.id, reason="shutdown")
 
     def __len__(self) -> int:
-        return len(self._sessions)
+        return len(self._table)
 
 
 __all__ = ["ReverseSession", "ReverseSessions"]

@@ -21,6 +21,7 @@ import structlog
 
 from config.settings import Settings, UpstreamSettings
 from proxy.common.log_context import log_context
+from proxy.common.per_principal import Caps, PrincipalCounts, held_call_caps
 from proxy.passthrough.legacy_stdio import ByteWriter, LegacyStdio, StdioProcesses
 from proxy.reverse.listen import Listener
 from proxy.reverse.local import answer_locally
@@ -42,6 +43,7 @@ from translators.wire.stdio_framing import LineSplitter
 
 _log = structlog.get_logger("proxy.reverse")
 READ_CHUNK = 65536
+_ONE_SESSION = Caps(1, 1, "stdio", "stdio", "legacy sessions")
 
 
 class _Lines:
@@ -62,7 +64,10 @@ class ReverseStdio:
         self._writer = writer
         self._out = _Lines(writer)
         self._caller = caller
-        self._sessions = ReverseSessions(1, 1, float("inf"))
+        # the process is the session: one, which only stdin EOF ends
+        self._sessions = ReverseSessions(_ONE_SESSION, float("inf"))
+        held = settings.held
+        self._held = PrincipalCounts(held_call_caps(held.max_per_principal, held.max_total))
         self._listener = Listener(self._caller)
         self._session: ReverseSession | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -134,7 +139,7 @@ class ReverseStdio:
         self._listener.refresh(session, None)
 
     def _start(self, session: ReverseSession, message: JsonObject) -> None:
-        rounds = Rounds(self._settings, self._caller, session, None)
+        rounds = Rounds(self._settings, self._caller, session, None, self._held)
         key = repr(message["id"])
 
         async def serve() -> None:

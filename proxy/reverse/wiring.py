@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 from config.settings import Settings
+from proxy.common.faults import Observe
+from proxy.common.per_principal import PrincipalCounts
 from proxy.passthrough.modern_upstream import ModernUpstream
 from proxy.reverse.front import ReverseFront
 from proxy.reverse.stdio_relay import StdioModernUpstream
@@ -10,15 +12,22 @@ from proxy.reverse.upstream import ModernCaller, ModernHttpCaller
 from proxy.upstream.http.wire import client_info
 
 
-def reverse_front(settings: Settings, modern: ModernUpstream) -> ReverseFront:
+def reverse_front(
+    settings: Settings,
+    modern: ModernUpstream,
+    held: PrincipalCounts,
+    observe: Observe | None = None,
+) -> ReverseFront:
     """Legacy HTTP sessions served by the bridge in front of the upstream `modern` tracks (a
-    stdio upstream's process is shared with the modern relay)."""
+    stdio upstream's process is shared with the modern relay); `held` counts the calls waiting for
+    their client's input (with the held calls of the other direction), `observe` hears of
+    refusals."""
     caller: ModernCaller = (
         modern.caller
         if isinstance(modern, StdioModernUpstream)
         else ModernHttpCaller(settings.upstream, settings.front.request_timeout_s)
     )
-    return ReverseFront(settings, caller, client_info())
+    return ReverseFront(settings, caller, client_info(), held, observe)
 
 
 __all__ = ["reverse_front"]

@@ -68,7 +68,7 @@ class OutcomeCall:
 
     def watch(self, waiter: asyncio.Future[None]) -> None:
         """Resolve `waiter` when the outcome is set (at once if it is): the plain path waits for
-        the outcome or its first push on one future, with no task (proxy/calls/plain_forward.py)."""
+        the outcome or its first push on one future, with no task (proxy/calls/call.py)."""
         if self._done:
             if not waiter.done():
                 waiter.set_result(None)

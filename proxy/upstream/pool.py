@@ -21,6 +21,7 @@ from typing import Final
 import structlog
 
 from config.settings import UpstreamSettings
+from proxy.common.per_principal import BRIDGE_CACHE, Caps, victims
 from proxy.upstream.attribution import PushAttribution, route_get_stream
 from proxy.upstream.base import (
     STREAMABLE_HTTP,
@@ -30,12 +31,7 @@ from proxy.upstream.base import (
     TransportInfo,
     UpstreamSession,
 )
-from proxy.upstream.pool_choice import (
-    best_entry,
-    idle_victim,
-    principal_count,
-    session_views,
-)
+from proxy.upstream.pool_choice import best_entry, session_views
 from proxy.upstream.pool_entries import (
     EntryRouter,
     EntryState,
@@ -88,6 +84,14 @@ class UpstreamPool(PoolSizing):
         self._opening: dict[SessionKey, Opening] = {}
         self._spreading: dict[SessionKey, int] = {}  # extra sessions opening, by key
         self._reserved: dict[str, int] = {}  # opens in progress, by principal
+        self._caps = Caps(
+            settings.max_sessions_per_principal,
+            settings.max_sessions,
+            "upstream.max_sessions_per_principal",
+            "upstream.max_sessions",
+            "upstream sessions in use",
+            "finish or cancel some calls and retry",
+        )
         self._reaper: asyncio.Task[None] | None = None
         self._stopping = asyncio.Event()
         self._closed = False
@@ -241,20 +245,17 @@ class UpstreamPool(PoolSizing):
         return lease
 
     def _reserve(self, principal: str) -> list[PoolEntry]:
-        """Claim room for one more session, evicting idle ones if needed; raises a
+        """Claim room for one more session, evicting idle ones if needed (the sessions are the
+        bridge's own cache: any principal's idle one may go at the total cap); raises a
         `LimitExceeded`."""
-        victims: list[PoolEntry] = []
-        per_principal = self._settings.max_sessions_per_principal
-        entries, reserved = self._entries, self._reserved
-        while principal_count(entries, reserved, principal, victims) >= per_principal:
-            victims.append(idle_victim(entries, victims, principal, per_principal))
-        cap = self.limit.cap(self._settings.max_sessions)
-        while len(entries) - len(victims) + sum(reserved.values()) >= cap:
-            victims.append(idle_victim(entries, victims, None, cap))
-        for victim in victims:
+        now = asyncio.get_running_loop().time()
+        chosen = victims(
+            self._entries, principal, self.session_caps(), BRIDGE_CACHE, now, self._reserved
+        )
+        for victim in chosen:
             self._entries.remove(victim)
         self._reserved[principal] = self._reserved.get(principal, 0) + 1
-        return victims
+        return chosen
 
     # -- opening and closing -----------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
-"""The pool's choices over its entries, without I/O: which idle session to evict when a limit is
-reached, who may take which lease, and what the status page shows (proxy/upstream/pool.py)."""
+"""The pool's choices over its entries, without I/O: who may take which lease, which idle sessions
+to reap, and what the status page shows (proxy/upstream/pool.py). Which session gives way when a
+limit is reached is the rule of every per-principal table (proxy/common/per_principal.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,8 @@ from proxy.upstream.base import UpstreamSession
 from proxy.upstream.pool_entries import PoolEntry, SessionKey, SessionView
 from translators.protocol.eras import LOG_MESSAGE, PROGRESS
 from translators.protocol.pushes import is_push
-from translators.wire.errors import CapacityExceeded, ClientLimitExceeded
 from translators.wire.jsonrpc import JsonObject
 
-TOTAL_LIMIT: Final = "upstream.max_sessions"
 CALL_NOTIFICATIONS: Final = frozenset({PROGRESS, LOG_MESSAGE})
 _IDLE: Final = (False, 0)  # the rank of a session nobody holds
 
@@ -47,48 +46,6 @@ def best_entry(
             if rank == _IDLE and prefer is None:
                 break  # nothing ranks below an idle session: the rest need not be looked at
     return best
-
-
-def room_for_one_more(
-    entries: list[PoolEntry], reserved: dict[str, int], principal: str, per_principal: int, cap: int
-) -> bool:
-    """Whether one more session for `principal` fits without evicting any."""
-    if len(entries) + sum(reserved.values()) >= cap:
-        return False
-    return principal_count(entries, reserved, principal, []) < per_principal
-
-
-def principal_count(
-    entries: list[PoolEntry], reserved: dict[str, int], principal: str, excluded: list[PoolEntry]
-) -> int:
-    """Sessions `principal` has open (but `excluded`) or being opened."""
-    open_now = sum(1 for e in entries if e.key.principal == principal and e not in excluded)
-    return open_now + reserved.get(principal, 0)
-
-
-def idle_victim(
-    entries: list[PoolEntry], taken: list[PoolEntry], principal: str | None, limit: int
-) -> PoolEntry:
-    """The longest-idle session to evict (of `principal`, or of anyone), not yet `taken`; none idle:
-    the limit's error."""
-    idle = [
-        e
-        for e in entries
-        if e.is_idle and e not in taken and (principal is None or e.key.principal == principal)
-    ]
-    if idle:
-        return min(idle, key=lambda e: e.idle_since or 0.0)
-    if principal is not None:
-        raise ClientLimitExceeded(
-            f"This caller already has {limit} upstream sessions in use"
-            " (upstream.max_sessions_per_principal); finish or cancel some calls and retry",
-            "upstream.max_sessions_per_principal",
-        )
-    raise CapacityExceeded(
-        f"The bridge already has {limit} upstream sessions in use (upstream.max_sessions); "
-        "retry later",
-        TOTAL_LIMIT,
-    )
 
 
 def about_a_call(message: JsonObject) -> bool:
@@ -128,11 +85,8 @@ def session_views(entries: list[PoolEntry], now: float) -> list[SessionView]:
 
 __all__ = [
     "CALL_NOTIFICATIONS",
-    "TOTAL_LIMIT",
     "about_a_call",
     "best_entry",
-    "idle_victim",
-    "principal_count",
     "reap_victims",
     "session_views",
 ]

@@ -83,6 +83,19 @@ class PoolEntry:
     def is_idle(self) -> bool:
         return self.shared == 0 and self.exclusive is None
 
+    # what the eviction rule reads of an entry (proxy/common/per_principal.py `Slot`)
+    @property
+    def principal(self) -> str:
+        return self.key.principal
+
+    @property
+    def in_use(self) -> bool:
+        return not self.is_idle
+
+    @property
+    def last_used(self) -> float:
+        return self.idle_since or 0.0
+
     @property
     def can_serve(self) -> bool:
         return self.state is EntryState.SERVING and self.session.is_alive

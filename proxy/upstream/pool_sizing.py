@@ -5,14 +5,16 @@ A mixin of `UpstreamPool` (proxy/upstream/pool.py)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Final
 
 import structlog
 
 from config.settings import UpstreamSettings
+from proxy.common.per_principal import Caps, fits
 from proxy.upstream.base import TransportInfo
-from proxy.upstream.pool_choice import reap_victims, room_for_one_more
+from proxy.upstream.pool_choice import reap_victims
 from proxy.upstream.pool_entries import Lease, Opening, PoolEntry, SessionKey
 from proxy.upstream.session_limit import DRAIN_S, SessionLimit
 from translators.wire.errors import BridgeError, CapacityExceeded
@@ -36,6 +38,7 @@ class PoolSizing:
     _reserved: dict[str, int]
     _spread_after: float
     _stopping: asyncio.Event
+    _caps: Caps  # the session caps as last computed (`session_caps`)
 
     if TYPE_CHECKING:  # the pool's own (never defined here: they must not shadow it)
 
@@ -75,10 +78,15 @@ class PoolSizing:
         spreading = self._spreading.get(key, 0)
         if spreading and self._room_for_calls(key, spreading):
             return False
-        settings = self._settings
-        cap = self.limit.cap(settings.max_sessions)
-        per_principal = settings.max_sessions_per_principal
-        return room_for_one_more(self._entries, self._reserved, key.principal, per_principal, cap)
+        return fits(self._entries, key.principal, self.session_caps(), self._reserved)
+
+    def session_caps(self) -> Caps:
+        """`upstream.max_sessions_per_principal` and `upstream.max_sessions`, the latter lowered to
+        the upstream's own session limit once learned (session_limit.py)."""
+        cap = self.limit.cap(self._settings.max_sessions)
+        if self._caps.total != cap:
+            self._caps = dataclasses.replace(self._caps, total=cap)
+        return self._caps
 
     def _room_for_calls(self, key: SessionKey, spreading: int) -> bool:
         """Whether the key's sessions, open and opening, have room for its calls in flight (each

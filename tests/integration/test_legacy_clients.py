@@ -249,7 +249,7 @@ async def test_one_principal_cannot_evict_anothers_legacy_sessions(peers: Peers)
     assert (refused.status, refused.response["id"], after) == (503, 5, 200)
     assert refused.response["error"] == {
         "code": -32603,
-        "message": "The bridge already relays 4 legacy sessions (front.max_legacy_sessions); "
+        "message": "The bridge already has 4 legacy sessions (front.max_legacy_sessions); "
         "retry later",
         "data": {"source": "mrtr-bridge", "limit": "front.max_legacy_sessions"},
     }

@@ -265,7 +265,7 @@ async def test_held_calls_total_limit(upstream: JournalPeer) -> None:
 
         reply = await while_bob_works(bridge, upstream, offend)
         assert_limit(
-            reply, "held.max_total", "maximum of 2 calls waiting for input (held.max_total)"
+            reply, "held.max_total", "already has 2 calls waiting for input (held.max_total)"
         )
         await upstream.wait_for(
             lambda entries: {"event": "cancelled", "tag": "carol-total"} in entries

@@ -37,6 +37,7 @@ from proxy.app.status import StatusPage, StatusSources, is_loopback
 from proxy.auth.keys import new_key
 from proxy.auth.principal import principal_of
 from proxy.calls.registry import HeldCallRegistry
+from proxy.common.per_principal import PrincipalCounts, held_call_caps
 from translators.held.machine import HeldCallState
 
 TIMEOUT_S = 30.0
@@ -237,7 +238,7 @@ async def test_it_lists_the_replicas_this_one_sees(upstream: JournalPeer) -> Non
 def test_the_lists_are_bounded_and_the_counts_exact() -> None:
     """4,096 held calls of 600 tools: 500 calls and 500 tools listed, oldest first; every count
     exact."""
-    registry = HeldCallRegistry(max_per_principal=64, max_total=4096)
+    registry = HeldCallRegistry(PrincipalCounts(held_call_caps(64, 4096)))
     now = time.monotonic()
     for index in range(4096):
         machine = SimpleNamespace(round=1 + index % 3, state=HeldCallState.WAITING_CLIENT)

@@ -11,6 +11,7 @@ import pytest
 
 from proxy.calls.call import Call
 from proxy.calls.registry import HeldCallRegistry
+from proxy.common.per_principal import PrincipalCounts, held_call_caps
 from translators.wire.errors import CapacityExceeded, ClientLimitExceeded, ShuttingDown
 
 
@@ -32,7 +33,7 @@ def limit_of(caught: pytest.ExceptionInfo[Any]) -> str:
 
 def test_only_admitted_calls_count_against_the_caps() -> None:
     """Calls in progress that never asked for input are not counted; held ones are, once each."""
-    registry = HeldCallRegistry(max_per_principal=2, max_total=3)
+    registry = HeldCallRegistry(PrincipalCounts(held_call_caps(2, 3)))
     plain = [driver("alice") for _ in range(10)]
     for call in plain:
         registry.add(call)
@@ -54,7 +55,7 @@ def test_only_admitted_calls_count_against_the_caps() -> None:
 
 
 def test_no_call_becomes_held_during_shutdown() -> None:
-    registry = HeldCallRegistry(max_per_principal=2, max_total=3)
+    registry = HeldCallRegistry(PrincipalCounts(held_call_caps(2, 3)))
     registry.closing = True
     with pytest.raises(ShuttingDown):
         registry.admit_held(driver("alice"))

@@ -1,6 +1,7 @@
 """Reverse sessions (`proxy/reverse/sessions.py`): bound to their principal, capped in total and
-per principal (the least recently used goes), dropped when idle, and a push answer reaches only a
-push of its own session."""
+per principal by the one per-principal table (the opener's own least recently used goes; another
+principal's session only when idle past the timeout; else the refusal), dropped when idle, and a
+push answer reaches only a push of its own session."""
 
 from __future__ import annotations
 
@@ -8,52 +9,79 @@ import asyncio
 
 import pytest
 
-from proxy.reverse import sessions as sessions_module
+from proxy.common.per_principal import Caps
 from proxy.reverse.sessions import ReverseSessions
 from translators.protocol.revisions import NEWEST
 from translators.reverse.session import ClientView
+from translators.wire.errors import CapacityExceeded
 
 
 def view() -> ClientView:
     return ClientView(NEWEST, {}, {"name": "c", "version": "1"})
 
 
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def reverse_sessions(
+    total: int, per_principal: int, idle_s: float = 60.0
+) -> tuple[ReverseSessions, Clock]:
+    caps = Caps(
+        per_principal,
+        total,
+        "reverse.max_sessions_per_principal",
+        "front.max_legacy_sessions",
+        "legacy sessions",
+    )
+    clock = Clock()
+    return ReverseSessions(caps, idle_s, clock), clock
+
+
 def test_a_session_is_found_only_by_its_principal() -> None:
-    sessions = ReverseSessions(10, 10, 60.0)
+    sessions, _ = reverse_sessions(10, 10)
     mine = sessions.open("alice", view())
     assert sessions.get(mine.id, "alice") is mine
     assert sessions.get(mine.id, "bob") is None
     assert len(mine.id) == 32  # 24 random bytes, URL-safe
 
 
-def test_caps_close_the_least_recently_used() -> None:
-    sessions = ReverseSessions(3, 2, 60.0)
-    a1, a2 = sessions.open("alice", view()), sessions.open("alice", view())
-    assert sessions.get(a1.id, "alice") is a1  # a1 used again: a2 is now the oldest
+def test_caps_close_the_openers_least_recently_used_never_anothers_in_use() -> None:
+    sessions, clock = reverse_sessions(3, 2)
+    a1 = sessions.open("alice", view())
+    clock.now += 1
+    a2 = sessions.open("alice", view())
+    clock.now += 1
+    sessions.begin(a1.id)  # a1 in use: a2 is now the oldest idle one
     a3 = sessions.open("alice", view())
-    assert (sessions.knows(a1.id), sessions.knows(a2.id), sessions.knows(a3.id)) == (
-        True,
-        False,
-        True,
-    )
-    assert a2.closed
+    assert [sessions.knows(s.id) for s in (a1, a2, a3)] == [True, False, True]
+    assert a2.closed and not a1.closed
     b1 = sessions.open("bob", view())
-    b2 = sessions.open("bob", view())  # the total cap (3) closes the oldest of all
-    assert not sessions.knows(a1.id) and sessions.knows(b1.id) and sessions.knows(b2.id)
+    with pytest.raises(CapacityExceeded) as refused:  # full: nobody's is carol's to take
+        sessions.open("carol", view())
+    assert refused.value.message == (
+        "The bridge already has 3 legacy sessions (front.max_legacy_sessions); retry later"
+    )
+    b2 = sessions.open("bob", view())  # full: bob gives up his own
+    assert [sessions.knows(s.id) for s in (a1, a3, b1, b2)] == [True, True, False, True]
 
 
-def test_idle_sessions_go_when_the_next_one_opens(monkeypatch: pytest.MonkeyPatch) -> None:
-    now = [1000.0]
-    monkeypatch.setattr(sessions_module.time, "monotonic", lambda: now[0])
-    sessions = ReverseSessions(10, 10, 60.0)
-    old = sessions.open("alice", view())
-    now[0] += 61
+def test_idle_sessions_go_when_the_next_one_opens_not_those_in_use() -> None:
+    sessions, clock = reverse_sessions(10, 10)
+    old, streaming = sessions.open("alice", view()), sessions.open("alice", view())
+    sessions.begin(streaming.id)  # its GET stream stays open
+    clock.now += 61
     sessions.open("bob", view())
     assert not sessions.knows(old.id) and old.closed
+    assert sessions.knows(streaming.id) and not streaming.closed
 
 
 async def test_answers_reach_only_pending_pushes_and_close_cancels() -> None:
-    sessions = ReverseSessions(10, 10, 60.0)
+    sessions, _ = reverse_sessions(10, 10)
     session = sessions.open("alice", view())
     other = sessions.open("bob", view())
     push_id = session.push_id()
