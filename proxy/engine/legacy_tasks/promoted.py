@@ -310,12 +310,17 @@ class Promotion:
     ) -> TaskCreated | None:
         """The task that owns the held call from now on; None if the task caps refuse it (the
         call then stays what it was)."""
+        store = self._store
         try:
-            task_id, record = self._store.mint(request.principal)
+            record = store.reserve(request.principal)
         except BridgeError as refused:
             log.info("call_not_promoted", reason=refused.message)
             return None
-        return TaskCreated(self._promote(request, driver, reply, task_id, record))
+        try:
+            task_id = store.mint(record, request.principal)
+            return TaskCreated(self._promote(request, driver, reply, task_id, record))
+        finally:
+            store.release(record)  # no-op once the task is added
 
     def _promote(
         self,

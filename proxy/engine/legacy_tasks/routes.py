@@ -39,6 +39,7 @@ from translators.tasks_ext.messages import (
     TASKS_CANCEL,
     TASKS_GET,
     TERMINAL,
+    LegacyTask,
     ack,
     create_task_result,
     declares_extension,
@@ -210,10 +211,16 @@ class TaskCalls:
 
     async def _create(self, request: FrontRequest) -> RunningTask | JsonObject:
         """The legacy task for this call, registered and running; or the result, when the server
-        ran the call plainly."""
+        ran the call plainly. Its place under the caps is taken before anything else and given back
+        on every other way out (an error, the client gone)."""
+        record = self._store.reserve(request.principal)
+        try:
+            return await self._start(request, record)
+        finally:
+            self._store.release(record)  # no-op once the task is added
+
+    async def _start(self, request: FrontRequest, record: bytes) -> RunningTask | JsonObject:
         ctx = self._ctx
-        principal = request.principal
-        record = self._store.reserve(principal)
         lease = await ctx.lease(request, exclusive=True)
         try:
             result = await self._call(request, lease)
@@ -226,23 +233,33 @@ class TaskCalls:
             return legacy_result_to_modern(
                 TOOLS_CALL, result, server_info=ctx.server_info(lease.session), cache=ctx.cache
             )
-        task = RunningTask(
-            task_id="",  # sealed below, once the upstream handle is known
-            record=record,
-            principal=principal,
-            lease=lease,
-            legacy=legacy,
-            client_capabilities=request.client_capabilities,
-            headers=ctx.headers(request),
-            settings=ctx.settings.tasks,
-            owner=ctx.tasks,
-            on_change=self.announce,
-        )
+        task = self._running(request, record, lease, legacy)
         task.start()
-        task.task_id = self._store.seal(task, await task.upstream_handle())
+        try:
+            handle = await task.upstream_handle()
+        except BaseException:  # the client went away: nobody can ever ask for this task
+            ctx.tasks.spawn(task.abandon(), name="legacy-task-unclaimed")
+            raise
+        task.task_id = self._store.seal(task, handle)
         self._store.add(task)  # registered before the answer: tasks/get resolves at once
         log.info("legacy_task_created", task=record.hex()[:12], survives=task.survives_restart)
         return task
+
+    def _running(
+        self, request: FrontRequest, record: bytes, lease: Lease, legacy: LegacyTask
+    ) -> RunningTask:
+        return RunningTask(
+            task_id="",  # sealed once the upstream handle is known
+            record=record,
+            principal=request.principal,
+            lease=lease,
+            legacy=legacy,
+            client_capabilities=request.client_capabilities,
+            headers=self._ctx.headers(request),
+            settings=self._ctx.settings.tasks,
+            owner=self._ctx.tasks,
+            on_change=self.announce,
+        )
 
     def announce(self, task: RunningTask | PromotedTask) -> None:
         """The task's new state to its caller's listen streams that asked for it."""
