@@ -1,8 +1,9 @@
-"""Hostile use of tasks (issue 40, defects 5 and 6; docs/tasks.md § Caps): creations at once stop
-exactly at the caps, a creation given up gives its place back, one principal's finished tasks
-never refuse another's, and the bridge's own tasks go through the same caps. With the legacy
-conformance fixture's task tools (tests/peers/legacy_task_tools.py, run as legacy tasks by the
-`mcp` 1.x SDK) and the `mcp` 1.x interactive server (promoted calls), over Streamable HTTP.
+"""Hostile use of tasks (issue 40, defects 5-7; docs/tasks.md § Caps, § Task ids): creations at
+once stop exactly at the caps, a creation given up gives its place back, one principal's finished
+tasks never refuse another's, the bridge's own tasks go through the same caps, and a task id is no
+`requestState` for any other request. With the legacy conformance fixture's task tools
+(tests/peers/legacy_task_tools.py, run as legacy tasks by the `mcp` 1.x SDK) and the `mcp` 1.x
+interactive server (promoted calls), over Streamable HTTP.
 """
 
 from __future__ import annotations
@@ -17,19 +18,21 @@ from translators.wire.errors import (
     BRIDGE_MARKER,
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    INVALID_REQUEST_STATE_MESSAGE,
 )
 from translators.wire.jsonrpc import JsonObject
 
 from .harness import PeerProcess, Peers, bridge_env
 from .mrtr_helpers import call_tool, complete_text, start_interactive
 from .raw_http import RawReply
-from .tasks_helpers import caller, error_of, get, poll_until, result_of
+from .tasks_helpers import PLAIN_CAPS, caller, error_of, get, poll_until, result_of
 
 T = 90  # bound on every test body, seconds
 LONG = {"name": "slow_compute", "arguments": {"seconds": 60, "label": "long"}}
 QUICK = {"name": "slow_compute", "arguments": {"seconds": 0, "label": "quick"}}
 NOT_FOUND = {"code": INVALID_PARAMS, "message": "Task not found"}
 ACK = {"resultType": "complete"}
+BAD_STATE = {"code": INVALID_PARAMS, "message": INVALID_REQUEST_STATE_MESSAGE}
 PER_PRINCIPAL = "Too many running tasks for this caller"
 TOTAL = "Too many running tasks on this server; try again later"
 
@@ -146,6 +149,33 @@ async def test_the_bridges_own_tasks_go_through_the_same_caps(peers: Peers, tmp_
         assert created["resultType"] == "task", created
         assert error_of(await alice.post("tasks/get", {"taskId": first["taskId"]})) == NOT_FOUND
         assert (await poll_until(bob, created["taskId"], "completed"))[-1]["status"] == "completed"
+
+
+@pytest.mark.parametrize("caps", ["extension", "plain"])
+async def test_a_task_id_is_no_request_state_of_another_request(peers: Peers, caps: str) -> None:
+    """`run_in_bridge` off: a task id sent as the `requestState` of `tools/call` (another tool,
+    or the task's own tool and arguments), `prompts/get` or `resources/read` of its principal gets
+    the invalid-requestState error (before: the task tool's `CallToolResult`), and the task and
+    the requests themselves are untouched."""
+    bridge = task_bridge(peers)
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        alice = caller(http, bridge.url)
+        replay = alice if caps == "extension" else caller(http, bridge.url, caps=PLAIN_CAPS)
+        task_id = result_of(await alice.post("tools/call", QUICK))["taskId"]
+        greet = {"name": "greet", "arguments": {"name": "Ada"}}
+        requests = [
+            ("tools/call", greet),
+            ("tools/call", QUICK),
+            ("prompts/get", {"name": "test_simple_prompt"}),
+            ("resources/read", {"uri": "test://static-text"}),
+        ]
+        state = {"requestState": task_id, "inputResponses": {}}
+        for method, params in requests:
+            assert error_of(await replay.post(method, {**params, **state})) == BAD_STATE, method
+        done = (await poll_until(alice, task_id, "completed"))[-1]
+        assert done["result"]["content"] == [{"type": "text", "text": "Computed quick after 0s"}]
+        greeted = result_of(await replay.post("tools/call", greet))
+        assert greeted["content"] == [{"type": "text", "text": "Hello, Ada!"}]
 
 
 async def test_a_creation_the_client_gives_up_gives_its_place_back(peers: Peers) -> None:

@@ -28,7 +28,7 @@ from proxy.engine.routes.route_context import RouteContext
 from proxy.upstream.base import Inbound
 from proxy.upstream.pool import Lease
 from translators.auth.oauth import UpstreamAuthChallenge
-from translators.held.request_state import KeyRing
+from translators.held.request_state import KeyRing, RequestBinding
 from translators.protocol.eras import LEGACY_PING, TOOLS_CALL
 from translators.protocol.pushes import is_push
 from translators.protocol.requests import require_upstream_capability
@@ -184,7 +184,7 @@ class TaskCalls:
                 return await self._first_call.run(request, sink)
         if not declared and not self._ctx.settings.tasks.run_in_bridge:
             raise missing_extension(f"tool {name!r}, which runs only as a task,")
-        task = await self._create(request)
+        task = await self._create(request, declared)
         if not isinstance(task, RunningTask):
             return task  # the server answered the call itself
         if not declared:  # tasks.run_in_bridge: ordinary MRTR rounds
@@ -209,17 +209,19 @@ class TaskCalls:
                     await tools.refresh(lease.session, self._ctx.headers(request))
         return tools.known(name) or "forbidden"
 
-    async def _create(self, request: FrontRequest) -> RunningTask | JsonObject:
+    async def _create(self, request: FrontRequest, declared: bool) -> RunningTask | JsonObject:
         """The legacy task for this call, registered and running; or the result, when the server
         ran the call plainly. Its place under the caps is taken before anything else and given back
         on every other way out (an error, the client gone)."""
         record = self._store.reserve(request.principal)
         try:
-            return await self._start(request, record)
+            return await self._start(request, record, declared)
         finally:
             self._store.release(record)  # no-op once the task is added
 
-    async def _start(self, request: FrontRequest, record: bytes) -> RunningTask | JsonObject:
+    async def _start(
+        self, request: FrontRequest, record: bytes, declared: bool
+    ) -> RunningTask | JsonObject:
         ctx = self._ctx
         lease = await ctx.lease(request, exclusive=True)
         try:
@@ -240,7 +242,10 @@ class TaskCalls:
         except BaseException:  # the client went away: nobody can ever ask for this task
             ctx.tasks.spawn(task.abandon(), name="legacy-task-unclaimed")
             raise
-        task.task_id = self._store.seal(task, handle)
+        # a task the bridge runs for a client without the extension: its id is the requestState
+        # of the call's rounds, bound to this call as any requestState is
+        binding = None if declared else RequestBinding.of(request.method, request.params)
+        task.task_id = self._store.seal(task, handle, binding)
         self._store.add(task)  # registered before the answer: tasks/get resolves at once
         log.info("legacy_task_created", task=record.hex()[:12], survives=task.survives_restart)
         return task
@@ -314,8 +319,9 @@ class InBridgeRetry:
             str(request.params.get("requestState")),
             request.principal,
             adopting(self._adopter, request),
+            bound_to=RequestBinding.of(request.method, request.params),
         )
-        if not isinstance(task, RunningTask):  # a task id from the extension is no round state
+        if not isinstance(task, RunningTask):  # sealed with a binding: never a promoted task
             raise task_not_found()
         await upstream_still_allows(self._ctx, request)
         await task.answer(input_responses(self._ctx, request))

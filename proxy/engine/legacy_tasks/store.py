@@ -27,6 +27,8 @@ from proxy.engine.legacy_tasks.running import RunningTask
 from translators.held.request_state import (
     NONCE_SIZE,
     KeyRing,
+    RequestBinding,
+    check_binding,
     principal_digest,
 )
 from translators.tasks_ext.messages import TaskView, task_not_found
@@ -127,11 +129,17 @@ class TaskStore:
         claims = TaskClaims(record, principal_digest(principal), expires_ms, self._replica)
         return seal_task_id(claims, self._keyring, os.urandom(NONCE_SIZE))
 
-    def seal(self, task: RunningTask, handle: UpstreamHandle | None) -> str:
-        """The task's sealed id (expiring `ttl_ms` after its creation)."""
+    def seal(
+        self,
+        task: RunningTask,
+        handle: UpstreamHandle | None,
+        binding: RequestBinding | None = None,
+    ) -> str:
+        """The task's sealed id (expiring `ttl_ms` after its creation); `binding`: the request
+        whose rounds it serves as `requestState` (`tasks.run_in_bridge`)."""
         expires_ms = int(task.expires_at * 1000)
         digest = principal_digest(task.principal)
-        claims = TaskClaims(task.record, digest, expires_ms, self._replica, handle)
+        claims = TaskClaims(task.record, digest, expires_ms, self._replica, handle, binding)
         return seal_task_id(claims, self._keyring, os.urandom(NONCE_SIZE))
 
     def add(self, task: ServedTask) -> None:
@@ -139,10 +147,21 @@ class TaskStore:
         self._reserved.pop(task.record, None)
         self._tasks[task.record] = task
 
-    async def find(self, task_id: str, principal: str, adopt: Adopt | None = None) -> ServedTask:
+    async def find(
+        self,
+        task_id: str,
+        principal: str,
+        adopt: Adopt | None = None,
+        *,
+        bound_to: RequestBinding | None = None,
+    ) -> ServedTask:
         """The caller's task; adopted with `adopt` when this process does not know it (an id it
-        minted itself, dropped since, is not adopted)."""
+        minted itself, dropped since, is not adopted). `bound_to`: the id is the `requestState`
+        of that request, and must have been sealed for it (else the invalid-state error, before
+        anything else happens)."""
         claims = self._claims(task_id, principal)
+        if bound_to is not None:
+            check_binding(claims.binding, bound_to)
         task = self._tasks.get(claims.record)
         if (
             task is None
