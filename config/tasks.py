@@ -26,9 +26,18 @@ class TasksSettings(Frozen):
         1000, ge=100, description="pollIntervalMs reported when the legacy server suggests none"
     )
     max_per_principal: int = Field(
-        16, ge=1, description="tasks one principal may have running at once (each pins a session)"
+        16,
+        ge=1,
+        description="tasks one principal may have running at once (each pins a session), and "
+        "finished tasks it keeps (past that, its oldest finished one is dropped)",
     )
-    max_total: int = Field(256, ge=1, description="tasks the bridge keeps at once")
+    max_total: int = Field(
+        256,
+        ge=1,
+        description="tasks running at once, all principals; and tasks kept, running or finished "
+        "(a finished task never refuses a new one: the oldest finished task of the principal "
+        "with the most gives way)",
+    )
     status_timeout_s: float = Field(
         5.0, gt=0, description="longest tasks/get waits for the legacy server's tasks/get"
     )

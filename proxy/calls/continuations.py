@@ -27,10 +27,9 @@ from translators.held.request_state import (
     open_state,
     pack_answers,
     principal_digest,
+    request_digest,
     seal,
 )
-from translators.protocol.requests import salient_params
-from translators.wire.canonical import digest
 from translators.wire.errors import ClientLimitExceeded
 from translators.wire.jsonrpc import JsonObject
 
@@ -83,7 +82,7 @@ class Continuations:
             now_ms=int(time.time() * 1000),
             principal=request.principal,
             method=request.method,
-            params_digest=digest(salient_params(request.method, request.params)),
+            params_digest=request_digest(request.method, request.params),
             replica_id=claims.replica_id if any_replica else self._held.replica_id,
             grace_ms=int(grace_s * 1000),
         )
@@ -129,7 +128,7 @@ class Continuations:
             replica_id=self._held.replica_id,
             principal_digest=principal_digest(request.principal),
             method=request.method,
-            params_digest=digest(salient_params(request.method, request.params)),
+            params_digest=request_digest(request.method, request.params),
             keys_digest=keys_digest(list(reply.input_requests)),
             # from when the round was asked, as the held deadline counts: a retry that finds the
             # held call expired always finds its state expired too (the same refusal reason)

@@ -13,6 +13,8 @@ from typing import Any
 import aiohttp
 import pytest
 
+from translators.wire.errors import INVALID_REQUEST_STATE_MESSAGE
+
 from .harness import InputAnswers, PeerProcess, Peers, modern_client
 from .tasks_helpers import PLAIN_CAPS, RESEARCH, caller, error_of, everything_bridge, result_of
 
@@ -77,5 +79,31 @@ async def test_the_round_state_is_bound_to_the_caller(bridge: PeerProcess) -> No
             "message": "Task not found",
         }
         done = result_of(await alice.post("tools/call", retry))
+        assert done["resultType"] == "complete"
+        assert done["content"][0]["text"].startswith("# Research Report: owls (historical)\n")
+
+
+async def test_the_round_state_is_bound_to_its_request(bridge: PeerProcess) -> None:
+    """The round's `requestState` (the task id) sent with another tool, other arguments, a
+    `prompts/get` or a `resources/read` gets the invalid-requestState error, as any state bound to
+    another request does, and answers nothing; the rightful retry then completes the task."""
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        alice = caller(http, bridge.url, "alice", caps=PLAIN_CAPS)
+        call = {"name": RESEARCH, "arguments": {"topic": "owls", "ambiguous": True}}
+        asked = result_of(await alice.post("tools/call", call))
+        ((key, _),) = asked["inputRequests"].items()
+        answer = {"action": "accept", "content": {"interpretation": "historical"}}
+        state = {"requestState": asked["requestState"], "inputResponses": {key: answer}}
+        for method, params in [
+            ("tools/call", {"name": "echo", "arguments": {"message": "hi"}}),
+            ("tools/call", {"name": RESEARCH, "arguments": {"topic": "cats", "ambiguous": True}}),
+            ("prompts/get", {"name": "simple-prompt"}),
+            ("resources/read", {"uri": "demo://resource/dynamic/text/1"}),
+        ]:
+            assert error_of(await alice.post(method, {**params, **state})) == {
+                "code": -32602,
+                "message": INVALID_REQUEST_STATE_MESSAGE,
+            }, method
+        done = result_of(await alice.post("tools/call", {**call, **state}))
         assert done["resultType"] == "complete"
         assert done["content"][0]["text"].startswith("# Research Report: owls (historical)\n")

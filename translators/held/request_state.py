@@ -27,13 +27,16 @@ import json
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Any, Final, Literal
+from typing import Any, ClassVar, Final, Literal
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
 from translators.protocol.eras import PROMPTS_GET, RESOURCES_READ, TOOLS_CALL
+from translators.protocol.requests import salient_params
+from translators.wire.canonical import digest
 from translators.wire.errors import InvalidRequestState, RejectionReason
+from translators.wire.jsonrpc import JsonObject
 
 PREFIX: Final = "v1."
 NONCE_SIZE: Final = 12
@@ -55,6 +58,42 @@ _LAYOUT: Final = struct.Struct(">16sH16sB16s8sQB")
 Aead = Literal["aes-256-gcm", "chacha20-poly1305"]
 
 
+def request_digest(method: str, params: JsonObject) -> bytes:
+    """What a state binds of its request besides the method: its name or uri and arguments."""
+    return digest(salient_params(method, params))
+
+
+@dataclass(frozen=True)
+class RequestBinding:
+    """The one request a state is good for (the MRTR spec's SHOULD; docs/security.md): a sealed
+    `requestState` binds it, and so does a task id that serves as one (translators/tasks_ext/
+    task_ids.py)."""
+
+    method: str
+    params_digest: bytes
+
+    SIZE: ClassVar[int] = 17  # method code + params digest, as `encode` writes it
+
+    @classmethod
+    def of(cls, method: str, params: JsonObject) -> RequestBinding:
+        return cls(method, request_digest(method, params))
+
+    def encode(self) -> bytes:
+        return bytes([_METHOD_CODES[self.method]]) + self.params_digest
+
+    @classmethod
+    def decode(cls, raw: bytes) -> RequestBinding | None:
+        if len(raw) != cls.SIZE or raw[0] not in _METHODS_BY_CODE:
+            return None
+        return cls(_METHODS_BY_CODE[raw[0]], raw[1:])
+
+
+def check_binding(bound: RequestBinding | None, request: RequestBinding) -> None:
+    """A state bound to another request (or to none) is refused as any invalid state is."""
+    if bound != request:
+        raise InvalidRequestState(RejectionReason.OTHER_REQUEST)
+
+
 @dataclass(frozen=True)
 class StateClaims:
     """What a `requestState` binds (docs/decisions.md § 9)."""
@@ -70,6 +109,10 @@ class StateClaims:
     answers: bytes = b""  # earlier rounds' answers, `pack_answers`; empty: none (or not carried)
     answers_carried: bool = True  # False: over the size cap or recovery off; never recovered
     trace: bytes = b""  # the first round's trace context (TRACE_CONTEXT_SIZE bytes), or none
+
+    @property
+    def binding(self) -> RequestBinding:
+        return RequestBinding(self.method, self.params_digest)
 
 
 class KeyRing:
@@ -245,8 +288,7 @@ def check_claims(
         raise InvalidRequestState(RejectionReason.EXPIRED)
     if claims.principal_digest != principal_digest(principal):
         raise InvalidRequestState(RejectionReason.OTHER_PRINCIPAL)
-    if claims.method != method or claims.params_digest != params_digest:
-        raise InvalidRequestState(RejectionReason.OTHER_REQUEST)
+    check_binding(claims.binding, RequestBinding(method, params_digest))
     if claims.replica_id != replica_id:
         raise InvalidRequestState(RejectionReason.OTHER_REPLICA)
 
@@ -259,12 +301,15 @@ __all__ = [
     "NONCE_SIZE",
     "TRACE_CONTEXT_SIZE",
     "KeyRing",
+    "RequestBinding",
     "StateClaims",
+    "check_binding",
     "check_claims",
     "keys_digest",
     "open_state",
     "pack_answers",
     "principal_digest",
+    "request_digest",
     "seal",
     "seal_blob",
     "unpack_answers",

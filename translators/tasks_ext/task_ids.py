@@ -3,7 +3,9 @@
 A modern `taskId` is `t1.` + base64url(kid length ‖ kid ‖ 12-byte nonce ‖ AEAD ciphertext+tag),
 sealed under the same key ring as `requestState` but with its own associated data, so neither
 token opens as the other. The plaintext binds the record, the principal, the expiry and the
-replica that owns the task and, for a task on a Streamable HTTP upstream, an `UpstreamHandle`:
+replica that owns the task, for a task the bridge runs for a client without the extension the
+request its rounds are bound to (its id is then their `requestState`), and, for a task on a
+Streamable HTTP upstream, an `UpstreamHandle`:
 what a new bridge process needs to find the task again (the upstream session id, the legacy
 task id, the revision, where the legacy `tasks/result` stream can be resumed, the capabilities
 the creating request declared, the session's cookies). None of it leaves the bridge in clear.
@@ -22,17 +24,19 @@ from typing import Final
 
 from cryptography.exceptions import InvalidTag
 
-from translators.held.request_state import NONCE_SIZE, KeyRing, seal_blob
+from translators.held.request_state import NONCE_SIZE, KeyRing, RequestBinding, seal_blob
 from translators.wire.jsonrpc import JsonObject
 
 SealedCookie = tuple[str, str, str, int | None]  # name, value, path, expires (ms since the epoch)
 PREFIX: Final = "t1."
 # a bigger handle is left out (the task then cannot be adopted); its cookies are left out first
 MAX_HANDLE_BYTES: Final = 2048
-MAX_TOKEN_LENGTH: Final = 200 + (MAX_HANDLE_BYTES + 2) // 3 * 4
+MAX_TOKEN_LENGTH: Final = 240 + (MAX_HANDLE_BYTES + 2) // 3 * 4
 _AAD: Final = b"mrtr-bridge/taskId/v1|"
-# record(16) principal(16) expires_ms(Q) replica_len(B)
+# record(16) principal(16) expires_ms(Q) replica_len(B), then the replica id, then optionally
+# _BOUND and a RequestBinding, then optionally the handle (JSON: never starts with _BOUND)
 _LAYOUT: Final = struct.Struct(">16s16sQB")
+_BOUND: Final = b"\x01"
 
 
 @dataclass(frozen=True)
@@ -117,15 +121,20 @@ class TaskClaims:
     expires_at_ms: int
     replica_id: str
     handle: UpstreamHandle | None = None  # None: the task cannot outlive this process
+    # the request whose rounds the id serves as `requestState` (tasks.run_in_bridge); None: the
+    # id is no `requestState` at all (a task of the extension)
+    binding: RequestBinding | None = None
 
 
 def seal_task_id(claims: TaskClaims, ring: KeyRing, nonce: bytes) -> str:
     """The sealed id; a handle bigger than `MAX_HANDLE_BYTES` is left out, after its cookies."""
     replica = claims.replica_id.encode()
     handle = b"" if claims.handle is None else claims.handle.sealable().encode()
+    binding = b"" if claims.binding is None else _BOUND + claims.binding.encode()
     plaintext = (
         _LAYOUT.pack(claims.record, claims.principal_digest, claims.expires_at_ms, len(replica))
         + replica
+        + binding
         + (handle if len(handle) <= MAX_HANDLE_BYTES else b"")
     )
     return PREFIX + seal_blob(plaintext, ring, nonce, _AAD)
@@ -159,10 +168,17 @@ def open_task_id(token: str, ring: KeyRing) -> TaskClaims | None:
     rest = plaintext[_LAYOUT.size + replica_len :]
     if len(replica) != replica_len:
         return None
+    binding: RequestBinding | None = None
+    if rest.startswith(_BOUND):
+        binding = RequestBinding.decode(rest[1 : 1 + RequestBinding.SIZE])
+        if binding is None:
+            return None
+        rest = rest[1 + RequestBinding.SIZE :]
     handle = UpstreamHandle.decode(rest) if rest else None
     if rest and handle is None:
         return None
-    return TaskClaims(record, principal, expires, replica.decode(errors="replace"), handle)
+    replica_id = replica.decode(errors="replace")
+    return TaskClaims(record, principal, expires, replica_id, handle, binding)
 
 
 def is_task_state(token: object) -> bool:

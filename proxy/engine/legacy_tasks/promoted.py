@@ -43,7 +43,7 @@ from translators.tasks_ext.messages import (
     declares_extension,
     task_result_payload,
 )
-from translators.wire.errors import INTERNAL_ERROR, BridgeBug, BridgeError
+from translators.wire.errors import INTERNAL_ERROR, BridgeError
 from translators.wire.jsonrpc import JsonObject
 
 log = structlog.get_logger()
@@ -51,6 +51,8 @@ log = structlog.get_logger()
 _T = TypeVar("_T")
 NextAttempt = Callable[[], int]
 Announce = Callable[["PromotedTask"], None]
+# a call's next reply; its first attempt's may be the legacy result of a call that ended plain
+Outcome = JsonObject | Reply
 
 
 class PromotedTask:
@@ -116,7 +118,7 @@ class PromotedTask:
             error=self.error,
         )
 
-    def follow(self, reply: Awaitable[Reply]) -> None:
+    def follow(self, reply: Awaitable[Outcome]) -> None:
         """Take the held call's next reply when it comes."""
         self._owner.spawn(self._take(reply), name=f"promoted-task-{self.task_id[-8:]}")
 
@@ -158,7 +160,7 @@ class PromotedTask:
 
     # ---- the held call's replies ---------------------------------------------------------------
 
-    async def _take(self, reply: Awaitable[Reply]) -> None:
+    async def _take(self, reply: Awaitable[Outcome]) -> None:
         try:
             outcome = await reply
         except BridgeError as exc:  # a held-call cap refused the round
@@ -166,7 +168,9 @@ class PromotedTask:
             return
         if self.ended:
             return
-        if isinstance(outcome, ReplyResult):
+        if isinstance(outcome, dict):  # the call ended plain just as it was taken over
+            self._finish("completed", result=task_result_payload(outcome))
+        elif isinstance(outcome, ReplyResult):
             self._finish("completed", result=task_result_payload(outcome.result))
         elif isinstance(outcome, ReplyError):
             self._finish("failed", error=_error_of(outcome))
@@ -222,14 +226,6 @@ class TaskCreated:
     result: JsonObject
 
 
-async def _held_reply(outcome: Awaitable[JsonObject | Reply]) -> Reply:
-    """The first reply of a call made held (`Call.hold`), which never ends plain."""
-    reply = await outcome
-    if isinstance(reply, dict):
-        raise BridgeBug("a held call's first attempt ended plain")
-    return reply
-
-
 def _error_of(reply: ReplyError) -> JsonObject:
     if reply.error is not None:
         return legacy_error_to_modern(reply.error)
@@ -275,7 +271,7 @@ class Promotion:
         waiter = await self._wait(call.first())
         if waiter.done() or not call.hold():  # in, or it ended just now
             return await waiter
-        created = self._create(request, call, _held_reply(waiter))
+        created = self._create(request, call, waiter)
         return created if created is not None else await waiter
 
     async def reply(
@@ -301,22 +297,27 @@ class Promotion:
         return waiter
 
     def _create(
-        self, request: FrontRequest, call: Call, reply: Awaitable[Reply]
+        self, request: FrontRequest, call: Call, reply: Awaitable[Outcome]
     ) -> TaskCreated | None:
         """The task that owns the held call from now on; None if the task caps refuse it (the
         call then stays what it was)."""
+        store = self._store
         try:
-            task_id, record = self._store.mint(request.principal)
+            record = store.reserve(request.principal)
         except BridgeError as refused:
             log.info("call_not_promoted", reason=refused.message)
             return None
-        return TaskCreated(self._promote(request, call, reply, task_id, record))
+        try:
+            task_id = store.mint(record, request.principal)
+            return TaskCreated(self._promote(request, call, reply, task_id, record))
+        finally:
+            store.release(record)  # no-op once the task is added
 
     def _promote(
         self,
         request: FrontRequest,
         call: Call,
-        reply: Awaitable[Reply],
+        reply: Awaitable[Outcome],
         task_id: str,
         record: bytes,
     ) -> JsonObject:

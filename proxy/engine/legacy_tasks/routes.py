@@ -27,7 +27,7 @@ from proxy.engine.routes.route_context import RouteContext
 from proxy.upstream.base import Inbound
 from proxy.upstream.pool import Lease
 from translators.auth.oauth import UpstreamAuthChallenge
-from translators.held.request_state import KeyRing
+from translators.held.request_state import KeyRing, RequestBinding
 from translators.protocol.eras import LEGACY_PING, TOOLS_CALL
 from translators.protocol.pushes import is_push
 from translators.protocol.requests import require_upstream_capability
@@ -38,6 +38,7 @@ from translators.tasks_ext.messages import (
     TASKS_CANCEL,
     TASKS_GET,
     TERMINAL,
+    LegacyTask,
     ack,
     create_task_result,
     declares_extension,
@@ -182,7 +183,7 @@ class TaskCalls:
                 return await self._first_call.run(request, sink)
         if not declared and not self._ctx.settings.tasks.run_in_bridge:
             raise missing_extension(f"tool {name!r}, which runs only as a task,")
-        task = await self._create(request)
+        task = await self._create(request, declared)
         if not isinstance(task, RunningTask):
             return task  # the server answered the call itself
         if not declared:  # tasks.run_in_bridge: ordinary MRTR rounds
@@ -207,12 +208,20 @@ class TaskCalls:
                     await tools.refresh(lease.session, self._ctx.headers(request))
         return tools.known(name) or "forbidden"
 
-    async def _create(self, request: FrontRequest) -> RunningTask | JsonObject:
+    async def _create(self, request: FrontRequest, declared: bool) -> RunningTask | JsonObject:
         """The legacy task for this call, registered and running; or the result, when the server
-        ran the call plainly."""
+        ran the call plainly. Its place under the caps is taken before anything else and given back
+        on every other way out (an error, the client gone)."""
+        record = self._store.reserve(request.principal)
+        try:
+            return await self._start(request, record, declared)
+        finally:
+            self._store.release(record)  # no-op once the task is added
+
+    async def _start(
+        self, request: FrontRequest, record: bytes, declared: bool
+    ) -> RunningTask | JsonObject:
         ctx = self._ctx
-        principal = request.principal
-        record = self._store.reserve(principal)
         lease = await ctx.lease(request, exclusive=True)
         try:
             result = await self._call(request, lease)
@@ -225,23 +234,36 @@ class TaskCalls:
             return legacy_result_to_modern(
                 TOOLS_CALL, result, server_info=ctx.server_info(lease.session), cache=ctx.cache
             )
-        task = RunningTask(
-            task_id="",  # sealed below, once the upstream handle is known
-            record=record,
-            principal=principal,
-            lease=lease,
-            legacy=legacy,
-            client_capabilities=request.client_capabilities,
-            headers=ctx.headers(request),
-            settings=ctx.settings.tasks,
-            owner=ctx.tasks,
-            on_change=self.announce,
-        )
+        task = self._running(request, record, lease, legacy)
         task.start()
-        task.task_id = self._store.seal(task, await task.upstream_handle())
+        try:
+            handle = await task.upstream_handle()
+        except BaseException:  # the client went away: nobody can ever ask for this task
+            ctx.tasks.spawn(task.abandon(), name="legacy-task-unclaimed")
+            raise
+        # a task the bridge runs for a client without the extension: its id is the requestState
+        # of the call's rounds, bound to this call as any requestState is
+        binding = None if declared else RequestBinding.of(request.method, request.params)
+        task.task_id = self._store.seal(task, handle, binding)
         self._store.add(task)  # registered before the answer: tasks/get resolves at once
         log.info("legacy_task_created", task=record.hex()[:12], survives=task.survives_restart)
         return task
+
+    def _running(
+        self, request: FrontRequest, record: bytes, lease: Lease, legacy: LegacyTask
+    ) -> RunningTask:
+        return RunningTask(
+            task_id="",  # sealed once the upstream handle is known
+            record=record,
+            principal=request.principal,
+            lease=lease,
+            legacy=legacy,
+            client_capabilities=request.client_capabilities,
+            headers=self._ctx.headers(request),
+            settings=self._ctx.settings.tasks,
+            owner=self._ctx.tasks,
+            on_change=self.announce,
+        )
 
     def announce(self, task: RunningTask | PromotedTask) -> None:
         """The task's new state to its caller's listen streams that asked for it."""
@@ -296,8 +318,9 @@ class InBridgeRetry:
             str(request.params.get("requestState")),
             request.principal,
             adopting(self._adopter, request),
+            bound_to=RequestBinding.of(request.method, request.params),
         )
-        if not isinstance(task, RunningTask):  # a task id from the extension is no round state
+        if not isinstance(task, RunningTask):  # sealed with a binding: never a promoted task
             raise task_not_found()
         await upstream_still_allows(self._ctx, request)
         await task.answer(input_responses(self._ctx, request))

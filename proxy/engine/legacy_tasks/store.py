@@ -2,7 +2,10 @@
 
 A forged id, another principal's id, an expired id and an unknown id all get the same -32602.
 Ended tasks are kept for their `ttlMs`, then forgotten; a running task past its `ttlMs` is
-cancelled upstream and forgotten too. A valid id this process does not know whose seal carries an
+cancelled upstream and forgotten too. The caps (docs/tasks.md § Caps) count running tasks and the
+places taken for tasks being created; a principal keeps its newest `max_per_principal` finished
+tasks, and past `max_total` the oldest finished task of the principal with the most is dropped
+(its id then answers as an expired one). A valid id this process does not know whose seal carries an
 `UpstreamHandle` is adopted (once, however many requests ask at the same time): the task was
 created by an earlier process with the same keys (docs/tasks.md § What survives what).
 """
@@ -12,13 +15,22 @@ from __future__ import annotations
 import asyncio
 import os
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
+
+import structlog
 
 from config.settings import Settings
 from proxy.common.owned_tasks import TaskOwner
 from proxy.engine.legacy_tasks.running import RunningTask
-from translators.held.request_state import NONCE_SIZE, KeyRing, principal_digest
+from translators.held.request_state import (
+    NONCE_SIZE,
+    KeyRing,
+    RequestBinding,
+    check_binding,
+    principal_digest,
+)
 from translators.tasks_ext.messages import TaskView, task_not_found
 from translators.tasks_ext.task_ids import (
     TaskClaims,
@@ -28,6 +40,9 @@ from translators.tasks_ext.task_ids import (
 )
 from translators.wire.errors import ClientLimitExceeded, InvalidParams
 from translators.wire.jsonrpc import JsonObject
+
+RECORD_SIZE: Final = 16
+log = structlog.get_logger()
 
 
 class ServedTask(Protocol):
@@ -73,47 +88,88 @@ class TaskStore:
         self._keyring = keyring
         self._owner = owner
         self._tasks: dict[bytes, ServedTask] = {}
+        self._reserved: dict[bytes, str] = {}  # record -> principal: places taken, not yet added
+        self._suffix = os.urandom(RECORD_SIZE // 2)  # of every record this process mints
         self._adopting: dict[bytes, asyncio.Future[RunningTask | None]] = {}
 
-    def mint(self, principal: str) -> tuple[str, bytes]:
-        """A fresh sealed id without an upstream handle and its record number, after checking
-        the caps (a task the bridge itself runs: it cannot be adopted elsewhere)."""
-        record = self.reserve(principal)
-        expires_ms = int((time.time() * 1000) + self._settings.ttl_ms)
-        claims = TaskClaims(record, principal_digest(principal), expires_ms, self._replica)
-        return seal_task_id(claims, self._keyring, os.urandom(NONCE_SIZE)), record
-
-    def reserve(self, principal: str) -> bytes:
-        """A fresh record number, after checking the caps."""
-        self._reap()
-        running = [t for t in self._tasks.values() if not t.ended]
-        if len(self._tasks) >= self._settings.max_total:
-            raise ClientLimitExceeded(
-                "Too many tasks on this server; try again later", "tasks.max_total"
-            )
-        if sum(t.principal == principal for t in running) >= self._settings.max_per_principal:
+    def reserve(self, principal: str, record: bytes | None = None) -> bytes:
+        """A place for one more running task of `principal`, taken at once (before any await);
+        the caller `add`s its task there or `release`s it, on every path. Running tasks and places
+        count against both caps; finished ones never refuse a task: past `max_total` the oldest
+        finished one of the principal with the most finished tasks is dropped (docs/tasks.md §
+        Caps). A fresh record ends with this process's own random suffix: never adopted here."""
+        finished = self._reap()
+        caps = self._settings
+        running = Counter(t.principal for t in self._tasks.values() if not t.ended)
+        running.update(self._reserved.values())
+        if running[principal] >= caps.max_per_principal:
             raise ClientLimitExceeded(
                 "Too many running tasks for this caller", "tasks.max_per_principal"
             )
-        return os.urandom(16)
+        if running.total() >= caps.max_total:
+            raise ClientLimitExceeded(
+                "Too many running tasks on this server; try again later", "tasks.max_total"
+            )
+        if finished and len(self._tasks) + len(self._reserved) >= caps.max_total:
+            most = max(finished.values(), key=lambda kept: (len(kept), -kept[0].expires_at))
+            self._forget(most[0], "tasks.max_total")
+        if record is None:
+            record = os.urandom(RECORD_SIZE - len(self._suffix)) + self._suffix
+        self._reserved[record] = principal
+        return record
 
-    def seal(self, task: RunningTask, handle: UpstreamHandle | None) -> str:
-        """The task's sealed id (expiring `ttl_ms` after its creation)."""
+    def release(self, record: bytes) -> None:
+        """Give back a place `reserve` took whose task was not added (no-op once it was)."""
+        self._reserved.pop(record, None)
+
+    def mint(self, record: bytes, principal: str) -> str:
+        """A sealed id without an upstream handle for a reserved `record` (a task the bridge
+        itself runs: it cannot be adopted elsewhere)."""
+        expires_ms = int((time.time() * 1000) + self._settings.ttl_ms)
+        claims = TaskClaims(record, principal_digest(principal), expires_ms, self._replica)
+        return seal_task_id(claims, self._keyring, os.urandom(NONCE_SIZE))
+
+    def seal(
+        self,
+        task: RunningTask,
+        handle: UpstreamHandle | None,
+        binding: RequestBinding | None = None,
+    ) -> str:
+        """The task's sealed id (expiring `ttl_ms` after its creation); `binding`: the request
+        whose rounds it serves as `requestState` (`tasks.run_in_bridge`)."""
         expires_ms = int(task.expires_at * 1000)
-        claims = TaskClaims(
-            task.record, principal_digest(task.principal), expires_ms, self._replica, handle
-        )
+        digest = principal_digest(task.principal)
+        claims = TaskClaims(task.record, digest, expires_ms, self._replica, handle, binding)
         return seal_task_id(claims, self._keyring, os.urandom(NONCE_SIZE))
 
     def add(self, task: ServedTask) -> None:
+        """The task in the place `reserve` took for it."""
+        self._reserved.pop(task.record, None)
         self._tasks[task.record] = task
 
-    async def find(self, task_id: str, principal: str, adopt: Adopt | None = None) -> ServedTask:
-        """The caller's task; adopted with `adopt` when this process does not know it."""
+    async def find(
+        self,
+        task_id: str,
+        principal: str,
+        adopt: Adopt | None = None,
+        *,
+        bound_to: RequestBinding | None = None,
+    ) -> ServedTask:
+        """The caller's task; adopted with `adopt` when this process does not know it (an id it
+        minted itself, dropped since, is not adopted). `bound_to`: the id is the `requestState`
+        of that request, and must have been sealed for it (else the invalid-state error, before
+        anything else happens)."""
         claims = self._claims(task_id, principal)
+        if bound_to is not None:
+            check_binding(claims.binding, bound_to)
         task = self._tasks.get(claims.record)
-        if task is None and adopt is not None and claims.handle is not None:
-            task = await self._adopt_once(claims, task_id, adopt)
+        if (
+            task is None
+            and adopt is not None
+            and claims.handle is not None
+            and not claims.record.endswith(self._suffix)
+        ):
+            task = await self._adopt_once(claims, task_id, principal, adopt)
         if task is None or task.principal != principal or task.task_id != task_id:
             raise task_not_found()
         return task
@@ -130,7 +186,7 @@ class TaskStore:
         return claims
 
     async def _adopt_once(
-        self, claims: TaskClaims, task_id: str, adopt: Adopt
+        self, claims: TaskClaims, task_id: str, principal: str, adopt: Adopt
     ) -> RunningTask | None:
         pending = self._adopting.get(claims.record)
         if pending is not None:
@@ -138,6 +194,7 @@ class TaskStore:
         future: asyncio.Future[RunningTask | None] = asyncio.get_running_loop().create_future()
         self._adopting[claims.record] = future
         try:
+            self.reserve(principal, claims.record)  # an adopted task runs: the same caps
             task = await adopt(claims, task_id)
         except BaseException as exc:
             future.set_exception(exc)
@@ -149,6 +206,7 @@ class TaskStore:
             future.set_result(task)
             return task
         finally:
+            self.release(claims.record)
             del self._adopting[claims.record]
 
     def owns(self, task_id: str, principal: str) -> bool:
@@ -160,13 +218,29 @@ class TaskStore:
         task = self._tasks.get(claims.record)
         return task is not None and task.principal == principal and task.task_id == task_id
 
-    def _reap(self) -> None:
+    def _reap(self) -> dict[str, list[ServedTask]]:
+        """Forget the tasks past their `ttlMs` (cancelling those still running) and each
+        principal's finished tasks past its newest `max_per_principal`; the finished tasks left,
+        by principal, oldest first."""
         now = time.time()
+        finished: dict[str, list[ServedTask]] = {}
         for record, task in list(self._tasks.items()):
             if task.expires_at <= now:
                 del self._tasks[record]
                 if not task.ended:
                     self._owner.spawn(task.abandon(), name="legacy-task-expired")
+            elif task.ended:
+                finished.setdefault(task.principal, []).append(task)
+        for kept in finished.values():
+            kept.sort(key=lambda task: task.expires_at)
+            while len(kept) > self._settings.max_per_principal:
+                self._forget(kept.pop(0), "tasks.max_per_principal")
+        return finished
+
+    def _forget(self, task: ServedTask, limit: str) -> None:
+        """Drop a finished task before its `ttlMs`: its id then answers as an expired one."""
+        del self._tasks[task.record]
+        log.info("finished_task_dropped", task=task.record.hex()[:12], limit=limit)
 
     def running(self) -> list[ServedTask]:
         return [t for t in self._tasks.values() if not t.ended]

@@ -9,7 +9,15 @@ import os
 
 import pytest
 
-from translators.held.request_state import KeyRing, StateClaims, open_state, seal
+from translators.held.request_state import (
+    KeyRing,
+    RequestBinding,
+    StateClaims,
+    check_binding,
+    open_state,
+    seal,
+    seal_blob,
+)
 from translators.tasks_ext.messages import (
     EXTENSION,
     TaskView,
@@ -34,7 +42,12 @@ from translators.tasks_ext.task_ids import (
     open_task_id,
     seal_task_id,
 )
-from translators.wire.errors import INVALID_PARAMS, MISSING_CLIENT_CAPABILITY, InvalidRequestState
+from translators.wire.errors import (
+    INVALID_PARAMS,
+    MISSING_CLIENT_CAPABILITY,
+    InvalidRequestState,
+    RejectionReason,
+)
 
 RING = KeyRing({"k1": b"\1" * 32}, "k1")
 OTHER_RING = KeyRing({"k1": b"\2" * 32}, "k1")
@@ -213,3 +226,47 @@ def test_a_task_id_and_a_request_state_never_open_as_each_other() -> None:
     assert open_task_id("t1." + state.removeprefix("v1."), RING) is None
     with pytest.raises(InvalidRequestState):
         open_state("v1." + token.removeprefix("t1."), RING)
+
+
+OWLS = {"name": "research", "arguments": {"topic": "owls", "ambiguous": True}}
+
+
+def test_a_task_id_seals_the_request_its_rounds_are_bound_to() -> None:
+    """An in-bridge task's id binds its call as a `requestState` does (method, name, arguments),
+    with or without a handle; an id without a binding (the extension's) still opens, with none."""
+    binding = RequestBinding.of("tools/call", OWLS)
+    for handle in (None, HANDLE):
+        claims = TaskClaims(os.urandom(16), b"p" * 16, 2**40, "r0", handle, binding)
+        token = seal_task_id(claims, RING, os.urandom(12))
+        assert open_task_id(token, RING) == claims
+        assert len(token) <= MAX_TOKEN_LENGTH
+    unbound = TaskClaims(os.urandom(16), b"p" * 16, 2**40, "r0", HANDLE)
+    opened = open_task_id(seal_task_id(unbound, RING, os.urandom(12)), RING)
+    assert opened == unbound and opened.binding is None
+
+
+@pytest.mark.parametrize(
+    ("method", "params"),
+    [
+        ("tools/call", {"name": "greet", "arguments": {"name": "Ada"}}),
+        ("tools/call", {**OWLS, "arguments": {"topic": "cats", "ambiguous": True}}),
+        ("tools/call", {"name": "research"}),
+        ("prompts/get", OWLS),
+        ("resources/read", {"uri": "research"}),
+    ],
+)
+def test_a_binding_refuses_every_other_request(method: str, params: dict[str, object]) -> None:
+    bound = RequestBinding.of("tools/call", OWLS)
+    check_binding(bound, RequestBinding.of("tools/call", {**OWLS, "requestState": "x"}))
+    for other in (RequestBinding.of(method, params), bound):
+        with pytest.raises(InvalidRequestState) as refused:
+            check_binding(None if other is bound else bound, other)
+        assert refused.value.reason is RejectionReason.OTHER_REQUEST
+
+
+@pytest.mark.parametrize("binding", [b"", b"\x09" + b"d" * 16, b"\x01" + b"d" * 15])
+def test_an_id_with_a_malformed_binding_does_not_open(binding: bytes) -> None:
+    """A well-sealed id whose binding is cut short or names no method is refused whole."""
+    plaintext = b"r" * 16 + b"p" * 16 + (2**40).to_bytes(8, "big") + b"\x02r0\x01" + binding
+    token = "t1." + seal_blob(plaintext, RING, os.urandom(12), b"mrtr-bridge/taskId/v1|")
+    assert open_task_id(token, RING) is None
