@@ -66,6 +66,14 @@ class FrontRequest:
         return caps if isinstance(caps, dict) else {}
 
     @cached_property
+    def extensions(self) -> frozenset[str]:
+        """The extensions its client capabilities declare (each an object under `extensions`)."""
+        declared = self.client_capabilities.get("extensions")
+        if not isinstance(declared, dict):
+            return frozenset()
+        return frozenset(name for name, value in declared.items() if isinstance(value, dict))
+
+    @cached_property
     def legacy_capabilities(self) -> JsonObject:
         """The legacy `initialize` capabilities that declare exactly what it declares."""
         return modern_client_capabilities_to_legacy(self.client_capabilities)

@@ -26,7 +26,7 @@ from proxy.calls.registry import HELD_ABANDON_S
 from proxy.common.faults import reported_error
 from proxy.common.front_request import FrontRequest, NotificationSink
 from proxy.common.log_context import log_context
-from proxy.engine.legacy_tasks.routes import LegacyTasks
+from proxy.engine.legacy_tasks.routes import LegacyTasks, TaskCalls
 from proxy.engine.routes import Route
 from proxy.engine.routes.discover import Discover
 from proxy.engine.routes.listen import Listen
@@ -48,7 +48,7 @@ from translators.protocol.eras import (
     TOOLS_CALL,
 )
 from translators.protocol.results import legacy_error_to_modern
-from translators.tasks_ext.messages import TASK_METHODS
+from translators.tasks_ext.messages import EXTENSION, TASK_METHODS
 from translators.tasks_ext.task_ids import is_task_state
 from translators.wire.errors import (
     INTERNAL_ERROR,
@@ -150,13 +150,15 @@ class Engine:
         self._drain = Drain()
         self._close_wait_s = HELD_ABANDON_S
         self.metrics = metrics if metrics is not None else BridgeMetrics()
-        self._first_call = FirstCall(ctx)
-        self.legacy_tasks = tasks = LegacyTasks(ctx, self._first_call, keyring)
+        # the Tasks extension in front of legacy tasks, only when it is on (docs/tasks.md)
+        self.legacy_tasks = tasks = LegacyTasks(ctx, keyring) if settings.tasks.enabled else None
+        promotion = tasks.promotion if tasks is not None else None
+        self._first_call = FirstCall(ctx, promotion)
+        self._task_calls = TaskCalls(ctx, tasks, self._first_call) if tasks is not None else None
         self._discover, self._non_interactive = Discover(ctx, tasks), NonInteractive(ctx, tasks)
         self._listen = Listen(ctx, tasks)
         self._recover = Recover(ctx, self._first_call, self.metrics)
-        self._first_call.promotion = tasks.promotion
-        self._retry = Retry(ctx, on_lost=self._recover.after_refusal, promotion=tasks.promotion)
+        self._retry = Retry(ctx, on_lost=self._recover.after_refusal, promotion=promotion)
         self.metrics.watch(
             held_now=self.registry.held_now,
             in_progress=self.registry.in_progress,
@@ -169,14 +171,21 @@ class Engine:
         """The route `request` takes; a new route adds one branch here and its own module."""
         if request.method == DISCOVER:
             return self._discover
+        tasks = self.legacy_tasks
         if request.method in MRTR_METHODS:
             if "requestState" in request.params:
-                if is_task_state(request.params["requestState"]):
-                    return self.legacy_tasks.in_bridge_retry  # docs/tasks.md
+                if tasks is not None and is_task_state(request.params["requestState"]):
+                    return tasks.in_bridge_retry  # docs/tasks.md
                 return self._retry
-            return self.legacy_tasks.calls if request.method == TOOLS_CALL else self._first_call
-        if request.method in TASK_METHODS:
-            return self.legacy_tasks.methods
+            if self._task_calls is not None and request.method == TOOLS_CALL:
+                # a legacy task, or a plain call that may become the bridge's own task
+                if tasks is not None and (
+                    tasks.tools.upstream_runs_tasks is not False or EXTENSION in request.extensions
+                ):
+                    return self._task_calls
+            return self._first_call
+        if request.method in TASK_METHODS and tasks is not None:
+            return tasks.methods
         if request.method in FORWARDED_METHODS:
             return self._non_interactive
         if request.method == SUBSCRIPTIONS_LISTEN:
@@ -264,7 +273,8 @@ class Engine:
     async def aclose(self) -> None:
         self.begin_shutdown()
         await self.registry.aclose(self._close_wait_s)
-        await self.legacy_tasks.aclose()
+        if self.legacy_tasks is not None:
+            await self.legacy_tasks.aclose()
         await self._ctx.tasks.aclose()
 
 

@@ -32,7 +32,6 @@ from proxy.engine.legacy_tasks.running import iso
 from proxy.engine.legacy_tasks.store import TaskStore
 from translators.held.events import ReplyError, ReplyInputRequired, ReplyResult
 from translators.held.machine import HeldCallState
-from translators.protocol.eras import TOOLS_CALL
 from translators.protocol.pushes import input_response_to_legacy
 from translators.protocol.results import legacy_error_to_modern
 from translators.tasks_ext.messages import (
@@ -40,7 +39,6 @@ from translators.tasks_ext.messages import (
     Status,
     TaskView,
     create_task_result,
-    declares_extension,
     task_result_payload,
 )
 from translators.wire.errors import INTERNAL_ERROR, BridgeError
@@ -243,26 +241,11 @@ class Promotion:
         store: TaskStore,
         owner: TaskOwner,
         next_attempt: NextAttempt,
-        announce: Announce,
     ) -> None:
         self._settings = settings
         self._store = store
         self._owner = owner
         self._next_attempt = next_attempt
-        self._announce = announce
-
-    @property
-    def enabled(self) -> bool:
-        tasks = self._settings.tasks
-        return tasks.enabled and tasks.promote_after_ms > 0
-
-    def applies(self, request: FrontRequest) -> bool:
-        """Only a `tools/call` whose own request declared the extension may become a task."""
-        return (
-            self.enabled
-            and request.method == TOOLS_CALL
-            and declares_extension(request.client_capabilities)
-        )
 
     async def first(self, call: Call, request: FrontRequest) -> JsonObject | Reply | TaskCreated:
         """A first attempt: its outcome if it comes within `tasks.promote_after_ms` (the plain
@@ -279,8 +262,6 @@ class Promotion:
     ) -> Reply | TaskCreated:
         """A held call's reply if it comes within `tasks.promote_after_ms`; else a
         `CreateTaskResult` for the task that now owns the call."""
-        if not self.applies(request):
-            return await reply
         waiter = await self._wait(reply)
         if waiter.done():
             return waiter.result()
@@ -329,7 +310,7 @@ class Promotion:
             settings=self._settings,
             owner=self._owner,
             next_attempt=self._next_attempt,
-            on_change=self._announce,
+            on_change=self._store.announce,
         )
         life_s = self._settings.tasks.ttl_ms / 1000
         call.relimit(replace(call.machine.limits, attempt_timeout_s=life_s, held_ttl_s=life_s))

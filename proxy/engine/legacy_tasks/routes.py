@@ -17,7 +17,7 @@ import structlog
 from proxy.auth.oauth_passthrough import passes_challenges
 from proxy.common.front_request import FrontRequest, NotificationSink
 from proxy.engine.legacy_tasks.adopt import TaskAdopter
-from proxy.engine.legacy_tasks.promoted import PromotedTask, Promotion
+from proxy.engine.legacy_tasks.promoted import Promotion
 from proxy.engine.legacy_tasks.running import RunningTask
 from proxy.engine.legacy_tasks.store import TaskStore
 from proxy.engine.legacy_tasks.tools import TaskTools
@@ -32,8 +32,8 @@ from translators.protocol.eras import LEGACY_PING, TOOLS_CALL
 from translators.protocol.pushes import is_push
 from translators.protocol.requests import require_upstream_capability
 from translators.protocol.results import input_required_result, legacy_result_to_modern
-from translators.protocol.subscriptions import TASKS_NOTIFICATION
 from translators.tasks_ext.messages import (
+    EXTENSION,
     LOST_ERROR,
     TASKS_CANCEL,
     TASKS_GET,
@@ -46,18 +46,16 @@ from translators.tasks_ext.messages import (
     input_responses_param,
     legacy_task,
     missing_extension,
-    task_fields,
     task_id_param,
     task_not_found,
 )
 from translators.tasks_ext.task_ids import TaskClaims
 from translators.wire.errors import (
     BridgeError,
-    MethodNotFound,
     UpstreamReturnedError,
     UpstreamTimeout,
 )
-from translators.wire.jsonrpc import JsonObject, notification
+from translators.wire.jsonrpc import JsonObject
 
 log = structlog.get_logger()
 
@@ -65,24 +63,24 @@ log = structlog.get_logger()
 class LegacyTasks:
     """The task store, what the bridge knows of the upstream's task tools, and both routes."""
 
-    def __init__(self, ctx: RouteContext, first_call: FirstCall, keyring: KeyRing) -> None:
+    def __init__(self, ctx: RouteContext, keyring: KeyRing) -> None:
+        """Built by the engine only when tasks are on (`tasks.enabled`); the `tools/call` route in
+        front of the first-call route (`TaskCalls`) is the engine's too."""
         self.store = TaskStore(ctx.settings, keyring, ctx.tasks, ctx.listens.publish)
         self.tools = TaskTools()
-        self.calls = TaskCalls(ctx, self.store, self.tools, first_call)
-        adopter = TaskAdopter(ctx, self.calls.announce)
+        adopter = TaskAdopter(ctx, self.store.announce)
         self.methods = TaskMethods(ctx, self.store, adopter)
         self.in_bridge_retry = InBridgeRetry(ctx, self.store, adopter)
-        self.promotion = Promotion(
-            ctx.settings, self.store, ctx.tasks, ctx.registry.next_attempt_id, self.calls.announce
+        promote = ctx.settings.tasks.promote_after_ms > 0
+        self.promotion = (
+            Promotion(ctx.settings, self.store, ctx.tasks, ctx.registry.next_attempt_id)
+            if promote
+            else None
         )
 
-    def offers_task_tools(self, ctx: RouteContext, request: FrontRequest) -> bool:
+    def offers_task_tools(self, request: FrontRequest) -> bool:
         """Whether `tools/list` shows this request the tools that run only as tasks."""
-        return (
-            ctx.settings.tasks.enabled
-            and self.tools.upstream_runs_tasks is not False
-            and declares_extension(request.client_capabilities)
-        )
+        return self.tools.upstream_runs_tasks is not False and EXTENSION in request.extensions
 
     def listenable(self, request: FrontRequest, task_ids: frozenset[str]) -> frozenset[str]:
         """The requested task ids a listen stream gets `notifications/tasks` for: those of this
@@ -129,8 +127,6 @@ class TaskMethods:
         self._adopter = adopter
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
-        if not self._ctx.settings.tasks.enabled:
-            raise MethodNotFound(f"Method not found: {request.method}")
         if not declares_extension(request.client_capabilities):
             raise missing_extension(request.method)
         task = await self._store.find(
@@ -152,19 +148,17 @@ class TaskCalls:
     """`tools/call` (first attempt): a legacy task for a tool that runs only as one, or that may
     run as one when the client declared the extension."""
 
-    def __init__(
-        self, ctx: RouteContext, store: TaskStore, tools: TaskTools, first_call: FirstCall
-    ) -> None:
+    def __init__(self, ctx: RouteContext, tasks: LegacyTasks, first_call: FirstCall) -> None:
         self._ctx = ctx
-        self._store = store
-        self._tools = tools
+        self._store = tasks.store
+        self._tools = tasks.tools
         self._first_call = first_call
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         name = request.params.get("name")
         runs_tasks = self._tools.upstream_runs_tasks
         declared = declares_extension(request.client_capabilities)
-        if not self._ctx.settings.tasks.enabled or runs_tasks is False or not isinstance(name, str):
+        if runs_tasks is False or not isinstance(name, str):
             return await self._first_call.run(request, sink)
         if runs_tasks is None and not declared:
             try:  # learn on the call's own session: no extra upstream session
@@ -262,13 +256,7 @@ class TaskCalls:
             headers=self._ctx.headers(request),
             settings=self._ctx.settings.tasks,
             owner=self._ctx.tasks,
-            on_change=self.announce,
-        )
-
-    def announce(self, task: RunningTask | PromotedTask) -> None:
-        """The task's new state to its caller's listen streams that asked for it."""
-        self._store.publish(
-            task.principal, notification(TASKS_NOTIFICATION, task_fields(task.view()))
+            on_change=self._store.announce,
         )
 
     async def _call(self, request: FrontRequest, lease: Lease) -> JsonObject:

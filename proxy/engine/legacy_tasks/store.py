@@ -31,7 +31,8 @@ from translators.held.request_state import (
     check_binding,
     principal_digest,
 )
-from translators.tasks_ext.messages import TaskView, task_not_found
+from translators.protocol.subscriptions import TASKS_NOTIFICATION
+from translators.tasks_ext.messages import TaskView, task_fields, task_not_found
 from translators.tasks_ext.task_ids import (
     TaskClaims,
     UpstreamHandle,
@@ -39,7 +40,7 @@ from translators.tasks_ext.task_ids import (
     seal_task_id,
 )
 from translators.wire.errors import ClientLimitExceeded, InvalidParams
-from translators.wire.jsonrpc import JsonObject
+from translators.wire.jsonrpc import JsonObject, notification
 
 RECORD_SIZE: Final = 16
 log = structlog.get_logger()
@@ -82,7 +83,7 @@ class TaskStore:
     def __init__(
         self, settings: Settings, keyring: KeyRing, owner: TaskOwner, publish: Publish
     ) -> None:
-        self.publish = publish  # (principal, notifications/tasks) to the listen streams
+        self._publish = publish  # (principal, notifications/tasks) to the listen streams
         self._settings = settings.tasks
         self._replica = settings.held.replica_id
         self._keyring = keyring
@@ -91,6 +92,10 @@ class TaskStore:
         self._reserved: dict[bytes, str] = {}  # record -> principal: places taken, not yet added
         self._suffix = os.urandom(RECORD_SIZE // 2)  # of every record this process mints
         self._adopting: dict[bytes, asyncio.Future[RunningTask | None]] = {}
+
+    def announce(self, task: ServedTask) -> None:
+        """The task's new state to its caller's listen streams that asked for it."""
+        self._publish(task.principal, notification(TASKS_NOTIFICATION, task_fields(task.view())))
 
     def reserve(self, principal: str, record: bytes | None = None) -> bytes:
         """A place for one more running task of `principal`, taken at once (before any await);

@@ -12,9 +12,9 @@ from translators.wire.jsonrpc import JsonObject
 
 
 class Discover:
-    def __init__(self, ctx: RouteContext, tasks: LegacyTasks) -> None:
+    def __init__(self, ctx: RouteContext, tasks: LegacyTasks | None) -> None:
         self._ctx = ctx
-        self._tasks = tasks  # the Tasks extension in front of legacy tasks (docs/tasks.md)
+        self._tasks = tasks  # the Tasks extension, when it is on (docs/tasks.md)
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         ctx = self._ctx
@@ -27,8 +27,10 @@ class Discover:
                 listen_supported=session.has_get_stream,
             )
             # legacy task tools, or long plain calls the bridge turns into tasks (docs/tasks.md)
-            runs_tasks = self._tasks.tools.note_session(session)
-            if ctx.settings.tasks.enabled and (runs_tasks or self._tasks.promotion.enabled):
+            tasks = self._tasks
+            if tasks is not None and (
+                tasks.tools.note_session(session) or tasks.promotion is not None
+            ):
                 result = with_extension(result)
             return result
 

@@ -51,6 +51,7 @@ from translators.protocol.request_validation import check_param_headers as check
 from translators.protocol.requests import require_upstream_capability
 from translators.protocol.results import input_required_result, legacy_result_to_modern
 from translators.protocol.roots import PROBE, declares_roots, roots_input_requests
+from translators.tasks_ext.messages import EXTENSION
 from translators.wire.errors import (
     BridgeBug,
     InvalidParams,
@@ -61,12 +62,12 @@ from translators.wire.jsonrpc import JsonObject
 
 
 class FirstCall:
-    def __init__(self, ctx: RouteContext) -> None:
+    def __init__(self, ctx: RouteContext, promotion: Promotion | None = None) -> None:
+        """`promotion`: a long call from a client that declared the Tasks extension may be answered
+        with a task (proxy/engine/legacy_tasks/promoted.py); None when tasks are off."""
         self._ctx = ctx
         self._publish = functools.partial(publish, ctx)
-        # set by the engine: a long call from a client that declared the Tasks extension may be
-        # answered with a task (proxy/engine/legacy_tasks/promoted.py)
-        self.promotion: Promotion | None = None
+        self._promotion = promotion
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         return await self.start(request, sink, input_responses(self._ctx, request))
@@ -108,7 +109,7 @@ class FirstCall:
             discard_session=fresh,
         )
         # a long call from a client that declared the Tasks extension may become a task
-        promotion = self.promotion if self.promotion and self.promotion.applies(request) else None
+        promotion = promotion_for(self._promotion, request)
         with tracing.child(current_trace(), f"upstream {upstream.method}", {ROUND_ATTRIBUTE: 0}):
             outcome = await (call.first() if promotion is None else promotion.first(call, request))
         if isinstance(outcome, TaskCreated):
@@ -227,14 +228,21 @@ class Retry:
         await ctx.log_levels.raise_to(call.session, log_level(request))
         with log_context(round=claims.round):
             retried = call.retry(ctx.attempt(request, sink), claims.round, responses)
+            promotion = promotion_for(self._promotion, request)
             reply = await (
-                retried
-                if self._promotion is None
-                else self._promotion.reply(request, call, retried)
+                retried if promotion is None else promotion.reply(request, call, retried)
             )
         if isinstance(reply, TaskCreated):  # the call runs on as a task
             return reply.result
         return reply_result(ctx, request, call, reply)
+
+
+def promotion_for(promotion: Promotion | None, request: FrontRequest) -> Promotion | None:
+    """`promotion` for a `tools/call` whose own request declared the Tasks extension: only such a
+    call may become a task."""
+    if promotion is None or request.method != TOOLS_CALL or EXTENSION not in request.extensions:
+        return None
+    return promotion
 
 
 def input_responses(ctx: RouteContext, request: FrontRequest) -> JsonObject:

@@ -18,9 +18,9 @@ from translators.wire.jsonrpc import JsonObject
 
 
 class NonInteractive:
-    def __init__(self, ctx: RouteContext, tasks: LegacyTasks) -> None:
+    def __init__(self, ctx: RouteContext, tasks: LegacyTasks | None) -> None:
         self._ctx = ctx
-        self._tasks = tasks  # the Tasks extension in front of legacy tasks (docs/tasks.md)
+        self._tasks = tasks  # the Tasks extension, when it is on (docs/tasks.md)
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         ctx = self._ctx
@@ -34,10 +34,12 @@ class NonInteractive:
             task_tools = False
             if request.method == TOOLS_LIST and "cursor" not in request.params:
                 ctx.tool_schemas.remember(lease.key, result)
-            self._tasks.tools.note_session(lease.session)
-            if request.method == TOOLS_LIST:
-                self._tasks.tools.remember(result)
-                task_tools = self._tasks.offers_task_tools(ctx, request)
+            tasks = self._tasks
+            if tasks is not None:
+                tasks.tools.note_session(lease.session)
+                if request.method == TOOLS_LIST:
+                    tasks.tools.remember(result)
+                    task_tools = tasks.offers_task_tools(request)
             return legacy_result_to_modern(
                 request.method,
                 result,
