@@ -17,8 +17,7 @@ import structlog.testing
 from integration import recording_proxy as recording
 from integration.harness import free_port
 from integration.raw_http import ModernPoster
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from safety_harness import (
@@ -49,18 +48,6 @@ OTHER_SPAN = "b7ad6b7169203331"
 def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JournalPeer]:
     with journal_peer(tmp_path_factory.mktemp("tracing")) as peer:
         yield peer
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.use(provider.get_tracer("test"))
-    try:
-        yield exporter
-    finally:
-        tracing.use(None)
 
 
 @asynccontextmanager
