@@ -15,7 +15,7 @@ from yarl import URL
 
 from config.settings import UpstreamSettings
 from proxy.auth.oauth_passthrough import upstream_challenge
-from proxy.common.shown import shown_uri
+from proxy.common.shown import bounded, shown_uri
 from proxy.upstream.errors import map_upstream_errors, upstream_fault
 from proxy.upstream.http.cookies import SessionCookies
 from proxy.upstream.http.wire import JSON_TYPE, POST_ACCEPT, SESSION_HEADER, build_headers, is_json
@@ -268,7 +268,7 @@ async def _refusal_detail(resp: aiohttp.ClientResponse) -> str:
         return ""
     error = body.get("error") if isinstance(body, dict) else None
     message = error.get("message") if isinstance(error, dict) else None
-    return f": {message[:200]}" if isinstance(message, str) else ""
+    return f": {bounded(message, 200)}" if isinstance(message, str) else ""
 
 
 __all__ = ["Exchange", "HttpChannel", "SessionExpired", "UpstreamRefused"]
