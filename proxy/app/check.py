@@ -18,9 +18,9 @@ import aiohttp
 
 from config.settings import Settings, UpstreamSettings
 from proxy.app import event_loop
+from proxy.common.shown import shown_uri
 from proxy.upstream.base import Inbound, PooledSession, TransportInfo
 from proxy.upstream.era_probe import modern_post, probe_stdio
-from proxy.upstream.errors import safe_url
 from proxy.upstream.http.channel import UpstreamRefused
 from proxy.upstream.http.outbound import proxy_named, upstream_client
 from proxy.upstream.http.wire import client_info
@@ -183,7 +183,7 @@ def _judge_http(
 
 async def _check_http(settings: UpstreamSettings) -> Observed:
     assert settings.url is not None
-    seen = Observed(upstream=safe_url(settings.url), proxy=proxy_named(settings))
+    seen = Observed(upstream=shown_uri(settings.url), proxy=proxy_named(settings))
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=settings.connect_timeout_s)
     async with upstream_client(settings, timeout=timeout) as client:
         try:

@@ -18,7 +18,6 @@ import os
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final, NoReturn, TextIO
-from urllib.parse import urlsplit, urlunsplit
 
 import structlog
 
@@ -27,6 +26,7 @@ from proxy.app import event_loop
 from proxy.app.cli_args import FLAG_SETTINGS, build_parser, overrides_from
 from proxy.app.cli_hints import example_config, fail, loopback_only_warning, unrecognized
 from proxy.app.event_loop import EventLoopUnavailable, running_loop_name
+from proxy.common.shown import shown_uri
 from proxy.common.stopping import BridgeStop
 from proxy.observe.logs import configure_logging
 from proxy.stdio_front.front import serve_stdio
@@ -74,19 +74,11 @@ def _keygen(args: argparse.Namespace, out: TextIO) -> int:
     return EXIT_OK
 
 
-def public_url(url: str) -> str:
-    """`url` without credentials, for logs."""
-    parts = urlsplit(url)
-    host = parts.hostname or ""
-    netloc = (f"[{host}]" if ":" in host else host) + (f":{parts.port}" if parts.port else "")
-    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
-
-
 def upstream_label(settings: Settings) -> str:
-    """What the bridge fronts, for the startup line: the URL without credentials, or the stdio
+    """What the bridge fronts, for the startup line: the URL as `shown_uri` shows it, or the stdio
     program."""
     if settings.upstream.url:
-        return public_url(settings.upstream.url)
+        return shown_uri(settings.upstream.url)
     program = (settings.upstream.command or "").split(maxsplit=1)
     return f"stdio:{program[0] if program else ''}"
 
@@ -319,6 +311,5 @@ def main(
 __all__ = [
     "keygen_text",
     "main",
-    "public_url",
     "upstream_label",
 ]

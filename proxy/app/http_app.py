@@ -27,6 +27,7 @@ from proxy.auth.oauth_passthrough import MetadataRelay, passes_challenges
 from proxy.cluster.forward import Forwarder
 from proxy.cluster.peers import REPLICA_PATH, PeerDirectory, replica_handler
 from proxy.common.per_principal import PrincipalCounts
+from proxy.common.shown import shown_uri
 from proxy.engine.engine import Engine, close_reserve_s
 from proxy.http_front import ENGINE_KEY, HOP_KEY, FrontEngine, HttpFront
 from proxy.observe.access import upstream_name
@@ -39,7 +40,6 @@ from proxy.reverse.wiring import reverse_front
 from proxy.upstream.base import (
     SessionOpener,
 )
-from proxy.upstream.errors import safe_url
 from proxy.upstream.http.outbound import upstream_client
 from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.reachability import StartupWatch
@@ -192,7 +192,7 @@ async def _era_context(app: web.Application) -> AsyncIterator[None]:
     modern = app[MODERN_KEY]
     await modern.era.start()
     url = app[SETTINGS_KEY].upstream.url
-    watch = StartupWatch(modern.era, safe_url(url) if url else "")
+    watch = StartupWatch(modern.era, shown_uri(url) if url else "")
     watch.start()
     try:
         yield

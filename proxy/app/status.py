@@ -10,9 +10,10 @@ bookkeeping for it.
 Off the public front: served only to a loopback peer (`status.loopback`) or to a request bearing
 `status.admin_token` (compared in constant time), and, like the MCP endpoint, only for an allowed
 `Host` and `Origin` (a DNS-rebinding page must not read it through a local browser). Nothing on it
-is a secret: principals are 12-character digests, resource URIs lose their query, the upstream is
-a name and not its URL, and no `requestState`, continuation id, session id or elicited content is
-ever read for it.
+is a secret: principals are 12-character digests, resource URIs lose their userinfo, query and
+fragment and every name is cut to 200 characters (proxy/observe/access.py, `shown_name`), the
+upstream is a name and not its URL, and no `requestState`, continuation id, session id or elicited
+content is ever read for it.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from proxy.calls.call import Call
 from proxy.calls.registry import HeldCallRegistry
 from proxy.cluster.peers import PeerDirectory
 from proxy.http_front.checks import Gate
-from proxy.observe.access import MAX_NAME, host_port, upstream_name, without_query
+from proxy.observe.access import host_port, shown_name, upstream_name
 from proxy.upstream.pool import UpstreamPool
 
 STATUS_PATH: Final = "/status"
@@ -226,7 +227,7 @@ class StatusPage:
             "learned": [
                 {
                     "method": method,
-                    "name": without_query(name)[:MAX_NAME],
+                    "name": shown_name(method, name),
                     "rounds": {str(round_): size for round_, size in sorted(rounds.items())},
                 }
                 for (method, name), rounds in sizes.table(MAX_BATCH_ROWS)

@@ -4,8 +4,9 @@ The HTTP front opens a `RequestNote` per request and makes it current (a context
 engine runs in the front's own task), the MRTR routes write into it what only they know (the input
 round issued, the rounds of the logical call so far, the upstream session's revision), and the
 front logs it once, as `front_request_finished`, when the request ends. Names are what a person
-looks for (tool, prompt, resource URI without its query) and the upstream is named by host and
-port or by its command's program, never by a URL that could carry credentials.
+looks for (tool, prompt, resource URI without its userinfo, query and fragment: `shown_name`) and
+the upstream is named by host and port or by its command's program, never by a URL that could carry
+credentials.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from urllib.parse import urlsplit
 
 from config.settings import Settings, UpstreamSettings
 from proxy.common.front_request import FrontRequest
+from proxy.common.shown import bounded, shown_uri
 from proxy.observe.logs import emit
 from translators.protocol.eras import PROMPTS_GET, RESOURCES_READ, TOOLS_CALL
 from translators.wire.jsonrpc import JsonObject
@@ -124,23 +126,23 @@ class AccessLog:
         emit("info" if self.enabled else "debug", "front_request_finished", fields)
 
 
-def without_query(uri: str) -> str:
-    """A resource URI without its query and fragment (they may carry tokens)."""
-    return uri.split("#", 1)[0].split("?", 1)[0]
+def shown_name(method: str | None, name: str) -> str:
+    """A tool or prompt name, or a resource URI made safe to show (`shown_uri`: no userinfo, query
+    or fragment), cut to `MAX_NAME` characters."""
+    return bounded(shown_uri(name) if method == RESOURCES_READ else name, MAX_NAME)
 
 
 def call_name(method: str | None, params: Any) -> str | None:
-    """The tool or prompt name, or the resource URI without its query, of a request."""
+    """The tool or prompt name, or the resource URI, of a request, as `shown_name` shows it."""
     if not isinstance(params, dict):
         return None
     if method in (TOOLS_CALL, PROMPTS_GET):
         name = params.get("name")
     elif method == RESOURCES_READ:
-        uri = params.get("uri")
-        name = without_query(uri) if isinstance(uri, str) else None
+        name = params.get("uri")
     else:
         return None
-    return name[:MAX_NAME] if isinstance(name, str) else None
+    return shown_name(method, name) if isinstance(name, str) else None
 
 
 def host_port(url: str) -> str:
@@ -180,6 +182,6 @@ __all__ = [
     "end",
     "host_port",
     "note_rounds",
+    "shown_name",
     "upstream_name",
-    "without_query",
 ]

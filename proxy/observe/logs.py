@@ -6,7 +6,8 @@ Configured once at startup by `configure_logging`: the log context first
 mode stdout carries protocol bytes only. Standard-library loggers (aiohttp, asyncio) are routed
 through the same chain so every line has one shape.
 
-`redact`, the safety net that masks secrets, is proxy/observe/redaction.py's.
+`redact`, the safety net that masks secrets and cuts every text to its bound, is
+proxy/observe/redaction.py's.
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ from proxy.observe.redaction import (
 
 def _json_fallback(value: Any) -> Any:
     """What a value JSON cannot hold is written as (structlog's rule: `__structlog__()`, else
-    `repr`)."""
+    `repr`, masked and cut as any text)."""
     structlog_form = getattr(value, "__structlog__", None)
-    return structlog_form() if callable(structlog_form) else repr(value)
+    return structlog_form() if callable(structlog_form) else mask_text(repr(value))
 
 
 # The standard library's C encoder with `json.dumps`'s defaults (so every line is byte for byte

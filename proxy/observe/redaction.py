@@ -1,8 +1,12 @@
-"""The redaction safety net of every log line (docs/decisions.md § 5).
+"""The redaction safety net and the length bound of every log line (docs/decisions.md § 5,
+docs/operations.md § Log format).
 
 `redact` masks the values of known secret keys at any depth (Authorization, tokens, requestState,
 session ids, keys, elicited content, input responses) and bearer credentials or sealed states
-inside any string. It is a safety net, not a licence to log secrets. The JSON line writer
+inside any string. It is a safety net, not a licence to log secrets. It also cuts every text to
+`MAX_LOGGED_TEXT` characters (a traceback to `MAX_LOGGED_TRACEBACK`) and every list or mapping to
+`MAX_LOGGED_ITEMS` items, whoever supplied it (a client's request id or method, an upstream's
+message), with proxy/common/shown.py's `bounded`: a line has a bounded length. The JSON line writer
 (proxy/observe/logs.py, `_json_line`) applies the same rules in its one pass.
 """
 
@@ -10,9 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from itertools import islice
 from typing import Any, Final
 
 from structlog.typing import EventDict, WrappedLogger
+
+from proxy.common.shown import bounded, cut_mark
 
 REDACTED: Final = "[redacted]"
 # Compared after lower-casing and turning "-" into "_".
@@ -48,6 +55,13 @@ _CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9\-._~+/]+=*")
 _CREDENTIAL_HINT = re.compile(r"(?i)bearer|basic")  # what every _CREDENTIAL match contains
 _SEALED_STATE = re.compile(r"\bv1\.[A-Za-z0-9_\-]{16,}={0,2}")
 _MAX_DEPTH: Final = 8
+MAX_LOGGED_TEXT: Final = 1000  # characters of any text in a log line (then `cut_mark`)
+MAX_LOGGED_TRACEBACK: Final = 10_000  # characters of a traceback (`exception`, `stack`)
+MAX_LOGGED_ITEMS: Final = 100  # items of a list or mapping in a log line
+_TRACEBACK_KEYS: Final = frozenset({"exception", "stack"})
+# A text is masked a little beyond its cut, so that a credential or sealed state that begins before
+# the cut is masked, not shown in part (a state is recognised by its first 16 characters).
+_MASK_MARGIN: Final = 32
 
 
 _KEY_VERDICTS: dict[str, bool] = {}  # the keys seen so far (a few dozen in the code's events)
@@ -80,8 +94,12 @@ def is_clean_text(text: str) -> bool:
     return text in _CLEAN_TEXTS
 
 
-def mask_text(text: str) -> str:
-    """Mask bearer/basic credentials and sealed `requestState` blobs inside free text."""
+def mask_text(text: str, limit: int = MAX_LOGGED_TEXT) -> str:
+    """Mask bearer/basic credentials and sealed `requestState` blobs inside free text, and cut it
+    to `limit` characters (`bounded`)."""
+    if len(text) > limit:  # masked a little beyond the cut, then cut
+        head = mask_text(text[: limit + _MASK_MARGIN], limit + _MASK_MARGIN)
+        return bounded(head, limit, len(text))
     if text in _CLEAN_TEXTS:
         return text
     if "v1." not in text and not _CREDENTIAL_HINT.search(text):
@@ -96,7 +114,8 @@ def mask_text(text: str) -> str:
 
 
 def scrub(value: Any, depth: int) -> Any:
-    """`value` with secret keys masked at any depth and credentials masked in its texts."""
+    """`value` with secret keys masked at any depth and credentials masked in its texts, its texts
+    (keys too) and its lists and mappings cut to their bounds."""
     if type(value) in _PLAIN_VALUES:
         return value
     if isinstance(value, str):
@@ -104,13 +123,23 @@ def scrub(value: Any, depth: int) -> Any:
     if depth >= _MAX_DEPTH and isinstance(value, Mapping | list | tuple):
         return "[truncated]"
     if isinstance(value, Mapping):
-        return {
-            key: REDACTED if is_secret_key(key) else scrub(item, depth + 1)
-            for key, item in value.items()
-        }
+        return _scrub_mapping(value, depth)
     if isinstance(value, list | tuple):
-        return [scrub(item, depth + 1) for item in value]
+        items = [scrub(item, depth + 1) for item in value[:MAX_LOGGED_ITEMS]]
+        if len(value) > MAX_LOGGED_ITEMS:
+            items.append(cut_mark(len(value), "items"))
+        return items
     return value
+
+
+def _scrub_mapping(value: Mapping[Any, Any], depth: int) -> dict[Any, Any]:
+    scrubbed: dict[Any, Any] = {}
+    for key, item in islice(value.items(), MAX_LOGGED_ITEMS):
+        shown = mask_text(key) if type(key) is str else key
+        scrubbed[shown] = REDACTED if is_secret_key(key) else scrub(item, depth + 1)
+    if len(value) > MAX_LOGGED_ITEMS:
+        scrubbed["..."] = cut_mark(len(value), "items")
+    return scrubbed
 
 
 def redact(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> EventDict:
@@ -119,7 +148,7 @@ def redact(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> Event
     The top level is `scrub` unrolled, with the key verdicts read from their cache directly:
     every log line passes here (the access line has 20 fields), and most values are numbers,
     None or short strings."""
-    verdicts, clean = _KEY_VERDICTS, _CLEAN_TEXTS
+    verdicts, clean, limit = _KEY_VERDICTS, _CLEAN_TEXTS, MAX_LOGGED_TEXT
     redacted: EventDict = {}
     for key, value in event_dict.items():
         secret = verdicts.get(key)
@@ -130,7 +159,11 @@ def redact(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> Event
         elif type(value) in _PLAIN_VALUES:
             redacted[key] = value
         elif type(value) is str:
-            redacted[key] = value if value in clean else mask_text(value)
+            redacted[key] = (
+                value
+                if value in clean
+                else mask_text(value, MAX_LOGGED_TRACEBACK if key in _TRACEBACK_KEYS else limit)
+            )
         else:
             redacted[key] = scrub(value, 1)
     return redacted
@@ -139,6 +172,9 @@ def redact(_logger: WrappedLogger, _method: str, event_dict: EventDict) -> Event
 __all__ = [
     "MAX_CLEAN_TEXTS",
     "MAX_KEY_VERDICTS",
+    "MAX_LOGGED_ITEMS",
+    "MAX_LOGGED_TEXT",
+    "MAX_LOGGED_TRACEBACK",
     "REDACTED",
     "SECRET_KEYS",
     "is_clean_text",

@@ -15,7 +15,10 @@ lands. Every round of one logical call has the attribute `mrtr_bridge.call_id` (
 trace id) and a retry links to the first round's span. Children: one span per upstream exchange
 (kind CLIENT: what the front request waited for upstream; its context is the `traceparent` sent
 upstream) and one per held wait (from an `InputRequiredResult` until the client's retry claims
-the call, or the call ends). Attributes never carry secrets: names, a principal digest, outcomes.
+the call, or the call ends). Attributes never carry secrets: names (a resource URI without its
+userinfo, query and fragment: proxy/observe/access.py, `shown_name`), a principal digest,
+outcomes; what a client sent is cut by proxy/common/shown.py's `bounded` (names to 200
+characters, ids and methods to 128).
 """
 
 from __future__ import annotations
@@ -28,12 +31,14 @@ from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
+from proxy.common.shown import bounded
+
 if TYPE_CHECKING:
     from opentelemetry.context import Context
     from opentelemetry.trace import Span, SpanContext, Tracer
 
 CALL_ID: Final = "mrtr_bridge.call_id"
-MAX_ID: Final = 128  # characters of a client's request id or method kept on a span
+MAX_ID: Final = 128  # characters of a client's request id or method kept on a span (`bounded`)
 _TRACE_HEADERS: Final = ("traceparent", "tracestate")
 _log = structlog.get_logger("proxy.observe.tracing")
 _tracer: Tracer | None = None
@@ -180,10 +185,10 @@ def end_request(trace: RequestTrace | None, fields: Mapping[str, Any]) -> None:
     if trace is None:
         return
     method, name, rid = fields.get("method"), fields.get("name"), fields["request_id"]
-    method = method[:MAX_ID] if isinstance(method, str) else None  # a client's, maybe unknown
+    method = bounded(method, MAX_ID) if isinstance(method, str) else None  # a client's
     attributes = {
         "mcp.method.name": method,
-        "jsonrpc.request.id": None if rid is None else str(rid)[:MAX_ID],
+        "jsonrpc.request.id": None if rid is None else bounded(str(rid), MAX_ID),
         "mrtr_bridge.principal": fields["principal"],
         "mrtr_bridge.client_era": fields["client_era"],
         "mrtr_bridge.upstream_era": fields["upstream_era"],
@@ -232,6 +237,7 @@ def child(
     block costs nothing: one shared no-op context, no generator (several per call)."""
     if trace is None or _tracer is None:
         return _NO_SPAN
+    name = bounded(name, MAX_ID)  # "upstream <method>": a client's method, maybe
     return _child_span(_tracer, trace, name, attributes, internal=internal)
 
 

@@ -34,7 +34,8 @@ from yarl import URL
 from config.settings import Settings
 from proxy.auth.oauth_passthrough import passes_challenges, public_urls_of, upstream_challenge
 from proxy.common.faults import Observe, reported_error
-from proxy.upstream.errors import map_upstream_errors, safe_url
+from proxy.common.shown import shown_uri
+from proxy.upstream.errors import map_upstream_errors
 from proxy.upstream.http.cookies import SessionCookies
 from proxy.upstream.http.outbound import upstream_client
 from translators.auth.oauth import challenge_reply
@@ -174,7 +175,7 @@ class HttpRelay:
         if cookies is not None:
             self.add_cookies(headers, cookies)
         try:
-            with map_upstream_errors(safe_url(self._url), f"relayed {request.method}"):
+            with map_upstream_errors(shown_uri(self._url), f"relayed {request.method}"):
                 upstream = await self._http().request(
                     request.method,
                     self._url,
@@ -213,7 +214,7 @@ class HttpRelay:
             error = {"code": INVALID_REQUEST, "message": message, "data": data}
             return error_reply(403, request_id, error)
         fault = UpstreamFault(
-            f"Upstream {safe_url(self._url)} refused the bridge's credentials (HTTP"
+            f"Upstream {shown_uri(self._url)} refused the bridge's credentials (HTTP"
             f" {upstream.status})",
             public=CREDENTIALS_REFUSED,
         )
@@ -223,7 +224,7 @@ class HttpRelay:
         """DELETE a session upstream within `upstream.init_timeout_s`: its status, None on
         failure."""
         try:
-            with map_upstream_errors(safe_url(self._url), "relayed DELETE"):
+            with map_upstream_errors(shown_uri(self._url), "relayed DELETE"):
                 async with asyncio.timeout(self._upstream.init_timeout_s):
                     async with self._http().delete(
                         self._url, headers={**headers, SESSION: session_id}, allow_redirects=False

@@ -115,7 +115,7 @@ class ModernHttpCaller:
     ) -> JsonObject:
         import aiohttp
 
-        from proxy.upstream.errors import safe_url
+        from proxy.common.shown import shown_uri
 
         url = self._upstream.url
         assert url is not None
@@ -144,7 +144,7 @@ class ModernHttpCaller:
             return failure(request_id, "The upstream server did not answer in time")
         except (aiohttp.ClientError, OSError) as exc:
             _log.warning(
-                "reverse_upstream_unreachable", upstream=safe_url(url), error=type(exc).__name__
+                "reverse_upstream_unreachable", upstream=shown_uri(url), error=type(exc).__name__
             )
             return failure(request_id, "The upstream server cannot be reached")
         if reply is None or not ("result" in reply or "error" in reply):

@@ -23,8 +23,8 @@ import aiohttp
 import structlog
 
 from config.settings import UpstreamSettings
+from proxy.common.shown import shown_uri
 from proxy.upstream.era_probe import MAX_PROBE_BYTES, probe_http, probe_reply
-from proxy.upstream.errors import safe_url
 from proxy.upstream.http.outbound import upstream_client
 from proxy.upstream.http.wire import client_info
 from translators.protocol.era_detection import DUAL, LEGACY, MODERN, Era, era_of
@@ -152,7 +152,7 @@ class UpstreamEra:
     def _learn(self, era: Era) -> None:
         if era == self.era:
             return
-        where = safe_url(self._settings.url) if self._settings.url else "stdio"
+        where = shown_uri(self._settings.url) if self._settings.url else "stdio"
         if self.era is None:
             _log.info("upstream_era_detected", era=era, upstream=where)
         else:

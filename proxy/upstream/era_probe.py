@@ -78,10 +78,11 @@ async def modern_post(
     """
     import aiohttp  # not at the top: the stdio probe needs none of it (docs/decisions.md § 26)
 
-    from proxy.upstream.errors import map_upstream_errors, safe_url
+    from proxy.common.shown import shown_uri
+    from proxy.upstream.errors import map_upstream_errors
 
     timeout = aiohttp.ClientTimeout(total=settings.era_probe_timeout_s)
-    with map_upstream_errors(safe_url(url), f"{message['method']} (modern)"):
+    with map_upstream_errors(shown_uri(url), f"{message['method']} (modern)"):
         async with client.post(
             url,
             json=message,

@@ -1,7 +1,8 @@
 """Foreign errors become `UpstreamFault`s here, at the seam where they arise (httpcore
 `map_exceptions`).
 
-Messages say what happened and to which upstream, with the URL stripped of credentials and query.
+Messages say what happened and to which upstream, by its URL as the caller made it safe to show
+(proxy/common/shown.py, `shown_uri`: no userinfo, query or fragment).
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from contextlib import contextmanager
 from typing import Final
 
 import aiohttp
-from yarl import URL
 
 from translators.wire.errors import (
     BridgeError,
@@ -28,15 +28,6 @@ from translators.wire.errors import (
 )
 
 _HTTP_STATUS = re.compile(r"\bwith HTTP (\d{3})\b")
-
-
-def safe_url(url: str | URL) -> str:
-    """The upstream URL as it may appear in logs and error messages: no userinfo, no query, no
-    fragment."""
-    parsed = URL(url)
-    if not parsed.is_absolute():
-        return str(parsed.with_query(None).with_fragment(None))
-    return str(parsed.with_user(None).with_password(None).with_query(None).with_fragment(None))
 
 
 def _data(url: str) -> dict[str, str]:
@@ -169,4 +160,4 @@ def plain_reason(exc: BridgeError) -> str:
     return "it is unavailable"
 
 
-__all__ = ["map_upstream_errors", "plain_reason", "safe_url"]
+__all__ = ["map_upstream_errors", "plain_reason"]

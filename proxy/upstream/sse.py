@@ -26,6 +26,7 @@ from yarl import URL
 
 from config.settings import UpstreamSettings
 from proxy.common.owned_tasks import TaskOwner
+from proxy.common.shown import bounded
 from proxy.upstream.base import Inbound, InboundHandler, Negotiated, SendsMessages
 from proxy.upstream.call import OutcomeCall
 from proxy.upstream.errors import map_upstream_errors
@@ -203,7 +204,7 @@ class SseUpstreamSession(Negotiated, SendsMessages):
             result = await self.start(INITIALIZE, params, headers={}, on_inbound=None).result()
         except UpstreamReturnedError as exc:
             raise UpstreamProtocolError(
-                f"Upstream {self.upstream} refused initialize: {exc.message[:200]}"
+                f"Upstream {self.upstream} refused initialize: {bounded(exc.message, 200)}"
             ) from exc
         self._revision = negotiated(self.upstream, result.get("protocolVersion"))
         self._init_result = result

@@ -17,8 +17,8 @@ import aiohttp
 import structlog
 
 from config.settings import UpstreamSettings
+from proxy.common.shown import shown_uri
 from proxy.upstream.base import InboundHandler, PooledSession
-from proxy.upstream.errors import safe_url
 from proxy.upstream.http.channel import UpstreamRefused
 from proxy.upstream.http.cookies import SessionCookies
 from proxy.upstream.http.session import HttpUpstreamSession
@@ -135,17 +135,17 @@ class HttpTransport:
             raise
         except UpstreamFault as exc:
             raise UpstreamProtocolError(
-                f"Upstream {safe_url(self._url)} speaks neither MCP HTTP transport "
+                f"Upstream {shown_uri(self._url)} speaks neither MCP HTTP transport "
                 "(upstream.transport = auto):"
                 f" Streamable HTTP: {refused.message}; HTTP+SSE: {exc.message}",
-                {"upstream": safe_url(self._url)},
+                {"upstream": shown_uri(self._url)},
             ) from exc
         self._remember(SSE)
         return session
 
     def _remember(self, name: HttpTransportName) -> None:
         if self._chosen != name:
-            _log.info("upstream_transport_detected", transport=name, upstream=safe_url(self._url))
+            _log.info("upstream_transport_detected", transport=name, upstream=shown_uri(self._url))
         self._chosen = name
 
     async def _open(

@@ -18,7 +18,8 @@ arrived with, and that the process stopped.
 - `whoami()`: the Authorization, X-API-Key and Mcp-Session-Id headers this call arrived with, as
   JSON;
 - `flood(tag, count)`: `count` form elicitations sent at once (a hostile server); journals
-  `flood_answered` with how many were answered (by action or error code) when the call ends.
+  `flood_answered` with how many were answered (by action or error code) when the call ends;
+- resource `secret://{credentials}@vault/{tag}` (a userinfo in its URI): asks like `ask`.
 
 Journal events: `call_started`, `elicit_answered`, `sample_answered`, `sample_failed`,
 `cancelled`, `finished`, `stopped` (stdio: after stdin closed). Each line carries the `tag`.
@@ -118,6 +119,12 @@ async def ask(tag: str, ctx: Context, linger: float = 0.0) -> str:  # type: igno
         journal("cancelled", tag=tag)
         raise
     return f"{tag}: {answer.action}"
+
+
+@mcp.resource("secret://{credentials}@vault/{tag}", mime_type="text/plain")
+async def vault(credentials: str, tag: str, ctx: Context) -> str:  # type: ignore[type-arg]
+    """A resource whose URI carries a userinfo (`user:password@`): asks like `ask` does."""
+    return await ask(tag, ctx)
 
 
 @mcp.tool()

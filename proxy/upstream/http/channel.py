@@ -15,7 +15,8 @@ from yarl import URL
 
 from config.settings import UpstreamSettings
 from proxy.auth.oauth_passthrough import upstream_challenge
-from proxy.upstream.errors import map_upstream_errors, safe_url, upstream_fault
+from proxy.common.shown import bounded, shown_uri
+from proxy.upstream.errors import map_upstream_errors, upstream_fault
 from proxy.upstream.http.cookies import SessionCookies
 from proxy.upstream.http.wire import JSON_TYPE, POST_ACCEPT, SESSION_HEADER, build_headers, is_json
 from translators.wire import fast_json
@@ -59,7 +60,7 @@ class HttpChannel:
         self._url = url
         self._path = URL(url).path
         self.cookies = SessionCookies() if cookies is None else cookies
-        self.upstream = safe_url(url)
+        self.upstream = shown_uri(url)
         self._base_headers = dict(headers)
         self.settings = settings
         # `connect` also bounds waiting for a free pooled connection: a full connector fails, never
@@ -147,7 +148,7 @@ class HttpChannel:
         target = resp.url
         if target.origin() != URL(self._url).origin() or str(target) == self._url:
             return
-        _log.info("upstream_url_redirected", upstream=self.upstream, to=safe_url(str(target)))
+        _log.info("upstream_url_redirected", upstream=self.upstream, to=shown_uri(str(target)))
         self._url, self._path = str(target), target.path
 
     async def check_status(
@@ -267,7 +268,7 @@ async def _refusal_detail(resp: aiohttp.ClientResponse) -> str:
         return ""
     error = body.get("error") if isinstance(body, dict) else None
     message = error.get("message") if isinstance(error, dict) else None
-    return f": {message[:200]}" if isinstance(message, str) else ""
+    return f": {bounded(message, 200)}" if isinstance(message, str) else ""
 
 
 __all__ = ["Exchange", "HttpChannel", "SessionExpired", "UpstreamRefused"]

@@ -27,7 +27,7 @@ from yarl import URL
 
 from config.settings import UpstreamSettings
 from config.tls import tls_context
-from proxy.upstream.errors import safe_url
+from proxy.common.shown import shown_uri
 
 _log = structlog.get_logger("proxy.upstream.http.outbound")
 PROXY_SCHEMES: Final = ("http", "https")
@@ -51,7 +51,9 @@ def proxy_for(setting: str, url: str, environ: Mapping[str, str]) -> str | None:
     if urlsplit(proxy).scheme.lower() not in PROXY_SCHEMES:
         if proxy not in _WARNED:  # once, not once per client made
             _WARNED.add(proxy)
-            _log.warning("upstream_proxy_unsupported", proxy=safe_url(proxy), schemes="http, https")
+            _log.warning(
+                "upstream_proxy_unsupported", proxy=shown_uri(proxy), schemes="http, https"
+            )
         return None
     return proxy
 
@@ -131,7 +133,7 @@ def proxy_named(settings: UpstreamSettings, environ: Mapping[str, str] | None = 
     if proxy is None:
         return None
     source = "environment" if settings.proxy == "env" else "upstream.proxy"
-    return f"{safe_url(proxy)} ({source})"
+    return f"{shown_uri(proxy)} ({source})"
 
 
 def log_upstream_proxy(

@@ -21,6 +21,7 @@ import structlog
 
 from config.settings import UpstreamSettings
 from proxy.common.owned_tasks import TaskOwner
+from proxy.common.shown import bounded
 from proxy.upstream.base import InboundHandler, Negotiated, SendsMessages, shared_init_result
 from proxy.upstream.errors import map_upstream_errors
 from proxy.upstream.http.call import HttpUpstreamCall
@@ -341,7 +342,7 @@ class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages)
         try:
             result = await call.result()
         except UpstreamReturnedError as exc:
-            raise UpstreamProtocolError(f"refused initialize: {exc.message[:200]}") from exc
+            raise UpstreamProtocolError(f"refused initialize: {bounded(exc.message, 200)}") from exc
         self._accept_init_result(result)
 
     def _accept_init_result(self, result: JsonObject) -> None:

@@ -15,8 +15,8 @@ from pathlib import Path
 import aiohttp
 import pytest
 
-from config import load_settings
-from proxy.app.cli import keygen_text, main, public_url
+from config import Settings, load_settings
+from proxy.app.cli import keygen_text, main, upstream_label
 from proxy.app.cli_args import build_parser, overrides_from
 from proxy.auth.keys import decode_key, load_keyring
 from translators.protocol.eras import MODERN_VERSION
@@ -208,10 +208,13 @@ def test_serve_fails_fast_on_bad_settings(
     assert "pw@" not in err and "tok@" not in err
 
 
-def test_public_url_drops_credentials() -> None:
-    """The startup line never shows user info or a query string."""
-    assert public_url("http://user:pw@127.0.0.1:8931/mcp?token=x") == "http://127.0.0.1:8931/mcp"
-    assert public_url("https://[::1]/mcp") == "https://[::1]/mcp"
+def test_the_upstream_label_drops_the_query() -> None:
+    """The startup line never shows a query string (user info is refused in upstream.url; both go
+    through proxy/common/shown.py, tested in tests/proxy/common/test_shown.py)."""
+    upstream = {"url": "https://[::1]:8931/mcp?token=x#top"}
+    assert (
+        upstream_label(Settings.model_validate({"upstream": upstream})) == "https://[::1]:8931/mcp"
+    )
 
 
 async def test_serve_starts_logs_one_line_and_stops_on_sigterm() -> None:

@@ -19,14 +19,18 @@ from unittest import mock
 
 import aiohttp
 import pytest
+import structlog
 from aiohttp.test_utils import make_mocked_request
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from safety_harness import (
+    Held,
     JournalPeer,
     accept,
     bridge_settings,
     inprocess_bridge,
     inprocess_replicas,
     journal_peer,
+    result_of,
     retry,
     start_held,
     text_of,
@@ -127,6 +131,55 @@ async def test_the_page_shows_the_call_held_at_that_moment(upstream: JournalPeer
         [learned] = facts["batch_sizes"]["learned"]
         assert learned == {"method": "tools/call", "name": "ask", "rounds": {"1": 1}}
         assert answer not in body and token not in body
+
+
+async def test_a_resource_uris_userinfo_is_shown_nowhere(
+    upstream: JournalPeer, spans: InMemorySpanExporter
+) -> None:
+    """Issue 40.8: `resources/read secret://alice:<password>@vault/<tag>`, held while the server's
+    resource waits for its elicitation, then answered. The status page, `/status.json` (the held
+    call, per tool, the learned batch size), both access lines and both spans (name and
+    `mcp.resource.uri`) show `secret://vault/<tag>`: neither the user nor the password."""
+    password = "pw-" + secrets.token_hex(8)
+    uri, shown = f"secret://alice:{password}@vault/vault-1", "secret://vault/vault-1"
+    settings = bridge_settings(upstream.url, held={"keys": dict([new_key()])})
+    with structlog.testing.capture_logs() as captured:
+        async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
+            poster = bridge.poster()
+            first = result_of(await poster.post("resources/read", {"uri": uri}))
+            assert first["resultType"] == "input_required", first
+            await upstream.wait_for(lambda entries: any(e.get("tag") == "vault-1" for e in entries))
+            pages = [await bridge.get("/status"), await bridge.get("/status.json")]
+            held = Held("", {}, first["requestState"], tuple(first["inputRequests"]))
+            params = {
+                "uri": uri,
+                "requestState": held.request_state,
+                "inputResponses": accept(held, "yes"),
+            }
+            final = result_of(await poster.post("resources/read", params))
+            assert final["contents"][0]["text"] == "vault-1: yes"
+            pages.append(await bridge.get("/status.json"))
+    assert upstream.events("vault-1") == ["call_started", "elicit_answered"]
+    assert [status for status, _ in pages] == [200, 200, 200]
+    assert f"<td>{shown}</td>" in pages[0][1]
+    held_facts = json.loads(pages[1][1])["held"]
+    assert [call["name"] for call in held_facts["calls"]] == [shown]
+    assert held_facts["per_tool"] == {f"resources/read {shown}": 1}
+    learned = json.loads(pages[2][1])["batch_sizes"]["learned"]
+    assert learned == [{"method": "resources/read", "name": shown, "rounds": {"1": 1}}]
+    access = [e for e in captured if e["event"] == "front_request_finished"]
+    assert [(e["name"], e["outcome"]) for e in access] == [
+        (shown, "input_required"),
+        (shown, "complete"),
+    ]
+    roots = [s for s in spans.get_finished_spans() if s.name.startswith("resources/read")]
+    assert [(s.name, dict(s.attributes or {})["mcp.resource.uri"]) for s in roots] == [
+        (f"resources/read {shown}", shown)
+    ] * 2
+    shown_anywhere = [text for _, text in pages] + [repr(captured)]
+    shown_anywhere += [repr((s.name, dict(s.attributes or {}))) for s in spans.get_finished_spans()]
+    for text in shown_anywhere:
+        assert password not in text and "alice" not in text
 
 
 async def test_an_admin_token_opens_it_and_nothing_else_does(upstream: JournalPeer) -> None:

@@ -121,7 +121,9 @@ async def test_the_setting_turns_it_down_to_debug(upstream: JournalPeer) -> None
 
 def test_names_and_upstream_names() -> None:
     assert call_name("resources/read", {"uri": "db://t?q=1#x"}) == "db://t"
-    assert call_name("prompts/get", {"name": "p" * 300}) == "p" * 200
+    assert call_name("resources/read", {"uri": "db://me:pw@t/x"}) == "db://t/x"
+    assert call_name("prompts/get", {"name": "p" * 300}) == "p" * 200 + "...[cut, 300 characters]"
+    assert call_name("tools/call", {"name": "a?b@c"}) == "a?b@c"  # a name is not a URI
     assert call_name("tools/list", {"name": "x"}) is None
     assert call_name("tools/call", []) is None
     named = [

@@ -183,6 +183,12 @@ _TEXTS = (
     st.text(max_size=80)
     | st.sampled_from(["tools/call", "modern", f"Bearer {TOKEN}", STATE, "é ☃ \u2028 \x00"])
     | st.builds(lambda a, b: f"{a} basic {b} {a}", st.text(max_size=8), st.text(max_size=8))
+    # beyond the bound, with credentials and states at any place, the cut's among them
+    | st.builds(
+        lambda unit, count: unit * count,
+        st.sampled_from(["é☃\n", f"Bearer {TOKEN} ", f"{STATE} ", "x"]),
+        st.integers(min_value=30, max_value=1100),
+    )
 )
 _SCALARS = (
     st.none()
@@ -301,6 +307,54 @@ def test_tracebacks_are_masked_too() -> None:
     [line] = lines(stream)
     assert f"RuntimeError: upstream rejected Bearer {REDACTED}" in line["exception"]
     assert TOKEN not in stream.getvalue()
+
+
+def test_every_text_of_a_line_is_cut_to_its_bound() -> None:
+    """Issue 40.9: whoever supplied it, a line holds at most `MAX_LOGGED_TEXT` characters of a
+    text (a traceback `MAX_LOGGED_TRACEBACK`) and `MAX_LOGGED_ITEMS` items of a list or mapping,
+    and says how long it was; through `emit` (the access line), a logger, a nested value and the
+    standard library. A cut never splits a character or an escape, and a credential or sealed
+    state across the cut is masked, not shown in part."""
+    stream = io.StringIO()
+    configure_logging(LogSettings(format="json"), stream)
+    limit, huge = redaction.MAX_LOGGED_TEXT, "i" * 900_000
+    mark = "...[cut, 900000 characters]"
+    escaped = '\n"é😀' * 1000
+    state_at_cut = "x" * (limit - 6) + " " + STATE  # its first 5 characters kept: masked first
+    logs.emit("info", "front_request_finished", {"request_id": huge, "escaped": escaped})
+    structlog.get_logger().info("state", text=state_at_cut)
+    structlog.get_logger().info("nested", params={"k" * 2000: huge, "list": list(range(500))})
+    logging.getLogger("aiohttp.client").warning("%s", huge)
+    try:
+        raise ValueError(huge)
+    except ValueError:
+        structlog.get_logger().exception("failed")
+    access, state, nested, stdlib, failed = lines(stream)
+    assert access["request_id"] == "i" * limit + mark
+    assert access["escaped"] == escaped[:limit] + "...[cut, 4000 characters]"
+    assert state["text"] == "x" * (limit - 6) + f" v1.{REDACTED}"[:6] + "...[cut, 1033 characters]"
+    assert nested["params"] == {
+        "k" * limit + "...[cut, 2000 characters]": "i" * limit + mark,
+        "list": [*range(redaction.MAX_LOGGED_ITEMS), "...[cut, 500 items]"],
+    }
+    assert stdlib["event"] == "i" * limit + mark
+    trace, kept = failed["exception"], redaction.MAX_LOGGED_TRACEBACK
+    assert trace.startswith("Traceback") and "ValueError: iii" in trace
+    cut = re.fullmatch(r"\.\.\.\[cut, (\d+) characters\]", trace[kept:])
+    assert cut is not None and int(cut[1]) > 900_000, trace[kept:]
+    # the bound counts characters: JSON writes one in up to 12 (a surrogate pair's two escapes)
+    access_line, *written, traceback_line = stream.getvalue().splitlines()
+    assert len(access_line) < (1 + 12) * limit + 1000
+    assert max(map(len, written)) < 4 * limit and len(traceback_line) < kept + limit
+    assert STATE[3:8] not in stream.getvalue()
+
+
+def test_a_console_line_is_cut_too() -> None:
+    console = io.StringIO()
+    configure_logging(LogSettings(format="console"), console)
+    structlog.get_logger().info("front_request_finished", request_id="i" * 900_000)
+    assert "i" * redaction.MAX_LOGGED_TEXT + "...[cut, 900000 characters]" in console.getvalue()
+    assert len(console.getvalue()) < 2 * redaction.MAX_LOGGED_TEXT
 
 
 def test_console_format_is_not_json_and_auto_is_json_off_a_terminal() -> None:

@@ -17,8 +17,7 @@ import structlog.testing
 from integration import recording_proxy as recording
 from integration.harness import free_port
 from integration.raw_http import ModernPoster
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
 from safety_harness import (
@@ -49,18 +48,6 @@ OTHER_SPAN = "b7ad6b7169203331"
 def upstream(tmp_path_factory: pytest.TempPathFactory) -> Iterator[JournalPeer]:
     with journal_peer(tmp_path_factory.mktemp("tracing")) as peer:
         yield peer
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    provider = TracerProvider()
-    provider.add_span_processor(SimpleSpanProcessor(exporter))
-    tracing.use(provider.get_tracer("test"))
-    try:
-        yield exporter
-    finally:
-        tracing.use(None)
 
 
 @asynccontextmanager
@@ -307,17 +294,19 @@ async def test_a_retry_forwarded_to_its_owner_stays_in_the_calls_trace(
 async def test_what_a_client_sends_is_bounded_on_the_span(
     upstream: JournalPeer, spans: InMemorySpanExporter
 ) -> None:
-    """An unknown method and a request id of 5,000 characters: -32601, and a span that keeps 128."""
+    """An unknown method and a request id of 5,000 characters: -32601, and a span that keeps 128
+    of each and says they were cut."""
     settings = bridge_settings(upstream.url)
     async with asyncio.timeout(TIMEOUT_S), inprocess_bridge(settings) as bridge:
         reply = await bridge.poster().post("m" * 5000, {}, request_id="i" * 5000)
     assert reply.response["error"]["code"] == -32601
     [span] = spans.get_finished_spans()
     attributes = dict(span.attributes or {})
-    assert span.name == "m" * 128
+    cut = "...[cut, 5000 characters]"
+    assert span.name == "m" * 128 + cut
     assert (attributes["mcp.method.name"], attributes["jsonrpc.request.id"]) == (
-        "m" * 128,
-        "i" * 128,
+        "m" * 128 + cut,
+        "i" * 128 + cut,
     )
     assert (attributes["mrtr_bridge.outcome"], attributes["rpc.jsonrpc.error_code"]) == (
         "error",
