@@ -1,0 +1,34 @@
+"""The compatibility list's CI subset (`make compat` runs the whole list, docs/compatibility.md):
+the rows marked `fast` in `servers.toml`, servers of different ages and transports that `make test`
+installs anyway (TypeScript SDK 1.0.1 to 1.32, `mcp` 1.1 and 2.3; stdio, Streamable HTTP and
+HTTP+SSE). Each runs exactly as in `make compat`: directly with the legacy client, and through the
+bridge with the modern one; the test fails when the bridge shows the modern client anything else
+than what the legacy client saw directly (after the documented changes, compare.py)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from compat.catalog import Server, load
+from compat.install import install
+from compat.runner import SERVER_BOUND_S, run_server
+
+pytestmark = pytest.mark.integration
+FAST = [server for server in load() if server.fast]
+
+
+def test_the_subset_covers_every_transport_and_both_ecosystems() -> None:
+    assert {server.transport for server in FAST} == {"stdio", "http", "sse"}
+    assert {server.ecosystem for server in FAST} == {"npm", "pypi"}
+
+
+@pytest.mark.parametrize("server", FAST, ids=lambda server: server.name)
+async def test_the_server_behaves_through_the_bridge_as_directly(server: Server) -> None:
+    assert install(server) is None  # installed by `make test` (make compat-fast)
+    async with asyncio.timeout(3 * SERVER_BOUND_S):
+        row = await run_server(server)
+    assert row.direct == "works"
+    assert row.bridged == "same", row.differences
+    assert row.compared.startswith("tools ")
