@@ -45,6 +45,7 @@ class Server:
     with_: tuple[str, ...] = ()
     prefix: str | None = None
     fast: bool = False
+    known: str | None = None
 
     @property
     def spec(self) -> str:

@@ -36,8 +36,10 @@ cores ({count} servers: {counts}).
 (everything compared is identical), `differs` with each difference, or `fails` with the reason
 (`as directly` when the direct run failed too).
 
-**Revision**: the revision the legacy client negotiated; after the `;`, what `check` found when
-it differs (a dual-era server speaks 2026-07-28 to the bridge).
+**Revision**: the revision the legacy client negotiated, and the era `check` found: `legacy`, or
+`dual` for a server that also speaks 2026-07-28 (the bridge then relays modern requests
+untranslated); after a `;`, what `check` negotiated when that differs. **SDK**: the SDK and
+framework releases found in the install.
 
 **Add a server**: append a `[[server]]` to `tests/compat/servers.toml` (package, exact version,
 executable, arguments, transport, dummy credentials in `env`, one safe call; for PyPI the release

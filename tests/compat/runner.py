@@ -182,7 +182,10 @@ async def _bridged_stdio(server: Server, scratch: Path, peers: Peers) -> Seen | 
     try:
         async with serving(server, scratch, peers) as target:
             argv = ["stdio", "--upstream-command", target.command or ""]
-            bridge = StdioServerParameters(command=str(BRIDGE_EXE), args=argv, cwd=REPO_ROOT)
+            quiet = {"MRTR_BRIDGE_LOG_LEVEL": "warning"}  # its log goes to this process's stderr
+            bridge = StdioServerParameters(
+                command=str(BRIDGE_EXE), args=argv, cwd=REPO_ROOT, env=quiet
+            )
             return await bounded(
                 seen_through_bridge(bridge, server.capabilities, server.call, server.push)
             )
@@ -246,7 +249,9 @@ async def run_server(server: Server) -> Row:
     elif era:
         row.revision = era
     row.compared = compared(direct, server) if direct is not None else ""
-    row.compared += f"; through `mrtr-bridge {' and '.join(fronts)}`"
+    row.compared += "; through " + " and ".join(f"`mrtr-bridge {front}`" for front in fronts)
     verdicts(row, direct, fronts)
+    if server.known is not None and row.bridged != "same":
+        row.bridged += f" (known: {server.known})"
     row.seconds = round(time.monotonic() - began, 1)
     return row

@@ -8,15 +8,25 @@ than what the legacy client saw directly (after the documented changes, compare.
 from __future__ import annotations
 
 import asyncio
+import re
 
 import pytest
 
 from compat.catalog import Server, load
-from compat.install import install
+from compat.install import installed
 from compat.runner import SERVER_BOUND_S, run_server
 
 pytestmark = pytest.mark.integration
 FAST = [server for server in load() if server.fast]
+
+
+def test_the_list_pins_at_least_60_published_servers() -> None:
+    """Exact versions only, and a PyPI row resolves its dependencies as of a date (else today's
+    newest `mcp` would replace the SDK the server shipped with)."""
+    servers = load()
+    assert len({(server.package, server.version) for server in servers}) >= 60
+    assert all(re.fullmatch(r"\d+(\.\d+)*(a\d+)?", server.version) for server in servers)
+    assert all(server.resolved_at for server in servers if server.ecosystem == "pypi")
 
 
 def test_the_subset_covers_every_transport_and_both_ecosystems() -> None:
@@ -26,7 +36,7 @@ def test_the_subset_covers_every_transport_and_both_ecosystems() -> None:
 
 @pytest.mark.parametrize("server", FAST, ids=lambda server: server.name)
 async def test_the_server_behaves_through_the_bridge_as_directly(server: Server) -> None:
-    assert install(server) is None  # installed by `make test` (make compat-fast)
+    assert installed(server), f"{server.install_dir} is missing: `make test` installs it"
     async with asyncio.timeout(3 * SERVER_BOUND_S):
         row = await run_server(server)
     assert row.direct == "works"
