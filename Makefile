@@ -308,8 +308,8 @@ conformance-modern:
 
 # Every server of tests/compat/servers.toml installed under .tools/compat/ (npm prefixes, uv
 # virtualenvs; stamped), run directly with the mcp 1.x client and through the bridge with the mcp
-# 2.x client, two servers at a time, and docs/compatibility.md written (about 10 minutes on two
-# cores once installed; the first install adds about 4). ONLY=name,name runs some rows again.
+# 2.x client, two servers at a time, and docs/compatibility.md written (11 minutes on two shared
+# cores once installed, 641 s measured; the first install adds about 4). ONLY=name,name: some rows.
 compat: test-deps
 	PYTHONPATH=tests:. $(BIN)/python -m compat $(if $(ONLY),--only $(ONLY))
 
