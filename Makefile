@@ -8,6 +8,8 @@
 #                     rules, the status page in headless Chromium, the upstream behind
 #                     tinyproxy)
 #   make conformance  the official MCP conformance suite through the bridge (docs/conformance*.md)
+#   make compat       published MCP servers (tests/compat/servers.toml) directly and through the
+#                     bridge, compared: docs/compatibility.md (ONLY=name,name for some rows)
 #   make bench        benchmarks (bench/run.py -> bench/results/)
 #   make lint         ruff + mypy only
 #   make clean        caches and run output; `make distclean` also drops .venv* and .tools
@@ -51,7 +53,7 @@ DEMO_PORT ?= 8931
 BRIDGE_LISTEN ?= 127.0.0.1:8080
 RUN_DIR := .run
 
-.PHONY: help venv ts-peers npm-servers test-tools test-deps test test-lb lint pytest run conformance bench clean distclean
+.PHONY: help venv ts-peers npm-servers test-tools compat-fast test-deps test test-lb lint pytest run conformance compat bench clean distclean
 
 help:
 	@sed -n 's/^#   make /  make /p' $(firstword $(MAKEFILE_LIST))
@@ -173,6 +175,12 @@ npm-servers: $(NPM_SERVER_STAMPS)
 
 test-tools: $(FS_SERVER_STAMP) $(NPM_SERVER_STAMPS)
 
+# The compatibility list's CI subset (the rows marked `fast` in tests/compat/servers.toml): its npm
+# servers are the ones above; its PyPI servers go into one virtualenv each under .tools/compat/
+# with uv (stamped: a second run installs nothing).
+compat-fast: $(UV_STAMP) | $(NPM_SERVER_STAMPS) $(FS_SERVER_STAMP) $(EVERYTHING_STAMP)
+	@PYTHONPATH=tests $(PYTHON) -m compat.install --fast
+
 lint: $(VENV_STAMP)
 	$(BIN)/ruff check --extend-exclude '$(LEGACY_VENV),.venv-*,.tools,.conformance-results,$(RUN_DIR)' .
 	$(BIN)/ruff format --check --extend-exclude '$(LEGACY_VENV),.venv-*,.tools,.conformance-results,$(RUN_DIR)' .
@@ -181,7 +189,7 @@ lint: $(VENV_STAMP)
 # Everything `make pytest` needs, installed by independent jobs at once (pip into five virtualenvs,
 # npm into separate prefixes): a cold `make test` spends minutes here otherwise.
 INSTALL_JOBS ?= 6
-TEST_DEPS := venv ts-peers test-tools $(OAUTH_AS_STAMP) $(UV_STAMP)
+TEST_DEPS := venv ts-peers test-tools compat-fast $(OAUTH_AS_STAMP) $(UV_STAMP)
 
 test-deps:
 	@$(MAKE) --no-print-directory -j $(INSTALL_JOBS) $(TEST_DEPS)
@@ -297,6 +305,13 @@ conformance-reverse:
 # a modern upstream (mcp 2.x SDK server): the 2026-07-28 suite directly vs. through the bridge (#13)
 conformance-modern:
 	MODERN=1 OUTDIR=$(CURDIR)/.conformance-results/modern tests/conformance/run.sh
+
+# Every server of tests/compat/servers.toml installed under .tools/compat/ (npm prefixes, uv
+# virtualenvs; stamped), run directly with the mcp 1.x client and through the bridge with the mcp
+# 2.x client, two servers at a time, and docs/compatibility.md written (11 minutes on two shared
+# cores once installed, 641 s measured; the first install adds about 4). ONLY=name,name: some rows.
+compat: test-deps
+	PYTHONPATH=tests:. $(BIN)/python -m compat $(if $(ONLY),--only $(ONLY))
 
 bench: venv
 	INSTALL_ONLY=1 tests/conformance/run.sh
