@@ -4,9 +4,10 @@
 
 Runs the bridge's own entry point with its arguments. SIGUSR1 starts recording: every Python call
 or resume (`sys.setprofile`) whose code lives under `proxy/`, `translators/` or `config/` adds its
-module to a set, and every change of module from one event to the next counts as a move. SIGUSR2
-stops recording and writes `{"modules": [...], "moves": n, "functions": [...]}` to `$MRTR_TRACE_OUT`, then touches
-`$MRTR_TRACE_OUT.done`. Not part of `make bench`: the hook slows the bridge down.
+module (and the function to another) to a set, and every change of module from one event to the
+next counts as a move. SIGUSR2 stops recording and writes `{"modules": [...], "moves": n,
+"functions": [...]}` to `$MRTR_TRACE_OUT`, then touches `$MRTR_TRACE_OUT.done`. Not part of
+`make bench`: the hook slows the bridge down.
 """
 
 from __future__ import annotations
@@ -66,9 +67,11 @@ def _stop(_signum: int, _frame: FrameType | None) -> None:
     sys.setprofile(None)
     threading.setprofile(None)  # type: ignore[arg-type]
     out = Path(os.environ["MRTR_TRACE_OUT"])
-    out.write_text(json.dumps(
+    out.write_text(
+        json.dumps(
             {"modules": sorted(_modules), "moves": _moves[0], "functions": sorted(_functions)}
-        ))
+        )
+    )
     Path(f"{out}.done").touch()
 
 
