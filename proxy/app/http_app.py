@@ -33,8 +33,7 @@ from proxy.observe.access import upstream_name
 from proxy.observe.logs import scrub_aiohttp_server_logs
 from proxy.observe.metrics import BridgeMetrics
 from proxy.passthrough.legacy_clients import LegacyRelay
-from proxy.passthrough.modern_upstream import ModernUpstream
-from proxy.reverse.stdio_relay import modern_upstream
+from proxy.passthrough.modern_upstream import ModernUpstream, modern_upstream
 from proxy.reverse.wiring import reverse_front
 from proxy.upstream.base import (
     SessionOpener,

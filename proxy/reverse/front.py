@@ -19,12 +19,12 @@ from aiohttp import web
 
 from config.settings import Settings
 from proxy.common.http_replies import Exchange, json_reply
+from proxy.common.sse_replies import streamed
 from proxy.reverse.listen import Listener
 from proxy.reverse.local import answer_locally
-from proxy.reverse.replies import streamed
 from proxy.reverse.rounds import Rounds
 from proxy.reverse.sessions import ReverseSession, ReverseSessions
-from proxy.reverse.upstream import ModernCaller
+from proxy.upstream.modern.caller import ModernCaller
 from translators.protocol.era_detection import discover_request
 from translators.protocol.eras import (
     CANCELLED,

@@ -5,20 +5,13 @@ from __future__ import annotations
 from config.settings import Settings
 from proxy.passthrough.modern_upstream import ModernUpstream
 from proxy.reverse.front import ReverseFront
-from proxy.reverse.stdio_relay import StdioModernUpstream
-from proxy.reverse.upstream import ModernCaller, ModernHttpCaller
 from proxy.upstream.http.wire import client_info
 
 
 def reverse_front(settings: Settings, modern: ModernUpstream) -> ReverseFront:
     """Legacy HTTP sessions served by the bridge in front of the upstream `modern` tracks (a
     stdio upstream's process is shared with the modern relay)."""
-    caller: ModernCaller = (
-        modern.caller
-        if isinstance(modern, StdioModernUpstream)
-        else ModernHttpCaller(settings.upstream, settings.front.request_timeout_s)
-    )
-    return ReverseFront(settings, caller, client_info())
+    return ReverseFront(settings, modern.reverse_caller(), client_info())
 
 
 __all__ = ["reverse_front"]

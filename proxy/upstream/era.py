@@ -9,9 +9,9 @@ is probed in a throwaway process); a modern answer is followed by a legacy `init
 when first known (`upstream_era_detected`) and when it changes (`upstream_era_changed`), and
 `/readyz` shows it. An unreachable upstream keeps the last known era.
 
-A stdio upstream is tracked by the subclass `proxy.reverse.stdio_relay.StdioEra`: probed in a
-throwaway process only after a failure or when a legacy client needs the era, never at start or on
-the interval.
+A stdio upstream is tracked by the subclass `StdioEra`: probed in a throwaway process only after a
+failure or when a legacy client needs the era, never at start or on the interval (each probe costs
+a process, and some servers must start only once).
 """
 
 from __future__ import annotations
@@ -23,7 +23,13 @@ import aiohttp
 import structlog
 
 from config.settings import UpstreamSettings
-from proxy.upstream.era_probe import MAX_PROBE_BYTES, probe_http, probe_reply
+from proxy.upstream.era_probe import (
+    MAX_PROBE_BYTES,
+    probe_http,
+    probe_reply,
+    probe_stdio,
+    stdio_probe_settings,
+)
 from proxy.upstream.errors import safe_url
 from proxy.upstream.http.outbound import upstream_client
 from proxy.upstream.http.wire import client_info
@@ -187,4 +193,20 @@ class UpstreamEra:
             await self._client.close()
 
 
-__all__ = ["UpstreamEra"]
+class StdioEra(UpstreamEra):
+    """The era of `upstream.command`; `modern` covers dual-era servers too (their legacy side is
+    never used)."""
+
+    @property
+    def relays_modern(self) -> bool:
+        return self.era in (MODERN, DUAL)
+
+    async def start(self) -> None:
+        """Nothing at start: probed when asked (see the module's docstring)."""
+
+    async def _probe_http(self) -> Era:  # the probe hook of UpstreamEra, here over stdio
+        verdict = await probe_stdio(stdio_probe_settings(self._settings))
+        return MODERN if verdict.modern else LEGACY
+
+
+__all__ = ["StdioEra", "UpstreamEra"]

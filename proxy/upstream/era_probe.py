@@ -109,6 +109,14 @@ async def probe_http(
     return verdict
 
 
+def stdio_probe_settings(upstream: UpstreamSettings) -> UpstreamSettings:
+    """A stdio probe must also wait for the process to start (a Python server on the `mcp` 2.x SDK
+    takes seconds to import, more next to the spare processes starting at the same time): it
+    waits up to three times `upstream.init_timeout_s` if that is longer."""
+    timeout_s = max(upstream.era_probe_timeout_s, 3 * upstream.init_timeout_s)
+    return upstream.model_copy(update={"era_probe_timeout_s": timeout_s})
+
+
 async def probe_stdio(settings: UpstreamSettings) -> DiscoverVerdict:
     """Start the command once, send only `server/discover`, judge the first answer, stop the
     process."""
@@ -169,4 +177,5 @@ __all__ = [
     "probe_process",
     "probe_reply",
     "probe_stdio",
+    "stdio_probe_settings",
 ]

@@ -1,4 +1,4 @@
-"""The reverse direction's upstream side: one 2026-07-28 request at a time to a modern HTTP server.
+"""A 2026-07-28 HTTP upstream, one request at a time (the reverse direction's client).
 
 `ModernHttpCaller.call` POSTs one request with the modern headers (`MCP-Protocol-Version`,
 `Mcp-Method`, `Mcp-Name`), reads the answer (JSON, or an SSE stream whose notifications go to
@@ -11,12 +11,13 @@ in front of a stdio upstream never does, and its client waits for the bridge's i
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
 from config.settings import UpstreamSettings
+from proxy.upstream.modern.caller import OnMessage, failure
 from translators.protocol.eras import (
     MODERN_VERSION,
     PROMPTS_GET,
@@ -25,7 +26,7 @@ from translators.protocol.eras import (
     TOOLS_CALL,
 )
 from translators.wire.canonical import as_object
-from translators.wire.errors import INTERNAL_ERROR, BridgeError
+from translators.wire.errors import BridgeError
 from translators.wire.header_values import encode_header_value
 from translators.wire.jsonrpc import JsonObject
 from translators.wire.sse import SSEDecoder
@@ -33,35 +34,9 @@ from translators.wire.sse import SSEDecoder
 if TYPE_CHECKING:
     import aiohttp
 
-_log = structlog.get_logger("proxy.reverse")
+_log = structlog.get_logger("proxy.upstream.modern")
 MAX_REPLY_BYTES: Final = 16 * 1024 * 1024
 _NAME_FIELDS: Final = {TOOLS_CALL: "name", PROMPTS_GET: "name", RESOURCES_READ: "uri"}
-
-OnMessage = Callable[[JsonObject], None]
-
-
-class ModernCaller(Protocol):
-    """Sends one 2026-07-28 request upstream and returns its JSON-RPC response."""
-
-    async def call(
-        self,
-        message: JsonObject,
-        on_message: OnMessage,
-        authorization: str | None,
-        headers: Mapping[str, str] | None = None,
-    ) -> JsonObject:
-        """`headers`: extra HTTP headers (`Mcp-Param-*`), if the transport has headers."""
-        ...
-
-    async def aclose(self) -> None: ...
-
-
-def failure(request_id: Any, message: str) -> JsonObject:
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "error": {"code": INTERNAL_ERROR, "message": message},
-    }
 
 
 def request_headers(message: JsonObject, authorization: str | None) -> dict[str, str]:
@@ -183,4 +158,4 @@ async def _read_stream(
     return None
 
 
-__all__ = ["ModernCaller", "ModernHttpCaller", "OnMessage", "failure", "request_headers"]
+__all__ = ["ModernHttpCaller", "request_headers"]

@@ -1,6 +1,6 @@
-"""The reverse direction's HTTP upstream client (`proxy/reverse/upstream.py`) against a scripted
-(and hostile) 2026-07-28 server: the headers it sends, SSE notifications as they come, and a
-precise -32603 for an answer without a reply, an oversized event, or no server at all."""
+"""The reverse direction's HTTP upstream client (`proxy/upstream/modern/http_caller.py`) against
+a scripted (and hostile) 2026-07-28 server: the headers it sends, SSE notifications as they come,
+and a precise -32603 for an answer without a reply, an oversized event, or no server at all."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from config.settings import UpstreamSettings
-from proxy.reverse import upstream as upstream_module
-from proxy.reverse.upstream import ModernHttpCaller
+from proxy.upstream.modern import http_caller as upstream_module
+from proxy.upstream.modern.http_caller import ModernHttpCaller
 
 Serve = Callable[[web.Request], Awaitable[web.StreamResponse]]
 CALL = {
