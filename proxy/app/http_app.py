@@ -10,7 +10,6 @@ the same front and health routes around a given engine, for tests and embedding.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import AsyncIterator
 from typing import Final, Protocol
 
@@ -39,7 +38,7 @@ from proxy.upstream.base import (
     SessionOpener,
 )
 from proxy.upstream.errors import safe_url
-from proxy.upstream.http.outbound import upstream_client
+from proxy.upstream.http.metadata import MetadataFetcher
 from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.reachability import StartupWatch
 from proxy.upstream.stdio.children import ChildProcesses
@@ -149,9 +148,7 @@ def _base_app(
         reverse=reverse,
     ).add_routes(app)
     if passes_challenges(settings.upstream):
-        MetadataRelay(settings, functools.partial(upstream_client, settings.upstream)).add_routes(
-            app
-        )
+        MetadataRelay(settings, MetadataFetcher(settings.upstream)).add_routes(app)
     app.router.add_get(HEALTH_PATH, _healthz)
     app.router.add_get(READY_PATH, _readyz)
     app.router.add_get(METRICS_PATH, _metrics)

@@ -23,21 +23,15 @@ import aiohttp
 import structlog
 
 from config.settings import UpstreamSettings
-from proxy.upstream.era_probe import (
-    MAX_PROBE_BYTES,
-    probe_http,
-    probe_reply,
-    probe_stdio,
-    stdio_probe_settings,
-)
+from proxy.upstream.era_probe import probe_http, probe_stdio, stdio_probe_settings
 from proxy.upstream.errors import safe_url
 from proxy.upstream.http.outbound import upstream_client
-from proxy.upstream.http.wire import client_info
+from proxy.upstream.http.wire import client_info, read_reply
 from translators.protocol.era_detection import DUAL, LEGACY, MODERN, Era, era_of
 from translators.protocol.eras import INITIALIZE
 from translators.protocol.revisions import OFFERED
 from translators.wire.canonical import as_object
-from translators.wire.errors import BridgeError
+from translators.wire.errors import BridgeError, UpstreamFault
 
 _log = structlog.get_logger(__name__)
 
@@ -140,19 +134,15 @@ class UpstreamEra:
             async with client.post(url, json=body, headers=headers, timeout=timeout) as response:
                 session_id = response.headers.get("Mcp-Session-Id")
                 # a 200 may carry a JSON-RPC error (a modern-only server's -32022): read the body
-                reply = probe_reply(
-                    await response.content.read(MAX_PROBE_BYTES),
-                    response.headers.get("Content-Type", ""),
-                    body["id"],
-                )
+                reply = await read_reply(response, body["id"], self._settings.max_line_bytes)
                 answered = response.status == 200 and "result" in as_object(reply)
             if session_id:
                 async with client.delete(
                     url, headers={**headers, "Mcp-Session-Id": session_id}, timeout=timeout
                 ):
                     pass
-        except (aiohttp.ClientError, OSError, TimeoutError):
-            return False
+        except (aiohttp.ClientError, OSError, TimeoutError, UpstreamFault):
+            return False  # UpstreamFault: a redirect off its origin, an answer past the cap
         return answered
 
     def _learn(self, era: Era) -> None:

@@ -227,13 +227,13 @@ def test_the_rules_themselves(relative: str, name: str, allowed: bool) -> None:
 
 
 # Where an aiohttp client may be made: the upstream's, in the one module that gives every upstream
-# client its proxy, TLS and headers; and the replicas' own, which talk to peers.
+# client its proxy, TLS, headers and redirect rule; and the replicas' own, which talk to peers.
 CLIENT_MAKERS: Final = frozenset({"proxy/upstream/http/outbound.py", "proxy/app/http_app.py"})
 
 
 def test_upstream_clients_are_made_in_one_place() -> None:
     """Every HTTP client to the upstream comes from `proxy.upstream.http.outbound.upstream_client`
-    (docs/architecture.md): a module that built its own would bypass what it sets."""
+    (docs/architecture.md): a module that built its own would bypass the redirect rule."""
     makers = {
         path.relative_to(ROOT).as_posix()
         for path in modules()

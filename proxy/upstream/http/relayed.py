@@ -2,7 +2,10 @@
 `proxy.passthrough.legacy_http`, which relays a stdio client to an HTTP upstream): each line
 becomes a POST to `upstream.url` with the session id the upstream issued; a JSON or SSE answer is
 written back line by line, a GET stream carries the server's messages outside any request, and
-`close()` ends the session with `DELETE`. Nothing is translated.
+`close()` ends the session with `DELETE`. Nothing is translated. Answers are read with the one
+body reader and requests held to the one redirect rule of every upstream client: an answer past
+`upstream.max_line_bytes`, or a redirect off the upstream's origin, becomes the client's -32603
+for its request, naming the reason (`proxy.common.faults.reported_error`).
 """
 
 from __future__ import annotations
@@ -16,14 +19,14 @@ import aiohttp
 import structlog
 
 from config.settings import UpstreamSettings
+from proxy.common.faults import reported_error
+from proxy.upstream.http.wire import is_sse, read_body, stream_decoder
 from translators.protocol.eras import INITIALIZED
-from translators.wire.errors import UpstreamLimitExceeded
-from translators.wire.jsonrpc import JsonObject, to_error_response
-from translators.wire.sse import SSEDecoder
+from translators.wire.errors import UpstreamFault
+from translators.wire.jsonrpc import error_response
 from translators.wire.stdio_framing import frame
 
 log = structlog.get_logger("proxy.passthrough.legacy_stdio")
-READ_CHUNK: Final = 65536
 SESSION: Final = "Mcp-Session-Id"
 _ACCEPT: Final = {
     "Accept": "application/json, text/event-stream",
@@ -73,39 +76,39 @@ class RelayedHttpSession:
         self._writer.write(data.rstrip(b"\n") + b"\n")
         await self._writer.drain()
 
-    async def _answer(self, response: aiohttp.ClientResponse, line: bytes | None = None) -> None:
-        """Relay an answer: SSE events one by one, or a JSON body of at most
-        `upstream.max_line_bytes` (past it, the client gets -32603 for its request `line`)."""
+    async def _answer(self, response: aiohttp.ClientResponse) -> None:
+        """Relay an answer: SSE events one by one, or a JSON body, each of at most
+        `upstream.max_line_bytes` (`UpstreamMessageTooLarge` past it)."""
         limit = self._settings.max_line_bytes
-        if response.headers.get("Content-Type", "").startswith("text/event-stream"):
-            decoder = SSEDecoder(max_event_size=limit)
+        if is_sse(response):
+            decoder = stream_decoder(limit)
             async for chunk in response.content.iter_any():
                 for event in decoder.feed(chunk):
                     if event.data:
                         await self._emit(event.data.encode())
         elif response.status != 202:
-            body = bytearray()
-            async for chunk in response.content.iter_chunked(READ_CHUNK):
-                body += chunk
-                if len(body) > limit:
-                    log.warning("legacy_stdio_answer_too_large", limit=limit)
-                    await self._emit(frame(too_large(line, limit)))
-                    return
+            body = await read_body(response, limit)
             if body.strip():
-                await self._emit(bytes(body))
+                await self._emit(body)
 
     async def send(self, line: bytes) -> None:
-        """POST one client line; the first answer with a session id opens the session."""
-        async with self._client.post(self._url, data=line, headers=self._headers()) as response:
-            issued = response.headers.get(SESSION)
-            if issued and self._session_id is None:
-                self._session_id = issued
-            await self._answer(response, line)
+        """POST one client line; the first answer with a session id opens the session. A failure
+        of the bridge's own (an answer past the cap, a redirect it does not follow) answers the
+        request `line` with its -32603."""
+        try:
+            async with self._client.post(self._url, data=line, headers=self._headers()) as response:
+                issued = response.headers.get(SESSION)
+                if issued and self._session_id is None:
+                    self._session_id = issued
+                await self._answer(response)
+        except UpstreamFault as fault:
+            await self._emit(frame(error_response(_request_id(line), reported_error(fault))))
+            return
         if self._get_stream is None and f'"{INITIALIZED}"'.encode() in line:
             self._get_stream = asyncio.create_task(self._listen())
 
     async def _listen(self) -> None:
-        with contextlib.suppress(aiohttp.ClientError, OSError):
+        with contextlib.suppress(aiohttp.ClientError, OSError, UpstreamFault):
             async with self._client.get(self._url, headers=self._headers()) as response:
                 if response.status == 200:
                     await self._answer(response)
@@ -139,24 +142,19 @@ class RelayedHttpSession:
         for task in [*self._tasks, *([self._get_stream] if self._get_stream else [])]:
             task.cancel()
         if self._session_id is not None:
-            with contextlib.suppress(aiohttp.ClientError, OSError):
+            with contextlib.suppress(aiohttp.ClientError, OSError, UpstreamFault):
                 async with self._client.delete(self._url, headers=self._headers()):
                     pass
 
 
-def too_large(line: bytes | None, limit: int) -> JsonObject:
-    """The client's error for an upstream answer past `upstream.max_line_bytes`, with the id of
-    the request `line` (null when it has none)."""
+def _request_id(line: bytes) -> int | str | None:
+    """The id of the request `line`, None when it is not one (the error then has no id)."""
     try:
-        request = json.loads(line) if line is not None else None
+        message = json.loads(line)
     except ValueError:
-        request = None
-    request_id = request.get("id") if isinstance(request, dict) else None
-    fault = UpstreamLimitExceeded(
-        f"The upstream server's answer is larger than the limit of {limit} bytes",
-        "upstream.max_line_bytes",
-    )
-    return to_error_response(fault, request_id if isinstance(request_id, int | str) else None)
+        return None
+    request_id = message.get("id") if isinstance(message, dict) else None
+    return request_id if isinstance(request_id, int | str) else None
 
 
-__all__ = ["ByteWriter", "RelayedHttpSession", "too_large"]
+__all__ = ["ByteWriter", "RelayedHttpSession"]
