@@ -55,7 +55,10 @@ class UpstreamSettings(Frozen):
     )
     cwd: str | None = Field(None, description="working directory for the stdio command")
     max_line_bytes: int = Field(
-        16_777_216, ge=1024, description="longest accepted stdio line from the server"
+        16_777_216,
+        ge=1024,
+        description="largest accepted message from the server: a stdio line, an HTTP body or an"
+        " SSE event (read to its end within this, never held past it)",
     )
     kill_grace_s: float = Field(
         0.75,

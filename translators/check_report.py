@@ -34,6 +34,7 @@ class Observed:
     """What `check` saw. `legacy_error` is why a legacy `initialize` failed (None if it was not
     tried or succeeded); `unreachable` is why nothing answered at all (refused, silent, not HTTP,
     a command that died or hung); `not_mcp` why something answered, but not as an MCP server;
+    `redirected` where it redirected to, off the origin of `upstream.url` (never followed);
     `stderr_tail` what a stdio server that died wrote last to stderr."""
 
     upstream: str
@@ -48,8 +49,15 @@ class Observed:
     roots_at_initialized: bool | None = None
     unreachable: str | None = None
     not_mcp: str | None = None
+    redirected: str | None = None
     stderr_tail: list[str] | None = None
     notes: list[str] = field(default_factory=list)
+
+
+_REDIRECTED: Final = (
+    "redirects to another origin ({target}): the bridge never follows a redirect off the origin"
+    " of upstream.url; set upstream.url to the final URL"
+)
 
 
 def _era(seen: Observed) -> Era | None:
@@ -204,6 +212,8 @@ def _verdict(
     """(bridgeable, bridges, problems)."""
     if seen.unreachable is not None:
         return False, [], [f"unreachable: {seen.unreachable}"]
+    if seen.redirected is not None:
+        return False, [], [_REDIRECTED.format(target=seen.redirected)]
     if seen.not_mcp is not None:
         return False, [], [f"not an MCP server: {seen.not_mcp}"]
     if era == MODERN:

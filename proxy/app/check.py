@@ -39,7 +39,12 @@ from translators.protocol.era_detection import (
 from translators.protocol.eras import ROOTS, TOOLS_LIST
 from translators.protocol.revisions import UnsupportedUpstreamVersion
 from translators.wire.canonical import as_object
-from translators.wire.errors import BridgeError, UpstreamReturnedError, UpstreamUnavailable
+from translators.wire.errors import (
+    BridgeError,
+    UpstreamRedirected,
+    UpstreamReturnedError,
+    UpstreamUnavailable,
+)
 from translators.wire.jsonrpc import JsonObject
 
 EXIT_BRIDGEABLE: Final = 0
@@ -152,7 +157,7 @@ async def _discover_http(
     except TimeoutError:
         seen.discover = SILENT
         return None, False
-    except UpstreamUnavailable:
+    except (UpstreamUnavailable, UpstreamRedirected):
         raise
     except BridgeError as exc:  # not HTTP (junk bytes): judged later with initialize
         seen.discover = DiscoverVerdict(False, reason=f"server/discover failed: {exc.message}")
@@ -190,6 +195,11 @@ async def _check_http(settings: UpstreamSettings) -> Observed:
             status, jsonrpc = await _discover_http(client, settings, seen)
         except UpstreamUnavailable as exc:
             seen.unreachable = exc.message
+            return seen
+        except UpstreamRedirected as exc:
+            if not exc.off_origin:
+                raise
+            seen.redirected = exc.target  # nothing was sent there: the report names the fix
             return seen
         transport = HttpTransport(client, settings)
         error = await _legacy(seen, settings, NegotiatingOpener(transport), transport)

@@ -10,7 +10,6 @@ the same front and health routes around a given engine, for tests and embedding.
 from __future__ import annotations
 
 import asyncio
-import functools
 from collections.abc import AsyncIterator
 from typing import Final, Protocol
 
@@ -34,13 +33,12 @@ from proxy.observe.access import upstream_name
 from proxy.observe.logs import scrub_aiohttp_server_logs
 from proxy.observe.metrics import BridgeMetrics
 from proxy.passthrough.legacy_clients import LegacyRelay
-from proxy.passthrough.modern_upstream import ModernUpstream
-from proxy.reverse.stdio_relay import modern_upstream
+from proxy.passthrough.modern_upstream import ModernUpstream, modern_upstream
 from proxy.reverse.wiring import reverse_front
 from proxy.upstream.base import (
     SessionOpener,
 )
-from proxy.upstream.http.outbound import upstream_client
+from proxy.upstream.http.metadata import MetadataFetcher
 from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.reachability import StartupWatch
 from proxy.upstream.stdio.children import ChildProcesses
@@ -153,9 +151,7 @@ def _base_app(
         reverse=reverse,
     ).add_routes(app)
     if passes_challenges(settings.upstream):
-        MetadataRelay(settings, functools.partial(upstream_client, settings.upstream)).add_routes(
-            app
-        )
+        MetadataRelay(settings, MetadataFetcher(settings.upstream)).add_routes(app)
     app.router.add_get(HEALTH_PATH, _healthz)
     app.router.add_get(READY_PATH, _readyz)
     app.router.add_get(METRICS_PATH, _metrics)

@@ -7,7 +7,8 @@ discovery: a `401` or `403 insufficient_scope` reaches the client with the upstr
 (URLs moved to the bridge's public origin), and `/.well-known/oauth-protected-resource[/<path>]`
 answers with the upstream's document, `resource` rewritten to the bridge's public endpoint. The
 pure rules are in `translators.auth.challenges`, `translators.auth.oauth` and
-`translators.auth.public_urls`.
+`translators.auth.public_urls`; the document is fetched by a `MetadataSource`
+(`proxy.upstream.http.metadata.MetadataFetcher`, an upstream client like the others).
 
 None of this applies when the operator set static upstream credentials (`upstream.authorization`
 or `upstream.authorization_file`) or turned forwarding off: then the client's token never reaches
@@ -18,8 +19,8 @@ and no metadata is served. See docs/security.md and docs/operations.md.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Callable
-from typing import Any, Final
+from collections.abc import AsyncIterator
+from typing import Any, Final, Protocol
 
 import aiohttp
 import structlog
@@ -28,13 +29,13 @@ from aiohttp import web
 from config.settings import Settings, UpstreamSettings
 from translators.auth.challenges import is_auth_challenge
 from translators.auth.oauth import (
-    MAX_METADATA_BYTES,
     MetadataRefused,
     UpstreamAuthChallenge,
     metadata_from_issuer,
     relay_metadata,
 )
 from translators.auth.public_urls import PublicUrls, public_endpoint
+from translators.wire.errors import UpstreamFault
 
 _log = structlog.get_logger("proxy.auth.oauth_passthrough")
 METADATA_FRESH_S: Final = (
@@ -83,22 +84,24 @@ class _Unavailable(Exception):
     """The upstream's metadata could not be fetched or used (502); the message is for the log."""
 
 
+class MetadataSource(Protocol):
+    """Fetches the upstream's metadata documents (`proxy.upstream.http.metadata.MetadataFetcher`):
+    a document's body, None when there is none (404), an `UpstreamFault` saying why otherwise."""
+
+    async def fetch(self, url: str) -> bytes | None: ...
+
+    async def aclose(self) -> None: ...
+
+
 class MetadataRelay:
     """Serves the bridge's Protected Resource Metadata, fetched from the upstream on each
     request."""
 
-    def __init__(
-        self, settings: Settings, open_client: Callable[..., aiohttp.ClientSession]
-    ) -> None:
-        """`open_client(**options)`: an aiohttp client to the upstream (through its proxy)."""
+    def __init__(self, settings: Settings, source: MetadataSource) -> None:
         self._urls = public_urls_of(settings)
         self._front_path = settings.front.path
-        self._open_client = open_client
-        upstream = settings.upstream
-        self._timeout = aiohttp.ClientTimeout(
-            total=upstream.init_timeout_s, sock_connect=upstream.connect_timeout_s
-        )
-        self._client: aiohttp.ClientSession | None = None
+        self._source = source
+        self._running = False
         self._fresh: tuple[float, dict[str, Any] | None] | None = None
 
     def add_routes(self, app: web.Application) -> None:
@@ -111,10 +114,12 @@ class MetadataRelay:
         return web.Response(status=204, headers=_PREFLIGHT_HEADERS)
 
     async def _client_context(self, app: web.Application) -> AsyncIterator[None]:
-        async with self._open_client(timeout=self._timeout) as client:
-            self._client = client
+        self._running = True
+        try:
             yield
-            self._client = None
+        finally:
+            self._running = False
+            await self._source.aclose()
 
     async def handle(self, request: web.Request) -> web.Response:
         try:
@@ -171,28 +176,20 @@ class MetadataRelay:
 
     async def _fetch(self, url: str) -> bytes | None:
         """The body of a 200, None on 404; `_Unavailable` otherwise (redirects are not followed)."""
-        if self._client is None:
+        if not self._running:
             raise _Unavailable("the bridge is not running")
         try:
-            async with self._client.get(
-                url, allow_redirects=False, headers={"Accept": "application/json"}
-            ) as resp:
-                if resp.status == 404:
-                    return None
-                if resp.status != 200:
-                    raise _Unavailable(
-                        f"the upstream answered a metadata request with HTTP {resp.status}"
-                    )
-                return await resp.content.read(MAX_METADATA_BYTES + 1)
-        except (aiohttp.ClientError, TimeoutError, OSError) as exc:
+            return await self._source.fetch(url)
+        except UpstreamFault as exc:
             raise _Unavailable(
-                f"the upstream could not be reached for metadata: {type(exc).__name__}"
+                f"the upstream's metadata could not be fetched: {exc.message}"
             ) from None
 
 
 __all__ = [
     "METADATA_FRESH_S",
     "MetadataRelay",
+    "MetadataSource",
     "passes_challenges",
     "public_urls_of",
     "upstream_challenge",

@@ -4,12 +4,15 @@
 buffer drained by a writer task. The stream commits to `text/event-stream` when the first
 notification arrives or a keep-alive is due, so an engine answer that comes first (often an
 error) is still sent as JSON with its proper HTTP status. Closing the stream cancels the request.
+`streamed` runs one piece of work with such a sink (the reverse direction's requests, the modern
+stdio relay).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections import deque
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 
 import structlog
@@ -136,4 +139,28 @@ def accepts_sse(accept: str | None) -> bool:
     )
 
 
-__all__ = ["SSE_KEEPALIVE_S", "SSE_QUEUE_LIMIT", "SseSink", "accepts_sse"]
+Send = Callable[[JsonObject], None]
+
+
+async def streamed(
+    request: web.Request, keepalive_s: float, work: Callable[[Send], Awaitable[JsonObject]]
+) -> tuple[web.StreamResponse | None, JsonObject]:
+    """Run `work` with a `send` onto the reply's stream; the finished stream (None when nothing
+    was sent: answer the response as JSON) and the JSON-RPC response. Closing the stream cancels
+    the handler's task, and with it `work`."""
+    owner = asyncio.current_task()
+    assert owner is not None  # aiohttp runs every handler in a task
+    sink = SseSink(request, owner, keepalive_s, SSE_QUEUE_LIMIT)
+    writer = asyncio.create_task(sink.run())
+    try:
+        response = await work(sink.send)
+    except BaseException:
+        sink.close()
+        writer.cancel()
+        await asyncio.gather(writer, return_exceptions=True)
+        raise
+    sink.finish(response)
+    return await writer, response
+
+
+__all__ = ["SSE_KEEPALIVE_S", "SSE_QUEUE_LIMIT", "Send", "SseSink", "accepts_sse", "streamed"]

@@ -10,8 +10,11 @@ a JSON body of any size passes through a bounded buffer, never read whole (issue
 Three answers are the bridge's own, never the upstream's (docs/security.md, "OAuth through the
 bridge", "Secrets"):
 
-- the upstream cannot be reached: HTTP 502, "The upstream server is unavailable" with a correlation
-  id and the request's own id; the address and cause go to the log under that id;
+- the upstream cannot be reached, or answers with a redirect the bridge does not follow (to
+  another origin: docs/security.md, "Upstream redirects"; one within its origin is followed, and
+  no `Location` is ever relayed): HTTP 502, "The upstream server is unavailable" or the
+  redirect's reason, with a correlation id and the request's own id; the address and cause go to
+  the log under that id;
 - a `401`, or a `403 insufficient_scope`, when the client's token is what the upstream judged: the
   same status with the challenge rewritten as on the modern path (`resource_metadata` is the
   bridge's metadata URL) and a JSON-RPC error body naming the status;
@@ -176,12 +179,13 @@ class HttpRelay:
             self.add_cookies(headers, cookies)
         try:
             with map_upstream_errors(shown_uri(self._url), f"relayed {request.method}"):
+                # a redirect is followed within the upstream's origin only (the client's rule,
+                # `outbound.redirect_guard`): never relayed, so no Location reaches the client
                 upstream = await self._http().request(
                     request.method,
                     self._url,
                     data=body,
                     headers=headers,
-                    allow_redirects=False,
                     # the client's own Accept-Encoding, or none: the body is relayed as it comes
                     skip_auto_headers=("Accept-Encoding",),
                 )
@@ -227,7 +231,7 @@ class HttpRelay:
             with map_upstream_errors(shown_uri(self._url), "relayed DELETE"):
                 async with asyncio.timeout(self._upstream.init_timeout_s):
                     async with self._http().delete(
-                        self._url, headers={**headers, SESSION: session_id}, allow_redirects=False
+                        self._url, headers={**headers, SESSION: session_id}
                     ) as resp:
                         return resp.status
         except UpstreamFault as fault:

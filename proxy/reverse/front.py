@@ -24,12 +24,12 @@ from config.settings import Settings
 from proxy.common.faults import Observe, reported_error
 from proxy.common.http_replies import Exchange, json_reply
 from proxy.common.per_principal import Caps, PrincipalCounts
+from proxy.common.sse_replies import streamed
 from proxy.reverse.listen import Listener
 from proxy.reverse.local import answer_locally
-from proxy.reverse.replies import streamed
 from proxy.reverse.rounds import Rounds
 from proxy.reverse.sessions import ReverseSession, ReverseSessions
-from proxy.reverse.upstream import ModernCaller
+from proxy.upstream.modern.caller import ModernCaller
 from translators.protocol.era_detection import discover_request
 from translators.protocol.eras import (
     CANCELLED,

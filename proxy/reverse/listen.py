@@ -17,7 +17,7 @@ from typing import Final
 import structlog
 
 from proxy.reverse.sessions import ReverseSession
-from proxy.reverse.upstream import ModernCaller
+from proxy.upstream.modern.caller import ModernCaller
 from translators.protocol.eras import (
     PROMPTS_LIST_CHANGED,
     RESOURCE_UPDATED,

@@ -31,7 +31,7 @@ from proxy.common.faults import Observe, reported_error
 from proxy.common.per_principal import PrincipalCounts
 from proxy.reverse.sessions import ReverseSession
 from proxy.reverse.tool_headers import header_mismatch
-from proxy.reverse.upstream import ModernCaller
+from proxy.upstream.modern.caller import ModernCaller
 from translators.protocol.eras import CANCELLED, LOG_MESSAGE, PROGRESS, TOOLS_LIST
 from translators.reverse.inputs import Push, Refused, input_response, pushes_for
 from translators.reverse.session import is_input_required, legacy_result, modern_params

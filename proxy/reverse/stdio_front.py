@@ -27,10 +27,11 @@ from proxy.reverse.listen import Listener
 from proxy.reverse.local import answer_locally
 from proxy.reverse.rounds import Rounds
 from proxy.reverse.sessions import ReverseSession, ReverseSessions
-from proxy.reverse.stdio_upstream import ModernStdioCaller
-from proxy.reverse.upstream import ModernCaller, ModernHttpCaller
-from proxy.upstream.era_probe import probe_process, probe_stdio
+from proxy.upstream.era_probe import probe_process, probe_stdio, stdio_probe_settings
 from proxy.upstream.http.wire import client_info
+from proxy.upstream.modern.caller import ModernCaller
+from proxy.upstream.modern.http_caller import ModernHttpCaller
+from proxy.upstream.modern.stdio_caller import ModernStdioCaller
 from proxy.upstream.stdio.process import stop_process
 from translators.protocol.era_detection import DUAL, MODERN, discover_request
 from translators.protocol.eras import CANCELLED, INITIALIZE
@@ -176,14 +177,6 @@ def _invalid(why: str) -> JsonObject:
     return {"code": INVALID_REQUEST, "message": f"Invalid Request: {why}"}
 
 
-def stdio_probe_settings(upstream: UpstreamSettings) -> UpstreamSettings:
-    """A stdio probe must also wait for the process to start (a Python server on the `mcp` 2.x SDK
-    takes seconds to import, more next to the spare processes starting at the same time): it
-    waits up to three times `upstream.init_timeout_s` if that is longer."""
-    timeout_s = max(upstream.era_probe_timeout_s, 3 * upstream.init_timeout_s)
-    return upstream.model_copy(update={"era_probe_timeout_s": timeout_s})
-
-
 async def _probe_stdio_first(upstream: UpstreamSettings, processes: StdioProcesses) -> bool:
     """Whether the stdio upstream is modern, probed on the process the relay would use (the one
     started before the bridge's imports): a legacy server that answers the probe with an error gets
@@ -251,4 +244,4 @@ def with_reverse(
     return handle
 
 
-__all__ = ["ReverseStdio", "stdio_probe_settings", "with_reverse"]
+__all__ = ["ReverseStdio", "with_reverse"]

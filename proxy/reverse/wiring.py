@@ -7,8 +7,6 @@ from proxy.common.faults import Observe
 from proxy.common.per_principal import PrincipalCounts
 from proxy.passthrough.modern_upstream import ModernUpstream
 from proxy.reverse.front import ReverseFront
-from proxy.reverse.stdio_relay import StdioModernUpstream
-from proxy.reverse.upstream import ModernCaller, ModernHttpCaller
 from proxy.upstream.http.wire import client_info
 
 
@@ -22,12 +20,7 @@ def reverse_front(
     stdio upstream's process is shared with the modern relay); `held` counts the calls waiting for
     their client's input (with the held calls of the other direction), `observe` hears of
     refusals."""
-    caller: ModernCaller = (
-        modern.caller
-        if isinstance(modern, StdioModernUpstream)
-        else ModernHttpCaller(settings.upstream, settings.front.request_timeout_s)
-    )
-    return ReverseFront(settings, caller, client_info(), held, observe)
+    return ReverseFront(settings, modern.reverse_caller(), client_info(), held, observe)
 
 
 __all__ = ["reverse_front"]

@@ -9,9 +9,9 @@ is probed in a throwaway process); a modern answer is followed by a legacy `init
 when first known (`upstream_era_detected`) and when it changes (`upstream_era_changed`), and
 `/readyz` shows it. An unreachable upstream keeps the last known era.
 
-A stdio upstream is tracked by the subclass `proxy.reverse.stdio_relay.StdioEra`: probed in a
-throwaway process only after a failure or when a legacy client needs the era, never at start or on
-the interval.
+A stdio upstream is tracked by the subclass `StdioEra`: probed in a throwaway process only after a
+failure or when a legacy client needs the era, never at start or on the interval (each probe costs
+a process, and some servers must start only once).
 """
 
 from __future__ import annotations
@@ -24,14 +24,14 @@ import structlog
 
 from config.settings import UpstreamSettings
 from proxy.common.shown import shown_uri
-from proxy.upstream.era_probe import MAX_PROBE_BYTES, probe_http, probe_reply
+from proxy.upstream.era_probe import probe_http, probe_stdio, stdio_probe_settings
 from proxy.upstream.http.outbound import upstream_client
-from proxy.upstream.http.wire import client_info
+from proxy.upstream.http.wire import client_info, read_reply
 from translators.protocol.era_detection import DUAL, LEGACY, MODERN, Era, era_of
 from translators.protocol.eras import INITIALIZE
 from translators.protocol.revisions import OFFERED
 from translators.wire.canonical import as_object
-from translators.wire.errors import BridgeError
+from translators.wire.errors import BridgeError, UpstreamFault
 
 _log = structlog.get_logger(__name__)
 
@@ -134,19 +134,15 @@ class UpstreamEra:
             async with client.post(url, json=body, headers=headers, timeout=timeout) as response:
                 session_id = response.headers.get("Mcp-Session-Id")
                 # a 200 may carry a JSON-RPC error (a modern-only server's -32022): read the body
-                reply = probe_reply(
-                    await response.content.read(MAX_PROBE_BYTES),
-                    response.headers.get("Content-Type", ""),
-                    body["id"],
-                )
+                reply = await read_reply(response, body["id"], self._settings.max_line_bytes)
                 answered = response.status == 200 and "result" in as_object(reply)
             if session_id:
                 async with client.delete(
                     url, headers={**headers, "Mcp-Session-Id": session_id}, timeout=timeout
                 ):
                     pass
-        except (aiohttp.ClientError, OSError, TimeoutError):
-            return False
+        except (aiohttp.ClientError, OSError, TimeoutError, UpstreamFault):
+            return False  # UpstreamFault: a redirect off its origin, an answer past the cap
         return answered
 
     def _learn(self, era: Era) -> None:
@@ -187,4 +183,20 @@ class UpstreamEra:
             await self._client.close()
 
 
-__all__ = ["UpstreamEra"]
+class StdioEra(UpstreamEra):
+    """The era of `upstream.command`; `modern` covers dual-era servers too (their legacy side is
+    never used)."""
+
+    @property
+    def relays_modern(self) -> bool:
+        return self.era in (MODERN, DUAL)
+
+    async def start(self) -> None:
+        """Nothing at start: probed when asked (see the module's docstring)."""
+
+    async def _probe_http(self) -> Era:  # the probe hook of UpstreamEra, here over stdio
+        verdict = await probe_stdio(stdio_probe_settings(self._settings))
+        return MODERN if verdict.modern else LEGACY
+
+
+__all__ = ["StdioEra", "UpstreamEra"]

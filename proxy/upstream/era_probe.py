@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 import structlog
 
 from config.settings import UpstreamSettings
-from proxy.upstream.http.wire import client_info
+from proxy.upstream.http.wire import client_info, read_reply
 from proxy.upstream.stdio.process import spawn, stop_process
 from translators.protocol.era_detection import (
     PROBE_ID,
@@ -35,35 +35,16 @@ from translators.protocol.era_detection import (
     verdict_of_reply,
 )
 from translators.protocol.eras import MODERN_VERSION
-from translators.wire.sse import SSEDecoder
 
 if TYPE_CHECKING:
     import aiohttp
 
 _log = structlog.get_logger(__name__)
-MAX_PROBE_BYTES: Final = 1_048_576
 _HEADERS: Final = {
     "Content-Type": "application/json",
     "Accept": "application/json, text/event-stream",
     "MCP-Protocol-Version": MODERN_VERSION,
 }
-
-
-def probe_reply(body: bytes, content_type: str, request_id: Any) -> Any:
-    """The JSON-RPC reply to `request_id` in a JSON or SSE body, or None."""
-    if content_type.startswith("text/event-stream"):
-        for event in SSEDecoder(max_event_size=MAX_PROBE_BYTES).feed(body + b"\n\n"):
-            try:
-                message = json.loads(event.data)
-            except ValueError:
-                continue
-            if isinstance(message, dict) and message.get("id") == request_id:
-                return message
-        return None
-    try:
-        return json.loads(body)
-    except ValueError:
-        return None
 
 
 async def modern_post(
@@ -74,8 +55,10 @@ async def modern_post(
     headers: Mapping[str, str],
 ) -> tuple[int, Any]:
     """POST one 2026-07-28 request (its headers from `message`); the status and the JSON-RPC
-    reply (None if none could be read). Raises `TimeoutError` after `upstream.era_probe_timeout_s`.
-    """
+    reply (None if none could be read), read to its end within `upstream.max_line_bytes` (the one
+    body reader, `proxy.upstream.http.wire.read_reply`). Raises `TimeoutError` after
+    `upstream.era_probe_timeout_s`, an `UpstreamFault` when the connection fails or the upstream
+    redirects off its origin."""
     import aiohttp  # not at the top: the stdio probe needs none of it (docs/decisions.md § 26)
 
     from proxy.common.shown import shown_uri
@@ -89,10 +72,8 @@ async def modern_post(
             timeout=timeout,
             headers={**_HEADERS, "Mcp-Method": message["method"], **headers},
         ) as response:
-            body = await response.content.read(MAX_PROBE_BYTES)
-            return response.status, probe_reply(
-                body, response.headers.get("Content-Type", ""), message["id"]
-            )
+            reply = await read_reply(response, message["id"], settings.max_line_bytes)
+            return response.status, reply
 
 
 async def probe_http(
@@ -108,6 +89,14 @@ async def probe_http(
     verdict = verdict_of_http(status, reply)
     _log.debug("era_probe_answered", transport="http", modern=verdict.modern, status=status)
     return verdict
+
+
+def stdio_probe_settings(upstream: UpstreamSettings) -> UpstreamSettings:
+    """A stdio probe must also wait for the process to start (a Python server on the `mcp` 2.x SDK
+    takes seconds to import, more next to the spare processes starting at the same time): it
+    waits up to three times `upstream.init_timeout_s` if that is longer."""
+    timeout_s = max(upstream.era_probe_timeout_s, 3 * upstream.init_timeout_s)
+    return upstream.model_copy(update={"era_probe_timeout_s": timeout_s})
 
 
 async def probe_stdio(settings: UpstreamSettings) -> DiscoverVerdict:
@@ -164,10 +153,9 @@ async def _readprobe_reply(stdout: asyncio.StreamReader) -> DiscoverVerdict:
 
 
 __all__ = [
-    "MAX_PROBE_BYTES",
     "modern_post",
     "probe_http",
     "probe_process",
-    "probe_reply",
     "probe_stdio",
+    "stdio_probe_settings",
 ]

@@ -22,6 +22,7 @@ from translators.wire.errors import (
     BridgeError,
     UpstreamFault,
     UpstreamProtocolError,
+    UpstreamRedirected,
     UpstreamSessionLost,
     UpstreamTimeout,
     UpstreamUnavailable,
@@ -45,6 +46,12 @@ def _translate(exc: Exception, url: str, action: str) -> UpstreamFault | None:
         )
     if isinstance(exc, aiohttp.ServerDisconnectedError | aiohttp.ClientPayloadError):
         return UpstreamUnavailable(f"Upstream {url} closed the connection ({action})", _data(url))
+    if isinstance(exc, aiohttp.TooManyRedirects):  # within its origin (the redirect rule, outbound)
+        return UpstreamRedirected(
+            f"Upstream {url} redirected {action} {len(exc.history)} times; the bridge stops there",
+            None,
+            public="The upstream server redirected the request too many times",
+        )
     if isinstance(exc, aiohttp.ClientResponseError):
         return UpstreamProtocolError(
             f"Upstream {url} sent an invalid HTTP response ({action}): status {exc.status}",
@@ -67,7 +74,11 @@ def upstream_fault(exc: Exception, url: str, action: str) -> Exception | None:
     request's parsing."""
     if isinstance(exc, BridgeError):
         if isinstance(exc, UpstreamProtocolError) and url not in exc.message:
-            return UpstreamProtocolError(f"Upstream {url}: {exc.message} ({action})", _data(url))
+            return UpstreamProtocolError(
+                f"Upstream {url}: {exc.message} ({action})",
+                {**exc.data, **_data(url)},
+                public=exc.public or False,
+            )
         return None
     return _translate(exc, url, action)
 

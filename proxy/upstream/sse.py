@@ -32,6 +32,7 @@ from proxy.upstream.call import OutcomeCall
 from proxy.upstream.errors import map_upstream_errors
 from proxy.upstream.http.call import invoke_handler
 from proxy.upstream.http.channel import HttpChannel, UpstreamRefused
+from proxy.upstream.http.outbound import origin_of
 from proxy.upstream.http.wire import (
     SSE_TYPE,
     StreamCursor,
@@ -67,7 +68,7 @@ def resolve_endpoint(sse_url: str, data: str) -> str:
         target = base.join(URL(data.strip()))
     except ValueError:
         raise UpstreamProtocolError("sent an endpoint event that is not a URI") from None
-    if not data.strip() or target.origin() != base.origin():
+    if not data.strip() or origin_of(target) != origin_of(base):
         raise UpstreamProtocolError(
             "sent an endpoint event for another origin; the bridge POSTs only to its own"
         )
@@ -222,7 +223,8 @@ class SseUpstreamSession(Negotiated, SendsMessages):
                 await self._stream.check_status(
                     resp, self._stream.generation, "SSE stream", content_type=SSE_TYPE
                 )
-                async for event in iter_stream_events(resp, StreamCursor()):
+                limit = self._settings.max_line_bytes
+                async for event in iter_stream_events(resp, StreamCursor(), limit):
                     self._on_event(event.event, event.data)
         except UpstreamFault as exc:
             reason = exc.message

@@ -2,7 +2,8 @@
 line is cut as the modern stdio front cuts it (linear, at most `front.max_body_bytes` buffered),
 never reaches the real legacy server, and the client gets the same -32600 with its request's id;
 the session goes on. The other way, a JSON answer past `upstream.max_line_bytes` is never read
-whole: the client gets -32603 naming the limit, and the session goes on.
+whole: the client gets -32603 naming the limit (the one reader of every path,
+`proxy.upstream.http.wire.read_body`), and the session goes on.
 """
 
 from __future__ import annotations
@@ -130,6 +131,8 @@ async def test_an_oversized_json_answer_is_refused_and_the_session_goes_on(peers
         refused = await read_answer(stdout, 2)
         stdin.write(line({"jsonrpc": "2.0", "id": 3, "method": "ping"}))
         pong = await read_answer(stdout, 3)
+    correlation_id = refused["error"]["data"].pop("correlationId")  # into the bridge's log
+    assert len(correlation_id) == 16
     assert refused == {
         "jsonrpc": "2.0",
         "id": 2,

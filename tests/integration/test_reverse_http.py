@@ -12,7 +12,15 @@ from typing import Any
 import aiohttp
 import pytest
 
-from .harness import BRIDGE_EXE, LEGACY_PYTHON, PEERS_DIR, PeerProcess, Peers, free_port
+from .harness import (
+    BRIDGE_EXE,
+    LEGACY_PYTHON,
+    PEERS_DIR,
+    PeerProcess,
+    Peers,
+    bridge_env,
+    free_port,
+)
 
 T = 90.0
 SCENARIOS_CLIENT = PEERS_DIR / "legacy_scenarios_client.py"
@@ -127,6 +135,47 @@ async def test_an_error_answer_and_undeclared_inputs_fail_the_request(peers: Pee
         "message": "Client does not support roots",
     }
     assert outcomes["echo"]["text"] == "unchanged"  # the session goes on
+
+
+async def test_large_answers_reach_the_legacy_client_whole(peers: Peers) -> None:
+    """Issue 40, defect 3: a 1 MiB text answered as `application/json` (the same as the legacy
+    server's used directly), 10,000 inputs asked in one round (refused with the round's limit,
+    which needs the whole answer read) and an 8 MiB `requestState` (back to the server unchanged).
+    Only the first chunk of a JSON answer was read: each got "-32603 The upstream server answered
+    HTTP 200 without a reply"."""
+    legacy = peers.legacy("interactive_server.py")
+    bridge = peers.bridge(modern_interactive(peers, "--modern-only").url)
+    async with asyncio.timeout(T):
+        direct = await run_scenarios(legacy.url, "big")
+        bridged = await run_scenarios(bridge.url, "big", "many_inputs", "big_state")
+    outcomes = bridged["outcomes"]
+    assert outcomes["big"] == direct["outcomes"]["big"]
+    assert outcomes["big"]["text"] == "x" * 1_048_576
+    assert outcomes["many_inputs"] == {
+        "error": {"code": -32603, "message": "The server asked for more than 32 inputs at once"},
+        "asked": [],
+        "notes": [],
+    }
+    assert outcomes["big_state"]["text"] == "Ada: requestState of 8388608 characters intact"
+    assert [asked["method"] for asked in outcomes["big_state"]["asked"]] == ["elicitation/create"]
+
+
+async def test_an_answer_past_the_cap_is_a_precise_error(peers: Peers) -> None:
+    """Past `upstream.max_line_bytes` (here 1 MiB, against a 2 MiB answer) the read stops and the
+    legacy client gets -32603 naming the limit; the session goes on."""
+    server = modern_interactive(peers, "--modern-only")
+    bridge = peers.bridge(server.url, env=bridge_env({"upstream": {"max_line_bytes": 1_048_576}}))
+    async with asyncio.timeout(T):
+        bridged = await run_scenarios(bridge.url, "big", "echo")
+    assert bridged["outcomes"]["big"] == {
+        "error": {
+            "code": -32603,
+            "message": "The upstream server's answer is larger than the limit of 1048576 bytes",
+        },
+        "asked": [],
+        "notes": [],
+    }
+    assert bridged["outcomes"]["echo"]["text"] == "unchanged"
 
 
 async def test_progress_and_the_session_log_level_reach_the_legacy_client(peers: Peers) -> None:

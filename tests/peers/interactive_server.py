@@ -16,6 +16,7 @@ JSON-RPC error), `caps` (the client capabilities of the session), `elicit_comple
 
 Tools (each takes a `tag` that labels its journal events):
 - `echo(text)`, `pid()`, `journal(tag)` (the journal entries of one tag, as JSON);
+- `big(tag, size)`: a text of `size` characters (1 MiB by default);
 - `ask(tag, question, linger_s, push_timeout_s)`: a form elicitation; returns `{"action",
   "content"}` as JSON, after lingering `linger_s` seconds (so a cancellation finds the call in
   flight); with `push_timeout_s` the push times out like legacy SDKs do theirs, and the tool returns
@@ -253,6 +254,12 @@ async def _linger(tag: str, seconds: float) -> None:
 def echo(text: str) -> str:
     """Return the text unchanged."""
     return text
+
+
+@mcp.tool()
+def big(tag: str, size: int = 1_048_576) -> str:
+    """A text of `size` characters: a large answer."""
+    return "x" * size
 
 
 @mcp.tool()

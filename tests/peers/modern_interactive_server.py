@@ -8,6 +8,9 @@ can be run against both and the results compared: `echo`, `ask`, `ask_twice` (tw
 name carried in `requestState`), `ask_url` (a URL elicitation without an `elicitationId`: the
 modern era has none), `sample`, `roots`, `everything` (three inputs in one round), `slow`, prompt
 `ask_prompt`, resource `interactive://ask/{tag}`; and `chatty` (progress and a log message).
+Large answers, as the legacy server's where it has them: `big` (a text of 1 MiB, answered as
+`application/json`), `many_inputs` (10,000 inputs asked in one round), `big_state` (one input,
+with an 8 MiB `requestState` that must come back unchanged).
 `--modern-only` refuses a legacy `initialize` with -32022 inside an HTTP 200, as a server that
 dropped the legacy era may; without it the SDK serves legacy sessions too (dual-era).
 
@@ -41,6 +44,7 @@ from mcp.types import (
 )
 
 mcp = MCPServer(name="mrtr-modern-interactive-test-server", version="1.0.0")
+MAX_BODY_BYTES = 16 * 1024 * 1024  # `big_state`'s retry carries 8 MiB (the SDK's default is 4 MiB)
 
 
 def _schema(field: str) -> dict[str, Any]:
@@ -183,6 +187,42 @@ async def everything(tag: str, ctx: Context) -> Any:
 
 
 @mcp.tool()
+def big(tag: str, size: int = 1_048_576) -> str:
+    """A text of `size` characters: a large answer."""
+    return "x" * size
+
+
+@mcp.tool()
+async def many_inputs(tag: str, ctx: Context, count: int = 10_000) -> Any:
+    """Asks for `count` inputs in one round."""
+    if _answers(ctx):
+        return f"{len(_answers(ctx))} answers"
+    requests: dict[str, InputRequest] = {
+        f"q{index}": _elicit(f"Question {index}?", ANSWER_SCHEMA) for index in range(count)
+    }
+    return InputRequiredResult(input_requests=requests)
+
+
+def _state(size: int) -> str:
+    """A `requestState` of `size` characters that is not one character repeated."""
+    return ("0123456789abcdef" * (size // 16 + 1))[:size]
+
+
+@mcp.tool()
+async def big_state(tag: str, ctx: Context, size: int = 8_388_608) -> Any:
+    """One input, with a `requestState` of `size` characters that must come back unchanged."""
+    answer = _answers(ctx).get("answer")
+    if isinstance(answer, ElicitResult) and ctx.request_state is not None:
+        kept = "intact" if ctx.request_state == _state(size) else "CHANGED"
+        length = len(ctx.request_state)
+        return f"{_content(answer, 'answer')}: requestState of {length} characters {kept}"
+    return InputRequiredResult(
+        input_requests={"answer": _elicit("What is your answer?", ANSWER_SCHEMA)},
+        request_state=_state(size),
+    )
+
+
+@mcp.tool()
 async def slow(tag: str, seconds: float) -> str:
     """Sleep `seconds`."""
     await asyncio.sleep(seconds)
@@ -277,10 +317,15 @@ def main() -> None:
     if args.transport == "stdio":
         mcp.run("stdio")
     elif args.modern_only:
-        app = refuse_initialize(mcp.streamable_http_app())
+        app = refuse_initialize(mcp.streamable_http_app(max_request_body_size=MAX_BODY_BYTES))
         uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
     else:
-        mcp.run("streamable-http", host="127.0.0.1", port=args.port)
+        mcp.run(
+            "streamable-http",
+            host="127.0.0.1",
+            port=args.port,
+            max_request_body_size=MAX_BODY_BYTES,
+        )
 
 
 if __name__ == "__main__":

@@ -139,3 +139,18 @@ def test_unreachable_report() -> None:
         False,
         ["unreachable: refused"],
     )
+
+
+def test_a_redirect_off_the_origin_is_reported_with_the_fix() -> None:
+    """An upstream that redirects to another origin answered, but is not bridgeable as set: the
+    problem names where it points and the setting to change."""
+    report = build_report(Observed("http://u/mcp", redirected="https://v:8443/mcp"))
+    assert (report["reachable"], report["era"], report["bridgeable"], report["problems"]) == (
+        True,
+        None,
+        False,
+        [
+            "redirects to another origin (https://v:8443/mcp): the bridge never follows a redirect"
+            " off the origin of upstream.url; set upstream.url to the final URL"
+        ],
+    )

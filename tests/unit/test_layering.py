@@ -8,6 +8,7 @@ import ast
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Final
 
 import pytest
 
@@ -212,11 +213,40 @@ def test_no_module_prints(path: Path) -> None:
         ("proxy/__main__.py", "proxy.app.cli", True),
         ("translators/wire/errors.py", "translators.protocol.eras", False),
         ("translators/held/machine.py", "translators.protocol.pushes", True),
+        ("proxy/reverse/rounds.py", "proxy.upstream.modern.caller", True),
+        ("proxy/reverse/wiring.py", "proxy.passthrough.modern_upstream", True),
+        ("proxy/upstream/modern/http_caller.py", "proxy.reverse.sessions", False),
+        ("proxy/upstream/http/relayed.py", "proxy.passthrough.legacy_stdio", False),
+        ("proxy/passthrough/modern_upstream.py", "proxy.upstream.modern.stdio_caller", True),
+        ("proxy/passthrough/modern_upstream.py", "proxy.reverse.front", False),
     ],
 )
 def test_the_rules_themselves(relative: str, name: str, allowed: bool) -> None:
     """The guard allows and forbids what docs/decisions.md § 1 says."""
     assert (violation(relative, name) is None) is allowed
+
+
+# Where an aiohttp client may be made: the upstream's, in the one module that gives every upstream
+# client its proxy, TLS, headers and redirect rule; and the replicas' own, which talk to peers.
+CLIENT_MAKERS: Final = frozenset({"proxy/upstream/http/outbound.py", "proxy/app/http_app.py"})
+
+
+def test_upstream_clients_are_made_in_one_place() -> None:
+    """Every HTTP client to the upstream comes from `proxy.upstream.http.outbound.upstream_client`
+    (docs/architecture.md): a module that built its own would bypass the redirect rule."""
+    makers = {
+        path.relative_to(ROOT).as_posix()
+        for path in modules()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+        if isinstance(node, ast.Call) and _called_name(node.func) == "ClientSession"
+    }
+    assert makers == CLIENT_MAKERS
+
+
+def _called_name(func: ast.expr) -> str | None:
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return func.id if isinstance(func, ast.Name) else None
 
 
 def test_every_folder_is_mapped() -> None:

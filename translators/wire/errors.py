@@ -214,6 +214,41 @@ class UpstreamSessionLost(UpstreamFault):
     PUBLIC = "The upstream session was lost"
 
 
+MESSAGE_LIMIT: Final = "upstream.max_line_bytes"  # the one cap on a message from the upstream
+
+
+class UpstreamMessageTooLarge(UpstreamProtocolError):
+    """The upstream sent a message (a JSON body, an SSE event, a stdio line) past the cap on one
+    message, `upstream.max_line_bytes`: what was read of it is dropped. The client is told the
+    limit, and `data.limit` names the setting."""
+
+    def __init__(self, limit_bytes: int, what: str = "a message") -> None:
+        super().__init__(
+            f"sent {what} larger than {limit_bytes} bytes ({MESSAGE_LIMIT})",
+            {"limit": MESSAGE_LIMIT},
+            public=f"The upstream server's answer is larger than the limit of {limit_bytes} bytes",
+        )
+        self.limit_bytes = limit_bytes
+
+
+class UpstreamRedirected(UpstreamFault):
+    """The upstream answered with a redirect the bridge does not follow (docs/security.md,
+    "Upstream redirects"): to another origin, one that would turn the request into a GET, or one
+    too many. `target` is where it pointed, without credentials or query, for the log and `check`;
+    the client is told the reason only."""
+
+    PUBLIC = (
+        "The upstream server redirected the request to another origin, which the bridge does not"
+        " follow"
+    )
+
+    def __init__(self, message: str, target: str | None, *, public: str | None = None) -> None:
+        """`public`: the reason when it is not the other origin (`off_origin` is then False)."""
+        super().__init__(message, public=public or self.PUBLIC)
+        self.target = target
+        self.off_origin = public is None
+
+
 class ShuttingDown(BridgeError):
     """The bridge is stopping: new work is refused, and work still unfinished at the end of the
     shutdown grace is cut off with this error (never a dropped connection)."""
@@ -271,6 +306,7 @@ __all__ = [
     "LEGACY_RESOURCE_NOT_FOUND",
     "LEGACY_SAMPLING_REJECTED",
     "LEGACY_URL_ELICITATION_REQUIRED",
+    "MESSAGE_LIMIT",
     "METHOD_NOT_FOUND",
     "MISSING_CLIENT_CAPABILITY",
     "PARSE_ERROR",
@@ -296,7 +332,9 @@ __all__ = [
     "UnsupportedVersion",
     "UpstreamFault",
     "UpstreamLimitExceeded",
+    "UpstreamMessageTooLarge",
     "UpstreamProtocolError",
+    "UpstreamRedirected",
     "UpstreamReturnedError",
     "UpstreamSessionLost",
     "UpstreamTimeout",

@@ -4,7 +4,7 @@ The decoder follows the WHATWG "event stream interpretation" rules: lines end wi
 CR (a chunk may split a CRLF), a leading UTF-8 BOM is dropped, `:` starts a comment, `data`
 lines accumulate, an empty line dispatches, a block without data is not dispatched but still
 moves `last_event_id` and `retry_ms`. It never holds more than `max_event_size` bytes of one
-event; past that it raises `UpstreamProtocolError` (the bridge only decodes upstream streams).
+event; past that it raises `UpstreamMessageTooLarge` (the bridge only decodes upstream streams).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Final, NamedTuple
 
-from translators.wire.errors import BridgeBug, UpstreamProtocolError
+from translators.wire.errors import BridgeBug, UpstreamMessageTooLarge
 
 _BOM: Final = b"\xef\xbb\xbf"
 _LINE_ENDS: Final = (b"\n", b"\r")  # a line ends with CRLF, LF or CR
@@ -132,7 +132,7 @@ class SSEDecoder:
 
     def _check_size(self, pending: int) -> None:
         if self._data_size + pending > self._max_event_size:
-            raise UpstreamProtocolError(f"SSE event larger than {self._max_event_size} bytes")
+            raise UpstreamMessageTooLarge(self._max_event_size, "an SSE event")
 
 
 def _single_line(value: str, what: str) -> str:

@@ -18,6 +18,7 @@ from proxy.auth.oauth_passthrough import upstream_challenge
 from proxy.common.shown import bounded, shown_uri
 from proxy.upstream.errors import map_upstream_errors, upstream_fault
 from proxy.upstream.http.cookies import SessionCookies
+from proxy.upstream.http.outbound import KEEPING_STATUSES, origin_of
 from proxy.upstream.http.wire import JSON_TYPE, POST_ACCEPT, SESSION_HEADER, build_headers, is_json
 from translators.wire import fast_json
 from translators.wire.errors import UpstreamProtocolError, UpstreamUnavailable
@@ -141,12 +142,13 @@ class HttpChannel:
         """Send to where a same-origin redirect (307/308: method and body kept) pointed from now on.
 
         FastMCP on `mcp` 1.8 and 1.9 answers `POST /mcp` with 307 to `/mcp/`; aiohttp follows it
-        with the same method and body, and remembering the target saves the extra round trip on
-        every request."""
-        if any(hop.status not in (307, 308) for hop in resp.history):
+        with the same method and body (the client's redirect rule, `outbound.redirect_guard`,
+        lets only such redirects through), and remembering the target saves the extra round trip
+        on every request."""
+        if any(hop.status not in KEEPING_STATUSES for hop in resp.history):
             return
         target = resp.url
-        if target.origin() != URL(self._url).origin() or str(target) == self._url:
+        if origin_of(target) != origin_of(self._url) or str(target) == self._url:
             return
         _log.info("upstream_url_redirected", upstream=self.upstream, to=shown_uri(str(target)))
         self._url, self._path = str(target), target.path

@@ -1,6 +1,15 @@
 """The bridge's HTTP clients to its upstream: the forward proxy they go through (`upstream.proxy`;
-docs/operations.md, "Behind a forward proxy"), their TLS context (`upstream.tls_*`) and the
-headers every request carries (`upstream.headers`).
+docs/operations.md, "Behind a forward proxy"), their TLS context (`upstream.tls_*`), the
+headers every request carries (`upstream.headers`), and where they may send: the redirect rule.
+
+Every HTTP client to the upstream is made by `upstream_client` (tests/unit/test_layering.py checks
+that no other module makes one), and every request it sends passes `redirect_guard`
+(docs/security.md, "Upstream redirects"): a request goes only to the origin (scheme, host, port)
+of `upstream.url`, and a redirect is followed only within it, and only a 307 or 308 (which send
+the method and body again) or a redirect of a GET; anything else is refused before a byte goes to
+the target, as `UpstreamRedirected` naming the target (`shown_uri`) in the log and only the reason
+to the client. aiohttp stops a chain of followed redirects at 10 (`proxy.upstream.errors` maps
+it). nginx, HAProxy and Envoy never follow an upstream's redirect with its credentials either.
 
 A legacy client used directly through the `mcp` Python SDK (httpx) reaches its server through the
 proxy its environment names, as the standard library reads it: `https_proxy` or `http_proxy` by
@@ -23,15 +32,21 @@ from urllib.parse import urlsplit
 
 import aiohttp
 import structlog
+from aiohttp import hdrs
 from yarl import URL
 
 from config.settings import UpstreamSettings
 from config.tls import tls_context
 from proxy.common.shown import shown_uri
+from translators.wire.errors import UpstreamRedirected
 
 _log = structlog.get_logger("proxy.upstream.http.outbound")
 PROXY_SCHEMES: Final = ("http", "https")
 _WARNED: set[str] = set()  # unsupported proxies already warned about
+REDIRECT_STATUSES: Final = frozenset({301, 302, 303, 307, 308})  # what aiohttp would follow
+KEEPING_STATUSES: Final = frozenset({307, 308})  # the method and body are sent again, unchanged
+_SAFE_METHODS: Final = frozenset({"GET", "HEAD"})  # a 301/302/303 keeps these as they are
+Origin = tuple[str, str | None, int | None]
 
 
 def proxy_for(setting: str, url: str, environ: Mapping[str, str]) -> str | None:
@@ -85,6 +100,80 @@ def _bypassed(host: str, no_proxy: str) -> bool:
     return False
 
 
+def origin_of(url: str | URL) -> Origin:
+    """(scheme, host, port), the default port made explicit: what "the same origin" compares."""
+    parsed = URL(url)
+    return parsed.scheme.lower(), parsed.host, parsed.port
+
+
+def redirect_refusal(
+    method: str, response: aiohttp.ClientResponse, origin: Origin
+) -> UpstreamRedirected | None:
+    """Why the redirect `response` to `method` must not be followed, or None: its `Location` is
+    off `origin` (or no URL), or a 301/302/303 would turn a request other than a GET into a GET.
+    Without a `Location` there is nothing to follow: the caller sees the status."""
+    location = response.headers.get(hdrs.LOCATION)
+    if location is None:
+        return None
+    try:
+        target: URL | None = response.url.join(URL(location))
+    except ValueError:
+        target = None
+    where = (
+        shown_uri(str(target))
+        if target is not None and target.is_absolute()
+        else "a malformed Location"
+    )
+    upstream = shown_uri(str(response.url))
+    if target is None or origin_of(target) != origin:
+        return UpstreamRedirected(
+            f"Upstream {upstream} redirected {method} to {where}, another origin: the bridge never"
+            " follows a redirect off the origin of upstream.url; set upstream.url to the final URL",
+            where,
+        )
+    if response.status not in KEEPING_STATUSES and method not in _SAFE_METHODS:
+        return UpstreamRedirected(
+            f"Upstream {upstream} answered {method} with HTTP {response.status} to {where}, which"
+            " would turn it into a GET: the bridge follows only 307 and 308; set upstream.url to"
+            " the final URL",
+            where,
+            public=f"The upstream server redirected the request with HTTP {response.status},"
+            " which the bridge does not follow",
+        )
+    return None
+
+
+def redirect_guard(upstream_url: str) -> aiohttp.ClientMiddlewareType:
+    """The client middleware that holds every request of an upstream client to the redirect rule
+    (module docstring): a request off the origin of `upstream_url` is never sent, and a redirect
+    `redirect_refusal` finds fault with is closed and raised as `UpstreamRedirected`, so aiohttp
+    never follows it."""
+    origin = origin_of(upstream_url)
+
+    async def guard(
+        request: aiohttp.ClientRequest, handler: aiohttp.ClientHandlerType
+    ) -> aiohttp.ClientResponse:
+        if origin_of(request.url) != origin:
+            where = shown_uri(str(request.url))
+            _log.warning("upstream_redirect_refused", to=where, reason="off upstream.url's origin")
+            raise UpstreamRedirected(f"A request to {where}, off upstream.url's origin", where)
+        response = await handler(request)
+        if response.status in REDIRECT_STATUSES:
+            refusal = redirect_refusal(request.method, response, origin)
+            if refusal is not None:
+                response.close()
+                _log.warning(
+                    "upstream_redirect_refused",
+                    upstream=shown_uri(str(response.url)),
+                    status=response.status,
+                    to=refusal.target,
+                )
+                raise refusal
+        return response
+
+    return guard
+
+
 def upstream_client(
     settings: UpstreamSettings,
     environ: Mapping[str, str] | None = None,
@@ -96,7 +185,8 @@ def upstream_client(
     chooses, with the TLS context the `upstream.tls_*` settings make (config/tls.py) and the
     `upstream.headers` on every request (a request's own header of the same name wins), no bound on
     connections (a pool or a caller bounds its own), idle ones closed after `keepalive_s` (15 s is
-    aiohttp's default); `options` are `aiohttp.ClientSession`'s.
+    aiohttp's default), every request held to the redirect rule (`redirect_guard`); `options` are
+    `aiohttp.ClientSession`'s.
 
     An http:// upstream's requests through a proxy reuse no connection: proxies differ in keeping
     a client's connection open (tinyproxy closes it after each response without saying so), and
@@ -111,8 +201,11 @@ def upstream_client(
     else:
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=keepalive_s, ssl=tls)
     headers = settings.headers or None  # `upstream.headers`, on every request
+    guard = (redirect_guard(settings.url),) if settings.url else ()
     if proxy is None:
-        return aiohttp.ClientSession(connector=connector, headers=headers, **options)
+        return aiohttp.ClientSession(
+            connector=connector, headers=headers, middlewares=guard, **options
+        )
     url = URL(proxy)
     auth = aiohttp.BasicAuth(url.user or "", url.password or "") if url.user else None
     return aiohttp.ClientSession(
@@ -120,6 +213,7 @@ def upstream_client(
         headers=headers,
         proxy=url.with_user(None),
         proxy_auth=auth,
+        middlewares=guard,
         **options,
     )
 
@@ -145,4 +239,15 @@ def log_upstream_proxy(
         _log.info("upstream_proxy", proxy=named)
 
 
-__all__ = ["log_upstream_proxy", "proxy_for", "proxy_named", "upstream_client"]
+__all__ = [
+    "KEEPING_STATUSES",
+    "REDIRECT_STATUSES",
+    "Origin",
+    "log_upstream_proxy",
+    "origin_of",
+    "proxy_for",
+    "proxy_named",
+    "redirect_guard",
+    "redirect_refusal",
+    "upstream_client",
+]

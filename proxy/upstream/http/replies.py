@@ -80,7 +80,7 @@ class CallStreams:
             raise UpstreamProtocolError(
                 f"answered {call.method} with content type {resp.content_type!r}"
             )
-        message = await read_json_message(resp)
+        message = await read_json_message(resp, self._channel.settings.max_line_bytes)
         if not is_response(message) or message.get("id") != call.upstream_request_id:
             raise UpstreamProtocolError(
                 f"answered {call.method} with JSON that is not its response"

@@ -61,7 +61,8 @@ class StreamRouter:
         A broken connection is an end like any other: the caller resumes from the cursor. The
         chunks are read here, without nested async generators: a held call has two streams read for
         its whole life, and every suspended generator frame stays allocated with it."""
-        decoder, batches = stream_decoder(), self._channel.batches
+        decoder = stream_decoder(self._channel.settings.max_line_bytes)
+        batches = self._channel.batches
         replay = call is not None and call.replayed
         try:
             async for chunk in resp.content.iter_any():

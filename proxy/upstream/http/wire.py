@@ -1,19 +1,28 @@
 """Wire details of the legacy Streamable HTTP transport (2025-11-25/basic/transports.mdx): headers,
-bounded JSON bodies, SSE message streams with their resumption cursor, and JSON-RPC message shapes.
+bounded bodies, SSE message streams with their resumption cursor, and JSON-RPC message shapes.
+
+**The one body reader** (docs/security.md, "Limits"): every HTTP client to the upstream, legacy or
+modern, reads bodies and SSE events here, within the one cap on a message,
+`upstream.max_line_bytes` (16 MiB by default, the same as a stdio line's). `read_body` reads a body
+chunk by chunk to its end (a read that returned the first chunk only lost every answer over about
+100 KB: issue 40, defect 3) and refuses it as soon as it passes the cap, or at once when its
+`Content-Length` says it will; `stream_decoder` bounds each SSE event alike. Past the cap what was
+read is dropped and `UpstreamMessageTooLarge` names the limit: the client gets a precise -32603,
+and the bridge never holds more than the cap of one answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
 from translators.wire import fast_json
-from translators.wire.errors import UpstreamProtocolError
+from translators.wire.errors import UpstreamMessageTooLarge, UpstreamProtocolError
 from translators.wire.jsonrpc import JsonObject
 from translators.wire.jsonrpc_batches import batch_elements
 from translators.wire.sse import SSEDecoder, SSEEvent
@@ -29,7 +38,6 @@ LAST_EVENT_ID_HEADER: Final = "Last-Event-ID"
 SSE_TYPE: Final = "text/event-stream"
 JSON_TYPE: Final = "application/json"
 POST_ACCEPT: Final = f"{JSON_TYPE}, {SSE_TYPE}"
-MAX_MESSAGE_BYTES: Final = 16 * 1024 * 1024
 DEFAULT_RETRY_MS: Final = 1000
 MAX_RETRY_MS: Final = 60_000
 # Headers the transport owns; callers' extras can never override them.
@@ -108,19 +116,53 @@ def is_notification(message: JsonObject) -> bool:
     return isinstance(message.get("method"), str) and "id" not in message
 
 
-async def read_json_message(response: aiohttp.ClientResponse) -> JsonObject:
-    """The body of an `application/json` response as one message, read with a size bound."""
+async def read_body(response: aiohttp.ClientResponse, limit: int) -> bytes:
+    """The whole body of `response`, at most `limit` bytes; `UpstreamMessageTooLarge` past it."""
     declared = response.content_length
-    if declared is not None and declared > MAX_MESSAGE_BYTES:
-        raise UpstreamProtocolError(
-            f"sent a JSON body of {declared} bytes (limit {MAX_MESSAGE_BYTES})"
-        )
+    if declared is not None and declared > limit:
+        raise UpstreamMessageTooLarge(limit, f"a body of {declared} bytes,")
     body = bytearray()
-    async for chunk in response.content.iter_chunked(65536):
+    async for chunk in response.content.iter_any():
         body += chunk
-        if len(body) > MAX_MESSAGE_BYTES:
-            raise UpstreamProtocolError(f"sent a JSON body larger than {MAX_MESSAGE_BYTES} bytes")
-    return parse_message(bytes(body))
+        if len(body) > limit:
+            raise UpstreamMessageTooLarge(limit, "a body")
+    return bytes(body)
+
+
+async def read_json_message(response: aiohttp.ClientResponse, limit: int) -> JsonObject:
+    """The body of an `application/json` response as one message, at most `limit` bytes."""
+    return parse_message(await read_body(response, limit))
+
+
+async def read_reply(
+    response: aiohttp.ClientResponse,
+    request_id: Any,
+    limit: int,
+    on_notification: Callable[[JsonObject], None] | None = None,
+) -> Any:
+    """The reply to `request_id` in a JSON or SSE answer (a modern request's, a probe's): a JSON
+    body's value (None when it is not JSON), or the response in an SSE stream whose notifications
+    before it go to `on_notification` (None when the stream ends without it)."""
+    if not is_sse(response):
+        return _loaded(await read_body(response, limit))
+    decoder = stream_decoder(limit)
+    async for chunk in response.content.iter_any():
+        for event in decoder.feed(chunk):
+            message = _loaded(event.data)
+            if not isinstance(message, dict):
+                continue
+            if "method" not in message and message.get("id") == request_id:
+                return message
+            if on_notification is not None and "method" in message and "id" not in message:
+                on_notification(message)
+    return None
+
+
+def _loaded(text: str | bytes) -> Any:
+    try:
+        return fast_json.loads(text)
+    except ValueError:
+        return None
 
 
 @dataclass
@@ -150,17 +192,18 @@ class StreamCursor:
         return self.retry_ms / 1000
 
 
-def stream_decoder() -> SSEDecoder:
-    return SSEDecoder(max_event_size=MAX_MESSAGE_BYTES)
+def stream_decoder(limit: int) -> SSEDecoder:
+    """An SSE decoder whose events are bounded by `limit` (`UpstreamMessageTooLarge` past it)."""
+    return SSEDecoder(max_event_size=limit)
 
 
 async def iter_stream_events(
-    response: aiohttp.ClientResponse, cursor: StreamCursor
+    response: aiohttp.ClientResponse, cursor: StreamCursor, limit: int
 ) -> AsyncIterator[SSEEvent]:
-    """The events of an SSE response, in order, each at most `MAX_MESSAGE_BYTES`.
+    """The events of an SSE response, in order, each at most `limit` bytes.
 
     The cursor moves as events arrive, so a caller that stops early can resume from it."""
-    decoder = stream_decoder()
+    decoder = stream_decoder(limit)
     async for chunk in response.content.iter_any():
         for event in decoder.feed(chunk):
             cursor.note(event)
@@ -203,12 +246,12 @@ def _ignored(exc: UpstreamProtocolError, quiet: bool) -> None:
 
 
 async def iter_stream_messages(
-    response: aiohttp.ClientResponse, cursor: StreamCursor, *, batches: bool = False
+    response: aiohttp.ClientResponse, cursor: StreamCursor, limit: int, *, batches: bool = False
 ) -> AsyncIterator[JsonObject]:
     """JSON-RPC messages of an SSE response, in order; priming events (empty data) are skipped;
     where the revision has `batches`, each element of an array in one event comes as a message of
     its own."""
-    async for event in iter_stream_events(response, cursor):
+    async for event in iter_stream_events(response, cursor, limit):
         for message in messages_of(event, batches=batches):
             yield message
 
@@ -275,7 +318,6 @@ __all__ = [
     "DEFAULT_RETRY_MS",
     "JSON_TYPE",
     "LAST_EVENT_ID_HEADER",
-    "MAX_MESSAGE_BYTES",
     "POST_ACCEPT",
     "SESSION_HEADER",
     "SSE_TYPE",
@@ -296,6 +338,8 @@ __all__ = [
     "iter_stream_messages",
     "messages_of",
     "parse_message",
+    "read_body",
     "read_json_message",
+    "read_reply",
     "stream_decoder",
 ]

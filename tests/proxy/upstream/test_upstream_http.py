@@ -16,7 +16,6 @@ from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
 from proxy.upstream.base import Inbound
-from proxy.upstream.http import wire as http_wire
 from proxy.upstream.http.session import CLIENT_NAME, MAX_RESUME_ATTEMPTS, HttpUpstreamSession
 from proxy.upstream.http.streams import MAX_GET_FAILURES
 from translators.protocol.eras import ELICIT, LEGACY_VERSION, SAMPLE
@@ -502,15 +501,19 @@ async def test_garbage_on_the_stream_is_skipped_as_over_http_sse(
 
 
 async def test_oversized_json_body_is_refused(
-    fake: FakeLegacy, url: str, client: aiohttp.ClientSession, monkeypatch: pytest.MonkeyPatch
+    fake: FakeLegacy, url: str, client: aiohttp.ClientSession
 ) -> None:
-    """A JSON reply larger than the message bound is an UpstreamProtocolError."""
-    monkeypatch.setattr(http_wire, "MAX_MESSAGE_BYTES", 1024)
+    """A JSON reply larger than `upstream.max_line_bytes` fails its call with the limit named,
+    to the log and to the client."""
     fake.json_mode = True
-    session = await open_session(client, url)
+    session = await open_session(client, url, max_line_bytes=1024)
     try:
-        with pytest.raises(UpstreamProtocolError, match=r"larger than 1024 bytes|of \d+ bytes"):
+        with pytest.raises(UpstreamProtocolError, match=r"larger than 1024 bytes") as raised:
             await call_tool(session, "echo", text="x" * 4096)
+        assert raised.value.public == (
+            "The upstream server's answer is larger than the limit of 1024 bytes"
+        )
+        assert raised.value.data["limit"] == "upstream.max_line_bytes"
     finally:
         await session.aclose()
 

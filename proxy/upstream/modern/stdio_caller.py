@@ -23,7 +23,7 @@ from typing import Any
 import structlog
 
 from config.settings import UpstreamSettings
-from proxy.reverse.upstream import OnMessage, failure
+from proxy.upstream.modern.caller import OnMessage, failure
 from proxy.upstream.stdio.process import spawn, stop_process
 from proxy.upstream.stdio.stderr import StderrRelay
 from translators.protocol.eras import (
@@ -39,7 +39,7 @@ from translators.wire.canonical import as_object
 from translators.wire.jsonrpc import JsonObject, notification
 from translators.wire.stdio_framing import LineSplitter
 
-_log = structlog.get_logger("proxy.reverse")
+_log = structlog.get_logger("proxy.upstream.modern")
 
 
 class _Call:
@@ -51,6 +51,9 @@ class _Call:
 
 
 class ModernStdioCaller:
+    """Sends 2026-07-28 requests to one shared process of `upstream.command` (module docstring);
+    `aclose()` stops it."""
+
     def __init__(self, upstream: UpstreamSettings, timeout_s: float) -> None:
         self._upstream = upstream
         self._timeout_s = timeout_s

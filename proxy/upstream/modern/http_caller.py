@@ -1,22 +1,27 @@
-"""The reverse direction's upstream side: one 2026-07-28 request at a time to a modern HTTP server.
+"""A 2026-07-28 HTTP upstream, one request at a time (the reverse direction's client).
 
 `ModernHttpCaller.call` POSTs one request with the modern headers (`MCP-Protocol-Version`,
 `Mcp-Method`, `Mcp-Name`), reads the answer (JSON, or an SSE stream whose notifications go to
 `on_message` as they arrive) and returns the JSON-RPC response. Cancelling the call closes the
 response stream, which is the 2026-07-28 cancellation on HTTP. Failures become JSON-RPC errors
-naming no internal address. aiohttp is imported only when a caller first sends (the stdio front
-in front of a stdio upstream never does, and its client waits for the bridge's imports).
+naming no internal address. The answer is read to its end within `upstream.max_line_bytes`, and a
+redirect is followed only within the upstream's origin (the one body reader and the one redirect
+rule of every upstream client: `proxy.upstream.http.wire`, `proxy.upstream.http.outbound`).
+aiohttp is imported only when a caller first sends (the stdio front in front of a stdio upstream
+never does, and its client waits for the bridge's imports).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Final
 
 import structlog
 
 from config.settings import UpstreamSettings
+from proxy.common.shown import shown_uri
+from proxy.upstream.http.wire import read_reply
+from proxy.upstream.modern.caller import OnMessage, failure
 from translators.protocol.eras import (
     MODERN_VERSION,
     PROMPTS_GET,
@@ -25,43 +30,15 @@ from translators.protocol.eras import (
     TOOLS_CALL,
 )
 from translators.wire.canonical import as_object
-from translators.wire.errors import INTERNAL_ERROR, BridgeError
+from translators.wire.errors import UpstreamFault
 from translators.wire.header_values import encode_header_value
 from translators.wire.jsonrpc import JsonObject
-from translators.wire.sse import SSEDecoder
 
 if TYPE_CHECKING:
     import aiohttp
 
-_log = structlog.get_logger("proxy.reverse")
-MAX_REPLY_BYTES: Final = 16 * 1024 * 1024
+_log = structlog.get_logger("proxy.upstream.modern")
 _NAME_FIELDS: Final = {TOOLS_CALL: "name", PROMPTS_GET: "name", RESOURCES_READ: "uri"}
-
-OnMessage = Callable[[JsonObject], None]
-
-
-class ModernCaller(Protocol):
-    """Sends one 2026-07-28 request upstream and returns its JSON-RPC response."""
-
-    async def call(
-        self,
-        message: JsonObject,
-        on_message: OnMessage,
-        authorization: str | None,
-        headers: Mapping[str, str] | None = None,
-    ) -> JsonObject:
-        """`headers`: extra HTTP headers (`Mcp-Param-*`), if the transport has headers."""
-        ...
-
-    async def aclose(self) -> None: ...
-
-
-def failure(request_id: Any, message: str) -> JsonObject:
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "error": {"code": INTERNAL_ERROR, "message": message},
-    }
 
 
 def request_headers(message: JsonObject, authorization: str | None) -> dict[str, str]:
@@ -115,72 +92,52 @@ class ModernHttpCaller:
     ) -> JsonObject:
         import aiohttp
 
-        from proxy.common.shown import shown_uri
-
-        url = self._upstream.url
-        assert url is not None
         request_id = message.get("id")
         headers = {**request_headers(message, self.authorization(authorization)), **(headers or {})}
         try:
-            # a subscriptions/listen stream lasts as long as the client's GET stream
-            lasting = message.get("method") == SUBSCRIPTIONS_LISTEN
-            timeout = aiohttp.ClientTimeout(
-                total=None if lasting else self._timeout_s,
-                sock_connect=self._upstream.connect_timeout_s,
-            )
-            async with self._http().post(
-                url, json=message, headers=headers, timeout=timeout
-            ) as response:
-                if response.headers.get("Content-Type", "").startswith("text/event-stream"):
-                    reply = await _read_stream(response, request_id, on_message)
-                else:
-                    reply = _parse(await response.content.read(MAX_REPLY_BYTES))
-                status = response.status
-        except BridgeError as exc:  # an SSE event beyond MAX_REPLY_BYTES
-            _log.warning("reverse_upstream_reply_refused", reason=exc.message)
-            return failure(request_id, "The upstream server sent a reply beyond the bridge's limit")
+            status, reply = await self._post(message, headers, on_message)
+        except UpstreamFault as exc:  # a redirect it does not follow, an answer past the cap
+            _log.warning("reverse_upstream_refused", reason=exc.message)
+            return failure(request_id, exc.public or exc.PUBLIC)
         except TimeoutError:
             _log.warning("reverse_upstream_timeout", method=message.get("method"))
             return failure(request_id, "The upstream server did not answer in time")
         except (aiohttp.ClientError, OSError) as exc:
             _log.warning(
-                "reverse_upstream_unreachable", upstream=shown_uri(url), error=type(exc).__name__
+                "reverse_upstream_unreachable",
+                upstream=shown_uri(self._upstream.url or ""),
+                error=type(exc).__name__,
             )
             return failure(request_id, "The upstream server cannot be reached")
-        if reply is None or not ("result" in reply or "error" in reply):
+        if not isinstance(reply, dict) or not ("result" in reply or "error" in reply):
             _log.warning("reverse_upstream_no_reply", status=status, method=message.get("method"))
             return failure(
                 request_id, f"The upstream server answered HTTP {status} without a reply"
             )
         return {**reply, "id": request_id}
 
+    async def _post(
+        self, message: JsonObject, headers: dict[str, str], on_message: OnMessage
+    ) -> tuple[int, Any]:
+        """POST `message`; the HTTP status and the reply read from the answer (JSON, or SSE whose
+        notifications go to `on_message`), within `upstream.max_line_bytes`."""
+        import aiohttp
+
+        url = self._upstream.url
+        assert url is not None
+        # a subscriptions/listen stream lasts as long as the client's GET stream
+        lasting = message.get("method") == SUBSCRIPTIONS_LISTEN
+        timeout = aiohttp.ClientTimeout(
+            total=None if lasting else self._timeout_s,
+            sock_connect=self._upstream.connect_timeout_s,
+        )
+        async with self._http().post(url, json=message, headers=headers, timeout=timeout) as answer:
+            limit = self._upstream.max_line_bytes
+            return answer.status, await read_reply(answer, message.get("id"), limit, on_message)
+
     async def aclose(self) -> None:
         if self._client is not None:
             await self._client.close()
 
 
-def _parse(body: bytes) -> JsonObject | None:
-    try:
-        message = json.loads(body)
-    except ValueError:
-        return None
-    return message if isinstance(message, dict) else None
-
-
-async def _read_stream(
-    response: aiohttp.ClientResponse, request_id: Any, on_message: OnMessage
-) -> JsonObject | None:
-    decoder = SSEDecoder(max_event_size=MAX_REPLY_BYTES)
-    async for chunk in response.content.iter_any():
-        for event in decoder.feed(chunk):
-            message = _parse(event.data.encode())
-            if message is None:
-                continue
-            if message.get("id") == request_id and "method" not in message:
-                return message
-            if "method" in message and "id" not in message:
-                on_message(message)
-    return None
-
-
-__all__ = ["ModernCaller", "ModernHttpCaller", "OnMessage", "failure", "request_headers"]
+__all__ = ["ModernHttpCaller", "request_headers"]
