@@ -42,6 +42,7 @@ from proxy.upstream.http.metadata import MetadataFetcher
 from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.reachability import StartupWatch
 from proxy.upstream.stdio.children import ChildProcesses
+from translators.protocol.era_detection import MODERN
 
 _log = structlog.get_logger("proxy.app.http_app")
 
@@ -85,7 +86,7 @@ async def _readyz(request: web.Request) -> web.Response:
         if modern is not None:
             checks["era"] = modern.era.era or "unknown"
             # no legacy session can open: reachable means the era probe answered
-            if modern.modern_only:
+            if modern.era.era == MODERN:
                 ready, checks["upstream"] = True, "reachable (modern-only: relayed untranslated)"
         body = {"status": "ready" if ready else "unavailable", "checks": checks}
         return web.json_response(body, status=200 if ready else 503)
@@ -99,13 +100,6 @@ async def _metrics(request: web.Request) -> web.Response:
     """`BridgeMetrics` as Prometheus text, or OpenMetrics if `Accept` asks (docs/operations.md)."""
     body, content_type = request.app[METRICS_KEY].exposition(request.headers.get("Accept", ""))
     return web.Response(body=body, headers={"Content-Type": content_type})
-
-
-async def _count_response(request: web.Request, response: web.StreamResponse) -> None:
-    """Count every HTTP response by status as it is sent (aiohttp's own 400s for oversized headers
-    excepted): a response signal rather than a middleware, which would wrap every handler in two
-    more coroutines."""
-    request.app[METRICS_KEY].observe_http(response.status)
 
 
 def _header_limits(settings: Settings) -> dict[str, int]:
@@ -123,9 +117,9 @@ def _base_app(
 ) -> web.Application:
     scrub_aiohttp_server_logs()
     app = web.Application(handler_args=_header_limits(settings))
-    app.on_response_prepare.append(_count_response)
     app[SETTINGS_KEY] = settings
     app[METRICS_KEY] = BridgeMetrics()
+    app.on_response_prepare.append(app[METRICS_KEY].on_response_prepare)
     app[HELD_KEY] = held_counts(settings)
     legacy = (
         LegacyRelay(settings, observe=app[METRICS_KEY].observe_error)
@@ -149,6 +143,7 @@ def _base_app(
         access_log=settings.log.access,
         upstream=upstream_name(settings.upstream),
         reverse=reverse,
+        cluster=settings.cluster.enabled,
     ).add_routes(app)
     if passes_challenges(settings.upstream):
         MetadataRelay(settings, MetadataFetcher(settings.upstream)).add_routes(app)

@@ -35,7 +35,7 @@ from proxy.app.status_page import render_page
 from proxy.calls.call import Call
 from proxy.calls.registry import HeldCallRegistry
 from proxy.cluster.peers import PeerDirectory
-from proxy.http_front.checks import Gate
+from proxy.http_front.endpoint import Gate
 from proxy.observe.access import host_port, shown_name, upstream_name
 from proxy.upstream.pool import UpstreamPool
 

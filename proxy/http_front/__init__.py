@@ -1,13 +1,14 @@
 """The modern Streamable HTTP endpoint, strictly 2026-07-28 (2026-07-28/basic/transports/streamable-
-http.mdx), split by route as the engine is (proxy/engine/routes/):
+http.mdx), and the legacy clients it serves beside:
 
-- `endpoint`: `HttpFront`, the order of the checks and which route a request takes;
-- `checks`: Host and Origin (403), method (405), media type (415), body size (413);
-- `legacy`: legacy clients, relayed as legacy sessions (`proxy.passthrough.legacy_clients`);
+- `endpoint`: `HttpFront`: the checks before any JSON is read (Host and Origin 403, method 405,
+  media type 415, body size 413), the one path choice (translators/protocol/paths.py), the
+  access line;
+- `legacy`: legacy clients, relayed as legacy sessions (`proxy.passthrough.legacy_clients`), served
+  by the bridge in front of a modern upstream (`proxy.reverse`), or refused;
 - `hop`: the replica hop, to the replica that owns a held call (`proxy.cluster`);
-- `modern_relay`: the hook that relays modern requests untranslated to a modern upstream;
-- `modern`: the modern path, a `FrontRequest` for the engine answered as JSON or SSE;
-- `sse` and `replies`: streamed and JSON replies.
+- `modern`: the modern path, a `FrontRequest` for the engine answered as JSON or SSE
+  (proxy/common/sse_replies.py, http_replies.py).
 
 One POST carries one JSON-RPC message. No `Mcp-Session-Id` is ever sent; `Last-Event-ID` is
 ignored. Closing a streamed reply cancels the handler task, and with it `engine.handle` (the

@@ -41,11 +41,10 @@ HOP_KEY: Final = web.AppKey("cluster_hop", ClusterHop)
 
 
 def inbound_hop(
-    request: web.Request, raw: bytes, exchange: Exchange
+    hop: ClusterHop | None, request: web.Request, raw: bytes, exchange: Exchange
 ) -> tuple[ClusterHop | None, web.Response | None]:
     """The hop that may forward this request (None: no cluster, or the request was forwarded here
     already), or a 403 for a forged proof."""
-    hop = request.app.get(HOP_KEY)
     try:
         if hop is not None and hop.check_inbound(request, raw) is not None:
             return None, None  # a forwarded request is served here, never forwarded again

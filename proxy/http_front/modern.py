@@ -5,6 +5,7 @@ answered as JSON, or as SSE when the client accepts it and the request can produ
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable
 from contextlib import suppress
 from typing import Final, Protocol
 
@@ -17,8 +18,9 @@ from proxy.common.front_request import FrontRequest, NotificationSink, NullSink
 from proxy.common.http_replies import Exchange, engine_reply, rejection
 from proxy.common.log_context import log_context
 from proxy.common.sse_replies import SseSink, accepts_sse
-from proxy.http_front.modern_upstream import ModernRelayHook
 from translators.protocol import eras
+from translators.protocol.era_detection import Era
+from translators.protocol.paths import relays_after_failure
 from translators.protocol.request_validation import ModernRoute
 from translators.wire.errors import InvalidRequest
 from translators.wire.jsonrpc import JsonObject
@@ -36,16 +38,37 @@ class FrontEngine(Protocol):
 ENGINE_KEY: Final = web.AppKey("front_engine", FrontEngine)
 
 
+Relay = Callable[[web.Request, bytes, Exchange], Awaitable[web.StreamResponse]]
+
+
+class UpstreamEra(Protocol):
+    """What the front reads of the upstream's era (`proxy.upstream.era.UpstreamEra`): plain
+    attributes, read on every request, and the wait for a probe in flight."""
+
+    era: Era | None
+    probing: bool
+    relays_modern: bool  # modern requests go to the upstream untranslated
+    modern_waits: bool  # a modern request waits for a probe in flight
+
+    def reprobe_soon(self) -> None: ...
+
+    async def settled(self) -> None: ...
+
+
 class ModernPath:
     def __init__(
         self,
         identity: IdentitySettings,
-        modern: ModernRelayHook,
+        era: UpstreamEra | None,
+        relay: Relay,
         keepalive_s: float,
         queue_limit: int,
     ) -> None:
+        """`era`: the upstream's era, when the bridge tracks it; `relay` sends a request to the
+        upstream untranslated (an engine failure from an upstream that became modern-only)."""
         self._identity = identity
-        self._modern = modern
+        self._era = era
+        self._relay = relay
         self._keepalive_s = keepalive_s
         self._queue_limit = queue_limit
 
@@ -98,11 +121,14 @@ class ModernPath:
         ):
             if wants_notifications and sse:
                 return await self._stream(request, engine, front_request, exchange)
-            era = self._modern.era_before()
+            era = self._era
+            before = era.era if era is not None else None
             reply = await engine.handle(front_request, NullSink())
-            if await self._modern.relays_instead(reply, era):
-                # the upstream was upgraded under the bridge: the call never reached it
-                return await self._modern.relay(request, raw, exchange)
+            if era is not None and "error" in reply:
+                await era.settled()  # the failure may have started a probe
+                if relays_after_failure(before, era.era):
+                    # the upstream was upgraded under the bridge: the call never reached it
+                    return await self._relay(request, raw, exchange)
             return engine_reply(reply, exchange)
 
     async def _stream(
@@ -137,4 +163,4 @@ class ModernPath:
         return stream
 
 
-__all__ = ["ENGINE_KEY", "FrontEngine", "ModernPath"]
+__all__ = ["ENGINE_KEY", "FrontEngine", "ModernPath", "UpstreamEra"]

@@ -368,6 +368,12 @@ class BridgeMetrics:
     def observe_http(self, status: int) -> None:
         self.http_responses.inc((str(status) if 100 <= status <= 599 else OTHER,))
 
+    async def on_response_prepare(self, _request: Any, response: Any) -> None:
+        """aiohttp's response signal: every HTTP response counted by status as it is sent
+        (aiohttp's own 400s for oversized headers excepted); a signal rather than a middleware,
+        which would wrap every handler in two more coroutines."""
+        self.observe_http(response.status)
+
     # ---- reading ---------------------------------------------------------------------------------
 
     def sample(self, name: str, **labels: str) -> float:

@@ -33,7 +33,6 @@ from proxy.upstream.era import StdioEra, UpstreamEra
 from proxy.upstream.modern.caller import ModernCaller
 from proxy.upstream.modern.http_caller import ModernHttpCaller
 from proxy.upstream.modern.stdio_caller import ModernStdioCaller
-from translators.protocol.era_detection import MODERN, Era
 from translators.protocol.eras import MODERN_VERSIONS
 from translators.wire import fast_json
 from translators.wire.errors import INVALID_REQUEST, http_status_for
@@ -53,22 +52,6 @@ class ModernUpstream:
     def reverse_caller(self) -> ModernCaller:
         """The client legacy HTTP clients' requests go upstream through (the reverse direction)."""
         return ModernHttpCaller(self._settings.upstream, self._settings.front.request_timeout_s)
-
-    async def takes_modern(self) -> bool:
-        """Whether a modern request goes to the upstream untranslated (after a probe in flight)."""
-        if self.era.probing:
-            await self.era.settled()
-        return self.era.relays_modern
-
-    @property
-    def modern_only(self) -> bool:
-        return self.era.era == MODERN
-
-    async def became_modern_only(self, before: Era | None) -> bool:
-        """After a failed request: whether the re-probe it caused found a modern-only upstream."""
-        if self.era.probing:
-            await self.era.settled()
-        return before != MODERN and self.modern_only
 
     async def relay(
         self, request: web.Request, body: bytes, request_id: object = None
@@ -114,10 +97,6 @@ class StdioModernUpstream(ModernUpstream):
 
     def reverse_caller(self) -> ModernCaller:
         return self.caller
-
-    async def takes_modern(self) -> bool:
-        """Without waiting for a probe in flight (see the module's docstring)."""
-        return self.era.relays_modern
 
     async def relay(
         self, request: web.Request, body: bytes, request_id: object = None

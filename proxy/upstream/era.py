@@ -42,17 +42,24 @@ class UpstreamEra:
 
     def __init__(self, settings: UpstreamSettings) -> None:
         self._settings = settings
+        # read by the front on every request, so plain attributes, kept current here: the era,
+        # whether a probe is in flight (`settled` would wait), and whether modern requests go to
+        # the upstream untranslated
         self.era: Era | None = None
+        self.probing = False
+        self.relays_modern = False
         self._probe: asyncio.Task[Era | None] | None = None
         self._ticker: asyncio.Task[None] | None = None
         self._client: aiohttp.ClientSession | None = None
         self.last_failure: BridgeError | None = None  # why the last probe got no answer
 
-    @property
-    def relays_modern(self) -> bool:
+    # whether a modern request waits for a probe in flight before its path is chosen
+    modern_waits = True
+
+    def _relays(self, era: Era) -> bool:
         """Whether modern requests go to the upstream untranslated (an HTTP upstream that speaks
         modern)."""
-        return self.era in (MODERN, DUAL) and self._settings.url is not None
+        return era in (MODERN, DUAL) and self._settings.url is not None
 
     async def start(self) -> None:
         """The first probe (bounded by the probe timeout), then the interval ticker."""
@@ -61,11 +68,6 @@ class UpstreamEra:
             self._ticker = asyncio.get_running_loop().create_task(
                 self._tick(), name="upstream-era-ticker"
             )
-
-    @property
-    def probing(self) -> bool:
-        """Whether a probe is in flight (`settled` would wait)."""
-        return self._probe is not None
 
     async def settled(self) -> None:
         """Wait for a probe in flight, if any (its failures are the probe's to log)."""
@@ -89,10 +91,12 @@ class UpstreamEra:
         self._probe = asyncio.get_running_loop().create_task(
             self._run_probe(), name="upstream-era-probe"
         )
+        self.probing = True
         self._probe.add_done_callback(self._probe_done)
 
     def _probe_done(self, task: asyncio.Task[Era | None]) -> None:
         self._probe = None
+        self.probing = False
         if not task.cancelled() and task.exception() is not None:
             _log.warning("upstream_era_probe_failed", error=type(task.exception()).__name__)
 
@@ -154,6 +158,7 @@ class UpstreamEra:
         else:
             _log.info("upstream_era_changed", era=era, previous=self.era, upstream=where)
         self.era = era
+        self.relays_modern = self._relays(era)
 
     def _static_headers(self) -> dict[str, str]:
         static = self._settings.authorization
@@ -187,9 +192,10 @@ class StdioEra(UpstreamEra):
     """The era of `upstream.command`; `modern` covers dual-era servers too (their legacy side is
     never used)."""
 
-    @property
-    def relays_modern(self) -> bool:
-        return self.era in (MODERN, DUAL)
+    modern_waits = False  # a modern request never waits for a probe (a throwaway process)
+
+    def _relays(self, era: Era) -> bool:
+        return era in (MODERN, DUAL)
 
     async def start(self) -> None:
         """Nothing at start: probed when asked (see the module's docstring)."""

@@ -1,5 +1,5 @@
-"""The front's header views (proxy/http_front/checks.py): what aiohttp's parser hands over, and why
-the folded view of a request without a repeated name is its lower-cased view."""
+"""The front's header views (proxy/http_front/endpoint.py): what aiohttp's parser hands over, and
+why the folded view of a request without a repeated name is its lower-cased view."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
-from proxy.http_front.checks import folded_headers, lower_headers
+from proxy.http_front.endpoint import folded_headers, lower_headers
 from translators.protocol.request_validation import fold_headers
 
 
