@@ -185,7 +185,7 @@ async def _stdio(settings: Settings, early: EarlyProcess | None = None) -> None:
 
         @contextlib.asynccontextmanager
         async def open_engine() -> AsyncIterator[RequestEngine]:
-            from proxy.app.runtime import bridge_runtime  # a modern client's first line only
+            from proxy.app.compose import bridge_runtime  # a modern client's first line only
 
             async with bridge_runtime(settings, children=children, spares=spares) as (engine, _):
                 yield engine

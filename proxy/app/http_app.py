@@ -1,16 +1,21 @@
-"""The aiohttp application: routes, typed app keys and the lifetimes they hold (docs/decisions.md §§
-1, 6).
+"""The HTTP bridge, built here: each upstream it serves (`Upstream`: its era tracker and the relay
+of modern requests to a modern upstream, the relay of legacy clients, the reverse direction, and,
+opened by `Upstream.running()`, its runtime from proxy/app/compose.py) with its MCP endpoint, and
+around them `/healthz`, `/readyz`, `/metrics`, the status page, the replicas' route, typed app keys
+and the lifetimes they hold (docs/decisions.md §§ 1, 6).
 
-`make_app(settings)` is the composition root of the HTTP bridge: one `cleanup_ctx` opens the one
-`aiohttp.ClientSession` for the upstream, the `UpstreamPool`, the requestState key ring and the
-`Engine`, and closes them in reverse order after `yield`. `make_front_app(settings, engine)` mounts
-the same front and health routes around a given engine, for tests and embedding.
+`make_app(settings)` is the whole HTTP bridge: one `cleanup_ctx` runs each upstream
+(`Upstream.running()`: its era, upstream client, pool and engine), another the replica hop when a
+cluster is configured. `make_front_app(settings, engine)` mounts the same front and health routes
+around a given engine, for tests and embedding.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Final, Protocol
 
 import aiohttp
@@ -18,8 +23,8 @@ import structlog
 from aiohttp import web
 
 from config.settings import Settings
+from proxy.app.compose import UPSTREAM_KEEPALIVE_S, bridge_runtime, held_counts
 from proxy.app.health import Readiness
-from proxy.app.runtime import UPSTREAM_KEEPALIVE_S, bridge_runtime, held_counts
 from proxy.app.status import StatusPage, StatusSources
 from proxy.auth.keys import load_keyring
 from proxy.auth.oauth_passthrough import MetadataRelay, passes_challenges
@@ -28,17 +33,16 @@ from proxy.cluster.peers import REPLICA_PATH, PeerDirectory, replica_handler
 from proxy.common.per_principal import PrincipalCounts
 from proxy.common.shown import shown_uri
 from proxy.engine.engine import Engine, close_reserve_s
-from proxy.http_front import ENGINE_KEY, HOP_KEY, FrontEngine, HttpFront
+from proxy.http_front import HOP_KEY, FrontEngine, HttpFront
 from proxy.observe.access import upstream_name
 from proxy.observe.logs import scrub_aiohttp_server_logs
 from proxy.observe.metrics import BridgeMetrics
 from proxy.passthrough.legacy_clients import LegacyRelay
-from proxy.passthrough.modern_upstream import ModernUpstream, modern_upstream
-from proxy.reverse.wiring import reverse_front
-from proxy.upstream.base import (
-    SessionOpener,
-)
+from proxy.passthrough.modern_upstream import modern_upstream
+from proxy.reverse.front import ReverseFront
+from proxy.upstream.base import SessionOpener
 from proxy.upstream.http.metadata import MetadataFetcher
+from proxy.upstream.http.wire import client_info
 from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.reachability import StartupWatch
 from proxy.upstream.stdio.children import ChildProcesses
@@ -48,24 +52,125 @@ _log = structlog.get_logger("proxy.app.http_app")
 
 
 class ServedEngine(FrontEngine, Protocol):
-    """An engine the HTTP app can serve: requests plus a readiness answer for `/readyz`."""
+    """An engine the HTTP front serves: requests and readiness (`proxy.engine.engine.Engine`, or
+    a scripted one in tests)."""
 
     def is_ready(self) -> bool: ...
 
 
+class Upstream:
+    """One upstream the HTTP front serves at `path`: its own era tracker, relays, reverse
+    direction and, once `running()`, pool and engine. `shared_held` counts the calls waiting for
+    their client's input, both directions, across the bridge; `metrics` is the bridge's."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        metrics: BridgeMetrics,
+        held: PrincipalCounts,
+        children: ChildProcesses | None = None,
+        opener: SessionOpener | None = None,
+        engine: ServedEngine | None = None,
+    ) -> None:
+        """`settings` are the bridge's with this upstream's `[upstream]`; `opener` replaces the
+        configured transport (tests script an in-memory upstream with it); `engine`, one built
+        elsewhere (tests, embedding): then no runtime is opened here."""
+        self.settings = settings
+        self.path = settings.front.path
+        self.name = upstream_name(settings.upstream)
+        self._metrics = metrics
+        self._held = held
+        self._children = children
+        self._opener = opener
+        self._given = engine
+        self.modern = modern_upstream(settings) if opener is None and engine is None else None
+        self.relay = (
+            LegacyRelay(settings, observe=metrics.observe_error)
+            if settings.front.legacy_clients == "pass"
+            else None
+        )
+        self.reverse = (
+            ReverseFront(
+                settings, self.modern.reverse_caller(), client_info(), held, metrics.observe_error
+            )
+            if self.modern is not None
+            else None
+        )
+        # what the front serves: the given engine, or the runtime's once `running()` opened it
+        self.engine: ServedEngine | None = engine
+        self.runtime: Engine | None = None
+        self.pool: UpstreamPool | None = None
+        self.readiness: Readiness | None = None
+
+    def front(self, keepalive_s: float) -> HttpFront:
+        """The HTTP front of this upstream's endpoint."""
+        settings = self.settings
+        return HttpFront(
+            settings.front,
+            settings.identity,
+            self,
+            keepalive_s=keepalive_s,
+            legacy=self.relay,
+            modern=self.modern,
+            access_log=settings.log.access,
+            upstream=self.name,
+            reverse=self.reverse,
+            cluster=settings.cluster.enabled,
+        )
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The era (probed before the first request, kept current), then the runtime; all of it
+        closed in reverse on exit."""
+        async with contextlib.AsyncExitStack() as stack:
+            if self.relay is not None:
+                stack.push_async_callback(self.relay.aclose)
+            modern = self.modern
+            if modern is not None:
+                stack.push_async_callback(modern.aclose)
+                await modern.era.start()
+                url = self.settings.upstream.url
+                watch = StartupWatch(modern.era, shown_uri(url) if url else "")
+                watch.start()
+                stack.push_async_callback(watch.aclose)
+            if self.reverse is not None:
+                stack.push_async_callback(self.reverse.aclose)
+            if self._given is not None:
+                yield
+                return
+            self.runtime, pool = await stack.enter_async_context(
+                bridge_runtime(
+                    self.settings,
+                    self._metrics,
+                    self._children,
+                    opener=self._opener,
+                    on_open_failure=modern.era.reprobe_soon if modern else None,
+                    held=self._held,
+                )
+            )
+            self.engine, self.pool = self.runtime, pool
+            self.readiness = _readiness(self.settings, pool)
+            yield
+
+
+def _readiness(settings: Settings, pool: UpstreamPool) -> Readiness:
+    static = settings.upstream.authorization
+    headers = {"Authorization": static.get_secret_value()} if static is not None else {}
+    return Readiness(
+        pool,
+        keys="configured" if settings.held.keys else "ephemeral",
+        headers=headers,
+        timeout_s=settings.upstream.init_timeout_s,
+        answer_within_s=settings.front.ready_timeout_s,
+        transport=pool.transport,
+    )
+
+
 SETTINGS_KEY: Final = web.AppKey("settings", Settings)
-READINESS_KEY: Final = web.AppKey("readiness", ServedEngine)
-POOL_KEY: Final = web.AppKey("upstream_pool", UpstreamPool)
-RUNTIME_ENGINE_KEY: Final = web.AppKey("engine", Engine)
-CHILDREN_KEY: Final = web.AppKey("stdio_children", ChildProcesses)
 METRICS_KEY: Final = web.AppKey("metrics", BridgeMetrics)
-READINESS_PROBE_KEY: Final = web.AppKey("readiness_probe", Readiness)
-# optional: replaces the transport
-OPENER_KEY: Final[web.AppKey[SessionOpener]] = web.AppKey("session_opener")
-LEGACY_RELAY_KEY: Final = web.AppKey("legacy_relay", LegacyRelay)
-MODERN_KEY: Final = web.AppKey("modern_upstream", ModernUpstream)
-# calls waiting for their client's input, counted once for both directions (held.*)
-HELD_KEY: Final = web.AppKey("held_counts", PrincipalCounts)
+# the upstreams this bridge serves, built by the composition root
+UPSTREAMS_KEY: Final = web.AppKey("upstreams", list[Upstream])
 PEERS_KEY: Final = web.AppKey("cluster_peers", PeerDirectory)
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
@@ -78,22 +183,21 @@ async def _healthz(_request: web.Request) -> web.Response:
 
 async def _readyz(request: web.Request) -> web.Response:
     """Ready when the requestState keys are loaded and the upstream answers (`proxy.app.health`)."""
-    probe = request.app.get(READINESS_PROBE_KEY)
-    if probe is not None:
-        report = await probe.report()
-        ready, checks = report.ready, dict(report.checks)
-        modern = request.app.get(MODERN_KEY)
-        if modern is not None:
-            checks["era"] = modern.era.era or "unknown"
-            # no legacy session can open: reachable means the era probe answered
-            if modern.era.era == MODERN:
-                ready, checks["upstream"] = True, "reachable (modern-only: relayed untranslated)"
-        body = {"status": "ready" if ready else "unavailable", "checks": checks}
-        return web.json_response(body, status=200 if ready else 503)
-    engine = request.app.get(READINESS_KEY)
-    if engine is not None and engine.is_ready():
-        return web.json_response({"status": "ready"})
-    return web.json_response({"status": "starting"}, status=503)
+    (upstream,) = request.app[UPSTREAMS_KEY]
+    if upstream.readiness is None:  # an engine given from elsewhere, or not started yet
+        if upstream.engine is not None and upstream.engine.is_ready():
+            return web.json_response({"status": "ready"})
+        return web.json_response({"status": "starting"}, status=503)
+    report = await upstream.readiness.report()
+    ready, checks = report.ready, dict(report.checks)
+    if upstream.modern is not None:
+        era = upstream.modern.era.era
+        checks["era"] = era or "unknown"
+        # no legacy session can open: reachable means the era probe answered
+        if era == MODERN:
+            ready, checks["upstream"] = True, "reachable (modern-only: relayed untranslated)"
+    body = {"status": "ready" if ready else "unavailable", "checks": checks}
+    return web.json_response(body, status=200 if ready else 503)
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -112,41 +216,13 @@ def _header_limits(settings: Settings) -> dict[str, int]:
     }
 
 
-def _base_app(
-    settings: Settings, keepalive_s: float, modern: ModernUpstream | None = None
-) -> web.Application:
+def _base_app(settings: Settings, metrics: BridgeMetrics) -> web.Application:
+    """The routes every bridge has: health, readiness, metrics and the status page."""
     scrub_aiohttp_server_logs()
     app = web.Application(handler_args=_header_limits(settings))
     app[SETTINGS_KEY] = settings
-    app[METRICS_KEY] = BridgeMetrics()
-    app.on_response_prepare.append(app[METRICS_KEY].on_response_prepare)
-    app[HELD_KEY] = held_counts(settings)
-    legacy = (
-        LegacyRelay(settings, observe=app[METRICS_KEY].observe_error)
-        if settings.front.legacy_clients == "pass"
-        else None
-    )
-    if legacy is not None:
-        app[LEGACY_RELAY_KEY] = legacy
-        app.on_cleanup.append(lambda _app: legacy.aclose())
-    reverse = None
-    if modern is not None:
-        app[MODERN_KEY] = modern
-        reverse = reverse_front(settings, modern, app[HELD_KEY], app[METRICS_KEY].observe_error)
-        app.on_cleanup.append(lambda _app: reverse.aclose())
-    HttpFront(
-        settings.front,
-        settings.identity,
-        keepalive_s=keepalive_s,
-        legacy=legacy,
-        modern=modern,
-        access_log=settings.log.access,
-        upstream=upstream_name(settings.upstream),
-        reverse=reverse,
-        cluster=settings.cluster.enabled,
-    ).add_routes(app)
-    if passes_challenges(settings.upstream):
-        MetadataRelay(settings, MetadataFetcher(settings.upstream)).add_routes(app)
+    app[METRICS_KEY] = metrics
+    app.on_response_prepare.append(metrics.on_response_prepare)
     app.router.add_get(HEALTH_PATH, _healthz)
     app.router.add_get(READY_PATH, _readyz)
     app.router.add_get(METRICS_PATH, _metrics)
@@ -156,11 +232,13 @@ def _base_app(
 
 def _status_sources(app: web.Application) -> StatusSources:
     """What `/status` reads, from this app's lifetimes (proxy/app/status.py)."""
-    engine = app.get(RUNTIME_ENGINE_KEY)  # none around a scripted engine (make_front_app)
-    modern = app.get(MODERN_KEY)
+    upstreams = app.get(UPSTREAMS_KEY, [])
+    unit = upstreams[0] if upstreams else None  # none around a scripted engine (make_front_app)
+    engine = unit.runtime if unit is not None else None
+    modern = unit.modern if unit is not None else None
     return StatusSources(
         registry=engine.registry if engine is not None else None,
-        pool=app.get(POOL_KEY),
+        pool=unit.pool if unit is not None else None,
         peers=app.get(PEERS_KEY),
         era=modern.era.era if modern is not None else None,
     )
@@ -170,34 +248,12 @@ def make_front_app(
     settings: Settings, engine: ServedEngine, *, keepalive_s: float | None = None
 ) -> web.Application:
     """The front and health routes around an existing engine (no upstream lifetimes)."""
-    app = _base_app(
-        settings, settings.front.sse_keepalive_s if keepalive_s is None else keepalive_s
-    )
-    app[ENGINE_KEY] = engine
-    app[READINESS_KEY] = engine
-    return app
-
-
-async def _era_context(app: web.Application) -> AsyncIterator[None]:
-    """The upstream's era: probed before the first request, kept current until shutdown."""
-    modern = app[MODERN_KEY]
-    await modern.era.start()
-    url = app[SETTINGS_KEY].upstream.url
-    watch = StartupWatch(modern.era, shown_uri(url) if url else "")
-    watch.start()
-    try:
-        yield
-    finally:
-        await watch.aclose()
-        await modern.aclose()
+    return _app(settings, keepalive_s=keepalive_s, engine=engine)
 
 
 async def _cluster_context(app: web.Application) -> AsyncIterator[None]:
     """The peer set and the forwarding hop, when `cluster.peers` or `cluster.peers_dns` is set."""
     settings = app[SETTINGS_KEY]
-    if not settings.cluster.enabled:
-        yield
-        return
     connector = aiohttp.TCPConnector(
         limit=settings.cluster.max_forwards + 16, keepalive_timeout=UPSTREAM_KEEPALIVE_S
     )
@@ -222,37 +278,12 @@ async def _cluster_context(app: web.Application) -> AsyncIterator[None]:
             await directory.aclose()
 
 
-async def _upstream_context(app: web.Application) -> AsyncIterator[None]:
-    """The bridge runtime for the HTTP front, bound to the app's keys."""
-    settings = app[SETTINGS_KEY]
-    modern = app.get(MODERN_KEY)
-    async with bridge_runtime(
-        settings,
-        app[METRICS_KEY],
-        app.get(CHILDREN_KEY),
-        opener=app.get(OPENER_KEY),
-        on_open_failure=modern.era.reprobe_soon if modern else None,
-        held=app[HELD_KEY],
-    ) as (engine, pool):
-        app[READINESS_PROBE_KEY] = _readiness(settings, pool)
-        app[POOL_KEY] = pool
-        app[ENGINE_KEY] = engine
-        app[READINESS_KEY] = engine
-        app[RUNTIME_ENGINE_KEY] = engine
+async def _upstreams_context(app: web.Application) -> AsyncIterator[None]:
+    """Each upstream's lifetime (its era, then its runtime), closed in reverse."""
+    async with contextlib.AsyncExitStack() as stack:
+        for upstream in app[UPSTREAMS_KEY]:
+            await stack.enter_async_context(upstream.running())
         yield
-
-
-def _readiness(settings: Settings, pool: UpstreamPool) -> Readiness:
-    static = settings.upstream.authorization
-    headers = {"Authorization": static.get_secret_value()} if static is not None else {}
-    return Readiness(
-        pool,
-        keys="configured" if settings.held.keys else "ephemeral",
-        headers=headers,
-        timeout_s=settings.upstream.init_timeout_s,
-        answer_within_s=settings.front.ready_timeout_s,
-        transport=pool.transport,
-    )
 
 
 async def _on_shutdown(app: web.Application) -> None:
@@ -260,14 +291,14 @@ async def _on_shutdown(app: web.Application) -> None:
     abandon waiting held calls, let attached requests finish until the grace minus its closing
     reserve, then cut off the rest with a shutting-down error (timeline: docs/operations.md §
     Shutdown)."""
-    engine = app.get(RUNTIME_ENGINE_KEY)
-    if engine is None:
+    engines = [unit.runtime for unit in app[UPSTREAMS_KEY] if unit.runtime is not None]
+    if not engines:
         return
     grace_s = app[SETTINGS_KEY].front.shutdown_grace_s
     reserve_s = close_reserve_s(grace_s)
     deadline = asyncio.get_running_loop().time() + grace_s - reserve_s
     # then aiohttp (R/4) and held calls (R/4)
-    await engine.drain(deadline, cut_wait_s=reserve_s / 2)
+    await asyncio.gather(*(engine.drain(deadline, cut_wait_s=reserve_s / 2) for engine in engines))
 
 
 def make_app(
@@ -279,28 +310,44 @@ def make_app(
     """The whole HTTP bridge for `settings`; run it with `handler_cancellation=True`. Legacy stdio
     processes are recorded in `children`; `opener` replaces the configured upstream transport
     (tests script an in-memory upstream with it)."""
-    modern = modern_upstream(settings) if opener is None else None
-    app = _base_app(settings, settings.front.sse_keepalive_s, modern)
-    if modern is not None:
-        app.cleanup_ctx.append(_era_context)
-    if children is not None:
-        app[CHILDREN_KEY] = children
-    if opener is not None:
-        app[OPENER_KEY] = opener
-    app.cleanup_ctx.append(_upstream_context)
+    app = _app(settings, children=children, opener=opener)
     if settings.cluster.enabled:
         app.router.add_route("GET", REPLICA_PATH, replica_handler(settings.held.replica_id))
         app.cleanup_ctx.append(_cluster_context)
+    return app
+
+
+def _app(
+    settings: Settings,
+    *,
+    children: ChildProcesses | None = None,
+    opener: SessionOpener | None = None,
+    engine: ServedEngine | None = None,
+    keepalive_s: float | None = None,
+) -> web.Application:
+    metrics = BridgeMetrics()
+    app = _base_app(settings, metrics)
+    held = held_counts(settings)
+    upstream = Upstream(
+        settings, metrics=metrics, held=held, children=children, opener=opener, engine=engine
+    )
+    app[UPSTREAMS_KEY] = [upstream]
+    upstream.front(
+        settings.front.sse_keepalive_s if keepalive_s is None else keepalive_s
+    ).add_routes(app)
+    if passes_challenges(settings.upstream):
+        MetadataRelay(settings, MetadataFetcher(settings.upstream)).add_routes(app)
+    app.cleanup_ctx.append(_upstreams_context)
     app.on_shutdown.append(_on_shutdown)
     return app
 
 
 __all__ = [
     "METRICS_KEY",
-    "POOL_KEY",
-    "READINESS_KEY",
     "SETTINGS_KEY",
+    "UPSTREAMS_KEY",
     "ServedEngine",
+    "Upstream",
     "make_app",
     "make_front_app",
 ]

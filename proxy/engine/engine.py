@@ -139,7 +139,7 @@ class Engine:
     def __init__(
         self, ctx: RouteContext, keyring: KeyRing, *, metrics: BridgeMetrics | None = None
     ) -> None:
-        """`ctx` comes from the composition root (`proxy/app/runtime.py`); the routes are the
+        """`ctx` comes from the composition root (`proxy/app/compose.py`); the routes are the
         engine's own parts and are built here."""
         self._ctx = ctx
         settings, pool = ctx.settings, ctx.pool

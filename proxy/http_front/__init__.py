@@ -18,13 +18,13 @@ engine turns that into an upstream cancel).
 from proxy.common.sse_replies import SSE_KEEPALIVE_S, SseSink, accepts_sse
 from proxy.http_front.endpoint import HttpFront
 from proxy.http_front.hop import HOP_KEY, ClusterHop
-from proxy.http_front.modern import ENGINE_KEY, FrontEngine
+from proxy.http_front.modern import EngineSource, FrontEngine
 
 __all__ = [
-    "ENGINE_KEY",
     "HOP_KEY",
     "SSE_KEEPALIVE_S",
     "ClusterHop",
+    "EngineSource",
     "FrontEngine",
     "HttpFront",
     "SseSink",

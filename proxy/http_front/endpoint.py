@@ -27,7 +27,7 @@ from proxy.common.http_replies import Exchange, rejection
 from proxy.common.sse_replies import SSE_KEEPALIVE_S, SSE_QUEUE_LIMIT
 from proxy.http_front.hop import HOP_KEY, forward_to_owner, inbound_hop
 from proxy.http_front.legacy import LegacyPaths
-from proxy.http_front.modern import ModernPath, UpstreamEra
+from proxy.http_front.modern import EngineSource, ModernPath, UpstreamEra
 from proxy.observe import access, tracing
 from proxy.observe.logs import emit
 from proxy.passthrough.legacy_clients import LegacyRelay
@@ -46,12 +46,13 @@ from translators.wire.errors import ClientFault, InvalidRequest
 
 
 class HttpFront:
-    """The aiohttp handler of the MCP endpoint; the engine comes from `request.app[ENGINE_KEY]`."""
+    """The aiohttp handler of one upstream's MCP endpoint; its engine comes from `engines`."""
 
     def __init__(
         self,
         front: FrontSettings,
         identity: IdentitySettings,
+        engines: EngineSource,
         *,
         keepalive_s: float = SSE_KEEPALIVE_S,
         queue_limit: int = SSE_QUEUE_LIMIT,
@@ -61,11 +62,13 @@ class HttpFront:
         upstream: str = "none",
         reverse: ReverseFront | None = None,
         cluster: bool = False,
+        path: str | None = None,
     ) -> None:
         """`legacy`: legacy clients are relayed (proxy.passthrough.legacy_clients), or served in
         front of a modern upstream (`reverse`); None: the modern path only. `modern`: the
         upstream's era and the relay of modern requests to an upstream that speaks 2026-07-28.
-        `cluster`: a replica hop (`HOP_KEY`) is installed at start-up."""
+        `cluster`: a replica hop (`HOP_KEY`) is installed at start-up. `path`: where the endpoint
+        is served (`front.path` unless given)."""
         self._era: UpstreamEra | None = modern.era if modern is not None else None
         self._modern = modern
         self._reverse = reverse
@@ -73,15 +76,18 @@ class HttpFront:
         self._legacy = (
             LegacyPaths(legacy, modern, reverse, identity) if legacy is not None else None
         )
-        self._path = ModernPath(identity, self._era, self._relay_modern, keepalive_s, queue_limit)
+        self._path = ModernPath(
+            identity, engines, self._era, self._relay_modern, keepalive_s, queue_limit
+        )
         self._front = front
+        self.path = front.path if path is None else path
         self._gate = Gate(front)
         self._cluster = cluster
         self._access_log = access_log  # off: the line is logged at debug level
         self._upstream = upstream  # a name (proxy.observe.access.upstream_name), never a URL
 
     def add_routes(self, app: web.Application) -> None:
-        app.router.add_route("*", self._front.path, self.handle)
+        app.router.add_route("*", self.path, self.handle)
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         exchange = Exchange()

@@ -22,7 +22,7 @@ from translators.protocol import eras
 from translators.protocol.era_detection import Era
 from translators.protocol.paths import relays_after_failure
 from translators.protocol.request_validation import ModernRoute
-from translators.wire.errors import InvalidRequest
+from translators.wire.errors import InvalidRequest, ShuttingDown
 from translators.wire.jsonrpc import JsonObject
 
 _TRACE_HEADERS: Final = ("traceparent", "tracestate", "baggage")
@@ -35,7 +35,12 @@ class FrontEngine(Protocol):
     async def handle(self, request: FrontRequest, sink: NotificationSink) -> JsonObject: ...
 
 
-ENGINE_KEY: Final = web.AppKey("front_engine", FrontEngine)
+class EngineSource(Protocol):
+    """Where the front finds its engine: the upstream it serves (`proxy.app.compose.Upstream`),
+    whose runtime opens the engine at start-up (None before)."""
+
+    @property
+    def engine(self) -> FrontEngine | None: ...
 
 
 Relay = Callable[[web.Request, bytes, Exchange], Awaitable[web.StreamResponse]]
@@ -59,6 +64,7 @@ class ModernPath:
     def __init__(
         self,
         identity: IdentitySettings,
+        engines: EngineSource,
         era: UpstreamEra | None,
         relay: Relay,
         keepalive_s: float,
@@ -67,6 +73,7 @@ class ModernPath:
         """`era`: the upstream's era, when the bridge tracks it; `relay` sends a request to the
         upstream untranslated (an engine failure from an upstream that became modern-only)."""
         self._identity = identity
+        self._engines = engines
         self._era = era
         self._relay = relay
         self._keepalive_s = keepalive_s
@@ -112,7 +119,9 @@ class ModernPath:
                 "Accept: text/event-stream"
             )
             return rejection(InvalidRequest(message), route.front_request_id, exchange, 406)
-        engine = request.app[ENGINE_KEY]
+        engine = self._engines.engine
+        if engine is None:  # before start-up finished: not served yet
+            return rejection(ShuttingDown(), route.front_request_id, exchange)
         with log_context(
             request_id=route.front_request_id,
             method=route.method,
@@ -163,4 +172,4 @@ class ModernPath:
         return stream
 
 
-__all__ = ["ENGINE_KEY", "FrontEngine", "ModernPath", "UpstreamEra"]
+__all__ = ["EngineSource", "FrontEngine", "ModernPath", "UpstreamEra"]

@@ -1,7 +1,7 @@
 """The real engine, pool and held-call registry around a `FakeUpstream`, driven request by request.
 
 `scripted_bridge(upstream, **overrides)` builds the bridge the way the composition root does
-(`proxy.app.runtime.bridge_runtime`, with the fake as its session opener) and yields a
+(`proxy.app.compose.bridge_runtime`, with the fake as its session opener) and yields a
 `ScriptedBridge`
 whose `send()` hands one modern request to `Engine.handle` (the engine's one entry point) and
 returns the JSON-RPC response the client would receive. `start()` does the same in a task, so a
@@ -21,7 +21,7 @@ from typing import Any
 from fake_upstream import WAIT_S, FakeCall, FakeUpstream, Push
 
 from config.settings import Settings
-from proxy.app.runtime import bridge_runtime
+from proxy.app.compose import bridge_runtime
 from proxy.common.front_request import FrontRequest
 from proxy.engine.engine import Engine
 from proxy.upstream.base import SessionOpener

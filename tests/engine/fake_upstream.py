@@ -368,7 +368,7 @@ class FakeUpstream:
         return session
 
     def spares(self, *, dead_first: int = 0) -> FakeSpares:
-        """Spare processes for `proxy.app.runtime.stdio_opener`; the first `dead_first` died while
+        """Spare processes for `proxy.app.compose.stdio_opener`; the first `dead_first` died while
         waiting."""
         return FakeSpares(self, dead_first)
 

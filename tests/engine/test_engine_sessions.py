@@ -20,7 +20,7 @@ from engine_harness import (
 )
 from fake_upstream import FakeUpstream
 
-from proxy.app.runtime import stdio_opener
+from proxy.app.compose import stdio_opener
 from translators.protocol.eras import DISCOVER, ELICIT, MODERN_VERSION
 from translators.wire.errors import (
     INTERNAL_ERROR,

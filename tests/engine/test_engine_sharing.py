@@ -23,7 +23,7 @@ from engine_harness import (
 )
 from fake_upstream import FakeUpstream
 
-from proxy.app.runtime import stdio_opener
+from proxy.app.compose import stdio_opener
 from translators.protocol.eras import ELICIT, ROOTS, SUBSCRIPTIONS_LISTEN
 
 STDIO = {"command": "fake-legacy-server", "url": None}

@@ -27,7 +27,7 @@ from fake_upstream import FakeUpstream
 from prometheus_client.openmetrics.parser import text_string_to_metric_families as parse_openmetrics
 from prometheus_client.parser import text_string_to_metric_families
 
-from proxy.app.http_app import POOL_KEY, RUNTIME_ENGINE_KEY, make_app
+from proxy.app.http_app import UPSTREAMS_KEY, make_app
 from translators.protocol.eras import ELICIT
 from translators.wire.errors import UpstreamUnavailable
 
@@ -68,9 +68,9 @@ async def exercised_bridge(aiohttp_client: Any) -> TestClient[Any, Any]:
     client = await aiohttp_client(
         make_app(settings_with(held={"max_per_principal": 1}), opener=fake.open)
     )
-    bridge = ScriptedBridge(
-        known_ordinary(client.app[RUNTIME_ENGINE_KEY]), client.app[POOL_KEY], fake
-    )
+    (upstream,) = client.app[UPSTREAMS_KEY]
+    assert upstream.runtime is not None and upstream.pool is not None
+    bridge = ScriptedBridge(known_ordinary(upstream.runtime), upstream.pool, fake)
     assert fault_of(await bridge.send(bridge.request("echo")))["data"] == {"source": "mrtr-bridge"}
     held = await hold(bridge)
     over = bridge.start(bridge.request("again"))

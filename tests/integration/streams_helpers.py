@@ -22,8 +22,8 @@ import aiohttp
 from aiohttp import web
 
 from config.settings import Settings
+from proxy.app.compose import bridge_runtime
 from proxy.app.http_app import make_front_app
-from proxy.app.runtime import bridge_runtime
 from proxy.engine.engine import Engine
 from translators.protocol.eras import (
     LOG_LEVELS,

@@ -12,7 +12,7 @@ import pytest
 from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
-from proxy.app.runtime import http_opener
+from proxy.app.compose import http_opener
 from proxy.upstream.base import Inbound, UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from translators.protocol.eras import ELICIT, LEGACY_VERSION, ROOTS, SAMPLE

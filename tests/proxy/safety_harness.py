@@ -23,11 +23,10 @@ from aiohttp.web_runner import BaseRunner
 from integration.harness import ModernPoster, PeerProcess, Peers, RawReply, free_port
 
 from config.settings import Settings
-from proxy.app.http_app import METRICS_KEY, POOL_KEY, make_app
+from proxy.app.http_app import METRICS_KEY, UPSTREAMS_KEY, make_app
 from proxy.app.http_server import BridgeRunner
 from proxy.auth.keys import new_key
 from proxy.engine.engine import Engine
-from proxy.http_front import ENGINE_KEY
 from proxy.upstream.pool import UpstreamPool
 from translators.protocol.eras import RESULT_COMPLETE, RESULT_INPUT_REQUIRED, TOOLS_CALL
 from translators.wire.jsonrpc import JsonObject
@@ -97,13 +96,15 @@ class InProcessBridge:
 
     @property
     def engine(self) -> Engine:
-        engine = self.app[ENGINE_KEY]
-        assert isinstance(engine, Engine)
-        return engine
+        (upstream,) = self.app[UPSTREAMS_KEY]
+        assert upstream.runtime is not None
+        return upstream.runtime
 
     @property
     def pool(self) -> UpstreamPool:
-        return self.app[POOL_KEY]
+        (upstream,) = self.app[UPSTREAMS_KEY]
+        assert upstream.pool is not None
+        return upstream.pool
 
     def poster(self, authorization: str | None = None, **headers: str) -> ModernPoster:
         """Raw modern requests as one caller (its `Authorization` makes its principal)."""

@@ -214,7 +214,6 @@ def test_no_module_prints(path: Path) -> None:
         ("translators/wire/errors.py", "translators.protocol.eras", False),
         ("translators/held/machine.py", "translators.protocol.pushes", True),
         ("proxy/reverse/rounds.py", "proxy.upstream.modern.caller", True),
-        ("proxy/reverse/wiring.py", "proxy.passthrough.modern_upstream", True),
         ("proxy/upstream/modern/http_caller.py", "proxy.reverse.sessions", False),
         ("proxy/upstream/http/relayed.py", "proxy.passthrough.legacy_stdio", False),
         ("proxy/passthrough/modern_upstream.py", "proxy.upstream.modern.stdio_caller", True),

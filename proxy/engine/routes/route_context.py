@@ -161,7 +161,7 @@ class RouteContext:
         roots: RootsAffinity,
         listens: ListenHub,
     ) -> None:
-        """Built by the composition root (`proxy/app/runtime.py`), which owns the choice of every
+        """Built by the composition root (`proxy/app/compose.py`), which owns the choice of every
         collaborator; what is only the routes' own bookkeeping is made here."""
         self.settings = settings
         self.pool = pool

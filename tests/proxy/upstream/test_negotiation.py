@@ -31,7 +31,7 @@ from safety_harness import (
 from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
-from proxy.app.runtime import http_opener
+from proxy.app.compose import http_opener
 from proxy.upstream.base import Inbound
 from proxy.upstream.http.session import HttpUpstreamSession
 from proxy.upstream.negotiation import NegotiatingOpener

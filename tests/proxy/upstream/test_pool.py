@@ -14,7 +14,7 @@ from aiohttp.test_utils import TestServer
 from fake_legacy import FakeCall, FakeLegacy, text_result
 
 from config.settings import UpstreamSettings
-from proxy.app.runtime import http_opener
+from proxy.app.compose import http_opener
 from proxy.upstream.attribution import PushAttribution, call_label
 from proxy.upstream.base import (
     STREAMABLE_HTTP,

@@ -18,7 +18,7 @@ from structlog.testing import capture_logs
 
 import proxy.upstream.pool_sizing as pool_sizing
 from config.settings import UpstreamSettings
-from proxy.app.runtime import http_opener
+from proxy.app.compose import http_opener
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
 from proxy.upstream.session_limit import LEARN_BACKOFF_S
 from translators.wire.errors import CapacityExceeded

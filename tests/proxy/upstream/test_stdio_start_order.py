@@ -36,7 +36,7 @@ from translators.protocol.eras import (
 ROOT = Path(__file__).resolve().parents[3]
 FIXTURE_NAME = "legacy_fixture_server.py"
 HEAVY = ("aiohttp", "pydantic", "structlog", "uvloop", "config", "proxy.app.cli")
-NOT_FOR_LEGACY = ("proxy.engine", "proxy.app.runtime", "aiohttp")
+NOT_FOR_LEGACY = ("proxy.engine", "proxy.app.compose", "aiohttp")
 # Runs the real entry point with an audit hook that records, in order, every module imported and
 # every process started (asyncio's own loop spawns through subprocess.Popen, so spares show too).
 AUDITED = """

@@ -1,6 +1,16 @@
-"""The bridge's runtime for either front: the upstream HTTP client, the session opener of the
-configured transport, the pool and the engine, opened together and closed in reverse
-(`bridge_runtime`)."""
+"""The composition root's runtime part: what both fronts build for an upstream, once, and hand to
+what uses it (docs/architecture.md, "Wiring"); nothing sets a collaborator on an object after it
+is built. The HTTP front's upstreams (`Upstream`) and the aiohttp app around them are
+proxy/app/http_app.py; the stdio front's, proxy/app/cli.py.
+
+- `bridge_runtime`: the runtime of one upstream for either front: the upstream HTTP client, the
+  session opener of the configured transport, the pool and the engine (`build_engine`: the
+  held-call registry, continuations, roots affinity, listen hub, the routes' context), opened
+  together and closed in reverse.
+
+The stdio front builds its legacy side itself (proxy/stdio_front/front.py), as it must start
+before these modules are imported (docs/operations.md, "Start-up over stdio").
+"""
 
 from __future__ import annotations
 
@@ -42,7 +52,7 @@ from translators.held.request_state import KeyRing
 from translators.wire.errors import BridgeError, UpstreamUnavailable
 from translators.wire.jsonrpc import JsonObject
 
-_log = structlog.get_logger("proxy.app.runtime")
+_log = structlog.get_logger("proxy.app.compose")
 UPSTREAM_KEEPALIVE_S: Final = 4.0
 
 
@@ -202,4 +212,11 @@ async def bridge_runtime(
             )
 
 
-__all__ = ["UPSTREAM_KEEPALIVE_S", "bridge_runtime", "held_counts", "http_opener", "stdio_opener"]
+__all__ = [
+    "UPSTREAM_KEEPALIVE_S",
+    "bridge_runtime",
+    "build_engine",
+    "held_counts",
+    "http_opener",
+    "stdio_opener",
+]
