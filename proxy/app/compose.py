@@ -25,9 +25,8 @@ import structlog
 from config.settings import Settings, UpstreamSettings
 from proxy.auth.keys import load_keyring
 from proxy.calls.call import Call
-from proxy.calls.continuations import Continuations
 from proxy.calls.listen_hub import ListenHub
-from proxy.calls.registry import HeldCallRegistry
+from proxy.calls.registry import Continuations, HeldCallRegistry
 from proxy.calls.roots_affinity import RootsAffinity
 from proxy.common.per_principal import PrincipalCounts, held_call_caps
 from proxy.engine.engine import Engine
@@ -47,7 +46,7 @@ from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.stdio.children import ChildProcesses
 from proxy.upstream.stdio.spares import SpareProcesses
 from proxy.upstream.transport import HttpTransport
-from translators.held.push_batches import BatchSizes
+from translators.held.push_ledger import BatchSizes
 from translators.held.request_state import KeyRing
 from translators.wire.errors import BridgeError, UpstreamUnavailable
 from translators.wire.jsonrpc import JsonObject

@@ -45,7 +45,7 @@ from translators.held.events import (
     UpstreamResultArrived,
 )
 from translators.held.machine import HeldCall, Limits
-from translators.held.push_batches import batch_key
+from translators.held.push_ledger import batch_key
 from translators.held.request_state import StateClaims, keys_digest
 from translators.protocol.capabilities import elicitation_modes
 from translators.protocol.url_elicitation import is_url_elicitation_required

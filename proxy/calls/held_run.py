@@ -44,8 +44,7 @@ from translators.held.events import (
     UpstreamPushCancelled,
 )
 from translators.held.machine import HeldCall
-from translators.held.push_batches import BatchSizes
-from translators.held.push_ledger import Answer, Overflow, PushLedger
+from translators.held.push_ledger import Answer, BatchSizes, Overflow, PushLedger
 from translators.protocol.pushes import over_limit
 from translators.wire.errors import BridgeError, UpstreamFault
 from translators.wire.jsonrpc import JsonObject

@@ -20,8 +20,7 @@ import structlog
 
 from config.recovery import RecoverySettings
 from proxy.calls.call import Call
-from proxy.calls.continuations import Continuations
-from proxy.calls.registry import HeldCallRegistry
+from proxy.calls.registry import Continuations, HeldCallRegistry
 from proxy.common.front_request import FrontRequest
 from proxy.observe.metrics import BridgeMetrics
 from translators.held.recovery_policy import (
@@ -57,7 +56,7 @@ class Recovery:
     def __init__(
         self,
         settings: RecoverySettings,
-        continuations: Continuations,
+        continuations: Continuations[Call],
         registry: HeldCallRegistry[Call],
         metrics: BridgeMetrics,
     ) -> None:

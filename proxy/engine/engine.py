@@ -49,7 +49,7 @@ from translators.protocol.eras import (
 )
 from translators.protocol.results import legacy_error_to_modern
 from translators.tasks_ext.messages import EXTENSION, TASK_METHODS
-from translators.tasks_ext.task_ids import is_task_state
+from translators.tasks_ext.task_ids import PREFIX as TASK_ID
 from translators.wire.errors import (
     INTERNAL_ERROR,
     BridgeBug,
@@ -174,8 +174,10 @@ class Engine:
         tasks = self.legacy_tasks
         if request.method in MRTR_METHODS:
             if "requestState" in request.params:
-                if tasks is not None and is_task_state(request.params["requestState"]):
-                    return tasks.in_bridge_retry  # docs/tasks.md
+                state = request.params["requestState"]
+                # a task id (its own prefix) answers a task the bridge runs (docs/tasks.md)
+                if tasks is not None and isinstance(state, str) and state.startswith(TASK_ID):
+                    return tasks.in_bridge_retry
                 return self._retry
             if self._task_calls is not None and request.method == TOOLS_CALL:
                 # a legacy task, or a plain call that may become the bridge's own task

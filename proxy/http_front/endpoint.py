@@ -23,8 +23,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from config.settings import FrontSettings, IdentitySettings
-from proxy.common.http_replies import Exchange, rejection
-from proxy.common.sse_replies import SSE_KEEPALIVE_S, SSE_QUEUE_LIMIT
+from proxy.common.http_replies import SSE_KEEPALIVE_S, SSE_QUEUE_LIMIT, Exchange, rejection
 from proxy.http_front.hop import HOP_KEY, forward_to_owner, inbound_hop
 from proxy.http_front.legacy import LegacyPaths
 from proxy.http_front.modern import EngineSource, ModernPath, UpstreamEra

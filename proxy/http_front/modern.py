@@ -15,9 +15,8 @@ from aiohttp import web
 from config.settings import IdentitySettings
 from proxy.auth.principal import principal_of
 from proxy.common.front_request import FrontRequest, NotificationSink, NullSink
-from proxy.common.http_replies import Exchange, engine_reply, rejection
+from proxy.common.http_replies import Exchange, SseSink, accepts_sse, engine_reply, rejection
 from proxy.common.log_context import log_context
-from proxy.common.sse_replies import SseSink, accepts_sse
 from translators.protocol import eras
 from translators.protocol.era_detection import Era
 from translators.protocol.paths import relays_after_failure

@@ -27,7 +27,7 @@ import aiohttp
 from aiohttp import web
 
 from config.settings import Settings
-from proxy.common.sse_replies import Send, streamed
+from proxy.common.http_replies import Send, streamed
 from proxy.passthrough.http_proxy import HttpRelay
 from proxy.upstream.era import StdioEra, UpstreamEra
 from proxy.upstream.modern.caller import ModernCaller

@@ -22,9 +22,8 @@ from aiohttp import web
 
 from config.settings import Settings
 from proxy.common.faults import Observe, reported_error
-from proxy.common.http_replies import Exchange, json_reply
+from proxy.common.http_replies import Exchange, json_reply, streamed
 from proxy.common.per_principal import Caps, PrincipalCounts
-from proxy.common.sse_replies import streamed
 from proxy.reverse.listen import Listener
 from proxy.reverse.local import answer_locally
 from proxy.reverse.rounds import Rounds

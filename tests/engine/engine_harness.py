@@ -26,7 +26,7 @@ from proxy.common.front_request import FrontRequest
 from proxy.engine.engine import Engine
 from proxy.upstream.base import SessionOpener
 from proxy.upstream.pool import UpstreamPool
-from translators.held.push_batches import BatchKey, BatchSizes
+from translators.held.push_ledger import BatchKey, BatchSizes
 from translators.protocol.eras import (
     ELICIT,
     META_CLIENT_CAPABILITIES,

@@ -17,7 +17,7 @@ from engine_harness import (
 
 from proxy.calls.call import Call
 from translators.held.machine import HeldCallState
-from translators.held.push_batches import BatchSizes
+from translators.held.push_ledger import BatchSizes
 from translators.protocol.eras import ELICIT, ROOTS, TOOLS_CALL
 
 COLOUR = {"message": "Your colour?", "requestedSchema": ELICIT_PARAMS["requestedSchema"]}

@@ -132,7 +132,7 @@ class ReleaseUpstream:
 @dataclass(frozen=True)
 class NoteBatchSize:
     """The call's pushes for input round `round` came `size` together: remember it for the next
-    call of the same tool (translators/held/push_batches.py)."""
+    call of the same tool (translators/held/push_ledger.py)."""
 
     round: int
     size: int

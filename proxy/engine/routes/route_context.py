@@ -32,9 +32,8 @@ import structlog
 from config.settings import Settings
 from proxy.calls.attempt import Attempt, UpstreamRequest
 from proxy.calls.call import Call
-from proxy.calls.continuations import Continuations
 from proxy.calls.listen_hub import ListenHub
-from proxy.calls.registry import HeldCallRegistry
+from proxy.calls.registry import Continuations, HeldCallRegistry
 from proxy.calls.roots_affinity import RootsAffinity
 from proxy.common.front_request import FrontRequest, NotificationSink
 from proxy.common.owned_tasks import TaskOwner
@@ -157,7 +156,7 @@ class RouteContext:
         pool: UpstreamPool,
         *,
         registry: HeldCallRegistry[Call],
-        continuations: Continuations,
+        continuations: Continuations[Call],
         roots: RootsAffinity,
         listens: ListenHub,
     ) -> None:

@@ -1,4 +1,4 @@
-"""Learned batch sizes (translators/held/push_batches.py) and the held call closing a batch on
+"""Learned batch sizes (translators/held/push_ledger.py) and the held call closing a batch on
 them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from test_held_machine import ATTEMPT, LIMITS, P101, P102, P103, QUIET, S, _aske
 from config import ConfigError, load_settings
 from translators.held.events import NoteBatchSize, StartTimer, UpstreamPushArrived
 from translators.held.machine import HeldCall
-from translators.held.push_batches import BatchSizes, batch_key
+from translators.held.push_ledger import BatchSizes, batch_key
 
 
 def test_a_batch_closes_the_moment_it_holds_the_learned_size() -> None:
