@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Literal
+import re
+from typing import Final, Literal
 
 from pydantic import Field, PositiveInt, SecretStr, field_validator
 
@@ -225,9 +226,20 @@ class LogSettings(Frozen):
     )
 
 
+UPSTREAM_NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]*")
+MAX_UPSTREAM_NAME: Final = 64
+
+
 class Settings(Frozen):
     front: FrontSettings = FrontSettings()
     upstream: UpstreamSettings = UpstreamSettings()
+    # named upstreams, each served at /servers/NAME/mcp; each is `[upstream]` with its own table
+    # over it (config/loader.py merges them); empty: the one unnamed `upstream` at `front.path`
+    upstreams: dict[str, UpstreamSettings] = Field(
+        default_factory=dict,
+        description="named upstreams ([upstreams.NAME] tables over [upstream]), each served at "
+        "/servers/NAME/mcp",
+    )
     identity: IdentitySettings = IdentitySettings()
     cache: CacheSettings = CacheSettings()
     held: HeldCallSettings = HeldCallSettings()
@@ -240,3 +252,16 @@ class Settings(Frozen):
     server_identity: Literal["upstream", "bridge"] = Field(
         "upstream", description="serverInfo reported to clients: the upstream's or the bridge's own"
     )
+
+    @field_validator("upstreams")
+    @classmethod
+    def _upstream_names(
+        cls, upstreams: dict[str, UpstreamSettings]
+    ) -> dict[str, UpstreamSettings]:
+        for name in upstreams:
+            if not UPSTREAM_NAME.fullmatch(name) or len(name) > MAX_UPSTREAM_NAME:
+                raise ValueError(
+                    f"upstream name {name[:MAX_UPSTREAM_NAME]!r} must be 1-{MAX_UPSTREAM_NAME} "
+                    "lower-case letters, digits, '-' and '_', starting with a letter or digit"
+                )
+        return upstreams

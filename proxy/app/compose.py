@@ -123,6 +123,18 @@ def _reporting(opener: SessionOpener, on_failure: Callable[[], None]) -> Session
     return open_session
 
 
+def shared_keyring(settings: Settings) -> KeyRing:
+    """The bridge's one `requestState` key ring (`held.keys`, or an ephemeral key, said once)."""
+    keyring, is_ephemeral = load_keyring(settings.held)
+    if is_ephemeral:
+        _log.warning(
+            "request_state_key_ephemeral",
+            hint="no held.keys configured: held calls will not survive a restart (see mrtr-bridge "
+            "keygen)",
+        )
+    return keyring
+
+
 def held_counts(settings: Settings) -> PrincipalCounts:
     """The one count of calls waiting for their client's input, both directions (`held.*`)."""
     return PrincipalCounts(held_call_caps(settings.held.max_per_principal, settings.held.max_total))
@@ -162,6 +174,8 @@ async def bridge_runtime(
     on_open_failure: Callable[[], None] | None = None,
     spares: SpareProcesses | None = None,
     held: PrincipalCounts | None = None,
+    scope: str | None = None,
+    keyring: KeyRing | None = None,
 ) -> AsyncIterator[tuple[Engine, UpstreamPool]]:
     """Key ring, upstream client, pool and engine for either front; closed in reverse on exit.
     Legacy stdio processes are recorded in `children`; the pool's and the spares are stopped in
@@ -169,15 +183,14 @@ async def bridge_runtime(
     it); `on_open_failure` hears of every session that would not open (the era tracker re-probes).
     `spares` (the stdio front's, with its first process) start when their owner says (`release`);
     spares made here start at once. Either way they are closed here. `held`: the count of calls
-    waiting for input the engine shares with the reverse direction.
+    waiting for input the engine shares with the reverse direction. `scope`: the name of one
+    upstream of several (`KeyRing.scoped`); `keyring`: the bridge's one key ring (loaded here if
+    not given).
     """
-    keyring, is_ephemeral = load_keyring(settings.held)
-    if is_ephemeral:
-        _log.warning(
-            "request_state_key_ephemeral",
-            hint="no held.keys configured: held calls will not survive a restart (see mrtr-bridge "
-            "keygen)",
-        )
+    if keyring is None:
+        keyring = shared_keyring(settings)
+    if scope is not None:  # one upstream of several: its states open at no other
+        keyring = keyring.scoped(scope)
     upstream = settings.upstream
     start_spares = spares is None
     if spares is None and upstream.command and opener is None:
@@ -217,5 +230,6 @@ __all__ = [
     "build_engine",
     "held_counts",
     "http_opener",
+    "shared_keyring",
     "stdio_opener",
 ]

@@ -1,8 +1,7 @@
-"""The HTTP bridge, built here: each upstream it serves (`Upstream`: its era tracker and the relay
-of modern requests to a modern upstream, the relay of legacy clients, the reverse direction, and,
-opened by `Upstream.running()`, its runtime from proxy/app/compose.py) with its MCP endpoint, and
-around them `/healthz`, `/readyz`, `/metrics`, the status page, the replicas' route, typed app keys
-and the lifetimes they hold (docs/decisions.md §§ 1, 6).
+"""The HTTP bridge, built here: the upstreams it serves (proxy/app/upstreams.py), each at its
+endpoint (a path naming no upstream answers 404), and around them `/healthz`, `/readyz`,
+`/metrics`, the status page, the replicas' route, typed app keys and the lifetimes they hold
+(docs/decisions.md §§ 1, 6).
 
 `make_app(settings)` is the whole HTTP bridge: one `cleanup_ctx` runs each upstream
 (`Upstream.running()`: its era, upstream client, pool and engine), another the replica hop when a
@@ -15,156 +14,46 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
-from typing import Final, Protocol
+from typing import Final
 
 import aiohttp
 import structlog
 from aiohttp import web
 
 from config.settings import Settings
-from proxy.app.compose import UPSTREAM_KEEPALIVE_S, bridge_runtime, held_counts
-from proxy.app.health import Readiness
+from proxy.app.compose import UPSTREAM_KEEPALIVE_S, held_counts, shared_keyring
 from proxy.app.status import StatusPage, StatusSources
-from proxy.auth.keys import load_keyring
+from proxy.app.upstreams import SERVERS_PATH, ServedEngine, Upstream, unit_settings
 from proxy.auth.oauth_passthrough import MetadataRelay, passes_challenges
 from proxy.cluster.forward import Forwarder
 from proxy.cluster.peers import REPLICA_PATH, PeerDirectory, replica_handler
-from proxy.common.per_principal import PrincipalCounts
-from proxy.common.shown import shown_uri
-from proxy.engine.engine import Engine, close_reserve_s
-from proxy.http_front import HOP_KEY, FrontEngine, HttpFront
-from proxy.observe.access import upstream_name
+from proxy.common.http_replies import Exchange, json_reply
+from proxy.common.shown import bounded
+from proxy.engine.engine import close_reserve_s
+from proxy.http_front import HOP_KEY
+from proxy.observe.access import MAX_NAME as MAX_SHOWN_NAME
 from proxy.observe.logs import scrub_aiohttp_server_logs
 from proxy.observe.metrics import BridgeMetrics
-from proxy.passthrough.legacy_clients import LegacyRelay
-from proxy.passthrough.modern_upstream import modern_upstream
-from proxy.reverse.front import ReverseFront
 from proxy.upstream.base import SessionOpener
 from proxy.upstream.http.metadata import MetadataFetcher
-from proxy.upstream.http.wire import client_info
-from proxy.upstream.pool import UpstreamPool
-from proxy.upstream.reachability import StartupWatch
 from proxy.upstream.stdio.children import ChildProcesses
+from translators.held.request_state import KeyRing
 from translators.protocol.era_detection import MODERN
+from translators.wire.errors import InvalidRequest
+from translators.wire.jsonrpc import to_error_response
 
 _log = structlog.get_logger("proxy.app.http_app")
 
 
-class ServedEngine(FrontEngine, Protocol):
-    """An engine the HTTP front serves: requests and readiness (`proxy.engine.engine.Engine`, or
-    a scripted one in tests)."""
-
-    def is_ready(self) -> bool: ...
-
-
-class Upstream:
-    """One upstream the HTTP front serves at `path`: its own era tracker, relays, reverse
-    direction and, once `running()`, pool and engine. `shared_held` counts the calls waiting for
-    their client's input, both directions, across the bridge; `metrics` is the bridge's."""
-
-    def __init__(
-        self,
-        settings: Settings,
-        *,
-        metrics: BridgeMetrics,
-        held: PrincipalCounts,
-        children: ChildProcesses | None = None,
-        opener: SessionOpener | None = None,
-        engine: ServedEngine | None = None,
-    ) -> None:
-        """`settings` are the bridge's with this upstream's `[upstream]`; `opener` replaces the
-        configured transport (tests script an in-memory upstream with it); `engine`, one built
-        elsewhere (tests, embedding): then no runtime is opened here."""
-        self.settings = settings
-        self.path = settings.front.path
-        self.name = upstream_name(settings.upstream)
-        self._metrics = metrics
-        self._held = held
-        self._children = children
-        self._opener = opener
-        self._given = engine
-        self.modern = modern_upstream(settings) if opener is None and engine is None else None
-        self.relay = (
-            LegacyRelay(settings, observe=metrics.observe_error)
-            if settings.front.legacy_clients == "pass"
-            else None
-        )
-        self.reverse = (
-            ReverseFront(
-                settings, self.modern.reverse_caller(), client_info(), held, metrics.observe_error
-            )
-            if self.modern is not None
-            else None
-        )
-        # what the front serves: the given engine, or the runtime's once `running()` opened it
-        self.engine: ServedEngine | None = engine
-        self.runtime: Engine | None = None
-        self.pool: UpstreamPool | None = None
-        self.readiness: Readiness | None = None
-
-    def front(self, keepalive_s: float) -> HttpFront:
-        """The HTTP front of this upstream's endpoint."""
-        settings = self.settings
-        return HttpFront(
-            settings.front,
-            settings.identity,
-            self,
-            keepalive_s=keepalive_s,
-            legacy=self.relay,
-            modern=self.modern,
-            access_log=settings.log.access,
-            upstream=self.name,
-            reverse=self.reverse,
-            cluster=settings.cluster.enabled,
-        )
-
-    @asynccontextmanager
-    async def running(self) -> AsyncIterator[None]:
-        """The era (probed before the first request, kept current), then the runtime; all of it
-        closed in reverse on exit."""
-        async with contextlib.AsyncExitStack() as stack:
-            if self.relay is not None:
-                stack.push_async_callback(self.relay.aclose)
-            modern = self.modern
-            if modern is not None:
-                stack.push_async_callback(modern.aclose)
-                await modern.era.start()
-                url = self.settings.upstream.url
-                watch = StartupWatch(modern.era, shown_uri(url) if url else "")
-                watch.start()
-                stack.push_async_callback(watch.aclose)
-            if self.reverse is not None:
-                stack.push_async_callback(self.reverse.aclose)
-            if self._given is not None:
-                yield
-                return
-            self.runtime, pool = await stack.enter_async_context(
-                bridge_runtime(
-                    self.settings,
-                    self._metrics,
-                    self._children,
-                    opener=self._opener,
-                    on_open_failure=modern.era.reprobe_soon if modern else None,
-                    held=self._held,
-                )
-            )
-            self.engine, self.pool = self.runtime, pool
-            self.readiness = _readiness(self.settings, pool)
-            yield
-
-
-def _readiness(settings: Settings, pool: UpstreamPool) -> Readiness:
-    static = settings.upstream.authorization
-    headers = {"Authorization": static.get_secret_value()} if static is not None else {}
-    return Readiness(
-        pool,
-        keys="configured" if settings.held.keys else "ephemeral",
-        headers=headers,
-        timeout_s=settings.upstream.init_timeout_s,
-        answer_within_s=settings.front.ready_timeout_s,
-        transport=pool.transport,
+async def _no_such_upstream(request: web.Request) -> web.Response:
+    """A `/servers/NAME/...` path naming no upstream of this bridge: 404, naming the ones it
+    serves (their names are in their paths: nothing secret)."""
+    served = sorted(unit.scope for unit in request.app[UPSTREAMS_KEY] if unit.scope is not None)
+    name = bounded(request.match_info.get("name", ""), MAX_SHOWN_NAME)
+    message = (
+        f"Not Found: no upstream named {name!r} here (this bridge serves: {', '.join(served)})"
     )
+    return json_reply(to_error_response(InvalidRequest(message), None), 404, Exchange())
 
 
 SETTINGS_KEY: Final = web.AppKey("settings", Settings)
@@ -172,6 +61,8 @@ METRICS_KEY: Final = web.AppKey("metrics", BridgeMetrics)
 # the upstreams this bridge serves, built by the composition root
 UPSTREAMS_KEY: Final = web.AppKey("upstreams", list[Upstream])
 PEERS_KEY: Final = web.AppKey("cluster_peers", PeerDirectory)
+# the bridge's one requestState key ring, loaded at start-up (every upstream's, and the hop's)
+KEYRING_KEY: Final = web.AppKey("keyring", KeyRing)
 HEALTH_PATH: Final = "/healthz"
 READY_PATH: Final = "/readyz"
 METRICS_PATH: Final = "/metrics"
@@ -261,9 +152,7 @@ async def _cluster_context(app: web.Application) -> AsyncIterator[None]:
         connector=connector, timeout=aiohttp.ClientTimeout(total=None)
     ) as client:
         directory = PeerDirectory(settings.cluster, settings.held.replica_id, client)
-        app[HOP_KEY] = Forwarder(
-            settings, load_keyring(settings.held)[0], directory, client, app[METRICS_KEY]
-        )
+        app[HOP_KEY] = Forwarder(settings, app[KEYRING_KEY], directory, client, app[METRICS_KEY])
         app[PEERS_KEY] = directory
         directory.start()
         _log.info(
@@ -280,9 +169,10 @@ async def _cluster_context(app: web.Application) -> AsyncIterator[None]:
 
 async def _upstreams_context(app: web.Application) -> AsyncIterator[None]:
     """Each upstream's lifetime (its era, then its runtime), closed in reverse."""
+    keyring = app[KEYRING_KEY] = shared_keyring(app[SETTINGS_KEY])
     async with contextlib.AsyncExitStack() as stack:
         for upstream in app[UPSTREAMS_KEY]:
-            await stack.enter_async_context(upstream.running())
+            await stack.enter_async_context(upstream.running(keyring))
         yield
 
 
@@ -328,15 +218,28 @@ def _app(
     metrics = BridgeMetrics()
     app = _base_app(settings, metrics)
     held = held_counts(settings)
-    upstream = Upstream(
-        settings, metrics=metrics, held=held, children=children, opener=opener, engine=engine
-    )
-    app[UPSTREAMS_KEY] = [upstream]
-    upstream.front(
-        settings.front.sse_keepalive_s if keepalive_s is None else keepalive_s
-    ).add_routes(app)
-    if passes_challenges(settings.upstream):
-        MetadataRelay(settings, MetadataFetcher(settings.upstream)).add_routes(app)
+    keepalive_s = settings.front.sse_keepalive_s if keepalive_s is None else keepalive_s
+    upstreams = [
+        Upstream(
+            own,
+            name=name,
+            metrics=metrics,
+            held=held,
+            children=children,
+            opener=opener,
+            engine=engine,
+        )
+        for name, own in unit_settings(settings)
+    ]
+    app[UPSTREAMS_KEY] = upstreams
+    for upstream in upstreams:
+        upstream.front(keepalive_s).add_routes(app)
+        if passes_challenges(upstream.settings.upstream):
+            MetadataRelay(
+                upstream.settings, MetadataFetcher(upstream.settings.upstream)
+            ).add_routes(app)
+    if settings.upstreams:
+        app.router.add_route("*", SERVERS_PATH + "/{name}/{tail:.*}", _no_such_upstream)
     app.cleanup_ctx.append(_upstreams_context)
     app.on_shutdown.append(_on_shutdown)
     return app

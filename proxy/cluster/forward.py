@@ -152,19 +152,22 @@ class Forwarder:
         self._metrics.forwarded_received.inc()
         return forwarded
 
-    def owner_elsewhere(self, route: ModernRoute) -> str | None:
+    def owner_elsewhere(self, route: ModernRoute, scope: str | None = None) -> str | None:
         """The owner replica of a retry, or of a task (`tasks/*` and in-bridge task rounds: the
-        sealed task id names it, docs/tasks.md), when it is another replica; None to serve here."""
+        sealed task id names it, docs/tasks.md), when it is another replica; None to serve here.
+        `scope`: the named upstream the request came for (its states open under its scope only,
+        `KeyRing.scoped`)."""
+        ring = self._keyring if scope is None else self._keyring.scoped(scope)
         token = route.params.get("taskId") if route.method in TASK_METHODS else None
         if route.method in MRTR_METHODS and is_task_state(route.params.get("requestState")):
             token = route.params["requestState"]
         if isinstance(token, str):
-            task = open_task_id(token, self._keyring)
+            task = open_task_id(token, ring)
             return task.replica_id if task is not None and task.replica_id != self._me else None
         if route.method not in MRTR_METHODS or "requestState" not in route.params:
             return None
         try:
-            state = open_state(route.params["requestState"], self._keyring)
+            state = open_state(route.params["requestState"], ring)
         except InvalidRequestState:
             return None  # the engine rejects it, here
         tracing.adopt(current_trace(), state.trace)  # this hop is part of the call's trace too

@@ -62,12 +62,14 @@ class HttpFront:
         reverse: ReverseFront | None = None,
         cluster: bool = False,
         path: str | None = None,
+        scope: str | None = None,
     ) -> None:
         """`legacy`: legacy clients are relayed (proxy.passthrough.legacy_clients), or served in
         front of a modern upstream (`reverse`); None: the modern path only. `modern`: the
         upstream's era and the relay of modern requests to an upstream that speaks 2026-07-28.
         `cluster`: a replica hop (`HOP_KEY`) is installed at start-up. `path`: where the endpoint
-        is served (`front.path` unless given)."""
+        is served (`front.path` unless given); `scope`: the name of a named upstream (its sealed
+        states open under its scope only)."""
         self._era: UpstreamEra | None = modern.era if modern is not None else None
         self._modern = modern
         self._reverse = reverse
@@ -80,6 +82,7 @@ class HttpFront:
         )
         self._front = front
         self.path = front.path if path is None else path
+        self._scope = scope
         self._gate = Gate(front)
         self._cluster = cluster
         self._access_log = access_log  # off: the line is logged at debug level
@@ -226,7 +229,7 @@ class HttpFront:
             route = validate_request(message, folded_headers(request, headers))
         except ClientFault as exc:
             return rejection(exc, exchange.front_request_id, exchange)
-        owner = hop.owner_elsewhere(route) if hop is not None else None
+        owner = hop.owner_elsewhere(route, self._scope) if hop is not None else None
         if hop is not None and owner is not None:
 
             async def recover_here(

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import copy
 import hashlib
 import json
 import struct
@@ -129,9 +130,20 @@ class KeyRing:
         cipher = AESGCM if aead == "aes-256-gcm" else ChaCha20Poly1305
         self._ciphers = {kid: cipher(key) for kid, key in keys.items()}
         self.active = active
+        # added to the associated data of everything sealed or opened with this ring: what one
+        # upstream of several seals opens under its own scope only (`scoped`); b"" for the only one
+        self.scope = b""
 
     def cipher(self, kid: str) -> AESGCM | ChaCha20Poly1305 | None:
         return self._ciphers.get(kid)
+
+    def scoped(self, name: str) -> KeyRing:
+        """The same keys, for the named upstream `name` of a bridge that serves several: a
+        `requestState` or task id sealed by one upstream opens at no other (the same refusal as
+        any state that does not authenticate)."""
+        ring = copy.copy(self)
+        ring.scope = b"upstream=" + name.encode() + b"|"
+        return ring
 
     @property
     def key_ids(self) -> tuple[str, ...]:
@@ -207,7 +219,7 @@ def seal_blob(plaintext: bytes, ring: KeyRing, nonce: bytes, aad: bytes) -> str:
     kid = ring.active.encode()
     cipher = ring.cipher(ring.active)
     assert cipher is not None
-    sealed = cipher.encrypt(nonce, plaintext, aad + kid)
+    sealed = cipher.encrypt(nonce, plaintext, aad + ring.scope + kid)
     blob = bytes([len(kid)]) + kid + nonce + sealed
     return base64.urlsafe_b64encode(blob).rstrip(b"=").decode()
 
@@ -216,7 +228,12 @@ def open_state(token: object, ring: KeyRing) -> StateClaims:
     """Authenticate and decode a token; any failure raises `InvalidRequestState(reason)`."""
     if not isinstance(token, str) or not token.startswith(PREFIX) or len(token) > MAX_TOKEN_LENGTH:
         raise InvalidRequestState(RejectionReason.MALFORMED)
-    body = token[len(PREFIX) :]
+    return _decode(open_blob(token[len(PREFIX) :], ring, _AAD))
+
+
+def open_blob(body: str, ring: KeyRing, aad: bytes) -> bytes:
+    """The plaintext `seal_blob` sealed into `body` with `aad` (and the ring's scope); raises
+    `InvalidRequestState(reason)` (also for sealed task ids, translators/tasks_ext/task_ids.py)."""
     try:
         blob = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
     except (binascii.Error, ValueError):
@@ -232,10 +249,11 @@ def open_state(token: object, ring: KeyRing) -> StateClaims:
         raise InvalidRequestState(RejectionReason.UNKNOWN_KEY)
     nonce_end = 1 + len(kid) + NONCE_SIZE
     try:
-        plaintext = cipher.decrypt(blob[1 + len(kid) : nonce_end], blob[nonce_end:], _AAD + kid)
+        return cipher.decrypt(
+            blob[1 + len(kid) : nonce_end], blob[nonce_end:], aad + ring.scope + kid
+        )
     except InvalidTag:
         raise InvalidRequestState(RejectionReason.AUTHENTICATION_FAILED) from None
-    return _decode(plaintext)
 
 
 def _decode(plaintext: bytes) -> StateClaims:
@@ -306,6 +324,7 @@ __all__ = [
     "check_binding",
     "check_claims",
     "keys_digest",
+    "open_blob",
     "open_state",
     "pack_answers",
     "principal_digest",

@@ -14,17 +14,14 @@ Key, nonce and time are parameters: this module reads no clock and draws no rand
 
 from __future__ import annotations
 
-import base64
-import binascii
 import dataclasses
 import json
 import struct
 from dataclasses import dataclass, field
 from typing import Final
 
-from cryptography.exceptions import InvalidTag
-
-from translators.held.request_state import NONCE_SIZE, KeyRing, RequestBinding, seal_blob
+from translators.held.request_state import KeyRing, RequestBinding, open_blob, seal_blob
+from translators.wire.errors import InvalidRequestState
 from translators.wire.jsonrpc import JsonObject
 
 SealedCookie = tuple[str, str, str, int | None]  # name, value, path, expires (ms since the epoch)
@@ -145,21 +142,9 @@ def open_task_id(token: str, ring: KeyRing) -> TaskClaims | None:
     every failure alike)."""
     if not token.startswith(PREFIX) or len(token) > MAX_TOKEN_LENGTH:
         return None
-    body = token[len(PREFIX) :]
     try:
-        blob = base64.urlsafe_b64decode(body + "=" * (-len(body) % 4))
-    except (binascii.Error, ValueError):
-        return None
-    if not blob or len(blob) < 1 + blob[0] + NONCE_SIZE + 16:
-        return None
-    kid = blob[1 : 1 + blob[0]]
-    cipher = ring.cipher(kid.decode(errors="replace"))
-    if cipher is None:
-        return None
-    nonce_end = 1 + len(kid) + NONCE_SIZE
-    try:
-        plaintext = cipher.decrypt(blob[1 + len(kid) : nonce_end], blob[nonce_end:], _AAD + kid)
-    except InvalidTag:
+        plaintext = open_blob(token[len(PREFIX) :], ring, _AAD)
+    except InvalidRequestState:
         return None
     if len(plaintext) < _LAYOUT.size:
         return None
