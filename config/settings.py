@@ -255,9 +255,7 @@ class Settings(Frozen):
 
     @field_validator("upstreams")
     @classmethod
-    def _upstream_names(
-        cls, upstreams: dict[str, UpstreamSettings]
-    ) -> dict[str, UpstreamSettings]:
+    def _upstream_names(cls, upstreams: dict[str, UpstreamSettings]) -> dict[str, UpstreamSettings]:
         for name in upstreams:
             if not UPSTREAM_NAME.fullmatch(name) or len(name) > MAX_UPSTREAM_NAME:
                 raise ValueError(
