@@ -74,7 +74,9 @@ class Listener:
         if view.subscribed:
             wanted["resourceSubscriptions"] = sorted(view.subscribed)
         message = request(
-            listen_id, SUBSCRIPTIONS_LISTEN, {"notifications": wanted, "_meta": modern_meta(view)}
+            listen_id,
+            SUBSCRIPTIONS_LISTEN,
+            {"notifications": wanted, "_meta": modern_meta(view, logs=False)},
         )
 
         def relay(notice: JsonObject) -> None:

@@ -194,6 +194,40 @@ async def test_progress_and_the_session_log_level_reach_the_legacy_client(peers:
     }
 
 
+CHATTED = {
+    "text": "chatted",
+    "isError": False,
+    "asked": [],
+    "notes": [
+        {"progress": 1.0, "total": 2.0, "message": "half"},
+        {"log": "info", "data": "chatty t1"},
+        {"progress": 2.0, "total": 2.0, "message": "done"},
+    ],
+}
+
+
+@pytest.mark.parametrize("front", ["http", "stdio"])
+async def test_a_legacy_client_that_sets_no_level_gets_the_logs_as_from_a_legacy_server(
+    peers: Peers, front: str
+) -> None:
+    """A legacy server sends its log messages to a client that never sent `logging/setLevel`; a
+    modern server sends them only to requests that ask (`logLevel`): the bridge asks on the
+    client's behalf, and follows the level the client sets."""
+    legacy = peers.legacy("interactive_server.py")
+    server = modern_interactive(peers, "--modern-only")
+    if front == "http":
+        where, options = peers.bridge(server.url).url, ()
+    else:
+        where, options = "", ("--command", f"{BRIDGE_EXE} stdio --upstream {server.url}")
+    async with asyncio.timeout(T):
+        direct = await run_scenarios(legacy.url, "chatty_quiet")
+        bridged = await run_scenarios(where, "chatty_quiet", "chatty_warning", options=options)
+    assert direct["outcomes"]["chatty_quiet"] == CHATTED
+    assert bridged["outcomes"]["chatty_quiet"] == CHATTED
+    quiet = {**CHATTED, "notes": [note for note in CHATTED["notes"] if "log" not in note]}
+    assert bridged["outcomes"]["chatty_warning"] == quiet  # the level it set: no info message
+
+
 async def test_a_dual_server_used_directly_fails_what_the_bridge_serves(peers: Peers) -> None:
     """The reason for the modern side: the SDK's own legacy side cannot push an input request."""
     server = modern_interactive(peers)

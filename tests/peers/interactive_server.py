@@ -419,6 +419,15 @@ async def staggered(tag: str, ctx: Ctx, delay_s: float = 0.2) -> str:
 
 
 @mcp.tool()
+async def chatty(tag: str, ctx: Ctx) -> str:
+    """Progress 1 and 2 of 2, and one info log message (as the modern interactive server's)."""
+    await ctx.report_progress(progress=1, total=2, message="half")
+    await ctx.info(f"chatty {tag}")
+    await ctx.report_progress(progress=2, total=2, message="done")
+    return "chatted"
+
+
+@mcp.tool()
 async def slow(tag: str, seconds: float) -> str:
     """Sleep `seconds`."""
     record(tag, "call", tool="slow")

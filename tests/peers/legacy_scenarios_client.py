@@ -97,6 +97,10 @@ async def _scenario(session: ClientSession, name: str) -> dict[str, Any]:
         return {"text": "pong"}
     if name == "chatty":
         await session.set_logging_level("info")
+    if name == "chatty_warning":
+        await session.set_logging_level("warning")
+    if name.startswith("chatty"):  # chatty_quiet: no logging/setLevel at all
+        name = "chatty"
     arguments: dict[str, Any] = {"tag": tag}
     if name == "echo":
         arguments = {"text": "unchanged"}

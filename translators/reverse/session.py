@@ -26,6 +26,11 @@ from translators.wire.canonical import as_object
 from translators.wire.jsonrpc import JsonObject
 
 MODERN_ONLY_RESULT_FIELDS: Final = frozenset({"resultType", "ttlMs", "cacheScope"})
+# The level a legacy session's logs are asked at until its client sends `logging/setLevel`: a legacy
+# server decides what to send and sends it (the mcp Python SDK sends every message, the TypeScript
+# SDK filters only once a level is set), while a 2026-07-28 server sends logs only to requests that
+# ask (`logLevel` in `_meta`), so the bridge asks for all of them on the client's behalf.
+LEGACY_DEFAULT_LOG_LEVEL: Final = "debug"
 FALLBACK_SERVER_INFO: Final = {"name": "mcp-server", "version": "unknown"}
 
 
@@ -98,16 +103,18 @@ def initialize_result(
     return result
 
 
-def modern_meta(view: ClientView) -> JsonObject:
-    """The per-request `_meta` the upstream needs for one of `view`'s requests."""
+def modern_meta(view: ClientView, *, logs: bool = True) -> JsonObject:
+    """The per-request `_meta` the upstream needs for one of `view`'s requests; `logs`: whether
+    the request asks for log messages (a legacy session's requests do; its `subscriptions/listen`
+    stream, which carries no request's logs, does not)."""
     meta: JsonObject = {
         META_PROTOCOL_VERSION: MODERN_VERSION,
         META_CLIENT_CAPABILITIES: {k: v for k, v in view.capabilities.items() if k != "tasks"},
     }
     if isinstance(view.client_info.get("name"), str):
         meta[META_CLIENT_INFO] = view.client_info
-    if view.log_level is not None:
-        meta[META_LOG_LEVEL] = view.log_level
+    if logs:
+        meta[META_LOG_LEVEL] = view.log_level or LEGACY_DEFAULT_LOG_LEVEL
     return meta
 
 
