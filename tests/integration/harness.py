@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +34,7 @@ from secret_scan import secrets_in
 from config import ENV_PREFIX, env_name
 from translators.protocol.eras import MODERN_VERSION
 
+from .ports import free_port, is_listening, listener_is_ours, release
 from .raw_http import (
     CLIENT_INFO,
     HTTP_TIMEOUT_S,
@@ -85,57 +84,6 @@ class PeerStartError(RuntimeError):
     """A peer exited or did not listen in time; the message carries its log tail."""
 
 
-# Under pytest-xdist (`make test` runs several workers) each worker hands out ports from a block of
-# its own below Linux's ephemeral range (32768-60999): a port one worker picked and has not yet
-# bound can then be neither picked by another worker nor taken by an outgoing connection, and a
-# peer's readiness probe can never reach another worker's server.
-WORKER_PORT_BASE = 20000
-WORKER_PORT_BLOCK = 1000
-WORKER_PORT_BLOCKS = 12  # 20000-31999
-_worker_port_offsets = itertools.count()
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago: from this xdist worker's own block, or
-    the kernel's choice (bind to port 0) in a serial run."""
-    block = _worker_port_block()
-    if block is None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port: int = sock.getsockname()[1]
-            return port
-    for _ in range(WORKER_PORT_BLOCK):
-        candidate = block + next(_worker_port_offsets) % WORKER_PORT_BLOCK
-        if _bindable(candidate):
-            return candidate
-    raise RuntimeError(f"no free port in {block}-{block + WORKER_PORT_BLOCK - 1}")
-
-
-def _worker_port_block() -> int | None:
-    """The first port of this xdist worker's block ("gw3" -> 23000), None outside xdist."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if not worker.startswith("gw") or not worker[2:].isdigit():
-        return None
-    return WORKER_PORT_BASE + (int(worker[2:]) % WORKER_PORT_BLOCKS) * WORKER_PORT_BLOCK
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def is_listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-    except OSError:
-        return False
-    return True
-
-
 @dataclass
 class PeerProcess:
     """One child process serving HTTP on 127.0.0.1:`port`."""
@@ -160,11 +108,17 @@ class PeerProcess:
         return text[-limit:]
 
     def wait_listening(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Until the process listens on its port (a listener of another process does not count:
+        this one then fails to bind, and says so)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.popen.poll() is not None:
-                raise PeerStartError(self._failure(f"exited with status {self.popen.returncode}"))
-            if is_listening(self.port):
+                taken = " (another process listens on its port)" if is_listening(self.port) else ""
+                raise PeerStartError(
+                    self._failure(f"exited with status {self.popen.returncode}{taken}")
+                )
+            if is_listening(self.port) and listener_is_ours(self.port, self.popen.pid):
+                release(self.port)
                 return
             time.sleep(0.05)
         raise PeerStartError(
