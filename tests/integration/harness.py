@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import aiohttp
 import httpx2
 import mcp_types as types
 from mcp import Client
@@ -67,6 +68,8 @@ __all__ = [
     "modern_client",
     "parse_sse",
     "read_reply",
+    "until_lease_waits",
+    "upstream_status",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -170,6 +173,25 @@ def bridge_env(settings: Mapping[str, Mapping[str, Any] | Any]) -> dict[str, str
         else:
             env[env_name(section)] = _env_value(value)
     return env
+
+
+async def upstream_status(http: aiohttp.ClientSession, bridge: PeerProcess) -> JsonObject:
+    """The bridge's one upstream as its `/status.json` shows it (sessions, `lease_waits`, ...)."""
+    async with http.get(f"http://127.0.0.1:{bridge.port}/status.json") as reply:
+        assert reply.status == 200
+        status = await reply.json()
+    (upstream,) = status["upstreams"]
+    facts: JsonObject = upstream
+    return facts
+
+
+async def until_lease_waits(
+    http: aiohttp.ClientSession, bridge: PeerProcess, since: int, call: asyncio.Task[Any]
+) -> None:
+    """Until the bridge has counted a lease wait more than `since` (`call` now waits for a session,
+    and only a release lets it go on), or `call` ended; bounded by the caller's timeout."""
+    while (await upstream_status(http, bridge))["lease_waits"] <= since and not call.done():
+        await asyncio.sleep(0.05)
 
 
 def _env_value(value: Any) -> str:
