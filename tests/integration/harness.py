@@ -110,6 +110,12 @@ class PeerProcess:
             return ""
         return text[-limit:]
 
+    async def until_logged(self, text: str, timeout: float = START_TIMEOUT_S) -> None:
+        """Until `text` appears in the process's output (bounded by `timeout`)."""
+        async with asyncio.timeout(timeout):
+            while text not in self.log_text(limit=10**8):
+                await asyncio.sleep(0.05)
+
     def wait_listening(self, timeout: float = START_TIMEOUT_S) -> None:
         """Until the process listens on its port (a listener of another process does not count:
         this one then fails to bind, and says so)."""
