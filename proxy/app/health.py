@@ -25,6 +25,7 @@ from typing import Final
 
 import structlog
 
+from proxy.common.clock import Clock, loop_time
 from proxy.upstream.base import TransportInfo
 from proxy.upstream.errors import plain_reason
 from proxy.upstream.pool import SessionKey, UpstreamPool
@@ -67,7 +68,11 @@ class Readiness:
         answer_within_s: float = ANSWER_WITHIN_S,
         fresh_s: float = FRESH_S,
         transport: TransportInfo | None = None,
+        clock: Clock = loop_time,
     ) -> None:
+        """`clock` tells a verdict's age (fresh for `fresh_s`; proxy/common/clock.py); the waits
+        for a check stay loop timers."""
+        self._clock = clock
         self._pool = pool
         self._transport = transport
         self._keys = keys
@@ -99,11 +104,11 @@ class Readiness:
     def _age(self) -> str:
         if self._verdict is None:
             return "never"
-        return f"{asyncio.get_running_loop().time() - self._verdict[0]:.1f} s ago"
+        return f"{self._clock() - self._verdict[0]:.1f} s ago"
 
     async def _upstream(self) -> str | None:
         """A fresh verdict, or None when the check did not finish within `answer_within_s`."""
-        now = asyncio.get_running_loop().time()
+        now = self._clock()
         if self._verdict is not None and now - self._verdict[0] < self._fresh_s:
             return self._verdict[1]
         if self._probe is None:
@@ -131,7 +136,7 @@ class Readiness:
             ping.cancel()
             self._winding_down.add(ping)
             ping.add_done_callback(self._winding_down.discard)
-        self._verdict = (asyncio.get_running_loop().time(), verdict)
+        self._verdict = (self._clock(), verdict)
         return verdict
 
     async def _ping(self) -> str:

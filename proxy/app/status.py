@@ -183,6 +183,7 @@ class StatusPage:
             "era": era,
             "transport": pool.transport.name if pool is not None else None,
             "sessions_open": 0,
+            "lease_waits": 0,
             "last_error": None,
             "sessions": [],
         }
@@ -190,6 +191,7 @@ class StatusPage:
             return facts
         sessions = pool.sessions()
         facts["sessions_open"] = len(sessions)
+        facts["lease_waits"] = pool.waits_total
         facts["sessions"] = [
             {
                 "principal": view.principal[:DIGEST_CHARS],

@@ -105,6 +105,7 @@ def render_page(facts: Mapping[str, Any]) -> str:
                 ("era", "era"),
                 ("transport", "transport"),
                 ("sessions_open", "sessions"),
+                ("lease_waits", "waits for a session"),
                 ("last_error", "last failed open"),
             ],
             [{**upstream, "last_error": error_text}],

@@ -31,6 +31,7 @@ from aiohttp import web
 from config.settings import Settings
 from proxy.auth.keys import decode_key
 from proxy.cluster.peers import PeerDirectory
+from proxy.common.clock import Clock
 from proxy.observe import tracing
 from proxy.observe.access import current_trace
 from proxy.observe.metrics import BridgeMetrics
@@ -118,8 +119,12 @@ class Forwarder:
         directory: PeerDirectory,
         client: aiohttp.ClientSession,
         metrics: BridgeMetrics,
+        clock: Clock = time.monotonic,
     ) -> None:
+        """`clock` tells how long an owner took to answer a forward (a proof it read after
+        `cluster.proof_max_age_s` was stale; proxy/common/clock.py)."""
         self._settings = settings
+        self._clock = clock
         self._me = settings.held.replica_id
         self._keyring = keyring
         self._proof_keys = proof_keys(settings)
@@ -248,7 +253,7 @@ class Forwarder:
             sock_connect=self._settings.cluster.connect_timeout_s,
             sock_read=front.request_timeout_s + front.sse_keepalive_s + STREAM_MARGIN_S,
         )
-        sent_at = time.monotonic()
+        sent_at = self._clock()
         try:
             headers = self._headers(request, body, owner)
             upstream = await self._client.post(
@@ -264,7 +269,7 @@ class Forwarder:
         except aiohttp.ClientConnectionError:  # refused, or closed without an answer: gone
             self._directory.forget(owner)
             raise OwnerUnreachable(owner, RejectionReason.OWNER_UNREACHABLE) from None
-        stale = time.monotonic() - sent_at >= self._settings.cluster.proof_max_age_s
+        stale = self._clock() - sent_at >= self._settings.cluster.proof_max_age_s
         if upstream.status == 403 and stale:
             # the owner took longer than a proof lives to read the request: stalled, and it
             # refused the proof, so nothing ran there either

@@ -26,6 +26,7 @@ import structlog
 from aiohttp import web
 
 from config.replicas import ClusterSettings
+from proxy.common.clock import Clock
 
 REPLICA_PATH: Final = "/cluster/v1/replica"
 MIN_REFRESH_GAP_S: Final = 1.0
@@ -63,8 +64,11 @@ class PeerDirectory:
         me: str,
         client: aiohttp.ClientSession,
         resolve: Resolver | None = None,
+        clock: Clock = time.monotonic,
     ) -> None:
+        """`clock` spaces the refreshes an unknown id causes (proxy/common/clock.py)."""
         self._cluster = cluster
+        self._clock = clock
         self._resolve = resolve or _getaddrinfo
         self._me = me
         self._client = client
@@ -120,11 +124,11 @@ class PeerDirectory:
                     owners[replica] = url
                     _log.warning("cluster_peer_stalled", replica=replica)
             self._owners = owners
-            self._refreshed_at = time.monotonic()
+            self._refreshed_at = self._clock()
 
     async def owner_url(self, owner: str) -> str | None:
         """The base URL of replica `owner`, or None when it is not in the peer set."""
-        if owner not in self._owners and time.monotonic() - self._refreshed_at >= MIN_REFRESH_GAP_S:
+        if owner not in self._owners and self._clock() - self._refreshed_at >= MIN_REFRESH_GAP_S:
             await self.refresh()
         return self._owners.get(owner)
 

@@ -21,10 +21,11 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Collection, Hashable, Iterator, Mapping, Sequence
+from collections.abc import Collection, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Final, Generic, Protocol, TypeVar
 
+from proxy.common.clock import Clock
 from translators.wire.errors import CapacityExceeded, ClientLimitExceeded
 
 NOTHING_OPENING: Final[Mapping[str, int]] = {}
@@ -240,9 +241,7 @@ class PrincipalTable(Generic[V]):
     table whose entries clients see (`Eviction.client_visible(idle_s)`). An entry is in use from
     `begin` to `end` (a request on it, a stream open)."""
 
-    def __init__(
-        self, caps: Caps, idle_s: float, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, caps: Caps, idle_s: float, clock: Clock = time.monotonic) -> None:
         self._caps = caps
         self._idle_s = idle_s
         self._eviction = Eviction.client_visible(idle_s)

@@ -45,6 +45,11 @@ class BridgeStop:
     def is_requested(self) -> bool:
         return self._requested.is_set()
 
+    @property
+    def is_hurried(self) -> bool:
+        """Whether `hurry` has run (its coroutine started at once, as a task)."""
+        return self._hurrying is not None
+
     def on_request(self, callback: Callable[[], None]) -> None:
         """Run `callback` when the stop is requested (at once if it already was)."""
         self._callbacks.append(callback)

@@ -25,6 +25,7 @@ With `front.legacy_clients = "refuse"` the relay is not installed: the modern pa
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -33,6 +34,7 @@ import structlog
 from aiohttp import web
 
 from config.settings import Settings
+from proxy.common.clock import Clock
 from proxy.common.faults import Observe
 from proxy.common.per_principal import Caps, PrincipalTable
 from proxy.passthrough.http_proxy import SESSION, VERSION, HttpRelay, error_reply
@@ -59,7 +61,10 @@ class LegacyRelay:
     """Relays one legacy client request, enforcing the session bindings and caps; `aclose()` ends
     the DELETEs in flight and closes its client."""
 
-    def __init__(self, settings: Settings, observe: Observe | None = None) -> None:
+    def __init__(
+        self, settings: Settings, observe: Observe | None = None, clock: Clock = time.monotonic
+    ) -> None:
+        """`clock` times the sessions' idleness (proxy/common/clock.py)."""
         self._upstream = settings.upstream
         caps = Caps(
             settings.upstream.max_sessions_per_principal,
@@ -68,7 +73,7 @@ class LegacyRelay:
             TOTAL_LIMIT,
             "legacy sessions",
         )
-        self.sessions = PrincipalTable[Relayed](caps, settings.upstream.session_idle_s)
+        self.sessions = PrincipalTable[Relayed](caps, settings.upstream.session_idle_s, clock)
         self._http = HttpRelay(settings, observe=observe)
         self._deletes: set[asyncio.Task[int | None]] = set()
 

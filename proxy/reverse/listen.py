@@ -22,6 +22,7 @@ from translators.protocol.eras import (
     PROMPTS_LIST_CHANGED,
     RESOURCE_UPDATED,
     RESOURCES_LIST_CHANGED,
+    SUBSCRIPTIONS_ACKNOWLEDGED,
     SUBSCRIPTIONS_LISTEN,
     TOOLS_LIST_CHANGED,
 )
@@ -81,7 +82,9 @@ class Listener:
 
         def relay(notice: JsonObject) -> None:
             method = notice.get("method")
-            if method in _RELAYED:
+            if method == SUBSCRIPTIONS_ACKNOWLEDGED:  # open: what changes from now on comes
+                _log.info("reverse_listen_opened", resource_subscriptions=len(view.subscribed))
+            elif method in _RELAYED:
                 params = {k: v for k, v in as_object(notice.get("params")).items() if k != "_meta"}
                 session.notify(notification(str(method), params or None))
 

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 import structlog
 
+from proxy.common.clock import Clock
 from proxy.common.per_principal import Caps, PrincipalTable
 from proxy.reverse.tool_headers import ToolSchemas
 from translators.reverse.session import ClientView
@@ -80,9 +81,7 @@ class ReverseSession:
 class ReverseSessions:
     """The open sessions, by id, under `caps` (`open` raises their refusal)."""
 
-    def __init__(
-        self, caps: Caps, idle_s: float, clock: Callable[[], float] = time.monotonic
-    ) -> None:
+    def __init__(self, caps: Caps, idle_s: float, clock: Clock = time.monotonic) -> None:
         self._table = PrincipalTable[ReverseSession](caps, idle_s, clock)
 
     def open(self, principal: str, view: ClientView) -> ReverseSession:

@@ -21,6 +21,7 @@ from typing import Final
 import structlog
 
 from config.settings import UpstreamSettings
+from proxy.common.clock import Clock, loop_time
 from proxy.common.per_principal import BRIDGE_CACHE, Caps, victims
 from proxy.upstream.attribution import PushAttribution, route_get_stream
 from proxy.upstream.base import (
@@ -67,8 +68,12 @@ class UpstreamPool(PoolSizing):
         *,
         on_unowned: UnownedHandler,
         transport: TransportInfo = STREAMABLE_HTTP,
+        clock: Clock = loop_time,
     ) -> None:
+        """`clock` times idleness, eviction and the backoffs (proxy/common/clock.py); waits for a
+        session stay on the loop's timers."""
         self._settings = settings
+        self._clock = clock
         self._opener = opener
         self.attribution = PushAttribution(enabled=settings.share_attributed_calls)
         self.transport = transport
@@ -78,7 +83,7 @@ class UpstreamPool(PoolSizing):
         self._room: asyncio.Event | None = None
         # a plain lease opens another session of its key past this many calls on the least used
         self._spread_at = settings.plain_calls_per_session or sys.maxsize
-        self._spread_after = 0.0  # loop time: a failed extra session pauses spreading until then
+        self._spread_after = 0.0  # `clock` time: a failed extra session pauses spreading until then
         self._on_unowned = on_unowned
         self._entries: list[PoolEntry] = []
         self._opening: dict[SessionKey, Opening] = {}
@@ -98,6 +103,10 @@ class UpstreamPool(PoolSizing):
         self._created_total = 0
         self._reused_total = 0
         self._retired_reinitialized = 0
+        # leases that began waiting, for room or at the gate (a wait after a wake-up counts again):
+        # a test awaits a waiter's turn by it instead of sleeping
+        self.waits_total = 0
+        self.most_open = 0  # the most sessions open at once so far
         # the last session that failed to open: (error class, time.time()); the status page
         self.last_error: tuple[str, float] | None = None
 
@@ -143,7 +152,7 @@ class UpstreamPool(PoolSizing):
 
     def sessions(self) -> list[SessionView]:
         """What the status page shows of each open session: no key material, no session id."""
-        return session_views(self._entries, asyncio.get_running_loop().time())
+        return session_views(self._entries, self._clock())
 
     async def lease(
         self,
@@ -171,6 +180,7 @@ class UpstreamPool(PoolSizing):
         while True:
             self._check_open()
             if self.limit.gate is not None:
+                self.waits_total += 1
                 await self.limit.pass_gate()  # the pool drains to learn the session limit
                 continue
             entry = best_entry(self._entries, key, exclusive, prefer, attributed)
@@ -208,6 +218,7 @@ class UpstreamPool(PoolSizing):
         """Wait until a lease is released or a session closes, or raise the limit error at
         `deadline`."""
         room = self._room = self._room or asyncio.Event()
+        self.waits_total += 1
         try:
             async with asyncio.timeout_at(deadline):
                 await room.wait()
@@ -248,10 +259,8 @@ class UpstreamPool(PoolSizing):
         """Claim room for one more session, evicting idle ones if needed (the sessions are the
         bridge's own cache: any principal's idle one may go at the total cap); raises a
         `LimitExceeded`."""
-        now = asyncio.get_running_loop().time()
-        chosen = victims(
-            self._entries, principal, self.session_caps(), BRIDGE_CACHE, now, self._reserved
-        )
+        caps, now = self.session_caps(), self._clock()
+        chosen = victims(self._entries, principal, caps, BRIDGE_CACHE, now, self._reserved)
         for victim in chosen:
             self._entries.remove(victim)
         self._reserved[principal] = self._reserved.get(principal, 0) + 1
@@ -328,8 +337,9 @@ class UpstreamPool(PoolSizing):
         if self._closed:
             await session.aclose()
             raise UpstreamUnavailable("The bridge is shutting down", public=True)
-        entry = PoolEntry(key, session, asyncio.get_running_loop().time())
+        entry = PoolEntry(key, session, self._clock())
         self._entries.append(entry)
+        self.most_open = max(self.most_open, len(self._entries))
         self._created_total += 1
         grant = self._grant(entry, exclusive=exclusive, label=label)
         router.bind(entry)
@@ -359,7 +369,7 @@ class UpstreamPool(PoolSizing):
                 self._entries.remove(entry)
             await self._close_all([entry], "discarded")
         else:
-            entry.idle_since = asyncio.get_running_loop().time()
+            entry.idle_since = self._clock()
 
     async def _close_all(self, entries: list[PoolEntry], reason: str) -> None:
         entries = [entry for entry in entries if entry.state is not EntryState.CLOSED]

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Final
 import structlog
 
 from config.settings import UpstreamSettings
+from proxy.common.clock import Clock
 from proxy.common.per_principal import Caps, fits
 from proxy.upstream.base import TransportInfo
 from proxy.upstream.pool_choice import reap_victims
@@ -29,6 +30,7 @@ class PoolSizing:
     """Spreading crowded plain calls and reaping idle sessions; needs the pool's records."""
 
     _settings: UpstreamSettings
+    _clock: Clock
     transport: TransportInfo
     limit: SessionLimit
     _entries: list[PoolEntry]
@@ -70,7 +72,7 @@ class PoolSizing:
         more of them than it needs."""
         if held or prefer is not None or not self.transport.streams_per_call:
             return False
-        now = asyncio.get_running_loop().time()
+        now = self._clock()
         if self.limit.one or (self.limit.one is None and not self.limit.may_learn(now)):
             return False
         if key in self._opening or now < self._spread_after:
@@ -109,7 +111,7 @@ class PoolSizing:
                 key, capabilities, exclusive=False, headers=headers, spread=True
             )
         except BridgeError as exc:
-            self._spread_after = asyncio.get_running_loop().time() + SPREAD_BACKOFF_S
+            self._spread_after = self._clock() + SPREAD_BACKOFF_S
             _log.info("upstream_extra_session_failed", error=type(exc).__name__)
             return None
         finally:
@@ -123,15 +125,15 @@ class PoolSizing:
         """Learn the session limit from a crowded plain lease (session_limit.py): new leases wait
         while the calls in flight end, then the extra session opens beside the idle ones and
         checks them; None (share) when calls were still running after `DRAIN_S`."""
-        limit, loop = self.limit, asyncio.get_running_loop()
+        limit = self.limit
         limit.close_gate()
         try:
-            deadline = loop.time() + DRAIN_S
+            deadline = asyncio.get_running_loop().time() + DRAIN_S  # a loop timer's deadline
             while busy := sum(not e.is_idle for e in self._entries) + sum(self._reserved.values()):
                 try:
                     await self._wait_for_room(deadline)
                 except CapacityExceeded:
-                    limit.postpone(loop.time(), busy)
+                    limit.postpone(self._clock(), busy)
                     return None
             return await self._spread(key, capabilities, headers)
         finally:
@@ -153,7 +155,7 @@ class PoolSizing:
         DELETE could leave a one-session server unconnected); none is closed during a check."""
         victims = reap_victims(
             self._entries,
-            asyncio.get_running_loop().time(),
+            self._clock(),
             self._settings.session_idle_s,
             one_session=self.limit.one,
             checking=self.limit.lock.locked(),

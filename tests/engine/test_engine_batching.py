@@ -3,8 +3,6 @@ state-only round: every InputRequiredResult the bridge sends carries inputReques
 
 from __future__ import annotations
 
-import asyncio
-
 from engine_harness import (
     ELICIT_PARAMS,
     ScriptedBridge,
@@ -14,6 +12,7 @@ from engine_harness import (
     scripted_bridge,
     text_result,
 )
+from virtual_time import advance, on_virtual_time
 
 from proxy.calls.call import Call
 from translators.held.machine import HeldCallState
@@ -79,9 +78,11 @@ async def test_a_push_after_its_round_was_asked_is_the_next_round_and_is_learned
         assert set(input_requests(await next_call)) == {"name", "roots"}
 
 
+@on_virtual_time
 async def test_a_resumed_call_is_held_open_until_the_upstream_pushes_again() -> None:
     """No state-only round: the retry that resumes the call gets nothing until the upstream asks
-    its next question, even when that takes longer than the batching ceiling."""
+    its next question, even when that takes longer than the batching ceiling (the loop's clock is
+    moved past it: every timer due meanwhile has run)."""
     quiet = {"batch_quiet_ms": CEILING_MS, "batch_max_ms": CEILING_MS}
     async with scripted_bridge(held=quiet) as bridge:
         request = bridge.request()
@@ -91,7 +92,7 @@ async def test_a_resumed_call_is_held_open_until_the_upstream_pushes_again() -> 
         reply = await first
         retry = bridge.start(bridge.retry_of(request, reply, {"name": accepted("Ada")}))
         assert await name.answered() == {"result": accepted("Ada")}
-        await asyncio.sleep(5 * CEILING_MS / 1000)  # the upstream thinks, past the ceiling
+        await advance(5 * CEILING_MS / 1000)  # the upstream thinks, past the ceiling
         assert not retry.done()
         assert driver(bridge).machine.state is HeldCallState.RUNNING
         colour = call.push(ELICIT, COLOUR, key="colour")
@@ -99,7 +100,7 @@ async def test_a_resumed_call_is_held_open_until_the_upstream_pushes_again() -> 
         assert list(input_requests(second)) == ["colour"]
         last = bridge.start(bridge.retry_of(request, second, {"colour": accepted("red")}))
         assert await colour.answered() == {"result": accepted("red")}
-        await asyncio.sleep(5 * CEILING_MS / 1000)  # again, now before the final result
+        await advance(5 * CEILING_MS / 1000)  # again, now before the final result
         assert not last.done()
         call.finish(text_result("Ada likes red"))
         assert result_text(await last) == "Ada likes red"

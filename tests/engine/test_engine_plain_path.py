@@ -27,6 +27,7 @@ from engine_harness import (
     scripted_bridge,
     text_result,
 )
+from virtual_time import advance, on_virtual_time
 
 import proxy.calls.call as call_module
 from proxy.calls.held_run import HeldRun
@@ -163,10 +164,11 @@ async def test_a_push_on_the_sessions_get_stream_also_starts_the_held_call() -> 
         assert result_text(await retry) == "Bo"
 
 
+@on_virtual_time
 async def test_a_held_call_keeps_what_is_left_of_the_attempts_deadline() -> None:
     """The plain path's time counts: a push arriving halfway leaves the held call only the rest of
     `front.request_timeout_s` (a new whole timeout would end it 50% later), and the batch waiting
-    for a second push is cut by it."""
+    for a second push is cut by it. On the loop's virtual clock the deadline is exact."""
     timeout_s = 2.0
     async with scripted_bridge(front={"request_timeout_s": timeout_s}) as bridge:
         bridge.learned(2)  # the batch waits for a second push that never comes
@@ -174,7 +176,7 @@ async def test_a_held_call_keeps_what_is_left_of_the_attempts_deadline() -> None
         began = loop.time()
         first = bridge.start(bridge.request())
         call = await bridge.upstream.next_call()
-        await asyncio.sleep(timeout_s / 2)
+        await advance(timeout_s / 2)
         push = call.push(ELICIT, ELICIT_PARAMS, key="name")
         error = fault_of(await first)
         waited = loop.time() - began
@@ -182,7 +184,7 @@ async def test_a_held_call_keeps_what_is_left_of_the_attempts_deadline() -> None
         assert error["message"] == f"The upstream call did not finish within {timeout_s:g} s"
         assert await push.answered() == {"result": {"action": "cancel"}}
         assert await call.cancellation() == "request timed out"
-        assert timeout_s - 0.01 <= waited < timeout_s * 1.45
+        assert waited == pytest.approx(timeout_s)
 
 
 async def test_a_plain_call_past_its_deadline_is_cancelled_and_its_session_discarded() -> None:

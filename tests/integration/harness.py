@@ -12,12 +12,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+import aiohttp
 import httpx2
 import mcp_types as types
 from mcp import Client
@@ -36,6 +35,7 @@ from secret_scan import secrets_in
 from config import ENV_PREFIX, env_name
 from translators.protocol.eras import MODERN_VERSION
 
+from .ports import free_port, is_listening, listener_is_ours, release
 from .raw_http import (
     CLIENT_INFO,
     HTTP_TIMEOUT_S,
@@ -68,6 +68,8 @@ __all__ = [
     "modern_client",
     "parse_sse",
     "read_reply",
+    "until_lease_waits",
+    "upstream_status",
 ]
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
@@ -83,57 +85,6 @@ LOG_TAIL_CHARS = 6000
 
 class PeerStartError(RuntimeError):
     """A peer exited or did not listen in time; the message carries its log tail."""
-
-
-# Under pytest-xdist (`make test` runs several workers) each worker hands out ports from a block of
-# its own below Linux's ephemeral range (32768-60999): a port one worker picked and has not yet
-# bound can then be neither picked by another worker nor taken by an outgoing connection, and a
-# peer's readiness probe can never reach another worker's server.
-WORKER_PORT_BASE = 20000
-WORKER_PORT_BLOCK = 1000
-WORKER_PORT_BLOCKS = 12  # 20000-31999
-_worker_port_offsets = itertools.count()
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago: from this xdist worker's own block, or
-    the kernel's choice (bind to port 0) in a serial run."""
-    block = _worker_port_block()
-    if block is None:
-        with socket.socket() as sock:
-            sock.bind(("127.0.0.1", 0))
-            port: int = sock.getsockname()[1]
-            return port
-    for _ in range(WORKER_PORT_BLOCK):
-        candidate = block + next(_worker_port_offsets) % WORKER_PORT_BLOCK
-        if _bindable(candidate):
-            return candidate
-    raise RuntimeError(f"no free port in {block}-{block + WORKER_PORT_BLOCK - 1}")
-
-
-def _worker_port_block() -> int | None:
-    """The first port of this xdist worker's block ("gw3" -> 23000), None outside xdist."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if not worker.startswith("gw") or not worker[2:].isdigit():
-        return None
-    return WORKER_PORT_BASE + (int(worker[2:]) % WORKER_PORT_BLOCKS) * WORKER_PORT_BLOCK
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
-def is_listening(port: int) -> bool:
-    try:
-        socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-    except OSError:
-        return False
-    return True
 
 
 @dataclass
@@ -159,12 +110,24 @@ class PeerProcess:
             return ""
         return text[-limit:]
 
+    async def until_logged(self, text: str, timeout: float = START_TIMEOUT_S) -> None:
+        """Until `text` appears in the process's output (bounded by `timeout`)."""
+        async with asyncio.timeout(timeout):
+            while text not in self.log_text(limit=10**8):
+                await asyncio.sleep(0.05)
+
     def wait_listening(self, timeout: float = START_TIMEOUT_S) -> None:
+        """Until the process listens on its port (a listener of another process does not count:
+        this one then fails to bind, and says so)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.popen.poll() is not None:
-                raise PeerStartError(self._failure(f"exited with status {self.popen.returncode}"))
-            if is_listening(self.port):
+                taken = " (another process listens on its port)" if is_listening(self.port) else ""
+                raise PeerStartError(
+                    self._failure(f"exited with status {self.popen.returncode}{taken}")
+                )
+            if is_listening(self.port) and listener_is_ours(self.port, self.popen.pid):
+                release(self.port)
                 return
             time.sleep(0.05)
         raise PeerStartError(
@@ -216,6 +179,25 @@ def bridge_env(settings: Mapping[str, Mapping[str, Any] | Any]) -> dict[str, str
         else:
             env[env_name(section)] = _env_value(value)
     return env
+
+
+async def upstream_status(http: aiohttp.ClientSession, bridge: PeerProcess) -> JsonObject:
+    """The bridge's one upstream as its `/status.json` shows it (sessions, `lease_waits`, ...)."""
+    async with http.get(f"http://127.0.0.1:{bridge.port}/status.json") as reply:
+        assert reply.status == 200
+        status = await reply.json()
+    (upstream,) = status["upstreams"]
+    facts: JsonObject = upstream
+    return facts
+
+
+async def until_lease_waits(
+    http: aiohttp.ClientSession, bridge: PeerProcess, since: int, call: asyncio.Task[Any]
+) -> None:
+    """Until the bridge has counted a lease wait more than `since` (`call` now waits for a session,
+    and only a release lets it go on), or `call` ended; bounded by the caller's timeout."""
+    while (await upstream_status(http, bridge))["lease_waits"] <= since and not call.done():
+        await asyncio.sleep(0.05)
 
 
 def _env_value(value: Any) -> str:

@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import socket
+import subprocess
+import sys
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -19,6 +23,7 @@ from translators.protocol.eras import (
     TOOLS_LIST,
 )
 
+from . import ports
 from .harness import (
     CLIENT_INFO,
     DEMO_SERVER,
@@ -30,6 +35,7 @@ from .harness import (
     PeerStartError,
     bridge_env,
     encode_header_value,
+    free_port,
     is_listening,
     parse_sse,
 )
@@ -54,6 +60,43 @@ def test_failed_start_raises_with_the_peer_log(peers: Peers) -> None:
         peers.legacy(FIXTURE_SERVER, "--transport", "carrier-pigeon")
     assert "exited with status 2" in str(failure.value)
     assert "invalid choice: 'carrier-pigeon'" in str(failure.value)
+
+
+def test_a_peer_whose_port_another_process_listens_on_is_never_used(peers: Peers) -> None:
+    """A port taken between its pick and the peer's bind (another test session's server) makes
+    the start fail, naming it, instead of handing out the other process's server."""
+    port = free_port()
+    with socket.create_server(("127.0.0.1", port)):
+        argv = [sys.executable, "-m", "http.server", str(port), "--bind", "127.0.0.1"]
+        with pytest.raises(PeerStartError) as failure:
+            peers.start("http.server", argv, port)
+    assert "(another process listens on its port)" in str(failure.value)
+
+
+def test_a_port_another_process_claimed_is_not_picked() -> None:
+    """While one test process holds its claim on a port, no other one picks it; once it is gone,
+    the port can be claimed."""
+    claimer = subprocess.Popen(
+        [sys.executable, "-c", CLAIMER],
+        cwd=Path(__file__).parent.parent,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+    )
+    assert claimer.stdout is not None and claimer.stdin is not None
+    try:
+        port = int(claimer.stdout.readline())
+        assert not ports._claim(port)
+    finally:
+        claimer.stdin.close()
+        claimer.wait(10)
+    assert ports._claim(port)
+    ports.release(port)
+
+
+CLAIMER = (
+    "import sys\nfrom integration.ports import free_port\n"
+    "print(free_port(), flush=True)\nsys.stdin.read()"
+)
 
 
 async def test_raw_legacy_initialize_against_the_fixture(

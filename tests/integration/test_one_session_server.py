@@ -18,9 +18,19 @@ import aiohttp
 
 from translators.protocol.eras import SAMPLE
 
-from .harness import REPO_ROOT, ModernPoster, PeerProcess, Peers, bridge_env, free_port
+from .harness import (
+    REPO_ROOT,
+    ModernPoster,
+    PeerProcess,
+    Peers,
+    bridge_env,
+    free_port,
+    until_lease_waits,
+    upstream_status,
+)
 from .mrtr_helpers import call_tool, complete_text, input_required
 from .raw_http import RawReply
+from .streams_helpers import wait_logged
 
 T = 60  # bound on the test body, seconds
 EVERYTHING = (
@@ -80,10 +90,11 @@ async def test_server_everything_takes_turns_on_one_session(
             await call_tool(alice, "sampleLLM", {"prompt": "hi", "maxTokens": 10})
         )
         ((key, request),) = requests.items()
+        since = (await upstream_status(http, bridge))["lease_waits"]
         waiting = asyncio.create_task(
             call_tool(caller(http, bridge.url, "bob", {}), "add", {"a": 2, "b": 3})
         )
-        await asyncio.sleep(0.5)
+        await until_lease_waits(http, bridge, since, waiting)
         assert not waiting.done()  # the one session is alice's until her call ends
         final = await finish_sampling(alice, key, state, "Hello")
         after = await waiting
@@ -106,7 +117,8 @@ async def test_server_everything_survives_when_the_bridge_learns_it_serves_one_s
     and serves him once it is free. The server is still up after its timer fired."""
     everything = start_everything(peers)
     settings = {"session_wait_s": 2, "session_idle_s": 1}
-    bridge = peers.bridge(everything.url, env=bridge_env({"upstream": settings}))
+    env = bridge_env({"upstream": settings, "log": {"level": "debug"}})
+    bridge = peers.bridge(everything.url, env=env)
     alice_lists = caller(http, bridge.url, "alice", {})
     alice = caller(http, bridge.url, "alice", {"sampling": {}})
     bob = caller(http, bridge.url, "bob", {})
@@ -119,7 +131,12 @@ async def test_server_everything_survives_when_the_bridge_learns_it_serves_one_s
         ((key, _request),) = requests.items()
         final = await finish_sampling(alice, key, state, "Hi")
         served = await call_tool(bob, "add", {"a": 2, "b": 3})
-        await asyncio.sleep(35)  # past the server's 30 s timer and many idle periods
+        # the server's 30 s timer fires (many idle periods later) and its notification reaches
+        # the bridge's session: the server was connected when it fired (a DELETE would have left
+        # it unconnected, and the notification would have crashed it)
+        await wait_logged(
+            bridge, "upstream_inbound_received", timeout=40, method="notifications/stderr"
+        )
         later = await call_tool(alice_lists, "add", {"a": 1, "b": 1})
     names = {tool["name"] for tool in listed.response["result"]["tools"]}
     assert {"add", "sampleLLM", "echo"} <= names

@@ -19,6 +19,7 @@ from config import env_name
 from translators.wire.sse import SSEDecoder
 
 from .harness import PEERS_DIR, PeerProcess, Peers, free_port
+from .streams_helpers import wait_logged
 from .test_reverse_http import modern_interactive
 
 T = 60.0
@@ -94,8 +95,14 @@ async def messages_of(response: aiohttp.ClientResponse) -> AsyncIterator[dict[st
 
 
 def started(peers: Peers, **settings: str) -> PeerProcess:
+    return started_with_server(peers, **settings)[0]
+
+
+def started_with_server(peers: Peers, **settings: str) -> tuple[PeerProcess, PeerProcess]:
+    """The bridge, and the modern-only server behind it."""
     server = modern_interactive(peers, "--modern-only")
-    return peers.bridge(server.url, env={env_name(k): v for k, v in settings.items()})
+    env = {env_name(k): v for k, v in settings.items()}
+    return peers.bridge(server.url, env=env), server
 
 
 async def test_a_client_that_never_answers_gets_the_push_cancelled(peers: Peers) -> None:
@@ -147,7 +154,7 @@ async def test_a_client_that_goes_away_mid_round_leaves_the_session_usable(peers
 
 
 async def test_notifications_cancelled_ends_the_request(peers: Peers) -> None:
-    bridge = started(peers)
+    bridge, server = started_with_server(peers)
     async with asyncio.timeout(T), aiohttp.ClientSession() as http:
         client = Legacy(http, bridge.url)
         await client.initialize()
@@ -156,7 +163,7 @@ async def test_notifications_cancelled_ends_the_request(peers: Peers) -> None:
         )
         began = time.monotonic()
         call = asyncio.create_task(client.send(slow))
-        await asyncio.sleep(1.0)
+        await server.until_logged("slow_started z")  # running upstream
         cancel = {
             "jsonrpc": "2.0",
             "method": "notifications/cancelled",
@@ -257,7 +264,8 @@ async def test_list_changes_and_resource_updates_reach_the_get_stream(peers: Pee
             subscribed = await client.send(
                 client.request("resources/subscribe", {"uri": "interactive://ask/u"})
             )
-            await asyncio.sleep(1.0)  # the upstream listen (re)opens
+            # the upstream listen opens again, with the subscription
+            await wait_logged(bridge, "reverse_listen_opened", resource_subscriptions=1)
             touched = await client.send(
                 client.request("tools/call", {"name": "touch", "arguments": {"tag": "u"}})
             )

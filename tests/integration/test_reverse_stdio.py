@@ -108,7 +108,7 @@ async def test_the_stdio_front_by_hand(peers: Peers) -> None:
         push, cancelled, failed = await line(), await line(), await line()
         slow = {"name": "slow", "arguments": {"tag": "s", "seconds": 30}}
         send({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": slow})
-        await asyncio.sleep(1.0)
+        await server.until_logged("slow_started s")  # running upstream
         send({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 2}})
         send({"jsonrpc": "2.0", "id": 3, "method": "ping"})
         after = await line()  # the cancelled request is never answered; the ping is

@@ -51,7 +51,6 @@ from .harness import (
 
 MARKER_VAR = "MRTR_TEST_TREE_MARKER"
 CLIENT_WAIT_S = 2.0  # each wait of the client's close sequence
-LEFT_AFTER_S = 1.0  # when, after the close, no process of the tree may be left
 SPARES = 2  # the default upstream.spare_processes
 BRIDGE_AND_KEEPER = 2  # the bridge and its group keeper
 TIMEOUT_S = 30.0
@@ -233,11 +232,11 @@ async def busy_with_unanswered_calls(bridge: StdioBridge) -> None:
 
 
 async def assert_closed_cleanly(bridge: StdioBridge) -> None:
-    """The client's close sequence: the bridge exits 0 before the SIGTERM, and 1 s later its tree is
-    gone."""
+    """The client's close sequence: the bridge exits 0 before the SIGTERM, and its tree is gone
+    (waited for, bounded: a process left behind lingers, and fails it)."""
     closed = await close_like_a_client(bridge.process)
-    await asyncio.sleep(LEFT_AFTER_S)
-    assert (closed.status, closed.step, tree_pids(bridge.marker)) == (0, "stdin closed", [])
+    assert (closed.status, closed.step) == (0, "stdin closed")
+    assert await wait_for_tree(bridge.marker, lambda pids: pids == []) == []
     assert closed.seconds < CLIENT_WAIT_S
 
 
@@ -338,8 +337,7 @@ async def test_the_mcp2_client_closes_the_bridge_without_signals(marker: str) ->
             await wait_for_tree(marker, lambda pids: len(pids) == BRIDGE_AND_KEEPER + 1 + SPARES)
             closing = time.monotonic()
         closed_in = time.monotonic() - closing
-    await asyncio.sleep(LEFT_AFTER_S)
-    assert tree_pids(marker) == []
+    assert await wait_for_tree(marker, lambda pids: pids == []) == []
     assert closed_in < PROCESS_TERMINATION_TIMEOUT
 
 
@@ -372,8 +370,7 @@ async def test_sigterm_while_starting_stops_the_servers(stdio_bridge: Callable[[
     await wait_for_tree(bridge.marker, lambda pids: len(pids) >= BRIDGE_AND_KEEPER)
     os.kill(bridge.process.pid, signal.SIGTERM)
     assert await bridge.process.wait() == 0
-    await asyncio.sleep(LEFT_AFTER_S)
-    assert tree_pids(bridge.marker) == []
+    assert await wait_for_tree(bridge.marker, lambda pids: pids == []) == []
 
 
 async def test_sigterm_during_calls_stops_the_servers(stdio_bridge: Callable[[str], Any]) -> None:
@@ -384,8 +381,7 @@ async def test_sigterm_during_calls_stops_the_servers(stdio_bridge: Callable[[st
     os.kill(bridge.process.pid, signal.SIGTERM)
     assert await exits_within(bridge.process, CLIENT_WAIT_S)
     assert bridge.process.returncode == 0
-    await asyncio.sleep(LEFT_AFTER_S)
-    assert tree_pids(bridge.marker) == []
+    assert await wait_for_tree(bridge.marker, lambda pids: pids == []) == []
 
 
 async def test_ctrl_c_to_the_bridges_group_reaches_the_bridge_only(
@@ -457,8 +453,7 @@ async def test_serve_stops_its_servers_on_a_stop_signal(
     await serving_with_spares(bridge, marker)
     os.kill(bridge.popen.pid, signum)
     assert await asyncio.to_thread(bridge.popen.wait, TIMEOUT_S) == 0
-    await asyncio.sleep(LEFT_AFTER_S)
-    assert tree_pids(marker) == []
+    assert await wait_for_tree(marker, lambda pids: pids == []) == []
 
 
 async def test_serve_sigkilled_leaves_no_child(
@@ -493,5 +488,4 @@ async def test_serve_second_sigterm_stops_the_servers_at_once(
     assert reply.response["error"]["message"].startswith(
         "The upstream session was lost: legacy server process exited with code -9"
     )
-    await asyncio.sleep(LEFT_AFTER_S)
-    assert tree_pids(marker) == []
+    assert await wait_for_tree(marker, lambda pids: pids == []) == []

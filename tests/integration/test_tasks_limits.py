@@ -22,7 +22,7 @@ from translators.wire.errors import (
 )
 from translators.wire.jsonrpc import JsonObject
 
-from .harness import PeerProcess, Peers, bridge_env
+from .harness import PeerProcess, Peers, bridge_env, upstream_status
 from .mrtr_helpers import call_tool, complete_text, start_interactive
 from .raw_http import RawReply
 from .tasks_helpers import PLAIN_CAPS, caller, error_of, get, poll_until, result_of
@@ -52,10 +52,7 @@ def cap_error(message: str, limit: str) -> JsonObject:
 
 async def pinned_sessions(http: aiohttp.ClientSession, bridge: PeerProcess) -> int:
     """The upstream sessions held by an exclusive lease, as `/status.json` shows them."""
-    async with http.get(f"http://127.0.0.1:{bridge.port}/status.json") as reply:
-        assert reply.status == 200
-        status = await reply.json()
-    (upstream,) = status["upstreams"]
+    upstream = await upstream_status(http, bridge)
     sessions = upstream["sessions"]
     assert len(sessions) == upstream["sessions_open"]  # all listed
     return sum(session["held_by"] == "exclusive" for session in sessions)

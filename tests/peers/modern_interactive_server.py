@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import sys
 from typing import Any
 
 import uvicorn
@@ -224,7 +225,8 @@ async def big_state(tag: str, ctx: Context, size: int = 8_388_608) -> Any:
 
 @mcp.tool()
 async def slow(tag: str, seconds: float) -> str:
-    """Sleep `seconds`."""
+    """Sleep `seconds` (said on stderr first: `slow_started <tag>`, for a test to wait on)."""
+    print(f"slow_started {tag}", file=sys.stderr, flush=True)
     await asyncio.sleep(seconds)
     return "slept"
 

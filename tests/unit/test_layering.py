@@ -71,7 +71,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "proxy.auth": frozenset(),
     "proxy.upstream": frozenset({"proxy.auth", "proxy.common"}),
     "proxy.calls": frozenset({"proxy.common", "proxy.observe", "proxy.upstream"}),
-    "proxy.cluster": frozenset({"proxy.auth", "proxy.observe"}),
+    "proxy.cluster": frozenset({"proxy.auth", "proxy.common", "proxy.observe"}),
     "proxy.engine": frozenset(
         {"proxy.auth", "proxy.calls", "proxy.common", "proxy.observe", "proxy.upstream"}
     ),

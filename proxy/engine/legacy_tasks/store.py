@@ -22,6 +22,7 @@ from typing import Any, Final, Protocol
 import structlog
 
 from config.settings import Settings
+from proxy.common.clock import Clock
 from proxy.common.owned_tasks import TaskOwner
 from proxy.engine.legacy_tasks.running import RunningTask
 from translators.held.request_state import (
@@ -81,8 +82,16 @@ Adopt = Callable[[TaskClaims, str], Awaitable[RunningTask | None]]
 
 class TaskStore:
     def __init__(
-        self, settings: Settings, keyring: KeyRing, owner: TaskOwner, publish: Publish
+        self,
+        settings: Settings,
+        keyring: KeyRing,
+        owner: TaskOwner,
+        publish: Publish,
+        clock: Clock = time.time,
     ) -> None:
+        """`clock`: wall-clock seconds, what a task's `createdAt + ttlMs` and its sealed id's
+        expiry are compared with (proxy/common/clock.py)."""
+        self._clock = clock
         self._publish = publish  # (principal, notifications/tasks) to the listen streams
         self._settings = settings.tasks
         self._replica = settings.held.replica_id
@@ -130,7 +139,7 @@ class TaskStore:
     def mint(self, record: bytes, principal: str) -> str:
         """A sealed id without an upstream handle for a reserved `record` (a task the bridge
         itself runs: it cannot be adopted elsewhere)."""
-        expires_ms = int((time.time() * 1000) + self._settings.ttl_ms)
+        expires_ms = int((self._clock() * 1000) + self._settings.ttl_ms)
         claims = TaskClaims(record, principal_digest(principal), expires_ms, self._replica)
         return seal_task_id(claims, self._keyring, os.urandom(NONCE_SIZE))
 
@@ -185,7 +194,7 @@ class TaskStore:
         if (
             claims is None
             or claims.principal_digest != principal_digest(principal)
-            or claims.expires_at_ms <= time.time() * 1000
+            or claims.expires_at_ms <= self._clock() * 1000
         ):
             raise task_not_found()
         return claims
@@ -227,7 +236,7 @@ class TaskStore:
         """Forget the tasks past their `ttlMs` (cancelling those still running) and each
         principal's finished tasks past its newest `max_per_principal`; the finished tasks left,
         by principal, oldest first."""
-        now = time.time()
+        now = self._clock()
         finished: dict[str, list[ServedTask]] = {}
         for record, task in list(self._tasks.items()):
             if task.expires_at <= now:

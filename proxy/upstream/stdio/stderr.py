@@ -12,9 +12,9 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Callable
 from typing import Any, Final
 
+from proxy.common.clock import Clock
 from translators.wire.stdio_framing import FramingError, LineSplitter
 
 READ_CHUNK: Final = 65536
@@ -34,7 +34,7 @@ class StderrRelay:
         logger: Any,
         *,
         lines_per_s: int = LINES_PER_S,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Clock = time.monotonic,
     ) -> None:
         self._log = logger
         self._lines_per_s = lines_per_s

@@ -9,6 +9,7 @@ import asyncio
 from typing import Any, cast
 
 import pytest
+from virtual_time import on_virtual_time
 
 from config.settings import UpstreamSettings
 from proxy.calls.roots_affinity import NO_ROOTS, AskClient, RootsAffinity
@@ -22,6 +23,7 @@ from translators.wire.jsonrpc import JsonObject
 ROOTS: JsonObject = {"roots": [{"uri": "file:///a"}]}
 ROOTS_CAPS: JsonObject = {"roots": {"listChanged": True}}
 BOUND_S = 10.0  # generous ceiling on any wait below
+PROBE_WINDOW_S = UpstreamSettings(url="http://upstream.invalid/mcp").roots_probe_ms / 1000
 
 
 class FakeSession:
@@ -93,12 +95,18 @@ async def test_the_probe_learns_an_upstream_that_asks_and_runs_once() -> None:
     assert prober.leases[0].released == [True]  # the probe session never serves a call
 
 
+@on_virtual_time
 async def test_the_probe_of_an_ordinary_upstream_ends_after_its_window() -> None:
+    """A server that never asks: the call waits out the probe window (the default, exactly, on the
+    loop's virtual clock), then no call needs roots-affine sessions."""
     pool = FakePool()
-    roots = affinity(pool, roots_probe_ms=20)
+    roots = affinity(pool)
     prober = Prober(pool, [roots], asks=False)
+    loop = asyncio.get_running_loop()
+    began = loop.time()
     async with asyncio.timeout(BOUND_S):
         assert await roots.roots_for_call(ROOTS_CAPS, {ROOTS_INPUT_KEY: ROOTS}, prober) is None
+        assert loop.time() - began == pytest.approx(PROBE_WINDOW_S)
         assert await roots.roots_for_call(ROOTS_CAPS, {}, prober) is None
     assert roots.keeps_roots is False
     assert len(prober.leases) == 1

@@ -4,20 +4,22 @@ retryable error, and the in-flight cap."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import socket
+import time
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 from aiohttp.test_utils import make_mocked_request
+from fake_clock import FakeClock
 
 from config import load_settings
 from proxy.auth.keys import load_keyring, new_key
 from proxy.cluster.forward import Forwarder, OwnerUnreachable
 from proxy.cluster.peers import PeerDirectory
+from proxy.common.clock import Clock
 from proxy.observe.metrics import BridgeMetrics
 from translators.held.request_state import StateClaims, seal
 from translators.protocol.request_validation import ModernRoute
@@ -34,7 +36,9 @@ def _closed_port() -> int:
         return port  # closed on return: connecting is refused
 
 
-def _setup(client: aiohttp.ClientSession, **cluster: Any) -> tuple[Forwarder, BridgeMetrics, str]:
+def _setup(
+    client: aiohttp.ClientSession, clock: Clock = time.monotonic, **cluster: Any
+) -> tuple[Forwarder, BridgeMetrics, str]:
     port = _closed_port()
     env = {
         "MRTR_BRIDGE_HELD_KEYS": f"{KID}={KEY}",
@@ -55,7 +59,7 @@ def _setup(client: aiohttp.ClientSession, **cluster: Any) -> tuple[Forwarder, Br
         keyring,
         os.urandom(12),
     )
-    return Forwarder(settings, keyring, directory, client, metrics), metrics, state
+    return Forwarder(settings, keyring, directory, client, metrics, clock), metrics, state
 
 
 def _route(params: dict[str, Any]) -> ModernRoute:
@@ -157,11 +161,13 @@ async def test_a_recovery_hook_answers_instead() -> None:
 
 
 async def test_an_owner_too_slow_for_its_proof_is_stalled_not_gone() -> None:
-    """An owner that reads the forward only after `cluster.proof_max_age_s` (paused, then resumed)
-    refuses the proof as stale: the retry gets the retryable error, and no recovery starts."""
+    """An owner that reads the forward only after `cluster.proof_max_age_s` (paused, then resumed:
+    the forwarder's clock moves past it meanwhile) refuses the proof as stale: the retry gets the
+    retryable error, and no recovery starts."""
+    clock = FakeClock()
 
     async def resumed_late(request: web.Request) -> web.Response:
-        await asyncio.sleep(0.3)
+        clock.advance(0.2)
         return web.json_response({"error": "stale proof"}, status=403)
 
     app = web.Application()
@@ -181,7 +187,7 @@ async def test_an_owner_too_slow_for_its_proof_is_stalled_not_gone() -> None:
 
     try:
         async with aiohttp.ClientSession() as client:
-            forwarder, metrics, state = _setup(client, proof_max_age_s=0.2)
+            forwarder, metrics, state = _setup(client, clock, proof_max_age_s=0.2)
             forwarder._directory._owners["r2"] = f"http://127.0.0.1:{port}"
             request = make_mocked_request("POST", "/mcp")
             response = await forwarder.forward(

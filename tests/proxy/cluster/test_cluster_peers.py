@@ -11,9 +11,10 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 from aiohttp import web
+from fake_clock import FakeClock
 
 from config.replicas import ClusterSettings
-from proxy.cluster.peers import REPLICA_PATH, PeerDirectory, replica_handler
+from proxy.cluster.peers import MIN_REFRESH_GAP_S, REPLICA_PATH, PeerDirectory, replica_handler
 
 
 def _free_port(host: str) -> int:
@@ -111,15 +112,24 @@ async def test_the_dns_name_is_re_resolved_as_replicas_come_and_go(replicas: Rep
 
 
 async def test_an_unknown_id_refreshes_at_most_once_a_second(replicas: Replicas) -> None:
+    """Asked for an unknown id again and again, the directory refreshes once per
+    `MIN_REFRESH_GAP_S` on its clock, however long the asking takes."""
     port = _free_port("127.0.0.1")
     await replicas.start("127.0.0.1", port, "r2")
+    clock = FakeClock()
     async with aiohttp.ClientSession() as client:
         directory = PeerDirectory(
-            ClusterSettings(peers=(f"http://127.0.0.1:{port}",)), "r1", client
+            ClusterSettings(peers=(f"http://127.0.0.1:{port}",)), "r1", client, clock=clock
         )
         for _ in range(5):
             assert await directory.owner_url("r9") is None
-    assert replicas.asked == {"r2": 1}
+        assert replicas.asked == {"r2": 1}
+        clock.advance(MIN_REFRESH_GAP_S - 0.001)
+        assert await directory.owner_url("r9") is None
+        assert replicas.asked == {"r2": 1}
+        clock.advance(0.001)
+        assert await directory.owner_url("r9") is None
+    assert replicas.asked == {"r2": 2}
 
 
 async def test_a_peer_that_stops_answering_is_kept_and_one_that_refuses_is_dropped(

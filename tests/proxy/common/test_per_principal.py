@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pytest
+from fake_clock import FakeClock
 
 from proxy.common.per_principal import (
     BRIDGE_CACHE,
@@ -236,16 +237,8 @@ def test_refusals_name_their_setting() -> None:
     )
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def table(per_principal: int, total: int) -> tuple[PrincipalTable[str], Clock]:
-    clock = Clock()
+def table(per_principal: int, total: int) -> tuple[PrincipalTable[str], FakeClock]:
+    clock = FakeClock()
     return PrincipalTable[str](caps(per_principal, total), IDLE_S, clock), clock
 
 

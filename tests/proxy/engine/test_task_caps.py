@@ -6,14 +6,17 @@ process is never adopted back."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
+from fake_clock import FakeClock
 
 from config.settings import Settings
+from proxy.common.clock import Clock
 from proxy.common.owned_tasks import TaskOwner
 from proxy.engine.legacy_tasks.running import RunningTask
 from proxy.engine.legacy_tasks.store import TaskStore
@@ -37,25 +40,32 @@ class Task:
     expires_at: float
     ended: bool = False
     pending: dict[str, Any] = field(default_factory=dict)
+    abandoned: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def abandon(self) -> None:
         self.ended = True
+        self.abandoned.set()
 
 
-def new_store(per: int = 2, total: int = 4) -> TaskStore:
+TTL_S = 600
+
+
+def new_store(per: int = 2, total: int = 4, clock: Clock = time.time) -> TaskStore:
     settings = Settings.model_validate(
         {
             "upstream": {"url": "http://127.0.0.1:9/mcp"},
-            "tasks": {"max_per_principal": per, "max_total": total},
+            "tasks": {"max_per_principal": per, "max_total": total, "ttl_ms": TTL_S * 1000},
         }
     )
-    return TaskStore(settings, RING, TaskOwner(), lambda _p, _n: None)
+    return TaskStore(settings, RING, TaskOwner(), lambda _p, _n: None, clock)
 
 
-def start(store: TaskStore, principal: str, *, age_s: float = 0.0) -> Task:
-    """A task created through the store as the routes do: reserve, mint, add."""
+def start(store: TaskStore, principal: str, *, age_s: float = 0.0, now: float = 0.0) -> Task:
+    """A task created through the store as the routes do: reserve, mint, add (`now`: the store's
+    clock, if not the wall clock)."""
     record = store.reserve(principal)
-    task = Task(store.mint(record, principal), record, principal, time.time() + 600 - age_s)
+    created = (now or time.time()) - age_s
+    task = Task(store.mint(record, principal), record, principal, created + TTL_S)
     store.add(task)  # type: ignore[arg-type]
     return task
 
@@ -140,3 +150,19 @@ async def test_a_dropped_task_of_this_process_is_never_adopted_back() -> None:
     with pytest.raises(ClientLimitExceeded, match=PER_PRINCIPAL):
         await store.find(seal_task_id(foreign, RING, os.urandom(12)), "alice", adopt)
     assert adoptions == [foreign]
+
+
+async def test_past_its_ttl_a_task_is_not_found_and_if_running_is_abandoned() -> None:
+    """At `createdAt + ttlMs` on the store's clock a task is gone, finished or not (a running one
+    is cancelled upstream); a moment before, it is found."""
+    clock = FakeClock(time.time())
+    store = new_store(clock=clock)
+    running, finished = start(store, "alice", now=clock()), start(store, "bob", now=clock())
+    finished.ended = True
+    clock.advance(TTL_S - 1)
+    assert [await found(store, task) for task in (running, finished)] == [True, True]
+    clock.advance(1)
+    assert [await found(store, task) for task in (running, finished)] == [False, False]
+    async with asyncio.timeout(5):
+        await running.abandoned.wait()  # cancelled upstream
+    assert not finished.abandoned.is_set()

@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final
 
 import pytest
-from aiohttp import ClientResponse
+from aiohttp import ClientResponse, web
 from aiohttp.test_utils import TestClient
+from aiohttp.typedefs import Handler, Middleware
 
 from config.settings import FrontSettings, IdentitySettings, Settings
 from proxy.app.http_app import make_front_app
@@ -103,10 +104,15 @@ def engine() -> StubEngine:
 
 
 async def start(
-    aiohttp_client: ClientFactory, engine: StubEngine, keepalive_s: float = 15.0, **front: Any
+    aiohttp_client: ClientFactory,
+    engine: StubEngine,
+    keepalive_s: float = 15.0,
+    middlewares: tuple[Middleware, ...] = (),
+    **front: Any,
 ) -> TestClient[Any, Any]:
     settings = Settings(front=FrontSettings(**front))
     app = make_front_app(settings, engine, keepalive_s=keepalive_s)
+    app.middlewares.extend(middlewares)
     return await aiohttp_client(app, server_kwargs={"handler_cancellation": True})
 
 
@@ -297,7 +303,14 @@ async def test_a_declared_body_arriving_in_pieces_is_read_whole(
 ) -> None:
     """A `Content-Length` body that is not all there when the handler starts (the head first,
     the rest later) is read to its end, as one that came with the head is."""
-    client = await start(aiohttp_client, engine)
+    began = asyncio.Event()
+
+    @web.middleware
+    async def beginning(request: web.Request, handler: Handler) -> web.StreamResponse:
+        began.set()
+        return await handler(request)
+
+    client = await start(aiohttp_client, engine, middlewares=(beginning,))
     body = message(TOOLS_CALL, {"name": "echo", "arguments": {"text": "x" * 3000}})
     data = json.dumps(body).encode()
     head = "".join(f"{name}: {value}\r\n" for name, value in headers_for(body).items())
@@ -309,8 +322,7 @@ async def test_a_declared_body_arriving_in_pieces_is_read_whole(
         reader, writer = await asyncio.open_connection(client.host, client.port)
         writer.write(request + data[:100])
         await writer.drain()
-        await asyncio.sleep(0.05)  # the handler starts on the head, and waits for the rest
-        assert engine.requests == []
+        await began.wait()  # the handler starts on the head, and must wait for the rest
         writer.write(data[100:])
         await writer.drain()
         reply = await reader.read()

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from fake_clock import FakeClock
 
 from proxy.common.per_principal import Caps
 from proxy.reverse.sessions import ReverseSessions
@@ -20,17 +21,9 @@ def view() -> ClientView:
     return ClientView(NEWEST, {}, {"name": "c", "version": "1"})
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
 def reverse_sessions(
     total: int, per_principal: int, idle_s: float = 60.0
-) -> tuple[ReverseSessions, Clock]:
+) -> tuple[ReverseSessions, FakeClock]:
     caps = Caps(
         per_principal,
         total,
@@ -38,7 +31,7 @@ def reverse_sessions(
         "front.max_legacy_sessions",
         "legacy sessions",
     )
-    clock = Clock()
+    clock = FakeClock()
     return ReverseSessions(caps, idle_s, clock), clock
 
 

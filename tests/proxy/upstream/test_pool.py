@@ -12,6 +12,7 @@ import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
 from fake_legacy import FakeCall, FakeLegacy, text_result
+from pool_waits import until_waiting
 
 from config.settings import UpstreamSettings
 from proxy.app.compose import http_opener
@@ -491,9 +492,10 @@ async def test_one_session_scripted_shared_and_exclusive_leases_never_deadlock(
     shared = await lease(pool)
     first = await lease(pool, exclusive=True)
     assert first.session is shared.session
+    since = pool.waits_total
     second = asyncio.create_task(lease(pool, exclusive=True))
     bob = asyncio.create_task(lease(pool, SessionKey("bob", KEY.fingerprint)))
-    await asyncio.sleep(0.1)
+    await until_waiting(pool, since, second, bob)
     assert not second.done() and not bob.done()
     joined = await lease(pool)  # another shared lease joins the exclusive holder at once
     assert joined.session is first.session
@@ -501,8 +503,9 @@ async def test_one_session_scripted_shared_and_exclusive_leases_never_deadlock(
     after = await second
     assert after.session is shared.session
     for alice_lease in (after, joined):
-        await alice_lease.release()
-        await asyncio.sleep(0.05)
+        since = pool.waits_total
+        await alice_lease.release()  # wakes bob, who finds no room and waits again
+        await until_waiting(pool, since, bob)
         assert not bob.done()  # alice's session is still in use
     await shared.release()
     bob_lease = await bob
@@ -523,8 +526,9 @@ async def test_one_session_waiting_is_bounded_and_a_cancelled_waiter_leaves_no_t
         await lease(pool, exclusive=True)
     assert info.value.data["limit"] == "upstream.max_sessions"
     assert "none became free within 0.2 s (upstream.session_wait_s)" in info.value.message
+    since = pool.waits_total
     waiter = asyncio.create_task(lease(pool, SessionKey("bob", KEY.fingerprint)))
-    await asyncio.sleep(0.05)
+    await until_waiting(pool, since, waiter)
     waiter.cancel()
     with pytest.raises(asyncio.CancelledError):
         await waiter

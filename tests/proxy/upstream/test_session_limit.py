@@ -13,7 +13,9 @@ from typing import Any
 import aiohttp
 import pytest
 from aiohttp.test_utils import TestServer
+from fake_clock import FakeClock
 from fake_legacy import FakeLegacy, echo_legacy, text_result
+from pool_waits import until_waiting
 from structlog.testing import capture_logs
 
 import proxy.upstream.pool_sizing as pool_sizing
@@ -26,6 +28,7 @@ from translators.wire.errors import CapacityExceeded
 ServerFactory = Callable[..., Awaitable[TestServer]]
 CAPS: dict[str, Any] = {}
 BOUND_S = 5
+IDLE_S = 60.0  # upstream.session_idle_s where a test moves the pool's clock past it
 
 
 def key(principal: str, fingerprint: str = "f") -> SessionKey:
@@ -38,17 +41,23 @@ def fake() -> FakeLegacy:
 
 
 @pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock()
+
+
+@pytest.fixture
 async def make_pool(
-    fake: FakeLegacy, aiohttp_server: ServerFactory
+    fake: FakeLegacy, aiohttp_server: ServerFactory, clock: FakeClock
 ) -> AsyncIterator[Callable[..., UpstreamPool]]:
-    """Pools on the fake, each closed at the end (unowned messages are ignored here)."""
+    """Pools on the fake and on `clock`, each closed at the end (unowned messages are ignored
+    here)."""
     url = str((await aiohttp_server(fake.app)).make_url("/mcp"))
     async with aiohttp.ClientSession() as client, contextlib.AsyncExitStack() as closing:
 
         def make(**overrides: Any) -> UpstreamPool:
             settings = UpstreamSettings(url=url, session_check_s=0.3, **overrides)
             opener = http_opener(client, settings)
-            pool = UpstreamPool(settings, opener, on_unowned=lambda session, inbound: None)
+            pool = UpstreamPool(settings, opener, on_unowned=lambda _s, _i: None, clock=clock)
             closing.push_async_callback(pool.aclose)
             return pool
 
@@ -88,11 +97,10 @@ async def test_a_server_of_many_sessions_is_learned_with_one_ping_and_nothing_ch
 
 
 async def test_a_one_session_server_is_learned_and_never_sent_a_delete(
-    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy, clock: FakeClock
 ) -> None:
     fake.one_session = True
-    pool = make_pool(session_idle_s=0.05)
-    await pool.start()
+    pool = make_pool(session_idle_s=IDLE_S)
     first = await lease(pool, key("alice"))
     await first.release()
     second = await lease(pool, key("alice", "other capabilities"))
@@ -100,7 +108,8 @@ async def test_a_one_session_server_is_learned_and_never_sent_a_delete(
     assert not first.session.is_alive and pool.stats().sessions_open == 1
     assert await echo(second, "b") == text_result("b")
     await second.release()
-    await asyncio.sleep(0.3)  # many idle periods: the one session is never reaped
+    clock.advance(10 * IDLE_S)  # many idle periods: the reaper keeps the one session
+    assert await pool.reap_idle() == 0 and second.session.is_alive
     third = await lease(pool, key("bob"))  # replaces alice's idle session: forgotten, not deleted
     assert await echo(third, "c") == text_result("c")
     assert not second.session.is_alive and pool.stats().sessions_open == 1
@@ -125,17 +134,17 @@ async def test_another_caller_gets_a_clear_error_while_the_one_session_is_held(
 
 
 async def test_the_last_session_of_an_unknown_upstream_is_never_reaped(
-    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy, clock: FakeClock
 ) -> None:
-    pool = make_pool(session_idle_s=0.05)
+    pool = make_pool(session_idle_s=IDLE_S)
     first = await lease(pool, key("alice"))
     await first.release()
-    await asyncio.sleep(0.1)
+    clock.advance(2 * IDLE_S)
     assert await pool.reap_idle() == 0 and first.session.is_alive
-    many = make_pool(session_idle_s=0.05, session_limit="many")
+    many = make_pool(session_idle_s=IDLE_S, session_limit="many")
     other = await lease(many, key("alice"))
     await other.release()
-    await asyncio.sleep(0.1)
+    clock.advance(IDLE_S)
     assert await many.reap_idle() == 1 and not other.session.is_alive
     assert len(fake.deleted) == 1
 
@@ -189,9 +198,10 @@ async def test_a_crowded_plain_lease_learns_the_limit_once_the_calls_in_flight_e
     beside the idle one, one ping learns that the upstream serves many, and both go on."""
     pool = make_pool(plain_calls_per_session=1)
     alice = key("alice")
-    first, crowded = await crowd(pool)
+    first, crowded = await crowd(pool)  # waiting for room: the gate closed before its wait began
+    since = pool.waits_total
     other = asyncio.create_task(lease(pool, key("bob"), exclusive=False))
-    await asyncio.sleep(0.05)
+    await until_waiting(pool, since, other)  # at the gate
     assert not crowded.done() and not other.done()  # draining: the first call still runs
     assert fake.rpc_methods().count("initialize") == 1
     assert await echo(first, "a") == text_result("a")
@@ -228,7 +238,7 @@ async def test_a_one_session_server_is_learned_by_draining_and_no_call_is_lost(
 
 
 async def test_calls_still_running_after_the_drain_leave_the_limit_unknown_for_a_while(
-    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy, quick_drain: float
+    make_pool: Callable[..., UpstreamPool], fake: FakeLegacy, quick_drain: float, clock: FakeClock
 ) -> None:
     """A call that runs on (a long tool, a held call): the crowded lease shares after the drain,
     the log says why and what to set, and crowded leases share without waiting until the
@@ -254,4 +264,6 @@ async def test_calls_still_running_after_the_drain_leave_the_limit_unknown_for_a
             ' upstream.session_limit = "many" if it does',
         }
     ]
-    assert not pool.limit.may_learn(asyncio.get_running_loop().time())
+    assert not pool.limit.may_learn(clock())
+    clock.advance(LEARN_BACKOFF_S)
+    assert pool.limit.may_learn(clock())

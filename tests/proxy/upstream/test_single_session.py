@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 from integration.harness import ModernPoster
+from pool_waits import until_waiting
 from safety_harness import (
     InProcessBridge,
     JournalPeer,
@@ -29,7 +30,6 @@ from safety_harness import (
     text_of,
 )
 
-from proxy.upstream.pool import UpstreamPool
 from translators.protocol.eras import TOOLS_LIST
 from translators.wire.errors import BRIDGE_MARKER, INTERNAL_ERROR
 
@@ -66,23 +66,12 @@ def plain(bridge: InProcessBridge, authorization: str) -> ModernPoster:
     )
 
 
-async def never_above_one(pool: UpstreamPool, stop: asyncio.Event) -> int:
-    """The most sessions the pool had open at once while `stop` was not set."""
-    most = 0
-    while not stop.is_set():
-        most = max(most, pool.stats().sessions_open)
-        await asyncio.sleep(0.005)
-    return most
-
-
 async def test_calls_of_different_callers_queue_for_the_one_session(
     single: InProcessBridge,
 ) -> None:
     """Plain calls of three principals, all at once, all complete; never more than one session is
     open."""
-    stop = asyncio.Event()
     async with asyncio.timeout(T):
-        watcher = asyncio.create_task(never_above_one(single.pool, stop))
         replies = await asyncio.gather(
             *(
                 call(plain(single, who), "slow_echo", text=f"{who[7:]}-{n}", seconds=0.1)
@@ -90,8 +79,7 @@ async def test_calls_of_different_callers_queue_for_the_one_session(
                 for n in range(3)
             )
         )
-        stop.set()
-        assert await watcher == 1
+    assert single.pool.most_open == 1
     assert [text_of(reply) for reply in replies] == [
         f"{who}-{n}" for who in ("alice", "bob", "carol") for n in range(3)
     ]
@@ -106,8 +94,9 @@ async def test_a_waiting_call_gets_the_session_when_the_interactive_call_ends(
     async with asyncio.timeout(T):
         bob = single.poster(BOB)
         held = await start_held(bob, "ask", tag="queue-bob")
+        since = single.pool.waits_total
         waiting = asyncio.create_task(call(plain(single, CAROL), "echo", text="carol after bob"))
-        await asyncio.sleep(0.3)
+        await until_waiting(single.pool, since, waiting)
         assert not waiting.done()  # the only session is Bob's until his call ends
         assert await finish(bob, held, "done") == "queue-bob: done"
         assert text_of(await waiting) == "carol after bob"
@@ -148,8 +137,9 @@ async def test_shared_and_exclusive_leases_of_one_caller_do_not_deadlock(
         first = await start_held(alice, "ask", tag="mix-1")
         listed = result_of(await alice.post(TOOLS_LIST, {}))
         assert "ask" in [tool["name"] for tool in listed["tools"]]
+        since = single.pool.waits_total
         second = asyncio.create_task(start_held(alice, "ask", tag="mix-2"))
-        await asyncio.sleep(0.3)
+        await until_waiting(single.pool, since, second)
         assert not second.done()  # it needs the session to itself
         assert await finish(alice, first, "one") == "mix-1: one"
         assert await finish(alice, await second, "two") == "mix-2: two"

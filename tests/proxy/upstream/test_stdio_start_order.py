@@ -18,6 +18,7 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
+from structlog.testing import capture_logs
 from test_upstream_stdio import CAPABILITIES, WAIT_S, fixture_command, settings
 
 from proxy.app.early_start import guess_launch, start_early
@@ -196,24 +197,32 @@ def _early(command: str) -> EarlyProcess:
 
 async def test_spares_wait_for_the_release_and_for_the_first_process_to_settle() -> None:
     """Released while the first process has not answered `initialize` yet, the spares still wait:
-    they start once it has."""
+    they start once it has. Order is observed in the log, not timed: a release that did not wait
+    would be logged at the loop's first turn, before `initialize` (which needs many) could end."""
     spares = SpareProcesses(settings(fixture_command(), spare_processes=1))
     early = _early(fixture_command())
     try:
         await spares.adopt_first(early)
         session = await spares.take()
         assert session.pid == early.pid
-        spares.release()
-        await asyncio.sleep(0.3)  # the refill would have begun by now if it did not wait
-        assert spares._refilling is None and spares._spares == []
-        await session.initialize(CAPABILITIES, on_unrelated=_ignore)
-        async with asyncio.timeout(WAIT_S):
-            while len(spares._spares) < 1:
-                await asyncio.sleep(0.02)
+        with capture_logs() as logged:
+            spares.release()
+            assert spares._refilling is None and spares._spares == []
+            await session.initialize(CAPABILITIES, on_unrelated=_ignore)
+            async with asyncio.timeout(WAIT_S):
+                while len(spares._spares) < 1:
+                    await asyncio.sleep(0.02)
         assert spares._spares[0].pid != session.pid
         await session.aclose()
     finally:
         await spares.aclose()
+    names = [entry["event"] for entry in logged]
+    initialized = names.index("upstream_process_initialized")
+    assert (
+        initialized
+        < names.index("upstream_spares_released")
+        < names.index("upstream_spare_started")
+    )
 
 
 async def test_an_unclaimed_first_process_is_stopped_with_the_spares() -> None:
