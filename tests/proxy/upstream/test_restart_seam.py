@@ -10,6 +10,7 @@ import asyncio
 from typing import Any
 
 import aiohttp
+from aiohttp import web
 from fake_legacy import FakeCall, FakeLegacy, text_result
 from fake_sse import FakeSse, FakeSseSession
 from test_upstream_http import Inbox, ServerFactory, open_session
@@ -18,6 +19,7 @@ from test_upstream_stdio import fixture_command, opened
 
 from config.settings import UpstreamSettings
 from proxy.upstream.base import UpstreamSession
+from proxy.upstream.http.cookies import SessionCookies
 from proxy.upstream.http.session import HttpUpstreamSession
 from translators.protocol.eras import ELICIT
 
@@ -27,17 +29,23 @@ T = 10.0
 async def test_an_http_session_hands_over_its_id_and_a_stream_another_session_resumes(
     aiohttp_server: ServerFactory,
 ) -> None:
-    """The session's id and a call's first event id are what a legacy task's id seals; a session
-    that forgot its close sends no DELETE, and another session object adopting that id reads the
-    call's stream on from that event: the push asked before is asked again, and its answer there
-    brings the call's result."""
+    """The session's id, its cookies and a call's first event id are what a legacy task's id
+    seals; a session that forgot its close sends no DELETE, and another session object adopting
+    that id (with those cookies) reads the call's stream on from that event: the push asked before
+    is asked again, and its answer there brings the call's result. Every request after
+    `initialize`, in both, carries the cookie the server set."""
     fake = FakeLegacy()
 
     async def ask(call: FakeCall) -> dict[str, Any]:
         answer = await call.push(ELICIT, {"message": "Name?", "requestedSchema": {}})
         return text_result(answer["result"]["content"]["name"])
 
+    async def pin(request: web.Request, response: web.StreamResponse) -> None:
+        if "Mcp-Session-Id" not in request.headers:  # initialize: a load balancer's pin
+            response.headers["Set-Cookie"] = "SRV=replica-b; Path=/"
+
     fake.tools["ask"] = ask
+    fake.app.on_response_prepare.append(pin)
     url = str((await aiohttp_server(fake.app)).make_url("/mcp"))
     first_inbox, replayed = Inbox(), Inbox()
     async with asyncio.timeout(T), aiohttp.ClientSession() as client:
@@ -48,7 +56,8 @@ async def test_an_http_session_hands_over_its_id_and_a_stream_another_session_re
         (server_session,) = fake.all_sessions
         assert session.session_id == server_session.session_id
         assert first_event == f"s{call.upstream_request_id}:0"  # the stream's priming event
-        assert session.sealable_cookies() == []  # the fake sets none (test_session_cookies.py)
+        sealed = session.sealable_cookies()
+        assert sealed == [("SRV", "replica-b", "/", None)]
         session.forget_on_close()
         await session.aclose()
         assert fake.deleted == []
@@ -63,6 +72,7 @@ async def test_an_http_session_hands_over_its_id_and_a_stream_another_session_re
             headers={},
             on_unrelated=Inbox(),
             settings=UpstreamSettings(url=url, init_timeout_s=2.0),
+            cookies=SessionCookies.restored(sealed),
         )
         resumed = adopted.resume(
             "tools/call",
@@ -80,6 +90,9 @@ async def test_an_http_session_hands_over_its_id_and_a_stream_another_session_re
         assert await resumed.result() == text_result("Ada")
         await adopted.aclose()
         assert fake.deleted == [server_session.session_id]
+    after_initialize = [headers.get("Cookie") for _, _, headers in fake.requests[1:]]
+    assert after_initialize and set(after_initialize) == {"SRV=replica-b"}  # both processes'
+    assert fake.requests[0][2].get("Cookie") is None
 
 
 async def _hands_over_nothing(session: UpstreamSession, call_params: dict[str, Any]) -> None:
