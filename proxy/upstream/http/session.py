@@ -106,7 +106,8 @@ class HttpUpstreamSession:
         self._initialized = False
         self._state = SessionState.OPEN
         self._tasks = TaskOwner()  # the GET stream, ping answers, re-initializes
-        self._calls: dict[int, HttpUpstreamCall] = {}  # in flight: each owns its task
+        # the calls in flight, by upstream id: the table owns each call's task (CallSender.run)
+        self._calls: dict[int, HttpUpstreamCall] = {}
         self._ids = itertools.count(1)
         self._cancelled_at: float | None = None  # when a call was last cancelled upstream
         self._delete_on_close = True  # False: a one-session server (see forget_on_close)
