@@ -91,7 +91,7 @@ def _raw_upstream() -> None:
 
 
 def _whole_reply() -> None:
-    from proxy.upstream.http import replies
+    from proxy.upstream.http.call import CallSender
     from proxy.upstream.http.wire import build_headers
 
     async def send_call(self: Any, call: Any, generation: int) -> Any:
@@ -108,7 +108,7 @@ def _whole_reply() -> None:
         async with channel._client.request("POST", channel.url, headers=headers, data=body) as r:
             return _data_message(await r.read())
 
-    replies.CallStreams._send_call = send_call
+    CallSender._send = send_call
 
 
 STAGES = {

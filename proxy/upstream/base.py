@@ -16,13 +16,13 @@ Routing of inbound messages (pushes and notifications from the legacy server):
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final, Protocol
 
 from translators.protocol.revisions import Revision
+from translators.tasks_ext.task_ids import SealedCookie
 from translators.wire import jsonrpc
-from translators.wire.errors import BridgeBug
 from translators.wire.jsonrpc import JsonObject
 
 
@@ -68,9 +68,19 @@ class UpstreamCall(Protocol):
         `result()` then raises `asyncio.CancelledError`-free `UpstreamFault`. Idempotent."""
         ...
 
+    async def first_event_id(self, wait_s: float) -> str | None:
+        """The id of the first event of the call's own stream, where another process can resume it
+        (`UpstreamSession.resume`), waiting up to `wait_s` for that event (a server with an event
+        store primes the stream at once); None where the transport has no such stream (stdio,
+        HTTP+SSE) or the server gave the event no id."""
+        ...
+
 
 class UpstreamSession(Protocol):
-    """One initialized legacy session (an `Mcp-Session-Id`, or one stdio process)."""
+    """One initialized legacy session (an `Mcp-Session-Id`, or one stdio process).
+
+    `init_result` and `revision` are set by `initialize` (plain attributes in every transport: the
+    hot path reads them on every call)."""
 
     @property
     def init_result(self) -> JsonObject:
@@ -82,6 +92,40 @@ class UpstreamSession(Protocol):
     def revision(self) -> Revision:
         """The legacy revision negotiated at `initialize`; everything sent on the session is valid
         in it."""
+        ...
+
+    @property
+    def session_id(self) -> str | None:
+        """What a new bridge process reopens this session with (Streamable HTTP's `Mcp-Session-Id`,
+        sealed into a legacy task's id, never shown); None where the session ends with its
+        connection or process (stdio, HTTP+SSE), or the server gave no id."""
+        ...
+
+    def sealable_cookies(self) -> list[SealedCookie]:
+        """The cookies the session's responses set, as a legacy task's id carries them (a load
+        balancer's pin to the replica that holds the session: docs/decisions.md § 33); none where
+        the transport keeps none."""
+        ...
+
+    def forget_on_close(self) -> None:
+        """Close later without ending the session upstream (no `DELETE`): a one-session server
+        (session_limit.py), or a legacy task another process adopts. Nothing to forget where
+        closing the connection or the process is the end (stdio, HTTP+SSE)."""
+        ...
+
+    def resume(
+        self,
+        method: str,
+        upstream_request_id: int,
+        last_event_id: str,
+        *,
+        headers: Mapping[str, str],
+        on_inbound: InboundHandler | None,
+    ) -> UpstreamCall | None:
+        """Read on, from the event after `last_event_id`, the stream of a request an earlier owner
+        of the session sent (transports.mdx § Resumability and Redelivery): what the server replays
+        arrives at `on_inbound`, the request's response (if it comes) is the call's result; None
+        where the transport cannot resume a stream (stdio, HTTP+SSE)."""
         ...
 
     @property
@@ -142,7 +186,23 @@ class TransportInfo(Protocol):
     def streams_per_call(self) -> bool:
         """Whether each call's pushes and notifications come on a stream of its own
         (Streamable HTTP), so an interactive call may share its session; over stdio and HTTP+SSE
-        only an exclusive lease attributes them."""
+        only an exclusive lease attributes them. A plain attribute where it can change (read on
+        every lease)."""
+        ...
+
+    def adopt(
+        self,
+        session_id: str,
+        init_result: JsonObject,
+        *,
+        first_request_id: int,
+        headers: Mapping[str, str],
+        on_unrelated: InboundHandler,
+        cookies: Iterable[SealedCookie] = (),
+    ) -> PooledSession | None:
+        """The session `session_id` another bridge process opened (a legacy task's,
+        docs/tasks.md § What survives what), with the cookies that process's session kept, taken
+        over without `initialize`; None where the transport has no such sessions."""
         ...
 
 
@@ -162,23 +222,28 @@ def shared_init_result(upstream: str, result: JsonObject) -> JsonObject:
     return result
 
 
-class Negotiated:
-    """`init_result` and `revision` of an `UpstreamSession`, for a transport that stores what
-    `initialize` answered in `_init_result` and the negotiated revision in `_revision`."""
+class EndsWithItsConnection:
+    """What a session that ends with its connection or process (stdio, HTTP+SSE) answers of
+    outliving it: no id to reopen it with, no cookies, nothing to forget, no stream to resume."""
 
-    _init_result: JsonObject
-    _revision: Revision | None
+    session_id: str | None = None
 
-    @property
-    def init_result(self) -> JsonObject:
-        return self._init_result
+    def sealable_cookies(self) -> list[SealedCookie]:
+        return []
 
-    @property
-    def revision(self) -> Revision:
-        """The revision negotiated at `initialize`, spoken on this session."""
-        if self._revision is None:
-            raise BridgeBug("the session's revision is read before initialize")
-        return self._revision
+    def forget_on_close(self) -> None:
+        """Closing is the end of the session whatever is forgotten: nothing to do."""
+
+    def resume(
+        self,
+        method: str,
+        upstream_request_id: int,
+        last_event_id: str,
+        *,
+        headers: Mapping[str, str],
+        on_inbound: InboundHandler | None,
+    ) -> UpstreamCall | None:
+        return None
 
 
 class SendsMessages:
@@ -205,10 +270,23 @@ class SendsMessages:
 
 @dataclass(frozen=True)
 class FixedTransport:
-    """A `TransportInfo` that never changes (stdio, or an explicit `upstream.transport`)."""
+    """A `TransportInfo` that never changes and has no sessions to adopt (stdio, or a scripted
+    transport in tests)."""
 
     name: str
     streams_per_call: bool
+
+    def adopt(
+        self,
+        session_id: str,
+        init_result: JsonObject,
+        *,
+        first_request_id: int,
+        headers: Mapping[str, str],
+        on_unrelated: InboundHandler,
+        cookies: Iterable[SealedCookie] = (),
+    ) -> PooledSession | None:
+        return None
 
 
 STREAMABLE_HTTP: Final = FixedTransport("streamable-http", streams_per_call=True)

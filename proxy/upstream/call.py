@@ -77,6 +77,11 @@ class OutcomeCall:
             self._waiters = []
         self._waiters.append(waiter)
 
+    async def first_event_id(self, wait_s: float) -> str | None:
+        """None: a call whose answer comes on a stream shared by the session (stdio, HTTP+SSE) has
+        no stream of its own to resume (Streamable HTTP's calls override this)."""
+        return None
+
     async def cancel(self, reason: str) -> None:
         if self._cancel_requested or self.is_done:
             return

@@ -32,7 +32,7 @@ from proxy.upstream.base import (
     TransportInfo,
     UpstreamSession,
 )
-from proxy.upstream.pool_choice import best_entry, session_views
+from proxy.upstream.pool_choice import session_views
 from proxy.upstream.pool_entries import (
     EntryRouter,
     EntryState,
@@ -43,9 +43,10 @@ from proxy.upstream.pool_entries import (
     SessionKey,
     SessionView,
     UnownedHandler,
+    best_entry,
 )
 from proxy.upstream.pool_sizing import PoolSizing
-from proxy.upstream.session_limit import SessionLimit, forget_on_close
+from proxy.upstream.session_limit import SessionLimit
 from translators.wire.errors import (
     BridgeError,
     CapacityExceeded,
@@ -379,7 +380,7 @@ class UpstreamPool(PoolSizing):
             entry.state = EntryState.CLOSED
             self._retired_reinitialized += entry.session.reinitialized_count
             if self.limit.one:
-                forget_on_close(entry.session)  # a DELETE would leave the server unconnected
+                entry.session.forget_on_close()  # a DELETE would leave the server unconnected
         self._room_made()
         results = await asyncio.gather(
             *(e.session.aclose() for e in entries), return_exceptions=True

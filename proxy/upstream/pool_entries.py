@@ -1,5 +1,6 @@
-"""The pool's records (proxy/upstream/pool.py): the session key, one entry per open session, the
-leases handed out on it, and the router of its session-wide messages."""
+"""The pool's records (proxy/upstream/pool.py): the session key, one entry per open session and the
+choice of the entry a lease takes (`best_entry`, which reads nothing else), the leases handed out
+on it, and the router of its session-wide messages."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import asyncio
 import enum
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
+from typing import Final
 
 from proxy.upstream.base import Inbound, InboundHandler, PooledSession, UpstreamSession
 from translators.wire.errors import BridgeBug, BridgeError
@@ -29,11 +31,11 @@ class SessionKey:
     # and that answer itself (not part of the key's identity); "" for a session that holds none.
     roots: str = ""
     roots_answer: JsonObject | None = field(default=None, compare=False, hash=False)
+    # what the key's equality compares, as one tuple (compared in C on the lease path)
+    ident: tuple[str, str, str] = field(init=False, compare=False, hash=False, repr=False)
 
-    @property
-    def ident(self) -> tuple[str, str, str]:
-        """What the key's equality compares, as one tuple (compared in C on the lease path)."""
-        return (self.principal, self.fingerprint, self.roots)
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "ident", (self.principal, self.fingerprint, self.roots))
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,41 @@ class PoolEntry:
             self.attributed[label] = left
         else:
             self.attributed.pop(label, None)
+
+
+_IDLE: Final = (False, 0)  # the rank of a session nobody holds
+
+
+def best_entry(
+    entries: list[PoolEntry],
+    key: SessionKey,
+    exclusive: bool,
+    prefer: UpstreamSession | None,
+    attributed: str | None,
+) -> PoolEntry | None:
+    """The preferred session, else the first least-used session for `key` that can serve: one
+    pass on the hot path, which ends at the first idle session when nothing is preferred. An
+    exclusive lease never goes where interactive calls share, an attributed one never beside an
+    exclusive lease."""
+    best: PoolEntry | None = None
+    best_rank = (True, 0)
+    ident = key.ident
+    for entry in entries:
+        if entry.ident != ident:
+            continue
+        if exclusive:  # who holds it (one pass: every lease scans the key's sessions)
+            if entry.exclusive is not None or entry.attributed:
+                continue
+        elif attributed is not None and entry.exclusive is not None:
+            continue
+        if entry.session is prefer and entry.can_serve:
+            return entry
+        rank = (entry.exclusive is not None, entry.shared)
+        if (best is None or rank < best_rank) and entry.can_serve:
+            best, best_rank = entry, rank
+            if rank == _IDLE and prefer is None:
+                break  # nothing ranks below an idle session: the rest need not be looked at
+    return best
 
 
 class Lease:
@@ -229,4 +266,5 @@ __all__ = [
     "PoolStats",
     "SessionKey",
     "UnownedHandler",
+    "best_entry",
 ]

@@ -44,13 +44,6 @@ LEARN_BACKOFF_S: Final = 30.0  # after a drain that did not finish; doubled each
 MAX_LEARN_BACKOFF_S: Final = 3600.0
 
 
-def forget_on_close(session: PooledSession) -> None:
-    """Close `session` later without a `DELETE` (only HTTP sessions send one)."""
-    forget = getattr(session, "forget_on_close", None)
-    if callable(forget):
-        forget()
-
-
 class SessionLimit:
     """What the pool knows about the upstream's sessions: one at a time, many, or not yet known."""
 
@@ -135,4 +128,4 @@ class SessionLimit:
         )
 
 
-__all__ = ["DRAIN_S", "LEARN_BACKOFF_S", "SessionLimit", "forget_on_close"]
+__all__ = ["DRAIN_S", "LEARN_BACKOFF_S", "SessionLimit"]

@@ -27,7 +27,7 @@ from yarl import URL
 from config.settings import UpstreamSettings
 from proxy.common.owned_tasks import TaskOwner
 from proxy.common.shown import bounded
-from proxy.upstream.base import Inbound, InboundHandler, Negotiated, SendsMessages
+from proxy.upstream.base import EndsWithItsConnection, Inbound, InboundHandler, SendsMessages
 from proxy.upstream.call import OutcomeCall
 from proxy.upstream.errors import map_upstream_errors
 from proxy.upstream.http.call import invoke_handler
@@ -75,8 +75,10 @@ def resolve_endpoint(sse_url: str, data: str) -> str:
     return str(target)
 
 
-class SseUpstreamSession(Negotiated, SendsMessages):
+class SseUpstreamSession(EndsWithItsConnection, SendsMessages):
     """Implements `UpstreamSession` over one legacy HTTP+SSE connection. Build it with `open()`."""
+
+    revision: Revision  # set by `initialize`, as `init_result`
 
     def __init__(
         self,
@@ -100,8 +102,8 @@ class SseUpstreamSession(Negotiated, SendsMessages):
         self._ids = itertools.count(1)
         self._tasks = TaskOwner()
         self._reader: asyncio.Task[None] | None = None
-        self._init_result: JsonObject = {}
-        self._revision: Revision | None = None
+        self.init_result: JsonObject = {}
+        self._batches = False  # the negotiated revision's, once known
         self._lost: str | None = None
         self._closing = False
         self._log = _log.bind(
@@ -207,8 +209,9 @@ class SseUpstreamSession(Negotiated, SendsMessages):
             raise UpstreamProtocolError(
                 f"Upstream {self.upstream} refused initialize: {bounded(exc.message, 200)}"
             ) from exc
-        self._revision = negotiated(self.upstream, result.get("protocolVersion"))
-        self._init_result = result
+        self.revision = negotiated(self.upstream, result.get("protocolVersion"))
+        self._batches = self.revision.batches
+        self.init_result = result
         await self.notify(INITIALIZED)
 
     # -- the stream -------------------------------------------------------------------------------
@@ -252,8 +255,7 @@ class SseUpstreamSession(Negotiated, SendsMessages):
         """Each message of the event (each element of a 2025-03-26 batch), in order, as if it came
         alone: one that is not a JSON-RPC message is logged and skipped (`event_messages`, the
         same rule as on Streamable HTTP)."""
-        batches = self._revision is not None and self._revision.batches
-        for message in event_messages(data, batches=batches):
+        for message in event_messages(data, batches=self._batches):
             self._receive(message)
 
     def _receive(self, message: JsonObject) -> None:

@@ -49,17 +49,17 @@ class HttpTransport:
         self._url = settings.url
         self._settings = settings
         self._auto = settings.transport == "auto"
-        self._chosen: HttpTransportName | None = {"sse": SSE, "streamable-http": STREAMABLE}.get(
-            settings.transport
-        )
+        self._chosen: HttpTransportName | None = None
+        self.streams_per_call = False  # read on every lease: kept current by `_choose`
+        self._choose({"sse": SSE, "streamable-http": STREAMABLE}.get(settings.transport))
 
     @property
     def name(self) -> str:
         return self._chosen or NOT_DETECTED
 
-    @property
-    def streams_per_call(self) -> bool:
-        return self._chosen == STREAMABLE
+    def _choose(self, name: HttpTransportName | None) -> None:
+        self._chosen = name
+        self.streams_per_call = name == STREAMABLE
 
     async def __call__(
         self, capabilities: JsonObject, headers: Mapping[str, str], on_unrelated: InboundHandler
@@ -72,7 +72,7 @@ class HttpTransport:
             return await self._open(self._chosen, capabilities, headers, on_unrelated)
         except UpstreamFault as exc:
             _log.info("upstream_transport_redetecting", was=self._chosen, error=exc.message)
-            self._chosen = None
+            self._choose(None)
             return await self._detect(capabilities, headers, on_unrelated)
 
     def adopt(
@@ -84,7 +84,7 @@ class HttpTransport:
         headers: Mapping[str, str],
         on_unrelated: InboundHandler,
         cookies: Iterable[SealedCookie] = (),
-    ) -> HttpUpstreamSession | None:
+    ) -> PooledSession | None:
         """A Streamable HTTP session another bridge process opened (a legacy task's, docs/tasks.md),
         with the cookies that process's session kept; None when the upstream does not speak
         Streamable HTTP (as detected so far)."""
@@ -146,7 +146,7 @@ class HttpTransport:
     def _remember(self, name: HttpTransportName) -> None:
         if self._chosen != name:
             _log.info("upstream_transport_detected", transport=name, upstream=shown_uri(self._url))
-        self._chosen = name
+        self._choose(name)
 
     async def _open(
         self,

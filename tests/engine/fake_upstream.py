@@ -99,6 +99,9 @@ class FakeCall:
     async def cancel(self, reason: str) -> None:
         await self._outcome.cancel(reason)
 
+    async def first_event_id(self, wait_s: float) -> str | None:
+        return None  # no stream of its own to resume, as over stdio
+
     async def _send_cancel(self, _call: Any, reason: str) -> None:
         self.session.record("cancel", self.upstream_request_id, reason)
         self.cancel_reason = reason
@@ -220,10 +223,23 @@ class FakeSession:
         )
         self.has_get_stream = upstream.get_stream
         self.reinitialized_count = 0
+        self.forgotten = False
 
     @property
     def revision(self) -> Revision:
         return REVISIONS[self.upstream.protocol_version]
+
+    # a session that ends with its process, as over stdio: nothing another process could reopen
+    session_id: str | None = None
+
+    def sealable_cookies(self) -> list[Any]:
+        return []
+
+    def forget_on_close(self) -> None:
+        self.forgotten = True  # closing ends it all the same, as a process ends
+
+    def resume(self, method: str, upstream_request_id: int, last_event_id: str, **_: Any) -> None:
+        return None
 
     @property
     def is_alive(self) -> bool:

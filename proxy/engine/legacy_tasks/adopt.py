@@ -21,8 +21,6 @@ from proxy.common.front_request import FrontRequest
 from proxy.engine.legacy_tasks.running import RunningTask
 from proxy.engine.routes.route_context import RouteContext
 from proxy.upstream.base import Inbound, InboundHandler, UpstreamSession
-from proxy.upstream.http.session import HttpUpstreamSession
-from proxy.upstream.transport import HttpTransport
 from translators.tasks_ext.messages import LEGACY_TASKS_GET, LegacyTask, legacy_task
 from translators.tasks_ext.task_ids import TaskClaims, UpstreamHandle
 from translators.wire.errors import BridgeError
@@ -40,11 +38,11 @@ class AdoptedLease:
     closes the session (with a DELETE, unless the task was detached)."""
 
     def __init__(self) -> None:
-        self._session: HttpUpstreamSession | None = None
+        self._session: UpstreamSession | None = None
         self._handler: InboundHandler | None = None
         self._released = False
 
-    def bind(self, session: HttpUpstreamSession) -> None:
+    def bind(self, session: UpstreamSession) -> None:
         self._session = session
 
     @property
@@ -81,14 +79,13 @@ class TaskAdopter:
         self, request: FrontRequest, claims: TaskClaims, task_id: str
     ) -> RunningTask | None:
         handle = claims.handle
-        transport = self._ctx.pool.transport
-        if handle is None or not isinstance(transport, HttpTransport):
+        if handle is None:
             return None
         init_result = await self._init_result(request, handle)
         lease = AdoptedLease()
         headers = self._ctx.headers(request)
         try:
-            session = transport.adopt(
+            session = self._ctx.pool.transport.adopt(
                 handle.session_id,
                 init_result,
                 first_request_id=adopted_first_id(handle),
@@ -130,7 +127,7 @@ class TaskAdopter:
             return {**lease.session.init_result, "protocolVersion": handle.version}
 
     async def _still_there(
-        self, session: HttpUpstreamSession, handle: UpstreamHandle, headers: dict[str, str]
+        self, session: UpstreamSession, handle: UpstreamHandle, headers: dict[str, str]
     ) -> LegacyTask | None:
         """The legacy task as the server has it on that session; None if it has not."""
         call = session.start(

@@ -25,9 +25,8 @@ import structlog
 
 from config.tasks import TasksSettings
 from proxy.common.owned_tasks import TaskOwner
-from proxy.engine.legacy_tasks.restart import SurvivesRestart, TaskLease
+from proxy.engine.legacy_tasks.restart import TaskLease, upstream_handle
 from proxy.upstream.base import Inbound, UpstreamCall, UpstreamSession
-from proxy.upstream.http.session import HttpUpstreamSession
 from translators.held.push_ledger import Answer
 from translators.protocol.pushes import (
     PendingPush,
@@ -57,7 +56,7 @@ from translators.wire.jsonrpc import JsonObject
 log = structlog.get_logger()
 
 
-class RunningTask(SurvivesRestart):
+class RunningTask:
     """A legacy task, its pinned session and what the client has seen of it."""
 
     def __init__(
@@ -111,11 +110,7 @@ class RunningTask(SurvivesRestart):
         first, so that its questions come before anything new)."""
         self._lease.set_unrelated_handler(self._on_inbound)
         session = self._lease.session
-        if (
-            replay_from is not None
-            and replay_from.resume_event_id is not None
-            and isinstance(session, HttpUpstreamSession)
-        ):
+        if replay_from is not None and replay_from.resume_event_id is not None:
             self._replay = session.resume(
                 LEGACY_TASKS_RESULT,
                 replay_from.result_request_id,
@@ -193,6 +188,31 @@ class RunningTask(SurvivesRestart):
     @property
     def session(self) -> UpstreamSession:
         return self._lease.session
+
+    # ---- surviving a restart (restart.py) ------------------------------------------------------
+
+    async def upstream_handle(self) -> UpstreamHandle | None:
+        """What a new bridge process needs to adopt this task; None when it cannot."""
+        return await upstream_handle(
+            self._lease.session,
+            self._result_call,
+            legacy_id=self.legacy_id,
+            capabilities=self._caps,
+            created_at=self.created_at,
+        )
+
+    @property
+    def survives_restart(self) -> bool:
+        """Whether a new bridge process can adopt this task (its session has an id)."""
+        return self._lease.session.session_id is not None
+
+    async def detach(self) -> None:
+        """The bridge stops and the task can be adopted: close the session here without a
+        DELETE and without cancelling anything upstream (no `notifications/cancelled`, which
+        would end the legacy `tasks/result` whose stream the next process replays)."""
+        self._detached = True
+        self._lease.session.forget_on_close()
+        await self._lease.release(discard=True)
 
     @property
     def ended(self) -> bool:

@@ -7,6 +7,7 @@ import asyncio
 import json
 from collections.abc import Collection, Mapping
 from types import TracebackType
+from typing import Final
 
 import aiohttp
 import structlog
@@ -14,7 +15,7 @@ from aiohttp import hdrs
 from yarl import URL
 
 from config.settings import UpstreamSettings
-from proxy.auth.oauth_passthrough import upstream_challenge
+from proxy.auth.oauth_passthrough import passes_challenges, upstream_challenge
 from proxy.common.shown import bounded, shown_uri
 from proxy.upstream.errors import map_upstream_errors, upstream_fault
 from proxy.upstream.http.cookies import SessionCookies
@@ -25,6 +26,10 @@ from translators.wire.errors import UpstreamProtocolError, UpstreamUnavailable
 from translators.wire.jsonrpc import JsonObject
 
 _log = structlog.get_logger(__name__)
+
+# how long an SSE answer's stream may stay open after its response before its connection is
+# closed rather than reused (`Exchange.let_go`)
+LET_GO_TIMEOUT_S: Final = 1.0
 
 
 class SessionExpired(Exception):
@@ -64,6 +69,8 @@ class HttpChannel:
         self.upstream = shown_uri(url)
         self._base_headers = dict(headers)
         self.settings = settings
+        # whether a 401 or 403 may carry a challenge the client must see (OAuth pass-through)
+        self._passes_challenges = passes_challenges(settings)
         # `connect` also bounds waiting for a free pooled connection: a full connector fails, never
         # hangs.
         self._timeout = aiohttp.ClientTimeout(
@@ -120,7 +127,8 @@ class HttpChannel:
     async def _request(
         self, http_method: str, headers: dict[str, str], data: bytes | None
     ) -> aiohttp.ClientResponse:
-        self.cookies.add_to(headers, self._path)
+        if self.cookies.kept:  # most sessions are never given a cookie
+            self.cookies.add_to(headers, self._path)
         resp = await self._client.request(
             http_method,
             self._url,
@@ -163,22 +171,27 @@ class HttpChannel:
         content_type: str | None = None,
     ) -> None:
         """Raise `SessionExpired` on 404 to a request that carried a session id, an
-        `UpstreamFault` on any other refusal."""
-        if resp.status == 404 and SESSION_HEADER in resp.request_info.headers:
-            raise SessionExpired(generation)
-        challenge = upstream_challenge(resp, self.settings)
-        if challenge is not None:
-            raise challenge
+        `UpstreamFault` on any other refusal (`UpstreamAuthChallenge` for a challenge the client
+        must see)."""
         if resp.status not in ok:
-            detail = await _refusal_detail(resp)
-            message = f"Upstream {self.upstream} answered {action} with HTTP {resp.status}{detail}"
-            if resp.status >= 500:
-                raise UpstreamUnavailable(message)
-            raise UpstreamRefused(message, status=resp.status)
+            await self._refused(resp, generation, action)
         if content_type is not None and resp.content_type != content_type:
             raise UpstreamProtocolError(
                 f"answered {action} with content type {resp.content_type!r}"
             )
+
+    async def _refused(self, resp: aiohttp.ClientResponse, generation: int, action: str) -> None:
+        if resp.status == 404 and SESSION_HEADER in resp.request_info.headers:
+            raise SessionExpired(generation)
+        if self._passes_challenges:
+            challenge = upstream_challenge(resp, self.settings)
+            if challenge is not None:
+                raise challenge
+        detail = await _refusal_detail(resp)
+        message = f"Upstream {self.upstream} answered {action} with HTTP {resp.status}{detail}"
+        if resp.status >= 500:
+            raise UpstreamUnavailable(message)
+        raise UpstreamRefused(message, status=resp.status)
 
     async def post_accepted(
         self, message: JsonObject, action: str, *, extra: Mapping[str, str] | None = None
@@ -192,9 +205,14 @@ class HttpChannel:
         self, message: JsonObject, action: str, *, extra: Mapping[str, str] | None = None
     ) -> None:
         """`post_accepted` within `init_timeout_s`."""
-        with map_upstream_errors(self.upstream, action):
+        try:
             async with asyncio.timeout(self.settings.init_timeout_s):
                 await self.post_accepted(message, action, extra=extra)
+        except Exception as exc:  # map_upstream_errors, without a generator per message
+            fault = upstream_fault(exc, self.upstream, action)
+            if fault is None:
+                raise
+            raise fault from exc
 
     async def delete(self) -> int:
         """DELETE the session (§ 10.5); returns the status (405 = not supported)."""
@@ -241,6 +259,19 @@ class Exchange:
         self._resp = await resp.__aenter__()
         return self._resp
 
+    def let_go(self) -> None:
+        """The caller has what it needs from the response (an SSE answer's response event): its
+        connection goes back to the pool when the rest of the stream, its end, arrives (aiohttp
+        gives a response's connection back at its end by itself), or is closed after
+        `LET_GO_TIMEOUT_S`; nothing waits for it. Meanwhile what a server sends after its answer
+        fills at most aiohttp's read buffer (it stops reading past its high-water mark), unread."""
+        resp = self._resp
+        if resp is None or resp.content.is_eof():
+            return  # the end came with the response (the usual case): the connection is back
+        self._resp = None
+        timer = asyncio.get_running_loop().call_later(LET_GO_TIMEOUT_S, resp.close)
+        resp.content.on_eof(timer.cancel)
+
     async def __aexit__(
         self,
         exc_type: type[BaseException] | None,
@@ -273,4 +304,4 @@ async def _refusal_detail(resp: aiohttp.ClientResponse) -> str:
     return f": {bounded(message, 200)}" if isinstance(message, str) else ""
 
 
-__all__ = ["Exchange", "HttpChannel", "SessionExpired", "UpstreamRefused"]
+__all__ = ["LET_GO_TIMEOUT_S", "Exchange", "HttpChannel", "SessionExpired", "UpstreamRefused"]

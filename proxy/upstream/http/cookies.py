@@ -46,10 +46,11 @@ class _Cookie(NamedTuple):
 class SessionCookies:
     """What one session's responses set, sent back with its later requests."""
 
-    __slots__ = ("_headers", "_next_expiry", "_values")
+    __slots__ = ("_headers", "_next_expiry", "kept")
 
     def __init__(self) -> None:
-        self._values: dict[str, _Cookie] = {}
+        # by name; read outside (a request skips `add_to` while it is empty), written only here
+        self.kept: dict[str, _Cookie] = {}
         self._headers: dict[str, str] = {}  # request path: its `Cookie` value
         self._next_expiry: float | None = None  # the soonest a kept cookie runs out
 
@@ -59,7 +60,7 @@ class SessionCookies:
         for name, morsel in resp.cookies.items():
             expires = _expiry(morsel, now)
             if expires is not None and expires <= now:
-                self._values.pop(name, None)
+                self.kept.pop(name, None)
             elif not _sendable(name, morsel.value):
                 continue  # a header could not carry it (RFC 6265 § 4.1.1), or a crafted one
             elif morsel["secure"] and resp.url.scheme != "https":
@@ -71,19 +72,19 @@ class SessionCookies:
 
     def _keep(self, name: str, cookie: _Cookie) -> None:
         if len(name) + len(cookie.value) <= MAX_COOKIE_BYTES and (
-            name in self._values or len(self._values) < MAX_COOKIES
+            name in self.kept or len(self.kept) < MAX_COOKIES
         ):
-            self._values[name] = cookie
+            self.kept[name] = cookie
 
     def _changed(self) -> None:
         self._headers.clear()
-        expiries = [c.expires for c in self._values.values() if c.expires is not None]
+        expiries = [c.expires for c in self.kept.values() if c.expires is not None]
         self._next_expiry = min(expiries, default=None)
 
     def add_to(self, headers: dict[str, str], path: str) -> None:
         """Send the session's cookies for `path` with a request (no other `Cookie` is ever set:
         `upstream.headers` cannot, and the relay does not pass a client's)."""
-        if not self._values:
+        if not self.kept:
             return
         if self._next_expiry is not None and self._next_expiry <= time.time():
             self._drop_expired()
@@ -91,7 +92,7 @@ class SessionCookies:
         if header is None:
             header = self._headers[path] = "; ".join(
                 f"{name}={cookie.value}"
-                for name, cookie in self._values.items()
+                for name, cookie in self.kept.items()
                 if _path_matches(path, cookie.path)
             )
         if header:
@@ -99,9 +100,9 @@ class SessionCookies:
 
     def _drop_expired(self) -> None:
         now = time.time()
-        self._values = {
+        self.kept = {
             name: cookie
-            for name, cookie in self._values.items()
+            for name, cookie in self.kept.items()
             if cookie.expires is None or cookie.expires > now
         }
         self._changed()
@@ -111,7 +112,7 @@ class SessionCookies:
         self._drop_expired()
         return [
             (name, c.value, c.path, None if c.expires is None else int(c.expires * 1000))
-            for name, c in self._values.items()
+            for name, c in self.kept.items()
         ]
 
     @classmethod

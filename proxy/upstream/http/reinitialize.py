@@ -1,104 +1,105 @@
 """Re-initializing a legacy Streamable HTTP session in place when the server ends it (a 404 on a
-call or on the GET stream; 2025-11-25/basic/transports.mdx § Session Management): once per expiry,
-however many callers saw it, in a task the session owns. A mixin of `HttpUpstreamSession`
-(proxy/upstream/http/session.py)."""
+call, on a notification or on the GET stream; 2025-11-25/basic/transports.mdx § Session
+Management): once per expiry, however many callers saw it, in a task the session owns.
+
+`Reinitialization` is one of the session's parts (proxy/upstream/http/session.py), given what it
+needs: the channel (whose generation a re-initialize moves on), the session's tasks, its
+handshake, its check that it is still open and what it does when a re-initialize fails. A call
+reads only `pending`, a plain attribute that is False unless a re-initialize is due, under way or
+failed."""
 
 from __future__ import annotations
 
 import asyncio
-import enum
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from proxy.common.owned_tasks import TaskOwner
 from proxy.upstream.http.channel import HttpChannel
-from proxy.upstream.http.streams import GetStream, GetStreamState
 from translators.wire.errors import BridgeError
 
 
-class SessionState(enum.Enum):
-    """Where an HTTP upstream session's life stands (re-initializing in place keeps it OPEN)."""
+class Reinitialization:
+    """Starts a new upstream session in place (§ 10.5) for one `HttpUpstreamSession`.
 
-    OPEN = "open"
-    BROKEN = "broken"  # a re-initialize failed: calls get its error, the pool replaces the session
-    CLOSED = "closed"  # aclose() ran
+    The handshake runs in a task the session owns, so a caller cancelled meanwhile cannot leave the
+    session half initialized; every caller waits for the same outcome. A failed handshake is final
+    (`error`): every later call gets it, and the pool replaces the session."""
 
+    def __init__(
+        self,
+        channel: HttpChannel,
+        tasks: TaskOwner,
+        handshake: Callable[[], Awaitable[None]],
+        check_open: Callable[[], None],
+        on_failed: Callable[[], None],
+        log: Any,
+    ) -> None:
+        self._channel = channel
+        self._tasks = tasks
+        self._handshake = handshake  # stops the old GET stream, then initializes anew
+        self._check_open = check_open  # raises once the session is closed
+        self._on_failed = on_failed  # the session is broken: the pool replaces it
+        self._log = log
+        self.pending = False  # a re-initialize is due, under way or failed: ask `generation()`
+        self.count = 0  # re-initializes that succeeded
+        self.error: BridgeError | None = None
+        self._due = False
+        self._task: asyncio.Task[None] | None = None
 
-class Reinitializes:
-    """Needs the session's channel, GET stream, tasks, state and log."""
-
-    _channel: HttpChannel
-    _get_stream: GetStream | None
-    _reinit_task: asyncio.Task[None] | None
-    _reinit_error: BridgeError | None
-    _tasks: TaskOwner
-    _state: SessionState
-    _log: Any
-    reinitialized_count: int
-
-    if TYPE_CHECKING:  # the session's own (never defined here: they must not shadow its bases)
-
-        @property
-        def has_get_stream(self) -> bool: ...
-
-        def _check_open(self) -> None: ...
-
-        async def _handshake(self) -> None: ...
-
-    async def _current_generation(self) -> int:
+    async def generation(self) -> int:
         """The generation to send on, after any re-initialize that is due or under way."""
-        if self._get_stream is not None and self._get_stream.state is GetStreamState.EXPIRED:
-            await self._reinitialize(self._channel.generation)
-        elif self._reinit_task is not None and not self._reinit_task.done():
-            await self._reinitialize(self._channel.generation)
-        elif self._reinit_error is not None:
-            raise self._reinit_error
+        if self.error is not None:
+            raise self.error
+        if self._due or (self._task is not None and not self._task.done()):
+            await self.reinitialize(self._channel.generation)
         return self._channel.generation
 
-    async def _reinitialize(self, seen_generation: int) -> None:
-        """Start a new upstream session in place (§ 10.5), once per expiry however many saw it.
+    def due(self) -> None:
+        """A message of the current generation met a 404: re-initialize before the next call."""
+        self._due = self.pending = True
 
-        The handshake runs in a task the session owns, so a caller cancelled meanwhile cannot leave
-        the session half initialized; every caller waits for the same outcome."""
-        self._check_open()
-        running = self._reinit_task is not None and not self._reinit_task.done()
-        if not running and self._channel.generation == seen_generation:
-            self._reinit_task = self._tasks.spawn(
-                self._run_reinitialize(), name="upstream-reinitialize"
-            )
-        if self._reinit_task is not None:
-            await asyncio.wait({self._reinit_task})
-        self._check_open()
-        if self._reinit_error is not None:
-            raise self._reinit_error
-
-    def _get_stream_expired(self) -> None:
+    def now(self) -> None:
         """The GET stream met a 404: re-initialize now, not at the next call."""
-        if self._state is not SessionState.CLOSED:
-            self._tasks.spawn(
-                self._reinitialize_eagerly(self._channel.generation),
-                name="upstream-reinitialize-eager",
-            )
+        self.due()
+        self._tasks.spawn(
+            self._eagerly(self._channel.generation), name="upstream-reinitialize-eager"
+        )
 
-    async def _reinitialize_eagerly(self, generation: int) -> None:
+    async def reinitialize(self, seen_generation: int) -> None:
+        """Re-initialize the session whose generation `seen_generation` expired, unless that was
+        done already; wait for it either way."""
+        self._check_open()
+        running = self._task is not None and not self._task.done()
+        if self.error is not None and not running:
+            raise self.error
+        if not running and self._channel.generation == seen_generation:
+            self.pending = True
+            self._task = self._tasks.spawn(self._run(), name="upstream-reinitialize")
+        if self._task is not None:
+            await asyncio.wait({self._task})
+        self._check_open()
+        if self.error is not None:
+            raise self.error
+
+    async def _eagerly(self, generation: int) -> None:
         try:
-            await self._reinitialize(generation)
+            await self.reinitialize(generation)
         except BridgeError:
-            pass  # logged by _run_reinitialize; the session is broken and the pool replaces it
+            pass  # logged by _run; the session is broken and the pool replaces it
 
-    async def _run_reinitialize(self) -> None:
+    async def _run(self) -> None:
         self._log.info("upstream_session_reinitializing")
-        if self._get_stream is not None:
-            await self._get_stream.stop()
         try:
             await self._handshake()
         except BridgeError as exc:
-            self._reinit_error = exc
-            if self._state is SessionState.OPEN:
-                self._state = SessionState.BROKEN
+            self.error = exc  # `pending` stays set: every later call raises it
+            self._on_failed()
             self._log.warning("upstream_session_reinitialize_failed", error=exc.message)
             return
-        self.reinitialized_count += 1
-        self._log.info("upstream_session_reinitialized", has_get_stream=self.has_get_stream)
+        self._due = self.pending = False
+        self.count += 1
+        self._log.info("upstream_session_reinitialized")
 
 
-__all__ = ["Reinitializes", "SessionState"]
+__all__ = ["Reinitialization"]

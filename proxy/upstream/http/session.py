@@ -3,15 +3,21 @@ transports.mdx).
 
 One `HttpUpstreamSession` is one `Mcp-Session-Id`: `initialize` → `notifications/initialized` → a
 GET stream kept open for pushes unrelated to a call (the `mcp` 1.x SDK sends sampling and roots
-there and drops them when no GET stream is open). Each request runs in a task the session owns; its
-POST answer is JSON or SSE; a stream closed early is resumed with GET + `Last-Event-ID`; a 404 on
-the session id re-initializes once and retries the request when that is safe (no push delivered
-yet).
+there and drops them when no GET stream is open). Each request runs in a task of its own; its POST
+answer is JSON or SSE; a stream closed early is resumed with GET + `Last-Event-ID`; a 404 on the
+session id re-initializes once and retries the request when that is safe (no push delivered yet).
+
+The session is composed of parts that receive their collaborators (docs/architecture.md, "The
+Streamable HTTP client"): the channel (proxy/upstream/http/channel.py: where and how to send), the
+table of calls in flight, the router of what the streams bring and the sender of calls
+(proxy/upstream/http/call.py), the GET stream (streams.py) and the re-initialization
+(reinitialize.py). What is here is the session's own: its surface, its handshake and its end.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import itertools
 from collections.abc import Mapping
 from typing import Final
@@ -22,14 +28,18 @@ import structlog
 from config.settings import UpstreamSettings
 from proxy.common.owned_tasks import TaskOwner
 from proxy.common.shown import bounded
-from proxy.upstream.base import InboundHandler, Negotiated, SendsMessages, shared_init_result
+from proxy.upstream.base import InboundHandler, shared_init_result
 from proxy.upstream.errors import map_upstream_errors
-from proxy.upstream.http.call import HttpUpstreamCall
+from proxy.upstream.http.call import (
+    MAX_RESUME_ATTEMPTS,
+    CallSender,
+    HttpUpstreamCall,
+    StreamRouter,
+)
 from proxy.upstream.http.channel import HttpChannel, SessionExpired
 from proxy.upstream.http.cookies import SessionCookies
-from proxy.upstream.http.reinitialize import Reinitializes, SessionState
-from proxy.upstream.http.replies import MAX_RESUME_ATTEMPTS, CallStreams
-from proxy.upstream.http.streams import GetStream, GetStreamState, StreamRouter
+from proxy.upstream.http.reinitialize import Reinitialization
+from proxy.upstream.http.streams import GetStream, GetStreamState
 from proxy.upstream.http.wire import (
     CLIENT_NAME,
     SESSION_HEADER,
@@ -39,10 +49,9 @@ from proxy.upstream.http.wire import (
 )
 from translators.protocol.eras import CANCELLED, INITIALIZE, INITIALIZED
 from translators.protocol.revisions import OFFERED, Revision, negotiated
+from translators.tasks_ext.task_ids import SealedCookie
 from translators.wire import jsonrpc
 from translators.wire.errors import (
-    BridgeBug,
-    BridgeError,
     UpstreamFault,
     UpstreamProtocolError,
     UpstreamReturnedError,
@@ -59,12 +68,22 @@ _session_refs = itertools.count(1)
 CANCEL_SETTLE_S: Final = 0.5
 
 
+class SessionState(enum.Enum):
+    """Where an HTTP upstream session's life stands (re-initializing in place keeps it OPEN)."""
+
+    OPEN = "open"
+    BROKEN = "broken"  # a re-initialize failed: calls get its error, the pool replaces the session
+    CLOSED = "closed"  # aclose() ran
+
+
 def _is_valid_session_id(value: str) -> bool:
     return bool(value) and all(0x21 <= ord(char) <= 0x7E for char in value)
 
 
-class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages):
+class HttpUpstreamSession:
     """Implements `UpstreamSession` over legacy Streamable HTTP. Build it with `open()`."""
+
+    revision: Revision  # set by `initialize` (or `adopt`), as `init_result`
 
     def __init__(
         self,
@@ -77,27 +96,27 @@ class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages)
         settings: UpstreamSettings,
         cookies: SessionCookies | None = None,
     ) -> None:
-        self._channel = HttpChannel(
+        channel = self._channel = HttpChannel(
             client, url, headers=headers, settings=settings, cookies=cookies
         )
-        self.upstream = self._channel.upstream
+        self.upstream = channel.upstream
         self._capabilities = dict(capabilities)
         self._on_unrelated = on_unrelated
-        self._init_result: JsonObject = {}
-        self._revision: Revision | None = None
-        self._reinit_task: asyncio.Task[None] | None = None
-        self._reinit_error: BridgeError | None = None
-        self._tasks = TaskOwner()
+        self.init_result: JsonObject = {}
+        self._initialized = False
+        self._state = SessionState.OPEN
+        self._tasks = TaskOwner()  # the GET stream, ping answers, re-initializes
+        # the calls in flight, by upstream id: the table owns each call's task (CallSender.run)
         self._calls: dict[int, HttpUpstreamCall] = {}
         self._ids = itertools.count(1)
-        self._state = SessionState.OPEN
         self._cancelled_at: float | None = None  # when a call was last cancelled upstream
         self._delete_on_close = True  # False: a one-session server (see forget_on_close)
-        self.reinitialized_count = 0
-        self._log = _log.bind(upstream=self.upstream, upstream_session=next(_session_refs))
-        self._router = StreamRouter(
-            self._channel, self._tasks, self._calls, on_unrelated, self._log
+        self._log = log = _log.bind(upstream=self.upstream, upstream_session=next(_session_refs))
+        self._router = StreamRouter(channel, self._tasks, self._calls, on_unrelated, log)
+        self._reinitialization = Reinitialization(
+            channel, self._tasks, self._handshake_again, self._check_open, self._broken, log
         )
+        self._sender = CallSender(channel, self._router, self._reinitialization, self._calls, log)
         self._get_stream: GetStream | None = None
 
     @classmethod
@@ -172,10 +191,8 @@ class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages)
         """The upstream `Mcp-Session-Id` (sealed into a legacy task's id; never shown)."""
         return self._channel.session_id
 
-    @property
-    def cookies(self) -> SessionCookies:
-        """What the session's responses set (sealed into a legacy task's id; never shown)."""
-        return self._channel.cookies
+    def sealable_cookies(self) -> list[SealedCookie]:
+        return self._channel.cookies.sealable()
 
     @property
     def url(self) -> str:
@@ -187,8 +204,8 @@ class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages)
         return self._get_stream is not None and self._get_stream.is_open
 
     @property
-    def in_flight(self) -> int:
-        return len(self._calls)
+    def reinitialized_count(self) -> int:
+        return self._reinitialization.count
 
     # -- the UpstreamSession surface --------------------------------------------------------------
 
@@ -201,26 +218,57 @@ class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages)
         on_inbound: InboundHandler | None,
     ) -> HttpUpstreamCall:
         self._check_open()
-        call = self._new_call(method, params, headers=headers, on_inbound=on_inbound)
+        call = self._new_call(next(self._ids), method, params, headers, on_inbound)
         self._calls[call.upstream_request_id] = call
-        call.task = self._tasks.spawn(
-            self._run_call(call), name=f"upstream-call-{call.upstream_request_id}"
+        call.task = asyncio.get_running_loop().create_task(
+            self._sender.run(call), name="upstream-call"
         )
         return call
 
-    async def _send_message(self, message: JsonObject, action: str) -> None:
-        await self._send_bounded(message, action)
+    def resume(
+        self,
+        method: str,
+        upstream_request_id: int,
+        last_event_id: str,
+        *,
+        headers: Mapping[str, str],
+        on_inbound: InboundHandler | None,
+    ) -> HttpUpstreamCall:
+        self._check_open()
+        call = self._new_call(upstream_request_id, method, {}, headers, on_inbound)
+        call.replayed = True
+        self._calls[upstream_request_id] = call
+        call.task = asyncio.get_running_loop().create_task(
+            self._sender.run(call, resume_after=last_event_id), name="upstream-resume"
+        )
+        return call
+
+    async def respond(
+        self,
+        push_id: int | str,
+        *,
+        result: JsonObject | None = None,
+        error: JsonObject | None = None,
+    ) -> None:
+        answer = jsonrpc.answer(push_id, result=result, error=error)
+        await self._send_bounded(answer, "response to a push")
+
+    async def notify(self, method: str, params: JsonObject | None = None) -> None:
+        await self._send_bounded(jsonrpc.notification(method, params), method)
 
     def forget_on_close(self) -> None:
-        """Close without a DELETE (a one-session server: proxy/upstream/session_limit.py)."""
+        """Close without a DELETE (a one-session server: proxy/upstream/session_limit.py; a
+        legacy task another process adopts)."""
         self._delete_on_close = False
 
     async def aclose(self) -> None:
         if self._state is SessionState.CLOSED:
             return
         self._state = SessionState.CLOSED
-        for call in list(self._calls.values()):
+        calls = list(self._calls.values())
+        for call in calls:
             call.fail(UpstreamSessionLost(f"Upstream session to {self.upstream} was closed"))
+        await self._tasks.stop([call.task for call in calls if call.task is not None])
         await self._tasks.stop()
         if self._channel.session_id is not None and self._delete_on_close:
             await self._let_cancellation_settle()
@@ -241,14 +289,14 @@ class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages)
 
     def _new_call(
         self,
+        upstream_request_id: int,
         method: str,
         params: JsonObject,
-        *,
         headers: Mapping[str, str],
         on_inbound: InboundHandler | None,
     ) -> HttpUpstreamCall:
         return HttpUpstreamCall(
-            next(self._ids),
+            upstream_request_id,
             method,
             params,
             headers=dict(headers),
@@ -257,38 +305,6 @@ class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages)
             send_cancel=self._cancel_call,
             upstream=self.upstream,
         )
-
-    async def _run_call(self, call: HttpUpstreamCall) -> None:
-        try:
-            call.resolve(await self._drive_call(call))
-        except BridgeError as exc:
-            call.fail(exc)
-        except asyncio.CancelledError:
-            call.fail(UpstreamSessionLost(f"Upstream session to {self.upstream} was closed"))
-            raise
-        except Exception as exc:
-            self._log.exception("upstream_call_crashed", method=call.method)
-            call.fail(BridgeBug(f"upstream call crashed: {type(exc).__name__}"))
-        finally:
-            self._calls.pop(call.upstream_request_id, None)
-
-    async def _drive_call(self, call: HttpUpstreamCall) -> JsonObject:
-        retried = False
-        while True:
-            generation = await self._current_generation()
-            try:
-                return await self._send_call(call, generation)
-            except SessionExpired as exc:
-                self._log.info(
-                    "upstream_session_expired", method=call.method, pushes=call.pushes_delivered
-                )
-                if retried or call.pushes_delivered:
-                    raise UpstreamSessionLost(
-                        f"Upstream {self.upstream} ended the session while {call.method} was in "
-                        "flight; the call was not replayed"
-                    ) from None
-                retried = True
-                await self._reinitialize(exc.generation)
 
     async def _cancel_call(self, call: HttpUpstreamCall, reason: str) -> None:
         if call.task is not None and call.task is not asyncio.current_task():
@@ -316,11 +332,17 @@ class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages)
                     self._router,
                     self._tasks,
                     self._log,
-                    on_expired=self._get_stream_expired,
+                    on_expired=self._reinitialization.now,
                 )
                 await self._get_stream.start()
                 initialized = jsonrpc.notification(INITIALIZED)
                 await self._channel.post_accepted(initialized, INITIALIZED)
+
+    async def _handshake_again(self) -> None:
+        """The re-initialization's handshake (reinitialize.py): a new session in place."""
+        if self._get_stream is not None:
+            await self._get_stream.stop()
+        await self._handshake()
 
     async def _initialize(self) -> None:
         params = {
@@ -328,14 +350,18 @@ class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages)
             "capabilities": self._capabilities,
             "clientInfo": client_info(),
         }
-        call = self._new_call(INITIALIZE, params, headers={}, on_inbound=None)
-        async with self._channel.exchange("POST", INITIALIZE, body=call.request_message()) as resp:
-            await self._channel.check_status(resp, self._channel.generation, INITIALIZE)
+        call = self._new_call(next(self._ids), INITIALIZE, params, {}, None)
+        channel = self._channel
+        exchange = channel.exchange("POST", INITIALIZE, body=call.request_message())
+        async with exchange as resp:
+            await channel.check_status(resp, channel.generation, INITIALIZE)
             session_id = resp.headers.get(SESSION_HEADER)
             if session_id is not None and not _is_valid_session_id(session_id):
                 raise UpstreamProtocolError("sent an Mcp-Session-Id that is not visible ASCII")
-            self._channel.session_id = session_id
-            reply = await self._read_reply(resp, call, StreamCursor(), is_sse(resp))
+            channel.session_id = session_id
+            reply = await self._sender.read_reply(resp, call, StreamCursor(), is_sse(resp))
+            if reply is not None:
+                exchange.let_go()
         if reply is None:
             raise UpstreamProtocolError("closed the initialize stream before answering")
         call.resolve(reply)
@@ -350,15 +376,15 @@ class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages)
 
         A re-initialize must land on the same revision: the capabilities were shaped for it."""
         revision = negotiated(self.upstream, result.get("protocolVersion"))
-        if self._revision is not None and revision != self._revision:
+        if self._initialized and revision != self.revision:
             raise UpstreamProtocolError(
                 f"Upstream {self.upstream} re-initialized with protocol version "
-                f"{revision.version!r} after {self._revision.version!r}"
+                f"{revision.version!r} after {self.revision.version!r}"
             )
-        self._revision = revision
+        self.revision, self._initialized = revision, True
         self._channel.protocol_version = revision.version if revision.version_header else None
         self._channel.batches = revision.batches
-        self._init_result = shared_init_result(self.upstream, result)
+        self.init_result = shared_init_result(self.upstream, result)
 
     # -- plumbing ---------------------------------------------------------------------------------
 
@@ -369,8 +395,7 @@ class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages)
             await self._channel.post_bounded(message, action)
         except SessionExpired as exc:
             if self._get_stream is not None and exc.generation == self._channel.generation:
-                # re-initialize before the next call
-                self._get_stream.state = GetStreamState.EXPIRED
+                self._reinitialization.due()  # re-initialize before the next call
             raise UpstreamSessionLost(
                 f"Upstream {self.upstream} ended the session; the {action} was not delivered"
             ) from None
@@ -378,6 +403,11 @@ class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages)
     def _check_open(self) -> None:
         if self._state is SessionState.CLOSED:
             raise UpstreamSessionLost(f"Upstream session to {self.upstream} is closed")
+
+    def _broken(self) -> None:
+        """A re-initialize failed: the session serves no more calls (the pool replaces it)."""
+        if self._state is SessionState.OPEN:
+            self._state = SessionState.BROKEN
 
 
 __all__ = [

@@ -13,7 +13,6 @@ and the bridge never holds more than the cap of one answer.
 
 from __future__ import annotations
 
-import asyncio
 import importlib.metadata
 from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
@@ -265,8 +264,6 @@ def messages_of(event: SSEEvent, *, batches: bool, quiet: bool = False) -> list[
 
 
 CLIENT_NAME: Final = "mrtr-bridge"
-DRAIN_TIMEOUT_S: Final = 1.0
-DRAIN_MAX_BYTES: Final = 65_536
 
 
 def _own_version() -> str:
@@ -284,35 +281,6 @@ def client_info() -> JsonObject:
     return dict(_CLIENT_INFO)
 
 
-def aiohttp_client_error() -> type[Exception]:
-    """`aiohttp.ClientError`, imported when first needed: the stdio front imports this module for
-    `client_info` and must not pay for aiohttp (docs/decisions.md § 26)."""
-    import aiohttp
-
-    return aiohttp.ClientError
-
-
-async def drain(resp: aiohttp.ClientResponse) -> None:
-    """Read what is left of an SSE answer (the server ends it right after the response) so the
-    connection goes back to the pool instead of being closed; bounded in time and bytes."""
-    if resp.content.at_eof():
-        return  # the usual case: the end came with the response (no timer needed)
-    # past the time, the response is closed, which ends the read below with a ClientError (a
-    # timer rather than `asyncio.timeout`: about half the calls wait here for the stream's end)
-    timer = asyncio.get_running_loop().call_later(DRAIN_TIMEOUT_S, resp.close)
-    left = DRAIN_MAX_BYTES
-    try:
-        while left > 0 and not resp.content.at_eof():
-            chunk = await resp.content.readany()
-            if not chunk:
-                return
-            left -= len(chunk)
-    except (aiohttp_client_error(), OSError):
-        pass  # the connection is closed instead; nothing is lost
-    finally:
-        timer.cancel()
-
-
 __all__ = [
     "CLIENT_NAME",
     "DEFAULT_RETRY_MS",
@@ -326,7 +294,6 @@ __all__ = [
     "as_message",
     "build_headers",
     "client_info",
-    "drain",
     "event_elements",
     "event_messages",
     "is_json",

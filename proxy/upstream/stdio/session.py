@@ -27,7 +27,7 @@ import structlog
 
 from config.settings import UpstreamSettings
 from proxy.common.owned_tasks import TaskOwner
-from proxy.upstream.base import Inbound, InboundHandler, Negotiated, SendsMessages
+from proxy.upstream.base import EndsWithItsConnection, Inbound, InboundHandler, SendsMessages
 from proxy.upstream.call import OutcomeCall
 from proxy.upstream.stdio.children import ChildProcesses
 from proxy.upstream.stdio.process import (
@@ -62,8 +62,10 @@ def _nobody(inbound: Inbound) -> None:
     """The inbound handler of a spare process: it has no session yet, so it says nothing."""
 
 
-class StdioUpstreamSession(ReadsStdout, Negotiated, SendsMessages):
+class StdioUpstreamSession(ReadsStdout, EndsWithItsConnection, SendsMessages):
     """Implements `UpstreamSession` over one legacy server subprocess. Build it with `open()`."""
+
+    revision: Revision  # set by `initialize`, as `init_result`
 
     def __init__(
         self,
@@ -81,8 +83,7 @@ class StdioUpstreamSession(ReadsStdout, Negotiated, SendsMessages):
         self._calls: dict[int, OutcomeCall] = {}
         self._write_lock = asyncio.Lock()
         self._tasks = TaskOwner()
-        self._init_result: JsonObject = {}
-        self._revision: Revision | None = None
+        self.init_result: JsonObject = {}
         self._lost: str | None = None  # why the session died, once it has
         self._closing = False
         self._closed = asyncio.Event()
@@ -266,11 +267,11 @@ class StdioUpstreamSession(ReadsStdout, Negotiated, SendsMessages):
                 f"{exc.message}",
                 data,
             ) from exc
-        self._revision = negotiated(
+        self.revision = negotiated(
             f"stdio server {self._program!r}", result.get("protocolVersion"), data
         )
-        self._decoder.batches = self._revision.batches
-        self._init_result = result
+        self._decoder.batches = self.revision.batches
+        self.init_result = result
         await self.notify(INITIALIZED)
 
     def _lost_error(self) -> UpstreamSessionLost:

@@ -13,9 +13,8 @@ from aiohttp.test_utils import TestServer
 
 from config.settings import UpstreamSettings
 from proxy.upstream.call import OutcomeCall
-from proxy.upstream.http import wire
+from proxy.upstream.http import channel as channel_module
 from proxy.upstream.http.channel import HttpChannel
-from proxy.upstream.http.wire import drain
 from translators.wire.errors import UpstreamProtocolError, UpstreamUnavailable
 
 
@@ -96,8 +95,9 @@ async def test_a_watched_future_is_resolved_by_the_outcome_or_at_once_when_done(
 
 @pytest.fixture
 async def sse_server() -> Any:
-    """POST /end answers one event and ends the stream a moment later; POST /open answers one
-    event and keeps the stream open until the test ends."""
+    """POST /mcp/end answers one event and ends the stream a moment later; POST /mcp/open answers
+    one event and keeps the stream open until the test ends. Yields a channel to each and the
+    server side of every connection a request came on."""
     hold = asyncio.Event()
     transports: list[object] = []
 
@@ -107,41 +107,61 @@ async def sse_server() -> Any:
         response.enable_chunked_encoding()
         await response.prepare(request)
         await response.write(b'event: message\ndata: {"jsonrpc":"2.0","id":1,"result":{}}\n\n')
-        if request.path == "/open":
+        if request.path.endswith("/open"):
             await hold.wait()
         else:
             await asyncio.sleep(0.02)  # the end comes after the event, as from a busy server
         return response
 
     app = web.Application()
-    app.router.add_post("/end", answer)
-    app.router.add_post("/open", answer)
+    app.router.add_post("/mcp/end", answer)
+    app.router.add_post("/mcp/open", answer)
     async with TestServer(app) as server, aiohttp.ClientSession() as client:
-        yield server, client, transports
+        channels = {
+            path: HttpChannel(client, url, headers={}, settings=UpstreamSettings(url=url))
+            for path in ("end", "open")
+            for url in (str(server.make_url(f"/mcp/{path}")),)
+        }
+        yield channels, transports
     hold.set()
 
 
-async def test_drain_reads_a_stream_to_its_end_and_the_connection_is_reused(
+async def test_a_let_go_answer_gives_its_connection_back_at_the_stream_end(
     sse_server: Any,
 ) -> None:
-    server, client, transports = sse_server
+    """An SSE answer let go after its response event, before its stream ended: nothing waits for
+    the end, and the connection goes back to the pool when it arrives (the next request reuses
+    it)."""
+    channels, transports = sse_server
     for _ in range(2):
-        async with client.post(server.make_url("/end")) as resp:
+        exchange = channels["end"].exchange("POST", "tools/call", body={"jsonrpc": "2.0"})
+        async with exchange as resp:
             await resp.content.readuntil(b"\n\n")
-            await drain(resp)
-            assert resp.content.at_eof()
+            assert not resp.content.is_eof()  # the end is 20 ms away
+            exchange.let_go()
+        assert not resp.closed  # let go, not released: closing now would drop the connection
+        async with asyncio.timeout(5):
+            while not resp.closed:  # aiohttp releases it at the stream's end
+                await asyncio.sleep(0.01)
     assert len(transports) == 2 and transports[0] is transports[1]  # one kept-alive connection
 
 
-async def test_drain_gives_up_on_a_stream_that_stays_open_and_closes_it(
+async def test_a_let_go_answer_whose_stream_stays_open_is_closed_after_the_timeout(
     sse_server: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A server that answers and keeps the stream open: the drain closes the response after
-    `DRAIN_TIMEOUT_S` instead of waiting; the connection is not reused."""
-    monkeypatch.setattr(wire, "DRAIN_TIMEOUT_S", 0.05)
-    server, client, _ = sse_server
-    async with client.post(server.make_url("/open")) as resp:
+    """A server that answers and keeps the stream open: the let-go response is closed after
+    `LET_GO_TIMEOUT_S` (its connection is not reused); the caller never waited for it."""
+    monkeypatch.setattr(channel_module, "LET_GO_TIMEOUT_S", 0.05)
+    channels, transports = sse_server
+    exchange = channels["open"].exchange("POST", "tools/call", body={"jsonrpc": "2.0"})
+    async with exchange as resp:
         await resp.content.readuntil(b"\n\n")
-        async with asyncio.timeout(5):  # a bound that cannot flake: the drain's is 0.05 s
-            await drain(resp)
-        assert resp.closed and resp.connection is None
+        exchange.let_go()
+    assert not resp.closed
+    async with asyncio.timeout(5):  # a bound that cannot flake: the let-go's is 0.05 s
+        while not resp.closed:
+            await asyncio.sleep(0.01)
+    assert resp.connection is None
+    async with channels["open"].exchange("POST", "tools/call", body={"jsonrpc": "2.0"}) as again:
+        await again.content.readuntil(b"\n\n")
+    assert len(transports) == 2 and transports[0] is not transports[1]
