@@ -17,7 +17,7 @@ from translators.protocol.era_detection import DUAL, LEGACY, MODERN, DiscoverVer
 from translators.protocol.eras import MODERN_VERSION
 from translators.protocol.revisions import REVISIONS, SUPPORTED
 from translators.protocol.tool_repair import repair_tool
-from translators.wire.canonical import as_object
+from translators.wire.fast_json import as_object
 from translators.wire.header_values import x_mcp_header_problem
 
 _HINTS: Final = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")

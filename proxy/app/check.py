@@ -38,13 +38,13 @@ from translators.protocol.era_detection import (
 )
 from translators.protocol.eras import ROOTS, TOOLS_LIST
 from translators.protocol.revisions import UnsupportedUpstreamVersion
-from translators.wire.canonical import as_object
 from translators.wire.errors import (
     BridgeError,
     UpstreamRedirected,
     UpstreamReturnedError,
     UpstreamUnavailable,
 )
+from translators.wire.fast_json import as_object
 from translators.wire.jsonrpc import JsonObject
 
 EXIT_BRIDGEABLE: Final = 0

@@ -25,7 +25,7 @@ from translators.protocol.eras import CANCELLED
 from translators.protocol.notifications import route_notification
 from translators.protocol.pushes import is_push
 from translators.protocol.subscriptions import SESSION_WIDE
-from translators.wire.canonical import as_object
+from translators.wire.fast_json import as_object
 from translators.wire.jsonrpc import JsonObject
 
 Publish = Callable[[str, JsonObject], None]

@@ -31,8 +31,8 @@ from translators.protocol.subscriptions import (
     parse_listen_filter,
     uri_key,
 )
-from translators.wire.canonical import as_object
 from translators.wire.errors import BridgeError
+from translators.wire.fast_json import as_object
 from translators.wire.jsonrpc import JsonObject, notification
 
 log = structlog.get_logger()

@@ -36,8 +36,8 @@ from translators.protocol.eras import (
 )
 from translators.reverse.session import initialize_result, modern_meta, open_client
 from translators.wire import fast_json
-from translators.wire.canonical import as_object
 from translators.wire.errors import INVALID_REQUEST, LimitExceeded
+from translators.wire.fast_json import as_object
 from translators.wire.jsonrpc import JsonObject, error_response, result_response
 from translators.wire.sse import encode_event
 

@@ -27,7 +27,7 @@ from translators.protocol.eras import (
     TOOLS_LIST_CHANGED,
 )
 from translators.reverse.session import modern_meta
-from translators.wire.canonical import as_object
+from translators.wire.fast_json import as_object
 from translators.wire.jsonrpc import JsonObject, notification, request
 
 _log = structlog.get_logger("proxy.reverse")

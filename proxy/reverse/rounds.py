@@ -35,8 +35,8 @@ from proxy.upstream.modern.caller import ModernCaller
 from translators.protocol.eras import CANCELLED, LOG_MESSAGE, PROGRESS, TOOLS_LIST
 from translators.reverse.inputs import Push, Refused, input_response, pushes_for
 from translators.reverse.session import is_input_required, legacy_result, modern_params
-from translators.wire.canonical import as_object
 from translators.wire.errors import INTERNAL_ERROR, LimitExceeded
+from translators.wire.fast_json import as_object
 from translators.wire.jsonrpc import (
     JsonObject,
     error_response,

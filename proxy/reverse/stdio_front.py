@@ -37,8 +37,8 @@ from translators.protocol.era_detection import DUAL, MODERN, discover_request
 from translators.protocol.eras import CANCELLED, INITIALIZE
 from translators.reverse.session import initialize_result, modern_meta, open_client
 from translators.wire import fast_json
-from translators.wire.canonical import as_object
 from translators.wire.errors import INVALID_REQUEST, PARSE_ERROR
+from translators.wire.fast_json import as_object
 from translators.wire.jsonrpc import JsonObject, error_response, result_response
 from translators.wire.stdio_framing import LineSplitter
 

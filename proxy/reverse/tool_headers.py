@@ -10,8 +10,8 @@ from collections.abc import Awaitable, Callable
 from typing import Final
 
 from translators.protocol.eras import TOOLS_CALL
-from translators.wire.canonical import as_object
 from translators.wire.errors import HEADER_MISMATCH
+from translators.wire.fast_json import as_object
 from translators.wire.header_values import param_headers_for
 from translators.wire.jsonrpc import JsonObject
 

@@ -30,8 +30,8 @@ from proxy.upstream.http.wire import client_info, read_reply
 from translators.protocol.era_detection import DUAL, LEGACY, MODERN, Era, era_of
 from translators.protocol.eras import INITIALIZE
 from translators.protocol.revisions import OFFERED
-from translators.wire.canonical import as_object
 from translators.wire.errors import BridgeError, UpstreamFault
+from translators.wire.fast_json import as_object
 
 _log = structlog.get_logger(__name__)
 

@@ -69,12 +69,14 @@ class UpstreamPool(PoolSizing):
         *,
         on_unowned: UnownedHandler,
         transport: TransportInfo = STREAMABLE_HTTP,
-        clock: Clock = loop_time,
+        clock: Clock | None = None,
     ) -> None:
         """`clock` times idleness, eviction and the backoffs (proxy/common/clock.py); waits for a
         session stay on the loop's timers."""
         self._settings = settings
-        self._clock = clock
+        # the running loop's own clock once started (read on every lease: no wrapper around it)
+        self._clock: Clock = loop_time if clock is None else clock
+        self._own_clock = clock is not None
         self._opener = opener
         self.attribution = PushAttribution(enabled=settings.share_attributed_calls)
         self.transport = transport
@@ -113,6 +115,8 @@ class UpstreamPool(PoolSizing):
 
     async def start(self) -> None:
         """Start the idle reaper (a task the pool owns until `aclose()`)."""
+        if not self._own_clock:
+            self._clock = asyncio.get_running_loop().time
         if self._reaper is None:
             self._reaper = asyncio.get_running_loop().create_task(
                 self._reap_loop(), name="upstream-pool-reaper"

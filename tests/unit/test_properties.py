@@ -83,7 +83,6 @@ from translators.protocol.results import (
     legacy_error_to_modern,
     legacy_result_to_modern,
 )
-from translators.wire.canonical import digest
 from translators.wire.errors import (
     INTERNAL_ERROR,
     LEGACY_RESOURCE_NOT_FOUND,
@@ -94,6 +93,7 @@ from translators.wire.errors import (
     InvalidRequestState,
     MethodNotFound,
 )
+from translators.wire.fast_json import digest
 from translators.wire.jsonrpc import JsonObject
 
 PROPERTY = settings(

@@ -35,8 +35,8 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM, ChaCha20Poly1305
 
 from translators.protocol.eras import PROMPTS_GET, RESOURCES_READ, TOOLS_CALL
 from translators.protocol.requests import salient_params
-from translators.wire.canonical import digest
 from translators.wire.errors import InvalidRequestState, RejectionReason
+from translators.wire.fast_json import digest
 from translators.wire.jsonrpc import JsonObject
 
 PREFIX: Final = "v1."

@@ -5,8 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 from translators.protocol.revisions import Revision
-from translators.wire.canonical import digest
-from translators.wire.fast_json import sorted_dumps
+from translators.wire.fast_json import digest, sorted_dumps
 from translators.wire.jsonrpc import JsonObject
 
 _ELICITATION_MODES = ("form", "url")

@@ -27,8 +27,8 @@ from translators.protocol.eras import (
     META_SERVER_INFO,
     MODERN_VERSION,
 )
-from translators.wire.canonical import as_object
 from translators.wire.errors import HEADER_MISMATCH, MISSING_CLIENT_CAPABILITY, UNSUPPORTED_VERSION
+from translators.wire.fast_json import as_object
 
 Era = Literal["legacy", "modern", "dual"]
 LEGACY: Final[Era] = "legacy"

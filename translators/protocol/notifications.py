@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from translators.protocol.eras import LOG_LEVELS, LOG_MESSAGE, PROGRESS
-from translators.wire.canonical import as_object
+from translators.wire.fast_json import as_object
 from translators.wire.jsonrpc import JsonObject, notification
 
 

@@ -24,7 +24,7 @@ from typing import Any, Literal
 from translators.protocol.era_detection import DUAL, MODERN, Era
 from translators.protocol.eras import INITIALIZE, META_PROTOCOL_VERSION, MODERN_VERSIONS
 from translators.protocol.revisions import SUPPORTED
-from translators.wire.canonical import as_object
+from translators.wire.fast_json import as_object
 
 SessionSide = Literal["reverse", "relay"]  # which side issued a legacy client's session id
 

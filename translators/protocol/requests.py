@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from translators.protocol.downlevel import request_params
 from translators.protocol.eras import (
+    COMPLETION_COMPLETE,
     META_PREFIX,
     META_PROGRESS_TOKEN,
     METHOD_CAPABILITY,
@@ -14,6 +14,13 @@ from translators.wire.errors import MethodNotFound
 from translators.wire.jsonrpc import JsonObject
 
 _MODERN_ONLY_PARAMS = ("inputResponses", "requestState")
+
+
+def request_params(revision: Revision, method: str, params: JsonObject) -> JsonObject:
+    """`params` without the fields `revision` does not define for `method`."""
+    if method == COMPLETION_COMPLETE and not revision.completion_context and "context" in params:
+        return {k: v for k, v in params.items() if k != "context"}
+    return params
 
 
 def modern_params_to_legacy(

@@ -16,7 +16,6 @@ from translators.protocol.eras import (
     TOOLS_LIST,
 )
 from translators.protocol.tool_repair import repair_tools
-from translators.wire.canonical import as_object
 from translators.wire.errors import (
     BRIDGE_MARKER,
     INTERNAL_ERROR,
@@ -25,6 +24,7 @@ from translators.wire.errors import (
     MISSING_CLIENT_CAPABILITY,
     RESERVED_RANGE,
 )
+from translators.wire.fast_json import as_object
 from translators.wire.jsonrpc import JsonObject
 
 

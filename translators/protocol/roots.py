@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from translators.protocol.eras import ROOTS
 from translators.protocol.pushes import PendingPush, input_key, input_response_to_legacy
-from translators.wire.canonical import as_object, canonical_json, digest
+from translators.wire.fast_json import as_object, canonical_json, digest
 from translators.wire.jsonrpc import JsonObject
 
 ROOTS_REQUEST: JsonObject = {"method": ROOTS, "params": {}}

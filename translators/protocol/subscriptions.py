@@ -16,8 +16,8 @@ from translators.protocol.eras import (
     SUBSCRIPTIONS_ACKNOWLEDGED,
     TOOLS_LIST_CHANGED,
 )
-from translators.wire.canonical import as_object
 from translators.wire.errors import InvalidParams
+from translators.wire.fast_json import as_object
 from translators.wire.jsonrpc import JsonObject, notification
 
 # list_changed notification -> (filter field, upstream server capability that announces it)

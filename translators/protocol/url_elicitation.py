@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from translators.protocol.eras import ELICIT
 from translators.protocol.pushes import PendingPush, PushAnswer
-from translators.wire.canonical import as_object
 from translators.wire.errors import LEGACY_URL_ELICITATION_REQUIRED, BridgeError, UpstreamFault
+from translators.wire.fast_json import as_object
 from translators.wire.jsonrpc import JsonObject
 
 

@@ -18,8 +18,8 @@ from typing import Any
 from translators.protocol.capabilities import elicitation_modes
 from translators.protocol.eras import ELICIT, ROOTS, SAMPLE
 from translators.reverse.session import ClientView
-from translators.wire.canonical import as_object
 from translators.wire.errors import INTERNAL_ERROR, INVALID_PARAMS
+from translators.wire.fast_json import as_object
 from translators.wire.jsonrpc import JsonObject
 
 MAX_INPUT_REQUESTS = 32

@@ -22,7 +22,7 @@ from translators.protocol.eras import (
     MODERN_VERSION,
 )
 from translators.protocol.revisions import NEWEST, REVISIONS, Revision
-from translators.wire.canonical import as_object
+from translators.wire.fast_json import as_object
 from translators.wire.jsonrpc import JsonObject
 
 MODERN_ONLY_RESULT_FIELDS: Final = frozenset({"resultType", "ttlMs", "cacheScope"})

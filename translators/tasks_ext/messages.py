@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from translators.protocol.eras import META_RELATED_TASK, RESULT_COMPLETE, TASK_EXTENSION_METHODS
-from translators.wire.canonical import as_object
 from translators.wire.errors import InvalidParams, MissingClientCapability
+from translators.wire.fast_json import as_object
 from translators.wire.jsonrpc import JsonObject
 
 EXTENSION: Final = "io.modelcontextprotocol/tasks"

@@ -1,4 +1,6 @@
-"""JSON on the hot path: orjson where it gives exactly what the standard library gives, else `json`.
+"""JSON: the hot path's codec (orjson where it gives exactly what the standard library gives, else
+`json`), the canonical form and its digests (the one way the bridge hashes message content), and
+`as_object`.
 
 Every forwarded call decodes the client's body and the upstream's reply and encodes the upstream
 request and the client's reply; orjson (C) does each several times faster than `json`. It is
@@ -17,6 +19,7 @@ stricter, and it parses an integer beyond 64 bits as a float, so:
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from typing import Any, Final
@@ -52,11 +55,29 @@ def dumps(value: Any) -> bytes:
 
 def sorted_dumps(value: Any) -> bytes | None:
     """orjson's bytes of `value` with sorted keys (a memo key: equal only for equal values), or None
-    where orjson cannot write it. Not canonical JSON (`translators.wire.canonical` is)."""
+    where orjson cannot write it. Not canonical JSON (`translators.wire.fast_json` is)."""
     try:
         return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
     except TypeError:  # orjson.JSONEncodeError: a lone surrogate, a huge integer, a non-str key
         return None
 
 
-__all__ = ["dumps", "loads", "sorted_dumps"]
+def canonical_json(value: Any) -> bytes:
+    """Deterministic UTF-8 JSON: sorted keys, no whitespace. Lone surrogates (valid in parsed JSON,
+    not in UTF-8) are kept as their code units, so any parsed value hashes."""
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False).encode(
+        "utf-8", "surrogatepass"
+    )
+
+
+def digest(value: Any, size: int = 16) -> bytes:
+    """The first `size` bytes of SHA-256 over the canonical JSON of `value`."""
+    return hashlib.sha256(canonical_json(value)).digest()[:size]
+
+
+def as_object(value: Any) -> dict[str, Any]:
+    """`value` if it is a JSON object, else an empty one (for optional `params` / `_meta`)."""
+    return value if isinstance(value, dict) else {}
+
+
+__all__ = ["as_object", "canonical_json", "digest", "dumps", "loads", "sorted_dumps"]

@@ -13,7 +13,7 @@ from typing import Final
 from proxy.upstream.base import UpstreamSession
 from translators.protocol.eras import TOOLS_LIST
 from translators.tasks_ext.messages import server_runs_tool_tasks, task_support
-from translators.wire.canonical import as_object
+from translators.wire.fast_json import as_object
 from translators.wire.jsonrpc import JsonObject
 
 RELIST_S: Final = 5.0

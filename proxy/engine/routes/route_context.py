@@ -52,8 +52,8 @@ from translators.protocol.notifications import log_level_admits
 from translators.protocol.requests import modern_params_to_legacy
 from translators.protocol.results import CacheHints
 from translators.wire import fast_json
-from translators.wire.canonical import as_object
 from translators.wire.errors import BridgeError
+from translators.wire.fast_json import as_object
 from translators.wire.header_values import X_MCP_HEADER
 from translators.wire.jsonrpc import JsonObject
 

@@ -29,8 +29,8 @@ from translators.protocol.eras import (
     SUBSCRIPTIONS_LISTEN,
     TOOLS_CALL,
 )
-from translators.wire.canonical import as_object
 from translators.wire.errors import UpstreamFault
+from translators.wire.fast_json import as_object
 from translators.wire.header_values import encode_header_value
 from translators.wire.jsonrpc import JsonObject
 

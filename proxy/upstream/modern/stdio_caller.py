@@ -35,7 +35,7 @@ from translators.protocol.eras import (
     PROGRESS,
     SUBSCRIPTIONS_LISTEN,
 )
-from translators.wire.canonical import as_object
+from translators.wire.fast_json import as_object
 from translators.wire.jsonrpc import JsonObject, notification
 from translators.wire.stdio_framing import LineSplitter
 

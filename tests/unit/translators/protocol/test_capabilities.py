@@ -13,7 +13,7 @@ from translators.protocol.capabilities import (
     modern_client_capabilities_to_legacy,
 )
 from translators.protocol.eras import META_PREFIX
-from translators.wire.canonical import digest
+from translators.wire.fast_json import digest
 from translators.wire.jsonrpc import JsonObject
 
 # (modern client capabilities declared on a request, legacy `initialize` capabilities)

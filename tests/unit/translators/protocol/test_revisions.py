@@ -1,5 +1,5 @@
 """Per-revision mapping, table-driven from the revision matrix (translators.protocol.revisions,
-.downlevel).
+.pushes, .requests).
 
 Every answer the bridge would send upstream is validated against the session revision's own JSON
 schema (tests/schemas/schema-<revision>.json); every input request the client would see against
