@@ -9,6 +9,9 @@ from config.base import Frozen
 
 
 class ReverseSettings(Frozen):
+    """Legacy clients in front of a 2026-07-28 upstream: the sessions the bridge keeps for them
+    and the pushes it sends them (docs/directions.md)."""
+
     push_timeout_s: float = Field(
         120.0,
         gt=0,

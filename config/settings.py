@@ -216,6 +216,8 @@ class HeldCallSettings(Frozen):
 
 
 class LogSettings(Frozen):
+    """Logs: one line per event on stderr, JSON or console (docs/operations.md § Logs)."""
+
     level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
     format: Literal["auto", "json", "console"] = Field(
         "auto", description="json; console on a TTY when auto"

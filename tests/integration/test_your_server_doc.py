@@ -1,7 +1,9 @@
 """docs/your-server.md, run as written: its Python block is saved as `my_server.py` and its shell
 blocks run verbatim, in order, in one bash (from a folder holding `.venv` and `.venv-legacy`, as
-the checkout does), so the walk-through and this test cannot drift apart. The README's desktop
-client entries are checked too: valid JSON whose arguments the bridge's own parser accepts."""
+the checkout does), so the walk-through and this test cannot drift apart. The desktop client
+entries of the README and docs/desktop-clients.md are checked too: valid JSON whose arguments the
+bridge's own parser accepts. The README's Python example runs verbatim against the demo server
+behind the bridge, as after `make run` (test_readme_example.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ import os
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from config import ENV_PREFIX
 from proxy.app.cli_args import build_parser
@@ -18,6 +21,7 @@ from .harness import REPO_ROOT
 
 DOC = REPO_ROOT / "docs" / "your-server.md"
 README = REPO_ROOT / "README.md"
+DESKTOP = REPO_ROOT / "docs" / "desktop-clients.md"
 MARK = "=== next block ==="
 TIMEOUT_S = 240
 
@@ -64,10 +68,15 @@ def test_the_walk_through_runs_verbatim(tmp_path: Path) -> None:
     assert asked["requestState"].startswith("v1.")
 
 
+def desktop_entries(path: Path) -> list[dict[str, Any]]:
+    entries = [json.loads(block) for block in blocks(path.read_text(encoding="utf-8"), "json")]
+    return [entry for entry in entries if "mcpServers" in entry or "servers" in entry]
+
+
 def test_desktop_client_entries_are_valid_and_parse_as_bridge_arguments() -> None:
-    entries = [json.loads(block) for block in blocks(README.read_text(encoding="utf-8"), "json")]
-    desktop = [entry for entry in entries if "mcpServers" in entry or "servers" in entry]
-    assert len(desktop) == 4
+    (readme,) = desktop_entries(README)
+    desktop = desktop_entries(DESKTOP)
+    assert len(desktop) == 4 and readme in desktop
     parser = build_parser()
     for entry in desktop:
         (server,) = (entry.get("mcpServers") or entry["servers"]).values()

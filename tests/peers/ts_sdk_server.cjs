@@ -14,8 +14,8 @@
 // elicitation (SDKs that have it), returns {action, content} as JSON; `sample(prompt)`: sampling,
 // returns the reply text; `roots()`: roots/list, returns the URIs as JSON; `caps()`: the client
 // capabilities the session declared, as JSON. Pushes are sent related to
-// the call (on its own stream over Streamable HTTP) with a 10-minute timeout, as the bridge's README
-// advises for held calls.
+// the call (on its own stream over Streamable HTTP) with a 10-minute timeout, as docs/operations.md ("Legacy push
+// timeouts") advises for held calls.
 "use strict";
 
 const http = require("node:http");

@@ -33,7 +33,7 @@ def test_the_stable_key_is_the_key_of_a_plain_roots_push() -> None:
     push = {"jsonrpc": "2.0", "id": 41, "method": ROOTS, "params": {"_meta": {"progressToken": 3}}}
     assert input_key(push, set()) == ROOTS_INPUT_KEY
     assert ROOTS_INPUT_KEY == input_key({"method": ROOTS}, set())
-    assert ROOTS_INPUT_KEY == "roots-ddbcb6"  # documented in README.md: clients may hard-code it
+    assert ROOTS_INPUT_KEY == "roots-ddbcb6"  # docs/migration.md: clients may hard-code it
 
 
 def test_the_question_is_a_valid_input_required_result_without_request_state() -> None:
