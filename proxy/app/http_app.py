@@ -24,12 +24,13 @@ from aiohttp import web
 
 from config.settings import Settings
 from proxy.app.compose import UPSTREAM_KEEPALIVE_S, bridge_runtime, held_counts
-from proxy.app.health import Readiness
+from proxy.app.health import Readiness, bridge_readiness
 from proxy.app.status import StatusPage, StatusSources
 from proxy.auth.keys import load_keyring
 from proxy.auth.oauth_passthrough import MetadataRelay, passes_challenges
 from proxy.cluster.forward import Forwarder
 from proxy.cluster.peers import REPLICA_PATH, PeerDirectory, replica_handler
+from proxy.common.log_context import log_context_around
 from proxy.common.per_principal import PrincipalCounts
 from proxy.common.shown import shown_uri
 from proxy.engine.engine import Engine, close_reserve_s
@@ -46,7 +47,6 @@ from proxy.upstream.http.wire import client_info
 from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.reachability import StartupWatch
 from proxy.upstream.stdio.children import ChildProcesses
-from translators.protocol.era_detection import MODERN
 
 _log = structlog.get_logger("proxy.app.http_app")
 
@@ -79,20 +79,24 @@ class Upstream:
         self.settings = settings
         self.path = settings.front.path
         self.name = upstream_name(settings.upstream)
-        self._metrics = metrics
+        self.metrics = metrics.upstream(self.name, self.path)  # what its requests feed
         self._held = held
         self._children = children
         self._opener = opener
         self._given = engine
         self.modern = modern_upstream(settings) if opener is None and engine is None else None
         self.relay = (
-            LegacyRelay(settings, observe=metrics.observe_error)
+            LegacyRelay(settings, observe=self.metrics.observe_error)
             if settings.front.legacy_clients == "pass"
             else None
         )
         self.reverse = (
             ReverseFront(
-                settings, self.modern.reverse_caller(), client_info(), held, metrics.observe_error
+                settings,
+                self.modern.reverse_caller(),
+                client_info(),
+                held,
+                self.metrics.observe_error,
             )
             if self.modern is not None
             else None
@@ -142,7 +146,7 @@ class Upstream:
             self.runtime, pool = await stack.enter_async_context(
                 bridge_runtime(
                     self.settings,
-                    self._metrics,
+                    self.metrics,
                     self._children,
                     opener=self._opener,
                     on_open_failure=modern.era.reprobe_soon if modern else None,
@@ -159,7 +163,6 @@ def _readiness(settings: Settings, pool: UpstreamPool) -> Readiness:
     headers = {"Authorization": static.get_secret_value()} if static is not None else {}
     return Readiness(
         pool,
-        keys="configured" if settings.held.keys else "ephemeral",
         headers=headers,
         timeout_s=settings.upstream.init_timeout_s,
         answer_within_s=settings.front.ready_timeout_s,
@@ -182,22 +185,15 @@ async def _healthz(_request: web.Request) -> web.Response:
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    """Ready when the requestState keys are loaded and the upstream answers (`proxy.app.health`)."""
-    (upstream,) = request.app[UPSTREAMS_KEY]
-    if upstream.readiness is None:  # an engine given from elsewhere, or not started yet
-        if upstream.engine is not None and upstream.engine.is_ready():
-            return web.json_response({"status": "ready"})
-        return web.json_response({"status": "starting"}, status=503)
-    report = await upstream.readiness.report()
-    ready, checks = report.ready, dict(report.checks)
-    if upstream.modern is not None:
-        era = upstream.modern.era.era
-        checks["era"] = era or "unknown"
-        # no legacy session can open: reachable means the era probe answered
-        if era == MODERN:
-            ready, checks["upstream"] = True, "reachable (modern-only: relayed untranslated)"
-    body = {"status": "ready" if ready else "unavailable", "checks": checks}
-    return web.json_response(body, status=200 if ready else 503)
+    """Which upstreams answer, and whether that is enough (`front.ready_requires`):
+    `proxy.app.health`."""
+    settings, upstreams = request.app[SETTINGS_KEY], request.app[UPSTREAMS_KEY]
+    body, status = await bridge_readiness(
+        upstreams,
+        requires=settings.front.ready_requires,
+        keys="configured" if settings.held.keys else "ephemeral",
+    )
+    return web.json_response(body, status=status)
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -222,7 +218,7 @@ def _base_app(settings: Settings, metrics: BridgeMetrics) -> web.Application:
     app = web.Application(handler_args=_header_limits(settings))
     app[SETTINGS_KEY] = settings
     app[METRICS_KEY] = metrics
-    app.on_response_prepare.append(metrics.on_response_prepare)
+    app.on_response_prepare.append(metrics.http.on_response_prepare)
     app.router.add_get(HEALTH_PATH, _healthz)
     app.router.add_get(READY_PATH, _readyz)
     app.router.add_get(METRICS_PATH, _metrics)
@@ -231,17 +227,9 @@ def _base_app(settings: Settings, metrics: BridgeMetrics) -> web.Application:
 
 
 def _status_sources(app: web.Application) -> StatusSources:
-    """What `/status` reads, from this app's lifetimes (proxy/app/status.py)."""
-    upstreams = app.get(UPSTREAMS_KEY, [])
-    unit = upstreams[0] if upstreams else None  # none around a scripted engine (make_front_app)
-    engine = unit.runtime if unit is not None else None
-    modern = unit.modern if unit is not None else None
-    return StatusSources(
-        registry=engine.registry if engine is not None else None,
-        pool=unit.pool if unit is not None else None,
-        peers=app.get(PEERS_KEY),
-        era=modern.era.era if modern is not None else None,
-    )
+    """What `/status` reads: the upstreams served and the peer set (proxy/app/status.py)."""
+    upstreams: list[Upstream] = app.get(UPSTREAMS_KEY, [])
+    return StatusSources(upstreams, app.get(PEERS_KEY))
 
 
 def make_front_app(
@@ -279,10 +267,13 @@ async def _cluster_context(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _upstreams_context(app: web.Application) -> AsyncIterator[None]:
-    """Each upstream's lifetime (its era, then its runtime), closed in reverse."""
+    """Each upstream's lifetime (its era, then its runtime), closed in reverse; its log lines, and
+    those of the tasks it starts, name it."""
     async with contextlib.AsyncExitStack() as stack:
         for upstream in app[UPSTREAMS_KEY]:
-            await stack.enter_async_context(upstream.running())
+            await stack.enter_async_context(
+                log_context_around(upstream.running(), upstream=upstream.name)
+            )
         yield
 
 

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Mapping
-from types import MappingProxyType
-from typing import Any, Final
+from contextlib import AbstractAsyncContextManager
+from types import MappingProxyType, TracebackType
+from typing import Any, Final, Generic, TypeVar
 
 from structlog.typing import EventDict, WrappedLogger
 
@@ -40,6 +41,34 @@ class log_context:
         _LOG_CONTEXT.reset(self._token)
 
 
+Entered = TypeVar("Entered")
+
+
+class log_context_around(Generic[Entered]):
+    """`async with log_context_around(manager, **values)`: `manager` entered, and later exited,
+    with `values` bound, so the tasks it starts inherit them; the code between does not see them
+    (a `log_context` block around a `yield` would leak its binding into the rest of that task)."""
+
+    __slots__ = ("_manager", "_values")
+
+    def __init__(self, manager: AbstractAsyncContextManager[Entered], **values: Any) -> None:
+        self._manager = manager
+        self._values = values
+
+    async def __aenter__(self) -> Entered:
+        with log_context(**self._values):
+            return await self._manager.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        with log_context(**self._values):
+            return await self._manager.__aexit__(exc_type, exc, traceback)
+
+
 def bound_log_context() -> dict[str, Any]:
     """What `log_context` blocks bind here now (a copy)."""
     return dict(_LOG_CONTEXT.get())
@@ -54,4 +83,4 @@ def merge_log_context(_logger: WrappedLogger, _method: str, event_dict: EventDic
     return event_dict
 
 
-__all__ = ["bound_log_context", "log_context", "merge_log_context"]
+__all__ = ["bound_log_context", "log_context", "log_context_around", "merge_log_context"]

@@ -24,6 +24,7 @@ from aiohttp import web
 
 from config.settings import FrontSettings, IdentitySettings
 from proxy.common.http_replies import SSE_KEEPALIVE_S, SSE_QUEUE_LIMIT, Exchange, rejection
+from proxy.common.log_context import log_context
 from proxy.http_front.hop import HOP_KEY, forward_to_owner, inbound_hop
 from proxy.http_front.legacy import LegacyPaths
 from proxy.http_front.modern import EngineSource, ModernPath, UpstreamEra
@@ -94,7 +95,8 @@ class HttpFront:
         if tracing.active():
             note.trace = tracing.begin_request(lower_headers(request))
         try:
-            response = await self._serve(request, exchange)
+            with log_context(upstream=self._upstream):  # every line of the request names it
+                response = await self._serve(request, exchange)
         except asyncio.CancelledError:
             self._log_finished(exchange, note, status=None, cancelled=True)
             raise

@@ -94,7 +94,7 @@ class HttpUpstreamSession(CallStreams, Reinitializes, Negotiated, SendsMessages)
         self._cancelled_at: float | None = None  # when a call was last cancelled upstream
         self._delete_on_close = True  # False: a one-session server (see forget_on_close)
         self.reinitialized_count = 0
-        self._log = _log.bind(upstream=self.upstream, upstream_session=next(_session_refs))
+        self._log = _log.bind(url=self.upstream, upstream_session=next(_session_refs))
         self._router = StreamRouter(
             self._channel, self._tasks, self._calls, on_unrelated, self._log
         )
