@@ -35,10 +35,22 @@ class log_context:
         self._values = values
 
     def __enter__(self) -> None:
-        self._token = _LOG_CONTEXT.set({**_LOG_CONTEXT.get(), **self._values})
+        self._token = bind_log_context(self._values)
 
     def __exit__(self, *exc_info: object) -> None:
         _LOG_CONTEXT.reset(self._token)
+
+
+def bind_log_context(values: Mapping[str, Any]) -> contextvars.Token[Mapping[str, Any]]:
+    """Bind `values` (never changed afterwards) on top of what is bound, until
+    `unbind_log_context(token)`: the `log_context` block's two halves, for a caller that keeps
+    `values` prebuilt (the HTTP front binds its upstream's name around every request)."""
+    bound = _LOG_CONTEXT.get()
+    return _LOG_CONTEXT.set({**bound, **values} if bound else values)
+
+
+def unbind_log_context(token: contextvars.Token[Mapping[str, Any]]) -> None:
+    _LOG_CONTEXT.reset(token)
 
 
 Entered = TypeVar("Entered")
@@ -83,4 +95,11 @@ def merge_log_context(_logger: WrappedLogger, _method: str, event_dict: EventDic
     return event_dict
 
 
-__all__ = ["bound_log_context", "log_context", "log_context_around", "merge_log_context"]
+__all__ = [
+    "bind_log_context",
+    "bound_log_context",
+    "log_context",
+    "log_context_around",
+    "merge_log_context",
+    "unbind_log_context",
+]

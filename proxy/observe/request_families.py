@@ -238,12 +238,12 @@ class UpstreamMetrics:
     def observe_response(self, method: str, response: Mapping[str, Any], seconds: float) -> None:
         """One engine answer: its outcome, its latency and, for an error, its code."""
         outcome, code = outcome_of(response)
-        label = method_label(method)
+        labels = (self.name, method if method in MODERN_METHODS else OTHER, outcome)
         families = self._families
-        families.requests.inc((self.name, label, outcome))
-        families.request_seconds.observe((self.name, label, outcome), seconds)
+        families.requests.inc(labels)
+        families.request_seconds.observe(labels, seconds)
         if code is not None:
-            families.request_errors.inc((self.name, label, code))
+            families.request_errors.inc((*labels[:2], code))
 
     def observe_cancelled(self, method: str, seconds: float) -> None:
         """A request whose client went away (or that shutdown cancelled) before its answer."""
@@ -287,14 +287,12 @@ class HttpResponses:
         self._family = family
         self.upstream_at: dict[str, str] = {}  # endpoint path -> upstream name
 
-    def observe(self, path: str, status: int) -> None:
-        upstream = self.upstream_at.get(path, BRIDGE_ROUTES)
-        self._family.inc((upstream, str(status) if 100 <= status <= 599 else OTHER))
-
     async def on_response_prepare(self, request: Any, response: Any) -> None:
         """aiohttp's response signal: aiohttp's own 400s for oversized headers excepted; a signal
         rather than a middleware, which would wrap every handler in two more coroutines."""
-        self.observe(request.path, response.status)
+        status = response.status
+        upstream = self.upstream_at.get(request.path, BRIDGE_ROUTES)
+        self._family.inc((upstream, str(status) if 100 <= status <= 599 else OTHER))
 
 
 __all__ = [
