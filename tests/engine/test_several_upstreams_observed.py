@@ -161,8 +161,10 @@ async def test_metrics_name_the_upstream_of_every_series(aiohttp_client: Any) ->
 async def test_the_status_page_has_a_section_per_upstream(aiohttp_client: Any) -> None:
     client, alpha, beta = await two_upstreams(aiohttp_client)
     held = await hold(beta, principal="bob")
+    assert (await client.get("/readyz")).status == 200  # the page shows what it found, unasked
     facts = await (await client.get("/status.json")).json()
     assert [up["name"] for up in facts["upstreams"]] == [ALPHA, BETA]
+    assert [(up["ready"], up["health"]) for up in facts["upstreams"]] == [(True, "reachable")] * 2
     assert facts["held"] == {"count": 1, "in_progress": 1, "rounds_total": 1}
     up_alpha, up_beta = facts["upstreams"]
     assert (up_alpha["held"]["count"], up_alpha["held"]["calls"]) == (0, [])
