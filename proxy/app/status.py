@@ -3,12 +3,12 @@
 proxy/app/status_page.py's.
 
 **It costs the data path nothing that grows** (issue 45): the facts are a snapshot, built at most
-once every `SNAPSHOT_MAX_AGE_S` however many pollers ask, and each snapshot is written as JSON and
-as HTML at most once, on the first request that wants it; every other request within the second
-gets the same bytes. So pollers cost a constant per request, the rebuild (one pass over the held
-calls, the rest bounded by the lists' `MAX_LISTED`) at most once a second, and renders run one at a
-time (they never await) and at most twice per snapshot. A page is at most that old: its
-`generated_at` says when it was taken.
+once every `status.snapshot_max_age_s` (1 s) however many pollers ask, and each snapshot is
+written as JSON and as HTML at most once, on the first request that wants it; every other request
+within that time gets the same bytes. So pollers cost a constant per request, the rebuild (one pass
+over the held calls, the rest bounded by the lists' `MAX_LISTED`) at most once a second, and
+renders run one at a time (they never await) and at most twice per snapshot. A page is at most
+that old: its `generated_at` says when it was taken. An age of 0 builds it for every request.
 
 Off the public front: served only to a loopback peer (`status.loopback`) or to a request bearing
 `status.admin_token` (compared in constant time), and, like the MCP endpoint, only for an allowed
@@ -33,7 +33,6 @@ from proxy.http_front.endpoint import Gate
 
 STATUS_PATH: Final = "/status"
 STATUS_JSON_PATH: Final = "/status.json"
-SNAPSHOT_MAX_AGE_S: Final = 1.0
 _PAGE_HEADERS: Final = {
     "Cache-Control": "no-store",
     "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
@@ -100,6 +99,7 @@ class StatusPage:
         self._token = token.get_secret_value().encode() if token is not None else None
         self._started = time.time()
         self._clock = clock
+        self._max_age_s = settings.status.snapshot_max_age_s
         self._snapshot: Snapshot | None = None
         self.builds = 0  # snapshots built (the work the page costs: tests count it)
         self.renders = 0  # snapshots written as JSON or HTML
@@ -147,10 +147,11 @@ class StatusPage:
         )
 
     def snapshot(self, app: web.Application) -> Snapshot:
-        """The current snapshot: the last one while it is younger than `SNAPSHOT_MAX_AGE_S`."""
+        """The current snapshot: the last one while it is younger than
+        `status.snapshot_max_age_s`."""
         now = self._clock()
         snapshot = self._snapshot
-        if snapshot is None or now - snapshot.taken >= SNAPSHOT_MAX_AGE_S:
+        if snapshot is None or now - snapshot.taken >= self._max_age_s:
             facts = self.facts(self._sources(app))
             snapshot = self._snapshot = Snapshot(now, facts, self._rendered)
             self.builds += 1
@@ -165,7 +166,6 @@ class StatusPage:
 
 
 __all__ = [
-    "SNAPSHOT_MAX_AGE_S",
     "STATUS_JSON_PATH",
     "STATUS_PATH",
     "Snapshot",

@@ -16,7 +16,7 @@ from aiohttp.test_utils import make_mocked_request
 from status_fakes import Shown, held_registry
 
 from config.settings import Settings
-from proxy.app.status import SNAPSHOT_MAX_AGE_S, StatusPage, StatusSources
+from proxy.app.status import StatusPage, StatusSources
 from proxy.app.status_facts import MAX_LISTED
 from proxy.calls.registry import HeldCallRegistry
 from proxy.common.per_principal import PrincipalCounts, held_call_caps
@@ -85,10 +85,22 @@ async def test_pollers_cost_one_snapshot_a_second_whatever_the_held_calls(held: 
     [up] = listed["upstreams"]
     assert up["held"]["count"] == held and len(up["held"]["calls"]) == min(held, MAX_LISTED)
 
-    clock.now += SNAPSHOT_MAX_AGE_S - 0.001
+    clock.now += Settings().status.snapshot_max_age_s - 0.001
     assert await _poll(page) == bodies
     assert (page.builds, page.renders, registry.reads) == (1, 2, 3)
 
     clock.now += 0.001  # a second after the snapshot: the next request takes a new one
     await _poll(page)
     assert (page.builds, page.renders, registry.reads) == (2, 4, 6)
+
+
+async def test_an_age_of_zero_builds_the_page_for_every_request() -> None:
+    """`status.snapshot_max_age_s = 0`: exact to the moment, each request its own snapshot."""
+    registry = held_registry(10)
+    clock = Clock()
+    settings = Settings.model_validate({"status": {"snapshot_max_age_s": 0}})
+    page = StatusPage(
+        settings, lambda _app: StatusSources([Shown("u", registry)], None), clock=clock
+    )
+    await _poll(page)
+    assert (page.builds, page.renders) == (2 * POLLS, 2 * POLLS)
