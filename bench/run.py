@@ -6,7 +6,8 @@ legacy bench server (`.venv-legacy`) and bridge instances on loopback ports, dri
 drivers, and writes `bench/results/latest.md` and `latest.json`. Method: bench/README.md.
 
     python bench/run.py                    # everything (about 2-3 minutes on 2 cores)
-    python bench/run.py --only echo,mrtr   # sections: echo, mrtr, burst, stdio, roots, conformance
+    python bench/run.py --only echo,mrtr   # sections: echo, mrtr, burst, status, stdio, roots,
+                                           # conformance
     python bench/run.py --only roots --name roots   # results/roots.md (the issue 10 figures)
 """
 
@@ -31,9 +32,10 @@ from scenarios_held import held_figures
 from scenarios_http import Endpoints, echo_figures
 from scenarios_mrtr import mrtr_figures
 from scenarios_roots import roots_figures
+from scenarios_status import status_figures
 from scenarios_stdio import stdio_figures
 
-SECTIONS: Final = ("echo", "mrtr", "burst", "stdio", "roots", "conformance")
+SECTIONS: Final = ("echo", "mrtr", "burst", "status", "stdio", "roots", "conformance")
 RUN_TIMEOUT_S: Final = 1800.0
 NOTES: Final = """\
 How to read it: *bridge* is a raw modern (2026-07-28) client through the bridge, *direct* the same
@@ -88,6 +90,8 @@ async def _http_sections(procs: Processes, sections: set[str]) -> list[Figure]:
                 figures += await _section("mrtr", mrtr_figures(http, procs, legacy.url, pids))
     if "burst" in sections:
         figures += await _section("burst", held_figures(procs))
+    if "status" in sections:
+        figures += await _section("status", status_figures(procs))
     if "roots" in sections:
         async with aiohttp.ClientSession() as http:
             figures += await _section("roots", roots_figures(procs, http))

@@ -55,7 +55,7 @@ def burst_env(held: int = BURST) -> dict[str, str]:
     }
 
 
-async def _open(
+async def open_held_calls(
     modern: ModernHttp, count: int, in_flight: int
 ) -> tuple[Sample, list[tuple[int, dict[str, object]]]]:
     sample, opened, slots = Sample(), [], asyncio.Semaphore(in_flight)
@@ -106,7 +106,7 @@ async def _held_run(
         for index in range(10):  # warm-up: the code paths and one pooled session
             await modern.mrtr_round_trip(f"warm {index}")
         before = rss_kib(bridge.pid)
-        opened_sample, opened = await _open(modern, count, opening)
+        opened_sample, opened = await open_held_calls(modern, count, opening)
         held = rss_kib(bridge.pid)
         finished = await _finish(modern, opened, completing)
         settled = rss_kib(bridge.pid)

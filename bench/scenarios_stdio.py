@@ -46,9 +46,9 @@ SPAWNS: Final = 5
 REUSE_CALLS: Final = {1: 100, 16: 320}
 FIRST_ANSWER_SAMPLES: Final = 9  # each path, interleaved
 FIRST_ANSWER_TARGET: Final = 1.25  # bridge / direct, medians
-POOL_COUNTERS: Final = {  # the bridge's /metrics series for its stdio pool
-    "opened": 'mrtr_bridge_upstream_sessions_opened_total{transport="stdio"}',
-    "reused": 'mrtr_bridge_upstream_session_reuses_total{transport="stdio"}',
+POOL_COUNTERS: Final = {  # the bridge's /metrics series for its stdio pool (any `upstream`)
+    "opened": 'mrtr_bridge_upstream_sessions_opened_total{transport="stdio",',
+    "reused": 'mrtr_bridge_upstream_session_reuses_total{transport="stdio",',
 }
 
 
@@ -288,9 +288,10 @@ async def pool_counters(http: aiohttp.ClientSession, mcp_url: str) -> dict[str, 
         return {}
     counters: dict[str, float] = {}
     for line in text.splitlines():
-        name, _, value = line.partition(" ")
-        if name in POOL_COUNTERS.values():
-            counters[name] = float(value)
+        series, _, value = line.rpartition(" ")
+        for prefix in POOL_COUNTERS.values():
+            if series.startswith(prefix):
+                counters[prefix] = counters.get(prefix, 0.0) + float(value)
     return counters
 
 

@@ -60,6 +60,11 @@ class FrontSettings(Frozen):
         gt=0,
         description="longest /readyz waits for an upstream check; past it, the last known state",
     )
+    ready_requires: Literal["any", "all"] = Field(
+        "any",
+        description="/readyz answers 200 while any upstream is ready (one down never takes the "
+        "others out of a load balancer), or only while all are",
+    )
     public_url: str | None = Field(
         None,
         description="the MCP endpoint's URL as clients reach it (e.g. "

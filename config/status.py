@@ -25,6 +25,13 @@ class StatusSettings(Frozen):
         "Bearer <token>); a secret: environment or file, never a flag",
     )
 
+    snapshot_max_age_s: float = Field(
+        1.0,
+        ge=0,
+        description="how old the page may be: it is built at most once in this many seconds, "
+        "whoever polls (0: for every request, exact to the moment but paid by every poller)",
+    )
+
     @field_validator("admin_token")
     @classmethod
     def _long_enough(cls, value: SecretStr | None) -> SecretStr | None:

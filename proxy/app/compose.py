@@ -31,7 +31,7 @@ from proxy.calls.roots_affinity import RootsAffinity
 from proxy.common.per_principal import PrincipalCounts, held_call_caps
 from proxy.engine.engine import Engine
 from proxy.engine.routes.route_context import RouteContext
-from proxy.observe.metrics import BridgeMetrics
+from proxy.observe.request_families import UpstreamMetrics
 from proxy.upstream.base import (
     STDIO,
     STREAMABLE_HTTP,
@@ -144,7 +144,7 @@ def build_engine(
     settings: Settings,
     pool: UpstreamPool,
     keyring: KeyRing,
-    metrics: BridgeMetrics | None,
+    metrics: UpstreamMetrics | None,
     held: PrincipalCounts | None = None,
 ) -> Engine:
     """The engine and the call machinery it drives, each given its collaborators (`held`: the
@@ -167,7 +167,7 @@ def build_engine(
 @asynccontextmanager
 async def bridge_runtime(
     settings: Settings,
-    metrics: BridgeMetrics | None = None,
+    metrics: UpstreamMetrics | None = None,
     children: ChildProcesses | None = None,
     *,
     opener: SessionOpener | None = None,

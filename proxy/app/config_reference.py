@@ -19,7 +19,6 @@ import typing
 from collections.abc import Iterator
 from typing import Any, Final, Literal
 
-import annotated_types
 from pydantic import BaseModel, SecretStr
 from pydantic.fields import FieldInfo
 
@@ -125,13 +124,14 @@ def _toml(value: Any) -> str:
     raise TypeError(f"no TOML form for {type(value).__name__}")
 
 
+# pydantic's constraint markers (annotated_types' classes), by class name and value attribute
 _BOUNDS: Final = (
-    (annotated_types.Ge, "ge", "≥ {}"),
-    (annotated_types.Gt, "gt", "> {}"),
-    (annotated_types.Le, "le", "≤ {}"),
-    (annotated_types.Lt, "lt", "< {}"),
-    (annotated_types.MinLen, "min_length", "at least {} characters"),
-    (annotated_types.MaxLen, "max_length", "at most {} characters"),
+    ("Ge", "ge", "≥ {}"),
+    ("Gt", "gt", "> {}"),
+    ("Le", "le", "≤ {}"),
+    ("Lt", "lt", "< {}"),
+    ("MinLen", "min_length", "at least {} characters"),
+    ("MaxLen", "max_length", "at most {} characters"),
 )
 
 
@@ -140,7 +140,7 @@ def _bounds(metadata: list[Any]) -> list[str]:
     found = []
     for kind, name, words in _BOUNDS:
         for item in metadata:
-            if isinstance(item, kind):
+            if type(item).__name__ == kind:
                 found.append(words.format(getattr(item, name)))
     return ["not empty" if bound == "at least 1 characters" else bound for bound in found]
 

@@ -1,4 +1,9 @@
-"""Readiness: the requestState keys are loaded and the upstream answers (docs/decisions.md § 17).
+"""Readiness: the requestState keys are loaded and the upstreams answer (docs/decisions.md § 17).
+
+Each upstream has its verdict (`Readiness`, below); the bridge's (`bridge_readiness`) follows
+`front.ready_requires`: with `any`, the default, the bridge is ready while at least one upstream
+is, so one upstream down never takes the others out of a load balancer; with `all`, only while
+every one is (docs/operations.md, "Health, readiness and metrics").
 
 `/readyz` must not lie in either direction: a bridge whose upstream is down is not ready, and a
 bridge that has served no traffic yet is ready as soon as its upstream answers. So readiness is
@@ -19,17 +24,20 @@ the bridge unready.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Any, Final, Literal, Protocol
 
 import structlog
 
 from proxy.common.clock import Clock, loop_time
+from proxy.common.log_context import log_context
+from proxy.passthrough.modern_upstream import ModernUpstream
 from proxy.upstream.base import TransportInfo
 from proxy.upstream.errors import plain_reason
 from proxy.upstream.pool import SessionKey, UpstreamPool
 from translators.auth.oauth import UpstreamAuthChallenge
+from translators.protocol.era_detection import MODERN
 from translators.protocol.eras import LEGACY_PING
 from translators.protocol.revisions import UnsupportedUpstreamVersion
 from translators.wire.errors import (
@@ -53,6 +61,11 @@ class ReadinessReport:
 
     ready: bool
     checks: dict[str, str] = field(default_factory=dict)
+    starting: bool = False  # not checked: its engine is not serving yet
+
+    @property
+    def status(self) -> str:
+        return "ready" if self.ready else "starting" if self.starting else "unavailable"
 
 
 class Readiness:
@@ -62,7 +75,6 @@ class Readiness:
         self,
         pool: UpstreamPool,
         *,
-        keys: str,
         headers: Mapping[str, str],
         timeout_s: float,
         answer_within_s: float = ANSWER_WITHIN_S,
@@ -75,7 +87,6 @@ class Readiness:
         self._clock = clock
         self._pool = pool
         self._transport = transport
-        self._keys = keys
         self._headers = dict(headers)
         self._timeout_s = timeout_s
         self._answer_within_s = answer_within_s
@@ -87,7 +98,7 @@ class Readiness:
     async def report(self) -> ReadinessReport:
         """The verdict within `answer_within_s`: a fresh check's, or else the last known one
         while the check goes on in the background (a hung upstream must not make `/readyz` hang)."""
-        checks = {"keys": self._keys}
+        checks: dict[str, str] = {}
         upstream = await self._upstream()
         if upstream is None:
             upstream = (
@@ -100,6 +111,10 @@ class Readiness:
         if self._transport is not None:
             checks["transport"] = self._transport.name
         return ReadinessReport(upstream.startswith("reachable"), checks)
+
+    def last_known(self) -> str | None:
+        """The last verdict, without checking (None before the first check ended)."""
+        return self._verdict[1] if self._verdict is not None else None
 
     def _age(self) -> str:
         if self._verdict is None:
@@ -177,4 +192,105 @@ class Readiness:
         return verdict
 
 
-__all__ = ["ANSWER_WITHIN_S", "FRESH_S", "PROBE_KEY", "Readiness", "ReadinessReport"]
+MODERN_ONLY: Final = "reachable (modern-only: relayed untranslated)"
+ReadyRequires = Literal["any", "all"]
+
+
+class ReadyEngine(Protocol):
+    def is_ready(self) -> bool: ...
+
+
+class CheckedUpstream(Protocol):
+    """What readiness and the status page read of an upstream the bridge serves
+    (`proxy.app.http_app.Upstream`)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def modern(self) -> ModernUpstream | None: ...
+
+    @property
+    def engine(self) -> ReadyEngine | None: ...
+
+    @property
+    def readiness(self) -> Readiness | None: ...
+
+
+async def upstream_report(upstream: CheckedUpstream) -> ReadinessReport:
+    """One upstream's verdict and what each check found, within `front.ready_timeout_s`."""
+    if upstream.readiness is None:  # an engine given from elsewhere, or not started yet
+        engine = upstream.engine
+        ready = engine is not None and engine.is_ready()
+        return ReadinessReport(ready, starting=not ready)
+    with log_context(upstream=upstream.name):
+        report = await upstream.readiness.report()
+    ready, checks = report.ready, dict(report.checks)
+    if upstream.modern is not None:
+        era = upstream.modern.era.era
+        checks["era"] = era or "unknown"
+        if era == MODERN:  # no legacy session can open: reachable means the era probe answered
+            ready, checks["upstream"] = True, MODERN_ONLY
+    return ReadinessReport(ready, checks)
+
+
+def known_health(upstream: CheckedUpstream) -> tuple[bool | None, str]:
+    """(ready, what the last check found), without checking (the status page); ready is None
+    before the first check ended."""
+    if upstream.modern is not None and upstream.modern.era.era == MODERN:
+        return True, MODERN_ONLY
+    if upstream.readiness is None:
+        engine = upstream.engine
+        ready = engine is not None and engine.is_ready()
+        return ready, "ready" if ready else "starting"
+    verdict = upstream.readiness.last_known()
+    if verdict is None:
+        return None, "not checked yet"
+    return verdict.startswith("reachable"), verdict
+
+
+def bridge_status(ready: Sequence[bool], requires: ReadyRequires) -> tuple[str, int]:
+    """(status, HTTP status) of the bridge from its upstreams' verdicts: `ready` when every one is,
+    `degraded` (200) when some are and `requires` is `any`, else `unavailable` (503)."""
+    if ready and all(ready):
+        return "ready", 200
+    if any(ready) and requires == "any":
+        return "degraded", 200
+    return "unavailable", 503
+
+
+async def bridge_readiness(
+    upstreams: Sequence[CheckedUpstream], *, requires: ReadyRequires, keys: str
+) -> tuple[dict[str, Any], int]:
+    """The `/readyz` body and status: every upstream checked at once. `checks` holds the
+    bridge-wide ones (`keys`) and, with a single upstream, its own as well (the body a bridge of
+    one upstream always had)."""
+    reports = await asyncio.gather(*(upstream_report(upstream) for upstream in upstreams))
+    status, code = bridge_status([report.ready for report in reports], requires)
+    checks = {"keys": keys, **(reports[0].checks if len(reports) == 1 else {})}
+    body = {
+        "status": status,
+        "ready_requires": requires,
+        "checks": checks,
+        "upstreams": {
+            upstream.name: {"status": report.status, "checks": report.checks}
+            for upstream, report in zip(upstreams, reports, strict=True)
+        },
+    }
+    return body, code
+
+
+__all__ = [
+    "ANSWER_WITHIN_S",
+    "FRESH_S",
+    "MODERN_ONLY",
+    "PROBE_KEY",
+    "CheckedUpstream",
+    "Readiness",
+    "ReadinessReport",
+    "ReadyRequires",
+    "bridge_readiness",
+    "bridge_status",
+    "known_health",
+    "upstream_report",
+]

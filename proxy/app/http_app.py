@@ -22,12 +22,14 @@ from aiohttp import web
 
 from config.settings import Settings
 from proxy.app.compose import UPSTREAM_KEEPALIVE_S, held_counts, shared_keyring
+from proxy.app.health import bridge_readiness
 from proxy.app.status import StatusPage, StatusSources
 from proxy.app.upstreams import SERVERS_PATH, ServedEngine, Upstream, unit_settings
 from proxy.auth.oauth_passthrough import MetadataRelay, passes_challenges
 from proxy.cluster.forward import Forwarder
 from proxy.cluster.peers import REPLICA_PATH, PeerDirectory, replica_handler
 from proxy.common.http_replies import Exchange, json_reply
+from proxy.common.log_context import log_context_around
 from proxy.common.shown import bounded
 from proxy.engine.engine import close_reserve_s
 from proxy.http_front import HOP_KEY
@@ -38,7 +40,6 @@ from proxy.upstream.base import SessionOpener
 from proxy.upstream.http.metadata import MetadataFetcher
 from proxy.upstream.stdio.children import ChildProcesses
 from translators.held.request_state import KeyRing
-from translators.protocol.era_detection import MODERN
 from translators.wire.errors import InvalidRequest
 from translators.wire.jsonrpc import to_error_response
 
@@ -73,22 +74,15 @@ async def _healthz(_request: web.Request) -> web.Response:
 
 
 async def _readyz(request: web.Request) -> web.Response:
-    """Ready when the requestState keys are loaded and the upstream answers (`proxy.app.health`)."""
-    (upstream,) = request.app[UPSTREAMS_KEY]
-    if upstream.readiness is None:  # an engine given from elsewhere, or not started yet
-        if upstream.engine is not None and upstream.engine.is_ready():
-            return web.json_response({"status": "ready"})
-        return web.json_response({"status": "starting"}, status=503)
-    report = await upstream.readiness.report()
-    ready, checks = report.ready, dict(report.checks)
-    if upstream.modern is not None:
-        era = upstream.modern.era.era
-        checks["era"] = era or "unknown"
-        # no legacy session can open: reachable means the era probe answered
-        if era == MODERN:
-            ready, checks["upstream"] = True, "reachable (modern-only: relayed untranslated)"
-    body = {"status": "ready" if ready else "unavailable", "checks": checks}
-    return web.json_response(body, status=200 if ready else 503)
+    """Which upstreams answer, and whether that is enough (`front.ready_requires`):
+    `proxy.app.health`."""
+    settings, upstreams = request.app[SETTINGS_KEY], request.app[UPSTREAMS_KEY]
+    body, status = await bridge_readiness(
+        upstreams,
+        requires=settings.front.ready_requires,
+        keys="configured" if settings.held.keys else "ephemeral",
+    )
+    return web.json_response(body, status=status)
 
 
 async def _metrics(request: web.Request) -> web.Response:
@@ -113,7 +107,7 @@ def _base_app(settings: Settings, metrics: BridgeMetrics) -> web.Application:
     app = web.Application(handler_args=_header_limits(settings))
     app[SETTINGS_KEY] = settings
     app[METRICS_KEY] = metrics
-    app.on_response_prepare.append(metrics.on_response_prepare)
+    app.on_response_prepare.append(metrics.http.on_response_prepare)
     app.router.add_get(HEALTH_PATH, _healthz)
     app.router.add_get(READY_PATH, _readyz)
     app.router.add_get(METRICS_PATH, _metrics)
@@ -122,17 +116,9 @@ def _base_app(settings: Settings, metrics: BridgeMetrics) -> web.Application:
 
 
 def _status_sources(app: web.Application) -> StatusSources:
-    """What `/status` reads, from this app's lifetimes (proxy/app/status.py)."""
-    upstreams = app.get(UPSTREAMS_KEY, [])
-    unit = upstreams[0] if upstreams else None  # none around a scripted engine (make_front_app)
-    engine = unit.runtime if unit is not None else None
-    modern = unit.modern if unit is not None else None
-    return StatusSources(
-        registry=engine.registry if engine is not None else None,
-        pool=unit.pool if unit is not None else None,
-        peers=app.get(PEERS_KEY),
-        era=modern.era.era if modern is not None else None,
-    )
+    """What `/status` reads: the upstreams served and the peer set (proxy/app/status.py)."""
+    upstreams: list[Upstream] = app.get(UPSTREAMS_KEY, [])
+    return StatusSources(upstreams, app.get(PEERS_KEY))
 
 
 def make_front_app(
@@ -168,11 +154,14 @@ async def _cluster_context(app: web.Application) -> AsyncIterator[None]:
 
 
 async def _upstreams_context(app: web.Application) -> AsyncIterator[None]:
-    """Each upstream's lifetime (its era, then its runtime), closed in reverse."""
+    """Each upstream's lifetime (its era, then its runtime), closed in reverse; its log lines, and
+    those of the tasks it starts, name it."""
     keyring = app[KEYRING_KEY] = shared_keyring(app[SETTINGS_KEY])
     async with contextlib.AsyncExitStack() as stack:
         for upstream in app[UPSTREAMS_KEY]:
-            await stack.enter_async_context(upstream.running(keyring))
+            await stack.enter_async_context(
+                log_context_around(upstream.running(keyring), upstream=upstream.name)
+            )
         yield
 
 

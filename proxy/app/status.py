@@ -1,61 +1,43 @@
-"""`GET /status` (one HTML page) and `GET /status.json`: what the bridge holds right now
-(docs/operations.md § Status page).
+"""`GET /status` (one HTML page) and `GET /status.json`: what the bridge holds, and where
+(docs/operations.md § Status page). The facts are proxy/app/status_facts.py's, the HTML
+proxy/app/status_page.py's.
 
-The same facts in both: held calls (count, per tool, each call's principal digest, age, round and
-state), the upstream (its name, era, transport, last failed open) and each of its open sessions
-(principal digest, revision, who holds it), the replicas this one sees, and the learned push batch
-sizes. Read at request time from the registry, the pool and the peer set, which keep no extra
-bookkeeping for it.
+**It costs the data path nothing that grows** (issue 45): the facts are a snapshot, built at most
+once every `status.snapshot_max_age_s` (1 s) however many pollers ask, and each snapshot is
+written as JSON and as HTML at most once, on the first request that wants it; every other request
+within that time gets the same bytes. So pollers cost a constant per request, the rebuild (one pass
+over the held calls, the rest bounded by the lists' `MAX_LISTED`) at most once a second, and
+renders run one at a time (they never await) and at most twice per snapshot. A page is at most
+that old: its `generated_at` says when it was taken. An age of 0 builds it for every request.
 
 Off the public front: served only to a loopback peer (`status.loopback`) or to a request bearing
 `status.admin_token` (compared in constant time), and, like the MCP endpoint, only for an allowed
-`Host` and `Origin` (a DNS-rebinding page must not read it through a local browser). Nothing on it
-is a secret: principals are 12-character digests, resource URIs lose their userinfo, query and
-fragment and every name is cut to 200 characters (proxy/observe/access.py, `shown_name`), the
-upstream is a name and not its URL, and no `requestState`, continuation id, session id or elicited
-content is ever read for it.
+`Host` and `Origin` (a DNS-rebinding page must not read it through a local browser).
 """
 
 from __future__ import annotations
 
 import hmac
 import ipaddress
+import json
 import time
-from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from importlib.metadata import version
-from typing import Any, Final
+from typing import Final
 
 from aiohttp import web
 
 from config.settings import Settings
+from proxy.app.status_facts import Facts, StatusSources, status_facts
 from proxy.app.status_page import render_page
-from proxy.calls.call import Call
-from proxy.calls.registry import HeldCallRegistry
-from proxy.cluster.peers import PeerDirectory
 from proxy.http_front.endpoint import Gate
-from proxy.observe.access import host_port, shown_name, upstream_name
-from proxy.upstream.pool import UpstreamPool
 
 STATUS_PATH: Final = "/status"
 STATUS_JSON_PATH: Final = "/status.json"
-MAX_LISTED: Final = 500  # calls, tools and sessions listed on one page; the counts stay exact
-MAX_BATCH_ROWS: Final = 100
-DIGEST_CHARS: Final = 12
-Facts = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class StatusSources:
-    """Where the facts come from; each is None when this app has none (a scripted engine, one
-    replica)."""
-
-    registry: HeldCallRegistry[Call] | None
-    pool: UpstreamPool | None
-    peers: PeerDirectory | None
-    era: str | None  # the HTTP upstream's era as probed; None: not probed (stdio, scripted)
+_PAGE_HEADERS: Final = {
+    "Cache-Control": "no-store",
+    "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
+    "X-Frame-Options": "DENY",
+}
 
 
 def is_loopback(remote: str | None) -> bool:
@@ -77,17 +59,50 @@ def _bearer(header: str | None) -> bytes | None:
     return token.strip().encode() if scheme.lower() == "bearer" and token.strip() else None
 
 
-class StatusPage:
-    """The two routes and their access rule."""
+class Snapshot:
+    """The facts at one moment, and their JSON and HTML, each written once when first asked."""
 
-    def __init__(self, settings: Settings, sources: Callable[[web.Application], StatusSources]):
+    def __init__(self, taken: float, facts: Facts, on_render: Callable[[], None]) -> None:
+        self.taken = taken
+        self.facts = facts
+        self._on_render = on_render
+        self._json: bytes | None = None
+        self._html: bytes | None = None
+
+    def json(self) -> bytes:
+        if self._json is None:
+            self._on_render()
+            self._json = json.dumps(self.facts).encode()
+        return self._json
+
+    def html(self) -> bytes:
+        if self._html is None:
+            self._on_render()
+            self._html = render_page(self.facts).encode()
+        return self._html
+
+
+class StatusPage:
+    """The two routes, their access rule, and the snapshot they share."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        sources: Callable[[web.Application], StatusSources],
+        *,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._settings = settings
         self._sources = sources
         self._gate = Gate(settings.front)
         token = settings.status.admin_token
         self._token = token.get_secret_value().encode() if token is not None else None
         self._started = time.time()
-        self._upstream = upstream_name(settings.upstream)
+        self._clock = clock
+        self._max_age_s = settings.status.snapshot_max_age_s
+        self._snapshot: Snapshot | None = None
+        self.builds = 0  # snapshots built (the work the page costs: tests count it)
+        self.renders = 0  # snapshots written as JSON or HTML
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_get(STATUS_PATH, self.page)
@@ -115,131 +130,45 @@ class StatusPage:
     async def json(self, request: web.Request) -> web.Response:
         if not self.allowed(request):
             return self._refused()
-        response = web.json_response(self.facts(self._sources(request.app)))
-        response.headers["Cache-Control"] = "no-store"
-        return response
+        return web.Response(
+            body=self.snapshot(request.app).json(),
+            content_type="application/json",
+            headers={"Cache-Control": "no-store"},
+        )
 
     async def page(self, request: web.Request) -> web.Response:
         if not self.allowed(request):
             return self._refused()
         return web.Response(
-            text=render_page(self.facts(self._sources(request.app))),
+            body=self.snapshot(request.app).html(),
             content_type="text/html",
-            headers={
-                "Cache-Control": "no-store",
-                "Content-Security-Policy": "default-src 'none'; style-src 'unsafe-inline'",
-                "X-Frame-Options": "DENY",
-            },
+            charset="utf-8",
+            headers=_PAGE_HEADERS,
         )
 
-    # ---- the facts -------------------------------------------------------------------------------
+    def snapshot(self, app: web.Application) -> Snapshot:
+        """The current snapshot: the last one while it is younger than
+        `status.snapshot_max_age_s`."""
+        now = self._clock()
+        snapshot = self._snapshot
+        if snapshot is None or now - snapshot.taken >= self._max_age_s:
+            facts = self.facts(self._sources(app))
+            snapshot = self._snapshot = Snapshot(now, facts, self._rendered)
+            self.builds += 1
+        return snapshot
+
+    def _rendered(self) -> None:
+        self.renders += 1
 
     def facts(self, sources: StatusSources) -> Facts:
-        now = time.time()
-        return {
-            "bridge": {
-                "version": version("mrtr-bridge"),
-                "replica_id": self._settings.held.replica_id,
-                "uptime_s": round(now - self._started, 1),
-                "generated_at": datetime.fromtimestamp(now, UTC).isoformat(timespec="seconds"),
-            },
-            "held": self._held(sources.registry),
-            "upstreams": [self._upstream_facts(sources)],
-            "replicas": self._replicas(sources.peers),
-            "batch_sizes": self._batches(sources.registry),
-        }
-
-    @staticmethod
-    def _held(registry: HeldCallRegistry[Call] | None) -> Facts:
-        if registry is None:
-            return {"count": 0, "in_progress": 0, "per_tool": {}, "calls": []}
-        held = registry.calls()
-        now = time.monotonic()
-        calls = [
-            {
-                "method": call.method,
-                "name": call.name,
-                "principal": call.principal[:DIGEST_CHARS],
-                "age_s": round(now - call.started, 1),
-                "round": call.machine.round,
-                "state": call.machine.state.value,
-            }
-            for call in held[:MAX_LISTED]
-        ]
-        per_tool = Counter(f"{call.method} {call.name or ''}".strip() for call in held)
-        return {
-            "count": registry.held_now(),
-            "in_progress": registry.in_progress(),
-            "rounds_total": registry.rounds_total,
-            "per_tool": dict(per_tool.most_common(MAX_LISTED)),
-            "calls": calls,
-        }
-
-    def _upstream_facts(self, sources: StatusSources) -> Facts:
-        pool = sources.pool
-        era = sources.era or ("legacy" if self._settings.upstream.command else "unknown")
-        facts: Facts = {
-            "name": self._upstream,
-            "era": era,
-            "transport": pool.transport.name if pool is not None else None,
-            "sessions_open": 0,
-            "lease_waits": 0,
-            "last_error": None,
-            "sessions": [],
-        }
-        if pool is None:
-            return facts
-        sessions = pool.sessions()
-        facts["sessions_open"] = len(sessions)
-        facts["lease_waits"] = pool.waits_total
-        facts["sessions"] = [
-            {
-                "principal": view.principal[:DIGEST_CHARS],
-                "revision": view.revision,
-                "state": view.state,
-                "held_by": "exclusive" if view.exclusive else f"{view.shared} shared",
-                "idle_s": view.idle_s,
-            }
-            for view in sessions[:MAX_LISTED]
-        ]
-        if pool.last_error is not None:
-            error, at = pool.last_error
-            when = datetime.fromtimestamp(at, UTC).isoformat(timespec="seconds")
-            facts["last_error"] = {"error": error, "at": when}
-        return facts
-
-    def _replicas(self, peers: PeerDirectory | None) -> Facts:
-        seen = peers.known() if peers is not None else {}
-        return {
-            "self": self._settings.held.replica_id,
-            "clustered": peers is not None,
-            "peers": [
-                {"replica_id": replica, "address": host_port(url)}
-                for replica, url in sorted(seen.items())
-            ],
-        }
-
-    @staticmethod
-    def _batches(registry: HeldCallRegistry[Call] | None) -> Facts:
-        if registry is None:
-            return {"declared": {}, "learned": []}
-        sizes = registry.batch_sizes
-        return {
-            "declared": dict(sizes.declared_sizes),
-            "learned": [
-                {
-                    "method": method,
-                    "name": shown_name(method, name),
-                    "rounds": {str(round_): size for round_, size in sorted(rounds.items())},
-                }
-                for (method, name), rounds in sizes.table(MAX_BATCH_ROWS)
-            ],
-        }
+        """The facts now (no snapshot)."""
+        return status_facts(self._settings, self._started, sources)
 
 
 __all__ = [
     "STATUS_JSON_PATH",
     "STATUS_PATH",
+    "Snapshot",
     "StatusPage",
     "StatusSources",
     "is_loopback",

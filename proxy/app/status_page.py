@@ -1,5 +1,6 @@
-"""The HTML of `GET /status`: the facts of `/status.json` (proxy/app/status.py) as one page, no
-script, every value escaped, refreshed by the browser every `REFRESH_S` seconds."""
+"""The HTML of `GET /status`: the facts of `/status.json` (proxy/app/status_facts.py) as one page,
+no script, every value escaped, refreshed by the browser every `REFRESH_S` seconds: the bridge's
+figures, a table of the upstreams, then a section per upstream."""
 
 from __future__ import annotations
 
@@ -52,11 +53,63 @@ def _card(title: str, value: Any) -> str:
 
 
 def render_page(facts: Mapping[str, Any]) -> str:
-    bridge, held = facts["bridge"], facts["held"]
-    upstream = facts["upstreams"][0]
-    replicas, batches = facts["replicas"], facts["batch_sizes"]
+    bridge, held, upstreams = facts["bridge"], facts["held"], facts["upstreams"]
+    replicas = facts["replicas"]
+    ready = sum(1 for upstream in upstreams if upstream["ready"])
+    parts = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8>",
+        f'<meta http-equiv="refresh" content="{REFRESH_S}">',
+        "<title>mrtr-bridge status</title>",
+        f"<style>{_STYLE}</style></head><body>",
+        "<h1>mrtr-bridge status</h1>",
+        f'<div class="meta">version {escape(bridge["version"])} &middot; replica '
+        f"{escape(bridge['replica_id'])} &middot; up {bridge['uptime_s']} s &middot; "
+        f"keys {escape(bridge['keys'])} &middot; {escape(bridge['generated_at'])}</div>",
+        '<div class="cards">',
+        _card("held calls", held["count"]),
+        _card("calls in progress", held["in_progress"]),
+        _card("input rounds issued", held["rounds_total"]),
+        _card("upstreams answering", f"{ready} / {len(upstreams)}"),
+        _card("replicas seen", len(replicas["peers"])),
+        "</div>",
+        "<h2>Upstreams</h2>",
+        _table(
+            [
+                ("name", "upstream"),
+                ("era", "era"),
+                ("transport", "transport"),
+                ("health", "health (last check)"),
+                ("sessions_open", "sessions"),
+                ("lease_waits", "waits for a session"),
+                ("held", "held calls"),
+                ("last_error", "last failed open"),
+            ],
+            [_upstream_row(upstream) for upstream in upstreams],
+            "no upstream",
+        ),
+        *(_upstream_section(upstream) for upstream in upstreams),
+        "<h2>Replicas</h2>",
+        _table(
+            [("replica_id", "replica"), ("address", "address")],
+            replicas["peers"],
+            "no other replica seen"
+            if replicas["clustered"]
+            else "one replica (cluster.peers not set)",
+        ),
+        "</body></html>",
+    ]
+    return "".join(parts)
+
+
+def _upstream_row(upstream: Mapping[str, Any]) -> dict[str, Any]:
     last_error = upstream["last_error"]
     error_text = f"{last_error['error']} at {last_error['at']}" if last_error else "none"
+    return {**upstream, "held": upstream["held"]["count"], "last_error": error_text}
+
+
+def _upstream_section(upstream: Mapping[str, Any]) -> str:
+    """One upstream's held calls, its sessions and its learned batch sizes."""
+    held, batches = upstream["held"], upstream["batch_sizes"]
     per_tool = [{"tool": tool, "held": count} for tool, count in held["per_tool"].items()]
     learned = [
         {
@@ -67,80 +120,40 @@ def render_page(facts: Mapping[str, Any]) -> str:
         for row in batches["learned"]
     ]
     declared = [{"name": name, "size": size} for name, size in batches["declared"].items()]
+    name = escape(upstream["name"])
     parts = [
-        "<!doctype html><html lang=en><head><meta charset=utf-8>",
-        f'<meta http-equiv="refresh" content="{REFRESH_S}">',
-        "<title>mrtr-bridge status</title>",
-        f"<style>{_STYLE}</style></head><body>",
-        "<h1>mrtr-bridge status</h1>",
-        f'<div class="meta">version {escape(bridge["version"])} &middot; replica '
-        f"{escape(bridge['replica_id'])} &middot; up {bridge['uptime_s']} s &middot; "
-        f"{escape(bridge['generated_at'])}</div>",
-        '<div class="cards">',
-        _card("held calls", held["count"]),
-        _card("calls in progress", held["in_progress"]),
-        _card("input rounds issued", held.get("rounds_total", 0)),
-        _card("upstream sessions", upstream["sessions_open"]),
-        _card("replicas seen", len(replicas["peers"])),
-        "</div>",
-        "<h2>Held calls</h2>",
-        _table(
-            [
-                ("method", "method"),
-                ("name", "tool / prompt / resource"),
-                ("principal", "principal"),
-                ("age_s", "age (s)"),
-                ("round", "round"),
-                ("state", "state"),
-            ],
-            held["calls"],
-            "no call in progress",
-        ),
-        "<h2>Held calls per tool</h2>",
+        f"<h2>{name}: held calls</h2>",
+        _table(_CALL_COLUMNS, held["calls"], "no call in progress"),
+        f"<h2>{name}: held calls per tool</h2>",
         _table([("tool", "tool"), ("held", "calls")], per_tool, "none"),
-        "<h2>Upstream</h2>",
-        _table(
-            [
-                ("name", "upstream"),
-                ("era", "era"),
-                ("transport", "transport"),
-                ("sessions_open", "sessions"),
-                ("lease_waits", "waits for a session"),
-                ("last_error", "last failed open"),
-            ],
-            [{**upstream, "last_error": error_text}],
-            "no upstream",
-        ),
-        "<h2>Upstream sessions</h2>",
-        _table(
-            [
-                ("principal", "principal"),
-                ("revision", "revision"),
-                ("state", "state"),
-                ("held_by", "leased"),
-                ("idle_s", "idle (s)"),
-            ],
-            upstream["sessions"],
-            "no session open",
-        ),
-        "<h2>Replicas</h2>",
-        _table(
-            [("replica_id", "replica"), ("address", "address")],
-            replicas["peers"],
-            "no other replica seen"
-            if replicas["clustered"]
-            else "one replica (cluster.peers not set)",
-        ),
-        "<h2>Learned batch sizes</h2>",
+        f"<h2>{name}: sessions</h2>",
+        _table(_SESSION_COLUMNS, upstream["sessions"], "no session open"),
+        f"<h2>{name}: learned batch sizes</h2>",
         _table(
             [("method", "method"), ("name", "name"), ("sizes", "pushes per round")],
             learned,
             "nothing learned yet",
         ),
         _table([("name", "tool"), ("size", "declared size")], declared, "") if declared else "",
-        "</body></html>",
     ]
     return "".join(parts)
+
+
+_CALL_COLUMNS: Final = [
+    ("method", "method"),
+    ("name", "tool / prompt / resource"),
+    ("principal", "principal"),
+    ("age_s", "age (s)"),
+    ("round", "round"),
+    ("state", "state"),
+]
+_SESSION_COLUMNS: Final = [
+    ("principal", "principal"),
+    ("revision", "revision"),
+    ("state", "state"),
+    ("held_by", "leased"),
+    ("idle_s", "idle (s)"),
+]
 
 
 __all__ = ["REFRESH_S", "render_page"]

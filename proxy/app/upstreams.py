@@ -97,20 +97,24 @@ class Upstream:
         self.scope = name
         self.path = settings.front.path
         self.name = name if name is not None else upstream_name(settings.upstream)
-        self._metrics = metrics
+        self.metrics = metrics.upstream(self.name, self.path)  # what its requests feed
         self._held = held
         self._children = children
         self._opener = opener
         self._given = engine
         self.modern = modern_upstream(settings) if opener is None and engine is None else None
         self.relay = (
-            LegacyRelay(settings, observe=metrics.observe_error)
+            LegacyRelay(settings, observe=self.metrics.observe_error)
             if settings.front.legacy_clients == "pass"
             else None
         )
         self.reverse = (
             ReverseFront(
-                settings, self.modern.reverse_caller(), client_info(), held, metrics.observe_error
+                settings,
+                self.modern.reverse_caller(),
+                client_info(),
+                held,
+                self.metrics.observe_error,
             )
             if self.modern is not None
             else None
@@ -162,7 +166,7 @@ class Upstream:
             self.runtime, pool = await stack.enter_async_context(
                 bridge_runtime(
                     self.settings,
-                    self._metrics,
+                    self.metrics,
                     self._children,
                     opener=self._opener,
                     on_open_failure=modern.era.reprobe_soon if modern else None,
@@ -181,7 +185,6 @@ def _readiness(settings: Settings, pool: UpstreamPool) -> Readiness:
     headers = {"Authorization": static.get_secret_value()} if static is not None else {}
     return Readiness(
         pool,
-        keys="configured" if settings.held.keys else "ephemeral",
         headers=headers,
         timeout_s=settings.upstream.init_timeout_s,
         answer_within_s=settings.front.ready_timeout_s,

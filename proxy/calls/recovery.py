@@ -22,7 +22,7 @@ from config.recovery import RecoverySettings
 from proxy.calls.call import Call
 from proxy.calls.registry import Continuations, HeldCallRegistry
 from proxy.common.front_request import FrontRequest
-from proxy.observe.metrics import BridgeMetrics
+from proxy.observe.request_families import UpstreamMetrics
 from translators.held.recovery_policy import (
     ALREADY_USED,
     NOT_CARRIED,
@@ -58,7 +58,7 @@ class Recovery:
         settings: RecoverySettings,
         continuations: Continuations[Call],
         registry: HeldCallRegistry[Call],
-        metrics: BridgeMetrics,
+        metrics: UpstreamMetrics,
     ) -> None:
         self.settings = settings
         self._continuations = continuations
@@ -141,7 +141,7 @@ class Recovery:
             round=lost.claims.round,
             answers=len(lost.answers),
         )
-        self._metrics.recovered_calls.labels(lost.cause).inc()
+        self._metrics.observe_recovered(lost.cause)
 
     def refuse(self, refusal: Refusal, refused: InvalidRequestState) -> NoReturn:
         log.info(
@@ -150,7 +150,7 @@ class Recovery:
             policy=self.settings.reexecute,
             state_reason=refused.reason,
         )
-        self._metrics.recovery_refusals.labels(refusal.code).inc()
+        self._metrics.observe_recovery_refused(refusal.code)
         raise refused
 
 

@@ -18,6 +18,8 @@ import json
 import os
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
+from operator import attrgetter
 from typing import Final, Generic, Protocol, TypeVar
 
 from config.recovery import RecoverySettings
@@ -66,6 +68,9 @@ class HeldEntry(Protocol):
 
 
 Entry = TypeVar("Entry", bound=HeldEntry)
+
+
+_STARTED: Final = attrgetter("started")
 
 
 class SealedEntry(HeldEntry, Protocol):
@@ -145,9 +150,14 @@ class HeldCallRegistry(Generic[Entry]):
         """Every interactive call in progress: the ones with a driver, and the plain ones."""
         return len(self._calls) + self.plain_calls
 
-    def calls(self) -> list[Entry]:
-        """The live calls, oldest first (the status page)."""
-        return sorted(self._calls.values(), key=lambda driver: driver.started)
+    def calls(self, limit: int | None = None) -> list[Entry]:
+        """The live calls, oldest first; with `limit`, the `limit` oldest (the status page)."""
+        oldest_first = sorted(self._calls.values(), key=_STARTED)  # nearly sorted already
+        return oldest_first if limit is None else oldest_first[:limit]
+
+    def __iter__(self) -> Iterator[Entry]:
+        """The live calls, in the order they got their held-call state."""
+        return iter(self._calls.values())
 
     def abort_all(self, reason: str) -> None:
         """End of the shutdown grace: abort every call, attached ones included."""

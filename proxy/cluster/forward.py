@@ -212,7 +212,7 @@ class Forwarder:
                     recovered = await on_unreachable(request, route, exc)
                     if recovered is not None:
                         return recovered
-                self._metrics.observe_error(InvalidRequestState(exc.reason))
+                self._metrics.at_path(request.path).observe_error(InvalidRequestState(exc.reason))
                 return _error(route, InvalidRequestState(exc.reason))
 
     def _failed(self, owner: str, reason: str) -> None:

@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import contextvars
 from collections.abc import Mapping
-from types import MappingProxyType
-from typing import Any, Final
+from contextlib import AbstractAsyncContextManager
+from types import MappingProxyType, TracebackType
+from typing import Any, Final, Generic, TypeVar
 
 from structlog.typing import EventDict, WrappedLogger
 
@@ -34,10 +35,50 @@ class log_context:
         self._values = values
 
     def __enter__(self) -> None:
-        self._token = _LOG_CONTEXT.set({**_LOG_CONTEXT.get(), **self._values})
+        self._token = bind_log_context(self._values)
 
     def __exit__(self, *exc_info: object) -> None:
         _LOG_CONTEXT.reset(self._token)
+
+
+def bind_log_context(values: Mapping[str, Any]) -> contextvars.Token[Mapping[str, Any]]:
+    """Bind `values` (never changed afterwards) on top of what is bound, until
+    `unbind_log_context(token)`: the `log_context` block's two halves, for a caller that keeps
+    `values` prebuilt (the HTTP front binds its upstream's name around every request)."""
+    bound = _LOG_CONTEXT.get()
+    return _LOG_CONTEXT.set({**bound, **values} if bound else values)
+
+
+def unbind_log_context(token: contextvars.Token[Mapping[str, Any]]) -> None:
+    _LOG_CONTEXT.reset(token)
+
+
+Entered = TypeVar("Entered")
+
+
+class log_context_around(Generic[Entered]):
+    """`async with log_context_around(manager, **values)`: `manager` entered, and later exited,
+    with `values` bound, so the tasks it starts inherit them; the code between does not see them
+    (a `log_context` block around a `yield` would leak its binding into the rest of that task)."""
+
+    __slots__ = ("_manager", "_values")
+
+    def __init__(self, manager: AbstractAsyncContextManager[Entered], **values: Any) -> None:
+        self._manager = manager
+        self._values = values
+
+    async def __aenter__(self) -> Entered:
+        with log_context(**self._values):
+            return await self._manager.__aenter__()
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        with log_context(**self._values):
+            return await self._manager.__aexit__(exc_type, exc, traceback)
 
 
 def bound_log_context() -> dict[str, Any]:
@@ -54,4 +95,11 @@ def merge_log_context(_logger: WrappedLogger, _method: str, event_dict: EventDic
     return event_dict
 
 
-__all__ = ["bound_log_context", "log_context", "merge_log_context"]
+__all__ = [
+    "bind_log_context",
+    "bound_log_context",
+    "log_context",
+    "log_context_around",
+    "merge_log_context",
+    "unbind_log_context",
+]

@@ -35,7 +35,9 @@ from proxy.engine.routes.non_interactive import NonInteractive
 from proxy.engine.routes.outside_calls import on_unowned
 from proxy.engine.routes.recover import Recover
 from proxy.engine.routes.route_context import BRIDGE_INFO, RouteContext
+from proxy.observe.access import upstream_name
 from proxy.observe.metrics import BridgeMetrics
+from proxy.observe.request_families import UpstreamMetrics, Watched
 from proxy.upstream.base import Inbound, UpstreamSession
 from translators.auth.oauth import UpstreamAuthChallenge, challenge_reply
 from translators.held.request_state import KeyRing
@@ -137,10 +139,11 @@ class Engine:
     """Chooses the route of each validated modern request and turns its outcome into a response."""
 
     def __init__(
-        self, ctx: RouteContext, keyring: KeyRing, *, metrics: BridgeMetrics | None = None
+        self, ctx: RouteContext, keyring: KeyRing, *, metrics: UpstreamMetrics | None = None
     ) -> None:
         """`ctx` comes from the composition root (`proxy/app/compose.py`); the routes are the
-        engine's own parts and are built here."""
+        engine's own parts and are built here. `metrics`: what this upstream feeds (none given:
+        a bridge's metrics of its own, the upstream named from its settings)."""
         self._ctx = ctx
         settings, pool = ctx.settings, ctx.pool
         self._public_urls = public_urls_of(settings)
@@ -149,7 +152,11 @@ class Engine:
         self.roots = ctx.roots
         self._drain = Drain()
         self._close_wait_s = HELD_ABANDON_S
-        self.metrics = metrics if metrics is not None else BridgeMetrics()
+        self.metrics = (
+            metrics
+            if metrics is not None
+            else BridgeMetrics().upstream(upstream_name(settings.upstream))
+        )
         # the Tasks extension in front of legacy tasks, only when it is on (docs/tasks.md)
         self.legacy_tasks = tasks = LegacyTasks(ctx, keyring) if settings.tasks.enabled else None
         promotion = tasks.promotion if tasks is not None else None
@@ -160,11 +167,13 @@ class Engine:
         self._recover = Recover(ctx, self._first_call, self.metrics)
         self._retry = Retry(ctx, on_lost=self._recover.after_refusal, promotion=promotion)
         self.metrics.watch(
-            held_now=self.registry.held_now,
-            in_progress=self.registry.in_progress,
-            rounds_total=lambda: self.registry.rounds_total,
-            pool_stats=pool.stats,
-            transport="stdio" if settings.upstream.command else "http",
+            Watched(
+                held_now=self.registry.held_now,
+                in_progress=self.registry.in_progress,
+                rounds_total=lambda: self.registry.rounds_total,
+                pool_stats=pool.stats,
+                transport="stdio" if settings.upstream.command else "http",
+            )
         )
 
     def _choose(self, request: FrontRequest) -> Route:

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import asyncio
 import time
+from types import MappingProxyType
 from urllib.parse import urlsplit
 
 from aiohttp import web
 
 from config.settings import FrontSettings, IdentitySettings
 from proxy.common.http_replies import SSE_KEEPALIVE_S, SSE_QUEUE_LIMIT, Exchange, rejection
+from proxy.common.log_context import bind_log_context, unbind_log_context
 from proxy.http_front.hop import HOP_KEY, forward_to_owner, inbound_hop
 from proxy.http_front.legacy import LegacyPaths
 from proxy.http_front.modern import EngineSource, ModernPath, UpstreamEra
@@ -87,6 +89,7 @@ class HttpFront:
         self._cluster = cluster
         self._access_log = access_log  # off: the line is logged at debug level
         self._upstream = upstream  # a name (proxy.observe.access.upstream_name), never a URL
+        self._logged = MappingProxyType({"upstream": upstream})
 
     def add_routes(self, app: web.Application) -> None:
         app.router.add_route("*", self.path, self.handle)
@@ -96,6 +99,7 @@ class HttpFront:
         note, token = access.begin()
         if tracing.active():
             note.trace = tracing.begin_request(lower_headers(request))
+        bound = bind_log_context(self._logged)  # every line of the request names its upstream
         try:
             response = await self._serve(request, exchange)
         except asyncio.CancelledError:
@@ -105,6 +109,7 @@ class HttpFront:
             self._log_finished(exchange, note, status=500)
             raise
         finally:
+            unbind_log_context(bound)
             access.end(token)
         self._log_finished(exchange, note, status=response.status)
         return response

@@ -1,23 +1,27 @@
-"""The bridge's Prometheus metrics, on `prometheus_client` (names and labels in docs/operations.md).
+"""The bridge's Prometheus metrics, on `prometheus_client` (names and labels in docs/operations.md):
+the scrape-time side. What requests feed is proxy/observe/request_families.py; a request never
+enters this module.
 
 Each `BridgeMetrics` owns its own `CollectorRegistry` (never the process-global one), so several
 bridges in one process never collide. `exposition(accept)` renders it in the format the scraper
 asks for: the Prometheus text format 0.0.4 by default, OpenMetrics 1.0 when `Accept` names
 `application/openmetrics-text`.
 
-Label cardinality stays bounded whatever a client sends: label values are methods, outcomes, codes,
-limit names, rejection reasons, error classes and HTTP statuses only, mapped to `other` when the
-bridge does not know them, and every family folds label sets beyond `MAX_SERIES` into `_overflow`.
-Label values never carry a secret. The held-call registry and the upstream pool are read at scrape
-time (`watch`), so they keep no bookkeeping of their own.
+Every family about an upstream has an `upstream` label, the upstream's name (`Upstream.name`:
+configured, or derived from a single unnamed upstream by `proxy.observe.access.upstream_name`).
+Label cardinality stays bounded whatever a client sends: label values are upstream names, methods,
+outcomes, codes, limit names, rejection reasons, error classes and HTTP statuses only, mapped to
+`other` when the bridge does not know them, and every family folds label sets beyond `MAX_SERIES`
+(per upstream) into `_overflow`. Label values never carry a secret. Each upstream's held-call
+registry and pool are read at scrape time (`watch`), so they keep no bookkeeping of their own.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from importlib.metadata import version
-from typing import Any, Final, Protocol
+from typing import Any, Final
 
 from prometheus_client import (
     CollectorRegistry,
@@ -31,21 +35,22 @@ from prometheus_client import (
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import choose_encoder, generate_latest
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 
-from proxy.observe.request_families import OVERFLOW, CountFamily, DurationFamily
-from translators.protocol.eras import MODERN_METHODS, RESULT_INPUT_REQUIRED
-from translators.wire.errors import (
-    BridgeError,
-    InvalidRequestState,
-    LimitExceeded,
-    UpstreamFault,
-    UpstreamReturnedError,
+from proxy.observe.request_families import (
+    BRIDGE_ROUTES,
+    OVERFLOW,
+    CountFamily,
+    DurationFamily,
+    Families,
+    HttpResponses,
+    UpstreamMetrics,
+    Watched,
 )
 
 CONTENT_TYPE: Final = "text/plain; version=0.0.4; charset=utf-8"
 PREFIX: Final = "mrtr_bridge_"
-MAX_SERIES: Final = 512  # distinct label sets per family; beyond it, samples fold into OVERFLOW
-OTHER: Final = "other"
+MAX_SERIES: Final = 512  # label sets per family (and upstream); beyond it, they fold into OVERFLOW
 LATENCY_BUCKETS: Final[tuple[float, ...]] = (
     0.001,
     0.0025,
@@ -64,7 +69,6 @@ LATENCY_BUCKETS: Final[tuple[float, ...]] = (
     60.0,
 )
 Labels = tuple[str, ...]
-Reading = Callable[[], Mapping[Labels, float]]
 
 disable_created_metrics()  # type: ignore[no-untyped-call]  # no `_created` series: the exposition keeps exactly the families it always had
 
@@ -94,66 +98,114 @@ class Bounded:
         return child
 
 
-class ScrapeTimeFamilies(Collector):
-    """Families whose samples are read from functions at scrape time (label values -> value)."""
+Kind = type[CounterMetricFamily | GaugeMetricFamily]
+# (kind, name, help, labels after `upstream`, the reading of one upstream)
+_WATCHED: Final[tuple[tuple[Kind, str, str, Labels, Callable[[Watched], float]], ...]] = (
+    (
+        GaugeMetricFamily,
+        "held_calls",
+        "Held calls waiting for the client's retry now, by upstream.",
+        (),
+        lambda w: w.held_now(),
+    ),
+    (
+        GaugeMetricFamily,
+        "interactive_calls",
+        "MRTR-capable calls in progress now (running or held), by upstream.",
+        (),
+        lambda w: w.in_progress(),
+    ),
+    (
+        CounterMetricFamily,
+        "input_rounds_total",
+        "InputRequiredResult rounds issued, by upstream.",
+        (),
+        lambda w: w.rounds_total(),
+    ),
+    (
+        GaugeMetricFamily,
+        "upstream_sessions",
+        "Open upstream sessions (one process each on stdio).",
+        ("transport",),
+        lambda w: w.pool_stats().sessions_open,
+    ),
+    (
+        CounterMetricFamily,
+        "upstream_sessions_opened_total",
+        "Upstream sessions initialized (processes started on stdio).",
+        ("transport",),
+        lambda w: w.pool_stats().created_total,
+    ),
+    (
+        CounterMetricFamily,
+        "upstream_session_reuses_total",
+        "Leases served by a warm upstream session.",
+        ("transport",),
+        lambda w: w.pool_stats().reused_total,
+    ),
+    (
+        CounterMetricFamily,
+        "upstream_session_reinitializations_total",
+        "Expired upstream sessions re-initialized transparently.",
+        ("transport",),
+        lambda w: w.pool_stats().reinitialized_total,
+    ),
+)
+
+
+class WatchedUpstreams(Collector):
+    """The families read from every watched upstream's registry and pool at scrape time, one
+    series per upstream (`upstream` label)."""
 
     def __init__(self) -> None:
-        self._families: dict[
-            str, tuple[type[CounterMetricFamily | GaugeMetricFamily], str, Labels, Reading]
-        ] = {}
-
-    def add(
-        self,
-        kind: type[CounterMetricFamily | GaugeMetricFamily],
-        name: str,
-        help_text: str,
-        labels: Labels = (),
-    ) -> None:
-        self._families[name] = (kind, help_text, labels, dict)
-
-    def read_from(self, name: str, reading: Reading) -> None:
-        kind, help_text, labels, _ = self._families[name]
-        self._families[name] = (kind, help_text, labels, reading)
+        self.watched: dict[str, Watched] = {}
 
     def collect(self) -> Iterator[Metric]:
-        for name, (kind, help_text, labels, reading) in self._families.items():
-            family = kind(name, help_text, labels=list(labels))
-            for values, value in sorted(reading().items()):
-                family.add_metric(list(values), value)
+        watched = sorted(self.watched.items())
+        for kind, name, help_text, extra, reading in _WATCHED:
+            family = kind(PREFIX + name, help_text, labels=["upstream", *extra])
+            for upstream, source in watched:
+                values = [upstream, source.transport] if extra else [upstream]
+                family.add_metric(values, reading(source))
             yield family
 
 
-class PoolStatsSource(Protocol):
-    """What the metrics read from `UpstreamPool.stats()`."""
+class RequestFamilies(Collector):
+    """The families requests feed (proxy/observe/request_families.py), written as the
+    `prometheus_client` Counter and Histogram wrote them: the same names, samples and values."""
 
-    @property
-    def sessions_open(self) -> int: ...
+    def __init__(self, families: Iterable[CountFamily | DurationFamily]) -> None:
+        self._families = families
 
-    @property
-    def created_total(self) -> int: ...
-
-    @property
-    def reused_total(self) -> int: ...
-
-    @property
-    def reinitialized_total(self) -> int: ...
-
-
-def method_label(method: str) -> str:
-    """A bounded label for a request method: the modern methods by name, anything else `other`."""
-    return method if method in MODERN_METHODS else OTHER
+    def collect(self) -> Iterator[Metric]:
+        for family in self._families:
+            if isinstance(family, CountFamily):
+                yield _counted(family)
+            else:
+                yield _histogram(family)
 
 
-def outcome_of(response: Mapping[str, Any]) -> tuple[str, str | None]:
-    """(outcome, error code) of one JSON-RPC response: complete, input_required or error."""
-    error = response.get("error")
-    if isinstance(error, dict):
-        code = error.get("code")
-        return "error", str(code) if isinstance(code, int) and not isinstance(code, bool) else OTHER
-    result = response.get("result")
-    if isinstance(result, dict) and result.get("resultType") == RESULT_INPUT_REQUIRED:
-        return RESULT_INPUT_REQUIRED, None
-    return "complete", None
+def _counted(family: CountFamily) -> Metric:
+    metric = Metric(family.name, family.help, "counter")
+    names, sample = family.label_names, family.name + "_total"
+    for values, count in family.counts.items():
+        metric.add_sample(sample, dict(zip(names, values, strict=True)), count)
+    return metric
+
+
+def _histogram(family: DurationFamily) -> Metric:
+    metric = Metric(family.name, family.help, "histogram")
+    name, names = family.name, family.label_names
+    bounds = [floatToGoString(bound) for bound in family.bounds]  # type: ignore[no-untyped-call]
+    for values, observed in family.observed.items():
+        labels = dict(zip(names, values, strict=True))
+        cumulative = 0.0
+        for le, count in zip(bounds, observed, strict=False):
+            cumulative += count
+            metric.add_sample(name + "_bucket", {"le": le, **labels}, cumulative)
+        metric.add_sample(name + "_count", labels, cumulative)
+        metric.add_sample(name + "_sum", labels, observed[-1])
+    return metric
 
 
 def _counter(registry: CollectorRegistry, name: str, help_text: str, *labels: str) -> Bounded:
@@ -170,73 +222,17 @@ def _standard_collectors(registry: CollectorRegistry) -> None:
 
 
 class BridgeMetrics:
-    """The bridge's metric families (names in docs/operations.md) and how outcomes feed them."""
+    """The bridge's metric families (names in docs/operations.md): what requests feed, per upstream
+    (`upstream(name)`), the families read at scrape time from every upstream's registry and pool
+    (`watch`), and the replicas' own."""
 
     def __init__(self) -> None:
         registry = self.registry = CollectorRegistry()
         _standard_collectors(registry)
-        # fed by every request: plain numbers (proxy/observe/request_families.py)
-        self.requests = CountFamily(
-            registry,
-            PREFIX + "requests_total",
-            "Modern requests answered by the engine, by method "
-            "and outcome (complete, input_required, error, cancelled).",
-            ("method", "outcome"),
-            MAX_SERIES,
-        )
-        self.request_seconds = DurationFamily(
-            registry,
-            PREFIX + "request_duration_seconds",
-            "Time the engine took to answer one modern request.",
-            ("method", "outcome"),
-            LATENCY_BUCKETS,
-            MAX_SERIES,
-        )
-        self.request_errors = CountFamily(
-            registry,
-            PREFIX + "request_errors_total",
-            "Error responses by method and JSON-RPC code.",
-            ("method", "code"),
-            MAX_SERIES,
-        )
-        self.state_rejections = _counter(
-            registry,
-            "request_state_rejections_total",
-            "Retries whose requestState was refused, by reason.",
-            "reason",
-        )
-        self.recovered_calls = _counter(
-            registry,
-            "recovered_calls_total",
-            "Lost held calls started again upstream "
-            "(recovery), by cause (lost, expired, owner_unreachable).",
-            "cause",
-        )
-        self.recovery_refusals = _counter(
-            registry,
-            "recovery_refusals_total",
-            "Lost held calls not started again, by the policy that refused.",
-            "reason",
-        )
-        self.limit_rejections = _counter(
-            registry,
-            "limit_rejections_total",
-            "Requests refused by a configured limit, by setting name.",
-            "limit",
-        )
-        self.upstream_errors = _counter(
-            registry,
-            "upstream_errors_total",
-            "Failed upstream exchanges seen by front requests, by kind.",
-            "kind",
-        )
-        self.http_responses = CountFamily(
-            registry,
-            PREFIX + "http_responses_total",
-            "HTTP responses of the modern endpoint and health routes, by status.",
-            ("status",),
-            MAX_SERIES,
-        )
+        self.families = Families(PREFIX, MAX_SERIES, LATENCY_BUCKETS)
+        registry.register(RequestFamilies(self.families))
+        self.http = HttpResponses(self.families.http_responses)
+        self._upstreams: dict[str, UpstreamMetrics] = {}
         self.forwarded = Counter(
             PREFIX + "forwarded_retries_total",
             "Retries this replica forwarded to the "
@@ -260,8 +256,8 @@ class BridgeMetrics:
             "Requests claiming to be forwarded whose replica proof failed, by reason.",
             "reason",
         )
-        self.scraped = self._runtime_families()
-        registry.register(self.scraped)
+        self._watched = WatchedUpstreams()
+        registry.register(self._watched)
         Gauge(
             PREFIX + "build_info",
             "The bridge's version (value 1).",
@@ -272,107 +268,27 @@ class BridgeMetrics:
             PREFIX + "start_time_seconds", "Start time, seconds since the epoch.", registry=registry
         ).set(round(time.time(), 3))
 
-    @staticmethod
-    def _runtime_families() -> ScrapeTimeFamilies:
-        families = ScrapeTimeFamilies()
-        counter, gauge = CounterMetricFamily, GaugeMetricFamily
-        families.add(gauge, PREFIX + "held_calls", "Held calls waiting for the client's retry now.")
-        families.add(
-            gauge,
-            PREFIX + "interactive_calls",
-            "MRTR-capable calls in progress now (running or held).",
-        )
-        families.add(counter, PREFIX + "input_rounds_total", "InputRequiredResult rounds issued.")
-        families.add(
-            gauge,
-            PREFIX + "upstream_sessions",
-            "Open upstream sessions (one process each on stdio).",
-            ("transport",),
-        )
-        families.add(
-            counter,
-            PREFIX + "upstream_sessions_opened_total",
-            "Upstream sessions initialized (processes started on stdio).",
-            ("transport",),
-        )
-        families.add(
-            counter,
-            PREFIX + "upstream_session_reuses_total",
-            "Leases served by a warm upstream session.",
-            ("transport",),
-        )
-        families.add(
-            counter,
-            PREFIX + "upstream_session_reinitializations_total",
-            "Expired upstream sessions re-initialized transparently.",
-            ("transport",),
-        )
-        return families
-
     # ---- feeding --------------------------------------------------------------------------------
 
-    def watch(
-        self,
-        *,
-        held_now: Callable[[], int],
-        in_progress: Callable[[], int],
-        rounds_total: Callable[[], int],
-        pool_stats: Callable[[], PoolStatsSource],
-        transport: str,
-    ) -> None:
-        """Read the held-call registry and the upstream pool at scrape time."""
-        read = self.scraped.read_from
-        read(PREFIX + "held_calls", lambda: {(): held_now()})
-        read(PREFIX + "interactive_calls", lambda: {(): in_progress()})
-        read(PREFIX + "input_rounds_total", lambda: {(): rounds_total()})
-        read(PREFIX + "upstream_sessions", lambda: {(transport,): pool_stats().sessions_open})
-        read(
-            PREFIX + "upstream_sessions_opened_total",
-            lambda: {(transport,): pool_stats().created_total},
-        )
-        read(
-            PREFIX + "upstream_session_reuses_total",
-            lambda: {(transport,): pool_stats().reused_total},
-        )
-        read(
-            PREFIX + "upstream_session_reinitializations_total",
-            lambda: {(transport,): pool_stats().reinitialized_total},
-        )
+    def upstream(self, name: str, path: str | None = None) -> UpstreamMetrics:
+        """What the upstream `name` feeds (the same object for the same name); `path`: where its
+        endpoint is served, so its HTTP responses are counted under its name."""
+        if path is not None:
+            self.http.upstream_at[path] = name
+        metrics = self._upstreams.get(name)
+        if metrics is None:
+            metrics = self._upstreams[name] = UpstreamMetrics(name, self.families, self)
+        return metrics
 
-    def observe_response(self, method: str, response: Mapping[str, Any], seconds: float) -> None:
-        """One engine answer: its outcome, its latency and, for an error, its code."""
-        outcome, code = outcome_of(response)
-        label = method_label(method)
-        self.requests.inc((label, outcome))
-        self.request_seconds.observe((label, outcome), seconds)
-        if code is not None:
-            self.request_errors.inc((label, code))
+    def at_path(self, path: str) -> UpstreamMetrics:
+        """The metrics of the upstream whose endpoint is at `path` (the bridge's own routes:
+        `upstream=""`)."""
+        return self.upstream(self.http.upstream_at.get(path, BRIDGE_ROUTES))
 
-    def observe_cancelled(self, method: str, seconds: float) -> None:
-        """A request whose client went away (or that shutdown cancelled) before its answer."""
-        label = method_label(method)
-        self.requests.inc((label, "cancelled"))
-        self.request_seconds.observe((label, "cancelled"), seconds)
-
-    def observe_error(self, exc: BridgeError) -> None:
-        """Classify a bridge error: requestState rejection, limit, or upstream failure."""
-        if isinstance(exc, InvalidRequestState):
-            self.state_rejections.labels(exc.reason.value).inc()  # a RejectionReason: a bounded set
-        elif isinstance(exc, LimitExceeded):
-            self.limit_rejections.labels(exc.limit if len(exc.limit) <= 64 else OTHER).inc()
-        elif isinstance(exc, UpstreamReturnedError):
-            self.upstream_errors.labels("jsonrpc_error").inc()
-        elif isinstance(exc, UpstreamFault):
-            self.upstream_errors.labels(type(exc).__name__).inc()
-
-    def observe_http(self, status: int) -> None:
-        self.http_responses.inc((str(status) if 100 <= status <= 599 else OTHER,))
-
-    async def on_response_prepare(self, _request: Any, response: Any) -> None:
-        """aiohttp's response signal: every HTTP response counted by status as it is sent
-        (aiohttp's own 400s for oversized headers excepted); a signal rather than a middleware,
-        which would wrap every handler in two more coroutines."""
-        self.observe_http(response.status)
+    def watch(self, upstream: str, source: Watched) -> None:
+        """Read `upstream`'s held-call registry and pool at scrape time, beside every other
+        upstream's (an engine built again for the same upstream replaces the earlier one)."""
+        self._watched.watched[upstream] = source
 
     # ---- reading ---------------------------------------------------------------------------------
 
@@ -399,8 +315,6 @@ __all__ = [
     "OVERFLOW",
     "Bounded",
     "BridgeMetrics",
-    "PoolStatsSource",
-    "ScrapeTimeFamilies",
-    "method_label",
-    "outcome_of",
+    "RequestFamilies",
+    "WatchedUpstreams",
 ]

@@ -154,9 +154,9 @@ class UpstreamEra:
             return
         where = shown_uri(self._settings.url) if self._settings.url else "stdio"
         if self.era is None:
-            _log.info("upstream_era_detected", era=era, upstream=where)
+            _log.info("upstream_era_detected", era=era, url=where)
         else:
-            _log.info("upstream_era_changed", era=era, previous=self.era, upstream=where)
+            _log.info("upstream_era_changed", era=era, previous=self.era, url=where)
         self.era = era
         self.relays_modern = self._relays(era)
 

@@ -155,9 +155,11 @@ class UpstreamPool(PoolSizing):
             reinitialized_total=self._retired_reinitialized + reinitialized,
         )
 
-    def sessions(self) -> list[SessionView]:
-        """What the status page shows of each open session: no key material, no session id."""
-        return session_views(self._entries, self._clock())
+    def sessions(self, limit: int | None = None) -> list[SessionView]:
+        """What the status page shows of each open session (the first `limit`): no key material,
+        no session id."""
+        entries = self._entries if limit is None else self._entries[:limit]
+        return session_views(entries, self._clock())
 
     async def lease(
         self,

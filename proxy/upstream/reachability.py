@@ -54,7 +54,7 @@ class StartupWatch:
         while (failure := self._era.last_failure) is not None:
             _log.warning(
                 "upstream_unreachable",
-                upstream=self._upstream,
+                url=self._upstream,
                 reason=plain_reason(failure),
                 retry_in_s=delay,
                 hint="the bridge serves meanwhile; calls fail until the upstream answers",
@@ -62,7 +62,7 @@ class StartupWatch:
             await asyncio.sleep(delay)
             await self._era.probe()
             delay = min(delay * 2, self._max_delay_s)
-        _log.info("upstream_reachable", upstream=self._upstream, era=self._era.era)
+        _log.info("upstream_reachable", url=self._upstream, era=self._era.era)
 
     async def aclose(self) -> None:
         if self._task is not None:

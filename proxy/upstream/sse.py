@@ -107,7 +107,7 @@ class SseUpstreamSession(EndsWithItsConnection, SendsMessages):
         self._lost: str | None = None
         self._closing = False
         self._log = _log.bind(
-            upstream=self.upstream, upstream_session=next(_session_refs), transport=TRANSPORT_NAME
+            url=self.upstream, upstream_session=next(_session_refs), transport=TRANSPORT_NAME
         )
 
     @classmethod

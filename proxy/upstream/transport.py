@@ -145,7 +145,7 @@ class HttpTransport:
 
     def _remember(self, name: HttpTransportName) -> None:
         if self._chosen != name:
-            _log.info("upstream_transport_detected", transport=name, upstream=shown_uri(self._url))
+            _log.info("upstream_transport_detected", transport=name, url=shown_uri(self._url))
         self._choose(name)
 
     async def _open(

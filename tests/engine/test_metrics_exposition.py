@@ -97,10 +97,12 @@ async def test_metrics_keeps_every_family_and_label_of_the_recorded_exposition(
     own = {name: family for name, family in families.items() if name.startswith("mrtr_bridge_")}
     assert own == json.loads(RECORDED.read_text(encoding="utf-8"))
     assert set(families) - set(own) == STANDARD_FAMILIES
-    assert 'mrtr_bridge_request_state_rejections_total{reason="other_principal"} 1.0' in text
-    assert 'mrtr_bridge_limit_rejections_total{limit="held.max_per_principal"} 1.0' in text
-    assert 'mrtr_bridge_upstream_errors_total{kind="UpstreamUnavailable"} 1.0' in text
-    assert "mrtr_bridge_input_rounds_total 1.0" in text
+    (upstream,) = client.app[UPSTREAMS_KEY]
+    named = f'upstream="{upstream.name}"'
+    assert f'rejections_total{{reason="other_principal",{named}}} 1.0' in text
+    assert f'limit_rejections_total{{limit="held.max_per_principal",{named}}} 1.0' in text
+    assert f'mrtr_bridge_upstream_errors_total{{kind="UpstreamUnavailable",{named}}} 1.0' in text
+    assert f"mrtr_bridge_input_rounds_total{{{named}}} 1.0" in text
     assert "_created" not in text
     assert 'python_info{implementation="CPython"' in text
     cpu = next(line for line in text.splitlines() if line.startswith("process_cpu_seconds_total "))

@@ -5,7 +5,6 @@ modern client whose every POST goes to the next replica (the worst a load balanc
 from __future__ import annotations
 
 import contextlib
-import re
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -13,6 +12,7 @@ from typing import Any
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from prometheus_client.parser import text_string_to_metric_families
 
 from proxy.auth.keys import new_key
 from translators.protocol.eras import MODERN_VERSION
@@ -124,16 +124,14 @@ async def rotating_client(
 
 
 def metric(text: str, name: str, **labels: str) -> float:
-    """One sample of a Prometheus text exposition (0 when absent)."""
-    wanted = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
-    pattern = re.compile(
-        rf"^{re.escape(name)}(?:\{{{re.escape(wanted)}\}})? (\S+)$"
-        if wanted
-        else rf"^{re.escape(name)} (\S+)$",
-        re.MULTILINE,
-    )
-    match = pattern.search(text)
-    return float(match[1]) if match else 0.0
+    """The samples of `name` in a Prometheus text exposition whose labels include `labels`,
+    summed (0 when there is none): over every upstream when `upstream` is not given."""
+    total = 0.0
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == name and labels.items() <= sample.labels.items():
+                total += sample.value
+    return total
 
 
 async def scrape(port: int) -> str:

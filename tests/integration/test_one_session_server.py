@@ -75,7 +75,13 @@ async def test_server_everything_takes_turns_on_one_session(
 ) -> None:
     everything = start_everything(peers)
     bridge = peers.bridge(
-        everything.url, env=bridge_env({"upstream": {"max_sessions": 1, "session_wait_s": 30}})
+        everything.url,
+        env=bridge_env(
+            {
+                "upstream": {"max_sessions": 1, "session_wait_s": 30},
+                "status": {"snapshot_max_age_s": 0},
+            }
+        ),
     )
     async with asyncio.timeout(T):
         sums = await asyncio.gather(

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import os
-import re
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +19,7 @@ from pathlib import Path
 import httpx2
 import pytest
 
+from .cluster_helpers import metric
 from .harness import PeerProcess, Peers, bridge_env, modern_client
 from .mrtr_helpers import (
     Answerer,
@@ -71,11 +71,10 @@ class Setup:
     def log(self) -> str:
         return self.bridge.log_path.read_text(encoding="utf-8", errors="replace")
 
-    async def metric(self, sample: str) -> float:
+    async def metric(self, name: str, **labels: str) -> float:
         async with httpx2.AsyncClient() as http:
             text = (await http.get(self.bridge.url.replace("/mcp", "/metrics"))).text
-        found = re.search(rf"^{re.escape(sample)} (\S+)$", text, re.MULTILINE)
-        return float(found.group(1)) if found else 0.0
+        return metric(text, name, **labels)
 
 
 @pytest.fixture
@@ -133,10 +132,10 @@ async def test_restart_recovers_an_idempotent_tool_and_refuses_an_unannotated_on
             2,
             1,
         )
-        assert await setup.metric('mrtr_bridge_recovered_calls_total{cause="lost"}') == 1
+        assert await setup.metric("mrtr_bridge_recovered_calls_total", cause="lost") == 1
         assert (
             await setup.metric(
-                'mrtr_bridge_recovery_refusals_total{reason="not_annotated_idempotent"}'
+                "mrtr_bridge_recovery_refusals_total", reason="not_annotated_idempotent"
             )
             == 1
         )
@@ -173,7 +172,7 @@ async def test_recovery_after_expiry(peers: Peers, tmp_path: Path) -> None:
             await asyncio.sleep(0.05)
         assert await finish(setup.bridge.url, "survey", "expiry", key, state) == "Ada likes blue"
         assert setup.runs("expiry") == 2
-        assert await setup.metric('mrtr_bridge_recovered_calls_total{cause="expired"}') == 1
+        assert await setup.metric("mrtr_bridge_recovered_calls_total", cause="expired") == 1
 
 
 async def test_a_question_changed_between_the_runs_is_asked_again(setup: Setup) -> None:
@@ -217,7 +216,7 @@ async def test_allowlist_recovers_what_it_lists_only(peers: Peers, tmp_path: Pat
         await refused(setup.bridge.url, "survey", "unlisted", key_a, state_a)
         assert (setup.runs("listed"), setup.runs("unlisted")) == (2, 1)
         assert (
-            await setup.metric('mrtr_bridge_recovery_refusals_total{reason="not_allowlisted"}') == 1
+            await setup.metric("mrtr_bridge_recovery_refusals_total", reason="not_allowlisted") == 1
         )
 
 

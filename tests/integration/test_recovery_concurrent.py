@@ -53,8 +53,8 @@ async def test_concurrent_retries_of_a_lost_state_run_the_tool_once_more(
         for reply in refused:
             assert_state_rejected(reply)
         assert setup.runs("many") == 2  # the first run and one re-execution
-        assert await setup.metric('mrtr_bridge_recovered_calls_total{cause="lost"}') == 1
+        assert await setup.metric("mrtr_bridge_recovered_calls_total", cause="lost") == 1
         assert (
-            await setup.metric('mrtr_bridge_recovery_refusals_total{reason="already_used"}')
+            await setup.metric("mrtr_bridge_recovery_refusals_total", reason="already_used")
             == RETRIES - 1
         )

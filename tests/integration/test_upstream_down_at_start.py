@@ -81,7 +81,8 @@ def test_upstream_down_at_start_is_warned_with_backoff_until_it_answers(peers: P
         assert [w["retry_in_s"] for w in warnings[:3]] == [1.0, 2.0, 4.0]
         for warning in warnings:
             assert warning["level"] == "warning"
-            assert warning["upstream"] == url
+            # the upstream's name (bound to every line about it), and its URL without the query
+            assert (warning["upstream"], warning["url"]) == (f"127.0.0.1:{upstream_port}", url)
             assert warning["reason"] == "cannot connect: connection refused"
         logs.wait_for("bridge_started")
         status, body = readyz(bridge_port)
@@ -94,20 +95,19 @@ def test_upstream_down_at_start_is_warned_with_backoff_until_it_answers(peers: P
             upstream_port,
         )
         (reachable,) = logs.wait_for("upstream_reachable")
-        assert (reachable["upstream"], reachable["era"]) == (url, "legacy")
+        assert (reachable["url"], reachable["era"]) == (url, "legacy")
+        assert reachable["upstream"] == f"127.0.0.1:{upstream_port}"
         deadline = time.monotonic() + WAIT_S
         while (answer := readyz(bridge_port))[0] != 200 and time.monotonic() < deadline:
             time.sleep(0.5)
+        checks = {"upstream": "reachable", "transport": "streamable-http", "era": "legacy"}
         assert answer == (
             200,
             {
                 "status": "ready",
-                "checks": {
-                    "keys": "ephemeral",
-                    "upstream": "reachable",
-                    "transport": "streamable-http",
-                    "era": "legacy",
-                },
+                "ready_requires": "any",
+                "checks": {"keys": "ephemeral", **checks},
+                "upstreams": {f"127.0.0.1:{upstream_port}": {"status": "ready", "checks": checks}},
             },
         )
         # no warning once it answered: `upstream_reachable` is the watch's last word (it ends

@@ -127,7 +127,8 @@ async def test_auto_detects_sse_and_serves_discover_lists_and_a_call(
     assert [template.uri_template for template in templates] == ["interactive://ask/{tag}"]
     assert text_of(echoed) == "over sse"
     detected = await wait_logged(interactive.bridge, "upstream_transport_detected")
-    assert (detected["transport"], detected["upstream"]) == ("sse", interactive.legacy.url)
+    assert (detected["transport"], detected["url"]) == ("sse", interactive.legacy.url)
+    assert detected["upstream"] == interactive.legacy.url.split("/")[2]  # its name, host:port
     status, body = await readyz(http, interactive.bridge)
     assert (status, body["checks"]["transport"], body["checks"]["upstream"]) == (
         200,

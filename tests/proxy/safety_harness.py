@@ -120,6 +120,11 @@ class InProcessBridge:
     def metrics_text(self) -> str:
         return self.app[METRICS_KEY].render()
 
+    def sample(self, name: str, **labels: str) -> float:
+        """One sample of the upstream's series (its `upstream` label added)."""
+        (upstream,) = self.app[UPSTREAMS_KEY]
+        return upstream.metrics.sample(name, **labels)
+
 
 def bridge_settings(upstream_url: str, **sections: JsonObject) -> Settings:
     """Settings for an in-process bridge: `bridge_settings(url, held={"max_rounds": 2})`. The fake

@@ -18,7 +18,7 @@ from proxy.engine.routes.mrtr_call import FirstCall, list_tools
 from proxy.engine.routes.route_context import RouteContext
 from proxy.observe import tracing
 from proxy.observe.access import current_trace
-from proxy.observe.metrics import BridgeMetrics
+from proxy.observe.request_families import UpstreamMetrics
 from proxy.upstream.pool import Lease
 from translators.held.recovery_policy import needs_annotations
 from translators.wire.errors import InvalidRequestState
@@ -26,7 +26,7 @@ from translators.wire.jsonrpc import JsonObject
 
 
 class Recover:
-    def __init__(self, ctx: RouteContext, first_call: FirstCall, metrics: BridgeMetrics) -> None:
+    def __init__(self, ctx: RouteContext, first_call: FirstCall, metrics: UpstreamMetrics) -> None:
         self._ctx = ctx
         self._first_call = first_call
         self.recovery = Recovery(ctx.settings.recovery, ctx.continuations, ctx.registry, metrics)

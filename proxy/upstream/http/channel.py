@@ -158,7 +158,7 @@ class HttpChannel:
         target = resp.url
         if origin_of(target) != origin_of(self._url) or str(target) == self._url:
             return
-        _log.info("upstream_url_redirected", upstream=self.upstream, to=shown_uri(str(target)))
+        _log.info("upstream_url_redirected", url=self.upstream, to=shown_uri(str(target)))
         self._url, self._path = str(target), target.path
 
     async def check_status(

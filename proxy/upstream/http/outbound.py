@@ -164,7 +164,7 @@ def redirect_guard(upstream_url: str) -> aiohttp.ClientMiddlewareType:
                 response.close()
                 _log.warning(
                     "upstream_redirect_refused",
-                    upstream=shown_uri(str(response.url)),
+                    url=shown_uri(str(response.url)),
                     status=response.status,
                     to=refusal.target,
                 )

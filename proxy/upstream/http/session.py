@@ -111,7 +111,7 @@ class HttpUpstreamSession:
         self._ids = itertools.count(1)
         self._cancelled_at: float | None = None  # when a call was last cancelled upstream
         self._delete_on_close = True  # False: a one-session server (see forget_on_close)
-        self._log = log = _log.bind(upstream=self.upstream, upstream_session=next(_session_refs))
+        self._log = log = _log.bind(url=self.upstream, upstream_session=next(_session_refs))
         self._router = StreamRouter(channel, self._tasks, self._calls, on_unrelated, log)
         self._reinitialization = Reinitialization(
             channel, self._tasks, self._handshake_again, self._check_open, self._broken, log

@@ -105,7 +105,7 @@ class ModernHttpCaller:
         except (aiohttp.ClientError, OSError) as exc:
             _log.warning(
                 "reverse_upstream_unreachable",
-                upstream=shown_uri(self._upstream.url or ""),
+                url=shown_uri(self._upstream.url or ""),
                 error=type(exc).__name__,
             )
             return failure(request_id, "The upstream server cannot be reached")

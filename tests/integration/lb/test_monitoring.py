@@ -88,7 +88,8 @@ def _labels_by_sample(exposition: str) -> dict[str, set[str]]:
     labels: dict[str, set[str]] = {}
     for name, pairs in re.findall(r"^(mrtr_bridge_\w+)\{([^}]*)\}", exposition, re.MULTILINE):
         labels.setdefault(name, set()).update(re.findall(r'(\w+)="', pairs))
-    for value in vars(BridgeMetrics()).values():
+    metrics = BridgeMetrics()
+    for value in [*vars(metrics).values(), *metrics.families]:
         if isinstance(value, Bounded | CountFamily | DurationFamily):
             if isinstance(value, Bounded):
                 family, declared = value.metric._name, set(value.metric._labelnames)

@@ -45,14 +45,14 @@ class Pool:
 
 def readiness(pool: Pool, clock: FakeClock) -> Readiness:
     return Readiness(
-        cast(UpstreamPool, pool), keys="ephemeral", headers={}, timeout_s=5, clock=clock
+        cast(UpstreamPool, pool), headers={}, timeout_s=5, clock=clock
     )
 
 
 async def test_a_verdict_is_reused_while_fresh_and_checked_again_once_stale() -> None:
     pool, clock = Pool(), FakeClock()
     probe = readiness(pool, clock)
-    assert (await probe.report()).checks == {"keys": "ephemeral", "upstream": "reachable"}
+    assert (await probe.report()).checks == {"upstream": "reachable"}
     clock.advance(FRESH_S - 0.1)
     assert (await probe.report()).ready and pool.session.pings == 1
     clock.advance(0.1)

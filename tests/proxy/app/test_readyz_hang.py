@@ -31,6 +31,7 @@ from integration.harness import PeerProcess, Peers
 from safety_harness import JOURNAL_SERVER, InProcessBridge, bridge_settings, inprocess_bridge
 
 from proxy.app.health import FRESH_S
+from proxy.observe.access import upstream_name
 
 READY_TIMEOUT_S = 1.0
 INIT_TIMEOUT_S = 8.0
@@ -72,16 +73,20 @@ async def test_readyz_is_bounded_when_the_upstream_hangs(legacy: PeerProcess) ->
         took, status, body = await timed_readyz(bridge)
         assert took < BOUND_S, f"/readyz took {took:.2f} s with the upstream stopped"
         # the era probe got an answer before the upstream was stopped
+        checks = {
+            "upstream": "unknown: first check still running",
+            "upstream_checked": "never, a check is running",
+            "transport": "auto (not detected yet)",
+            "era": "legacy",
+        }
         assert (status, body) == (
             503,
             {
                 "status": "unavailable",
-                "checks": {
-                    "keys": "ephemeral",
-                    "upstream": "unknown: first check still running",
-                    "upstream_checked": "never, a check is running",
-                    "transport": "auto (not detected yet)",
-                    "era": "legacy",
+                "ready_requires": "any",
+                "checks": {"keys": "ephemeral", **checks},
+                "upstreams": {
+                    upstream_name(settings.upstream): {"status": "unavailable", "checks": checks}
                 },
             },
         )

@@ -11,9 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-import time
 from collections.abc import Iterator
-from types import SimpleNamespace
 from typing import Any
 from unittest import mock
 
@@ -24,6 +22,7 @@ from aiohttp.test_utils import make_mocked_request
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from safety_harness import (
     Held,
+    InProcessBridge,
     JournalPeer,
     accept,
     bridge_settings,
@@ -35,14 +34,12 @@ from safety_harness import (
     start_held,
     text_of,
 )
+from status_fakes import Shown, held_registry
 
 from config.settings import Settings
 from proxy.app.status import StatusPage, StatusSources, is_loopback
 from proxy.auth.keys import new_key
 from proxy.auth.principal import principal_of
-from proxy.calls.registry import HeldCallRegistry
-from proxy.common.per_principal import PrincipalCounts, held_call_caps
-from translators.held.machine import HeldCallState
 
 TIMEOUT_S = 30.0
 ADMIN = "admin-" + secrets.token_hex(12)
@@ -74,6 +71,20 @@ async def _direct_revision(url: str) -> str:
     return version
 
 
+async def next_snapshot(
+    bridge: InProcessBridge, earlier: dict[str, Any]
+) -> tuple[str, dict[str, Any]]:
+    """`/status.json` once it is a snapshot taken after `earlier` (they are taken at most once a
+    second: proxy/app/status.py)."""
+    while True:
+        status, body = await bridge.get("/status.json")
+        assert status == 200
+        facts = json.loads(body)
+        if facts["bridge"]["generated_at"] != earlier["bridge"]["generated_at"]:
+            return body, facts
+        await asyncio.sleep(0.1)
+
+
 async def test_the_page_shows_the_call_held_at_that_moment(upstream: JournalPeer) -> None:
     kid, key = new_key()
     token = "tok-" + secrets.token_hex(16)
@@ -90,7 +101,9 @@ async def test_the_page_shows_the_call_held_at_that_moment(upstream: JournalPeer
         status, body = await bridge.get("/status.json")
         assert status == 200
         facts = json.loads(body)
-        held_facts = facts["held"]
+        assert facts["held"] == {"count": 1, "in_progress": 1, "rounds_total": 1}
+        [up] = facts["upstreams"]
+        held_facts = up["held"]
         assert (held_facts["count"], held_facts["in_progress"]) == (1, 1)
         assert held_facts["per_tool"] == {"tools/call ask": 1}
         [call] = held_facts["calls"]
@@ -101,17 +114,18 @@ async def test_the_page_shows_the_call_held_at_that_moment(upstream: JournalPeer
         )
         assert (call["round"], call["state"]) == (1, "waiting_client")
         assert 0 <= call["age_s"] < TIMEOUT_S
-        [up] = facts["upstreams"]
         port = upstream.url.split(":")[2].split("/")[0]
         assert (up["name"], up["era"], up["transport"]) == (
             f"127.0.0.1:{port}",
             "legacy",
             "streamable-http",
         )
+        assert (up["ready"], up["health"]) == (None, "not checked yet")  # the page never probes
         mine = [s for s in up["sessions"] if s["principal"] == principal[:12]]
         assert [(s["revision"], s["held_by"]) for s in mine] == [(revision, "exclusive")]
         assert up["last_error"] is None
         assert facts["replicas"] == {"self": "r0", "clustered": False, "peers": []}
+        assert facts["bridge"]["keys"] == "configured"
 
         page_status, page = await bridge.get("/status")
         assert page_status == 200
@@ -124,11 +138,11 @@ async def test_the_page_shows_the_call_held_at_that_moment(upstream: JournalPeer
 
         assert text_of(await retry(poster, held, accept(held, answer))) == f"status-1: {answer}"
         assert upstream.events("status-1") == ["call_started", "elicit_answered"]
-        status, body = await bridge.get("/status.json")
-        facts = json.loads(body)
-        assert (facts["held"]["count"], facts["held"]["calls"]) == (0, [])
-        assert facts["held"]["rounds_total"] == 1
-        [learned] = facts["batch_sizes"]["learned"]
+        body, facts = await next_snapshot(bridge, facts)
+        assert facts["held"] == {"count": 0, "in_progress": 0, "rounds_total": 1}
+        [up] = facts["upstreams"]
+        assert (up["held"]["count"], up["held"]["calls"]) == (0, [])
+        [learned] = up["batch_sizes"]["learned"]
         assert learned == {"method": "tools/call", "name": "ask", "rounds": {"1": 1}}
         assert answer not in body and token not in body
 
@@ -158,14 +172,16 @@ async def test_a_resource_uris_userinfo_is_shown_nowhere(
             }
             final = result_of(await poster.post("resources/read", params))
             assert final["contents"][0]["text"] == "vault-1: yes"
-            pages.append(await bridge.get("/status.json"))
+            after = await next_snapshot(bridge, json.loads(pages[1][1]))
+            pages.append((200, after[0]))
     assert upstream.events("vault-1") == ["call_started", "elicit_answered"]
     assert [status for status, _ in pages] == [200, 200, 200]
     assert f"<td>{shown}</td>" in pages[0][1]
-    held_facts = json.loads(pages[1][1])["held"]
-    assert [call["name"] for call in held_facts["calls"]] == [shown]
-    assert held_facts["per_tool"] == {f"resources/read {shown}": 1}
-    learned = json.loads(pages[2][1])["batch_sizes"]["learned"]
+    [up] = json.loads(pages[1][1])["upstreams"]
+    assert [call["name"] for call in up["held"]["calls"]] == [shown]
+    assert up["held"]["per_tool"] == {f"resources/read {shown}": 1}
+    [up] = json.loads(pages[2][1])["upstreams"]
+    learned = up["batch_sizes"]["learned"]
     assert learned == [{"method": "resources/read", "name": shown, "rounds": {"1": 1}}]
     access = [e for e in captured if e["event"] == "front_request_finished"]
     assert [(e["name"], e["outcome"]) for e in access] == [
@@ -213,7 +229,7 @@ def _request(remote: str, **headers: str) -> Any:
 
 
 def _page(**status: Any) -> StatusPage:
-    sources = StatusSources(registry=None, pool=None, peers=None, era=None)
+    sources = StatusSources([], None)
     return StatusPage(Settings.model_validate({"status": status}), lambda _app: sources)
 
 
@@ -244,8 +260,8 @@ def test_a_short_admin_token_is_refused() -> None:
 def test_the_page_escapes_what_it_shows() -> None:
     from proxy.app.status_page import render_page
 
-    facts = _page().facts(StatusSources(registry=None, pool=None, peers=None, era=None))
-    facts["held"]["calls"] = [
+    facts = _page().facts(StatusSources([Shown("<b>u</b>")], None))
+    facts["upstreams"][0]["held"]["calls"] = [
         {
             "method": "tools/call",
             "name": "<script>alert(1)</script>",
@@ -257,6 +273,7 @@ def test_the_page_escapes_what_it_shows() -> None:
     ]
     html = render_page(facts)
     assert "<script>" not in html and "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "<b>u</b>" not in html and "<h2>&lt;b&gt;u&lt;/b&gt;: held calls</h2>" in html
 
 
 async def test_it_lists_the_replicas_this_one_sees(upstream: JournalPeer) -> None:
@@ -291,23 +308,11 @@ async def test_it_lists_the_replicas_this_one_sees(upstream: JournalPeer) -> Non
 def test_the_lists_are_bounded_and_the_counts_exact() -> None:
     """4,096 held calls of 600 tools: 500 calls and 500 tools listed, oldest first; every count
     exact."""
-    registry = HeldCallRegistry(PrincipalCounts(held_call_caps(64, 4096)))
-    now = time.monotonic()
-    for index in range(4096):
-        machine = SimpleNamespace(round=1 + index % 3, state=HeldCallState.WAITING_CLIENT)
-        registry.add(
-            SimpleNamespace(  # type: ignore[arg-type]  # what the page reads of a Call
-                continuation_id=index.to_bytes(16, "big"),
-                principal=f"{index:032x}",
-                started=now - index,
-                method="tools/call",
-                name=f"tool-{index % 600}",
-                machine=machine,
-            )
-        )
-    sources = StatusSources(registry=registry, pool=None, peers=None, era=None)
-    held = _page().facts(sources)["held"]
+    registry = held_registry(4096, tools=600)
+    held = _page().facts(StatusSources([Shown("u", registry)], None))["upstreams"][0]["held"]
     assert (held["count"], held["in_progress"], len(held["calls"])) == (4096, 4096, 500)
     assert len(held["per_tool"]) == 500 and sum(held["per_tool"].values()) <= 4096
     assert held["calls"][0]["principal"] == f"{4095:032x}"[:12]  # the oldest first
     assert held["calls"][0]["age_s"] >= 4095
+    ages = [call["age_s"] for call in held["calls"]]
+    assert ages == sorted(ages, reverse=True) and ages[-1] >= 4096 - 500

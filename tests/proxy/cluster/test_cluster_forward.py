@@ -48,6 +48,7 @@ def _setup(
     }
     settings = load_settings(None, env)
     metrics = BridgeMetrics()
+    metrics.upstream("alpha", "/mcp")  # the upstream whose endpoint the retries come to
     directory = PeerDirectory(settings.cluster, "r1", client)
     directory._owners["r2"] = f"http://127.0.0.1:{port}"  # r2 was a peer, and is gone now
     directory._refreshed_at = float("inf")
@@ -129,10 +130,8 @@ async def test_an_unreachable_owner_gets_the_fixed_error_and_is_counted() -> Non
         "message": INVALID_REQUEST_STATE_MESSAGE,
     }
     assert metrics.sample("mrtr_bridge_forward_failures_total", reason="owner_unreachable") == 1
-    assert (
-        metrics.sample("mrtr_bridge_request_state_rejections_total", reason="owner_unreachable")
-        == 1
-    )
+    rejections = "mrtr_bridge_request_state_rejections_total"
+    assert metrics.sample(rejections, upstream="alpha", reason="owner_unreachable") == 1
 
 
 async def test_a_recovery_hook_answers_instead() -> None:

@@ -188,7 +188,15 @@ async def test_health_and_readiness(client: TestClient[Any, Any], engine: StubEn
         assert (await client.get("/readyz")).status == 200
         engine.ready = False
         not_ready = await client.get("/readyz")
-        assert (not_ready.status, await not_ready.json()) == (503, {"status": "starting"})
+        assert (not_ready.status, await not_ready.json()) == (
+            503,
+            {
+                "status": "unavailable",
+                "ready_requires": "any",
+                "checks": {"keys": "ephemeral"},
+                "upstreams": {"none": {"status": "starting", "checks": {}}},
+            },
+        )
 
 
 # --- transport-level rejections ----------------------------------------------------------------

@@ -35,8 +35,14 @@ from safety_harness import (
 from config.settings import Settings
 from proxy.app.http_app import METRICS_KEY, make_front_app
 from proxy.common.front_request import FrontRequest, NotificationSink
-from proxy.observe.metrics import CONTENT_TYPE, Bounded, BridgeMetrics, method_label, outcome_of
-from proxy.observe.request_families import CountFamily, DurationFamily
+from proxy.observe.access import upstream_name
+from proxy.observe.metrics import CONTENT_TYPE, Bounded, BridgeMetrics, RequestFamilies
+from proxy.observe.request_families import (
+    CountFamily,
+    DurationFamily,
+    method_label,
+    outcome_of,
+)
 from translators.protocol.eras import (
     META_CLIENT_CAPABILITIES,
     META_PROTOCOL_VERSION,
@@ -94,6 +100,12 @@ def test_label_sets_are_capped_per_family() -> None:
     }
 
 
+def series(name: str, **labels: str) -> str:
+    """The key of one series in `parse_exposition`: labels in name order, as written."""
+    pairs = ",".join(f'{key}="{value}"' for key, value in sorted(labels.items()))
+    return f"{name}{{{pairs}}}" if pairs else name
+
+
 def test_labels_are_bounded() -> None:
     """Methods outside the modern set and odd codes become `other`; outcomes come from the
     response."""
@@ -126,26 +138,31 @@ async def test_metrics_route_counts_bridge_activity(upstream: JournalPeer) -> No
         during = parse_exposition(body)
         assert await finish(alice, held, "done") == "metrics-held: done"
         after = parse_exposition(bridge.metrics_text())
+    up = upstream_name(settings.upstream)
     assert status == 200
-    assert during["mrtr_bridge_held_calls"] == 1
-    assert during["mrtr_bridge_interactive_calls"] == 1
-    assert after["mrtr_bridge_held_calls"] == 0
-    assert after['mrtr_bridge_requests_total{method="tools/call",outcome="complete"}'] == 2
-    assert after['mrtr_bridge_requests_total{method="tools/call",outcome="input_required"}'] == 1
-    assert after['mrtr_bridge_requests_total{method="tools/call",outcome="error"}'] == 2
-    assert after['mrtr_bridge_request_errors_total{code="-32603",method="tools/call"}'] == 1
-    assert after['mrtr_bridge_request_errors_total{code="-32602",method="tools/call"}'] == 1
-    assert (
-        after['mrtr_bridge_request_duration_seconds_count{method="tools/call",outcome="complete"}']
-        == 2
-    )
-    assert after['mrtr_bridge_limit_rejections_total{limit="held.max_per_principal"}'] == 1
-    assert after['mrtr_bridge_request_state_rejections_total{reason="authentication_failed"}'] == 1
-    assert after["mrtr_bridge_input_rounds_total"] == 1
+    assert during[series("mrtr_bridge_held_calls", upstream=up)] == 1
+    assert during[series("mrtr_bridge_interactive_calls", upstream=up)] == 1
+    assert after[series("mrtr_bridge_held_calls", upstream=up)] == 0
+    calls = {"upstream": up, "method": "tools/call"}
+    for outcome, count in (("complete", 2), ("input_required", 1), ("error", 2)):
+        assert after[series("mrtr_bridge_requests_total", **calls, outcome=outcome)] == count
+    assert after[series("mrtr_bridge_request_errors_total", **calls, code="-32603")] == 1
+    assert after[series("mrtr_bridge_request_errors_total", **calls, code="-32602")] == 1
+    duration = "mrtr_bridge_request_duration_seconds_count"
+    assert after[series(duration, **calls, outcome="complete")] == 2
+    limits = "mrtr_bridge_limit_rejections_total"
+    assert after[series(limits, upstream=up, limit="held.max_per_principal")] == 1
+    rejected = "mrtr_bridge_request_state_rejections_total"
+    assert after[series(rejected, upstream=up, reason="authentication_failed")] == 1
+    assert after[series("mrtr_bridge_input_rounds_total", upstream=up)] == 1
     # Alice's, warm and reused; Bob none
-    assert after['mrtr_bridge_upstream_sessions{transport="http"}'] == 1
-    assert after['mrtr_bridge_upstream_session_reuses_total{transport="http"}'] == 1
-    assert after['mrtr_bridge_http_responses_total{status="200"}'] == 6  # five POSTs and the scrape
+    http = {"upstream": up, "transport": "http"}
+    assert after[series("mrtr_bridge_upstream_sessions", **http)] == 1
+    assert after[series("mrtr_bridge_upstream_session_reuses_total", **http)] == 1
+    # five POSTs and the scrape: the POSTs at the upstream's endpoint, the scrape the bridge's own
+    responses = "mrtr_bridge_http_responses_total"
+    assert after[series(responses, upstream=up, status="200")] == 5
+    assert after[series(responses, upstream="", status="200")] == 1
 
 
 async def test_metrics_content_type_and_health(upstream: JournalPeer) -> None:
@@ -168,20 +185,15 @@ async def test_readyz_follows_the_upstream(upstream: JournalPeer) -> None:
         opened = bridge.pool.stats().created_total
         again = await asyncio.gather(*(bridge.get("/readyz") for _ in range(5)))
         assert bridge.pool.stats().created_total == opened == 1
-    ready = (
-        200,
-        json.dumps(
-            {
-                "status": "ready",
-                "checks": {
-                    "keys": "configured",
-                    "upstream": "reachable",
-                    "transport": "streamable-http",
-                    "era": "legacy",
-                },
-            }
-        ),
-    )
+    checks = {"upstream": "reachable", "transport": "streamable-http", "era": "legacy"}
+    body = {
+        "status": "ready",
+        "ready_requires": "any",
+        # the bridge's checks and, with one upstream, its checks as well
+        "checks": {"keys": "configured", **checks},
+        "upstreams": {upstream_name(settings.upstream): {"status": "ready", "checks": checks}},
+    }
+    ready = (200, json.dumps(body))
     assert first == ready
     assert again == [ready] * 5
 
@@ -197,20 +209,24 @@ async def test_readyz_is_503_when_the_upstream_is_down(upstream: JournalPeer) ->
             == "mrtr-bridge"
         )
         after = parse_exposition(bridge.metrics_text())
+    checks = {
+        "upstream": "unreachable: cannot connect: connection refused",
+        "transport": "auto (not detected yet)",
+        "era": "unknown",
+    }
+    up = upstream_name(settings.upstream)
     assert (status, json.loads(body)) == (
         503,
         {
             "status": "unavailable",
-            "checks": {
-                "keys": "ephemeral",
-                "upstream": "unreachable: cannot connect: connection refused",
-                "transport": "auto (not detected yet)",
-                "era": "unknown",
-            },
+            "ready_requires": "any",
+            "checks": {"keys": "ephemeral", **checks},
+            "upstreams": {up: {"status": "unavailable", "checks": checks}},
         },
     )
-    assert after['mrtr_bridge_upstream_errors_total{kind="UpstreamUnavailable"}'] == 1
-    assert after['mrtr_bridge_http_responses_total{status="503"}'] == 1
+    kind = series("mrtr_bridge_upstream_errors_total", upstream=up, kind="UpstreamUnavailable")
+    assert after[kind] == 1
+    assert after[series("mrtr_bridge_http_responses_total", upstream="", status="503")] == 1
 
 
 def test_every_documented_metric_is_registered() -> None:
@@ -255,9 +271,12 @@ async def test_every_response_is_counted_as_sent_a_failed_handlers_500_too(
     ]
     assert statuses == [500, 200, 404, 405]
     metrics = app[METRICS_KEY]
+    # the endpoint's responses under its upstream's name (none configured: `none`), the others
+    # under the bridge's own routes (`upstream=""`)
+    upstreams = ["none", "", "", "none"]
     assert [
-        metrics.sample("mrtr_bridge_http_responses_total", status=str(status))
-        for status in statuses
+        metrics.sample("mrtr_bridge_http_responses_total", upstream=up, status=str(status))
+        for up, status in zip(upstreams, statuses, strict=True)
     ] == [1.0, 1.0, 1.0, 1.0]
 
 
@@ -266,8 +285,9 @@ def test_request_families_expose_what_prometheus_client_families_did() -> None:
     the same exposition as a prometheus_client Counter and Histogram fed the same samples."""
     ours, theirs = CollectorRegistry(), CollectorRegistry()
     buckets = (0.01, 0.1, 1.0)
-    count = CountFamily(ours, "x_total", "X.", ("m", "o"), 10)
-    duration = DurationFamily(ours, "d_seconds", "D.", ("m", "o"), buckets, 10)
+    count = CountFamily("x_total", "X.", ("m", "o"), 10)
+    duration = DurationFamily("d_seconds", "D.", ("m", "o"), buckets, 10)
+    ours.register(RequestFamilies([count, duration]))
     counter = Counter("x_total", "X.", ("m", "o"), registry=theirs)
     histogram = Histogram("d_seconds", "D.", ("m", "o"), buckets=buckets, registry=theirs)
     for labels, seconds in [(("a", "ok"), 0.01), (("b", "x"), 0.5), (("a", "ok"), 7.0)]:
@@ -280,19 +300,24 @@ def test_request_families_expose_what_prometheus_client_families_did() -> None:
         assert encoder(ours) == encoder(theirs)
 
 
-def test_request_families_cap_their_label_sets() -> None:
+def test_request_families_cap_their_label_sets_per_upstream() -> None:
+    """A flood of label sets at one upstream folds into its own `_overflow` series; another
+    upstream's series stay its own."""
     registry = CollectorRegistry()
-    count = CountFamily(registry, "x_total", "X.", ("v",), 2)
-    duration = DurationFamily(registry, "d_seconds", "D.", ("v",), (1.0,), 2)
+    count = CountFamily("x_total", "X.", ("upstream", "v"), 2)
+    duration = DurationFamily("d_seconds", "D.", ("upstream", "v"), (1.0,), 2)
+    registry.register(RequestFamilies([count, duration]))
     for n in range(10):
-        count.inc((f"flood-{n}",))
-        duration.observe((f"flood-{n}",), 0.5)
+        count.inc(("alpha", f"flood-{n}"))
+        duration.observe(("alpha", f"flood-{n}"), 0.5)
+    count.inc(("beta", "calm"))
     samples = parse_exposition(generate_latest(registry).decode())
     assert {name: value for name, value in samples.items() if name.startswith("x_")} == {
-        'x_total{v="flood-0"}': 1,
-        'x_total{v="flood-1"}': 1,
-        'x_total{v="_overflow"}': 8,
+        'x_total{upstream="alpha",v="flood-0"}': 1,
+        'x_total{upstream="alpha",v="flood-1"}': 1,
+        'x_total{upstream="alpha",v="_overflow"}': 8,
+        'x_total{upstream="beta",v="calm"}': 1,
     }
-    assert samples['d_seconds_count{v="_overflow"}'] == 8
-    assert samples['d_seconds_bucket{le="1.0",v="_overflow"}'] == 8
-    assert samples['d_seconds_sum{v="_overflow"}'] == 4.0
+    assert samples['d_seconds_count{upstream="alpha",v="_overflow"}'] == 8
+    assert samples['d_seconds_bucket{le="1.0",upstream="alpha",v="_overflow"}'] == 8
+    assert samples['d_seconds_sum{upstream="alpha",v="_overflow"}'] == 4.0

@@ -32,6 +32,7 @@ from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
 from proxy.app.compose import http_opener
+from proxy.observe.access import upstream_name
 from proxy.upstream.base import Inbound
 from proxy.upstream.http.session import HttpUpstreamSession
 from proxy.upstream.negotiation import NegotiatingOpener
@@ -225,15 +226,15 @@ async def test_readyz_names_an_unsupported_version(fake: FakeLegacy, url: str) -
         "unsupported protocol version '2099-01-01' (supported: 2025-11-25, 2025-06-18, "
         "2025-03-26, 2024-11-05)"
     )
+    checks = {"upstream": verdict, "transport": "streamable-http", "era": "legacy"}
     assert (status, json.loads(body)) == (
         503,
         {
             "status": "unavailable",
-            "checks": {
-                "keys": "configured",
-                "upstream": verdict,
-                "transport": "streamable-http",
-                "era": "legacy",
+            "ready_requires": "any",
+            "checks": {"keys": "configured", **checks},
+            "upstreams": {
+                upstream_name(settings.upstream): {"status": "unavailable", "checks": checks}
             },
         },
     )

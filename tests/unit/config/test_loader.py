@@ -184,7 +184,7 @@ def test_unknown_file_keys_are_named(tmp_path: Path) -> None:
         == f"invalid setting front.lisen (from config file {path}): no such setting; the "
         "settings here are allowed_hosts, allowed_origins, event_loop, legacy_clients, listen, "
         "max_body_bytes, max_header_field_bytes, max_header_line_bytes, max_headers, "
-        "max_json_depth, max_legacy_sessions, path, public_url, ready_timeout_s, "
+        "max_json_depth, max_legacy_sessions, path, public_url, ready_requires, ready_timeout_s, "
         "request_timeout_s, shutdown_grace_s, sse_keepalive_s"
     )
     assert caught.value.key == "front.lisen"

@@ -79,8 +79,9 @@ def test_server_wide_capacity_is_the_bridges_fault_and_a_callers_own_limit_is_th
 @pytest.mark.parametrize("reason", list(RejectionReason))
 def test_each_rejection_reason_is_its_own_metric_label(reason: RejectionReason) -> None:
     metrics = BridgeMetrics()
-    metrics.observe_error(InvalidRequestState(reason))
-    assert metrics.sample("mrtr_bridge_request_state_rejections_total", reason=reason.value) == 1
+    metrics.upstream("alpha").observe_error(InvalidRequestState(reason))
+    rejections = "mrtr_bridge_request_state_rejections_total"
+    assert metrics.sample(rejections, upstream="alpha", reason=reason.value) == 1
 
 
 def test_the_documented_rejection_reasons_are_the_enum() -> None:
