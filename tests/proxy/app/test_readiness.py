@@ -44,9 +44,7 @@ class Pool:
 
 
 def readiness(pool: Pool, clock: FakeClock) -> Readiness:
-    return Readiness(
-        cast(UpstreamPool, pool), headers={}, timeout_s=5, clock=clock
-    )
+    return Readiness(cast(UpstreamPool, pool), headers={}, timeout_s=5, clock=clock)
 
 
 async def test_a_verdict_is_reused_while_fresh_and_checked_again_once_stale() -> None:
