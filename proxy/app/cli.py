@@ -67,8 +67,11 @@ def keygen_text(kid: str, key: str) -> str:
 
 
 def _keygen(args: argparse.Namespace, out: TextIO) -> int:
-    from proxy.auth.keys import new_key
+    from proxy.auth.keys import kid_problem, new_key
 
+    problem = None if args.kid is None else kid_problem(args.kid)
+    if problem is not None:
+        fail(f"--kid: {problem}")
     kid, key = new_key()
     out.write(keygen_text(args.kid or kid, key))
     return EXIT_OK

@@ -205,7 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
         "environment variables.",
     )
     keygen.add_argument(
-        "--kid", metavar="ID", help="key id to print (default: k<date><random hex>)"
+        "--kid",
+        metavar="ID",
+        help="key id to print: 1-16 letters, digits, '-' or '_' (default: k<date><random hex>)",
     )
     return parser
 

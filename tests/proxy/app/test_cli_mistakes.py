@@ -309,3 +309,29 @@ def test_an_unexpected_failure_in_check_is_one_line(
         "mrtr-bridge: error: something the bridge did not expect (run with --log-level debug for "
         "the traceback)\n"
     )
+
+
+@pytest.mark.parametrize("kid", ["bad kid!", "k=1", "k,1", "a.b", "ü", "", "k" * 17, "$(id)"])
+def test_keygen_refuses_a_key_id_that_would_break_toml_or_the_shell(kid: str) -> None:
+    """An id outside letters, digits, '-' and '_' (or longer than 16) is one line naming the
+    allowed characters; nothing is printed on stdout, so no broken TOML or shell line."""
+    done = bridge("keygen", "--kid", kid)
+    assert done.returncode == 2
+    assert one_line(done) == (
+        f"mrtr-bridge: error: --kid: key id {kid!r} must be 1-16 characters: letters, digits, "
+        "'-' and '_'"
+    )
+
+
+def test_keygen_output_with_a_chosen_id_loads_as_toml_and_as_environment(tmp_path: Path) -> None:
+    """The longest allowed id with both punctuation marks prints TOML and environment lines that
+    the bridge loads as they are."""
+    done = bridge("keygen", "--kid", "Key-2026_05-ab12")
+    assert (done.returncode, done.stderr) == (0, "")
+    toml_part = done.stdout.split("# or in the environment")[0]
+    assert tomllib.loads(toml_part)["held"]["active_key"] == "Key-2026_05-ab12"
+    path = tmp_path / "keys.toml"
+    path.write_text(toml_part, encoding="utf-8")
+    assert load_settings(path, {}, {}).held.active_key == "Key-2026_05-ab12"
+    env = dict(line.split("=", 1) for line in done.stdout.splitlines() if line.startswith("MRTR_"))
+    assert list(load_settings(None, env, {}).held.keys) == ["Key-2026_05-ab12"]
