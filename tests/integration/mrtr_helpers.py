@@ -394,12 +394,11 @@ def accept(**content: Any) -> JsonObject:
     return {"action": "accept", "content": content}
 
 
-def assert_state_rejected(reply: RawReply) -> None:
-    """The one fixed public rejection of a bad `requestState`: -32602 with the fixed message."""
+def assert_state_rejected(reply: RawReply, message: str = INVALID_REQUEST_STATE_MESSAGE) -> None:
+    """The public rejection of a bad `requestState`: -32602 with the fixed message (or the expired
+    or already used one, `message`)."""
     error = reply.response.get("error")
-    assert error == {"code": INVALID_PARAMS, "message": INVALID_REQUEST_STATE_MESSAGE}, (
-        reply.response
-    )
+    assert error == {"code": INVALID_PARAMS, "message": message}, reply.response
 
 
 def rejection_reasons(bridge: PeerProcess) -> list[str]:
