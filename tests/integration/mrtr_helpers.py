@@ -320,19 +320,24 @@ class ManualRounds:
         return result
 
 
-def assert_client_rejected(outcome: BaseException | object) -> None:
-    """`outcome` is the client's MCPError carrying the one fixed requestState rejection."""
+def assert_client_rejected(
+    outcome: BaseException | object, message: str = INVALID_REQUEST_STATE_MESSAGE
+) -> None:
+    """`outcome` is the client's MCPError carrying the requestState rejection: the fixed one, or
+    the expired or already used one (`message`)."""
     assert isinstance(outcome, MCPError), outcome
-    assert (outcome.code, outcome.error.message) == (INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE)
+    assert (outcome.code, outcome.error.message) == (INVALID_PARAMS, message)
 
 
-async def client_rejection(call: Awaitable[Any]) -> None:
-    """Await `call`, which must fail with the fixed requestState rejection."""
+async def client_rejection(
+    call: Awaitable[Any], message: str = INVALID_REQUEST_STATE_MESSAGE
+) -> None:
+    """Await `call`, which must fail with the requestState rejection `message`."""
     try:
         outcome: object = await call
     except MCPError as exc:
         outcome = exc
-    assert_client_rejected(outcome)
+    assert_client_rejected(outcome, message)
 
 
 # ---- raw MRTR posts ----------------------------------------------------------------------------
