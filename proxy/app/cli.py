@@ -24,7 +24,7 @@ import structlog
 from config import ConfigError, Settings, env_name, load_settings
 from proxy.app import event_loop
 from proxy.app.cli_args import FLAG_SETTINGS, build_parser, overrides_from
-from proxy.app.cli_hints import example_config, fail, loopback_only_warning, unrecognized
+from proxy.app.cli_hints import fail, loopback_only_warning, unrecognized, upstream_problem
 from proxy.app.event_loop import EventLoopUnavailable, running_loop_name
 from proxy.common.shown import shown_uri
 from proxy.common.stopping import BridgeStop
@@ -34,9 +34,7 @@ from proxy.stdio_front.modern import RequestEngine
 from proxy.upstream.stdio.children import ChildProcesses
 from proxy.upstream.stdio.early import EarlyProcess, Launch
 from proxy.upstream.stdio.keeper import GroupKeeper
-from proxy.upstream.stdio.process import check_command
 from proxy.upstream.stdio.spares import SpareProcesses
-from translators.wire.errors import BridgeError
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -158,22 +156,11 @@ def _settings(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:
         settings = load_settings(args.config, env, overrides_from(args), _flag_names())
     except ConfigError as exc:
         fail(str(exc))
-    upstream = settings.upstream
-    if not (upstream.url or upstream.command):
-        fail(
-            "no upstream: pass --upstream URL or --upstream-command CMD, or set "
-            f"{env_name('upstream.url')}"
-            f" / {env_name('upstream.command')} or the config file"
-        )
-    if upstream.url and upstream.command:
-        fail(
-            "choose one upstream: --upstream URL (HTTP) or --upstream-command CMD (stdio), not both"
-        )
-    if upstream.command and args.command != "check":
-        try:
-            check_command(upstream)
-        except BridgeError as exc:
-            fail(exc.message)
+    problem = upstream_problem(
+        settings.upstream, required=True, check_program=args.command != "check"
+    )
+    if problem is not None:
+        fail(problem)
     return settings
 
 
@@ -291,8 +278,9 @@ def main(
     if args.command == "keygen":
         return _keygen(args, out or sys.stdout)
     if args.command == "config":
-        (out or sys.stdout).write(example_config())
-        return EXIT_OK
+        from proxy.app.config_command import run_config
+
+        return run_config(args, os.environ if env is None else env, out or sys.stdout)
     if args.command == "check":
         settings = _settings(args, os.environ if env is None else env)
         configure_logging(

@@ -168,6 +168,32 @@ def _add_cluster_flags(serve: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_config(commands: Any) -> None:
+    config = commands.add_parser(
+        "config",
+        help="print the example settings file, or check one (`config validate FILE`)",
+        description="`mrtr-bridge config example > bridge.toml` prints the commented example "
+        "settings file shipped with the bridge; `mrtr-bridge config validate bridge.toml` checks "
+        "one as `serve` would load it, without starting.",
+    )
+    actions = config.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions.add_parser(
+        "example",
+        help="print the example settings file (every setting, commented, with its default)",
+    )
+    validate = actions.add_parser(
+        "validate",
+        help="check FILE (with the MRTR_BRIDGE_* environment) as serve would; print the "
+        "effective settings, every secret masked (exit 0), or one line naming the mistake "
+        "(exit 2)",
+        description="Load FILE the way `serve` and `stdio` do (defaults < FILE < MRTR_BRIDGE_* "
+        "environment), like `nginx -t` or `haproxy -c`: exit 0 and the effective settings as "
+        "TOML on stdout, every secret masked; exit 2 and one line on stderr naming the setting, "
+        "where it came from and what is allowed.",
+    )
+    validate.add_argument("file", metavar="FILE", type=Path, help="the TOML settings file")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -191,13 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(commands)
     _add_stdio(commands)
     _add_check(commands)
-    config = commands.add_parser(
-        "config",
-        help="print the example settings file (every setting, commented, with its default)",
-        description="Print the commented example settings file shipped with the bridge: "
-        "`mrtr-bridge config example > bridge.toml`, then `--config bridge.toml`.",
-    )
-    config.add_argument("action", choices=("example",), help="example: print it")
+    _add_config(commands)
     keygen = commands.add_parser(
         "keygen",
         help="print a new requestState key (32 random bytes, base64url) for [held.keys]",

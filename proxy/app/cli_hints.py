@@ -11,7 +11,9 @@ from importlib.resources import files
 from typing import Final, NoReturn, TextIO
 
 from config import env_name
-from config.settings import FrontSettings
+from config.settings import FrontSettings, UpstreamSettings
+from proxy.upstream.stdio.process import check_command
+from translators.wire.errors import BridgeError
 
 PROG: Final = "mrtr-bridge"
 EXAMPLE_CONFIG: Final = "bridge.example.toml"
@@ -49,6 +51,28 @@ def unrecognized(command: str | None, extra: list[str], upstream_command: str | 
         return message
     whole = shlex.quote(shlex.join(extra))
     return f"{message}; a stdio server's command line goes in --upstream-command {whole}"
+
+
+def upstream_problem(
+    upstream: UpstreamSettings, *, required: bool, check_program: bool
+) -> str | None:
+    """Why these upstream settings cannot serve, or None: none given (when `required`), both an
+    HTTP and a stdio upstream, or (`check_program`) a stdio program that cannot be found."""
+    if required and not (upstream.url or upstream.command):
+        return (
+            "no upstream: pass --upstream URL or --upstream-command CMD, or set "
+            f"{env_name('upstream.url')} / {env_name('upstream.command')} or the config file"
+        )
+    if upstream.url and upstream.command:
+        return (
+            "choose one upstream: --upstream URL (HTTP) or --upstream-command CMD (stdio), not both"
+        )
+    if upstream.command and check_program:
+        try:
+            check_command(upstream)
+        except BridgeError as exc:
+            return exc.message
+    return None
 
 
 def example_config() -> str:
@@ -89,4 +113,11 @@ def loopback_only_warning(front: FrontSettings) -> str | None:
     )
 
 
-__all__ = ["EXAMPLE_CONFIG", "PROG", "example_config", "fail", "loopback_only_warning"]
+__all__ = [
+    "EXAMPLE_CONFIG",
+    "PROG",
+    "example_config",
+    "fail",
+    "loopback_only_warning",
+    "upstream_problem",
+]

@@ -78,9 +78,8 @@ def test_a_replica_without_keys_is_refused_by_the_bridge_in_one_line() -> None:
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr == (
-        "mrtr-bridge: error: invalid setting held.keys (from environment "
-        "MRTR_BRIDGE_CLUSTER_PEERS_DNS): required when cluster.peers_dns is set: replicas need "
-        "held.keys shared by every replica (an ephemeral key cannot open another replica's "
-        "requestState); make one with `mrtr-bridge keygen` and set MRTR_BRIDGE_HELD_KEYS on "
-        "every replica\n"
+        "mrtr-bridge: error: missing setting held.keys: required when cluster.peers_dns is set "
+        "(from environment MRTR_BRIDGE_CLUSTER_PEERS_DNS): replicas need held.keys shared by "
+        "every replica (an ephemeral key cannot open another replica's requestState); make one "
+        "with `mrtr-bridge keygen` and set MRTR_BRIDGE_HELD_KEYS on every replica\n"
     )

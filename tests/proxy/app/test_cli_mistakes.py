@@ -9,42 +9,18 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from cli_run import BRIDGE, TIMEOUT_S, bridge, one_line
 
 from config import ENV_PREFIX, load_settings
 from config.settings import FrontSettings
 from proxy.app import cli
 from proxy.app.cli_hints import loopback_only_warning
 
-BRIDGE = [sys.executable, "-m", "proxy"]
-TIMEOUT_S = 30
 LOOPBACK_WARNING = "admits loopback names only"
-
-
-def bridge(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
-    return subprocess.run(
-        [*BRIDGE, *args],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        env={**base, **(env or {})},
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-
-
-def one_line(done: subprocess.CompletedProcess[str]) -> str:
-    """The one stderr line of a refused start; nothing on stdout, no traceback."""
-    assert done.stdout == ""
-    lines = done.stderr.splitlines()
-    assert len(lines) == 1, done.stderr
-    assert "Traceback" not in done.stderr and "Value error" not in done.stderr
-    return lines[0]
 
 
 def test_listen_given_as_a_url_says_to_use_host_port() -> None:
@@ -199,11 +175,10 @@ def test_replicas_without_shared_keys_fail_with_a_clear_line() -> None:
     )
     assert done.returncode == 2
     assert one_line(done) == (
-        "mrtr-bridge: error: invalid setting held.keys (from environment "
-        "MRTR_BRIDGE_CLUSTER_PEERS_DNS): required when cluster.peers_dns is set: replicas need "
-        "held.keys shared by every replica (an ephemeral key cannot open another replica's "
-        "requestState); make one with `mrtr-bridge keygen` and set MRTR_BRIDGE_HELD_KEYS on "
-        "every replica"
+        "mrtr-bridge: error: missing setting held.keys: required when cluster.peers_dns is set "
+        "(from environment MRTR_BRIDGE_CLUSTER_PEERS_DNS): replicas need held.keys shared by "
+        "every replica (an ephemeral key cannot open another replica's requestState); make one "
+        "with `mrtr-bridge keygen` and set MRTR_BRIDGE_HELD_KEYS on every replica"
     )
 
 
