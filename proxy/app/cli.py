@@ -15,6 +15,7 @@ import contextlib
 import errno
 import gc
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final, NoReturn, TextIO
@@ -22,7 +23,7 @@ from typing import Any, Final, NoReturn, TextIO
 import structlog
 
 from config import ConfigError, Settings, env_name, load_settings
-from proxy.app import event_loop
+from proxy.app import event_loop, interrupts
 from proxy.app.cli_args import FLAG_SETTINGS, build_parser, overrides_from
 from proxy.app.cli_hints import fail, loopback_only_warning, unrecognized, upstream_problem
 from proxy.app.event_loop import EventLoopUnavailable, running_loop_name
@@ -125,8 +126,9 @@ async def _serve(settings: Settings) -> None:
             access_log=None,
             shutdown_timeout=max(0.05, close_reserve_s(settings.front.shutdown_grace_s) / 8),
         )
-        await runner.setup()
         try:
+            if not await stop.before_stop(runner.setup()):  # what it set up is cleaned up below
+                raise interrupts.StopRequested(stop.signum or signal.SIGTERM, "while starting")
             site = web.TCPSite(runner, settings.front.host, settings.front.port)
             await site.start()
             port = runner.addresses[0][1] if runner.addresses else settings.front.port
@@ -282,6 +284,7 @@ def main(
 
         return run_config(args, os.environ if env is None else env, out or sys.stdout)
     if args.command == "check":
+        interrupts.doing("while checking the upstream")
         settings = _settings(args, os.environ if env is None else env)
         configure_logging(
             settings.log if args.log_level else settings.log.model_copy(update={"level": "warning"})

@@ -190,11 +190,11 @@ def make_front_app(
 async def _era_context(app: web.Application) -> AsyncIterator[None]:
     """The upstream's era: probed before the first request, kept current until shutdown."""
     modern = app[MODERN_KEY]
-    await modern.era.start()
     url = app[SETTINGS_KEY].upstream.url
     watch = StartupWatch(modern.era, shown_uri(url) if url else "")
-    watch.start()
     try:
+        await modern.era.start()  # inside: a stop during the first probe closes its client
+        watch.start()
         yield
     finally:
         await watch.aclose()
