@@ -83,7 +83,7 @@ class HttpFront:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         exchange = Exchange()
-        note, token = access.begin()
+        note, token = access.begin(request.remote, request.headers)
         if tracing.active():
             note.trace = tracing.begin_request(lower_headers(request))
         try:
@@ -109,6 +109,7 @@ class HttpFront:
         """The access log line (docs/operations.md § Access log), and the request's span."""
         fields = {
             "request_id": exchange.front_request_id,
+            **note.who(),
             "method": exchange.method,
             "name": exchange.name,
             "principal": exchange.principal[:12] if exchange.principal else None,
@@ -156,6 +157,7 @@ class HttpFront:
             return forged
         try:
             decoded = decode_json(raw, self._front.max_json_depth)
+            access.note_client(decoded)
             if self._legacy is not None and is_legacy_client(headers, decoded):
                 method = decoded.get("method") if isinstance(decoded, dict) else None
                 method = method if isinstance(method, str) else None
