@@ -1,4 +1,5 @@
-"""The `mrtr-bridge` command line: `serve`, `stdio`, `check`, `keygen`, `--version`.
+"""The `mrtr-bridge` command line: `serve`, `stdio`, `check`, `config`, `install`, `keygen`,
+`--version`.
 
 Every flag is also a config-file key and an environment variable; precedence is command line >
 environment > file > defaults. Secrets (requestState keys, static upstream credentials) come only
@@ -279,6 +280,10 @@ def main(
         fail(unrecognized(args.command, extra, getattr(args, "upstream_command", None)))
     if args.command == "keygen":
         return _keygen(args, out or sys.stdout)
+    if args.command == "install":
+        from proxy.app.install_client import run_install
+
+        return run_install(args, os.environ if env is None else env, out or sys.stdout)
     if args.command == "config":
         from proxy.app.config_command import run_config
 

@@ -194,6 +194,36 @@ def _add_config(commands: Any) -> None:
     validate.add_argument("file", metavar="FILE", type=Path, help="the TOML settings file")
 
 
+def _add_install(commands: Any) -> None:
+    install = commands.add_parser(
+        "install",
+        help="add this mrtr-bridge, in front of an upstream, to Claude Desktop, Cursor or VS Code",
+        description="Merge one server entry into a desktop client's MCP config file: the "
+        "absolute path of this mrtr-bridge, run as `stdio` in front of the upstream. Other "
+        "entries and keys are kept; the previous file is kept as <file>.bak.",
+    )
+    install.add_argument(
+        "client",
+        choices=("claude-desktop", "cursor", "vscode"),
+        help="claude-desktop: claude_desktop_config.json; cursor: ~/.cursor/mcp.json; vscode: "
+        "the user profile's mcp.json (a workspace's: --config-path .vscode/mcp.json)",
+    )
+    install.add_argument("--name", required=True, help="the server's name in the client")
+    install.add_argument("--upstream", metavar="URL", help="legacy HTTP endpoint to front")
+    install.add_argument(
+        "--upstream-command", metavar='"CMD ARGS..."', help="legacy stdio server to launch"
+    )
+    install.add_argument(
+        "--config-path", metavar="FILE", type=Path, help="the client's config file to change"
+    )
+    install.add_argument(
+        "--bridge-config",
+        metavar="FILE",
+        type=Path,
+        help="a settings file the bridge is started with (--config FILE)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -218,6 +248,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_stdio(commands)
     _add_check(commands)
     _add_config(commands)
+    _add_install(commands)
     keygen = commands.add_parser(
         "keygen",
         help="print a new requestState key (32 random bytes, base64url) for [held.keys]",
