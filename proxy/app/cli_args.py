@@ -104,6 +104,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--log-level",
+        type=str.lower,  # DEBUG as well as debug
         choices=("debug", "info", "warning", "error"),
         help="log level (default info) " + _where("log.level"),
     )

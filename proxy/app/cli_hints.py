@@ -39,6 +39,9 @@ def unrecognized(command: str | None, extra: list[str], upstream_command: str | 
     message = f"unrecognized arguments: {shlex.join(extra)}"
     if command not in _UPSTREAM_COMMANDS:
         return message
+    listen = _listen_hint(extra) if command == "serve" and upstream_command is None else None
+    if listen is not None:
+        return f"{message}; {listen}"
     url = next((word for word in extra if word.startswith(("http://", "https://"))), None)
     if url is not None:
         return f"{message}; the upstream's URL goes in --upstream {shlex.quote(url)}"
@@ -72,6 +75,23 @@ def upstream_problem(
             check_command(upstream)
         except BridgeError as exc:
             return exc.message
+    return None
+
+
+_ADDRESS_FLAGS: Final = ("--port", "--host", "--bind", "-p")
+
+
+def _listen_hint(extra: list[str]) -> str | None:
+    """Where a port or host given with another proxy's flag goes (`--port 9000`)."""
+    for index, word in enumerate(extra):
+        flag, sep, value = word.partition("=")
+        if flag not in _ADDRESS_FLAGS:
+            continue
+        if not sep:
+            value = extra[index + 1] if index + 1 < len(extra) else ""
+        port = value if value.isdigit() else "8080"
+        host = value if flag in ("--host", "--bind") and value else "127.0.0.1"
+        return f"the address goes in --listen HOST:PORT, e.g. --listen {host}:{port}"
     return None
 
 

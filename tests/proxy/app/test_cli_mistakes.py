@@ -310,3 +310,43 @@ def test_keygen_output_with_a_chosen_id_loads_as_toml_and_as_environment(tmp_pat
     assert load_settings(path, {}, {}).held.active_key == "Key-2026_05-ab12"
     env = dict(line.split("=", 1) for line in done.stdout.splitlines() if line.startswith("MRTR_"))
     assert list(load_settings(None, env, {}).held.keys) == ["Key-2026_05-ab12"]
+
+
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        (["--port", "9000"], "--port 9000; the address goes in --listen HOST:PORT, e.g. "
+         "--listen 127.0.0.1:9000"),
+        (["--port=9000"], "--port=9000; the address goes in --listen HOST:PORT, e.g. "
+         "--listen 127.0.0.1:9000"),
+        (["--host", "0.0.0.0"], "--host 0.0.0.0; the address goes in --listen HOST:PORT, e.g. "
+         "--listen 0.0.0.0:8080"),
+    ],
+)  # fmt: skip
+def test_another_proxys_address_flags_point_to_listen(args: list[str], hint: str) -> None:
+    done = bridge("serve", "--upstream", "http://127.0.0.1:9/mcp", *args)
+    assert done.returncode == 2
+    assert one_line(done) == f"mrtr-bridge: error: unrecognized arguments: {hint}"
+
+
+def test_listen_without_a_host_names_both_choices() -> None:
+    """`:9000` is refused rather than taken as every interface: the bridge never listens beyond
+    the loopback unless told so."""
+    done = bridge("serve", "--upstream", "http://127.0.0.1:9/mcp", "--listen", ":9000")
+    assert done.returncode == 2
+    assert one_line(done) == (
+        "mrtr-bridge: error: invalid setting front.listen (from command line --listen): given "
+        "':9000'; allowed: HOST:PORT with the host: 127.0.0.1:9000 (this machine only) or "
+        "0.0.0.0:9000 (every interface)"
+    )
+
+
+def test_the_log_level_is_read_in_any_case(tmp_path: Path) -> None:
+    """`--log-level DEBUG`, and DEBUG in the environment, are debug."""
+    checked = bridge("check", "--upstream", "http://127.0.0.1:9/mcp", "--log-level", "DEBUG")
+    assert checked.returncode == 2 and "invalid choice" not in checked.stderr  # unreachable
+    path = tmp_path / "empty.toml"
+    path.write_text("", encoding="utf-8")
+    done = bridge("config", "validate", str(path), env={"MRTR_BRIDGE_LOG_LEVEL": "Debug"})
+    assert done.returncode == 0, done.stderr
+    assert tomllib.loads(done.stdout)["log"]["level"] == "debug"
