@@ -14,18 +14,25 @@ An upstream that answers the probe's `initialize` with an HTTP or JSON-RPC error
 it counts as reachable (it may want per-user credentials the probe does not have); only a
 connection failure, a timeout, a lost session or a protocol version the bridge does not speak make
 the bridge unready.
+
+`upstream_up` gives `/metrics` its `mrtr_bridge_upstream_up` gauge, read at scrape time: the
+newest of this check's verdict and the era tracker's last probe (`proxy/upstream/era.py`: an HTTP
+upstream is probed every `upstream.era_probe_interval_s` with a session-less `server/discover`, so
+the gauge falls to 0 for a dead upstream while no client calls and nothing asks `/readyz`). Nothing
+runs for the gauge itself: no session is opened for it, none is kept.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
 import structlog
 
 from proxy.upstream.base import TransportInfo
+from proxy.upstream.era import UpstreamEra
 from proxy.upstream.errors import plain_reason
 from proxy.upstream.pool import SessionKey, UpstreamPool
 from translators.auth.oauth import UpstreamAuthChallenge
@@ -95,6 +102,13 @@ class Readiness:
         if self._transport is not None:
             checks["transport"] = self._transport.name
         return ReadinessReport(upstream.startswith("reachable"), checks)
+
+    @property
+    def checked(self) -> tuple[float, bool] | None:
+        """(loop time, ready) of the last verdict, or None before the first."""
+        if self._verdict is None:
+            return None
+        return self._verdict[0], self._verdict[1].startswith("reachable")
 
     def _age(self) -> str:
         if self._verdict is None:
@@ -172,4 +186,25 @@ class Readiness:
         return verdict
 
 
-__all__ = ["ANSWER_WITHIN_S", "FRESH_S", "PROBE_KEY", "Readiness", "ReadinessReport"]
+def upstream_up(readiness: Readiness, era: UpstreamEra | None) -> Callable[[], bool | None]:
+    """Whether the upstream answers, by the newest check of the two (None before either): the
+    readiness check's verdict, or the era probe's (an answer, or a connection that failed)."""
+
+    def newest() -> bool | None:
+        seen = [readiness.checked]
+        if era is not None and era.probed_at is not None:
+            seen.append((era.probed_at, era.last_failure is None))
+        known = [check for check in seen if check is not None]
+        return max(known)[1] if known else None
+
+    return newest
+
+
+__all__ = [
+    "ANSWER_WITHIN_S",
+    "FRESH_S",
+    "PROBE_KEY",
+    "Readiness",
+    "ReadinessReport",
+    "upstream_up",
+]

@@ -19,7 +19,7 @@ import structlog
 from aiohttp import web
 
 from config.settings import Settings
-from proxy.app.health import Readiness
+from proxy.app.health import Readiness, upstream_up
 from proxy.app.runtime import UPSTREAM_KEEPALIVE_S, bridge_runtime, held_counts
 from proxy.app.status import StatusPage, StatusSources
 from proxy.auth.keys import load_keyring
@@ -244,6 +244,8 @@ async def _upstream_context(app: web.Application) -> AsyncIterator[None]:
         held=app[HELD_KEY],
     ) as (engine, pool):
         app[READINESS_PROBE_KEY] = _readiness(settings, pool)
+        up = upstream_up(app[READINESS_PROBE_KEY], modern.era if modern else None)
+        app[METRICS_KEY].watch_upstream(upstream_name(settings.upstream), up)
         app[POOL_KEY] = pool
         app[ENGINE_KEY] = engine
         app[READINESS_KEY] = engine

@@ -285,6 +285,12 @@ class BridgeMetrics:
         families.add(counter, PREFIX + "input_rounds_total", "InputRequiredResult rounds issued.")
         families.add(
             gauge,
+            PREFIX + "upstream_up",
+            "1 while the upstream answers (its newest readiness or era check), 0 while not.",
+            ("upstream",),
+        )
+        families.add(
+            gauge,
             PREFIX + "upstream_sessions",
             "Open upstream sessions (one process each on stdio).",
             ("transport",),
@@ -337,6 +343,14 @@ class BridgeMetrics:
         read(
             PREFIX + "upstream_session_reinitializations_total",
             lambda: {(transport,): pool_stats().reinitialized_total},
+        )
+
+    def watch_upstream(self, upstream: str, is_up: Callable[[], bool | None]) -> None:
+        """`mrtr_bridge_upstream_up{upstream}` from `is_up` at scrape time (no sample before the
+        first check); `upstream` is its name, never a URL."""
+        self.scraped.read_from(
+            PREFIX + "upstream_up",
+            lambda: {} if (up := is_up()) is None else {(upstream,): 1.0 if up else 0.0},
         )
 
     def observe_response(self, method: str, response: Mapping[str, Any], seconds: float) -> None:
