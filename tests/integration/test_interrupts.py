@@ -1,12 +1,13 @@
 """Ctrl-C at every moment, with the real `mrtr-bridge` command: right after it is spawned, while it
 imports (a `stdio` bridge whose legacy process is already up), while the HTTP app is being set up
-(an upstream that never answers the first era probe), while it serves, and while `check` probes an
-HTTP or a stdio upstream. Each ends with exit 130 and the one line `mrtr-bridge: stopped by SIGINT
+(an upstream that never answers the first era probe), while it serves, twice while it drains, and
+while `check` probes an HTTP or a stdio upstream. Each ends with exit 130 and the one line `mrtr-bridge: stopped by SIGINT
 ...` (SIGTERM: exit 0), or exit 0 after a clean drain once serving; never a traceback, an
 "Unclosed client session" or a legacy process left behind (proxy/app/interrupts.py)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -15,11 +16,13 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import aiohttp
 import pytest
 
 from config import ENV_PREFIX, env_name
 
-from .harness import BRIDGE_EXE, Peers, free_port, is_listening
+from .harness import BRIDGE_EXE, ModernPoster, Peers, free_port, is_listening
+from .mrtr_helpers import INTERACTIVE, Journal
 from .test_check_answers import RawServer
 
 pytestmark = pytest.mark.integration
@@ -203,3 +206,31 @@ def test_sigint_while_check_probes_a_stdio_upstream_stops_its_process(
     assert (status, stdout) == (130, "")
     assert_stopped(stderr, "mrtr-bridge: stopped by SIGINT while checking the upstream")
     until(lambda: is_gone(int(marker.read_text())), "the probe's process to be gone")
+
+
+async def test_ctrl_c_twice_while_draining_still_exits_0(
+    bridges: Callable[..., Bridge], peers: Peers, tmp_path: Path
+) -> None:
+    """Shutdown: a call attached upstream holds the drain (grace 2 s); a second Ctrl-C during it
+    changes nothing visible: the call gets the shutting-down error, exit 0, no traceback."""
+    legacy = peers.legacy(INTERACTIVE, "--state-dir", str(tmp_path))
+    journal = Journal(tmp_path)
+    port = free_port()
+    env = {env_name("front.shutdown_grace_s"): "2", env_name("log.format"): "json"}
+    bridge = bridges("serve", "--upstream", legacy.url, "--listen", f"127.0.0.1:{port}", env=env)
+    until(lambda: is_listening(port), "the bridge to listen")
+    async with asyncio.timeout(WAIT_S), aiohttp.ClientSession() as http:
+        post = ModernPoster(http, f"http://127.0.0.1:{port}/mcp")
+        call = asyncio.create_task(post.post("tools/call", {"name": "slow", "arguments": {
+            "tag": "drain", "seconds": 20}}))  # fmt: skip
+        await journal.wait_for("drain", "call")
+        bridge.signal(signal.SIGINT)
+        await asyncio.sleep(0.2)  # the drain is under way (it waits for the call)
+        bridge.signal(signal.SIGINT)
+        reply = await call
+    status, stdout, stderr = await asyncio.to_thread(bridge.outcome)
+    assert (status, stdout) == (0, "")
+    assert reply.response["error"]["data"]["reason"] == "shutting_down"
+    assert '"bridge_stop_hurried"' in stderr
+    for noise in NOISE:
+        assert noise not in stderr, stderr
