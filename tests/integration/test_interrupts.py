@@ -1,9 +1,10 @@
 """Ctrl-C at every moment, with the real `mrtr-bridge` command: right after it is spawned, while it
 imports (a `stdio` bridge whose legacy process is already up), while the HTTP app is being set up
 (an upstream that never answers the first era probe), while it serves, twice while it drains, and
-while `check` probes an HTTP or a stdio upstream. Each ends with exit 130 and the one line `mrtr-bridge: stopped by SIGINT
-...` (SIGTERM: exit 0), or exit 0 after a clean drain once serving; never a traceback, an
-"Unclosed client session" or a legacy process left behind (proxy/app/interrupts.py)."""
+while `check` probes an HTTP or a stdio upstream. Each ends with exit 130 and the one line
+`mrtr-bridge: stopped by SIGINT ...` (SIGTERM: exit 0), or exit 0 after a clean drain once serving;
+never a traceback, an "Unclosed client session" or a legacy process left behind
+(proxy/app/interrupts.py)."""
 
 from __future__ import annotations
 
