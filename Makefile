@@ -253,7 +253,17 @@ export RUN_BANNER
 # for the demo server; no older-revision venvs, no npm. Each step says what it does.
 # The demo server runs in the background; the EXIT trap stops it when the bridge exits.
 # The two virtualenvs are installed with uv (bootstrapped once into .tools/uv by pip).
+# First of all, both addresses must be free: a second `make run` stops there, before it prints
+# anything of its own or touches the first one's demo log.
 run:
+	@for address in 127.0.0.1:$(DEMO_PORT) $(BRIDGE_LISTEN); do \
+		host=$${address%:*}; host=$${host#[}; host=$${host%]}; port=$${address##*:}; \
+		case $$host in 0.0.0.0|::) host=127.0.0.1;; esac; \
+		if (exec 3<>/dev/tcp/$$host/$$port) 2>/dev/null; then \
+			echo "make run: $$address is in use (another make run?): stop it, or choose other ports: make run DEMO_PORT=8932 BRIDGE_LISTEN=127.0.0.1:8081" >&2; \
+			exit 1; \
+		fi; \
+	done
 	@echo "==> [1/4] uv $(UV_VERSION), to install the virtualenvs ($(UV_DIR); skipped when installed)"
 	@$(MAKE) -s --no-print-directory $(UV_STAMP)
 	@echo "==> [2/4] .venv (the bridge: install -e .) and .venv-legacy (mcp 1.x for the demo server); skipped when installed"

@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from config.messages import allowed, shown
+from config.messages import allowed, nearest, shown
 from config.settings import Settings, UpstreamSettings
 from config.tls import tls_context
 
@@ -43,6 +43,18 @@ class ConfigError(ValueError):
         where = f" (from {source})" if source else ""
         value = f"given {given}; " if given is not None else ""
         super().__init__(f"invalid setting {key}{where}: {value}{message}")
+        self.key = key
+        self.source = source
+
+
+class MissingSetting(ConfigError):
+    """`key` is required because another setting, `because` (from `source`), asks for it."""
+
+    def __init__(self, key: str, because: str, source: str | None, message: str) -> None:
+        where = f" (from {source})" if source else ""
+        ValueError.__init__(
+            self, f"missing setting {key}: required when {because}{where}: {message}"
+        )
         self.key = key
         self.source = source
 
@@ -112,7 +124,9 @@ def _env_layer(env: Mapping[str, str], sources: dict[str, str]) -> Layer:
         source = f"environment {variable}"
         dotted = by_env.get(variable)
         if dotted is None:
-            raise ConfigError(variable, "unknown MRTR_BRIDGE_* environment variable", source)
+            near = nearest(variable, [*by_env, CONFIG_ENV])
+            hint = f"; did you mean {near}?" if near else ""
+            raise ConfigError(variable, f"unknown MRTR_BRIDGE_* environment variable{hint}", source)
         flat[dotted] = _env_value(dotted, fields[dotted], raw, source)
         sources[dotted] = source
     return _nest(flat)
@@ -128,8 +142,8 @@ def _file_layer(path: Path, sources: dict[str, str]) -> Layer:
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError("config", f"{path} is not valid TOML: {exc}") from None
     for key, value in data.items():
-        names = [f"{key}.{sub}" for sub in value] if isinstance(value, dict) else [key]
-        sources.update(dict.fromkeys(names, source))
+        names = [f"{key}.{sub}" for sub in value] if isinstance(value, dict) else []
+        sources.update(dict.fromkeys([key, *names], source))
     return data
 
 
@@ -163,11 +177,20 @@ def _source_of(dotted: str, sources: Mapping[str, str]) -> str | None:
     return None
 
 
-def _known(loc: tuple[int | str, ...]) -> tuple[str, ...]:
-    """The setting names next to a misspelt one (`front.lisen` -> the fields of [front])."""
-    if len(loc) == 2 and str(loc[0]) in Settings.model_fields:
-        return tuple(sorted(Settings.model_fields[str(loc[0])].annotation.model_fields))  # type: ignore[union-attr]
-    return ()
+def meant(dotted: str) -> str | None:
+    """The setting an unknown one most likely meant: a near name in its own section or at the top
+    (`front.lisen` -> `front.listen`, `upstrem` -> `upstream`), the same name in another section
+    (`front.url` -> `upstream.url`), or a near dotted name."""
+    section, _, name = dotted.rpartition(".")
+    fields = setting_fields()
+    here = [key.rpartition(".")[2] for key in fields if key.rpartition(".")[0] == section]
+    if not section:
+        here = list(Settings.model_fields)
+    near = nearest(name, here)
+    if near is not None:
+        return f"{section}.{near}" if section else near
+    elsewhere = [key for key in fields if key.rpartition(".")[2] == name]
+    return elsewhere[0] if len(elsewhere) == 1 else nearest(dotted, fields)
 
 
 def _validate(merged: Layer, sources: Mapping[str, str]) -> Settings:
@@ -177,14 +200,19 @@ def _validate(merged: Layer, sources: Mapping[str, str]) -> Settings:
         first = exc.errors()[0]
         dotted = ".".join(str(part) for part in first["loc"]) or "settings"
         given = None if first["type"] == "extra_forbidden" else shown(dotted, first.get("input"))
+        suggestion = meant(dotted) if first["type"] == "extra_forbidden" else None
         raise ConfigError(
-            dotted, allowed(first, _known(first["loc"])), _source_of(dotted, sources), given
+            dotted, allowed(first, suggestion), _source_of(dotted, sources), given
         ) from None
     _check_cluster_keys(settings, sources)
     if settings.identity.principal == "header" and not settings.identity.principal_header:
         source = _source_of("identity.principal", sources)
-        raise ConfigError(
-            "identity.principal_header", 'required when identity.principal is "header"', source
+        raise MissingSetting(
+            "identity.principal_header",
+            'identity.principal is "header"',
+            source,
+            "the name of the header that carries the caller's identity (e.g. X-Forwarded-User), in "
+            f"the config file or {env_name('identity.principal_header')}",
         )
     _check_tls_files(settings, sources)
     return _with_authorization_file(settings, sources)
@@ -225,12 +253,13 @@ def _check_cluster_keys(settings: Settings, sources: Mapping[str, str]) -> None:
     replica's `requestState`."""
     if settings.cluster.enabled and not settings.held.keys:
         peers = "cluster.peers" if settings.cluster.peers else "cluster.peers_dns"
-        raise ConfigError(
+        raise MissingSetting(
             "held.keys",
-            f"required when {peers} is set: replicas need held.keys shared by every replica (an "
-            "ephemeral key cannot open another replica's requestState); make one with "
-            f"`mrtr-bridge keygen` and set {env_name('held.keys')} on every replica",
+            f"{peers} is set",
             _source_of(peers, sources),
+            "replicas need held.keys shared by every replica (an ephemeral key cannot open "
+            "another replica's requestState); make one with `mrtr-bridge keygen` and set "
+            f"{env_name('held.keys')} on every replica",
         )
 
 
@@ -282,4 +311,13 @@ def load_settings(
     return _validate(_merge(layers), sources)
 
 
-__all__ = ["CONFIG_ENV", "ENV_PREFIX", "ConfigError", "env_name", "load_settings", "setting_fields"]
+__all__ = [
+    "CONFIG_ENV",
+    "ENV_PREFIX",
+    "ConfigError",
+    "MissingSetting",
+    "env_name",
+    "load_settings",
+    "meant",
+    "setting_fields",
+]

@@ -9,8 +9,9 @@ repeated, and user info in a URL is masked.
 
 from __future__ import annotations
 
+import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from pydantic import SecretStr
@@ -53,15 +54,30 @@ def shown(dotted: str, value: Any) -> str | None:
     return repr(text if len(text) <= MAX_SHOWN else text[:MAX_SHOWN] + "...")
 
 
-def allowed(error: Mapping[str, Any], known: tuple[str, ...] = ()) -> str:
-    """What the setting accepts, in plain words, from one pydantic error."""
+def nearest(name: str, candidates: Iterable[str]) -> str | None:
+    """The candidate `name` was most likely meant as (a typo, a letter case), or None."""
+    by_folded = {candidate.lower(): candidate for candidate in candidates}
+    found = difflib.get_close_matches(name.lower(), list(by_folded), n=1, cutoff=0.75)
+    return by_folded[found[0]] if found else None
+
+
+def no_such_setting(suggestion: str | None) -> str:
+    """An unknown setting: the nearest known one, else where the list of settings is."""
+    if suggestion is not None:
+        return f"no such setting; did you mean {suggestion}?"
+    return "no such setting; `mrtr-bridge config example` prints every setting"
+
+
+def allowed(error: Mapping[str, Any], suggestion: str | None = None) -> str:
+    """What the setting accepts, in plain words, from one pydantic error (`suggestion`: the
+    nearest known setting, for an unknown one)."""
     kind, context = error["type"], error.get("ctx") or {}
     if kind == "value_error":
         return str(context.get("error") or error["msg"]).removeprefix("Value error, ")
     if kind == "literal_error":
         return f"allowed: {context.get('expected')}"
     if kind == "extra_forbidden":
-        return "no such setting" + (f"; the settings here are {', '.join(known)}" if known else "")
+        return no_such_setting(suggestion)
     if kind in _BOUNDS:
         name, words = _BOUNDS[kind]
         bound = context.get(name)
@@ -71,4 +87,4 @@ def allowed(error: Mapping[str, Any], known: tuple[str, ...] = ()) -> str:
     return str(error["msg"])
 
 
-__all__ = ["SECRET_SETTINGS", "allowed", "shown"]
+__all__ = ["SECRET_SETTINGS", "allowed", "nearest", "no_such_setting", "shown"]

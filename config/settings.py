@@ -107,6 +107,11 @@ class FrontSettings(Frozen):
                 "(the endpoint's path is front.path, /mcp)"
             )
         host, sep, port = value.rpartition(":")
+        if sep and not host and port.isdigit():  # ":9000": never all interfaces by default
+            raise ValueError(
+                f"allowed: HOST:PORT with the host: 127.0.0.1:{port} (this machine only) or "
+                f"0.0.0.0:{port} (every interface)"
+            )
         if not sep or not host or not port.isdigit() or not 0 <= int(port) < 65536:
             raise ValueError("allowed: HOST:PORT, e.g. 127.0.0.1:8080 or 0.0.0.0:8080")
         return value
@@ -224,6 +229,12 @@ class LogSettings(Frozen):
     """Logs: one line per event on stderr, JSON or console (docs/operations.md § Logs)."""
 
     level: Literal["debug", "info", "warning", "error"] = Field("info", description="log level")
+
+    @field_validator("level", mode="before")
+    @classmethod
+    def _level_in_any_case(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value  # DEBUG, Debug: debug
+
     format: Literal["auto", "json", "console"] = Field(
         "auto", description="json; console on a TTY when auto"
     )

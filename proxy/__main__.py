@@ -1,5 +1,9 @@
 """`python -m proxy` and the `mrtr-bridge` script: the command line in `proxy.app.cli`.
 
+SIGINT and SIGTERM are taken before anything else is imported (`proxy.app.interrupts`): a stop at
+any moment of start-up or shutdown ends the process with one line and no traceback, exit 130 for
+SIGINT and 0 for SIGTERM (0 after a clean drain either way once the bridge serves).
+
 For `mrtr-bridge stdio --upstream-command CMD` the legacy server is started *before* the bridge
 imports its own modules (`proxy.app.early_start`, standard library only): the client's first
 answer waits for both, and the two start side by side instead of one after the other.
@@ -9,29 +13,19 @@ from __future__ import annotations
 
 import gc
 import os
-import signal
-import sys
+import sys  # these three are loaded with the interpreter: importing them takes no time
 
-from proxy.app.early_start import start_early
+from proxy.app import interrupts
 
-
-def _stop_while_starting(signum: int, frame: object) -> None:
-    """SIGTERM or SIGINT before the bridge handles them itself: stop, and the process started early
-    goes with its whole group (below); the bridge stopped as asked, so the exit status is 0."""
-    raise SystemExit(0)
+interrupts.install()  # before anything else is imported: a stop is one line, not a traceback
 
 
-def main() -> int:
-    """Entry point of `mrtr-bridge`: start the legacy process first, then import and run the CLI."""
-    # Taken over before the legacy process is spawned, not after: a stop that comes while it
-    # starts (the process already visible, `Popen` not yet returned) still exits 0.
-    previous = {signum: signal.getsignal(signum) for signum in (signal.SIGTERM, signal.SIGINT)}
-    for signum in previous:
-        signal.signal(signum, _stop_while_starting)
+def _run() -> int:
+    """Start the legacy process first (a `stdio` command line), then import and run the CLI (the
+    imports in here, where `main` catches a stop)."""
+    from proxy.app.early_start import start_early
+
     early = start_early(sys.argv[1:], os.environ)
-    if early is None:  # nothing started: the usual handling until the bridge takes them over
-        for signum, handler in previous.items():
-            signal.signal(signum, handler)
     try:
         gc.disable()  # while importing: nothing to collect yet, and about 5% of the import time
         try:
@@ -42,6 +36,19 @@ def main() -> int:
     finally:
         if early is not None:
             early.discard()  # not claimed (another command, other settings, an early exit)
+
+
+def main() -> int:
+    """Entry point of `mrtr-bridge`; a stop signal that nothing drains is one line on stderr."""
+    try:
+        status = _run()
+    except interrupts.StopRequested as stop:
+        interrupts.finished()  # a signal while this line is written changes nothing
+        sys.stderr.write(stop.line)
+        sys.stderr.flush()
+        return stop.status
+    interrupts.finished()
+    return status
 
 
 __all__ = ["main"]

@@ -21,6 +21,21 @@ from translators.wire.fast_json import as_object
 from translators.wire.header_values import x_mcp_header_problem
 
 _HINTS: Final = ("readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint")
+# What a modern client may declare (2026-07-28 `clientCapabilities`) that an upstream may show
+# more tools for, one at a time; `check` declares all of them for its main listing and, when that
+# shows more than declaring nothing does, lists the tools once per entry to say which reveals what.
+DECLARABLE: Final[dict[str, dict[str, Any]]] = {
+    "elicitation.form": {"elicitation": {"form": {}}},
+    "elicitation.url": {"elicitation": {"url": {}}},
+    "sampling": {"sampling": {"tools": {}}},  # with tools, the widest sampling a client declares
+    "roots": {"roots": {}},
+}
+EVERY_CAPABILITY: Final[dict[str, Any]] = {
+    "elicitation": {"form": {}, "url": {}},
+    "sampling": {"tools": {}},
+    "roots": {},
+}
+ALL_TOGETHER: Final = "all together"
 _SERVED: Final = (
     ("tools", "tools (tools/list, tools/call)"),
     ("prompts", "prompts (prompts/list, prompts/get)"),
@@ -52,6 +67,8 @@ class Observed:
     redirected: str | None = None
     stderr_tail: list[str] | None = None
     notes: list[str] = field(default_factory=list)
+    tools_without: list[Any] | None = None  # a client declaring no capability sees these
+    tools_alone: dict[str, list[Any]] = field(default_factory=dict)  # by `DECLARABLE` name
 
 
 _REDIRECTED: Final = (
@@ -240,12 +257,62 @@ def _verdict(
     return True, bridges, problems
 
 
-def _tools(tools: list[Any] | None, era: Era | None) -> list[dict[str, Any]] | None:
-    if tools is None:
+def tool_names(tools: list[Any] | None) -> list[str]:
+    return [str(as_object(tool).get("name")) for tool in tools or []]
+
+
+def tool_visibility(seen: Observed) -> dict[str, Any] | None:
+    """Which tools a client sees by what it declares: without any capability, then the extra ones
+    each `DECLARABLE` capability reveals alone (`ALL_TOGETHER`: those only all of them reveal).
+    None when the tools were not listed both ways."""
+    if seen.tools is None or seen.tools_without is None:
         return None
-    if era == MODERN:
-        return [{**tool_entry(tool), "bridged": True} for tool in tools]  # relayed as they are
-    return [tool_entry(tool) for tool in tools]
+    without = tool_names(seen.tools_without)
+    revealed = {
+        name: [tool for tool in tool_names(tools) if tool not in without]
+        for name, tools in seen.tools_alone.items()
+    }
+    alone = {tool for tools in revealed.values() for tool in tools}
+    together = [
+        tool for tool in tool_names(seen.tools) if tool not in without and tool not in alone
+    ]
+    return {
+        "declared": EVERY_CAPABILITY,
+        "withoutCapabilities": without,
+        "revealedBy": {name: tools for name, tools in revealed.items() if tools}
+        | ({ALL_TOGETHER: together} if together else {}),
+    }
+
+
+def _revealed_by(visibility: dict[str, Any] | None) -> dict[str, list[str]]:
+    """Tool name -> the capabilities that reveal it, for the tools a client declaring nothing
+    does not see."""
+    by_tool: dict[str, list[str]] = {}
+    for capability, tools in (visibility or {}).get("revealedBy", {}).items():
+        for tool in tools:
+            by_tool.setdefault(tool, []).append(capability)
+    return by_tool
+
+
+def _tools(seen: Observed, era: Era | None) -> list[dict[str, Any]] | None:
+    """Every tool seen, declaring every capability or none, each with what reveals it when a client
+    that declares nothing does not see it."""
+    if seen.tools is None:
+        return None
+    listed = tool_names(seen.tools)
+    tools = seen.tools + [
+        tool for tool in seen.tools_without or [] if as_object(tool).get("name") not in listed
+    ]
+    needs = _revealed_by(tool_visibility(seen))
+    entries = []
+    for tool in tools:
+        entry = tool_entry(tool)
+        if era == MODERN:
+            entry["bridged"] = True  # relayed as they are
+        if entry["name"] in needs:
+            entry["revealedBy"] = needs[entry["name"]]
+        entries.append(entry)
+    return entries
 
 
 def build_report(seen: Observed) -> dict[str, Any]:
@@ -269,7 +336,8 @@ def build_report(seen: Observed) -> dict[str, Any]:
         "transport": seen.transport,
         "serverInfo": server_info or None,
         "capabilities": capabilities or None,
-        "tools": _tools(seen.tools, era),
+        "tools": _tools(seen, era),
+        "toolVisibility": tool_visibility(seen),
         "pushesOutsideCall": {"rootsListAtInitialized": seen.roots_at_initialized},
         "directions": directions(era, seen.transport),
         "bridgeable": bridgeable,
@@ -280,4 +348,14 @@ def build_report(seen: Observed) -> dict[str, Any]:
     }
 
 
-__all__ = ["Observed", "build_report", "directions", "tool_entry"]
+__all__ = [
+    "ALL_TOGETHER",
+    "DECLARABLE",
+    "EVERY_CAPABILITY",
+    "Observed",
+    "build_report",
+    "directions",
+    "tool_entry",
+    "tool_names",
+    "tool_visibility",
+]

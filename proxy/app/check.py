@@ -9,8 +9,7 @@ into the report; exit status 0 bridgeable, 1 not bridgeable, 2 unreachable.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
+import functools
 import json
 from typing import Any, Final, TextIO
 
@@ -18,8 +17,9 @@ import aiohttp
 
 from config.settings import Settings, UpstreamSettings
 from proxy.app import event_loop
+from proxy.app.check_tools import RootsWatch, all_tools, by_capability, legacy_tools
 from proxy.common.shown import shown_uri
-from proxy.upstream.base import Inbound, PooledSession, TransportInfo
+from proxy.upstream.base import PooledSession, SessionOpener, TransportInfo
 from proxy.upstream.era_probe import modern_post, probe_stdio
 from proxy.upstream.http.channel import UpstreamRefused
 from proxy.upstream.http.outbound import proxy_named, upstream_client
@@ -28,7 +28,8 @@ from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.stdio.process import check_command
 from proxy.upstream.stdio.session import StdioUpstreamSession
 from proxy.upstream.transport import HttpTransport
-from translators.check_report import Observed, build_report
+from translators.check_report import EVERY_CAPABILITY, Observed, build_report
+from translators.protocol.capabilities import modern_client_capabilities_to_legacy
 from translators.protocol.era_detection import (
     SILENT,
     DiscoverVerdict,
@@ -36,12 +37,14 @@ from translators.protocol.era_detection import (
     modern_request,
     verdict_of_http,
 )
-from translators.protocol.eras import ROOTS, TOOLS_LIST
+from translators.protocol.eras import TOOLS_LIST
 from translators.protocol.revisions import UnsupportedUpstreamVersion
 from translators.wire.errors import (
     BridgeError,
+    UpstreamProtocolError,
     UpstreamRedirected,
     UpstreamReturnedError,
+    UpstreamTimeout,
     UpstreamUnavailable,
 )
 from translators.wire.fast_json import as_object
@@ -50,69 +53,47 @@ from translators.wire.jsonrpc import JsonObject
 EXIT_BRIDGEABLE: Final = 0
 EXIT_NOT_BRIDGEABLE: Final = 1
 EXIT_UNREACHABLE: Final = 2
-MAX_TOOL_PAGES: Final = 20
-_CAPABILITIES: Final[JsonObject] = {"roots": {"listChanged": True}}
 _CREDENTIAL_STATUSES: Final = frozenset(
     {401, 403}
 )  # it wants a credential: an answer, not "not MCP"
 
 
-class _RootsWatch:
-    """Records `roots/list` asks that arrive outside any call (answered with no roots)."""
-
-    def __init__(self) -> None:
-        self.asked = asyncio.Event()
-        self.pending: list[int | str] = []
-
-    def __call__(self, inbound: Inbound) -> None:
-        message = inbound.message
-        if message.get("method") == ROOTS and "id" in message:
-            self.pending.append(message["id"])
-            self.asked.set()
-
-    async def answer(self, session: PooledSession, window_s: float) -> bool:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(window_s):
-                await self.asked.wait()
-        for push_id in self.pending:
-            with contextlib.suppress(BridgeError):
-                await session.respond(push_id, result={"roots": []})
-        return self.asked.is_set()
-
-
-async def _tools(session: PooledSession) -> list[Any]:
-    tools: list[Any] = []
-    params: JsonObject = {}
-    for _ in range(MAX_TOOL_PAGES):
-        page = await session.start(TOOLS_LIST, params, headers={}, on_inbound=None).result()
-        tools.extend(page.get("tools") or [])
-        cursor = page.get("nextCursor")
-        if not isinstance(cursor, str):
-            break
-        params = {"cursor": cursor}
-    return tools
-
-
-async def _look(
-    session: PooledSession, seen: Observed, watch: _RootsWatch, window_s: float
-) -> None:
+async def _look(session: PooledSession, seen: Observed, watch: RootsWatch, window_s: float) -> None:
     """What a legacy session shows: its InitializeResult, roots asks at initialized, its tools."""
     seen.init_result = session.init_result
     seen.roots_at_initialized = await watch.answer(session, window_s)
     if "tools" in (session.init_result.get("capabilities") or {}):
         try:
-            seen.tools = await _tools(session)
+            seen.tools = await all_tools(session)
         except BridgeError as exc:
             seen.tools_error = exc.message
 
 
 async def _legacy(
-    seen: Observed, settings: UpstreamSettings, opener: Any, transport: TransportInfo | None
+    seen: Observed,
+    settings: UpstreamSettings,
+    open_once: SessionOpener,
+    transport: TransportInfo | None,
 ) -> BridgeError | None:
-    """Open a legacy session and look at it; the error that kept it from opening, if any."""
-    watch = _RootsWatch()
+    """Open a legacy session declaring every capability a modern client may, and look at it; then
+    the tools by capability. The error that kept it from opening, if any."""
+    opener = NegotiatingOpener(open_once)
     try:
-        session: PooledSession = await opener(dict(_CAPABILITIES), _static_headers(settings), watch)
+        return await _legacy_sessions(seen, settings, opener, transport)
+    finally:
+        await opener.aclose()  # sessions opened in the wrong revision's shape, still closing
+
+
+async def _legacy_sessions(
+    seen: Observed,
+    settings: UpstreamSettings,
+    opener: SessionOpener,
+    transport: TransportInfo | None,
+) -> BridgeError | None:
+    watch = RootsWatch()
+    every = modern_client_capabilities_to_legacy(EVERY_CAPABILITY)
+    try:
+        session: PooledSession = await opener(every, _static_headers(settings), watch)
     except UnsupportedUpstreamVersion as exc:
         seen.unsupported_version = exc.answered
         return None
@@ -126,6 +107,9 @@ async def _legacy(
         await _look(session, seen, watch, settings.roots_probe_ms / 1000)
     finally:
         await session.aclose()
+    if seen.tools is not None:
+        lister = functools.partial(legacy_tools, opener, _static_headers(settings))
+        await by_capability(seen, lister, at_once=transport is None)  # stdio: no transport
     return None
 
 
@@ -202,7 +186,7 @@ async def _check_http(settings: UpstreamSettings) -> Observed:
             seen.redirected = exc.target  # nothing was sent there: the report names the fix
             return seen
         transport = HttpTransport(client, settings)
-        error = await _legacy(seen, settings, NegotiatingOpener(transport), transport)
+        error = await _legacy(seen, settings, transport, transport)
         _judge_http(seen, status, jsonrpc, error)
         if seen.discover is not None and seen.discover.modern:
             seen.transport = "streamable-http"
@@ -211,24 +195,36 @@ async def _check_http(settings: UpstreamSettings) -> Observed:
     return seen
 
 
-async def _modern_tools(
-    client: aiohttp.ClientSession, settings: UpstreamSettings, seen: Observed
-) -> None:
-    """A modern-only upstream's tools, with one modern `tools/list` (first page)."""
+async def _modern_list(
+    client: aiohttp.ClientSession, settings: UpstreamSettings, declared: JsonObject
+) -> list[Any]:
+    """One modern `tools/list` (first page) declaring `declared`; `BridgeError` if it fails."""
     assert settings.url is not None
-    request = modern_request(TOOLS_LIST, client_info(), request_id="mrtr-bridge-check-tools")
+    request = modern_request(
+        TOOLS_LIST, client_info(), request_id="mrtr-bridge-check-tools", capabilities=declared
+    )
     try:
         _status, reply = await modern_post(
             client, settings.url, request, settings, _static_headers(settings)
         )
-    except (TimeoutError, BridgeError) as exc:
-        seen.tools_error = getattr(exc, "message", "no answer in time")
-        return
+    except TimeoutError:
+        raise UpstreamTimeout("tools/list: no answer in time") from None
     tools = as_object(as_object(reply).get("result")).get("tools")
-    if isinstance(tools, list):
-        seen.tools = tools
-    else:
-        seen.tools_error = "tools/list answered without tools"
+    if not isinstance(tools, list):
+        raise UpstreamProtocolError("tools/list answered without tools")
+    return tools
+
+
+async def _modern_tools(
+    client: aiohttp.ClientSession, settings: UpstreamSettings, seen: Observed
+) -> None:
+    """A modern-only upstream's tools, declaring every capability, then by capability."""
+    try:
+        seen.tools = await _modern_list(client, settings, EVERY_CAPABILITY)
+    except BridgeError as exc:
+        seen.tools_error = exc.message
+        return
+    await by_capability(seen, functools.partial(_modern_list, client, settings), at_once=False)
 
 
 async def _check_stdio(settings: UpstreamSettings) -> Observed:
@@ -251,7 +247,7 @@ async def _check_stdio(settings: UpstreamSettings) -> Observed:
         await session.initialize(capabilities, on_unrelated=on_unrelated)
         return session
 
-    error = await _legacy(seen, settings, NegotiatingOpener(open_stdio), None)
+    error = await _legacy(seen, settings, open_stdio, None)
     # It died or hung before answering initialize (a JSON-RPC refusal is an answer).
     if _answered_nothing(seen) and error is not None:
         if not isinstance(error.__cause__, UpstreamReturnedError):
@@ -272,6 +268,19 @@ def exit_status(report: dict[str, Any]) -> int:
     if not report["reachable"]:
         return EXIT_UNREACHABLE
     return EXIT_BRIDGEABLE if report["bridgeable"] else EXIT_NOT_BRIDGEABLE
+
+
+def _visibility_lines(visibility: dict[str, Any] | None) -> list[str]:
+    """Which tools a client sees by the capabilities it declares."""
+    if visibility is None:
+        return []
+    without, revealed = visibility["withoutCapabilities"], visibility["revealedBy"]
+    if not revealed:
+        return [f"tools: the same {len(without)} whatever a client declares"]
+    return [
+        f"tools a client declaring no capability sees: {len(without)}",
+        *(f"  declaring {name} adds: {', '.join(tools)}" for name, tools in revealed.items()),
+    ]
 
 
 def render_text(report: dict[str, Any]) -> str:
@@ -298,7 +307,10 @@ def render_text(report: dict[str, Any]) -> str:
             state += f" (repaired: {'; '.join(tool['repairs'])})"
         if "task" in tool:
             state += f" ({tool['task']})"
+        if "revealedBy" in tool:
+            state += f" (listed to clients declaring {' or '.join(tool['revealedBy'])})"
         lines.append(f"  tool {tool['name']}{f' [{hints}]' if hints else ''}: {state}")
+    lines += _visibility_lines(report["toolVisibility"])
     roots = report["pushesOutsideCall"]["rootsListAtInitialized"]
     lines.append(
         "asks roots/list at initialized: "

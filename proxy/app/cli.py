@@ -1,4 +1,5 @@
-"""The `mrtr-bridge` command line: `serve`, `stdio`, `check`, `keygen`, `--version`.
+"""The `mrtr-bridge` command line: `serve`, `stdio`, `check`, `config`, `install`, `keygen`,
+`--version`.
 
 Every flag is also a config-file key and an environment variable; precedence is command line >
 environment > file > defaults. Secrets (requestState keys, static upstream credentials) come only
@@ -15,6 +16,7 @@ import contextlib
 import errno
 import gc
 import os
+import signal
 import sys
 from collections.abc import AsyncIterator, Mapping, Sequence
 from typing import Any, Final, NoReturn, TextIO
@@ -22,9 +24,9 @@ from typing import Any, Final, NoReturn, TextIO
 import structlog
 
 from config import ConfigError, Settings, env_name, load_settings
-from proxy.app import event_loop
+from proxy.app import event_loop, interrupts
 from proxy.app.cli_args import FLAG_SETTINGS, build_parser, overrides_from
-from proxy.app.cli_hints import example_config, fail, loopback_only_warning, unrecognized
+from proxy.app.cli_hints import fail, loopback_only_warning, unrecognized, upstream_problem
 from proxy.app.event_loop import EventLoopUnavailable, running_loop_name
 from proxy.common.shown import shown_uri
 from proxy.common.stopping import BridgeStop
@@ -34,9 +36,7 @@ from proxy.stdio_front.modern import RequestEngine
 from proxy.upstream.stdio.children import ChildProcesses
 from proxy.upstream.stdio.early import EarlyProcess, Launch
 from proxy.upstream.stdio.keeper import GroupKeeper
-from proxy.upstream.stdio.process import check_command
 from proxy.upstream.stdio.spares import SpareProcesses
-from translators.wire.errors import BridgeError
 
 EXIT_OK: Final = 0
 EXIT_FAILED: Final = 1
@@ -67,8 +67,11 @@ def keygen_text(kid: str, key: str) -> str:
 
 
 def _keygen(args: argparse.Namespace, out: TextIO) -> int:
-    from proxy.auth.keys import new_key
+    from proxy.auth.keys import kid_problem, new_key
 
+    problem = None if args.kid is None else kid_problem(args.kid)
+    if problem is not None:
+        fail(f"--kid: {problem}")
     kid, key = new_key()
     out.write(keygen_text(args.kid or kid, key))
     return EXIT_OK
@@ -124,8 +127,9 @@ async def _serve(settings: Settings) -> None:
             access_log=None,
             shutdown_timeout=max(0.05, close_reserve_s(settings.front.shutdown_grace_s) / 8),
         )
-        await runner.setup()
         try:
+            if not await stop.before_stop(runner.setup()):  # what it set up is cleaned up below
+                raise interrupts.StopRequested(stop.signum or signal.SIGTERM, "while starting")
             site = web.TCPSite(runner, settings.front.host, settings.front.port)
             await site.start()
             port = runner.addresses[0][1] if runner.addresses else settings.front.port
@@ -155,22 +159,11 @@ def _settings(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:
         settings = load_settings(args.config, env, overrides_from(args), _flag_names())
     except ConfigError as exc:
         fail(str(exc))
-    upstream = settings.upstream
-    if not (upstream.url or upstream.command):
-        fail(
-            "no upstream: pass --upstream URL or --upstream-command CMD, or set "
-            f"{env_name('upstream.url')}"
-            f" / {env_name('upstream.command')} or the config file"
-        )
-    if upstream.url and upstream.command:
-        fail(
-            "choose one upstream: --upstream URL (HTTP) or --upstream-command CMD (stdio), not both"
-        )
-    if upstream.command and args.command != "check":
-        try:
-            check_command(upstream)
-        except BridgeError as exc:
-            fail(exc.message)
+    problem = upstream_problem(
+        settings.upstream, required=True, check_program=args.command != "check"
+    )
+    if problem is not None:
+        fail(problem)
     return settings
 
 
@@ -287,10 +280,16 @@ def main(
         fail(unrecognized(args.command, extra, getattr(args, "upstream_command", None)))
     if args.command == "keygen":
         return _keygen(args, out or sys.stdout)
+    if args.command == "install":
+        from proxy.app.install_client import run_install
+
+        return run_install(args, os.environ if env is None else env, out or sys.stdout)
     if args.command == "config":
-        (out or sys.stdout).write(example_config())
-        return EXIT_OK
+        from proxy.app.config_command import run_config
+
+        return run_config(args, os.environ if env is None else env, out or sys.stdout)
     if args.command == "check":
+        interrupts.doing("while checking the upstream")
         settings = _settings(args, os.environ if env is None else env)
         configure_logging(
             settings.log if args.log_level else settings.log.model_copy(update={"level": "warning"})

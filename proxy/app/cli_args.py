@@ -104,6 +104,7 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--log-level",
+        type=str.lower,  # DEBUG as well as debug
         choices=("debug", "info", "warning", "error"),
         help="log level (default info) " + _where("log.level"),
     )
@@ -168,6 +169,62 @@ def _add_cluster_flags(serve: argparse.ArgumentParser) -> None:
     )
 
 
+def _add_config(commands: Any) -> None:
+    config = commands.add_parser(
+        "config",
+        help="print the example settings file, or check one (`config validate FILE`)",
+        description="`mrtr-bridge config example > bridge.toml` prints the commented example "
+        "settings file shipped with the bridge; `mrtr-bridge config validate bridge.toml` checks "
+        "one as `serve` would load it, without starting.",
+    )
+    actions = config.add_subparsers(dest="action", metavar="ACTION", required=True)
+    actions.add_parser(
+        "example",
+        help="print the example settings file (every setting, commented, with its default)",
+    )
+    validate = actions.add_parser(
+        "validate",
+        help="check FILE (with the MRTR_BRIDGE_* environment) as serve would; print the "
+        "effective settings, every secret masked (exit 0), or one line naming the mistake "
+        "(exit 2)",
+        description="Load FILE the way `serve` and `stdio` do (defaults < FILE < MRTR_BRIDGE_* "
+        "environment), like `nginx -t` or `haproxy -c`: exit 0 and the effective settings as "
+        "TOML on stdout, every secret masked; exit 2 and one line on stderr naming the setting, "
+        "where it came from and what is allowed.",
+    )
+    validate.add_argument("file", metavar="FILE", type=Path, help="the TOML settings file")
+
+
+def _add_install(commands: Any) -> None:
+    install = commands.add_parser(
+        "install",
+        help="add this mrtr-bridge, in front of an upstream, to Claude Desktop, Cursor or VS Code",
+        description="Merge one server entry into a desktop client's MCP config file: the "
+        "absolute path of this mrtr-bridge, run as `stdio` in front of the upstream. Other "
+        "entries and keys are kept; the previous file is kept as <file>.bak.",
+    )
+    install.add_argument(
+        "client",
+        choices=("claude-desktop", "cursor", "vscode"),
+        help="claude-desktop: claude_desktop_config.json; cursor: ~/.cursor/mcp.json; vscode: "
+        "the user profile's mcp.json (a workspace's: --config-path .vscode/mcp.json)",
+    )
+    install.add_argument("--name", required=True, help="the server's name in the client")
+    install.add_argument("--upstream", metavar="URL", help="legacy HTTP endpoint to front")
+    install.add_argument(
+        "--upstream-command", metavar='"CMD ARGS..."', help="legacy stdio server to launch"
+    )
+    install.add_argument(
+        "--config-path", metavar="FILE", type=Path, help="the client's config file to change"
+    )
+    install.add_argument(
+        "--bridge-config",
+        metavar="FILE",
+        type=Path,
+        help="a settings file the bridge is started with (--config FILE)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
@@ -191,13 +248,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_serve(commands)
     _add_stdio(commands)
     _add_check(commands)
-    config = commands.add_parser(
-        "config",
-        help="print the example settings file (every setting, commented, with its default)",
-        description="Print the commented example settings file shipped with the bridge: "
-        "`mrtr-bridge config example > bridge.toml`, then `--config bridge.toml`.",
-    )
-    config.add_argument("action", choices=("example",), help="example: print it")
+    _add_config(commands)
+    _add_install(commands)
     keygen = commands.add_parser(
         "keygen",
         help="print a new requestState key (32 random bytes, base64url) for [held.keys]",
@@ -205,7 +257,9 @@ def build_parser() -> argparse.ArgumentParser:
         "environment variables.",
     )
     keygen.add_argument(
-        "--kid", metavar="ID", help="key id to print (default: k<date><random hex>)"
+        "--kid",
+        metavar="ID",
+        help="key id to print: 1-16 letters, digits, '-' or '_' (default: k<date><random hex>)",
     )
     return parser
 

@@ -11,7 +11,9 @@ from importlib.resources import files
 from typing import Final, NoReturn, TextIO
 
 from config import env_name
-from config.settings import FrontSettings
+from config.settings import FrontSettings, UpstreamSettings
+from proxy.upstream.stdio.process import check_command
+from translators.wire.errors import BridgeError
 
 PROG: Final = "mrtr-bridge"
 EXAMPLE_CONFIG: Final = "bridge.example.toml"
@@ -37,6 +39,9 @@ def unrecognized(command: str | None, extra: list[str], upstream_command: str | 
     message = f"unrecognized arguments: {shlex.join(extra)}"
     if command not in _UPSTREAM_COMMANDS:
         return message
+    listen = _listen_hint(extra) if command == "serve" and upstream_command is None else None
+    if listen is not None:
+        return f"{message}; {listen}"
     url = next((word for word in extra if word.startswith(("http://", "https://"))), None)
     if url is not None:
         return f"{message}; the upstream's URL goes in --upstream {shlex.quote(url)}"
@@ -49,6 +54,45 @@ def unrecognized(command: str | None, extra: list[str], upstream_command: str | 
         return message
     whole = shlex.quote(shlex.join(extra))
     return f"{message}; a stdio server's command line goes in --upstream-command {whole}"
+
+
+def upstream_problem(
+    upstream: UpstreamSettings, *, required: bool, check_program: bool
+) -> str | None:
+    """Why these upstream settings cannot serve, or None: none given (when `required`), both an
+    HTTP and a stdio upstream, or (`check_program`) a stdio program that cannot be found."""
+    if required and not (upstream.url or upstream.command):
+        return (
+            "no upstream: pass --upstream URL or --upstream-command CMD, or set "
+            f"{env_name('upstream.url')} / {env_name('upstream.command')} or the config file"
+        )
+    if upstream.url and upstream.command:
+        return (
+            "choose one upstream: --upstream URL (HTTP) or --upstream-command CMD (stdio), not both"
+        )
+    if upstream.command and check_program:
+        try:
+            check_command(upstream)
+        except BridgeError as exc:
+            return exc.message
+    return None
+
+
+_ADDRESS_FLAGS: Final = ("--port", "--host", "--bind", "-p")
+
+
+def _listen_hint(extra: list[str]) -> str | None:
+    """Where a port or host given with another proxy's flag goes (`--port 9000`)."""
+    for index, word in enumerate(extra):
+        flag, sep, value = word.partition("=")
+        if flag not in _ADDRESS_FLAGS:
+            continue
+        if not sep:
+            value = extra[index + 1] if index + 1 < len(extra) else ""
+        port = value if value.isdigit() else "8080"
+        host = value if flag in ("--host", "--bind") and value else "127.0.0.1"
+        return f"the address goes in --listen HOST:PORT, e.g. --listen {host}:{port}"
+    return None
 
 
 def example_config() -> str:
@@ -89,4 +133,11 @@ def loopback_only_warning(front: FrontSettings) -> str | None:
     )
 
 
-__all__ = ["EXAMPLE_CONFIG", "PROG", "example_config", "fail", "loopback_only_warning"]
+__all__ = [
+    "EXAMPLE_CONFIG",
+    "PROG",
+    "example_config",
+    "fail",
+    "loopback_only_warning",
+    "upstream_problem",
+]

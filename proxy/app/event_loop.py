@@ -15,6 +15,8 @@ import importlib
 from collections.abc import Callable, Coroutine
 from typing import Any, Final, Literal, TypeVar
 
+from proxy.app import interrupts
+
 EventLoopChoice = Literal["auto", "asyncio", "uvloop"]
 UVLOOP: Final = "uvloop"
 ASYNCIO: Final = "asyncio"
@@ -51,10 +53,11 @@ def loop_factory(choice: EventLoopChoice) -> tuple[str, LoopFactory | None]:
 
 
 def run(main: Coroutine[Any, Any, T], choice: EventLoopChoice) -> T:
-    """`asyncio.run(main)` on the loop `choice` names."""
+    """`asyncio.run(main)` on the loop `choice` names; a stop signal before the bridge takes the
+    signals over cancels `main` and raises `interrupts.StopRequested` (proxy/app/interrupts.py)."""
     _name, factory = loop_factory(choice)
-    with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(main)
+    with interrupts.on_loop(), asyncio.Runner(loop_factory=factory) as runner:
+        return runner.run(interrupts.main_task(main))
 
 
 def running_loop_name() -> str:

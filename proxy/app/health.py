@@ -19,12 +19,18 @@ An upstream that answers the probe's `initialize` with an HTTP or JSON-RPC error
 it counts as reachable (it may want per-user credentials the probe does not have); only a
 connection failure, a timeout, a lost session or a protocol version the bridge does not speak make
 the bridge unready.
+
+`upstream_up` gives `/metrics` its `mrtr_bridge_upstream_up` gauge, read at scrape time: the
+newest of this check's verdict and the era tracker's last probe (`proxy/upstream/era.py`: an HTTP
+upstream is probed every `upstream.era_probe_interval_s` with a session-less `server/discover`, so
+the gauge falls to 0 for a dead upstream while no client calls and nothing asks `/readyz`). Nothing
+runs for the gauge itself: no session is opened for it, none is kept.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, Protocol
 
@@ -34,6 +40,7 @@ from proxy.common.clock import Clock, loop_time
 from proxy.common.log_context import log_context
 from proxy.passthrough.modern_upstream import ModernUpstream
 from proxy.upstream.base import TransportInfo
+from proxy.upstream.era import UpstreamEra
 from proxy.upstream.errors import plain_reason
 from proxy.upstream.pool import SessionKey, UpstreamPool
 from translators.auth.oauth import UpstreamAuthChallenge
@@ -115,6 +122,13 @@ class Readiness:
     def last_known(self) -> str | None:
         """The last verdict, without checking (None before the first check ended)."""
         return self._verdict[1] if self._verdict is not None else None
+
+    @property
+    def checked(self) -> tuple[float, bool] | None:
+        """(loop time, ready) of the last verdict, or None before the first."""
+        if self._verdict is None:
+            return None
+        return self._verdict[0], self._verdict[1].startswith("reachable")
 
     def _age(self) -> str:
         if self._verdict is None:
@@ -280,6 +294,20 @@ async def bridge_readiness(
     return body, code
 
 
+def upstream_up(readiness: Readiness, era: UpstreamEra | None) -> Callable[[], bool | None]:
+    """Whether the upstream answers, by the newest check of the two (None before either): the
+    readiness check's verdict, or the era probe's (an answer, or a connection that failed)."""
+
+    def newest() -> bool | None:
+        seen = [readiness.checked]
+        if era is not None and era.probed_at is not None:
+            seen.append((era.probed_at, era.last_failure is None))
+        known = [check for check in seen if check is not None]
+        return max(known)[1] if known else None
+
+    return newest
+
+
 __all__ = [
     "ANSWER_WITHIN_S",
     "FRESH_S",
@@ -293,4 +321,5 @@ __all__ = [
     "bridge_status",
     "known_health",
     "upstream_report",
+    "upstream_up",
 ]

@@ -17,7 +17,7 @@ from typing import Final, Protocol
 
 from config.settings import Settings
 from proxy.app.compose import bridge_runtime
-from proxy.app.health import Readiness
+from proxy.app.health import Readiness, upstream_up
 from proxy.common.per_principal import PrincipalCounts
 from proxy.common.shown import shown_uri
 from proxy.engine.engine import Engine
@@ -177,6 +177,7 @@ class Upstream:
             )
             self.engine, self.pool = self.runtime, pool
             self.readiness = _readiness(self.settings, pool)
+            self.metrics.watch_up(upstream_up(self.readiness, modern.era if modern else None))
             yield
 
 

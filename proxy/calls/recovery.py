@@ -102,7 +102,7 @@ class Recovery:
         # claimed here, before any await: a concurrent retry of the same state is refused
         # (already_used) while this one recovers; `release` gives it back if nothing started
         if not self._continuations.try_claim(claims):
-            self.refuse(ALREADY_USED, refused)
+            self.refuse(ALREADY_USED, InvalidRequestState(RejectionReason.ALREADY_USED))
         lost = LostCall(claims, {**unpack_answers(claims.answers), **responses}, refused, cause)
         if not needs_annotations(self.settings.reexecute, request.method):
             try:

@@ -272,8 +272,13 @@ class Continuations(Generic[Sealed]):
         """The held call a retry's state names, checked (early, before the log level is raised)
         by the call itself against its round, caller and keys (`Call.accept_retry`)."""
         claims = self.opened(request, grace_s=0)
-        call = self._registry.lookup(claims.continuation_id)
-        call.accept_retry(claims, request.principal, request.params.get("inputResponses"))
+        try:
+            call = self._registry.lookup(claims.continuation_id)
+            call.accept_retry(claims, request.principal, request.params.get("inputResponses"))
+        except InvalidRequestState as refused:
+            if refused.reason is RejectionReason.UNKNOWN_HELD_CALL and self.was_used(claims):
+                raise InvalidRequestState(RejectionReason.ALREADY_USED) from None  # call ended
+            raise
         self.mark_used(claims)
         return call, claims
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import Awaitable, Callable, Coroutine, Iterator
 from typing import Any, Final
 
 import structlog
@@ -40,6 +40,7 @@ class BridgeStop:
         self._callbacks: list[Callable[[], None]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._hurrying: asyncio.Task[None] | None = None
+        self.signum: signal.Signals | None = None  # the signal that requested the stop, if one did
 
     @property
     def is_requested(self) -> bool:
@@ -58,6 +59,23 @@ class BridgeStop:
 
     async def wait(self) -> None:
         await self._requested.wait()
+
+    async def before_stop(self, work: Awaitable[None]) -> bool:
+        """Await `work` unless the stop is requested first: then `work` is cancelled, awaited while
+        it unwinds (what it opened is closed), and the answer is False."""
+        task = asyncio.ensure_future(work)
+        stopped = asyncio.ensure_future(self._requested.wait())
+        try:
+            await asyncio.wait({task, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not task.done():
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        if task.cancelled():
+            return False
+        task.result()  # its failure, if it failed
+        return True
 
     def request(self, reason: str) -> None:
         """Begin the graceful stop (once; later requests change nothing) and arm the deadline."""
@@ -85,20 +103,24 @@ class BridgeStop:
         if self.is_requested:
             self.hurry(signum.name)
         else:
+            self.signum = signum
             self.request(signum.name)
 
     @contextlib.contextmanager
     def signals(self) -> Iterator[None]:
         """SIGTERM and SIGINT request the stop (the first) or hurry it (any later one) while
-        inside."""
+        inside; on leaving, the handlers from before are back (`mrtr-bridge`'s own,
+        proxy/app/interrupts.py, for the rest of the shutdown)."""
         loop = asyncio.get_running_loop()
+        previous = {signum: signal.getsignal(signum) for signum in STOP_SIGNALS}
         for signum in STOP_SIGNALS:
             loop.add_signal_handler(signum, self._on_signal, signum)
         try:
             yield
         finally:
             for signum in STOP_SIGNALS:
-                loop.remove_signal_handler(signum)
+                loop.remove_signal_handler(signum)  # which installs Python's default: undo that
+                signal.signal(signum, previous[signum] or signal.SIG_DFL)
 
     async def aclose(self) -> None:
         """Disarm the deadline and let a hurry under way finish (its SIGKILLs must go out)."""

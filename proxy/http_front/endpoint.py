@@ -96,7 +96,7 @@ class HttpFront:
 
     async def handle(self, request: web.Request) -> web.StreamResponse:
         exchange = Exchange()
-        note, token = access.begin()
+        note, token = access.begin(request.remote, request.headers)
         if tracing.active():
             note.trace = tracing.begin_request(lower_headers(request))
         bound = bind_log_context(self._logged)  # every line of the request names its upstream
@@ -124,6 +124,7 @@ class HttpFront:
         """The access log line (docs/operations.md § Access log), and the request's span."""
         fields = {
             "request_id": exchange.front_request_id,
+            **note.who(),
             "method": exchange.method,
             "name": exchange.name,
             "principal": exchange.principal[:12] if exchange.principal else None,
@@ -213,6 +214,7 @@ class HttpFront:
                 return forged
         try:
             decoded = decode_json(raw, self._front.max_json_depth)
+            access.note_client(decoded)
             legacy_client = self._legacy is not None and is_legacy_client(headers, decoded)
             path = await self._choose(legacy_client, headers)
             if self._legacy is not None and legacy_client:

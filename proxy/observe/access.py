@@ -7,50 +7,125 @@ front logs it once, as `front_request_finished`, when the request ends. Names ar
 looks for (tool, prompt, resource URI without its userinfo, query and fragment: `shown_name`) and
 the upstream is named by host and port or by its command's program, never by a URL that could carry
 credentials.
+
+Who sent it (`RequestNote.who`): the client's address and `User-Agent`, its `clientInfo` name (a
+modern request's `_meta`, a legacy `initialize`'s params), the trace id (the bridge's span's when
+tracing, else the client's `traceparent`'s) and `bridge_request_id`, a random id the bridge gives
+each request (`request_id` is the client's JSON-RPC id: every client's first is 1). What a client
+sent is cut by `bounded` here, and the log writer masks credentials in every text
+(proxy/observe/redaction.py).
 """
 
 from __future__ import annotations
 
+import os
+import re
 import shlex
 import time
+from collections.abc import Mapping
 from contextvars import ContextVar, Token
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 from urllib.parse import urlsplit
 
 from config.settings import Settings, UpstreamSettings
 from proxy.common.front_request import FrontRequest
 from proxy.common.shown import bounded, shown_uri
+from proxy.observe import tracing
 from proxy.observe.logs import emit
-from translators.protocol.eras import PROMPTS_GET, RESOURCES_READ, TOOLS_CALL
+from translators.protocol.eras import (
+    INITIALIZE,
+    META_CLIENT_INFO,
+    PROMPTS_GET,
+    RESOURCES_READ,
+    TOOLS_CALL,
+)
 from translators.wire.jsonrpc import JsonObject
 
-if TYPE_CHECKING:
-    from proxy.observe.tracing import RequestTrace
-
 MAX_NAME: Final = 200  # characters of a tool / prompt name or resource URI in a log line or page
+MAX_CLIENT_TEXT: Final = 200  # characters of a user agent or clientInfo name on the access line
+MAX_ADDRESS: Final = 64  # an IPv6 address with a zone is at most 45 or so
+# W3C Trace Context `traceparent`: version-traceid-parentid-flags; an all-zero trace id is invalid.
+_TRACEPARENT: Final = re.compile(r"[0-9a-f]{2}-(?!0{32})([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
+
+
+def client_trace_id(headers: Mapping[str, str]) -> str | None:
+    """The trace id of the client's `traceparent`, if it sent a valid one."""
+    found = _TRACEPARENT.fullmatch(headers.get("traceparent", "").strip())
+    return found.group(1) if found else None
 
 
 class RequestNote:
     """What the engine learned about one front request, for its access log line and its span."""
 
-    __slots__ = ("name", "revision", "round", "rounds", "trace")
+    __slots__ = (
+        "bridge_request_id",
+        "client_address",
+        "client_name",
+        "client_trace",
+        "name",
+        "revision",
+        "round",
+        "rounds",
+        "trace",
+        "user_agent",
+    )
 
-    def __init__(self) -> None:
-        self.trace: RequestTrace | None = None  # its span, when tracing (proxy/observe/tracing.py)
+    def __init__(self, remote: str | None = None, headers: Mapping[str, str] | None = None) -> None:
+        self.trace: tracing.RequestTrace | None = None  # its span, when tracing
         self.name: str | None = None
         self.round: int | None = None  # the input round this answer asks for (input_required)
         self.rounds = 0  # input rounds of the logical call so far
         self.revision: str | None = None  # the upstream session's revision, when one served it
+        self.bridge_request_id = os.urandom(8).hex()  # unique per request, unlike the client's id
+        self.client_address = bounded(remote, MAX_ADDRESS) if remote else None
+        agent = headers.get("user-agent") if headers is not None else None
+        self.user_agent = bounded(agent, MAX_CLIENT_TEXT) if agent else None
+        self.client_trace = client_trace_id(headers) if headers is not None else None
+        self.client_name: str | None = None  # its clientInfo name (`note_client`)
+
+    def who(self) -> dict[str, Any]:
+        """Who sent the request, for its access log line."""
+        return {
+            "bridge_request_id": self.bridge_request_id,
+            "client_address": self.client_address,
+            "user_agent": self.user_agent,
+            "client_name": self.client_name,
+            "trace_id": tracing.trace_id(self.trace) or self.client_trace,
+        }
 
 
 _CURRENT: ContextVar[RequestNote | None] = ContextVar("mrtr_request_note", default=None)
 
 
-def begin() -> tuple[RequestNote, Token[RequestNote | None]]:
-    note = RequestNote()
+def begin(
+    remote: str | None = None, headers: Mapping[str, str] | None = None
+) -> tuple[RequestNote, Token[RequestNote | None]]:
+    """A note for a request from `remote` (its address) with `headers`, made current."""
+    note = RequestNote(remote, headers)
     return note, _CURRENT.set(note)
+
+
+def client_name(message: object) -> str | None:
+    """The `clientInfo` name a JSON-RPC request carries: in its `_meta` (modern), or in an
+    `initialize`'s params (legacy); cut to `MAX_CLIENT_TEXT`."""
+    if not isinstance(message, dict) or not isinstance(message.get("params"), dict):
+        return None
+    params = message["params"]
+    meta = params.get("_meta")
+    info = meta.get(META_CLIENT_INFO) if isinstance(meta, dict) else None
+    if info is None and message.get("method") == INITIALIZE:
+        info = params.get("clientInfo")
+    name = info.get("name") if isinstance(info, dict) else None
+    return bounded(name, MAX_CLIENT_TEXT) if isinstance(name, str) and name else None
+
+
+def note_client(message: object) -> None:
+    """Record the `clientInfo` name of the request being served (`client_name`)."""
+    note = _CURRENT.get()
+    if note is not None:
+        note.client_name = client_name(message)
 
 
 def end(token: Token[RequestNote | None]) -> None:
@@ -62,7 +137,7 @@ def current() -> RequestNote | None:
     return _CURRENT.get()
 
 
-def current_trace() -> RequestTrace | None:
+def current_trace() -> tracing.RequestTrace | None:
     note = _CURRENT.get()
     return note.trace if note is not None else None
 
@@ -106,8 +181,10 @@ class AccessLog:
             if kind in ("input_required", "task")
             else "complete"
         )
+        note.client_name = client_name({"params": request.params})
         fields = dict(
             request_id=request.front_request_id,
+            **note.who(),
             method=request.method,
             name=call_name(request.method, request.params),
             principal=request.principal[:12],
@@ -172,15 +249,19 @@ def upstream_name(settings: UpstreamSettings) -> str:
 
 
 __all__ = [
+    "MAX_CLIENT_TEXT",
     "MAX_NAME",
     "AccessLog",
     "RequestNote",
     "begin",
     "call_name",
+    "client_name",
+    "client_trace_id",
     "current",
     "current_trace",
     "end",
     "host_port",
+    "note_client",
     "note_rounds",
     "shown_name",
     "upstream_name",

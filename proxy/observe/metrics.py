@@ -159,6 +159,8 @@ class WatchedUpstreams(Collector):
 
     def __init__(self) -> None:
         self.watched: dict[str, Watched] = {}
+        # whether each upstream answers, by its newest readiness or era check (None: not yet)
+        self.up: dict[str, Callable[[], bool | None]] = {}
 
     def collect(self) -> Iterator[Metric]:
         watched = sorted(self.watched.items())
@@ -168,6 +170,16 @@ class WatchedUpstreams(Collector):
                 values = [upstream, source.transport] if extra else [upstream]
                 family.add_metric(values, reading(source))
             yield family
+        up = GaugeMetricFamily(
+            PREFIX + "upstream_up",
+            "1 while the upstream answers (its newest readiness or era check), 0 while not.",
+            labels=["upstream"],
+        )
+        for upstream, is_up in sorted(self.up.items()):
+            answers = is_up()
+            if answers is not None:  # no sample before the first check
+                up.add_metric([upstream], 1.0 if answers else 0.0)
+        yield up
 
 
 class RequestFamilies(Collector):
@@ -289,6 +301,11 @@ class BridgeMetrics:
         """Read `upstream`'s held-call registry and pool at scrape time, beside every other
         upstream's (an engine built again for the same upstream replaces the earlier one)."""
         self._watched.watched[upstream] = source
+
+    def watch_upstream(self, upstream: str, is_up: Callable[[], bool | None]) -> None:
+        """`mrtr_bridge_upstream_up{upstream}` from `is_up` at scrape time (no sample before the
+        first check); `upstream` is its name, never a URL."""
+        self._watched.up[upstream] = is_up
 
     # ---- reading ---------------------------------------------------------------------------------
 

@@ -220,6 +220,8 @@ class BridgeReading(Protocol):
 
     def watch(self, upstream: str, source: Watched) -> None: ...
 
+    def watch_upstream(self, upstream: str, is_up: Callable[[], bool | None]) -> None: ...
+
     def sample(self, name: str, **labels: str) -> float: ...
 
 
@@ -273,6 +275,10 @@ class UpstreamMetrics:
     def watch(self, source: Watched) -> None:
         """Have the bridge read this upstream's held calls and pool at scrape time."""
         self._bridge.watch(self.name, source)
+
+    def watch_up(self, is_up: Callable[[], bool | None]) -> None:
+        """Have the bridge say at scrape time whether this upstream answers (`upstream_up`)."""
+        self._bridge.watch_upstream(self.name, is_up)
 
     def sample(self, name: str, **labels: str) -> float:
         """One sample of this upstream's series (0 when it does not exist yet)."""

@@ -217,6 +217,13 @@ def call_context(trace: RequestTrace) -> bytes:
     return trace.call_context
 
 
+def trace_id(trace: RequestTrace | None) -> str | None:
+    """The request's span's trace id (32 hex digits) for its access log line, or None."""
+    if trace is None:
+        return None
+    return format(trace.materialize().get_span_context().trace_id, "032x")
+
+
 def begin_request(headers: Mapping[str, str]) -> RequestTrace | None:
     """`headers`: the request's, lower-cased."""
     return RequestTrace(_tracer, headers) if _tracer is not None else None
@@ -339,6 +346,7 @@ __all__ = [
     "end_request",
     "end_wait",
     "start_wait",
+    "trace_id",
     "upstream_headers",
     "use",
 ]

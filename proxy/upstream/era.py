@@ -52,6 +52,7 @@ class UpstreamEra:
         self._ticker: asyncio.Task[None] | None = None
         self._client: aiohttp.ClientSession | None = None
         self.last_failure: BridgeError | None = None  # why the last probe got no answer
+        self.probed_at: float | None = None  # loop time the last probe ended (answered or not)
 
     # whether a modern request waits for a probe in flight before its path is chosen
     modern_waits = True
@@ -106,8 +107,10 @@ class UpstreamEra:
         except BridgeError as exc:
             _log.info("upstream_era_unknown", reason=exc.message, keeping=self.era)
             self.last_failure = exc
+            self.probed_at = asyncio.get_running_loop().time()
             return self.era
         self.last_failure = None
+        self.probed_at = asyncio.get_running_loop().time()
         self._learn(era)
         return era
 

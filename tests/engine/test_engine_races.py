@@ -23,15 +23,22 @@ from engine_harness import (
 )
 
 from translators.protocol.eras import ELICIT, ROOTS
-from translators.wire.errors import INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
+from translators.wire.errors import (
+    EXPIRED_REQUEST_STATE_MESSAGE,
+    INTERNAL_ERROR,
+    INVALID_PARAMS,
+    USED_REQUEST_STATE_MESSAGE,
+)
 
-REFUSED_STATE = {"code": INVALID_PARAMS, "message": INVALID_REQUEST_STATE_MESSAGE}
+USED_STATE = {"code": INVALID_PARAMS, "message": USED_REQUEST_STATE_MESSAGE}
+EXPIRED_STATE = {"code": INVALID_PARAMS, "message": EXPIRED_REQUEST_STATE_MESSAGE}
 CANCELLED_ELICITATION = {"result": {"action": "cancel"}}
 
 
 async def test_doubled_retry_meeting_a_finishing_call_is_rejected_not_left_waiting() -> None:
     """The second copy of a retry claims the call after its upstream finished, before the registry
-    dropped it: it is refused at once (the bug left it waiting until the client gave up)."""
+    dropped it: it is refused at once as already used (the bug left it waiting until the client gave
+    up)."""
     async with scripted_bridge() as bridge:
         held = await hold(bridge)
         retry = bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")})
@@ -41,8 +48,8 @@ async def test_doubled_retry_meeting_a_finishing_call_is_rejected_not_left_waiti
         # Scheduled now, the copy runs right after the driver learns of the result, before it leaves
         # the registry (asyncio runs ready callbacks in order).
         doubled = bridge.start(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
-        assert error_of(await doubled) == REFUSED_STATE
-        assert rejections(bridge, "unknown_held_call") == 1
+        assert error_of(await doubled) == USED_STATE
+        assert rejections(bridge, "already_used") == 1
         assert result_text(await winner) == "once"
         assert bridge.upstream.sessions[0].answers() == [
             (held.push.push_id, {"result": accepted("Ada")})
@@ -58,7 +65,7 @@ async def test_concurrent_identical_retries_exactly_one_proceeds() -> None:
         ]
         assert await held.push.answered() == {"result": accepted("Ada")}
         loser = await retries[1]
-        assert error_of(loser) == REFUSED_STATE
+        assert error_of(loser) == USED_STATE
         assert rejections(bridge, "not_waiting") == 1
         held.call.finish(text_result("exactly once"))
         assert result_text(await retries[0]) == "exactly once"
@@ -67,7 +74,8 @@ async def test_concurrent_identical_retries_exactly_one_proceeds() -> None:
         ]
 
 
-async def test_retry_after_the_call_finished_and_was_dropped_is_refused() -> None:
+async def test_retry_after_the_call_finished_and_was_dropped_is_refused_as_already_used() -> None:
+    """A retry with a state its call already took is told so, not given the fixed message."""
     async with scripted_bridge() as bridge:
         held = await hold(bridge)
         retry = bridge.start(bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")}))
@@ -78,8 +86,8 @@ async def test_retry_after_the_call_finished_and_was_dropped_is_refused() -> Non
         late = await bridge.send(
             bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")})
         )
-        assert error_of(late) == REFUSED_STATE
-        assert rejections(bridge, "unknown_held_call") == 1
+        assert error_of(late) == USED_STATE
+        assert rejections(bridge, "already_used") == 1
 
 
 async def test_early_finish_while_waiting_for_the_client_answers_the_retry() -> None:
@@ -155,7 +163,7 @@ async def test_held_call_expiry_refuses_the_push_cancels_upstream_and_refuses_th
         late = await bridge.send(
             bridge.retry_of(held.request, held.reply, {"name": accepted("Ada")})
         )
-        assert error_of(late) == REFUSED_STATE
+        assert error_of(late) == EXPIRED_STATE
         assert rejections(bridge, "expired") == 1
         assert bridge.upstream.sessions[0].cancellations() == [(1, "held call expired")]
 

@@ -28,10 +28,17 @@ from fake_upstream import WAIT_S, FakeCall, FakeUpstream, Push
 
 from translators.held.request_state import MAX_PLAIN_TOKEN_LENGTH
 from translators.protocol.eras import ELICIT, PROMPTS_GET
-from translators.wire.errors import INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE
+from translators.wire.errors import (
+    EXPIRED_REQUEST_STATE_MESSAGE,
+    INVALID_PARAMS,
+    INVALID_REQUEST_STATE_MESSAGE,
+    USED_REQUEST_STATE_MESSAGE,
+)
 
 KEY = base64.urlsafe_b64encode(bytes(range(32))).rstrip(b"=").decode()
 REFUSED_STATE = {"code": INVALID_PARAMS, "message": INVALID_REQUEST_STATE_MESSAGE}
+USED_STATE = {"code": INVALID_PARAMS, "message": USED_REQUEST_STATE_MESSAGE}
+EXPIRED_STATE = {"code": INVALID_PARAMS, "message": EXPIRED_REQUEST_STATE_MESSAGE}
 SCHEMA = {"type": "object", "properties": {"v": {"type": "string"}}, "required": ["v"]}
 NAME_Q = {"message": "Your name?", "requestedSchema": SCHEMA}
 COLOR_Q = {"message": "Your color?", "requestedSchema": SCHEMA}
@@ -213,9 +220,11 @@ async def test_off_and_another_principal_and_a_spent_state_are_refused() -> None
         await after.settled()
         assert (
             error_of(await after.send(after.retry_of(request, reply2, {key2: answer("x")})))
-            == REFUSED_STATE
+            == USED_STATE
         )
-        assert refusals(after, "already_used") == 1 and fake.no_call_waiting()
+        # spent before its (recovered) call ended: refused as already used, before any recovery
+        assert (rejections(after, "already_used"), refusals(after, "already_used")) == (1, 0)
+        assert fake.no_call_waiting()
 
 
 async def test_answers_over_the_cap_are_not_carried_and_recovery_is_not_offered() -> None:
@@ -298,7 +307,7 @@ async def test_a_state_sealed_with_recovery_off_is_refused_naming_off() -> None:
         await scripted.settled()
         assert (
             error_of(await scripted.send(scripted.retry_of(request, reply2, {key2: answer("x")})))
-            == REFUSED_STATE
+            == EXPIRED_STATE
         )
         assert (refusals(scripted, "off"), rejections(scripted, "expired")) == (1, 1)
         assert fake.no_call_waiting()
@@ -325,8 +334,9 @@ async def test_concurrent_retries_of_one_lost_state_recover_exactly_once() -> No
         replies = await asyncio.gather(*retries)
         completed = [reply for reply in replies if "result" in reply]
         assert [result_text(reply) for reply in completed] == ["Ada likes blue"]
-        assert [error_of(reply) for reply in replies if "error" in reply] == [REFUSED_STATE] * 19
-        assert (recovered(after, "lost"), refusals(after, "already_used")) == (1, 19)
+        assert [error_of(reply) for reply in replies if "error" in reply] == [USED_STATE] * 19
+        # the first claimed the state before any await: the others find it spent
+        assert (recovered(after, "lost"), rejections(after, "already_used")) == (1, 19)
         await after.settled()
         assert fake.no_call_waiting()
     # the first run and exactly one re-execution

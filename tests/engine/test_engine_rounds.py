@@ -26,6 +26,7 @@ from translators.wire.errors import (
     INVALID_PARAMS,
     INVALID_REQUEST_STATE_MESSAGE,
     LEGACY_SAMPLING_REJECTED,
+    USED_REQUEST_STATE_MESSAGE,
 )
 
 SAMPLED = {"role": "assistant", "content": {"type": "text", "text": "4"}, "model": "m"}
@@ -219,7 +220,7 @@ async def test_a_stale_round_is_refused_and_the_current_round_stays_usable() -> 
         stale = await bridge.send(
             bridge.retry_of(held.request, held.reply, {"name": accepted("Eve")})
         )
-        assert error_of(stale) == {"code": INVALID_PARAMS, "message": INVALID_REQUEST_STATE_MESSAGE}
+        assert error_of(stale) == {"code": INVALID_PARAMS, "message": USED_REQUEST_STATE_MESSAGE}
         assert rejections(bridge, "stale_round") == 1
         last = bridge.start(bridge.retry_of(held.request, round_two, {"roots": ROOTS_ANSWER}))
         held.call.finish(text_result("round two"))

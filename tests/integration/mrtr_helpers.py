@@ -320,19 +320,24 @@ class ManualRounds:
         return result
 
 
-def assert_client_rejected(outcome: BaseException | object) -> None:
-    """`outcome` is the client's MCPError carrying the one fixed requestState rejection."""
+def assert_client_rejected(
+    outcome: BaseException | object, message: str = INVALID_REQUEST_STATE_MESSAGE
+) -> None:
+    """`outcome` is the client's MCPError carrying the requestState rejection: the fixed one, or
+    the expired or already used one (`message`)."""
     assert isinstance(outcome, MCPError), outcome
-    assert (outcome.code, outcome.error.message) == (INVALID_PARAMS, INVALID_REQUEST_STATE_MESSAGE)
+    assert (outcome.code, outcome.error.message) == (INVALID_PARAMS, message)
 
 
-async def client_rejection(call: Awaitable[Any]) -> None:
-    """Await `call`, which must fail with the fixed requestState rejection."""
+async def client_rejection(
+    call: Awaitable[Any], message: str = INVALID_REQUEST_STATE_MESSAGE
+) -> None:
+    """Await `call`, which must fail with the requestState rejection `message`."""
     try:
         outcome: object = await call
     except MCPError as exc:
         outcome = exc
-    assert_client_rejected(outcome)
+    assert_client_rejected(outcome, message)
 
 
 # ---- raw MRTR posts ----------------------------------------------------------------------------
@@ -394,12 +399,11 @@ def accept(**content: Any) -> JsonObject:
     return {"action": "accept", "content": content}
 
 
-def assert_state_rejected(reply: RawReply) -> None:
-    """The one fixed public rejection of a bad `requestState`: -32602 with the fixed message."""
+def assert_state_rejected(reply: RawReply, message: str = INVALID_REQUEST_STATE_MESSAGE) -> None:
+    """The public rejection of a bad `requestState`: -32602 with the fixed message (or the expired
+    or already used one, `message`)."""
     error = reply.response.get("error")
-    assert error == {"code": INVALID_PARAMS, "message": INVALID_REQUEST_STATE_MESSAGE}, (
-        reply.response
-    )
+    assert error == {"code": INVALID_PARAMS, "message": message}, reply.response
 
 
 def rejection_reasons(bridge: PeerProcess) -> list[str]:

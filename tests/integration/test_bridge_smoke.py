@@ -10,6 +10,7 @@ import asyncio
 
 import aiohttp
 import mcp_types as types
+import pytest
 from schema_check import assert_valid
 
 from translators.protocol.eras import (
@@ -93,3 +94,16 @@ async def test_demo_server_through_the_bridge(peers: Peers) -> None:
         "sampling/createMessage",
         "roots/list",
     ]
+
+
+@pytest.mark.parametrize(("action", "said"), [("decline", "declined"), ("cancel", "cancelled")])
+async def test_demo_server_says_a_refused_booking_in_plain_words(
+    peers: Peers, action: str, said: str
+) -> None:
+    """The demo's booking, declined or cancelled by the user, says so in English (it said
+    "declineed")."""
+    bridged = peers.bridged(DEMO_SERVER)
+    answers = InputAnswers(elicit_action=action)
+    async with asyncio.timeout(30), modern_client(bridged.url, **answers.client_kwargs()) as client:
+        booked = await client.call_tool("book_table", {"restaurant": "Chez Nous"})
+    assert booked.content == [types.TextContent(type="text", text=f"Booking at Chez Nous {said}.")]

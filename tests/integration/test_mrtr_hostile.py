@@ -1,11 +1,13 @@
 """Hostile retries and abandonment, with raw modern posts to the bridge in front of the interactive
 mcp 1.x server (`tests/peers/interactive_server.py`).
 
-Every bad `requestState` (tampered, foreign, replayed, doubled, other principal, other request,
-stale round, expired) gets the one fixed public error (-32602, `INVALID_REQUEST_STATE_MESSAGE`); the
-server's journal shows nothing reached it; the rightful caller then completes; the bridge's log
-names the reason (and only the log). Abandoned held calls and disconnected clients are observed from
-the server's side: the refusals and `notifications/cancelled`.
+Every bad `requestState` (tampered, foreign, other principal, other request) gets the one fixed
+public error (-32602, `INVALID_REQUEST_STATE_MESSAGE`); an expired one of the caller's own, and a
+replayed, doubled or stale-round one, get theirs (`EXPIRED_REQUEST_STATE_MESSAGE`,
+`USED_REQUEST_STATE_MESSAGE`); the server's journal shows nothing reached it; the rightful caller
+then completes; the bridge's log names the reason (and only the log). Abandoned held calls and
+disconnected clients are observed from the server's side: the refusals and
+`notifications/cancelled`.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import aiohttp
 import pytest
 
 from translators.protocol.eras import ELICIT, PROMPTS_GET, ROOTS, SAMPLE
+from translators.wire.errors import EXPIRED_REQUEST_STATE_MESSAGE, USED_REQUEST_STATE_MESSAGE
 
 from .harness import ModernPoster, PeerProcess, Peers, bridge_env
 from .mrtr_helpers import (
@@ -182,7 +185,8 @@ async def test_replayed_state_rejected(server: Interactive) -> None:
         )
         before = server.journal.entries("replay")
         assert_state_rejected(
-            await call_tool(post, "ask", {"tag": "replay"}, responses={key: EVIL}, state=state)
+            await call_tool(post, "ask", {"tag": "replay"}, responses={key: EVIL}, state=state),
+            USED_REQUEST_STATE_MESSAGE,
         )
         fresh_key, fresh_state = await _held(post, "replay")
         again = await call_tool(
@@ -192,7 +196,7 @@ async def test_replayed_state_rejected(server: Interactive) -> None:
     assert before == server.journal.entries("replay")[: len(before)]
     assert server.journal.events("replay") == ["call", "answer", "call", "answer"]
     assert server.journal.answers("replay") == [GOOD, GOOD]
-    assert reasons.new() == ["unknown_held_call"]
+    assert reasons.new() == ["already_used"]
 
 
 async def test_concurrently_doubled_retry_exactly_one_wins(server: Interactive) -> None:
@@ -213,9 +217,9 @@ async def test_concurrently_doubled_retry_exactly_one_wins(server: Interactive) 
     assert sorted(won) == [False, True]
     winner = contents[won.index(True)]
     assert json.loads(complete_text(replies[won.index(True)])) == winner
-    assert_state_rejected(replies[won.index(False)])
+    assert_state_rejected(replies[won.index(False)], USED_REQUEST_STATE_MESSAGE)
     assert server.journal.answers("double") == [winner]
-    assert reasons.new() in (["not_waiting"], ["unknown_held_call"])
+    assert reasons.new() in (["not_waiting"], ["already_used"])
 
 
 @pytest.mark.parametrize("authorization", ["Bearer mallory", None], ids=["other-token", "no-token"])
@@ -305,7 +309,8 @@ async def test_stale_round_rejected(server: Interactive) -> None:
             assert_state_rejected(
                 await call_tool(
                     post, "ask_twice", {"tag": "stale"}, responses=responses, state=state
-                )
+                ),
+                USED_REQUEST_STATE_MESSAGE,
             )
         assert server.journal.answers("stale") == [accept(name="Ann")]
         final = await call_tool(
@@ -337,7 +342,8 @@ async def test_expired_held_call_is_refused_and_cancelled_upstream(
         assert_state_rejected(
             await call_tool(
                 post, "ask", {"tag": "expire", "linger_s": 20}, responses={key: GOOD}, state=state
-            )
+            ),
+            EXPIRED_REQUEST_STATE_MESSAGE,
         )
         after = server.journal.events("expire")
         fresh_key, fresh_state = await _held(post, "expire-fresh")

@@ -22,7 +22,11 @@ import mcp_types as types
 import pytest
 
 from translators.protocol.eras import ELICIT, ROOTS, SAMPLE
-from translators.wire.errors import BRIDGE_MARKER
+from translators.wire.errors import (
+    BRIDGE_MARKER,
+    EXPIRED_REQUEST_STATE_MESSAGE,
+    USED_REQUEST_STATE_MESSAGE,
+)
 
 from .harness import ModernPoster, PeerProcess, Peers, RawReply, bridge_env, modern_client
 from .mrtr_helpers import (
@@ -47,6 +51,7 @@ from .mrtr_helpers import (
 )
 
 T = 60  # bound on every test body, seconds
+USED = USED_REQUEST_STATE_MESSAGE
 CONCURRENT = 20
 PROMPT_FAILURE_S = 3.0  # a killed upstream must fail its calls well within this
 
@@ -189,8 +194,9 @@ async def test_stdio_front_twenty_concurrent_calls_never_cross(state_dir: Path) 
 
 
 async def test_stdio_front_hostile_retries_rejected(state_dir: Path) -> None:
-    """Over stdio: tampered, other-request, doubled, replayed and stale-round states are
-    rejected with the fixed error, nothing reaches the server, and the rightful retry completes."""
+    """Over stdio: tampered and other-request states are rejected with the fixed error, doubled,
+    replayed and stale-round ones as already used; nothing reaches the server, and the rightful
+    retry completes."""
     journal = Journal(state_dir)
     good, evil = elicited(answer="good"), elicited(answer="evil")
     mine = {"tag": "s-hostile"}
@@ -211,16 +217,19 @@ async def test_stdio_front_hostile_retries_rejected(state_dir: Path) -> None:
         doubled = [manual.call("ask", mine, state=state, responses={key: good}) for _ in range(2)]
         outcomes = await asyncio.gather(*doubled, return_exceptions=True)
         (won,) = [o for o in outcomes if isinstance(o, types.CallToolResult)]
-        assert_client_rejected(next(o for o in outcomes if not isinstance(o, types.CallToolResult)))
+        assert_client_rejected(
+            next(o for o in outcomes if not isinstance(o, types.CallToolResult)), USED
+        )
         # replayed
-        await client_rejection(manual.call("ask", mine, state=state, responses={key: evil}))
+        await client_rejection(manual.call("ask", mine, state=state, responses={key: evil}), USED)
         stale = {"tag": "s-stale"}
         (key1,), state1 = await manual.held("ask_twice", stale)
         (key2,), state2 = await manual.held(
             "ask_twice", stale, state=state1, responses={key1: elicited(name="Ann")}
         )
         await client_rejection(
-            manual.call("ask_twice", stale, state=state1, responses={key2: elicited(color="x")})
+            manual.call("ask_twice", stale, state=state1, responses={key2: elicited(color="x")}),
+            USED,
         )
         final = await manual.done(
             "ask_twice", stale, state=state2, responses={key2: elicited(color="teal")}
@@ -247,7 +256,7 @@ async def test_stdio_front_abandonment_observed_upstream(state_dir: Path) -> Non
         late = ManualRounds(client).call(
             "ask", expiring, state=state, responses={key: elicited(answer="late")}
         )
-        await client_rejection(late)
+        await client_rejection(late, EXPIRED_REQUEST_STATE_MESSAGE)
         fresh = await client.call_tool("ask", {"tag": "s-expire-fresh"})
         slow = asyncio.create_task(client.call_tool("slow", {"tag": "s-abandon", "seconds": 20}))
         await journal.wait_for("s-abandon", "call")

@@ -33,6 +33,7 @@ from pydantic import BaseModel, Field
 STYLES = ("formal", "friendly", "pirate")
 TOPICS = ("bridges", "mcp", "roots", "sampling")
 LOOPBACK = ("127.0.0.1", "localhost", "::1")
+DECLINED = {"decline": "declined", "cancel": "cancelled"}  # an elicitation's action, as said
 
 mcp = FastMCP(name="mrtr-bridge-demo", host="127.0.0.1")
 
@@ -55,7 +56,7 @@ async def book_table(restaurant: str, ctx: Context) -> str:  # type: ignore[type
         message=f"Booking at {restaurant}: for how many, and under what name?", schema=Booking
     )
     if answer.action != "accept":
-        return f"Booking at {restaurant} {answer.action}ed."
+        return f"Booking at {restaurant} {DECLINED[answer.action]}."
     return f"Booked {restaurant} for {answer.data.party_size} under {answer.data.name}."
 
 

@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from translators.check_report import Observed, build_report, tool_entry
+from translators.check_report import (
+    ALL_TOGETHER,
+    EVERY_CAPABILITY,
+    Observed,
+    build_report,
+    tool_entry,
+    tool_visibility,
+)
 from translators.protocol.era_detection import SILENT, verdict_of_reply
 
 INIT: dict[str, Any] = {
@@ -154,3 +161,61 @@ def test_a_redirect_off_the_origin_is_reported_with_the_fix() -> None:
             " off the origin of upstream.url; set upstream.url to the final URL"
         ],
     )
+
+
+def _tools(*names: str) -> list[Any]:
+    return [{"name": name, "inputSchema": {"type": "object"}} for name in names]
+
+
+def test_tool_visibility_names_what_each_capability_adds_and_what_only_all_together_do() -> None:
+    """A tool no single capability reveals, but all of them together do, is listed as such; each
+    tool a client declaring nothing does not see says what reveals it."""
+    seen = Observed(
+        upstream="u",
+        discover=SILENT,
+        init_result=INIT,
+        tools=_tools("echo", "ask", "sample", "both"),
+        tools_without=_tools("echo"),
+        tools_alone={
+            "elicitation.form": _tools("echo", "ask"),
+            "elicitation.url": _tools("echo", "ask"),
+            "sampling": _tools("echo", "sample"),
+            "roots": _tools("echo"),
+        },
+    )
+    assert tool_visibility(seen) == {
+        "declared": EVERY_CAPABILITY,
+        "withoutCapabilities": ["echo"],
+        "revealedBy": {
+            "elicitation.form": ["ask"],
+            "elicitation.url": ["ask"],
+            "sampling": ["sample"],
+            ALL_TOGETHER: ["both"],
+        },
+    }
+    needs = {tool["name"]: tool.get("revealedBy") for tool in build_report(seen)["tools"]}
+    assert needs == {
+        "echo": None,
+        "ask": ["elicitation.form", "elicitation.url"],
+        "sample": ["sampling"],
+        "both": [ALL_TOGETHER],
+    }
+
+
+def test_no_visibility_unless_listed_both_ways_and_a_tool_seen_only_declaring_nothing_stays() -> (
+    None
+):
+    """Not listed both ways: no `toolVisibility`; a tool shown only to a client declaring nothing
+    is still in the report's tools."""
+    partial = Observed(upstream="u", discover=SILENT, init_result=INIT, tools=_tools("echo"))
+    assert build_report(partial)["toolVisibility"] is None
+    odd = Observed(
+        upstream="u",
+        discover=SILENT,
+        init_result=INIT,
+        tools=_tools("echo"),
+        tools_without=_tools("echo", "plain-only"),
+    )
+    report = build_report(odd)
+    assert [tool["name"] for tool in report["tools"]] == ["echo", "plain-only"]
+    assert report["toolVisibility"]["revealedBy"] == {}

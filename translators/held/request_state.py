@@ -301,11 +301,12 @@ def check_claims(
 ) -> None:
     """The request-independent checks (docs/decisions.md § 9); round and single use are the held
     call's to check. A recovery accepts a state up to `grace_ms` past its expiry. Raises
-    `InvalidRequestState` naming the first failed claim (log only)."""
-    if claims.expires_at_ms + grace_ms <= now_ms:
-        raise InvalidRequestState(RejectionReason.EXPIRED)
+    `InvalidRequestState` naming the first failed claim (log only). The principal comes first:
+    only the state's own caller may learn that it expired (its own public message)."""
     if claims.principal_digest != principal_digest(principal):
         raise InvalidRequestState(RejectionReason.OTHER_PRINCIPAL)
+    if claims.expires_at_ms + grace_ms <= now_ms:
+        raise InvalidRequestState(RejectionReason.EXPIRED)
     check_binding(claims.binding, RequestBinding(method, params_digest))
     if claims.replica_id != replica_id:
         raise InvalidRequestState(RejectionReason.OTHER_REPLICA)

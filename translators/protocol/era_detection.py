@@ -68,11 +68,13 @@ def modern_request(
     client_info: dict[str, Any],
     params: dict[str, Any] | None = None,
     request_id: str = PROBE_ID,
+    capabilities: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """A 2026-07-28 request at the bridge's modern version, declaring no client capabilities."""
+    """A 2026-07-28 request at the bridge's modern version, declaring `capabilities` (none by
+    default)."""
     meta = {
         META_PROTOCOL_VERSION: MODERN_VERSION,
-        META_CLIENT_CAPABILITIES: {},
+        META_CLIENT_CAPABILITIES: capabilities or {},
         META_CLIENT_INFO: client_info,
     }
     return {

@@ -22,6 +22,13 @@ RESERVED_RANGE: Final = range(-32099, -32019)  # -32099 .. -32020 inclusive
 
 BRIDGE_MARKER: Final = "mrtr-bridge"
 INVALID_REQUEST_STATE_MESSAGE: Final = "Invalid requestState: start the request again without it"
+EXPIRED_REQUEST_STATE_MESSAGE: Final = (
+    "Invalid requestState: it has expired: start the request again without it"
+)
+USED_REQUEST_STATE_MESSAGE: Final = (
+    "Invalid requestState: it was already used (a state is good for one retry): start the "
+    "request again without it"
+)
 
 
 class RejectionReason(StrEnum):
@@ -42,6 +49,18 @@ class RejectionReason(StrEnum):
         "owner_unreachable"  # replicas: the owner did not accept the forwarded retry
     )
     OWNER_NOT_IN_PEER_SET = "owner_not_in_peer_set"  # replicas: no peer answers to the owner's id
+    ALREADY_USED = "already_used"  # its held call ended after a retry with this very state
+
+
+# The two refusals a state's own caller can act on get their own message (docs/security.md): they
+# are checked only after the state authenticated and named this caller, so they tell nothing to
+# anyone else. Every other reason shares the fixed message.
+_OWN_STATE_MESSAGES: Final = {
+    RejectionReason.EXPIRED: EXPIRED_REQUEST_STATE_MESSAGE,
+    RejectionReason.ALREADY_USED: USED_REQUEST_STATE_MESSAGE,
+    RejectionReason.STALE_ROUND: USED_REQUEST_STATE_MESSAGE,  # the call moved on past its round
+    RejectionReason.NOT_WAITING: USED_REQUEST_STATE_MESSAGE,  # a doubled retry resumed it
+}
 
 
 class BridgeError(Exception):
@@ -93,11 +112,11 @@ class InvalidMeta(InvalidParams):
 
 
 class InvalidRequestState(InvalidParams):
-    """A `requestState` failed a check. The public message is fixed; `reason` is for the log
-    only."""
+    """A `requestState` failed a check. The public message says "expired" or "already used" for
+    those reasons and is fixed for every other; `reason` itself is for the log only."""
 
     def __init__(self, reason: RejectionReason) -> None:
-        super().__init__(INVALID_REQUEST_STATE_MESSAGE)
+        super().__init__(_OWN_STATE_MESSAGES.get(reason, INVALID_REQUEST_STATE_MESSAGE))
         self.reason = reason
 
 
@@ -297,6 +316,7 @@ def http_status_for(code: int) -> int:
 
 __all__ = [
     "BRIDGE_MARKER",
+    "EXPIRED_REQUEST_STATE_MESSAGE",
     "HEADER_MISMATCH",
     "HTTP_STATUS",
     "INTERNAL_ERROR",
@@ -312,6 +332,7 @@ __all__ = [
     "PARSE_ERROR",
     "RESERVED_RANGE",
     "UNSUPPORTED_VERSION",
+    "USED_REQUEST_STATE_MESSAGE",
     "BridgeBug",
     "BridgeError",
     "CapacityExceeded",

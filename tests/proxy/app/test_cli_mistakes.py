@@ -9,42 +9,18 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
+from cli_run import BRIDGE, TIMEOUT_S, bridge, one_line
 
 from config import ENV_PREFIX, load_settings
 from config.settings import FrontSettings
 from proxy.app import cli
 from proxy.app.cli_hints import loopback_only_warning
 
-BRIDGE = [sys.executable, "-m", "proxy"]
-TIMEOUT_S = 30
 LOOPBACK_WARNING = "admits loopback names only"
-
-
-def bridge(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith(ENV_PREFIX)}
-    return subprocess.run(
-        [*BRIDGE, *args],
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-        env={**base, **(env or {})},
-        stdin=subprocess.DEVNULL,
-        check=False,
-    )
-
-
-def one_line(done: subprocess.CompletedProcess[str]) -> str:
-    """The one stderr line of a refused start; nothing on stdout, no traceback."""
-    assert done.stdout == ""
-    lines = done.stderr.splitlines()
-    assert len(lines) == 1, done.stderr
-    assert "Traceback" not in done.stderr and "Value error" not in done.stderr
-    return lines[0]
 
 
 def test_listen_given_as_a_url_says_to_use_host_port() -> None:
@@ -199,11 +175,10 @@ def test_replicas_without_shared_keys_fail_with_a_clear_line() -> None:
     )
     assert done.returncode == 2
     assert one_line(done) == (
-        "mrtr-bridge: error: invalid setting held.keys (from environment "
-        "MRTR_BRIDGE_CLUSTER_PEERS_DNS): required when cluster.peers_dns is set: replicas need "
-        "held.keys shared by every replica (an ephemeral key cannot open another replica's "
-        "requestState); make one with `mrtr-bridge keygen` and set MRTR_BRIDGE_HELD_KEYS on "
-        "every replica"
+        "mrtr-bridge: error: missing setting held.keys: required when cluster.peers_dns is set "
+        "(from environment MRTR_BRIDGE_CLUSTER_PEERS_DNS): replicas need held.keys shared by "
+        "every replica (an ephemeral key cannot open another replica's requestState); make one "
+        "with `mrtr-bridge keygen` and set MRTR_BRIDGE_HELD_KEYS on every replica"
     )
 
 
@@ -309,3 +284,69 @@ def test_an_unexpected_failure_in_check_is_one_line(
         "mrtr-bridge: error: something the bridge did not expect (run with --log-level debug for "
         "the traceback)\n"
     )
+
+
+@pytest.mark.parametrize("kid", ["bad kid!", "k=1", "k,1", "a.b", "ü", "", "k" * 17, "$(id)"])
+def test_keygen_refuses_a_key_id_that_would_break_toml_or_the_shell(kid: str) -> None:
+    """An id outside letters, digits, '-' and '_' (or longer than 16) is one line naming the
+    allowed characters; nothing is printed on stdout, so no broken TOML or shell line."""
+    done = bridge("keygen", "--kid", kid)
+    assert done.returncode == 2
+    assert one_line(done) == (
+        f"mrtr-bridge: error: --kid: key id {kid!r} must be 1-16 characters: letters, digits, "
+        "'-' and '_'"
+    )
+
+
+def test_keygen_output_with_a_chosen_id_loads_as_toml_and_as_environment(tmp_path: Path) -> None:
+    """The longest allowed id with both punctuation marks prints TOML and environment lines that
+    the bridge loads as they are."""
+    done = bridge("keygen", "--kid", "Key-2026_05-ab12")
+    assert (done.returncode, done.stderr) == (0, "")
+    toml_part = done.stdout.split("# or in the environment")[0]
+    assert tomllib.loads(toml_part)["held"]["active_key"] == "Key-2026_05-ab12"
+    path = tmp_path / "keys.toml"
+    path.write_text(toml_part, encoding="utf-8")
+    assert load_settings(path, {}, {}).held.active_key == "Key-2026_05-ab12"
+    env = dict(line.split("=", 1) for line in done.stdout.splitlines() if line.startswith("MRTR_"))
+    assert list(load_settings(None, env, {}).held.keys) == ["Key-2026_05-ab12"]
+
+
+@pytest.mark.parametrize(
+    ("args", "hint"),
+    [
+        (["--port", "9000"], "--port 9000; the address goes in --listen HOST:PORT, e.g. "
+         "--listen 127.0.0.1:9000"),
+        (["--port=9000"], "--port=9000; the address goes in --listen HOST:PORT, e.g. "
+         "--listen 127.0.0.1:9000"),
+        (["--host", "0.0.0.0"], "--host 0.0.0.0; the address goes in --listen HOST:PORT, e.g. "
+         "--listen 0.0.0.0:8080"),
+    ],
+)  # fmt: skip
+def test_another_proxys_address_flags_point_to_listen(args: list[str], hint: str) -> None:
+    done = bridge("serve", "--upstream", "http://127.0.0.1:9/mcp", *args)
+    assert done.returncode == 2
+    assert one_line(done) == f"mrtr-bridge: error: unrecognized arguments: {hint}"
+
+
+def test_listen_without_a_host_names_both_choices() -> None:
+    """`:9000` is refused rather than taken as every interface: the bridge never listens beyond
+    the loopback unless told so."""
+    done = bridge("serve", "--upstream", "http://127.0.0.1:9/mcp", "--listen", ":9000")
+    assert done.returncode == 2
+    assert one_line(done) == (
+        "mrtr-bridge: error: invalid setting front.listen (from command line --listen): given "
+        "':9000'; allowed: HOST:PORT with the host: 127.0.0.1:9000 (this machine only) or "
+        "0.0.0.0:9000 (every interface)"
+    )
+
+
+def test_the_log_level_is_read_in_any_case(tmp_path: Path) -> None:
+    """`--log-level DEBUG`, and DEBUG in the environment, are debug."""
+    checked = bridge("check", "--upstream", "http://127.0.0.1:9/mcp", "--log-level", "DEBUG")
+    assert checked.returncode == 2 and "invalid choice" not in checked.stderr  # unreachable
+    path = tmp_path / "empty.toml"
+    path.write_text("", encoding="utf-8")
+    done = bridge("config", "validate", str(path), env={"MRTR_BRIDGE_LOG_LEVEL": "Debug"})
+    assert done.returncode == 0, done.stderr
+    assert tomllib.loads(done.stdout)["log"]["level"] == "debug"

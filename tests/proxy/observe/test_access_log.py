@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 import structlog
+from integration.raw_http import CLIENT_INFO
 from integration.streams_helpers import StdioBridge, request
 from integration.streams_helpers import call as call_params
 from safety_harness import (
@@ -170,4 +171,9 @@ async def test_the_stdio_front_logs_the_same_line(upstream: JournalPeer, tmp_pat
     assert {(e["upstream"], e["client_era"], e["principal"]) for e in lines} == {
         (f"127.0.0.1:{port}", "modern", STDIO_PRINCIPAL)  # the one stdio client
     }
+    # who: the clientInfo name of its `_meta`; no address or user agent over stdio
+    assert {(e["client_name"], e["client_address"], e["user_agent"]) for e in lines} == {
+        (CLIENT_INFO["name"], None, None)
+    }
+    assert len({e["bridge_request_id"] for e in lines}) == 2
     assert held.request_state not in log_path.read_text()

@@ -241,7 +241,7 @@ def test_every_documented_metric_is_registered() -> None:
     )
     documented = set(re.findall(r"^\| `(mrtr_bridge_[a-z_]+)` \|", operations, flags=re.MULTILINE))
     assert documented == registered
-    assert len(registered) == 22
+    assert len(registered) == 23
 
 
 async def test_every_response_is_counted_as_sent_a_failed_handlers_500_too(

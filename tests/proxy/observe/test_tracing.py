@@ -359,3 +359,16 @@ async def test_a_failed_upstream_exchange_names_its_error_class_not_its_text(
     assert dict(request.attributes or {})["mrtr_bridge.outcome"] == "error"
     for span in spans.get_finished_spans():
         assert closed not in repr(span.to_json())
+
+
+async def test_the_access_line_names_the_trace_of_each_round(
+    upstream: JournalPeer, spans: InMemorySpanExporter
+) -> None:
+    """With tracing on, each round's access line carries its span's trace id: the client's for the
+    first, and the same for a retry that sent no `traceparent` of its own (it joins that trace)."""
+    with structlog.testing.capture_logs() as captured:
+        await _two_rounds(upstream, "trace-access", {})
+    lines = [entry for entry in captured if entry["event"] == "front_request_finished"]
+    assert [line["trace_id"] for line in lines] == [CLIENT_TRACE, CLIENT_TRACE]
+    served = _by_name(spans.get_finished_spans())["tools/call ask"]
+    assert [_ids(span)[0] for span in served] == [CLIENT_TRACE, CLIENT_TRACE]

@@ -148,7 +148,7 @@ def test_env_name_follows_section_and_field(dotted: str) -> None:
             {"MRTR_BRIDGE_UPSTREM_URL": "http://x"},
             {},
             "invalid setting MRTR_BRIDGE_UPSTREM_URL (from environment MRTR_BRIDGE_UPSTREM_URL): "
-            "unknown MRTR_BRIDGE_* environment variable",
+            "unknown MRTR_BRIDGE_* environment variable; did you mean MRTR_BRIDGE_UPSTREAM_URL?",
         ),
         (
             {"MRTR_BRIDGE_HELD_KEYS": "k1"},
@@ -159,9 +159,10 @@ def test_env_name_follows_section_and_field(dotted: str) -> None:
         (
             {"MRTR_BRIDGE_IDENTITY_PRINCIPAL": "header"},
             {},
-            "invalid setting identity.principal_header (from environment "
-            "MRTR_BRIDGE_IDENTITY_PRINCIPAL): "
-            'required when identity.principal is "header"',
+            "missing setting identity.principal_header: required when identity.principal is "
+            '"header" (from environment MRTR_BRIDGE_IDENTITY_PRINCIPAL): the name of the header '
+            "that carries the caller's identity (e.g. X-Forwarded-User), in the config file or "
+            "MRTR_BRIDGE_IDENTITY_PRINCIPAL_HEADER",
         ),
     ],
 )
@@ -175,19 +176,45 @@ def test_bad_values_fail_fast_naming_key_and_source(
 
 
 def test_unknown_file_keys_are_named(tmp_path: Path) -> None:
-    """A misspelt key in the file is reported with its dotted name and the file."""
+    """A misspelt key in the file is reported with its dotted name, the file and the nearest
+    setting (not the whole section's list)."""
     path = write(tmp_path, "[front]\nlisen = 1\n")
     with pytest.raises(ConfigError) as caught:
         load_settings(path, {}, {})
-    assert (
-        str(caught.value)
-        == f"invalid setting front.lisen (from config file {path}): no such setting; the "
-        "settings here are allowed_hosts, allowed_origins, event_loop, legacy_clients, listen, "
-        "max_body_bytes, max_header_field_bytes, max_header_line_bytes, max_headers, "
-        "max_json_depth, max_legacy_sessions, path, public_url, ready_requires, ready_timeout_s, "
-        "request_timeout_s, shutdown_grace_s, sse_keepalive_s"
+    assert str(caught.value) == (
+        f"invalid setting front.lisen (from config file {path}): no such setting; did you mean "
+        "front.listen?"
     )
     assert caught.value.key == "front.lisen"
+
+
+@pytest.mark.parametrize(
+    ("text", "key", "hint"),
+    [
+        ('[upstrem]\nurl = "http://127.0.0.1:8931/mcp"\n', "upstrem", "did you mean upstream?"),
+        ("[Upstream]\ntransport = 'sse'\n", "Upstream", "did you mean upstream?"),
+        ("[upstream]\nurll = 'http://h/mcp'\n", "upstream.urll", "did you mean upstream.url?"),
+        ("[front]\nurl = 'http://h/mcp'\n", "front.url", "did you mean upstream.url?"),
+        ("[held]\nttl = 5\n", "held.ttl", "did you mean held.ttl_s?"),
+        ("log_level = 'debug'\n", "log_level", "did you mean log.level?"),
+        (
+            "[front]\nzzzqqq = 1\n",
+            "front.zzzqqq",
+            "`mrtr-bridge config example` prints every setting",
+        ),
+    ],
+)
+def test_an_unknown_section_or_key_names_the_file_and_the_nearest_setting(
+    tmp_path: Path, text: str, key: str, hint: str
+) -> None:
+    """A misspelt section or key, or one in the wrong section, names its file and the setting it
+    most likely meant; with nothing near, where the full list is."""
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as caught:
+        load_settings(path, {}, {})
+    assert str(caught.value) == (
+        f"invalid setting {key} (from config file {path}): no such setting; {hint}"
+    )
 
 
 def test_errors_never_echo_the_value(tmp_path: Path) -> None:

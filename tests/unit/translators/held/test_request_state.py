@@ -30,6 +30,7 @@ from translators.held.request_state import (
 )
 from translators.protocol.eras import MRTR_METHODS, PROMPTS_GET, RESOURCES_READ, TOOLS_CALL
 from translators.wire.errors import (
+    EXPIRED_REQUEST_STATE_MESSAGE,
     INVALID_PARAMS,
     INVALID_REQUEST_STATE_MESSAGE,
     InvalidRequestState,
@@ -312,20 +313,23 @@ def test_check_claims_accepts_the_matching_request() -> None:
         ({"replica_id": "r2"}, "other_replica"),
         (
             {"now_ms": CLAIMS.expires_at_ms, "principal": "sha256:mallory", "replica_id": "r2"},
-            "expired",
+            "other_principal",  # only the state's own caller learns that it expired
         ),
         ({"principal": "sha256:mallory", "method": PROMPTS_GET}, "other_principal"),
         ({"method": PROMPTS_GET, "replica_id": "r2"}, "other_request"),
     ],
 )
 def test_check_claims_names_the_first_failed_claim(overrides: dict[str, Any], reason: str) -> None:
-    """Each failed claim raises InvalidRequestState with the fixed public message and a log-only
-    reason."""
+    """Each failed claim raises InvalidRequestState with a log-only reason; the public message is
+    fixed but for an expired state of the caller's own, which says so."""
     with pytest.raises(InvalidRequestState) as caught:
         _check(**overrides)
     assert caught.value.reason == reason
-    assert caught.value.message == INVALID_REQUEST_STATE_MESSAGE
-    assert reason not in caught.value.message
+    if reason == "expired":
+        assert caught.value.message == EXPIRED_REQUEST_STATE_MESSAGE
+    else:
+        assert caught.value.message == INVALID_REQUEST_STATE_MESSAGE
+        assert reason not in caught.value.message
 
 
 # ---- earlier answers for a recovery ------------------------------------------------------------

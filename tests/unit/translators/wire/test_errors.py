@@ -13,9 +13,12 @@ from proxy.common.faults import reported_error
 from proxy.observe.metrics import BridgeMetrics
 from translators.auth.oauth import UpstreamAuthChallenge
 from translators.wire.errors import (
+    EXPIRED_REQUEST_STATE_MESSAGE,
     HTTP_STATUS,
     INTERNAL_ERROR,
     INVALID_PARAMS,
+    INVALID_REQUEST_STATE_MESSAGE,
+    USED_REQUEST_STATE_MESSAGE,
     BridgeError,
     CapacityExceeded,
     ClientFault,
@@ -82,6 +85,29 @@ def test_each_rejection_reason_is_its_own_metric_label(reason: RejectionReason) 
     metrics.upstream("alpha").observe_error(InvalidRequestState(reason))
     rejections = "mrtr_bridge_request_state_rejections_total"
     assert metrics.sample(rejections, upstream="alpha", reason=reason.value) == 1
+
+
+_OWN_MESSAGES = {
+    RejectionReason.EXPIRED: EXPIRED_REQUEST_STATE_MESSAGE,
+    RejectionReason.ALREADY_USED: USED_REQUEST_STATE_MESSAGE,
+    RejectionReason.STALE_ROUND: USED_REQUEST_STATE_MESSAGE,
+    RejectionReason.NOT_WAITING: USED_REQUEST_STATE_MESSAGE,
+}
+
+
+@pytest.mark.parametrize("reason", list(RejectionReason))
+def test_expired_and_already_used_have_their_own_message_and_every_other_reason_the_fixed_one(
+    reason: RejectionReason,
+) -> None:
+    """The two refusals a caller can act on say which; the rest share one message, and no message
+    names a reason label or holds anything but fixed text."""
+    error = InvalidRequestState(reason).to_error()
+    assert error == {
+        "code": INVALID_PARAMS,
+        "message": _OWN_MESSAGES.get(reason, INVALID_REQUEST_STATE_MESSAGE),
+    }
+    assert error["message"].endswith("start the request again without it")
+    assert reason.value not in error["message"] or reason is RejectionReason.EXPIRED
 
 
 def test_the_documented_rejection_reasons_are_the_enum() -> None:
