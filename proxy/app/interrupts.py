@@ -6,7 +6,9 @@ gives them back when it stops. Three regimes, by what the process is doing:
 
 1. **No event loop** (imports, settings, the end): `StopRequested` is raised where the program is;
    its `finally` blocks run (an early legacy process is stopped) up to `proxy.__main__`, which
-   prints one line and exits.
+   prints one line and exits. Raised inside a finalizer or a weakref callback, where the
+   interpreter would print and drop it, it is kept quiet and raised again as the event loop
+   starts.
 2. **On the event loop, outside `BridgeStop`** (the HTTP app's set-up, `check` from start to end):
    the main task is cancelled, as `asyncio.run` does on Ctrl-C, so every `async with` closes what it
    opened (the aiohttp runner and client sessions, legacy processes); `event_loop.run` then raises
@@ -21,13 +23,14 @@ the signals are ignored: the process exits within milliseconds with its status. 
 own start-up, before `proxy.__main__` runs (about 15 ms, 50 ms with an editable install), keeps
 Python's defaults (docs/operations.md § Shutdown).
 
-Only `os` and `signal` are imported here (`typing` neither): this module is loaded first.
+Only `os`, `signal` and `sys` are imported here (`typing` neither): this module is loaded first.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import sys
 
 TYPE_CHECKING = False  # not `typing`'s: importing it would delay the handlers by 2 ms
 if TYPE_CHECKING:
@@ -70,10 +73,14 @@ class _Interrupts:
         self.looping = False  # an event loop runs the command (regime 2)
         self.signum: int | None = None  # the first signal taken on the event loop
         self.task: asyncio.Task[Any] | None = None  # the main task, once it started
+        self.pending: StopRequested | None = None  # the stop raised outside the event loop
 
     def handle(self, signum: int, frame: object) -> None:
         if not self.looping:
-            raise StopRequested(signum, self.activity)
+            # Kept: raised inside a finalizer or a weakref callback (an import lock's, for one),
+            # the interpreter drops it (`_unraisable`); the event loop's start raises it again.
+            self.pending = StopRequested(signum, self.activity)
+            raise self.pending
         if self.looping and self.signum is None:
             self.signum = signum
             task = self.task
@@ -101,8 +108,16 @@ def _wake() -> None:
 _STATE: Final = _Interrupts()
 
 
+def _unraisable(unraisable: Any) -> None:
+    """`sys.unraisablehook`: a stop the interpreter dropped is kept (`_Interrupts.pending`), not
+    printed; anything else as the interpreter prints it."""
+    if not isinstance(unraisable.exc_value, StopRequested):
+        sys.__unraisablehook__(unraisable)
+
+
 def install() -> None:
     """Take SIGINT and SIGTERM for the whole process (the first thing `mrtr-bridge` does)."""
+    sys.unraisablehook = _unraisable
     for signum in STOP_SIGNALS:
         signal.signal(signum, _STATE.handle)
 
@@ -137,6 +152,8 @@ class on_loop:
     outcome)."""
 
     def __enter__(self) -> None:
+        if _STATE.pending is not None:  # raised where it was dropped (`_Interrupts.handle`)
+            raise _STATE.pending
         _STATE.looping, _STATE.signum, _STATE.task = True, None, None
 
     def __exit__(self, kind: type[BaseException] | None, exc: object, tb: object) -> None:

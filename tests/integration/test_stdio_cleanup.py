@@ -348,7 +348,7 @@ async def test_sigkill_of_the_stdio_front_leaves_no_child(
     bridge = await stdio_bridge(lingering_command())
     await served_with_spares(bridge, "echo")
     os.kill(bridge.process.pid, signal.SIGKILL)
-    assert await bridge.process.wait() == -signal.SIGKILL
+    assert await asyncio.wait_for(bridge.process.wait(), TIMEOUT_S) == -signal.SIGKILL
     assert await wait_for_tree(bridge.marker, lambda pids: pids == []) == []
 
 
@@ -360,7 +360,7 @@ async def test_sigkill_of_the_stdio_front_leaves_no_grandchild(
     bridge = await stdio_bridge(lingering_command("--grandchild"))
     await served_with_spares(bridge, "echo", processes_per_server=2)
     os.kill(bridge.process.pid, signal.SIGKILL)
-    assert await bridge.process.wait() == -signal.SIGKILL
+    assert await asyncio.wait_for(bridge.process.wait(), TIMEOUT_S) == -signal.SIGKILL
     assert await wait_for_tree(bridge.marker, lambda pids: pids == []) == []
 
 
@@ -369,7 +369,7 @@ async def test_sigterm_while_starting_stops_the_servers(stdio_bridge: Callable[[
     bridge = await stdio_bridge(lingering_command())
     await wait_for_tree(bridge.marker, lambda pids: len(pids) >= BRIDGE_AND_KEEPER)
     os.kill(bridge.process.pid, signal.SIGTERM)
-    assert await bridge.process.wait() == 0
+    assert await asyncio.wait_for(bridge.process.wait(), TIMEOUT_S) == 0
     assert await wait_for_tree(bridge.marker, lambda pids: pids == []) == []
 
 
@@ -393,7 +393,7 @@ async def test_ctrl_c_to_the_bridges_group_reaches_the_bridge_only(
     bridge = await stdio_bridge(lingering_command())
     await served_with_spares(bridge, "echo")
     os.killpg(bridge.process.pid, signal.SIGINT)
-    assert await bridge.process.wait() == 0
+    assert await asyncio.wait_for(bridge.process.wait(), TIMEOUT_S) == 0
     assert tree_pids(bridge.marker) == []
     assert bridge.log_events("upstream_process_exited") == []
     stopped = bridge.log_events("upstream_process_stopped")
