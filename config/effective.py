@@ -5,7 +5,8 @@ settings first, then one table per section, each setting on its own line. A sett
 value is a comment (`# public_url =  (not set)`). Masked, as `***`: `SecretStr` settings
 (`upstream.authorization`, `status.admin_token`, every `held.keys` value), the values of the other
 secret tables (`upstream.env`, `upstream.headers`: their names stay), and in any URL its user info
-and query (`http://***@proxy:3128`, `https://host/mcp?***`).
+and query (`http://***@proxy:3128`, `https://host/mcp?***`); a named upstream's
+(`[upstreams.NAME]`) as `[upstream]`'s.
 """
 
 from __future__ import annotations
@@ -59,23 +60,29 @@ def _line(dotted: str, name: str, value: Any) -> str:
     return f"{name} = {_toml_value(value, dotted in SECRET_SETTINGS)}"
 
 
+def _table(header: str, secrets_of: str, model: BaseModel) -> list[str]:
+    """`[header]` and each setting of `model`, secret as `secrets_of.<name>` is."""
+    lines = ["", f"[{header}]"]
+    lines += [
+        _line(f"{secrets_of}.{name}", name, getattr(model, name))
+        for name in type(model).model_fields
+    ]
+    return lines
+
+
 def effective_toml(settings: Settings) -> str:
-    """Every setting of `settings` as TOML, secrets masked."""
+    """Every setting of `settings` as TOML, secrets masked; each named upstream is an
+    `[upstreams.NAME]` table with every setting it runs with, masked as `[upstream]` is."""
     lines: list[str] = []
     sections: list[tuple[str, BaseModel]] = []
     for name in type(settings).model_fields:
         value = getattr(settings, name)
         if isinstance(value, BaseModel):
             sections.append((name, value))
-        else:
+        elif name != "upstreams":
             lines.append(_line(name, name, value))
     for section, model in sections:
-        lines += ["", f"[{section}]"]
-        lines += [
-            _line(f"{section}.{name}", name, getattr(model, name))
-            for name in type(model).model_fields
-        ]
+        lines += _table(section, section, model)
+    for name, upstream in sorted(settings.upstreams.items()):
+        lines += _table(f"upstreams.{name}", "upstream", upstream)
     return "\n".join(lines) + "\n"
-
-
-__all__ = ["MASK", "effective_toml", "masked_text"]

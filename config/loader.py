@@ -1,6 +1,11 @@
 """Settings from defaults < TOML file < environment < command line, validated once
 (docs/decisions.md § 1).
 
+Named upstreams (docs/several-servers.md) come from `[upstreams.NAME]` tables, a desktop client's
+`mcpServers` file (`--servers-json`) and `--upstream NAME=URL` / `--upstream-command NAME=CMD`;
+each is `[upstream]` (file, environment) with its own table over it. With named upstreams,
+`[upstream]` holds only what they share: a url or command there is refused, naming the fix.
+
 Environment variables are `MRTR_BRIDGE_<SECTION>_<FIELD>` (e.g. `MRTR_BRIDGE_UPSTREAM_URL`), or
 `MRTR_BRIDGE_<FIELD>` for top-level fields; `MRTR_BRIDGE_CONFIG` names the file. Tuples are
 comma-separated; mappings are `id=value` pairs separated by commas
@@ -24,7 +29,8 @@ from typing import Any, Final
 
 from pydantic import BaseModel, SecretStr, ValidationError
 
-from config.messages import allowed, nearest, shown
+from config.messages import allowed, nearest, shared_key, shown
+from config.servers_json import ServersJson
 from config.settings import Settings, UpstreamSettings
 from config.tls import tls_context
 
@@ -65,8 +71,12 @@ def env_name(dotted: str) -> str:
     return ENV_PREFIX + dotted.replace(".", "_").upper()
 
 
+NAMED: Final = "upstreams"  # the table of named upstreams: `[upstreams.NAME]`, no variable
+
+
 def setting_fields() -> dict[str, Any]:
-    """Every leaf setting by dotted name, with its type annotation."""
+    """Every leaf setting by dotted name, with its type annotation (`upstreams`: the named
+    upstreams' tables, as one)."""
     fields: dict[str, Any] = {}
     for name, info in Settings.model_fields.items():
         annotation = info.annotation
@@ -123,6 +133,14 @@ def _env_layer(env: Mapping[str, str], sources: dict[str, str]) -> Layer:
             continue
         source = f"environment {variable}"
         dotted = by_env.get(variable)
+        if variable.startswith(env_name(NAMED)):
+            raise ConfigError(
+                variable,
+                "named upstreams have no environment variables: give them as [upstreams.NAME] in "
+                "the config file, --upstream NAME=URL, --upstream-command NAME=CMD or "
+                "--servers-json FILE (the MRTR_BRIDGE_UPSTREAM_* variables apply to every one)",
+                source,
+            )
         if dotted is None:
             near = nearest(variable, [*by_env, CONFIG_ENV])
             hint = f"; did you mean {near}?" if near else ""
@@ -147,25 +165,71 @@ def _file_layer(path: Path, sources: dict[str, str]) -> Layer:
     return data
 
 
+def _servers_layer(servers: ServersJson, sources: dict[str, str]) -> Layer:
+    """The named upstreams of a desktop client's `mcpServers` file (`--servers-json`)."""
+    for name, table in servers.upstreams.items():
+        for key in [f"{NAMED}.{name}", *(f"{NAMED}.{name}.{sub}" for sub in table)]:
+            sources[key] = f"servers file {servers.path}"
+    return {NAMED: {name: dict(table) for name, table in servers.upstreams.items()}}
+
+
 def _override_layer(
     overrides: Mapping[str, Any], sources: dict[str, str], flags: Mapping[str, str]
 ) -> Layer:
     flat = {dotted: value for dotted, value in overrides.items() if value is not None}
     for dotted in flat:
-        sources[dotted] = f"command line {flags[dotted]}" if dotted in flags else "command line"
-    return _nest(flat)
+        flag = flags.get(dotted) or flags.get(shared_key(dotted))  # upstreams.a.url: --upstream
+        sources[dotted] = f"command line {flag}" if flag else "command line"
+    named = {dotted: value for dotted, value in flat.items() if dotted.startswith(NAMED + ".")}
+    layer = _nest({dotted: value for dotted, value in flat.items() if dotted not in named})
+    for dotted, value in named.items():  # upstreams.NAME.key: one level deeper
+        _, name, key = dotted.split(".", 2)
+        layer.setdefault(NAMED, {}).setdefault(name, {})[key] = value
+    return layer
 
 
 def _merge(layers: list[Layer]) -> Layer:
-    """Merge section by section: a later layer replaces a field, never a whole section."""
+    """Merge section by section: a later layer replaces a field, never a whole section (nor a whole
+    named upstream's table)."""
     merged: Layer = {}
     for layer in layers:
         for key, value in layer.items():
-            if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            if key == NAMED and isinstance(value, dict) and isinstance(merged.get(key), dict):
+                tables = merged[key]
+                for name, table in value.items():
+                    old = tables.get(name)
+                    both = isinstance(old, dict) and isinstance(table, dict)
+                    tables[name] = {**old, **table} if both else table
+            elif isinstance(value, dict) and isinstance(merged.get(key), dict):
                 merged[key] = {**merged[key], **value}
             else:
                 merged[key] = value
     return merged
+
+
+def _named_over_shared(merged: Layer, sources: Mapping[str, str]) -> Layer:
+    """Each named upstream's table over `[upstream]`, which then must not name an upstream itself
+    (one unnamed upstream, or several named ones)."""
+    tables = merged.get(NAMED)
+    if not tables:
+        return merged
+    if not isinstance(tables, dict):
+        raise ConfigError(NAMED, "expected [upstreams.NAME] tables", _source_of(NAMED, sources))
+    shared = merged.get("upstream") or {}
+    for key in ("url", "command"):
+        if isinstance(shared, dict) and shared.get(key):
+            raise ConfigError(
+                f"upstream.{key}",
+                "with named upstreams, [upstream] holds only the settings they share: give this "
+                "upstream a name (--upstream NAME=URL, --upstream-command NAME=CMD, or an "
+                "[upstreams.NAME] table) or leave the named ones out",
+                _source_of(f"upstream.{key}", sources),
+            )
+    own = {
+        name: {**shared, **table} if isinstance(table, dict) and isinstance(shared, dict) else table
+        for name, table in tables.items()
+    }
+    return {**merged, NAMED: own}
 
 
 def _source_of(dotted: str, sources: Mapping[str, str]) -> str | None:
@@ -194,6 +258,7 @@ def meant(dotted: str) -> str | None:
 
 
 def _validate(merged: Layer, sources: Mapping[str, str]) -> Settings:
+    merged = _named_over_shared(merged, sources)
     try:
         settings = Settings.model_validate(merged)
     except ValidationError as exc:
@@ -218,22 +283,33 @@ def _validate(merged: Layer, sources: Mapping[str, str]) -> Settings:
     return _with_authorization_file(settings, sources)
 
 
+def _upstreams_of(settings: Settings) -> list[tuple[str, UpstreamSettings]]:
+    """Every upstream's settings with the dotted prefix of their keys: `[upstream]`, then each named
+    one (`upstreams.NAME`)."""
+    named = [(f"{NAMED}.{name}", upstream) for name, upstream in settings.upstreams.items()]
+    return [("upstream", settings.upstream), *named]
+
+
 def _check_tls_files(settings: Settings, sources: Mapping[str, str]) -> None:
-    """The upstream's TLS files load now, not at the first call: a path that cannot be read, or a
-    file that is not a PEM certificate or key, is one line at start-up (its content never
+    """Every upstream's TLS files load now, not at the first call: a path that cannot be read, or
+    a file that is not a PEM certificate or key, is one line at start-up (its content never
     shown)."""
-    upstream = settings.upstream
+    for prefix, upstream in _upstreams_of(settings):
+        _check_tls_of(prefix, upstream, sources)
+
+
+def _check_tls_of(prefix: str, upstream: UpstreamSettings, sources: Mapping[str, str]) -> None:
     if upstream.tls_client_key is not None and upstream.tls_client_cert is None:
-        key = "upstream.tls_client_key"
-        raise ConfigError(key, "needs upstream.tls_client_cert", _source_of(key, sources))
+        key = f"{prefix}.tls_client_key"
+        raise ConfigError(key, f"needs {prefix}.tls_client_cert", _source_of(key, sources))
     checks: list[tuple[str, str, Callable[[], object]]] = []
     if upstream.tls_ca_file is not None:
         cafile = upstream.tls_ca_file
         load_ca = functools.partial(ssl.create_default_context, cafile=cafile)
-        checks.append(("upstream.tls_ca_file", cafile, load_ca))
+        checks.append((f"{prefix}.tls_ca_file", cafile, load_ca))
     if upstream.tls_client_cert is not None:
         files = " and ".join(filter(None, (upstream.tls_client_cert, upstream.tls_client_key)))
-        checks.append(("upstream.tls_client_cert", files, lambda: tls_context(upstream)))
+        checks.append((f"{prefix}.tls_client_cert", files, lambda: tls_context(upstream)))
     for key, files, load in checks:
         try:
             load()
@@ -264,15 +340,26 @@ def _check_cluster_keys(settings: Settings, sources: Mapping[str, str]) -> None:
 
 
 def _with_authorization_file(settings: Settings, sources: Mapping[str, str]) -> Settings:
-    """Read `upstream.authorization_file` into `upstream.authorization` (the value is never
+    """Read every upstream's `authorization_file` into its `authorization` (the value is never
     echoed)."""
-    upstream = settings.upstream
+    read = {
+        prefix: _authorization_of(prefix, upstream, sources)
+        for prefix, upstream in _upstreams_of(settings)
+    }
+    named = {name: read[f"{NAMED}.{name}"] for name in settings.upstreams}
+    return settings.model_copy(update={"upstream": read["upstream"], NAMED: named})
+
+
+def _authorization_of(
+    prefix: str, upstream: UpstreamSettings, sources: Mapping[str, str]
+) -> UpstreamSettings:
     if upstream.authorization_file is None:
-        return settings
-    key, source = "upstream.authorization_file", _source_of("upstream.authorization_file", sources)
+        return upstream
+    key = f"{prefix}.authorization_file"
+    source = _source_of(key, sources)
     if upstream.authorization is not None:
         raise ConfigError(
-            key, "give upstream.authorization or upstream.authorization_file, not both", source
+            key, f"give {prefix}.authorization or {prefix}.authorization_file, not both", source
         )
     try:
         value = Path(upstream.authorization_file).read_text(encoding="utf-8").strip()
@@ -282,13 +369,12 @@ def _with_authorization_file(settings: Settings, sources: Mapping[str, str]) -> 
             key, f"cannot read {upstream.authorization_file}: {reason}", source
         ) from None
     try:
-        checked = UpstreamSettings.model_validate(
+        return UpstreamSettings.model_validate(
             {**dict(upstream), "authorization": SecretStr(value)}
         )
     except ValidationError as exc:
         message = exc.errors(include_input=False)[0]["msg"]
         raise ConfigError(key, f"its content is not usable: {message}", source) from None
-    return settings.model_copy(update={"upstream": checked})
 
 
 def load_settings(
@@ -296,8 +382,10 @@ def load_settings(
     env: Mapping[str, str],
     overrides: Mapping[str, Any] | None = None,
     flags: Mapping[str, str] | None = None,
+    servers: ServersJson | None = None,
 ) -> Settings:
-    """Build the one `Settings` object: defaults < file < environment < `overrides` (dotted keys).
+    """Build the one `Settings` object: defaults < file < `servers` (an `mcpServers` file's named
+    upstreams) < environment < `overrides` (dotted keys; `upstreams.NAME.url` for a named one).
 
     `config_file` wins over `MRTR_BRIDGE_CONFIG`; `overrides` entries that are None are ignored;
     `flags` names the command-line flag of an override (`front.listen` -> `--listen`) for errors."""
@@ -306,6 +394,8 @@ def load_settings(
     path = config_file or (Path(env[CONFIG_ENV]) if env.get(CONFIG_ENV) else None)
     if path is not None:
         layers.append(_file_layer(path, sources))
+    if servers is not None:
+        layers.append(_servers_layer(servers, sources))
     layers.append(_env_layer(env, sources))
     layers.append(_override_layer(overrides or {}, sources, flags or {}))
     return _validate(_merge(layers), sources)
@@ -314,6 +404,7 @@ def load_settings(
 __all__ = [
     "CONFIG_ENV",
     "ENV_PREFIX",
+    "NAMED",
     "ConfigError",
     "MissingSetting",
     "env_name",

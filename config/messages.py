@@ -44,10 +44,21 @@ _KINDS: Final = {
 }
 
 
+def shared_key(dotted: str) -> str:
+    """`upstream.url` for a named upstream's `upstreams.NAME.url`; any other key as it is."""
+    parts = dotted.split(".", 2)
+    return f"upstream.{parts[2]}" if parts[0] == "upstreams" and len(parts) == 3 else dotted
+
+
 def shown(dotted: str, value: Any) -> str | None:
-    """How a given value is quoted in an error, or None when it must not be."""
-    if dotted in SECRET_SETTINGS or dotted.startswith("held.keys.") or isinstance(value, SecretStr):
+    """How a given value is quoted in an error, or None when it must not be (a named upstream's
+    settings are secret as `[upstream]`'s; of the named tables, only their names are quoted)."""
+    dotted = shared_key(dotted)
+    secret = any(dotted == key or dotted.startswith(key + ".") for key in SECRET_SETTINGS)
+    if secret or isinstance(value, SecretStr):
         return None
+    if dotted == "upstreams" and isinstance(value, dict):
+        value = ", ".join(str(name) for name in value)
     if isinstance(value, (list, tuple)):
         value = ",".join(str(item) for item in value)
     text = _USERINFO.sub(r"\1***@", str(value))
@@ -87,4 +98,4 @@ def allowed(error: Mapping[str, Any], suggestion: str | None = None) -> str:
     return str(error["msg"])
 
 
-__all__ = ["SECRET_SETTINGS", "allowed", "nearest", "no_such_setting", "shown"]
+__all__ = ["SECRET_SETTINGS", "allowed", "nearest", "no_such_setting", "shared_key", "shown"]

@@ -42,6 +42,7 @@ class ServersJsonError(ValueError):
 class ServersJson:
     """What a file configures: `[upstreams.NAME]` tables, and what to say about it."""
 
+    path: Path
     upstreams: dict[str, dict[str, Any]] = field(default_factory=dict)
     skipped: list[str] = field(default_factory=list)  # disabled entries
     renamed: dict[str, str] = field(default_factory=dict)  # given name -> upstream name
@@ -72,7 +73,7 @@ def read_servers_json(path: Path) -> ServersJson:
     servers = _servers_of(document)
     if servers is None:
         raise ServersJsonError(f'{path}: no "mcpServers" (or "servers") object of entries')
-    found = ServersJson()
+    found = ServersJson(path)
     for given, entry in servers.items():
         if not isinstance(entry, dict):
             raise ServersJsonError(f"{path}: entry {given!r} is not an object")

@@ -246,6 +246,12 @@ class LogSettings(Frozen):
 
 UPSTREAM_NAME: Final = re.compile(r"[a-z0-9][a-z0-9_-]*")
 MAX_UPSTREAM_NAME: Final = 64
+SERVERS_PATH: Final = "/servers"
+
+
+def server_path(name: str) -> str:
+    """Where the named upstream `name` is served."""
+    return f"{SERVERS_PATH}/{name}/mcp"
 
 
 class Settings(Frozen):
@@ -281,3 +287,24 @@ class Settings(Frozen):
                     "lower-case letters, digits, '-' and '_', starting with a letter or digit"
                 )
         return upstreams
+
+    def units(self) -> list[tuple[str | None, Settings]]:
+        """The upstreams these settings configure, each with the settings it runs with: these, with
+        its own `[upstream]` and, for a named one, its own endpoint path (so everything that keys on
+        `front.path`, OAuth pass-through's metadata among it, is per upstream). No named upstream:
+        the one unnamed upstream at `front.path`."""
+        if not self.upstreams:
+            return [(None, self)]
+        return [
+            (
+                name,
+                self.model_copy(
+                    update={
+                        "upstream": upstream,
+                        "upstreams": {},
+                        "front": self.front.model_copy(update={"path": server_path(name)}),
+                    }
+                ),
+            )
+            for name, upstream in sorted(self.upstreams.items())
+        ]
