@@ -293,7 +293,7 @@ run:
 # Node CLI, the fixture, the bridge), and four at once took longer (docs/ci.md).
 CONFORMANCE_JOBS ?= 1
 CONFORMANCE_RUNS := conformance-2025-06-18 conformance-legacy-clients conformance-reverse \
-	conformance-modern
+	conformance-modern conformance-named
 .PHONY: $(CONFORMANCE_RUNS)
 
 conformance: venv
@@ -315,6 +315,10 @@ conformance-reverse:
 # a modern upstream (mcp 2.x SDK server): the 2026-07-28 suite directly vs. through the bridge (#13)
 conformance-modern:
 	MODERN=1 OUTDIR=$(CURDIR)/.conformance-results/modern tests/conformance/run.sh
+
+# several servers behind one bridge: the fixture as the named upstream at /servers/fixture/mcp
+conformance-named:
+	NAMED=fixture OUTDIR=$(CURDIR)/.conformance-results/named tests/conformance/run.sh
 
 # Every server of tests/compat/servers.toml installed under .tools/compat/ (npm prefixes, uv
 # virtualenvs; stamped), run directly with the mcp 1.x client and through the bridge with the mcp

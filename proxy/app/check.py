@@ -4,18 +4,20 @@ Steps: a `server/discover` era probe (`proxy.upstream.era_probe`; a stdio upstre
 process), then a legacy session opened with the same transport detection and revision negotiation
 as `serve` (`initialize` declaring roots, so a server that asks for roots at `initialized` shows it
 within `upstream.roots_probe_ms`), then `tools/list`. `translators.check_report` turns what was seen
-into the report; exit status 0 bridgeable, 1 not bridgeable, 2 unreachable.
+into the report; exit status 0 bridgeable, 1 not bridgeable, 2 unreachable. Named upstreams are
+checked at once, a report each; the exit status is the worst one's.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
 import json
 from typing import Any, Final, TextIO
 
 import aiohttp
 
-from config.settings import Settings, UpstreamSettings
+from config.settings import Settings, UpstreamSettings, server_path
 from proxy.app import event_loop
 from proxy.app.check_tools import RootsWatch, all_tools, by_capability, legacy_tools
 from proxy.common.shown import shown_uri
@@ -331,12 +333,42 @@ def render_text(report: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def exit_status_of(reports: dict[str | None, dict[str, Any]]) -> int:
+    """The worst of the upstreams': unreachable, then not bridgeable, then bridgeable."""
+    return max(exit_status(report) for report in reports.values())
+
+
+def render_several(reports: dict[str | None, dict[str, Any]]) -> str:
+    """Each named upstream's report under its name and path, then one line for them all."""
+    parts = [
+        f"== {name} ({server_path(str(name))}) ==\n{render_text(report)}"
+        for name, report in reports.items()
+    ]
+    verdicts = ", ".join(
+        f"{name} {'yes' if report['bridgeable'] else 'no'}" for name, report in reports.items()
+    )
+    return "\n".join(parts) + f"\nbridgeable: {verdicts}\n"
+
+
+async def inspect_all(settings: Settings) -> dict[str | None, dict[str, Any]]:
+    """The `check` report of every upstream `settings` configure, checked at once, by name (None:
+    the one unnamed upstream)."""
+    units = settings.units()
+    reports = await asyncio.gather(*(inspect(own) for _, own in units))
+    return {name: report for (name, _), report in zip(units, reports, strict=True)}
+
+
 def run_check(settings: Settings, as_json: bool, out: TextIO) -> int:
-    """Run `check`, print the report, return the exit status."""
-    report = event_loop.run(inspect(settings), settings.front.event_loop)
-    out.write(json.dumps(report, indent=2) + "\n" if as_json else render_text(report))
+    """Run `check`, print the report (with named upstreams, one per upstream: JSON `{"upstreams":
+    {NAME: report}}`), return the exit status (the worst upstream's)."""
+    reports = event_loop.run(inspect_all(settings), settings.front.event_loop)
+    if None in reports:
+        text = json.dumps(reports[None], indent=2) if as_json else render_text(reports[None])
+    else:
+        text = json.dumps({"upstreams": reports}, indent=2) if as_json else render_several(reports)
+    out.write(text if text.endswith("\n") else text + "\n")
     out.flush()
-    return exit_status(report)
+    return exit_status_of(reports)
 
 
 __all__ = [
@@ -344,6 +376,7 @@ __all__ = [
     "EXIT_NOT_BRIDGEABLE",
     "EXIT_UNREACHABLE",
     "inspect",
+    "inspect_all",
     "render_text",
     "run_check",
 ]

@@ -25,8 +25,8 @@ import structlog
 
 from config import ConfigError, Settings, env_name, load_settings
 from proxy.app import event_loop, interrupts
-from proxy.app.cli_args import FLAG_SETTINGS, build_parser, overrides_from
-from proxy.app.cli_hints import fail, loopback_only_warning, unrecognized, upstream_problem
+from proxy.app.cli_args import FLAG_SETTINGS, UsageError, build_parser, overrides_from
+from proxy.app.cli_hints import fail, loopback_only_warning, settings_problem, unrecognized, warn
 from proxy.app.event_loop import EventLoopUnavailable, running_loop_name
 from proxy.common.shown import shown_uri
 from proxy.common.stopping import BridgeStop
@@ -79,7 +79,11 @@ def _keygen(args: argparse.Namespace, out: TextIO) -> int:
 
 def upstream_label(settings: Settings) -> str:
     """What the bridge fronts, for the startup line: the URL as `shown_uri` shows it, or the stdio
-    program."""
+    program; with named upstreams, `NAME=<that>` for each, comma-separated."""
+    if settings.upstreams:
+        return ", ".join(
+            f"{name}={upstream_label(own)}" for name, own in settings.units() if name is not None
+        )
     if settings.upstream.url:
         return shown_uri(settings.upstream.url)
     program = (settings.upstream.command or "").split(maxsplit=1)
@@ -133,9 +137,10 @@ async def _serve(settings: Settings) -> None:
             site = web.TCPSite(runner, settings.front.host, settings.front.port)
             await site.start()
             port = runner.addresses[0][1] if runner.addresses else settings.front.port
+            paths = [own.front.path for _, own in settings.units()]
             _log.info(
                 "bridge_started",
-                listen=_listen_url(settings.front.host, port, settings.front.path),
+                listen=", ".join(_listen_url(settings.front.host, port, path) for path in paths),
                 upstream=upstream_label(settings),
                 event_loop=running_loop_name(),
             )
@@ -154,17 +159,43 @@ def _flag_names() -> dict[str, str]:
 
 def _settings(args: argparse.Namespace, env: Mapping[str, str]) -> Settings:
     """Validated settings for `serve`/`stdio`/`check`; a mistake is one line on stderr and exit 2
-    (`check` reports a command that cannot start as an unreachable upstream instead)."""
+    (`check` reports a command that cannot start as an unreachable upstream instead). What a
+    `--servers-json` file leaves out is a warning line each."""
+    servers = None
+    if getattr(args, "servers_json", None) is not None:
+        from config.servers_json import ServersJsonError, read_servers_json
+
+        try:
+            servers = read_servers_json(args.servers_json)
+        except ServersJsonError as exc:
+            fail(str(exc))
+        for line in servers.warnings():
+            warn(line)
     try:
-        settings = load_settings(args.config, env, overrides_from(args), _flag_names())
-    except ConfigError as exc:
+        settings = load_settings(
+            args.config, env, overrides_from(args), _flag_names(), servers=servers
+        )
+    except (ConfigError, UsageError) as exc:
         fail(str(exc))
-    problem = upstream_problem(
-        settings.upstream, required=True, check_program=args.command != "check"
-    )
+    problem = settings_problem(settings, required=True, check_program=args.command != "check")
     if problem is not None:
         fail(problem)
     return settings
+
+
+def _one_upstream(settings: Settings, name: str | None) -> Settings:
+    """The settings `stdio` serves: the one unnamed upstream, or the named one `--server NAME`
+    picks (a stdio client has one endpoint)."""
+    units = dict(settings.units())
+    if name is None and None in units:
+        return settings
+    names = ", ".join(sorted(str(unit) for unit in units if unit is not None))
+    if name is None:
+        fail(f"stdio serves one upstream: pick one of the named ones with --server NAME ({names})")
+    if name not in units:
+        found = f"the named upstreams are {names}" if names else "no upstream is named"
+        fail(f"--server {name}: {found}")
+    return units[name]
 
 
 async def _stdio(settings: Settings, early: EarlyProcess | None = None) -> None:
@@ -277,7 +308,9 @@ def main(
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra:
-        fail(unrecognized(args.command, extra, getattr(args, "upstream_command", None)))
+        command = getattr(args, "upstream_command", None)
+        last = command[-1] if isinstance(command, list) else command  # serve, check: repeatable
+        fail(unrecognized(args.command, extra, last))
     if args.command == "keygen":
         return _keygen(args, out or sys.stdout)
     if args.command == "install":
@@ -301,7 +334,7 @@ def main(
     if args.command == "serve":
         return _run(_serve, _settings(args, os.environ if env is None else env))
     if args.command == "stdio":
-        settings = _settings(args, os.environ if env is None else env)
+        settings = _one_upstream(_settings(args, os.environ if env is None else env), args.server)
         return _run(_stdio, settings, _claimed(early, settings))
     parser.print_help(out or sys.stdout)
     return EXIT_USAGE

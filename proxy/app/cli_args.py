@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from config import CONFIG_ENV, env_name
+from config.settings import MAX_UPSTREAM_NAME, UPSTREAM_NAME
 from translators.protocol.eras import MODERN_VERSION
 from translators.protocol.revisions import SUPPORTED
 
@@ -34,14 +35,34 @@ def _where(dotted: str) -> str:
     return f"[env {env_name(dotted)}; config {dotted}]"
 
 
-def _add_upstream_flags(parser: argparse.ArgumentParser) -> None:
+def _add_upstream_flags(parser: argparse.ArgumentParser, *, several: bool = False) -> None:
+    """The upstream flags; `several`: `--upstream` and `--upstream-command` may repeat, as
+    NAME=URL / NAME=CMD (named upstreams, each at /servers/NAME/mcp), and `--servers-json` reads a
+    desktop client's mcpServers file."""
+    append = "append" if several else "store"
+    named = (
+        "; repeat it as NAME=URL for several named upstreams, each served at /servers/NAME/mcp"
+        if several
+        else ""
+    )
     parser.add_argument(
         "--upstream",
         metavar="URL",
+        action=append,
         help=f"legacy (MCP {', '.join(SUPPORTED)}) HTTP endpoint to front: Streamable HTTP "
-        "(e.g. http://127.0.0.1:8931/mcp) or HTTP+SSE (e.g. http://127.0.0.1:8931/sse) "
+        "(e.g. http://127.0.0.1:8931/mcp) or HTTP+SSE (e.g. http://127.0.0.1:8931/sse)"
+        + named
+        + " "
         + _where("upstream.url"),
     )
+    if several:
+        parser.add_argument(
+            "--servers-json",
+            metavar="FILE",
+            type=Path,
+            help="a desktop client's mcpServers JSON (Claude Desktop, Cursor, VS Code): each "
+            "entry is a named upstream (docs/several-servers.md)",
+        )
     parser.add_argument(
         "--upstream-transport",
         choices=("auto", "streamable-http", "sse"),
@@ -51,8 +72,11 @@ def _add_upstream_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--upstream-command",
         metavar='"CMD ARGS..."',
+        action=append,
         help="launch a legacy stdio server instead (one process per upstream session), split like "
-        "a shell command line; extra environment comes from upstream.env "
+        "a shell command line; extra environment comes from upstream.env"
+        + named.replace("NAME=URL", '"NAME=CMD ARGS..."')
+        + " "
         + _where("upstream.command"),
     )
     parser.add_argument(
@@ -72,6 +96,11 @@ def _add_stdio(commands: Any) -> None:
         "upstream. stdout carries protocol messages only; logs go to stderr.",
     )
     _add_upstream_flags(stdio)
+    stdio.add_argument(
+        "--server",
+        metavar="NAME",
+        help="with named upstreams in the config file ([upstreams.NAME]), the one to serve",
+    )
     _add_common(stdio)
 
 
@@ -87,7 +116,7 @@ def _add_check(commands: Any) -> None:
         "reasons. Exit status: "
         "0 bridgeable, 1 not bridgeable, 2 unreachable.",
     )
-    _add_upstream_flags(check)
+    _add_upstream_flags(check, several=True)
     check.add_argument(
         "--json", action="store_true", help="print one JSON object (also when unreachable)"
     )
@@ -129,7 +158,7 @@ def _add_serve(commands: Any) -> None:
         description="Serve the modern Streamable HTTP endpoint and bridge every request to the "
         "legacy upstream.",
     )
-    _add_upstream_flags(serve)
+    _add_upstream_flags(serve, several=True)
     serve.add_argument(
         "--listen",
         metavar="HOST:PORT",
@@ -265,8 +294,50 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def overrides_from(args: argparse.Namespace) -> dict[str, Any]:
-    """Dotted setting overrides from parsed `serve` flags (unset flags are None and ignored)."""
-    return {dotted: getattr(args, flag, None) for flag, dotted in FLAG_SETTINGS.items()}
+    """Dotted setting overrides from parsed `serve` flags (unset flags are None and ignored);
+    `--upstream NAME=URL` and `--upstream-command NAME=CMD` become `upstreams.NAME.url` and
+    `.command`. Raises `UsageError` for two unnamed upstreams, or unnamed and named ones mixed."""
+    overrides = {dotted: getattr(args, flag, None) for flag, dotted in FLAG_SETTINGS.items()}
+    for flag, key in (("upstream", "url"), ("upstream_command", "command")):
+        values = overrides.get(f"upstream.{key}")
+        if isinstance(values, list):
+            overrides[f"upstream.{key}"] = None
+            overrides.update(_upstream_values(flag, key, values))
+    unnamed = [k for k in ("upstream.url", "upstream.command") if overrides.get(k) is not None]
+    if unnamed and any(key.startswith("upstreams.") for key in overrides):
+        raise UsageError(
+            "give every upstream a name (--upstream NAME=URL, --upstream-command NAME=CMD) or give "
+            "one upstream without a name, not both"
+        )
+    return overrides
 
 
-__all__ = ["FLAG_SETTINGS", "PROG", "build_parser", "overrides_from"]
+def _upstream_values(flag: str, key: str, values: list[str]) -> dict[str, str]:
+    """The overrides of a repeated upstream flag: `NAME=…` (a valid upstream name before the first
+    `=`) is a named upstream's, anything else (`http://host/mcp?a=b`, `env FOO=1 node s.js`) the
+    one unnamed upstream's."""
+    found: dict[str, str] = {}
+    option = "--" + flag.replace("_", "-")
+    for value in values:
+        name, rest = named_value(value)
+        dotted = f"upstream.{key}" if name is None else f"upstreams.{name}.{key}"
+        if dotted in found:
+            which = "an unnamed upstream" if name is None else f"upstream {name!r}"
+            raise UsageError(f"{option} gives {which} twice: name each one once (NAME=...)")
+        found[dotted] = rest
+    return found
+
+
+def named_value(value: str) -> tuple[str | None, str]:
+    """(NAME, the rest) of `NAME=…` where NAME is a valid upstream name, else (None, value)."""
+    name, sep, rest = value.partition("=")
+    if sep and UPSTREAM_NAME.fullmatch(name) and len(name) <= MAX_UPSTREAM_NAME and rest:
+        return name, rest
+    return None, value
+
+
+class UsageError(ValueError):
+    """A mistake in the command line's flags (one line, exit 2)."""
+
+
+__all__ = ["FLAG_SETTINGS", "PROG", "UsageError", "build_parser", "named_value", "overrides_from"]

@@ -11,7 +11,7 @@ from importlib.resources import files
 from typing import Final, NoReturn, TextIO
 
 from config import env_name
-from config.settings import FrontSettings, UpstreamSettings
+from config.settings import FrontSettings, Settings, UpstreamSettings
 from proxy.upstream.stdio.process import check_command
 from translators.wire.errors import BridgeError
 
@@ -27,6 +27,13 @@ def fail(message: str, status: int = EXIT_USAGE, err: TextIO | None = None) -> N
     stream.write(f"{PROG}: error: {' '.join(message.split())}\n")
     stream.flush()
     raise SystemExit(status)
+
+
+def warn(message: str, err: TextIO | None = None) -> None:
+    """Print `mrtr-bridge: warning: <message>` as one line on stderr."""
+    stream = err or sys.stderr
+    stream.write(f"{PROG}: warning: {' '.join(message.split())}\n")
+    stream.flush()
 
 
 _UPSTREAM_COMMANDS: Final = frozenset({"serve", "stdio", "check"})
@@ -75,6 +82,23 @@ def upstream_problem(
             check_command(upstream)
         except BridgeError as exc:
             return exc.message
+    return None
+
+
+def settings_problem(settings: Settings, *, required: bool, check_program: bool) -> str | None:
+    """`upstream_problem` for every upstream `settings` configure; a named one (`upstream NAME:
+    ...`) always needs a url or a command of its own."""
+    for name, own in settings.units():
+        if name is None:
+            problem = upstream_problem(own.upstream, required=required, check_program=check_program)
+        elif not (own.upstream.url or own.upstream.command):
+            problem = f"give it a url or a command ([upstreams.{name}] url = ... or command = ...)"
+        elif own.upstream.url and own.upstream.command:
+            problem = "give it a url (HTTP) or a command (stdio), not both"
+        else:
+            problem = upstream_problem(own.upstream, required=True, check_program=check_program)
+        if problem is not None:
+            return problem if name is None else f"upstream {name}: {problem}"
     return None
 
 
@@ -139,5 +163,7 @@ __all__ = [
     "example_config",
     "fail",
     "loopback_only_warning",
+    "settings_problem",
     "upstream_problem",
+    "warn",
 ]

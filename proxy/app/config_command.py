@@ -3,7 +3,8 @@ checks one as `serve` loads it, without starting (like `nginx -t` and `haproxy -
 
 `validate` reads defaults < FILE < the `MRTR_BRIDGE_*` environment with `config.load_settings`
 (the one loader: the same checks, the same one-line errors) and the upstream checks `serve` makes
-(`cli_hints.upstream_problem`: one upstream, not two; a stdio program that exists). Valid: the
+(`cli_hints.settings_problem`: for each upstream a url or a command, not both; a stdio program
+that exists). Valid: the
 effective settings as TOML on stdout, every secret masked (`config.effective`), exit 0. Not: one
 line on stderr, exit 2.
 """
@@ -16,7 +17,7 @@ from typing import Final, TextIO
 
 from config import CONFIG_ENV, ENV_PREFIX, ConfigError, load_settings
 from config.effective import MASK, effective_toml
-from proxy.app.cli_hints import example_config, fail, upstream_problem
+from proxy.app.cli_hints import example_config, fail, settings_problem
 
 EXIT_OK: Final = 0
 
@@ -36,11 +37,11 @@ def _validate(args: argparse.Namespace, env: Mapping[str, str], out: TextIO) -> 
         settings = load_settings(args.file, env)
     except ConfigError as exc:
         fail(str(exc))
-    problem = upstream_problem(settings.upstream, required=False, check_program=True)
+    problem = settings_problem(settings, required=False, check_program=True)
     if problem is not None:
         fail(problem)
     note = ""
-    if not (settings.upstream.url or settings.upstream.command):
+    if not (settings.upstream.url or settings.upstream.command or settings.upstreams):
         note = "# No upstream set: serve and stdio need --upstream URL or --upstream-command CMD.\n"
     out.write(_header(args, env) + note + "\n" + effective_toml(settings))
     return EXIT_OK

@@ -20,11 +20,11 @@ import aiohttp
 import structlog
 from aiohttp import web
 
-from config.settings import Settings
+from config.settings import SERVERS_PATH, Settings, server_path
 from proxy.app.compose import UPSTREAM_KEEPALIVE_S, held_counts, shared_keyring
 from proxy.app.health import bridge_readiness
 from proxy.app.status import StatusPage, StatusSources
-from proxy.app.upstreams import SERVERS_PATH, ServedEngine, Upstream, unit_settings
+from proxy.app.upstreams import ServedEngine, Upstream
 from proxy.auth.oauth_passthrough import MetadataRelay, passes_challenges
 from proxy.cluster.forward import Forwarder
 from proxy.cluster.peers import REPLICA_PATH, PeerDirectory, replica_handler
@@ -47,13 +47,23 @@ _log = structlog.get_logger("proxy.app.http_app")
 
 
 async def _no_such_upstream(request: web.Request) -> web.Response:
-    """A `/servers/NAME/...` path naming no upstream of this bridge: 404, naming the ones it
-    serves (their names are in their paths: nothing secret)."""
+    """A path under `/servers/` that no upstream serves, or the single-upstream endpoint path of a
+    bridge with named upstreams: 404, saying where each one is (their names are in their paths:
+    nothing secret)."""
     served = sorted(unit.scope for unit in request.app[UPSTREAMS_KEY] if unit.scope is not None)
-    name = bounded(request.match_info.get("name", ""), MAX_SHOWN_NAME)
-    message = (
-        f"Not Found: no upstream named {name!r} here (this bridge serves: {', '.join(served)})"
-    )
+    name = request.match_info.get("name")
+    if name in served:
+        message = f"Not Found: upstream {name!r} is served at {server_path(name)}"
+    elif name is not None:
+        shown = bounded(name, MAX_SHOWN_NAME)
+        message = (
+            f"Not Found: no upstream named {shown!r} here (this bridge serves: {', '.join(served)})"
+        )
+    else:
+        message = (
+            f"Not Found: this bridge serves several upstreams, each at {server_path('NAME')}: "
+            + ", ".join(served)
+        )
     return json_reply(to_error_response(InvalidRequest(message), None), 404, Exchange())
 
 
@@ -218,7 +228,7 @@ def _app(
             opener=opener,
             engine=engine,
         )
-        for name, own in unit_settings(settings)
+        for name, own in settings.units()
     ]
     app[UPSTREAMS_KEY] = upstreams
     for upstream in upstreams:
@@ -229,6 +239,8 @@ def _app(
             ).add_routes(app)
     if settings.upstreams:
         app.router.add_route("*", SERVERS_PATH + "/{name}/{tail:.*}", _no_such_upstream)
+        if all(unit.path != settings.front.path for unit in upstreams):
+            app.router.add_route("*", settings.front.path, _no_such_upstream)
     app.cleanup_ctx.append(_upstreams_context)
     app.on_shutdown.append(_on_shutdown)
     return app

@@ -92,6 +92,7 @@ def upstream_facts(upstream: ShownUpstream) -> Facts:
     ready, health = known_health(upstream)
     return {
         "name": upstream.name,
+        "path": upstream.settings.front.path,
         "era": era or ("legacy" if upstream.settings.upstream.command else "unknown"),
         "ready": ready,
         "health": health,

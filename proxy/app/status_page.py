@@ -76,6 +76,7 @@ def render_page(facts: Mapping[str, Any]) -> str:
         _table(
             [
                 ("name", "upstream"),
+                ("path", "endpoint"),
                 ("era", "era"),
                 ("transport", "transport"),
                 ("health", "health (last check)"),

@@ -4,7 +4,7 @@
 relay of modern requests to a modern upstream, the relay of legacy clients, the reverse direction,
 the HTTP front of its endpoint, and, opened by `Upstream.running()`, its runtime
 (proxy/app/compose.py: upstream client, pool, engine). A bridge serves one unnamed upstream at
-`front.path`, or several named ones, each at `/servers/NAME/mcp` (`unit_settings`). What they share
+`front.path`, or several named ones, each at `/servers/NAME/mcp` (`Settings.units`). What they share
 is handed to each: the count of calls waiting for input, the key ring, the metrics.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Final, Protocol
+from typing import Protocol
 
 from config.settings import Settings
 from proxy.app.compose import bridge_runtime
@@ -33,35 +33,6 @@ from proxy.upstream.pool import UpstreamPool
 from proxy.upstream.reachability import StartupWatch
 from proxy.upstream.stdio.children import ChildProcesses
 from translators.held.request_state import KeyRing
-
-SERVERS_PATH: Final = "/servers"
-
-
-def server_path(name: str) -> str:
-    """Where the named upstream `name` is served."""
-    return f"{SERVERS_PATH}/{name}/mcp"
-
-
-def unit_settings(settings: Settings) -> list[tuple[str | None, Settings]]:
-    """The upstreams `settings` configure, each with the settings it runs with: the bridge's, with
-    its own `[upstream]` and, for a named one, its own endpoint path (so everything that keys on
-    `front.path`, OAuth pass-through's metadata among it, is per upstream). No named upstream: the
-    one unnamed upstream at `front.path`."""
-    if not settings.upstreams:
-        return [(None, settings)]
-    return [
-        (
-            name,
-            settings.model_copy(
-                update={
-                    "upstream": upstream,
-                    "upstreams": {},
-                    "front": settings.front.model_copy(update={"path": server_path(name)}),
-                }
-            ),
-        )
-        for name, upstream in sorted(settings.upstreams.items())
-    ]
 
 
 class ServedEngine(FrontEngine, Protocol):
@@ -89,7 +60,7 @@ class Upstream:
         engine: ServedEngine | None = None,
     ) -> None:
         """`settings` are the bridge's with this upstream's `[upstream]` and its `front.path`
-        (`unit_settings`); `name`: a named upstream of several (its states open under its name
+        (`Settings.units`); `name`: a named upstream of several (its states open under its name
         only), None for the bridge's only one; `opener` replaces the configured transport (tests
         script an in-memory upstream with it); `engine`, one built elsewhere (tests, embedding):
         then no runtime is opened here."""
@@ -193,4 +164,4 @@ def _readiness(settings: Settings, pool: UpstreamPool) -> Readiness:
     )
 
 
-__all__ = ["SERVERS_PATH", "ServedEngine", "Upstream", "server_path", "unit_settings"]
+__all__ = ["ServedEngine", "Upstream"]

@@ -17,7 +17,9 @@
 # stdio subprocess instead of fronting it over HTTP), REVISION=2025-06-18 (the fixture ported to
 # mcp 1.12.4, a 2025-06-18 server: tests/peers/legacy_fixture_2025_06_18.py from
 # .venv-2025-06-18, with tests/conformance/expected-failures-2025-06-18.txt), SCENARIO=name (one scenario only),
-# FIXTURE_ARGS="--no-key-hints" (extra fixture flags), OUTDIR (default .conformance-results),
+# FIXTURE_ARGS="--no-key-hints" (extra fixture flags), NAMED=NAME (the fixture as the named upstream
+# NAME, at /servers/NAME/mcp, next to a second named upstream, the demo server over stdio: several
+# servers behind one bridge), OUTDIR (default .conformance-results),
 # RUN_TIMEOUT_S (bound on the CLI run, default 300), INSTALL_ONLY=1 (install the pinned tools, run
 # nothing: bench/conformance_load.py uses them).
 set -euo pipefail
@@ -120,13 +122,19 @@ mkdir -p "$OUTDIR"
 
 start_bridge() {  # start_bridge UPSTREAM_FLAG VALUE
     BRIDGE_PORT="$(free_port)"
+    local upstream=("$1" "$2") path="/mcp"
+    if [[ -n "${NAMED:-}" ]]; then
+        upstream=("$1" "$NAMED=$2" --upstream-command
+            "other=$LEGACY_PY tests/peers/demo_server.py --transport stdio")
+        path="/servers/$NAMED/mcp"
+    fi
     # plain calls still running after 0.5 s become tasks for clients that declared the Tasks
     # extension (the fixture's test_tool_with_task works 2 s after its question; docs/tasks.md)
     MRTR_BRIDGE_TASKS_PROMOTE_AFTER_MS=500 \
-        "$BRIDGE" serve "$1" "$2" --listen "127.0.0.1:$BRIDGE_PORT" >"$OUTDIR/bridge.log" 2>&1 &
+        "$BRIDGE" serve "${upstream[@]}" --listen "127.0.0.1:$BRIDGE_PORT" >"$OUTDIR/bridge.log" 2>&1 &
     PIDS+=("$!")
     wait_for_port "$BRIDGE_PORT" "$!" "bridge"
-    TARGET="http://127.0.0.1:$BRIDGE_PORT/mcp"
+    TARGET="http://127.0.0.1:$BRIDGE_PORT$path"
 }
 
 # ---- MODERN=1: a modern (2026-07-28) upstream, directly and through the bridge (#13) ----------
@@ -207,6 +215,7 @@ fi
 REPORT=(--report "$OUTDIR/conformance.md")
 MODE="bridge (HTTP upstream)"
 [[ "$UPSTREAM" == "stdio" ]] && MODE="bridge (stdio upstream)"
+[[ -n "${NAMED:-}" ]] && MODE="$MODE, the named upstream at /servers/$NAMED/mcp of two"
 [[ "$DIRECT" == "1" ]] && MODE="direct (no bridge)"
 "$PY" tests/conformance/summarize.py "$OUTDIR" \
     --scenarios "$OUTDIR/scenarios.txt" \

@@ -106,3 +106,24 @@ def test_the_healthcheck_asks_the_address_the_bridge_listens_on(peers: Peers) ->
     command = _healthcheck()
     assert _run(command, listen) == 0
     assert _run(command, f"0.0.0.0:{free_port()}") != 0
+
+
+def test_the_several_profile_fronts_two_named_servers() -> None:
+    """Compose's `several` profile: its bridge's command and environment, read by the bridge's own
+    parser and loader, serve `alpha` and `beta` at their paths, each a server of the profile."""
+    from config import load_settings
+    from proxy.app.cli_args import build_parser, overrides_from
+
+    compose = yaml.safe_load((REPO_ROOT / "docker-compose.yml").read_text(encoding="utf-8"))
+    services = compose["services"]
+    bridge = services["bridge-several"]
+    args = build_parser().parse_args(bridge["command"])
+    settings = load_settings(None, bridge["environment"], overrides_from(args))
+    served = [(name, own.front.path, own.upstream.url) for name, own in settings.units()]
+    assert served == [
+        ("alpha", "/servers/alpha/mcp", "http://demo:8931/mcp"),
+        ("beta", "/servers/beta/mcp", "http://demo-2:8931/mcp"),
+    ]
+    assert {"demo", "demo-2"} <= set(bridge["depends_on"])
+    assert services["demo-2"]["profiles"] == bridge["profiles"] == ["several"]
+    assert bridge["ports"] == ["127.0.0.1:8081:8080"]

@@ -115,8 +115,9 @@ async def test_the_page_shows_the_call_held_at_that_moment(upstream: JournalPeer
         assert (call["round"], call["state"]) == (1, "waiting_client")
         assert 0 <= call["age_s"] < TIMEOUT_S
         port = upstream.url.split(":")[2].split("/")[0]
-        assert (up["name"], up["era"], up["transport"]) == (
+        assert (up["name"], up["path"], up["era"], up["transport"]) == (
             f"127.0.0.1:{port}",
+            "/mcp",  # the bridge's own endpoint
             "legacy",
             "streamable-http",
         )
@@ -134,7 +135,7 @@ async def test_the_page_shows_the_call_held_at_that_moment(upstream: JournalPeer
         assert f"<td>127.0.0.1:{port}</td>" in page and f"<td>{revision}</td>" in page
         for text in (page, body):
             assert held.request_state not in text and token not in text
-            assert "/mcp" not in text  # the upstream is a name, never its URL
+            assert f":{port}/mcp" not in text  # the upstream is a name, never its URL
 
         assert text_of(await retry(poster, held, accept(held, answer))) == f"status-1: {answer}"
         assert upstream.events("status-1") == ["call_started", "elicit_answered"]
