@@ -2,12 +2,15 @@
 `/servers/NAME/mcp`, as each behaves used directly.
 
 One bridge fronts `alpha` (the interactive mcp 1.x server over HTTP), `beta` (the same server over
-stdio, its own journal) and `gamma` (the conformance fixture over HTTP), given as repeated
-`--upstream NAME=URL` / `--upstream-command NAME=CMD` flags. Modern clients (mcp 2.x) complete
-held calls at each path, an mcp 1.x client gets at `gamma`'s path what it gets from the fixture
-used directly, a requestState sealed for one upstream is refused at another (nothing reaches
-either server), an unknown name is 404, the status page and the metrics name every upstream, and
-one upstream going down leaves the others serving. A desktop client's `mcpServers` file
+stdio, its own journal), `gamma` (the conformance fixture over HTTP) and `delta` (the interactive
+contract written for mcp 2.x, a modern-only 2026-07-28 server: another era), given as repeated
+`--upstream NAME=URL` / `--upstream-command NAME=CMD` flags. The modern client (mcp 2.x) runs the
+interactive scenarios at `alpha`, `beta` and `delta` and gets the same at each; the mcp 1.x
+scenario client gets at `alpha`'s and `delta`'s paths what it gets from `alpha`'s server used
+directly, and the mcp 1.x client at `gamma`'s what it gets from the fixture directly; a
+requestState sealed for one upstream is refused at another (nothing reaches either server), an
+unknown name is 404, the status page and the metrics name every upstream, and one upstream going
+down leaves the others serving. A desktop client's `mcpServers` file
 (`--servers-json`) configures the same; `check` checks every upstream; `stdio --server NAME`
 serves one of them.
 """
@@ -42,6 +45,7 @@ from .harness import (
 )
 from .mrtr_helpers import (
     INTERACTIVE,
+    Answerer,
     Journal,
     accept,
     assert_state_rejected,
@@ -51,13 +55,17 @@ from .mrtr_helpers import (
     interactive_stdio_command,
     poster,
     rejection_reasons,
+    text_of,
 )
 from .test_check import run_check_raw
+from .test_reverse_http import COMMON, comparable, modern_interactive, run_scenarios
 
 T = 60.0
 ANSWER = accept(answer="yes-7c1d")
 ANSWER_TEXT = '{"action": "accept", "content": {"answer": "yes-7c1d"}}'
 FIXTURE_TOOLS = 27
+NAMES = ("alpha", "beta", "delta", "gamma")
+INTERACTIVE_NAMES = ("alpha", "beta", "delta")
 
 
 @dataclass
@@ -67,6 +75,7 @@ class Fleet:
     bridge: PeerProcess
     alpha: PeerProcess
     gamma: PeerProcess
+    delta: PeerProcess
     journals: dict[str, Journal]
 
     def url(self, name: str) -> str:
@@ -82,10 +91,11 @@ def fleet(module_peers: Peers, tmp_path_factory: pytest.TempPathFactory) -> Flee
     alpha_dir, beta_dir = tmp_path_factory.mktemp("alpha"), tmp_path_factory.mktemp("beta")
     alpha = module_peers.legacy(INTERACTIVE, "--state-dir", str(alpha_dir))
     gamma = module_peers.legacy()
-    bridge = module_peers.bridge(
-        None, args=named_args(alpha.url, beta_dir, "--upstream", f"gamma={gamma.url}")
-    )
-    return Fleet(bridge, alpha, gamma, {"alpha": Journal(alpha_dir), "beta": Journal(beta_dir)})
+    delta = modern_interactive(module_peers, "--modern-only")
+    more = ("--upstream", f"gamma={gamma.url}", "--upstream", f"delta={delta.url}")
+    bridge = module_peers.bridge(None, args=named_args(alpha.url, beta_dir, *more))
+    journals = {"alpha": Journal(alpha_dir), "beta": Journal(beta_dir)}
+    return Fleet(bridge, alpha, gamma, delta, journals)
 
 
 async def answered(
@@ -116,10 +126,61 @@ async def test_the_start_line_names_every_upstream_and_its_path(fleet: Fleet) ->
         for line in fleet.bridge.log_text(10**6).splitlines()
         if '"bridge_started"' in line
     )
-    assert started["listen"] == ", ".join(fleet.url(name) for name in ("alpha", "beta", "gamma"))
+    assert started["listen"] == ", ".join(fleet.url(name) for name in NAMES)
     assert started["upstream"] == (
         f"alpha={fleet.alpha.url}, beta=stdio:{interactive_stdio_command(Path('.')).split()[0]}, "
-        f"gamma={fleet.gamma.url}"
+        f"delta={fleet.delta.url}, gamma={fleet.gamma.url}"
+    )
+
+
+# the modern client declares sampling without tools: `sample` asks without them
+MODERN_SCENARIOS = {"ask": {}, "ask_twice": {}, "sample": {"use_tools": False}, "roots": {}}
+
+
+async def modern_scenarios(url: str, tag: str = "fleet") -> dict[str, str]:
+    """The mcp 2.x client's result text of each interactive scenario at `url` (tags `fleet-*`)."""
+    answers = Answerer(roots=["file:///work/a"])
+    found = {}
+    async with modern_client(url, **answers.client_kwargs()) as client:
+        for tool, arguments in {**MODERN_SCENARIOS, "everything": {}}.items():
+            result = await client.call_tool(tool, {"tag": f"{tag}-{tool}", **arguments})
+            found[tool] = text_of(result)
+        prompt = await client.get_prompt("ask_prompt", {"tag": f"{tag}-prompt"})
+        found["prompt"] = prompt.messages[0].content.model_dump_json()
+        read = await client.read_resource(f"interactive://ask/{tag}-resource")
+        found["resource"] = read.contents[0].model_dump_json()
+    return found
+
+
+async def test_the_modern_clients_scenarios_give_the_same_at_every_interactive_path(
+    fleet: Fleet,
+) -> None:
+    """alpha (HTTP), beta (stdio) and delta (a modern server, relayed) answer the same; alpha's
+    and beta's journals show one call each."""
+    async with asyncio.timeout(T):
+        seen = {name: await modern_scenarios(fleet.url(name)) for name in INTERACTIVE_NAMES}
+    assert seen["beta"] == seen["alpha"] and seen["delta"] == seen["alpha"]
+    assert seen["alpha"]["ask"] == json.dumps(
+        {"action": "accept", "content": {"answer": "re: What is your answer?"}}
+    )
+    assert seen["alpha"]["everything"].endswith("| file:///work/a")
+    for journal in fleet.journals.values():  # each server was asked once: nothing crossed
+        assert journal.events("fleet-ask") == ["call", "answer"]
+
+
+async def test_the_mcp1_scenario_client_gets_at_alpha_and_delta_what_alpha_gives_directly(
+    fleet: Fleet,
+) -> None:
+    """Legacy clients at a named path: relayed to alpha's own sessions, and served by the
+    reverse direction in front of delta (a modern server)."""
+    async with asyncio.timeout(T):
+        direct = await run_scenarios(fleet.alpha.url, *COMMON)
+        at_alpha = await run_scenarios(fleet.url("alpha"), *COMMON)
+        at_delta = await run_scenarios(fleet.url("delta"), *COMMON)
+    assert comparable(at_alpha) == comparable(direct)
+    assert comparable(at_delta) == comparable(direct)
+    assert direct["outcomes"]["everything"]["text"] == (
+        "Ada | It is sunny | file:///work/a,file:///b"
     )
 
 
@@ -188,13 +249,14 @@ async def test_a_modern_client_sees_each_servers_own_tools(fleet: Fleet) -> None
     [
         (
             "/servers/zeta/mcp",
-            "Not Found: no upstream named 'zeta' here (this bridge serves: alpha, beta, gamma)",
+            "Not Found: no upstream named 'zeta' here (this bridge serves: alpha, beta, delta, "
+            "gamma)",
         ),
         ("/servers/alpha/sse", "Not Found: upstream 'alpha' is served at /servers/alpha/mcp"),
         (
             "/mcp",
             "Not Found: this bridge serves several upstreams, each at /servers/NAME/mcp: alpha, "
-            "beta, gamma",
+            "beta, delta, gamma",
         ),
     ],
 )
@@ -217,11 +279,11 @@ async def test_status_and_metrics_name_every_upstream(fleet: Fleet) -> None:
         async with http.get(fleet.base + "/metrics") as reply:
             metrics = await reply.text()
     assert [(u["name"], u["path"]) for u in status["upstreams"]] == [
-        (name, f"/servers/{name}/mcp") for name in ("alpha", "beta", "gamma")
+        (name, f"/servers/{name}/mcp") for name in NAMES
     ]
     assert ready["status"] == "ready"
     named = set(re.findall(r'mrtr_bridge_upstream_up\{upstream="(\w+)"\} 1', metrics))
-    assert named == {"alpha", "beta", "gamma"}
+    assert named == set(NAMES)
 
 
 async def test_one_upstream_down_leaves_the_others_serving(peers: Peers, tmp_path: Path) -> None:
