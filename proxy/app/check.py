@@ -3,8 +3,10 @@
 Steps: a `server/discover` era probe (`proxy.upstream.era_probe`; a stdio upstream in a throwaway
 process), then a legacy session opened with the same transport detection and revision negotiation
 as `serve` (`initialize` declaring roots, so a server that asks for roots at `initialized` shows it
-within `upstream.roots_probe_ms`), then `tools/list`. `translators.check_report` turns what was seen
-into the report; exit status 0 bridgeable, 1 not bridgeable, 2 unreachable.
+within `upstream.roots_probe_ms`), then `tools/list`; over HTTP, unless the settings declare it,
+whether the upstream serves a second session beside the first (proxy/upstream/session_limit.py:
+one more session, and a ping of the first). `translators.check_report` turns what was seen into
+the report; exit status 0 bridgeable, 1 not bridgeable, 2 unreachable.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from proxy.upstream.http.channel import UpstreamRefused
 from proxy.upstream.http.outbound import proxy_named, upstream_client
 from proxy.upstream.http.wire import client_info
 from proxy.upstream.negotiation import NegotiatingOpener
+from proxy.upstream.session_limit import SessionLimit
 from proxy.upstream.stdio.process import check_command
 from proxy.upstream.stdio.session import StdioUpstreamSession
 from proxy.upstream.transport import HttpTransport
@@ -106,10 +109,32 @@ async def _look(
             seen.tools_error = exc.message
 
 
+async def _sessions_served(
+    limit: SessionLimit, opener: Any, settings: UpstreamSettings, first: PooledSession
+) -> None:
+    """Whether the upstream serves a second session beside `first`, unless known: one more is
+    opened, and `first` pinged (`SessionLimit.displaced`); both are let go as `serve` would."""
+    if limit.one is not None or not limit.learns:
+        return
+    try:
+        second: PooledSession = await opener({}, _static_headers(settings), lambda _inbound: None)
+    except BridgeError:
+        return  # it answered the first; the limit stays unknown
+    try:
+        await limit.displaced(first)
+    finally:
+        await limit.let_go(second)
+
+
 async def _legacy(
-    seen: Observed, settings: UpstreamSettings, opener: Any, transport: TransportInfo | None
+    seen: Observed,
+    settings: UpstreamSettings,
+    opener: Any,
+    transport: TransportInfo | None,
+    limit: SessionLimit | None = None,
 ) -> BridgeError | None:
-    """Open a legacy session and look at it; the error that kept it from opening, if any."""
+    """Open a legacy session and look at it (and, with a `limit` to learn, whether a second one
+    serves beside it); the error that kept it from opening, if any."""
     watch = _RootsWatch()
     try:
         session: PooledSession = await opener(dict(_CAPABILITIES), _static_headers(settings), watch)
@@ -124,8 +149,10 @@ async def _legacy(
             seen.transport = transport.name
     try:
         await _look(session, seen, watch, settings.roots_probe_ms / 1000)
+        if limit is not None:
+            await _sessions_served(limit, opener, settings, session)
     finally:
-        await session.aclose()
+        await (session.aclose() if limit is None else limit.let_go(session))
     return None
 
 
@@ -202,7 +229,14 @@ async def _check_http(settings: UpstreamSettings) -> Observed:
             seen.redirected = exc.target  # nothing was sent there: the report names the fix
             return seen
         transport = HttpTransport(client, settings)
-        error = await _legacy(seen, settings, NegotiatingOpener(transport), transport)
+        limit = SessionLimit.of(settings)
+        try:
+            opener = NegotiatingOpener(transport, limit=limit)
+            error = await _legacy(seen, settings, opener, transport, limit)
+        finally:
+            await limit.aclose()
+        if seen.init_result is not None:
+            seen.sessions, seen.one_session = limit.describe(), bool(limit.one)
         _judge_http(seen, status, jsonrpc, error)
         if seen.discover is not None and seen.discover.modern:
             seen.transport = "streamable-http"
@@ -288,6 +322,7 @@ def render_text(report: dict[str, Any]) -> str:
         ),
         f"revision:   {report['protocolVersion'] or 'unknown'}",
         f"transport:  {report['transport'] or 'unknown'}",
+        *([f"sessions:   {report['sessionLimit']}"] if report["sessionLimit"] else []),
         f"server:     {info.get('name', '?')} {info.get('version', '')}".rstrip(),
         f"capabilities: {', '.join(sorted(report['capabilities'] or {})) or 'none'}",
     ]

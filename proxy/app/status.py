@@ -2,10 +2,10 @@
 (docs/operations.md § Status page).
 
 The same facts in both: held calls (count, per tool, each call's principal digest, age, round and
-state), the upstream (its name, era, transport, last failed open) and each of its open sessions
-(principal digest, revision, who holds it), the replicas this one sees, and the learned push batch
-sizes. Read at request time from the registry, the pool and the peer set, which keep no extra
-bookkeeping for it.
+state), the upstream (its name, era, transport, how many sessions it serves at a time, last failed
+open) and each of its open sessions (principal digest, revision, who holds it), the replicas this
+one sees, and the learned push batch sizes. Read at request time from the registry, the pool and
+the peer set, which keep no extra bookkeeping for it.
 
 Off the public front: served only to a loopback peer (`status.loopback`) or to a request bearing
 `status.admin_token` (compared in constant time), and, like the MCP endpoint, only for an allowed
@@ -183,6 +183,8 @@ class StatusPage:
             "era": era,
             "transport": pool.transport.name if pool is not None else None,
             "sessions_open": 0,
+            # how many sessions it serves at a time (proxy/upstream/session_limit.py)
+            "session_limit": pool.limit.describe() if pool is not None else None,
             "lease_waits": 0,
             "last_error": None,
             "sessions": [],

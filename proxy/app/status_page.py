@@ -105,6 +105,7 @@ def render_page(facts: Mapping[str, Any]) -> str:
                 ("era", "era"),
                 ("transport", "transport"),
                 ("sessions_open", "sessions"),
+                ("session_limit", "sessions it serves"),
                 ("lease_waits", "waits for a session"),
                 ("last_error", "last failed open"),
             ],
