@@ -23,7 +23,7 @@ from proxy.app import event_loop
 from proxy.common.shown import shown_uri
 from proxy.upstream.base import Inbound, PooledSession, TransportInfo
 from proxy.upstream.era_probe import modern_post, probe_stdio
-from proxy.upstream.http.channel import UpstreamRefused
+from proxy.upstream.errors import UpstreamRefused
 from proxy.upstream.http.outbound import proxy_named, upstream_client
 from proxy.upstream.http.wire import client_info
 from proxy.upstream.negotiation import NegotiatingOpener

@@ -12,8 +12,10 @@ the last known verdict reported, marked as such, while the check runs on in the 
 
 An upstream that answers the probe's `initialize` with an HTTP or JSON-RPC error still *answers*:
 it counts as reachable (it may want per-user credentials the probe does not have); only a
-connection failure, a timeout, a lost session or a protocol version the bridge does not speak make
-the bridge unready.
+connection failure, a timeout, a lost session, a protocol version the bridge does not speak, or a
+URL whose path serves no MCP (404 or 405 to `initialize`: every call would fail; the verdict says
+where the endpoint likely is, "did you mean .../mcp?", proxy/upstream/errors.py) make the bridge
+unready.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import structlog
 
 from proxy.common.clock import Clock, loop_time
 from proxy.upstream.base import TransportInfo
-from proxy.upstream.errors import plain_reason
+from proxy.upstream.errors import UpstreamRefused, plain_reason
 from proxy.upstream.pool import SessionKey, UpstreamPool
 from translators.auth.oauth import UpstreamAuthChallenge
 from translators.protocol.eras import LEGACY_PING
@@ -159,6 +161,9 @@ class Readiness:
                 "upstream.authorization to probe with one)"
             )
         except BridgeError as exc:
+            if isinstance(exc, UpstreamRefused) and exc.likely is not None:  # no MCP at the path
+                _log.warning("readiness_probe_failed", error=exc.message)
+                return f"unreachable: {plain_reason(exc)}"
             _log.info("readiness_probe_refused", error=exc.message)
             return f"reachable (it refused the probe session: {plain_reason(exc)})"
         verdict = _TIMED_OUT  # unless the ping ends before the probe's deadline

@@ -56,6 +56,7 @@ class UpstreamEra:
         self._ticker: asyncio.Task[None] | None = None
         self._client: aiohttp.ClientSession | None = None
         self.last_failure: BridgeError | None = None  # why the last probe got no answer
+        self.discover_status: int | None = None  # the HTTP status of the last probe's answer
         # one upstream session at a time: the legacy initialize's answer, asked once
         self._one_session = one_session_configured(settings)
         self._answered_initialize: bool | None = None
@@ -124,6 +125,7 @@ class UpstreamEra:
         verdict = await probe_http(
             client, self._settings.url, self._settings, self._static_headers()
         )
+        self.discover_status = verdict.status
         if not verdict.modern:
             return LEGACY
         answered = self._answered_initialize
