@@ -61,9 +61,11 @@ def reported_error(exc: BridgeError) -> dict[str, Any]:
 def shown_reason(exc: UpstreamFault) -> str | None:
     """The first `reason` of `exc` and the faults it was raised from, masked and cut."""
     cause: BaseException | None = exc
-    while cause is not None:
+    seen: set[int] = set()  # a chain of causes may loop (`raise exc from exc`)
+    while cause is not None and id(cause) not in seen:
         if isinstance(cause, UpstreamFault) and cause.reason:
             return bounded(masked(cause.reason), MAX_REASON_CHARS)
+        seen.add(id(cause))
         cause = cause.__cause__
     return None
 

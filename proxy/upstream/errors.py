@@ -222,7 +222,9 @@ def _transport_reason(exc: BaseException) -> str | None:
     """Plain words for the connection or TLS failure on `exc`'s chain of causes, if there is one
     (also the `reason` a client is told of it: `_translate`)."""
     cause: BaseException | None = exc
-    while cause is not None:
+    seen: set[int] = set()  # a chain of causes may loop (`raise exc from exc`)
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
         if isinstance(cause, aiohttp.ClientConnectorError):
             return _connect_reason(cause)
         if isinstance(cause, ssl.SSLError):  # after the handshake: TLS 1.3 servers alert then

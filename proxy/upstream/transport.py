@@ -72,7 +72,10 @@ class HttpTransport:
             try:
                 return await self._open(self._chosen, capabilities, headers, on_unrelated)
             except UpstreamRefused as refused:
-                raise missing_endpoint(self._url, refused) from refused
+                named = missing_endpoint(self._url, refused)
+                if named is refused:
+                    raise
+                raise named from refused
         try:
             return await self._open(self._chosen, capabilities, headers, on_unrelated)
         except UpstreamFault as exc:

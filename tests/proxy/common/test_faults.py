@@ -80,3 +80,10 @@ def test_a_reason_is_cut_to_its_bound() -> None:
     said = "x" * (3 * MAX_REASON_CHARS)
     reason = reported_error(UpstreamUnavailable("exited", reason=said))["data"]["reason"]
     assert reason == "x" * MAX_REASON_CHARS + f"...[cut, {3 * MAX_REASON_CHARS} characters]"
+
+
+def test_a_fault_that_is_its_own_cause_is_reported_at_once() -> None:
+    """`raise fault from fault` makes a loop of causes: the walk for a reason ends anyway."""
+    fault = UpstreamUnavailable("looped")
+    fault.__cause__ = fault
+    assert set(reported_error(fault)["data"]) == {"source", "correlationId"}
