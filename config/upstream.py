@@ -108,7 +108,10 @@ class UpstreamSettings(Frozen):
         True, description="forward the client's Authorization header upstream"
     )
     max_sessions: int = Field(
-        256, ge=1, description="upstream sessions open at once, all principals"
+        256,
+        ge=1,
+        description="upstream sessions open at once, all principals (1 over HTTP: the same as"
+        ' session_limit = "one")',
     )
     max_sessions_per_principal: int = Field(
         64,
@@ -124,10 +127,10 @@ class UpstreamSettings(Frozen):
     )
     session_limit: Literal["auto", "one", "many"] = Field(
         "auto",
-        description="Streamable HTTP: does the upstream serve one session at a time (learned once"
-        " by a second session beside the first, opened for an interactive call or, with no call"
-        " running, for crowded plain calls; or declared); one: at most one session, never DELETEd"
-        " nor reaped",
+        description="HTTP: does the upstream serve one session at a time (learned once by a second"
+        " session beside the first, whoever opens it: the pool, the revision negotiation, the roots"
+        " probe, check; or declared); one: one session, kept for as long as the bridge runs, for"
+        " every caller in turn, never DELETEd, reaped or replaced, and no other opened",
     )
     session_check_s: float = Field(
         2.0,

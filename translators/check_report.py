@@ -50,7 +50,9 @@ class Observed:
     tried or succeeded); `unreachable` is why nothing answered at all (refused, silent, not HTTP,
     a command that died or hung); `not_mcp` why something answered, but not as an MCP server;
     `redirected` where it redirected to, off the origin of `upstream.url` (never followed);
-    `stderr_tail` what a stdio server that died wrote last to stderr."""
+    `stderr_tail` what a stdio server that died wrote last to stderr; `sessions` how many sessions
+    an HTTP upstream serves at a time, as learned or configured (`SessionLimit.describe`), and
+    `one_session` whether that is one."""
 
     upstream: str
     proxy: str | None = None  # the forward proxy on the way, as logs show it, and who chose it
@@ -66,11 +68,18 @@ class Observed:
     not_mcp: str | None = None
     redirected: str | None = None
     stderr_tail: list[str] | None = None
+    sessions: str | None = None
+    one_session: bool = False
     notes: list[str] = field(default_factory=list)
     tools_without: list[Any] | None = None  # a client declaring no capability sees these
     tools_alone: dict[str, list[Any]] = field(default_factory=dict)  # by `DECLARABLE` name
 
 
+_ONE_SESSION: Final = (
+    "it serves one session at a time (a second initialize takes it over): the bridge keeps one"
+    " upstream session for every caller, in turn, and never deletes it (docs/operations.md,"
+    ' "Servers that work with one session only")'
+)
 _REDIRECTED: Final = (
     "redirects to another origin ({target}): the bridge never follows a redirect off the origin"
     " of upstream.url; set upstream.url to the final URL"
@@ -343,7 +352,8 @@ def build_report(seen: Observed) -> dict[str, Any]:
         "bridgeable": bridgeable,
         "bridges": bridges,
         "problems": problems,
-        "notes": list(seen.notes),
+        "sessionLimit": seen.sessions,
+        "notes": [*seen.notes, *([_ONE_SESSION] if seen.one_session else [])],
         "stderrTail": seen.stderr_tail,
     }
 

@@ -3,9 +3,12 @@
 Steps: a `server/discover` era probe (`proxy.upstream.era_probe`; a stdio upstream in a throwaway
 process), then a legacy session opened with the same transport detection and revision negotiation
 as `serve` (`initialize` declaring roots, so a server that asks for roots at `initialized` shows it
-within `upstream.roots_probe_ms`), then `tools/list`. `translators.check_report` turns what was seen
-into the report; exit status 0 bridgeable, 1 not bridgeable, 2 unreachable. Named upstreams are
-checked at once, a report each; the exit status is the worst one's.
+within `upstream.roots_probe_ms`), then `tools/list`, by client capability too (check_tools.py);
+over HTTP, unless the settings declare it, whether the upstream serves a second session beside the
+first (proxy/upstream/session_limit.py: one more session, and a ping of the first).
+`translators.check_report` turns what was seen into the report; exit status 0 bridgeable, 1 not
+bridgeable, 2 unreachable. Named upstreams are checked at once, a report each; the exit status is
+the worst one's.
 """
 
 from __future__ import annotations
@@ -19,14 +22,21 @@ import aiohttp
 
 from config.settings import Settings, UpstreamSettings, server_path
 from proxy.app import event_loop
-from proxy.app.check_tools import RootsWatch, all_tools, by_capability, legacy_tools
+from proxy.app.check_tools import (
+    RootsWatch,
+    all_tools,
+    by_capability,
+    legacy_tools,
+    session_closer,
+)
 from proxy.common.shown import shown_uri
 from proxy.upstream.base import PooledSession, SessionOpener, TransportInfo
 from proxy.upstream.era_probe import modern_post, probe_stdio
-from proxy.upstream.http.channel import UpstreamRefused
+from proxy.upstream.errors import UpstreamRefused
 from proxy.upstream.http.outbound import proxy_named, upstream_client
 from proxy.upstream.http.wire import client_info
 from proxy.upstream.negotiation import NegotiatingOpener
+from proxy.upstream.session_limit import SessionLimit
 from proxy.upstream.stdio.process import check_command
 from proxy.upstream.stdio.session import StdioUpstreamSession
 from proxy.upstream.transport import HttpTransport
@@ -71,17 +81,36 @@ async def _look(session: PooledSession, seen: Observed, watch: RootsWatch, windo
             seen.tools_error = exc.message
 
 
+async def _sessions_served(
+    limit: SessionLimit, opener: SessionOpener, settings: UpstreamSettings, first: PooledSession
+) -> None:
+    """Whether the upstream serves a second session beside `first`, unless known: one more is
+    opened, and `first` pinged (`SessionLimit.displaced`); both are let go as `serve` would."""
+    if limit.one is not None or not limit.learns:
+        return
+    try:
+        second: PooledSession = await opener({}, _static_headers(settings), lambda _inbound: None)
+    except BridgeError:
+        return  # it answered the first; the limit stays unknown
+    try:
+        await limit.displaced(first)
+    finally:
+        await limit.let_go(second)
+
+
 async def _legacy(
     seen: Observed,
     settings: UpstreamSettings,
     open_once: SessionOpener,
     transport: TransportInfo | None,
+    limit: SessionLimit | None = None,
 ) -> BridgeError | None:
-    """Open a legacy session declaring every capability a modern client may, and look at it; then
-    the tools by capability. The error that kept it from opening, if any."""
-    opener = NegotiatingOpener(open_once)
+    """Open a legacy session declaring every capability a modern client may, and look at it (and,
+    with a `limit` to learn, whether a second one serves beside it); then the tools by capability.
+    The error that kept it from opening, if any."""
+    opener = NegotiatingOpener(open_once, limit=limit)
     try:
-        return await _legacy_sessions(seen, settings, opener, transport)
+        return await _legacy_sessions(seen, settings, opener, transport, limit)
     finally:
         await opener.aclose()  # sessions opened in the wrong revision's shape, still closing
 
@@ -91,6 +120,7 @@ async def _legacy_sessions(
     settings: UpstreamSettings,
     opener: SessionOpener,
     transport: TransportInfo | None,
+    limit: SessionLimit | None,
 ) -> BridgeError | None:
     watch = RootsWatch()
     every = modern_client_capabilities_to_legacy(EVERY_CAPABILITY)
@@ -107,10 +137,13 @@ async def _legacy_sessions(
             seen.transport = transport.name
     try:
         await _look(session, seen, watch, settings.roots_probe_ms / 1000)
+        if limit is not None:
+            await _sessions_served(limit, opener, settings, session)
     finally:
-        await session.aclose()
+        await (session.aclose() if limit is None else limit.let_go(session))
     if seen.tools is not None:
-        lister = functools.partial(legacy_tools, opener, _static_headers(settings))
+        close = session_closer(limit)
+        lister = functools.partial(legacy_tools, opener, _static_headers(settings), close=close)
         await by_capability(seen, lister, at_once=transport is None)  # stdio: no transport
     return None
 
@@ -188,7 +221,13 @@ async def _check_http(settings: UpstreamSettings) -> Observed:
             seen.redirected = exc.target  # nothing was sent there: the report names the fix
             return seen
         transport = HttpTransport(client, settings)
-        error = await _legacy(seen, settings, transport, transport)
+        limit = SessionLimit.of(settings)
+        try:
+            error = await _legacy(seen, settings, transport, transport, limit)
+        finally:
+            await limit.aclose()
+        if seen.init_result is not None:
+            seen.sessions, seen.one_session = limit.describe(), bool(limit.one)
         _judge_http(seen, status, jsonrpc, error)
         if seen.discover is not None and seen.discover.modern:
             seen.transport = "streamable-http"
@@ -299,6 +338,7 @@ def render_text(report: dict[str, Any]) -> str:
         ),
         f"revision:   {report['protocolVersion'] or 'unknown'}",
         f"transport:  {report['transport'] or 'unknown'}",
+        *([f"sessions:   {report['sessionLimit']}"] if report["sessionLimit"] else []),
         f"server:     {info.get('name', '?')} {info.get('version', '')}".rstrip(),
         f"capabilities: {', '.join(sorted(report['capabilities'] or {})) or 'none'}",
     ]

@@ -18,6 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final
 
 from proxy.upstream.base import Inbound, PooledSession, SessionOpener
+from proxy.upstream.session_limit import SessionLimit
 from translators.check_report import DECLARABLE, Observed, tool_names
 from translators.protocol.capabilities import modern_client_capabilities_to_legacy
 from translators.protocol.eras import ROOTS, TOOLS_LIST
@@ -26,6 +27,7 @@ from translators.wire.jsonrpc import JsonObject
 
 MAX_TOOL_PAGES: Final = 20
 ToolLister = Callable[[JsonObject], Awaitable[list[Any]]]
+Closer = Callable[[PooledSession], Awaitable[None]]
 
 
 class RootsWatch:
@@ -66,8 +68,24 @@ async def all_tools(session: PooledSession) -> list[Any]:
     return tools
 
 
+def session_closer(limit: SessionLimit | None) -> Closer:
+    """How `check` closes a session: let go as `serve` would where the session limit is known (a
+    one-session upstream's session is never ended upstream), else closed."""
+    if limit is None:
+        return _aclose
+    return limit.let_go
+
+
+async def _aclose(session: PooledSession) -> None:
+    await session.aclose()
+
+
 async def legacy_tools(
-    opener: SessionOpener, headers: Mapping[str, str], declared: JsonObject
+    opener: SessionOpener,
+    headers: Mapping[str, str],
+    declared: JsonObject,
+    *,
+    close: Closer = _aclose,
 ) -> list[Any]:
     """The tools a legacy session shows a client that declares `declared` (modern capabilities,
     translated as the bridge translates a client's); roots asks are answered with no roots."""
@@ -77,7 +95,7 @@ async def legacy_tools(
         return await all_tools(session)
     finally:
         await watch.answer(session, 0)
-        await session.aclose()
+        await close(session)
 
 
 async def by_capability(seen: Observed, list_tools: ToolLister, *, at_once: bool) -> None:
@@ -100,4 +118,11 @@ async def by_capability(seen: Observed, list_tools: ToolLister, *, at_once: bool
     seen.tools_without, seen.tools_alone = without, alone
 
 
-__all__ = ["MAX_TOOL_PAGES", "RootsWatch", "all_tools", "by_capability", "legacy_tools"]
+__all__ = [
+    "MAX_TOOL_PAGES",
+    "RootsWatch",
+    "all_tools",
+    "by_capability",
+    "legacy_tools",
+    "session_closer",
+]

@@ -43,6 +43,7 @@ from proxy.upstream.base import (
 from proxy.upstream.http.outbound import log_upstream_proxy, upstream_client
 from proxy.upstream.negotiation import NegotiatingOpener
 from proxy.upstream.pool import UpstreamPool
+from proxy.upstream.session_limit import SessionLimit
 from proxy.upstream.stdio.children import ChildProcesses
 from proxy.upstream.stdio.spares import SpareProcesses
 from proxy.upstream.transport import HttpTransport
@@ -200,12 +201,14 @@ async def bridge_runtime(
         chosen, transport = _opener(client, upstream, spares, opener)
         if on_open_failure is not None:
             chosen = _reporting(chosen, on_open_failure)
-        negotiating = NegotiatingOpener(chosen)
+        limit = SessionLimit.of(upstream)  # what the pool and the negotiation know of sessions
+        negotiating = NegotiatingOpener(chosen, limit=limit)
         pool = UpstreamPool(
             upstream,
             negotiating,
             transport=transport,
             on_unowned=lambda session, inbound: engine.on_unowned(session, inbound),
+            limit=limit,
         )
         engine = build_engine(settings, pool, keyring, metrics, held)
         try:

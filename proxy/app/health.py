@@ -17,8 +17,10 @@ the last known verdict reported, marked as such, while the check runs on in the 
 
 An upstream that answers the probe's `initialize` with an HTTP or JSON-RPC error still *answers*:
 it counts as reachable (it may want per-user credentials the probe does not have); only a
-connection failure, a timeout, a lost session or a protocol version the bridge does not speak make
-the bridge unready.
+connection failure, a timeout, a lost session, a protocol version the bridge does not speak, or a
+URL whose path serves no MCP (404 or 405 to `initialize`: every call would fail; the verdict says
+where the endpoint likely is, "did you mean .../mcp?", proxy/upstream/errors.py) make the bridge
+unready.
 
 `upstream_up` gives `/metrics` its `mrtr_bridge_upstream_up` gauge, read at scrape time: the
 newest of this check's verdict and the era tracker's last probe (`proxy/upstream/era.py`: an HTTP
@@ -41,7 +43,7 @@ from proxy.common.log_context import log_context
 from proxy.passthrough.modern_upstream import ModernUpstream
 from proxy.upstream.base import TransportInfo
 from proxy.upstream.era import UpstreamEra
-from proxy.upstream.errors import plain_reason
+from proxy.upstream.errors import UpstreamRefused, plain_reason
 from proxy.upstream.pool import SessionKey, UpstreamPool
 from translators.auth.oauth import UpstreamAuthChallenge
 from translators.protocol.era_detection import MODERN
@@ -188,6 +190,9 @@ class Readiness:
                 "upstream.authorization to probe with one)"
             )
         except BridgeError as exc:
+            if isinstance(exc, UpstreamRefused) and exc.likely is not None:  # no MCP at the path
+                _log.warning("readiness_probe_failed", error=exc.message)
+                return f"unreachable: {plain_reason(exc)}"
             _log.info("readiness_probe_refused", error=exc.message)
             return f"reachable (it refused the probe session: {plain_reason(exc)})"
         verdict = _TIMED_OUT  # unless the ping ends before the probe's deadline
@@ -220,6 +225,12 @@ class CheckedUpstream(Protocol):
 
     @property
     def name(self) -> str: ...
+
+    @property
+    def scope(self) -> str | None: ...
+
+    @property
+    def path(self) -> str: ...
 
     @property
     def modern(self) -> ModernUpstream | None: ...
@@ -278,7 +289,8 @@ async def bridge_readiness(
 ) -> tuple[dict[str, Any], int]:
     """The `/readyz` body and status: every upstream checked at once. `checks` holds the
     bridge-wide ones (`keys`) and, with a single upstream, its own as well (the body a bridge of
-    one upstream always had)."""
+    one upstream always had). Each upstream is named by its name, the unnamed one by its path: its
+    address is not for whoever can reach `/readyz`."""
     reports = await asyncio.gather(*(upstream_report(upstream) for upstream in upstreams))
     status, code = bridge_status([report.ready for report in reports], requires)
     checks = {"keys": keys, **(reports[0].checks if len(reports) == 1 else {})}
@@ -287,7 +299,7 @@ async def bridge_readiness(
         "ready_requires": requires,
         "checks": checks,
         "upstreams": {
-            upstream.name: {"status": report.status, "checks": report.checks}
+            upstream.scope or upstream.path: {"status": report.status, "checks": report.checks}
             for upstream, report in zip(upstreams, reports, strict=True)
         },
     }

@@ -134,6 +134,7 @@ def _pool_facts(pool: UpstreamPool | None) -> Facts:
     facts: Facts = {
         "transport": None,
         "sessions_open": 0,
+        "session_limit": None,  # how many sessions it serves at a time (upstream/session_limit.py)
         "lease_waits": 0,
         "last_error": None,
         "sessions": [],
@@ -141,6 +142,7 @@ def _pool_facts(pool: UpstreamPool | None) -> Facts:
     if pool is None:
         return facts
     facts["transport"] = pool.transport.name
+    facts["session_limit"] = pool.limit.describe()
     facts["sessions_open"] = pool.stats().sessions_open
     facts["lease_waits"] = pool.waits_total  # leases that waited for room (a session limit)
     facts["sessions"] = [

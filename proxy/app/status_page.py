@@ -81,6 +81,7 @@ def render_page(facts: Mapping[str, Any]) -> str:
                 ("transport", "transport"),
                 ("health", "health (last check)"),
                 ("sessions_open", "sessions"),
+                ("session_limit", "sessions it serves"),
                 ("lease_waits", "waits for a session"),
                 ("held", "held calls"),
                 ("last_error", "last failed open"),

@@ -6,7 +6,10 @@ its outside-call `roots/list` asks, and letting a fresh session settle (docs/arc
   declares roots waits for a one-time *probe*: a session that declares only roots, opened and
   watched for `upstream.roots_probe_ms`; a `roots/list` ask in that window means the upstream keeps
   roots per session. Any later ask outside a call on a session that holds no client's roots teaches
-  the same, and that session is retired. `"always"` skips the probe.
+  the same, and that session is retired. `"always"` skips the probe. An upstream that serves one
+  session at a time (proxy/upstream/session_limit.py) is never probed (the probe would need a
+  session of its own) and needs no roots-affine sessions (its one session serves every caller in
+  turn): nothing is learned, and an ask outside a call gets `upstream.unowned_roots`.
 - **Answering.** A roots-affine session's key carries the roots answer it was opened for
   (`SessionKey.roots_answer`); every ask outside a call on it gets exactly that answer.
 - **Settling.** A fresh roots-affine session is handed to its first call only after its server
@@ -126,6 +129,8 @@ class RootsAffinity:
         """Whether calls need roots-affine sessions; runs the one-time probe if nobody knows yet."""
         if self.keeps_roots is not None:
             return self.keeps_roots
+        if self._pool.limit.one:
+            return False  # one session for every caller: no session of the probe's own
         if self._probe is None:
             self._probe = asyncio.get_running_loop().create_task(
                 self._run_probe(lease_probe), name="roots-probe"
@@ -164,6 +169,8 @@ class RootsAffinity:
         if key.roots_answer is not None:
             self._state(session).asked.set()
             return PushAnswer(result=key.roots_answer)
+        if self._pool.limit.one:
+            return None  # the one session serves every caller: nothing to learn or retire
         if not self.keeps_roots and self._auto:
             self.keeps_roots = True
             log.info("roots_kept_by_upstream", learned="ask_outside_call")

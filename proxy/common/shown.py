@@ -5,7 +5,9 @@ its fragment, whatever its scheme: a client's resource URI on the access line, t
 and a span; the upstream's URL or the forward proxy's in a log line, an error message or `check`'s
 report. `bounded`: a text cut to a length bound, saying that it was cut and how long it was: every
 text of every log line (proxy/observe/redaction.py), the names on the access line and the status
-page, the fields of a span.
+page, the fields of a span, the reason of an upstream failure a client is told
+(proxy/common/faults.py). `masked`: a text with bearer and basic credentials and sealed
+`requestState` blobs masked, by the patterns the log's redaction uses too (its safety net).
 """
 
 from __future__ import annotations
@@ -13,6 +15,10 @@ from __future__ import annotations
 import re
 from typing import Final
 
+REDACTED: Final = "[redacted]"
+CREDENTIAL: Final = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9\-._~+/]+=*")
+CREDENTIAL_HINT: Final = re.compile(r"(?i)bearer|basic")  # what every CREDENTIAL match contains
+SEALED_STATE: Final = re.compile(r"\bv1\.[A-Za-z0-9_\-]{16,}={0,2}")
 # RFC 3986 appendix B: scheme, authority, path; the query and the fragment are left out. Every
 # text matches (each part may be empty), so a URI that is not valid is still made safe.
 _URI_PARTS: Final = re.compile(r"([^:/?#]+:)?(//[^/?#]*)?([^?#]*)", re.DOTALL)
@@ -46,4 +52,21 @@ def bounded(text: str, limit: int, length: int | None = None) -> str:
     return text[:limit] + cut_mark(length)
 
 
-__all__ = ["bounded", "cut_mark", "shown_uri"]
+def masked(text: str) -> str:
+    """`text` with bearer and basic credentials and sealed `requestState` blobs masked."""
+    if "v1." not in text and not CREDENTIAL_HINT.search(text):
+        return text
+    text = CREDENTIAL.sub(lambda match: f"{match.group(1)}{match.group(2)}{REDACTED}", text)
+    return SEALED_STATE.sub(f"v1.{REDACTED}", text)
+
+
+__all__ = [
+    "CREDENTIAL",
+    "CREDENTIAL_HINT",
+    "REDACTED",
+    "SEALED_STATE",
+    "bounded",
+    "cut_mark",
+    "masked",
+    "shown_uri",
+]

@@ -12,16 +12,15 @@ message), with proxy/common/shown.py's `bounded`: a line has a bounded length. T
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 from itertools import islice
 from typing import Any, Final
 
 from structlog.typing import EventDict, WrappedLogger
 
-from proxy.common.shown import bounded, cut_mark
+from proxy.common.shown import CREDENTIAL_HINT as _CREDENTIAL_HINT
+from proxy.common.shown import REDACTED, bounded, cut_mark, masked
 
-REDACTED: Final = "[redacted]"
 # Compared after lower-casing and turning "-" into "_".
 SECRET_KEYS: Final[frozenset[str]] = frozenset(
     {
@@ -51,9 +50,6 @@ SECRET_KEYS: Final[frozenset[str]] = frozenset(
         "input_responses",
     }
 )
-_CREDENTIAL = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9\-._~+/]+=*")
-_CREDENTIAL_HINT = re.compile(r"(?i)bearer|basic")  # what every _CREDENTIAL match contains
-_SEALED_STATE = re.compile(r"\bv1\.[A-Za-z0-9_\-]{16,}={0,2}")
 _MAX_DEPTH: Final = 8
 MAX_LOGGED_TEXT: Final = 1000  # characters of any text in a log line (then `cut_mark`)
 MAX_LOGGED_TRACEBACK: Final = 10_000  # characters of a traceback (`exception`, `stack`)
@@ -109,8 +105,7 @@ def mask_text(text: str, limit: int = MAX_LOGGED_TEXT) -> str:
                 _CLEAN_TEXTS.clear()
             _CLEAN_TEXTS.add(text)
         return text
-    text = _CREDENTIAL.sub(lambda match: f"{match.group(1)}{match.group(2)}{REDACTED}", text)
-    return _SEALED_STATE.sub(f"v1.{REDACTED}", text)
+    return masked(text)  # the patterns' one home: proxy/common/shown.py
 
 
 def scrub(value: Any, depth: int) -> Any:

@@ -107,10 +107,11 @@ class UpstreamSession(Protocol):
         the transport keeps none."""
         ...
 
-    def forget_on_close(self) -> None:
+    def forget_on_close(self) -> bool:
         """Close later without ending the session upstream (no `DELETE`): a one-session server
-        (session_limit.py), or a legacy task another process adopts. Nothing to forget where
-        closing the connection or the process is the end (stdio, HTTP+SSE)."""
+        (session_limit.py), or a legacy task another process adopts. Whether the session then
+        outlives its close: False where closing the connection or the process is the end (stdio,
+        HTTP+SSE), with nothing to forget."""
         ...
 
     def resume(
@@ -231,8 +232,9 @@ class EndsWithItsConnection:
     def sealable_cookies(self) -> list[SealedCookie]:
         return []
 
-    def forget_on_close(self) -> None:
+    def forget_on_close(self) -> bool:
         """Closing is the end of the session whatever is forgotten: nothing to do."""
+        return False
 
     def resume(
         self,

@@ -5,9 +5,12 @@ after a failure is reported (`reprobe_soon`: a session that would not open, a re
 connect), so upgrading the server behind a running bridge needs no restart. A probe is the
 `server/discover` probe of `proxy.upstream.era_probe` (harmless to a legacy server; a stdio upstream
 is probed in a throwaway process); a modern answer is followed by a legacy `initialize`
-(its session deleted at once) to tell a dual-era server from a modern-only one. The era is logged
-when first known (`upstream_era_detected`) and when it changes (`upstream_era_changed`), and
-`/readyz` shows it. An unreachable upstream keeps the last known era.
+(its session deleted at once) to tell a dual-era server from a modern-only one. Where the settings
+allow one upstream session at a time (proxy/upstream/session_limit.py), that `initialize` is sent
+once, at the first probe that needs it (at start, before the pool opens a session), and its session
+is never deleted (a `DELETE` would leave such a server unconnected); later probes keep its answer.
+The era is logged when first known (`upstream_era_detected`) and when it changes
+(`upstream_era_changed`), and `/readyz` shows it. An unreachable upstream keeps the last known era.
 
 A stdio upstream is tracked by the subclass `StdioEra`: probed in a throwaway process only after a
 failure or when a legacy client needs the era, never at start or on the interval (each probe costs
@@ -27,6 +30,7 @@ from proxy.common.shown import shown_uri
 from proxy.upstream.era_probe import probe_http, probe_stdio, stdio_probe_settings
 from proxy.upstream.http.outbound import upstream_client
 from proxy.upstream.http.wire import client_info, read_reply
+from proxy.upstream.session_limit import one_session_configured
 from translators.protocol.era_detection import DUAL, LEGACY, MODERN, Era, era_of
 from translators.protocol.eras import INITIALIZE
 from translators.protocol.revisions import OFFERED
@@ -53,6 +57,10 @@ class UpstreamEra:
         self._client: aiohttp.ClientSession | None = None
         self.last_failure: BridgeError | None = None  # why the last probe got no answer
         self.probed_at: float | None = None  # loop time the last probe ended (answered or not)
+        self.discover_status: int | None = None  # the HTTP status of the last probe's answer
+        # one upstream session at a time: the legacy initialize's answer, asked once
+        self._one_session = one_session_configured(settings)
+        self._answered_initialize: bool | None = None
 
     # whether a modern request waits for a probe in flight before its path is chosen
     modern_waits = True
@@ -120,13 +128,20 @@ class UpstreamEra:
         verdict = await probe_http(
             client, self._settings.url, self._settings, self._static_headers()
         )
+        self.discover_status = verdict.status
         if not verdict.modern:
             return LEGACY
-        return era_of(verdict, await self._answers_initialize(client))
+        answered = self._answered_initialize
+        if answered is None:
+            answered = await self._answers_initialize(client)
+            if self._one_session:
+                self._answered_initialize = answered
+        return era_of(verdict, answered)
 
     async def _answers_initialize(self, client: aiohttp.ClientSession) -> bool:
-        """Whether a legacy `initialize` is answered with a result (its session is deleted
-        at once); an HTTP 200 carrying an error is a refusal."""
+        """Whether a legacy `initialize` is answered with a result (its session is deleted at
+        once, unless one session at a time is allowed); an HTTP 200 carrying an error is a
+        refusal."""
         url = self._settings.url
         assert url is not None
         body = {
@@ -143,7 +158,7 @@ class UpstreamEra:
                 # a 200 may carry a JSON-RPC error (a modern-only server's -32022): read the body
                 reply = await read_reply(response, body["id"], self._settings.max_line_bytes)
                 answered = response.status == 200 and "result" in as_object(reply)
-            if session_id:
+            if session_id and not self._one_session:
                 async with client.delete(
                     url, headers={**headers, "Mcp-Session-Id": session_id}, timeout=timeout
                 ):

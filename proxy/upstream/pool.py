@@ -44,6 +44,7 @@ from proxy.upstream.pool_entries import (
     SessionView,
     UnownedHandler,
     best_entry,
+    idle_entry,
 )
 from proxy.upstream.pool_sizing import PoolSizing
 from proxy.upstream.session_limit import SessionLimit
@@ -70,9 +71,11 @@ class UpstreamPool(PoolSizing):
         on_unowned: UnownedHandler,
         transport: TransportInfo = STREAMABLE_HTTP,
         clock: Clock | None = None,
+        limit: SessionLimit | None = None,
     ) -> None:
         """`clock` times idleness, eviction and the backoffs (proxy/common/clock.py); waits for a
-        session stay on the loop's timers."""
+        session stay on the loop's timers. `limit`: what the bridge knows of the upstream's
+        sessions, shared with the session opener's negotiation (the settings' if not given)."""
         self._settings = settings
         # the running loop's own clock once started (read on every lease: no wrapper around it)
         self._clock: Clock = loop_time if clock is None else clock
@@ -81,7 +84,7 @@ class UpstreamPool(PoolSizing):
         self.attribution = PushAttribution(enabled=settings.share_attributed_calls)
         self.transport = transport
         self._open_slots = asyncio.Semaphore(MAX_CONCURRENT_OPENS)
-        self.limit = SessionLimit(settings.session_limit, settings.session_check_s)
+        self.limit = SessionLimit.of(settings) if limit is None else limit
         # what leases waiting for room wait on (made by the first of them), set at the next release
         self._room: asyncio.Event | None = None
         # a plain lease opens another session of its key past this many calls on the least used
@@ -129,6 +132,7 @@ class UpstreamPool(PoolSizing):
             await asyncio.wait({self._reaper})
         entries, self._entries = self._entries, []
         await self._close_all(entries, "pool_closed")
+        await self.limit.aclose()
 
     def key_of(self, session: UpstreamSession) -> SessionKey | None:
         """The key of an open session (for routing its session-wide notifications)."""
@@ -141,7 +145,9 @@ class UpstreamPool(PoolSizing):
 
     def retire(self, session: UpstreamSession) -> None:
         """Never hand `session` out again; it is closed when its last lease is released (or
-        reaped)."""
+        reaped). Not the one session of a one-session upstream while it lives (session_limit.py)."""
+        if self.limit.one and session.is_alive:
+            return
         for entry in self._entries:
             if entry.session is session:
                 entry.retire()
@@ -191,6 +197,8 @@ class UpstreamPool(PoolSizing):
                 await self.limit.pass_gate()  # the pool drains to learn the session limit
                 continue
             entry = best_entry(self._entries, key, exclusive, prefer, attributed)
+            if entry is None and self.limit.one:
+                entry = idle_entry(self._entries, key)  # the one session, for this key now
             if entry is not None:
                 held = exclusive or attributed is not None
                 if entry.shared >= self._spread_at and self._may_spread(key, held, prefer):
@@ -324,7 +332,7 @@ class UpstreamPool(PoolSizing):
         the upstream serves one session: they are retired (forgotten, not deleted)."""
         router = EntryRouter(self._route)
         session = await self._opener(capabilities, headers, router)
-        older = [e for e in self._entries if e.can_serve] if self.transport.streams_per_call else []
+        older = [e for e in self._entries if e.can_serve] if self.limit.learns else []
         if older and await self.limit.displaced(older[0].session):
             for entry in older:
                 entry.retire()
@@ -366,7 +374,8 @@ class UpstreamPool(PoolSizing):
             entry.shared -= 1
             if lease.label is not None:
                 entry.remove_attributed(lease.label)
-        if discard or not entry.session.is_alive:
+        # the one session of a one-session upstream is kept while it lives (session_limit.py)
+        if not entry.session.is_alive or (discard and not self.limit.one):
             entry.retire()
         self._room_made()  # a shared lease may now be exclusive, an idle session evictable
         if not entry.is_idle:
@@ -385,11 +394,9 @@ class UpstreamPool(PoolSizing):
         for entry in entries:
             entry.state = EntryState.CLOSED
             self._retired_reinitialized += entry.session.reinitialized_count
-            if self.limit.one:
-                entry.session.forget_on_close()  # a DELETE would leave the server unconnected
         self._room_made()
         results = await asyncio.gather(
-            *(e.session.aclose() for e in entries), return_exceptions=True
+            *(self.limit.let_go(e.session) for e in entries), return_exceptions=True
         )
         for result in results:
             if isinstance(result, BaseException) and not isinstance(result, asyncio.CancelledError):

@@ -152,6 +152,18 @@ def best_entry(
     return best
 
 
+def idle_entry(entries: list[PoolEntry], key: SessionKey) -> PoolEntry | None:
+    """On a one-session upstream (session_limit.py): its session when nobody holds it, taken over
+    by `key`. It serves one key's requests at a time (by `best_entry`'s rules), so that a push or a
+    session-wide message on it concerns that key's caller alone; another key's request waits until
+    it is idle, as for a full pool."""
+    for entry in entries:
+        if entry.is_idle and entry.can_serve:
+            entry.key, entry.ident = key, key.ident
+            return entry
+    return None
+
+
 class Lease:
     """The right to use `session` for one request; give it back with `release()`.
 
@@ -267,4 +279,5 @@ __all__ = [
     "SessionKey",
     "UnownedHandler",
     "best_entry",
+    "idle_entry",
 ]

@@ -7,6 +7,12 @@ naming the upstream (its URL without credentials) and the reason, then probes ag
 4 s, ... up to `MAX_DELAY_S`, until the upstream answers, and logs `upstream_reachable` once it
 does. The bridge serves meanwhile: `/readyz` says the same in plain words, and a call fails with
 "The upstream server is unavailable".
+
+An upstream that answered the probe with 404 or 405 most likely has no MCP endpoint at that path
+(the server's address given without `/mcp`): `StartupWatch` logs `upstream_endpoint_missing` once,
+naming where it most likely is ("did you mean http://127.0.0.1:8931/mcp?", proxy/upstream/
+errors.py), unless the URL ends with `/sse` (an HTTP+SSE server's stream takes no POST). `/readyz`
+answers 503 with the same fix once a session fails to open there.
 """
 
 from __future__ import annotations
@@ -18,7 +24,12 @@ from typing import Final
 import structlog
 
 from proxy.upstream.era import UpstreamEra
-from proxy.upstream.errors import plain_reason
+from proxy.upstream.errors import (
+    NO_ENDPOINT_STATUSES,
+    endpoint_hint,
+    likely_endpoint,
+    plain_reason,
+)
 
 FIRST_DELAY_S: Final = 1.0
 MAX_DELAY_S: Final = 60.0
@@ -48,6 +59,19 @@ class StartupWatch:
             self._task = asyncio.get_running_loop().create_task(
                 self._watch(), name="upstream-startup-watch"
             )
+        elif self._era.discover_status in NO_ENDPOINT_STATUSES:
+            self._no_endpoint(self._era.discover_status)
+
+    def _no_endpoint(self, status: int) -> None:
+        if self._upstream.rstrip("/").endswith("/sse"):
+            return  # an HTTP+SSE stream answers only GET: the probe's POST proves nothing
+        _log.warning(
+            "upstream_endpoint_missing",
+            url=self._upstream,
+            reason=f"server/discover answered HTTP {status}: no MCP endpoint at that path"
+            " (unless it serves only the HTTP+SSE transport there)",
+            hint=endpoint_hint(likely_endpoint(self._upstream)),
+        )
 
     async def _watch(self) -> None:
         delay = self._first_delay_s

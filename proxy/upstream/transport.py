@@ -5,7 +5,9 @@ page: POST `initialize` to the URL; if that fails with an HTTP 4xx, GET the URL 
 stream whose first event is `endpoint` (the HTTP+SSE transport). 401 and 403 are not taken as
 "wrong transport": they mean credentials, and the caller must see them as they are. The detected
 transport is remembered for the pool's lifetime and detected anew when a session fails to open
-with it. `streamable-http` or `sse` skips detection.
+with it. `streamable-http` or `sse` skips detection. A 404 or 405 to the opening of a session (to
+both transports, when detecting) means no MCP endpoint is at the URL's path: the error names where
+it most likely is (proxy/upstream/errors.py, `likely_endpoint`).
 """
 
 from __future__ import annotations
@@ -19,13 +21,13 @@ import structlog
 from config.settings import UpstreamSettings
 from proxy.common.shown import shown_uri
 from proxy.upstream.base import InboundHandler, PooledSession
-from proxy.upstream.http.channel import UpstreamRefused
+from proxy.upstream.errors import UpstreamRefused, missing_endpoint
 from proxy.upstream.http.cookies import SessionCookies
 from proxy.upstream.http.session import HttpUpstreamSession
 from proxy.upstream.sse import SseUpstreamSession
 from translators.protocol.revisions import UnsupportedUpstreamVersion
 from translators.tasks_ext.task_ids import SealedCookie
-from translators.wire.errors import UpstreamFault, UpstreamProtocolError, UpstreamUnavailable
+from translators.wire.errors import UpstreamFault, UpstreamUnavailable
 from translators.wire.jsonrpc import JsonObject
 
 _log = structlog.get_logger(__name__)
@@ -67,7 +69,13 @@ class HttpTransport:
         if self._chosen is None:
             return await self._detect(capabilities, headers, on_unrelated)
         if not self._auto:
-            return await self._open(self._chosen, capabilities, headers, on_unrelated)
+            try:
+                return await self._open(self._chosen, capabilities, headers, on_unrelated)
+            except UpstreamRefused as refused:
+                named = missing_endpoint(self._url, refused)
+                if named is refused:
+                    raise
+                raise named from refused
         try:
             return await self._open(self._chosen, capabilities, headers, on_unrelated)
         except UpstreamFault as exc:
@@ -134,12 +142,15 @@ class HttpTransport:
             self._remember(SSE)
             raise
         except UpstreamFault as exc:
-            raise UpstreamProtocolError(
+            neither = UpstreamRefused(
                 f"Upstream {shown_uri(self._url)} speaks neither MCP HTTP transport "
                 "(upstream.transport = auto):"
                 f" Streamable HTTP: {refused.message}; HTTP+SSE: {exc.message}",
-                {"upstream": shown_uri(self._url)},
-            ) from exc
+                status=refused.status,
+                reason=f"it speaks neither MCP HTTP transport (Streamable HTTP: {refused.reason};"
+                f" HTTP+SSE: {exc.reason or type(exc).PUBLIC})",
+            )
+            raise missing_endpoint(self._url, neither) from exc
         self._remember(SSE)
         return session
 

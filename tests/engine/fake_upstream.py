@@ -235,8 +235,9 @@ class FakeSession:
     def sealable_cookies(self) -> list[Any]:
         return []
 
-    def forget_on_close(self) -> None:
+    def forget_on_close(self) -> bool:
         self.forgotten = True  # closing ends it all the same, as a process ends
+        return False
 
     def resume(self, method: str, upstream_request_id: int, last_event_id: str, **_: Any) -> None:
         return None

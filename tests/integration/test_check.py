@@ -69,6 +69,7 @@ def test_legacy_http_server_is_bridgeable(peers: Peers) -> None:
     assert (report["era"], report["protocolVersion"]) == ("legacy", "2025-11-25")
     assert report["directions"] == {"modernClients": "translated", "legacyClients": "relayed"}
     assert report["transport"] == "streamable-http"
+    assert report["sessionLimit"] == "many (learned)"  # a second session answered beside the first
     assert report["serverInfo"]["name"] == "mcp-legacy-conformance-fixture"
     assert set(report["capabilities"]) >= {
         "tools",

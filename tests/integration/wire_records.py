@@ -139,14 +139,15 @@ def is_era_probe(record: JsonObject, message: JsonObject) -> bool:
 def used_sessions(all_records: list[JsonObject]) -> set[str | None]:
     """Sessions the bridge sent a request on after `initialize` (a first session the bridge closes
     at once, because the server answered another revision than its capabilities were shaped for, is
-    not one)."""
+    not one, nor is it when only pinged: once the second is open the bridge pings the first, to
+    learn whether the server serves both, proxy/upstream/session_limit.py)."""
     return {
         record["session"]
         for record in all_records
         if record["dir"] == "sent"
         for message in messages(record)
         if "id" in message
-        and message.get("method") not in (None, "initialize")
+        and message.get("method") not in (None, "initialize", "ping")
         and not is_era_probe(record, message)
     }
 

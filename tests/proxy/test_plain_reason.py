@@ -1,5 +1,7 @@
 """`plain_reason`: what `/readyz` and the start-up warning say of an upstream failure, in plain
-words, with no URL, address or exception class name."""
+words, with no URL, address or exception class name; the same words as the `reason` a client is
+told of a transport failure; and where the MCP endpoint likely is when a URL serves none
+(`likely_endpoint`, said the same way by `check`, `/readyz` and the start-up warning)."""
 
 from __future__ import annotations
 
@@ -10,7 +12,13 @@ import ssl
 import aiohttp
 import pytest
 
-from proxy.upstream.errors import map_upstream_errors, plain_reason
+from proxy.upstream.errors import (
+    UpstreamRefused,
+    likely_endpoint,
+    map_upstream_errors,
+    missing_endpoint,
+    plain_reason,
+)
 from translators.wire.errors import (
     BridgeError,
     UpstreamProtocolError,
@@ -114,3 +122,52 @@ def test_dns_failure_is_named() -> None:
     key = aiohttp.client_reqrep.ConnectionKey("nowhere.invalid", 80, False, True, None, None, None)
     dns = aiohttp.ClientConnectorDNSError(key, socket.gaierror(-2, "Name or service not known"))
     assert plain_reason(mapped(dns)) == "cannot connect: the host name does not resolve"
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (mapped(connector_error(errno.ECONNREFUSED)), "cannot connect: connection refused"),
+        (mapped(aiohttp.ServerDisconnectedError()), "it closed the connection without answering"),
+        (mapped(TimeoutError()), "it did not answer initialize in time"),
+        (
+            mapped(tls_alert("TLSV13_ALERT_CERTIFICATE_REQUIRED")),
+            "it asks for a TLS client certificate: set upstream.tls_client_cert",
+        ),
+        (
+            mapped(UpstreamProtocolError("sent a message that is not JSON")),
+            "it sent a message that is not JSON",
+        ),
+    ],
+)
+def test_a_mapped_fault_tells_the_client_why_without_addresses(
+    error: BridgeError, reason: str
+) -> None:
+    assert isinstance(error, UpstreamUnavailable | UpstreamTimeout | UpstreamProtocolError)
+    assert error.reason == reason and URL in error.message
+
+
+@pytest.mark.parametrize(
+    ("url", "likely"),
+    [
+        ("http://127.0.0.1:8931", "http://127.0.0.1:8931/mcp"),
+        ("http://127.0.0.1:8931/", "http://127.0.0.1:8931/mcp"),
+        ("http://u:pw@h:1/api?k=1", "http://h:1/api/mcp"),
+        ("http://h/api/sse", "http://h/api/mcp"),
+        ("http://h/mcp/", "http://h/sse"),
+    ],
+)
+def test_the_likely_endpoint_is_the_sdks_path(url: str, likely: str) -> None:
+    assert likely_endpoint(url) == likely
+
+
+def test_a_404_to_a_sessions_opening_names_the_likely_endpoint() -> None:
+    """The client and `/readyz` get the path's end only; the log gets the whole URL."""
+    refused = UpstreamRefused(f"Upstream {URL} answered initialize with HTTP 404", status=404)
+    named = missing_endpoint("http://10.1.2.3:8931", refused)
+    assert named.likely == "http://10.1.2.3:8931/mcp"
+    assert named.message.endswith("; did you mean http://10.1.2.3:8931/mcp?")
+    hint = "no MCP endpoint at that path (it answered HTTP 404); did you mean .../mcp?"
+    assert named.reason == plain_reason(named) == hint
+    other = UpstreamRefused("answered initialize with HTTP 400", status=400)
+    assert missing_endpoint(URL, other) is other and other.likely is None

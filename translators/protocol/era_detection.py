@@ -16,7 +16,7 @@ negotiated legacy revision means dual, a refusal means modern-only.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
 
 from translators.protocol.eras import (
@@ -48,6 +48,7 @@ class DiscoverVerdict:
     modern: bool
     result: dict[str, Any] | None = None  # the DiscoverResult, when there was one
     reason: str = ""  # why the server counts as legacy, or the modern error it sent
+    status: int | None = None  # the HTTP status of the answer (None: stdio, or no HTTP answer)
 
     @property
     def supported_versions(self) -> list[str]:
@@ -118,12 +119,12 @@ def verdict_of_reply(message: Any) -> DiscoverVerdict:
 def verdict_of_http(status: int, body: Any) -> DiscoverVerdict:
     """The verdict from an HTTP answer to the probe POST; `body` is its parsed JSON (None if not
     JSON)."""
-    if is_modern_error(body):
-        return verdict_of_reply(body)
-    if status == 200 and isinstance(body, dict):
-        return verdict_of_reply(body)
+    if is_modern_error(body) or (status == 200 and isinstance(body, dict)):
+        return replace(verdict_of_reply(body), status=status)
     return DiscoverVerdict(
-        False, reason=f"server/discover answered HTTP {status} without a modern error"
+        False,
+        reason=f"server/discover answered HTTP {status} without a modern error",
+        status=status,
     )
 
 

@@ -196,16 +196,26 @@ class UpstreamFault(BridgeError):
 
     `message` and `data` are for the log: they may name the upstream URL, the stdio program or
     foreign error text. The client is told `public` (a bridge-authored message free of those, when
-    the raising site has one) or the class's `PUBLIC` text, with a correlation id into the log."""
+    the raising site has one) or the class's `PUBLIC` text, with a correlation id into the log, and
+    `reason`: why, in words a client may see (no URL, address, program or secret: the raising site
+    writes it so), given as `data.reason` (proxy/common/faults.py, `reported_error`)."""
 
     code = INTERNAL_ERROR
     PUBLIC: ClassVar[str] = "The upstream server failed"
 
-    def __init__(self, message: str, data: Any = None, *, public: str | bool = False) -> None:
+    def __init__(
+        self,
+        message: str,
+        data: Any = None,
+        *,
+        public: str | bool = False,
+        reason: str | None = None,
+    ) -> None:
         marked = {"source": BRIDGE_MARKER, **(data or {})}
         super().__init__(message, marked)
         # True: `message` is itself public
         self.public = message if public is True else public or None
+        self.reason = reason
 
     def public_error(self, correlation_id: str) -> dict[str, Any]:
         """The client's error object: the failure named, no internals."""

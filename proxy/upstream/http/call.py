@@ -239,7 +239,8 @@ class CallSender:
             if cursor.last_event_id is None:
                 raise UpstreamProtocolError(
                     f"Upstream {self._upstream} closed the stream of {call.method} before "
-                    "answering, with no event id to resume from"
+                    "answering, with no event id to resume from",
+                    reason=f"it closed the stream of {call.method} before answering",
                 )
             await asyncio.sleep(cursor.retry_s)
             before = (cursor.last_event_id, cursor.events_seen)
@@ -253,7 +254,8 @@ class CallSender:
             failures = 0 if (cursor.last_event_id, cursor.events_seen) != before else failures + 1
         raise UpstreamSessionLost(
             f"Upstream {self._upstream}: the stream of {call.method} could not be resumed"
-            f" after {MAX_RESUME_ATTEMPTS} attempts"
+            f" after {MAX_RESUME_ATTEMPTS} attempts",
+            reason=f"the stream of {call.method} closed before its answer and could not be resumed",
         )
 
     async def _resume_once(
@@ -268,7 +270,9 @@ class CallSender:
             if resp.status == 405:
                 raise UpstreamProtocolError(
                     f"Upstream {self._upstream} closed the stream of {call.method} early and does"
-                    " not support resumption (GET answered 405)"
+                    " not support resumption (GET answered 405)",
+                    reason=f"it closed the stream of {call.method} before answering, and cannot"
+                    " resume it",
                 )
             await self._channel.check_status(resp, generation, action, content_type=SSE_TYPE)
             self._log.debug("upstream_stream_resumed", method=call.method)

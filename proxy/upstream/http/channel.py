@@ -17,7 +17,7 @@ from yarl import URL
 from config.settings import UpstreamSettings
 from proxy.auth.oauth_passthrough import passes_challenges, upstream_challenge
 from proxy.common.shown import bounded, shown_uri
-from proxy.upstream.errors import map_upstream_errors, upstream_fault
+from proxy.upstream.errors import UpstreamRefused, map_upstream_errors, upstream_fault
 from proxy.upstream.http.cookies import SessionCookies
 from proxy.upstream.http.outbound import KEEPING_STATUSES, origin_of
 from proxy.upstream.http.wire import JSON_TYPE, POST_ACCEPT, SESSION_HEADER, build_headers, is_json
@@ -39,15 +39,6 @@ class SessionExpired(Exception):
     def __init__(self, generation: int) -> None:
         super().__init__("upstream session expired")
         self.generation = generation
-
-
-class UpstreamRefused(UpstreamProtocolError):
-    """The upstream answered with an HTTP status below 500 that the request did not expect; `status`
-    tells transport detection whether to try the HTTP+SSE transport (a 4xx)."""
-
-    def __init__(self, message: str, *, status: int) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 class HttpChannel:
@@ -189,9 +180,10 @@ class HttpChannel:
                 raise challenge
         detail = await _refusal_detail(resp)
         message = f"Upstream {self.upstream} answered {action} with HTTP {resp.status}{detail}"
+        reason = f"it answered {action} with HTTP {resp.status}"  # not its page: no internals
         if resp.status >= 500:
-            raise UpstreamUnavailable(message)
-        raise UpstreamRefused(message, status=resp.status)
+            raise UpstreamUnavailable(message, reason=reason)
+        raise UpstreamRefused(message, status=resp.status, reason=reason)
 
     async def post_accepted(
         self, message: JsonObject, action: str, *, extra: Mapping[str, str] | None = None

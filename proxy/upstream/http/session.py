@@ -256,10 +256,11 @@ class HttpUpstreamSession:
     async def notify(self, method: str, params: JsonObject | None = None) -> None:
         await self._send_bounded(jsonrpc.notification(method, params), method)
 
-    def forget_on_close(self) -> None:
+    def forget_on_close(self) -> bool:
         """Close without a DELETE (a one-session server: proxy/upstream/session_limit.py; a
         legacy task another process adopts)."""
         self._delete_on_close = False
+        return True
 
     async def aclose(self) -> None:
         if self._state is SessionState.CLOSED:

@@ -29,7 +29,7 @@ from translators.protocol.eras import (
     SUBSCRIPTIONS_LISTEN,
     TOOLS_CALL,
 )
-from translators.wire.errors import UpstreamFault
+from translators.wire.errors import UpstreamFault, UpstreamProtocolError
 from translators.wire.fast_json import as_object
 from translators.wire.header_values import encode_header_value
 from translators.wire.jsonrpc import JsonObject
@@ -92,28 +92,23 @@ class ModernHttpCaller:
     ) -> JsonObject:
         import aiohttp
 
-        request_id = message.get("id")
+        from proxy.upstream.errors import upstream_fault
+
+        request_id, method = message.get("id"), str(message.get("method"))
         headers = {**request_headers(message, self.authorization(authorization)), **(headers or {})}
+        url = shown_uri(self._upstream.url or "")
         try:
             status, reply = await self._post(message, headers, on_message)
         except UpstreamFault as exc:  # a redirect it does not follow, an answer past the cap
-            _log.warning("reverse_upstream_refused", reason=exc.message)
-            return failure(request_id, exc.public or exc.PUBLIC)
-        except TimeoutError:
-            _log.warning("reverse_upstream_timeout", method=message.get("method"))
-            return failure(request_id, "The upstream server did not answer in time")
-        except (aiohttp.ClientError, OSError) as exc:
-            _log.warning(
-                "reverse_upstream_unreachable",
-                url=shown_uri(self._upstream.url or ""),
-                error=type(exc).__name__,
-            )
-            return failure(request_id, "The upstream server cannot be reached")
+            return failure(request_id, exc)
+        except (TimeoutError, aiohttp.ClientError, OSError) as exc:
+            fault = upstream_fault(exc, url, method)
+            assert isinstance(fault, UpstreamFault)  # what the seam makes of each of them
+            return failure(request_id, fault)
         if not isinstance(reply, dict) or not ("result" in reply or "error" in reply):
-            _log.warning("reverse_upstream_no_reply", status=status, method=message.get("method"))
-            return failure(
-                request_id, f"The upstream server answered HTTP {status} without a reply"
-            )
+            public = f"The upstream server answered HTTP {status} without a reply"
+            fault = UpstreamProtocolError(f"Upstream {url}: {public} ({method})", public=public)
+            return failure(request_id, fault)
         return {**reply, "id": request_id}
 
     async def _post(

@@ -8,7 +8,9 @@ the bridge's own; the answer and the notifications come back to their caller by 
 by token, a `subscriptions/listen` stream's by its `subscriptionId`, and log messages (which carry
 nothing that names their request) only when exactly one request in flight asked for them, else
 they are dropped. A cancelled or timed-out call sends `notifications/cancelled` (the 2026-07-28
-cancellation on stdio).
+cancellation on stdio). A process that exits before its first answer fails the calls waiting on it
+with the last lines it wrote to stderr as the reason (the user's own program's words: why it could
+not start, proxy/common/faults.py).
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ import structlog
 
 from config.settings import UpstreamSettings
 from proxy.upstream.modern.caller import OnMessage, failure
-from proxy.upstream.stdio.process import spawn, stop_process
-from proxy.upstream.stdio.stderr import StderrRelay
+from proxy.upstream.stdio.process import exit_code, exit_message, spawn, stop_process
+from proxy.upstream.stdio.reading import EXIT_CODE_WAIT_S
+from proxy.upstream.stdio.stderr import StderrRelay, died_saying
 from translators.protocol.eras import (
     CANCELLED,
     LOG_MESSAGE,
@@ -35,6 +38,7 @@ from translators.protocol.eras import (
     PROGRESS,
     SUBSCRIPTIONS_LISTEN,
 )
+from translators.wire.errors import UpstreamSessionLost, UpstreamTimeout, UpstreamUnavailable
 from translators.wire.fast_json import as_object
 from translators.wire.jsonrpc import JsonObject, notification
 from translators.wire.stdio_framing import LineSplitter
@@ -62,6 +66,7 @@ class ModernStdioCaller:
         self._starting = asyncio.Lock()
         self._calls: dict[str, _Call] = {}
         self._ids = itertools.count(1)
+        self._exited = "the process exited"  # why the calls waiting on a process that ended failed
 
     async def call(
         self,
@@ -75,8 +80,12 @@ class ModernStdioCaller:
         try:
             process = await self._ensure()
         except Exception as exc:
-            _log.warning("reverse_stdio_upstream_unavailable", error=type(exc).__name__)
-            return failure(request_id, "The upstream server cannot be started")
+            start = UpstreamUnavailable(
+                f"The modern stdio server cannot be started: {type(exc).__name__}: {exc}",
+                public="The upstream server cannot be started",
+                reason=f"{type(exc).__name__}: {exc}",  # the user's own command, as it was given
+            )
+            return failure(request_id, start)
         own_id = f"mrtr-bridge-{next(self._ids)}"
         params = dict(as_object(message.get("params")))
         meta = dict(as_object(params.get("_meta")))
@@ -93,12 +102,15 @@ class ModernStdioCaller:
                 reply = await call.reply
         except TimeoutError:
             self._cancel(own_id)
-            return failure(request_id, "The upstream server did not answer in time")
+            public = "The upstream server did not answer in time"
+            return failure(request_id, UpstreamTimeout(f"{public} ({message.get('method')})"))
         except asyncio.CancelledError:
             self._cancel(own_id)
             raise
         except ConnectionError:
-            return failure(request_id, "The upstream server process exited")
+            public = "The upstream server process exited"
+            lost = UpstreamSessionLost(public, public=public, reason=self._exited)
+            return failure(request_id, lost)
         finally:
             self._calls.pop(own_id, None)
         return {**reply, "id": request_id}
@@ -127,33 +139,40 @@ class ModernStdioCaller:
 
     async def _read(self, process: asyncio.subprocess.Process) -> None:
         assert process.stdout is not None and process.stderr is not None
-        stderr = StderrRelay(_log.bind(pid=process.pid)).run(process.stderr)
-        drain = asyncio.get_running_loop().create_task(stderr)
+        relay = StderrRelay(_log.bind(pid=process.pid))
+        drain = asyncio.get_running_loop().create_task(relay.run(process.stderr))
         splitter = LineSplitter(self._upstream.max_line_bytes)
+        answered = False
         try:
             while chunk := await process.stdout.read(65536):
                 for line in splitter.feed(chunk):
                     if isinstance(line, bytes):
                         with contextlib.suppress(ValueError):
-                            self._route(json.loads(line))
+                            answered = self._route(json.loads(line)) or answered
         except ConnectionError:
             pass  # a broken pipe: the process is of no further use
         finally:
+            code = await exit_code(process, EXIT_CODE_WAIT_S)
+            await asyncio.wait({drain}, timeout=EXIT_CODE_WAIT_S)  # its last words, if it exited
             drain.cancel()
+            # the stderr of a process that never answered says why it could not start
+            exited = exit_message(code)
+            self._exited = exited if answered else died_saying(exited, relay)
             for own_id, call in list(self._calls.items()):
                 if not call.reply.done():
                     call.reply.set_exception(ConnectionResetError("the process exited"))
                 self._calls.pop(own_id, None)
             _log.info("reverse_stdio_upstream_ended", pid=process.pid)
 
-    def _route(self, message: Any) -> None:
+    def _route(self, message: Any) -> bool:
+        """Hand one message to its call; whether it was an answer."""
         if not isinstance(message, dict):
-            return
+            return False
         if "method" not in message:
             call = self._calls.get(str(message.get("id")))
             if call is not None and not call.reply.done():
                 call.reply.set_result(message)
-            return
+            return True
         params = as_object(message.get("params"))
         method = message.get("method")
         listen = as_object(params.get("_meta")).get(META_SUBSCRIPTION_ID)
@@ -170,6 +189,7 @@ class ModernStdioCaller:
             target = None
         if target is not None:
             target.on_message(message)
+        return False
 
     async def aclose(self) -> None:
         process, self._process = self._process, None

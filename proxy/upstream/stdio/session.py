@@ -38,7 +38,7 @@ from proxy.upstream.stdio.process import (
     upstream_label,
 )
 from proxy.upstream.stdio.reading import EXIT_CODE_WAIT_S, ReadsStdout
-from proxy.upstream.stdio.stderr import StderrRelay
+from proxy.upstream.stdio.stderr import StderrRelay, died_saying
 from translators.protocol.eras import CANCELLED, INITIALIZE, INITIALIZED
 from translators.protocol.revisions import OFFERED, Revision, negotiated
 from translators.wire import jsonrpc
@@ -92,7 +92,9 @@ class StdioUpstreamSession(ReadsStdout, EndsWithItsConnection, SendsMessages):
         self._children: ChildProcesses | None = None  # where the process is recorded while it runs
         self._on_settled: list[Callable[[], None]] = []
         self._log = log.bind(program=program, pid=process.pid)
-        self.stderr = StderrRelay(self._log)  # its `tail` is for `check`, never for a client
+        # its `tail` is for `check`, and for the client when the server exited before answering
+        # `initialize` (its own program's words, masked and cut: proxy/common/faults.py)
+        self.stderr = StderrRelay(self._log)
 
     @classmethod
     async def open(
@@ -256,16 +258,21 @@ class StdioUpstreamSession(ReadsStdout, EndsWithItsConnection, SendsMessages):
                 f"Legacy stdio server {self._program!r} did not answer initialize within "
                 f"{timeout:g} s (upstream.init_timeout_s)",
                 data,
+                reason=f"it did not answer initialize within {timeout:g} s"
+                " (upstream.init_timeout_s)",
             ) from None
         except UpstreamReturnedError as exc:
             raise UpstreamUnavailable(
-                f"Legacy stdio server {self._program!r} refused initialize: {exc.message}", data
+                f"Legacy stdio server {self._program!r} refused initialize: {exc.message}",
+                data,
+                reason=f"it refused initialize: {exc.message}",
             ) from exc
         except UpstreamSessionLost as exc:
             raise UpstreamUnavailable(
                 f"Legacy stdio server {self._program!r} stopped before answering initialize: "
                 f"{exc.message}",
                 data,
+                reason=await self._exit_reason(),
             ) from exc
         self.revision = negotiated(
             f"stdio server {self._program!r}", result.get("protocolVersion"), data
@@ -273,6 +280,14 @@ class StdioUpstreamSession(ReadsStdout, EndsWithItsConnection, SendsMessages):
         self._decoder.batches = self.revision.batches
         self.init_result = result
         await self.notify(INITIALIZED)
+
+    async def _exit_reason(self) -> str:
+        """Why a process that exited before answering `initialize` did: its exit, and the last
+        lines it wrote to stderr (read to their end, within `EXIT_CODE_WAIT_S`)."""
+        if len(self._readers) > 1:
+            await asyncio.wait({self._readers[1]}, timeout=EXIT_CODE_WAIT_S)
+        exited = self._lost or "the process stopped"
+        return died_saying(f"{exited} before answering initialize", self.stderr)
 
     def _lost_error(self) -> UpstreamSessionLost:
         message = self._lost or "the legacy stdio session was closed by the bridge"

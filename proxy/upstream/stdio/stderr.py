@@ -4,7 +4,8 @@ Per the spec stderr is free-form logging and not an error signal, so lines are l
 cut to `LINE_CHARS` characters, at most `LINES_PER_S` per second; the rest are counted and reported
 as one `upstream_stderr_suppressed` entry when the next one-second window opens or the stream ends.
 The last `TAIL_LINES` lines (suppressed ones too) are kept in `tail`, so that `mrtr-bridge check`
-can show why a server that died said it died.
+can show why a server that died said it died, and a client whose server exited before it answered
+is told the last `SHOWN_LINES` of them (`died_saying`; masked and cut by proxy/common/faults.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ LINE_CHARS: Final = 1000
 LINES_PER_S: Final = 50
 WINDOW_S: Final = 1.0
 TAIL_LINES: Final = 20
+SHOWN_LINES: Final = 5  # of the tail, in the error of a client whose server exited unanswering
 
 
 class StderrRelay:
@@ -103,4 +105,11 @@ class StderrRelay:
             self._unreported = 0
 
 
-__all__ = ["LINES_PER_S", "LINE_CHARS", "TAIL_LINES", "StderrRelay"]
+def died_saying(exited: str, stderr: StderrRelay) -> str:
+    """Why a process ended before it answered: `exited` (its exit, in the bridge's words) and the
+    last lines it wrote to stderr, if any."""
+    said = " | ".join(list(stderr.tail)[-SHOWN_LINES:])
+    return f"{exited}; its stderr ended with: {said}" if said else exited
+
+
+__all__ = ["LINES_PER_S", "LINE_CHARS", "SHOWN_LINES", "TAIL_LINES", "StderrRelay", "died_saying"]

@@ -6,7 +6,7 @@ here; tests/integration/test_roots_isolation.py runs the whole path against real
 from __future__ import annotations
 
 import asyncio
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import pytest
 from virtual_time import on_virtual_time
@@ -15,6 +15,7 @@ from config.settings import UpstreamSettings
 from proxy.calls.roots_affinity import NO_ROOTS, AskClient, RootsAffinity
 from proxy.upstream.base import UpstreamSession
 from proxy.upstream.pool import Lease, SessionKey, UpstreamPool
+from proxy.upstream.session_limit import SessionLimit
 from translators.protocol.capabilities import capability_fingerprint
 from translators.protocol.roots import PROBE, ROOTS_INPUT_KEY, roots_digest
 from translators.wire.errors import InvalidParams, UpstreamUnavailable
@@ -31,9 +32,10 @@ class FakeSession:
 
 
 class FakePool:
-    def __init__(self) -> None:
+    def __init__(self, session_limit: Literal["auto", "one"] = "auto") -> None:
         self.keys: dict[int, SessionKey] = {}
         self.retired: list[object] = []
+        self.limit = SessionLimit(session_limit, 1.0)
 
     def key_of(self, session: object) -> SessionKey | None:
         return self.keys.get(id(session))
@@ -122,6 +124,20 @@ async def test_no_probe_without_roots_or_in_always_mode() -> None:
     assert always.keeps_roots is True
     assert await always.roots_for_call(ROOTS_CAPS, {ROOTS_INPUT_KEY: ROOTS}, prober) == ROOTS
     assert prober.leases == []
+
+
+async def test_an_upstream_of_one_session_is_never_probed_and_learns_nothing_from_asks() -> None:
+    """One session serves every caller in turn: no probe (it would need a session of its own), no
+    roots-affine sessions, and an ask outside a call neither teaches nor retires (the default
+    policy answers it)."""
+    pool = FakePool("one")
+    roots = affinity(pool)
+    prober = Prober(pool, [roots], asks=True)
+    assert await roots.roots_for_call(ROOTS_CAPS, {ROOTS_INPUT_KEY: ROOTS}, prober) is None
+    session = FakeSession()
+    pool.keys[id(session)] = SessionKey("alice", "f")
+    assert roots.answer_outside_call(cast(UpstreamSession, session)) is None
+    assert prober.leases == [] and pool.retired == [] and roots.keeps_roots is None
 
 
 async def test_a_failed_probe_is_tried_again_by_the_next_call() -> None:

@@ -2,7 +2,8 @@
 a scripted (and hostile) 2026-07-28 server: the headers it sends, SSE notifications as they come,
 JSON answers read whole however they are cut, and a precise -32603 for an answer without a reply,
 one past `upstream.max_line_bytes` (in bounded memory), a redirect to another origin (which gets
-nothing), or no server at all."""
+nothing), or no server at all; each as every path tells a client of an upstream failure
+(proxy/common/faults.py: a correlation id into the log, and the reason where there is one)."""
 
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ from chunked import chunked_json
 
 from config.settings import UpstreamSettings
 from proxy.upstream.modern.http_caller import ModernHttpCaller
+from translators.wire.errors import BRIDGE_MARKER
 
 Serve = Callable[[web.Request], Awaitable[web.StreamResponse]]
 CALL = {
@@ -49,6 +51,13 @@ async def call_through(
     finally:
         await caller.aclose()
     return reply, notes, seen_headers
+
+
+def reported(error: dict[str, Any], message: str, **data: Any) -> bool:
+    """Whether `error` is the -32603 `message` with `data` besides the marker and a correlation
+    id."""
+    shown = {"source": BRIDGE_MARKER, "correlationId": error["data"]["correlationId"], **data}
+    return error == {"code": -32603, "message": message, "data": shown}
 
 
 async def sse(request: web.Request, *events: Any) -> web.StreamResponse:
@@ -84,10 +93,7 @@ async def test_an_answer_without_a_reply(aiohttp_server: Any) -> None:
         return web.Response(text="<html>not json</html>", content_type="text/html")
 
     reply, _, _ = await call_through(aiohttp_server, serve)
-    assert reply["error"] == {
-        "code": -32603,
-        "message": "The upstream server answered HTTP 200 without a reply",
-    }
+    assert reported(reply["error"], "The upstream server answered HTTP 200 without a reply")
 
 
 async def test_an_oversized_event_is_refused(aiohttp_server: Any) -> None:
@@ -96,10 +102,11 @@ async def test_an_oversized_event_is_refused(aiohttp_server: Any) -> None:
 
     reply, notes, _ = await call_through(aiohttp_server, serve, max_line_bytes=1024)
     assert notes == []
-    assert reply["error"] == {
-        "code": -32603,
-        "message": "The upstream server's answer is larger than the limit of 1024 bytes",
-    }
+    assert reported(
+        reply["error"],
+        "The upstream server's answer is larger than the limit of 1024 bytes",
+        limit="upstream.max_line_bytes",
+    )
 
 
 async def test_a_large_json_answer_is_read_whole(aiohttp_server: Any) -> None:
@@ -140,10 +147,11 @@ async def test_an_answer_past_the_cap_is_refused_in_bounded_memory(aiohttp_serve
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
-    assert reply["error"] == {
-        "code": -32603,
-        "message": f"The upstream server's answer is larger than the limit of {cap} bytes",
-    }
+    assert reported(
+        reply["error"],
+        f"The upstream server's answer is larger than the limit of {cap} bytes",
+        limit="upstream.max_line_bytes",
+    )
     assert peak < 3 * cap, peak
     assert written < 8 * cap  # the client stopped reading: the rest was never sent
 
@@ -167,11 +175,11 @@ async def test_a_redirect_to_another_origin_gets_nothing_there(aiohttp_server: A
     reply, _, headers = await call_through(aiohttp_server, serve, headers={"X-API-Key": "k-secret"})
     assert headers[0]["X-API-Key"] == "k-secret"  # the configured upstream gets it
     assert seen_elsewhere == []
-    assert reply["error"] == {
-        "code": -32603,
-        "message": "The upstream server redirected the request to another origin, which the"
-        " bridge does not follow",
-    }
+    assert reported(
+        reply["error"],
+        "The upstream server redirected the request to another origin, which the bridge does not"
+        " follow",
+    )
 
 
 async def test_a_redirect_within_the_origin_is_followed(aiohttp_server: Any) -> None:
@@ -202,11 +210,13 @@ async def test_no_server_at_all() -> None:
         reply = await caller.call(CALL, lambda _: None, None)
     finally:
         await caller.aclose()
-    assert reply == {
-        "jsonrpc": "2.0",
-        "id": "c-1",
-        "error": {"code": -32603, "message": "The upstream server cannot be reached"},
-    }
+    assert (reply["jsonrpc"], reply["id"]) == ("2.0", "c-1")
+    assert reported(
+        reply["error"],
+        "The upstream server is unavailable",
+        reason="cannot connect: connection refused",
+    )
+    assert str(port) not in json.dumps(reply)
 
 
 async def test_one_principals_cookie_never_goes_with_anothers_request(aiohttp_server: Any) -> None:

@@ -487,7 +487,8 @@ async def test_one_session_scripted_shared_and_exclusive_leases_never_deadlock(
     make_pool: Callable[..., UpstreamPool], fake: FakeLegacy
 ) -> None:
     """max_sessions = 1: shared leases join the exclusive holder, a second exclusive lease and
-    another key queue, and each gets the session as soon as the leases before it are released."""
+    another key queue, and each gets the session as soon as the leases before it are released:
+    the one session, which another key takes over once nobody holds it (never deleted)."""
     pool = make_pool(max_sessions=1, session_wait_s=5)
     shared = await lease(pool)
     first = await lease(pool, exclusive=True)
@@ -509,10 +510,10 @@ async def test_one_session_scripted_shared_and_exclusive_leases_never_deadlock(
         assert not bob.done()  # alice's session is still in use
     await shared.release()
     bob_lease = await bob
-    assert bob_lease.key.principal == "bob" and bob_lease.session is not shared.session
-    assert not shared.session.is_alive  # evicted to make room
-    assert (pool.stats().created_total, pool.stats().sessions_open) == (2, 1)
-    assert fake.deleted == ["sess-1"]
+    assert bob_lease.key.principal == "bob" and bob_lease.session is shared.session
+    assert shared.session.is_alive  # kept for the bridge's life
+    assert (pool.stats().created_total, pool.stats().sessions_open) == (1, 1)
+    assert fake.deleted == []
 
 
 async def test_one_session_waiting_is_bounded_and_a_cancelled_waiter_leaves_no_trace(
@@ -533,7 +534,8 @@ async def test_one_session_waiting_is_bounded_and_a_cancelled_waiter_leaves_no_t
     with pytest.raises(asyncio.CancelledError):
         await waiter
     await held.release()
-    assert (await lease(pool, SessionKey("bob", KEY.fingerprint))).session is not held.session
+    # the one session, now bob's: never replaced while it lives
+    assert (await lease(pool, SessionKey("bob", KEY.fingerprint))).session is held.session
     assert pool.stats().sessions_open == 1
 
 

@@ -99,6 +99,8 @@ async def test_a_server_of_many_sessions_is_learned_with_one_ping_and_nothing_ch
 async def test_a_one_session_server_is_learned_and_never_sent_a_delete(
     make_pool: Callable[..., UpstreamPool], fake: FakeLegacy, clock: FakeClock
 ) -> None:
+    """A second session takes the server over: the first is let go without a DELETE, and from
+    then on the one session serves every caller in turn, never reaped, replaced or deleted."""
     fake.one_session = True
     pool = make_pool(session_idle_s=IDLE_S)
     first = await lease(pool, key("alice"))
@@ -110,12 +112,12 @@ async def test_a_one_session_server_is_learned_and_never_sent_a_delete(
     await second.release()
     clock.advance(10 * IDLE_S)  # many idle periods: the reaper keeps the one session
     assert await pool.reap_idle() == 0 and second.session.is_alive
-    third = await lease(pool, key("bob"))  # replaces alice's idle session: forgotten, not deleted
+    third = await lease(pool, key("bob"))  # the one session, bob's now: never replaced
     assert await echo(third, "c") == text_result("c")
-    assert not second.session.is_alive and pool.stats().sessions_open == 1
+    assert third.session is second.session and pool.stats().sessions_open == 1
     assert fake.deleted == []
     assert fake.rpc_methods().count("ping") == 1
-    assert len(fake.all_sessions) == 3
+    assert len(fake.all_sessions) == 2
 
 
 async def test_another_caller_gets_a_clear_error_while_the_one_session_is_held(
@@ -126,8 +128,8 @@ async def test_another_caller_gets_a_clear_error_while_the_one_session_is_held(
     with pytest.raises(CapacityExceeded) as refused:
         await lease(pool, key("bob"))
     assert refused.value.message == (
-        "The upstream server serves one session at a time (learned when the bridge first connected"
-        " to it), and another request holds that session; it did not become free within 0.2 s"
+        'The upstream server serves one session at a time (upstream.session_limit = "one"), and'
+        " another request holds that session; it did not become free within 0.2 s"
         " (upstream.session_wait_s): retry later"
     )
     assert held.session.is_alive

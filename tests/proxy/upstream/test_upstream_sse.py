@@ -20,6 +20,7 @@ from fake_sse import FakeSse, FakeSseSession
 from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
+from proxy.common.faults import reported_error
 from proxy.upstream.base import Inbound
 from proxy.upstream.http.channel import UpstreamRefused
 from proxy.upstream.sse import SseUpstreamSession, resolve_endpoint
@@ -272,6 +273,20 @@ async def test_an_explicit_transport_is_never_detected(
     with pytest.raises(UpstreamRefused) as refused:
         await transport({}, {}, lambda inbound: None)
     assert refused.value.status == 405 and not fake.sessions
+
+
+async def test_an_explicit_transport_refused_otherwise_is_told_as_it_is(
+    fake: FakeSse, url: str, client: aiohttp.ClientSession
+) -> None:
+    """A refusal that says nothing of the path (400) is raised as it came, and what the client is
+    told of it is built at once (it is not its own cause: a loop there would hang the reply)."""
+    fake.get_status = 400
+    transport = HttpTransport(client, settings(url, transport="sse"))
+    with pytest.raises(UpstreamRefused) as refused:
+        await transport({}, {}, lambda inbound: None)
+    assert refused.value.status == 400 and refused.value.likely is None
+    assert refused.value.__cause__ is not refused.value
+    assert reported_error(refused.value)["data"]["reason"] == "it answered SSE stream with HTTP 400"
 
 
 async def _status(status: int) -> web.Response:
