@@ -1,9 +1,10 @@
 """The one inbound router: where a message the upstream sends during a call goes.
 
 Every call that runs upstream — an MRTR-capable call (proxy/calls/call.py), a non-interactive
-request (proxy/engine/routes/plain_call.py), a legacy task's `tasks/result` — hands each message
-its session brings it (on the call's own stream, or on the session's GET stream while it holds the
-session exclusively) to `route_inbound`, with itself as the `InboundTarget`:
+request (proxy/engine/routes/plain_call.py), a legacy task's `tasks/result`
+(proxy/engine/legacy_tasks/running.py) — hands each message its session brings it (on the call's
+own stream, or on the session's GET stream while it holds the session exclusively) to
+`route_inbound`, with itself as the `InboundTarget`:
 
 - a push (elicitation, sampling, roots) goes to the target's `on_push`: a held call asks its
   client, a non-interactive call refuses it upstream, a task shows it as an input request;

@@ -11,6 +11,7 @@ replaying the old stream first so that a question asked before the restart is as
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 from collections.abc import Callable
 from typing import Final
@@ -19,6 +20,7 @@ import structlog
 
 from proxy.common.front_request import FrontRequest
 from proxy.engine.legacy_tasks.running import RunningTask
+from proxy.engine.routes.outside_calls import publish
 from proxy.engine.routes.route_context import RouteContext
 from proxy.upstream.base import Inbound, InboundHandler, UpstreamSession
 from translators.tasks_ext.messages import LEGACY_TASKS_GET, LegacyTask, legacy_task
@@ -114,6 +116,7 @@ class TaskAdopter:
             settings=self._ctx.settings.tasks,
             owner=self._ctx.tasks,
             on_change=self._on_change,
+            publish=functools.partial(publish, self._ctx),
             created_at=handle.created_at_ms / 1000,
         )
         task.start(replay_from=handle)

@@ -22,7 +22,7 @@ from proxy.engine.legacy_tasks.running import RunningTask
 from proxy.engine.legacy_tasks.store import TaskStore
 from proxy.engine.legacy_tasks.tools import TaskTools
 from proxy.engine.routes.mrtr_call import FirstCall, input_responses
-from proxy.engine.routes.outside_calls import refuse_push
+from proxy.engine.routes.outside_calls import publish, refuse_push
 from proxy.engine.routes.route_context import RouteContext
 from proxy.upstream.base import Inbound
 from proxy.upstream.pool import Lease
@@ -257,6 +257,7 @@ class TaskCalls:
             settings=self._ctx.settings.tasks,
             owner=self._ctx.tasks,
             on_change=self._store.announce,
+            publish=functools.partial(publish, self._ctx),
         )
 
     async def _call(self, request: FrontRequest, lease: Lease) -> JsonObject:

@@ -24,6 +24,8 @@ from datetime import UTC, datetime
 import structlog
 
 from config.tasks import TasksSettings
+from proxy.calls.attempt import Attempt
+from proxy.calls.inbound import Publish, route_inbound
 from proxy.common.owned_tasks import TaskOwner
 from proxy.engine.legacy_tasks.restart import TaskLease, upstream_handle
 from proxy.upstream.base import Inbound, UpstreamCall, UpstreamSession
@@ -32,7 +34,6 @@ from translators.protocol.pushes import (
     PendingPush,
     PushAnswer,
     input_response_to_legacy,
-    is_push,
     refusal,
 )
 from translators.protocol.results import legacy_error_to_modern
@@ -72,8 +73,11 @@ class RunningTask:
         settings: TasksSettings,
         owner: TaskOwner,
         on_change: Callable[[RunningTask], None] | None = None,
+        publish: Publish | None = None,
         created_at: float | None = None,
     ) -> None:
+        """`publish`: where the session-wide notifications the server sends while the task runs
+        go (the principal's listen streams; proxy/calls/inbound.py)."""
         self.task_id = task_id
         self.record = record
         self.principal = principal
@@ -101,6 +105,7 @@ class RunningTask:
         self._ended = asyncio.Event()
         self._changed = asyncio.Event()  # a push arrived or the task ended
         self._on_change = on_change  # notifications/tasks to listen streams
+        self._publish = publish
         self._log = log.bind(task=record.hex()[:12])
 
     # ---- lifetime ------------------------------------------------------------------------------
@@ -220,10 +225,25 @@ class RunningTask:
 
     # ---- pushes and answers --------------------------------------------------------------------
 
+    upstream_progress_token: str | None = None  # progress and logs: not on tasks (extension)
+
     def _on_inbound(self, inbound: Inbound) -> None:
+        route_inbound(inbound, self, self._publish or _dropped)
+
+    def current_attempt(self) -> Attempt | None:
+        return None
+
+    def on_push_cancelled(self, params: JsonObject) -> None:
+        """The server withdrew a push it asked: the question goes from `inputRequests`."""
+        push_id = params.get("requestId")
+        withdrawn = [key for key, push in self.pending.items() if push.push_id == push_id]
+        for key in withdrawn:
+            del self.pending[key]
+        if withdrawn:
+            self._asked_all()
+
+    def on_push(self, inbound: Inbound) -> None:
         message = inbound.message
-        if not is_push(message):
-            return  # progress and logs: not on tasks in this extension
         admission = admit_question(
             message,
             legacy_id=self.legacy_id,
@@ -248,6 +268,13 @@ class RunningTask:
         self._changed.set()
         self._announce()
 
+    def _asked_all(self) -> None:
+        """Questions went (answered or withdrawn): with none left, the task works again."""
+        if not self.pending and self.status == "input_required":
+            self.status = "working"
+            self.updated_at = time.time()
+            self._announce()
+
     def _announce(self) -> None:
         if self._on_change is not None and self.task_id:
             self._on_change(self)
@@ -269,10 +296,8 @@ class RunningTask:
             chosen.append((push, input_response_to_legacy(key, push, value)))
         for push, _ in chosen:
             del self.pending[push.key]  # answered once: a repeated update finds nothing
-        if chosen and not self.pending and self.status == "input_required":
-            self.status = "working"
-            self.updated_at = time.time()
-            self._announce()
+        if chosen:
+            self._asked_all()
         for push, answer in chosen:
             assert push.push_id is not None
             await self._lease.session.respond(
@@ -379,6 +404,10 @@ class RunningTask:
         if self._result_call is not None:
             await self._result_call.cancel("task abandoned")
         await self._release(discard=not self.ended)
+
+
+def _dropped(principal: str, message: JsonObject) -> None:
+    """No listen streams to publish to (a task built without them: tests)."""
 
 
 def iso(epoch_s: float) -> str:
