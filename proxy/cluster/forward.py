@@ -257,7 +257,7 @@ class Forwarder:
         try:
             headers = self._headers(request, body, owner)
             upstream = await self._client.post(
-                base + front.path,
+                base + request.path,  # the path it came to: a named upstream's stays its own
                 data=body,
                 headers=headers,
                 timeout=timeout,

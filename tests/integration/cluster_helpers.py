@@ -52,13 +52,16 @@ def replica_env(
 
 def start_replica(
     peers: Peers,
-    upstream: str,
+    upstream: str | Sequence[str],
     replica_id: str,
     port: int,
     peer_ports: Sequence[int],
     extra: Mapping[str, Any] | None = None,
 ) -> PeerProcess:
-    argv = [str(BRIDGE_EXE), "serve", "--upstream", upstream, "--listen", f"127.0.0.1:{port}"]
+    """One replica; `upstream`, a URL or several `NAME=URL` (named upstreams)."""
+    upstreams = [upstream] if isinstance(upstream, str) else list(upstream)
+    flags = [flag for value in upstreams for flag in ("--upstream", value)]
+    argv = [str(BRIDGE_EXE), "serve", *flags, "--listen", f"127.0.0.1:{port}"]
     return peers.start(
         f"bridge-{replica_id}",
         argv,
@@ -107,17 +110,21 @@ class Rotating(httpx2.AsyncBaseTransport):
 
 @contextlib.asynccontextmanager
 async def rotating_client(
-    ports: Sequence[int], start: int = 0, authorizations: Sequence[str] = (), **client_kwargs: Any
+    ports: Sequence[int],
+    start: int = 0,
+    authorizations: Sequence[str] = (),
+    path: str = "/mcp",
+    **client_kwargs: Any,
 ) -> AsyncIterator[tuple[Client, Rotating]]:
     """An entered modern `mcp.Client` whose every POST goes to the next replica (the n-th with the
-    n-th of `authorizations` as its Authorization header, when given)."""
+    n-th of `authorizations` as its Authorization header, when given), at `path`."""
     transport = Rotating(ports, start, authorizations)
     client_kwargs.setdefault("mode", MODERN_VERSION)
     client_kwargs.setdefault("cache", None)
     timeout = httpx2.Timeout(30.0, read=120.0)
     async with httpx2.AsyncClient(transport=transport, timeout=timeout) as http:
         async with Client(
-            streamable_http_client(f"http://127.0.0.1:{ports[0]}/mcp", http_client=http),
+            streamable_http_client(f"http://127.0.0.1:{ports[0]}{path}", http_client=http),
             **client_kwargs,
         ) as client:
             yield client, transport

@@ -11,8 +11,15 @@ from typing import Any
 import mcp_types as types
 import pytest
 
-from .cluster_helpers import Cluster, metric, rotating_client, scrape, start_cluster
-from .harness import InputAnswers, Peers
+from .cluster_helpers import (
+    Cluster,
+    metric,
+    rotating_client,
+    scrape,
+    start_cluster,
+    start_replica,
+)
+from .harness import DEMO_SERVER, InputAnswers, Peers, free_port
 
 FORWARDED = "mrtr_bridge_forwarded_retries_total"
 RECEIVED = "mrtr_bridge_forwarded_retries_received_total"
@@ -77,3 +84,31 @@ async def test_twenty_calls_in_parallel(cluster: Cluster) -> None:
         )
     assert [text for text, _, _ in outcomes] == [EXPECTED] * 20
     assert await _totals(cluster, FORWARDED) - before == 40
+
+
+async def test_a_retry_forwarded_to_its_owner_keeps_its_named_upstream(module_peers: Peers) -> None:
+    """Two replicas with the same two named upstreams: `alpha` (the demo server, which has
+    `plan_trip`) and `beta` (the fixture server, which has not). A call at `/servers/alpha/mcp`
+    whose every round lands on the other replica completes: each retry is forwarded to the owner at
+    the same path and served by alpha's upstream there (at beta's it would find no such tool, and
+    alpha's requestState would be refused)."""
+    alpha = module_peers.legacy(DEMO_SERVER)
+    beta = module_peers.legacy()
+    ports = [free_port() for _ in range(2)]
+    upstreams = [f"alpha={alpha.url}", f"beta={beta.url}"]
+    for index, port in enumerate(ports):
+        start_replica(module_peers, upstreams, f"n{index + 1}", port, ports)
+    answers = InputAnswers(
+        elicit_content={"name": "Ada"}, sample_text="by train", roots=["file:///trips"]
+    )
+    async with asyncio.timeout(60):
+        before = sum([metric(await scrape(port), FORWARDED) for port in ports])
+        async with rotating_client(
+            ports, 0, path="/servers/alpha/mcp", **answers.client_kwargs()
+        ) as (client, transport):
+            result = await client.call_tool("plan_trip", {"city": "Lisbon"})
+        after = sum([metric(await scrape(port), FORWARDED) for port in ports])
+    content = result.content[0]
+    assert isinstance(content, types.TextContent) and content.text == EXPECTED
+    assert after - before == 2  # rounds 2 and 4 of the call's four POSTs went to the other one
+    assert all(a != b for a, b in itertools.pairwise(transport.sent_to))
