@@ -226,8 +226,10 @@ async def test_readyz_says_which_upstreams_answer(
         body = await reply.json()
     assert (reply.status, body["status"], body["ready_requires"]) == (code, status, requires)
     assert body["checks"] == {"keys": "ephemeral"}  # the bridge's own; each upstream's below
-    for name, up in ((ALPHA, alpha_up), (BETA, beta_up)):
-        verdict = body["upstreams"][name]
+    # each named by its name, or (unnamed, as here) by its path: never by its address
+    assert sorted(body["upstreams"]) == sorted(["/mcp", BETA_PATH])
+    for key, up in (("/mcp", alpha_up), (BETA_PATH, beta_up)):
+        verdict = body["upstreams"][key]
         assert verdict["status"] == ("ready" if up else "unavailable"), verdict
         assert verdict["checks"]["upstream"] == (
             "reachable" if up else "unreachable: it is unavailable"
@@ -235,7 +237,7 @@ async def test_readyz_says_which_upstreams_answer(
     failed = [line for line in logged if line["event"] == "readiness_probe_failed"]
     down = [name for name, up in ((ALPHA, alpha_up), (BETA, beta_up)) if not up]
     assert sorted(line["upstream"] for line in failed) == down  # each line names its upstream
-    assert json.dumps(body).count("invalid/mcp") == 0  # names, never URLs
+    assert json.dumps(body).count("invalid") == 0  # paths, never addresses
 
 
 async def test_every_line_about_an_upstream_names_it(aiohttp_client: Any) -> None:

@@ -107,7 +107,7 @@ def test_upstream_down_at_start_is_warned_with_backoff_until_it_answers(peers: P
                 "status": "ready",
                 "ready_requires": "any",
                 "checks": {"keys": "ephemeral", **checks},
-                "upstreams": {f"127.0.0.1:{upstream_port}": {"status": "ready", "checks": checks}},
+                "upstreams": {"/mcp": {"status": "ready", "checks": checks}},
             },
         )
         # no warning once it answered: `upstream_reachable` is the watch's last word (it ends

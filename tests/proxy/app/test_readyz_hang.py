@@ -31,7 +31,6 @@ from integration.harness import PeerProcess, Peers
 from safety_harness import JOURNAL_SERVER, InProcessBridge, bridge_settings, inprocess_bridge
 
 from proxy.app.health import FRESH_S
-from proxy.observe.access import upstream_name
 
 READY_TIMEOUT_S = 1.0
 INIT_TIMEOUT_S = 8.0
@@ -85,9 +84,7 @@ async def test_readyz_is_bounded_when_the_upstream_hangs(legacy: PeerProcess) ->
                 "status": "unavailable",
                 "ready_requires": "any",
                 "checks": {"keys": "ephemeral", **checks},
-                "upstreams": {
-                    upstream_name(settings.upstream): {"status": "unavailable", "checks": checks}
-                },
+                "upstreams": {"/mcp": {"status": "unavailable", "checks": checks}},
             },
         )
 

@@ -194,7 +194,7 @@ async def test_health_and_readiness(client: TestClient[Any, Any], engine: StubEn
                 "status": "unavailable",
                 "ready_requires": "any",
                 "checks": {"keys": "ephemeral"},
-                "upstreams": {"none": {"status": "starting", "checks": {}}},
+                "upstreams": {"/mcp": {"status": "starting", "checks": {}}},
             },
         )
 

@@ -191,7 +191,7 @@ async def test_readyz_follows_the_upstream(upstream: JournalPeer) -> None:
         "ready_requires": "any",
         # the bridge's checks and, with one upstream, its checks as well
         "checks": {"keys": "configured", **checks},
-        "upstreams": {upstream_name(settings.upstream): {"status": "ready", "checks": checks}},
+        "upstreams": {"/mcp": {"status": "ready", "checks": checks}},
     }
     ready = (200, json.dumps(body))
     assert first == ready
@@ -221,7 +221,7 @@ async def test_readyz_is_503_when_the_upstream_is_down(upstream: JournalPeer) ->
             "status": "unavailable",
             "ready_requires": "any",
             "checks": {"keys": "ephemeral", **checks},
-            "upstreams": {up: {"status": "unavailable", "checks": checks}},
+            "upstreams": {"/mcp": {"status": "unavailable", "checks": checks}},
         },
     )
     kind = series("mrtr_bridge_upstream_errors_total", upstream=up, kind="UpstreamUnavailable")

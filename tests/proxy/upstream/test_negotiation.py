@@ -32,7 +32,6 @@ from structlog.testing import capture_logs
 
 from config.settings import UpstreamSettings
 from proxy.app.compose import http_opener
-from proxy.observe.access import upstream_name
 from proxy.upstream.base import Inbound
 from proxy.upstream.http.session import HttpUpstreamSession
 from proxy.upstream.negotiation import NegotiatingOpener
@@ -233,9 +232,7 @@ async def test_readyz_names_an_unsupported_version(fake: FakeLegacy, url: str) -
             "status": "unavailable",
             "ready_requires": "any",
             "checks": {"keys": "configured", **checks},
-            "upstreams": {
-                upstream_name(settings.upstream): {"status": "unavailable", "checks": checks}
-            },
+            "upstreams": {"/mcp": {"status": "unavailable", "checks": checks}},
         },
     )
     assert (
