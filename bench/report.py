@@ -128,18 +128,20 @@ def _busy_warning(facts: dict[str, Any]) -> list[str]:
     ]
 
 
-# The figures issue #30 ("performance") is done by, in the order the issue lists them: each is
-# measured in the same run as its baseline (relay, direct server) and shown again at the top of the
-# report beside its target. A row added for #30 adds its key here.
-ISSUE_30: Final = (
+# The figures the performance issues (#30, then #45) are done by, in the order #45 lists them:
+# each is measured in the same run as its baseline (relay, direct server, quiet rounds) and shown
+# again at the top of the report beside its target. A row added for them adds its key here.
+TARGETED: Final = (
     "echo_cpu_per_call",
+    "held_call_memory_paced",
+    "held_5000_errors",
+    "status_page_bystander_p50",
+    "echo_c1_p50",
     "mrtr_learned",
     "echo_c16_throughput",
     "echo_c64_throughput",
     "stdio_first_answer",
     "stdio_first_answer_modern",
-    "held_call_memory",
-    "held_5000_errors",
     "conformance_under_load",
 )
 
@@ -156,18 +158,19 @@ def _measured(figure: Figure) -> str:
     return comparison
 
 
-def _issue_30(figures: Sequence[Figure]) -> list[str]:
-    """The #30 figures of this run, each beside its target and its baseline's name."""
+def _targeted(figures: Sequence[Figure]) -> list[str]:
+    """The targeted figures of this run, each beside its target and its baseline's name."""
     by_key = {figure.key: figure for figure in figures}
     rows = [
         f"| {f.label} | {_measured(f)} | {f.target or '-'} | {f.verdict} |"
-        for f in (by_key.get(key) for key in ISSUE_30)
+        for f in (by_key.get(key) for key in TARGETED)
         if f is not None
     ]
     if not rows:
         return []
     return [
-        "Issue #30 targets, this run (each ratio or delta against its baseline measured in the "
+        "Targets (issue 45, and issue 30's that still hold), this run (each ratio or delta against "
+        "its baseline measured in the "
         "same run; the full rows below):",
         "",
         "| figure | measured | target | verdict |",
@@ -199,7 +202,7 @@ def markdown(
         f"Raw numbers (p90, per-round ratios, RSS readings): [{name}.json]({name}.json).",
         "",
         *_busy_warning(facts),
-        *_issue_30(figures),
+        *_targeted(figures),
         "| figure | unit | bridge | direct | bridge vs direct | target | verdict | errors | "
         "details |",
         "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
