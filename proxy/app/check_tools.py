@@ -71,9 +71,7 @@ async def all_tools(session: PooledSession) -> list[Any]:
 def session_closer(limit: SessionLimit | None) -> Closer:
     """How `check` closes a session: let go as `serve` would where the session limit is known (a
     one-session upstream's session is never ended upstream), else closed."""
-    if limit is None:
-        return _aclose
-    return limit.let_go
+    return _aclose if limit is None else limit.let_go
 
 
 async def _aclose(session: PooledSession) -> None:

@@ -195,12 +195,8 @@ class TaskCalls:
                 raise _RunsAsTask
 
     async def _support(self, request: FrontRequest, name: str) -> str:
-        tools = self._tools
-        if tools.upstream_runs_tasks is None or tools.should_list(name):
-            async with self._ctx.shared_lease(request) as lease:
-                if tools.note_session(lease.session):
-                    await tools.refresh(lease.session, self._ctx.headers(request))
-        return tools.known(name) or "forbidden"
+        lease = functools.partial(self._ctx.shared_lease, request)
+        return await self._tools.support(name, lease, self._ctx.headers(request))
 
     async def _create(self, request: FrontRequest, declared: bool) -> RunningTask | JsonObject:
         """The legacy task for this call, registered and running; or the result, when the server
