@@ -94,7 +94,9 @@ def test_chromium_shows_the_calls_held_at_that_moment(tmp_path: Path) -> None:
             assert token not in page
         for state in states:
             assert state not in page
-        assert legacy.url not in page and "/mcp" not in page
+        assert legacy.url not in page  # its name is host:port (an operator's page), never the URL
+        # the one path on it: the endpoint clients call, in the upstreams' table
+        assert page.count("/mcp") == page.count("<td>/mcp</td>") == 1
 
         shot = tmp_path / "status-page.png"
         taken = _chromium(
