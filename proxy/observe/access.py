@@ -34,6 +34,7 @@ from proxy.common.front_request import FrontRequest
 from proxy.common.shown import bounded, shown_uri
 from proxy.observe import tracing
 from proxy.observe.logs import emit
+from proxy.observe.redaction import GeneratedText
 from translators.protocol.eras import (
     INITIALIZE,
     META_CLIENT_INFO,
@@ -78,7 +79,8 @@ class RequestNote:
         self.round: int | None = None  # the input round this answer asks for (input_required)
         self.rounds = 0  # input rounds of the logical call so far
         self.revision: str | None = None  # the upstream session's revision, when one served it
-        self.bridge_request_id = os.urandom(8).hex()  # unique per request, unlike the client's id
+        # unique per request, unlike the client's id; the bridge's own text (nothing to mask)
+        self.bridge_request_id = GeneratedText(os.urandom(8).hex())
         self.client_address = bounded(remote, MAX_ADDRESS) if remote else None
         agent = headers.get("user-agent") if headers is not None else None
         self.user_agent = bounded(agent, MAX_CLIENT_TEXT) if agent else None

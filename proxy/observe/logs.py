@@ -29,6 +29,7 @@ from proxy.observe.redaction import (
     MAX_KEY_VERDICTS,
     REDACTED,
     SECRET_KEYS,
+    GeneratedText,
     is_clean_text,
     is_secret_key,
     mask_text,
@@ -193,6 +194,8 @@ def _json_line(event_dict: EventDict, level: str) -> str | None:
             append(text)
         elif value is None:
             append("null")
+        elif kind is GeneratedText:  # the bridge's own: nothing to mask, nothing to remember
+            append(_ESCAPED(value))
         elif kind is int:
             append(_INT_TEXT(value))
         elif kind is bool:

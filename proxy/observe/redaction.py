@@ -62,7 +62,18 @@ _MASK_MARGIN: Final = 32
 
 _KEY_VERDICTS: dict[str, bool] = {}  # the keys seen so far (a few dozen in the code's events)
 MAX_KEY_VERDICTS: Final = 4096
-_PLAIN_VALUES: Final = frozenset({int, float, bool, type(None)})  # nothing in them to mask
+
+
+class GeneratedText(str):
+    """A text the bridge made itself, new on every line (a request's random hex id): nothing a
+    client or server sent, so nothing in it to mask. Written as it is, and never remembered among
+    the clean texts, which a new id on every line would fill and flush (the memos below and the
+    line writer's, proxy/observe/logs.py)."""
+
+    __slots__ = ()
+
+
+_PLAIN_VALUES: Final = frozenset({int, float, bool, type(None), GeneratedText})  # nothing to mask
 
 
 def is_secret_key(key: object) -> bool:
@@ -172,6 +183,7 @@ __all__ = [
     "MAX_LOGGED_TRACEBACK",
     "REDACTED",
     "SECRET_KEYS",
+    "GeneratedText",
     "is_clean_text",
     "is_secret_key",
     "mask_text",

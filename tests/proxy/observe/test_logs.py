@@ -119,6 +119,20 @@ def test_texts_are_remembered_clean_only_when_short_and_clean(
     }
 
 
+def test_a_text_the_bridge_generated_is_written_as_it_is_and_never_remembered(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A request's random id, new on every line, neither fills nor flushes the memos of clean
+    texts (the redaction's and the line writer's); it is written as the chain writes it."""
+    monkeypatch.setattr(redaction, "_CLEAN_TEXTS", set())
+    monkeypatch.setattr(logs, "_CLEAN_JSON", {})
+    ids = [redaction.GeneratedText(f"{index:016x}") for index in range(50)]
+    lines = [logs.finish_json_line(None, "info", {"event": "e", "id": i}) for i in ids]
+    assert [json.loads(line)["id"] for line in lines] == [str(i) for i in ids]
+    assert redaction._CLEAN_TEXTS == {"e"} and logs._CLEAN_JSON == {"e": '"e"'}  # the event only
+    assert redact(None, "info", {"event": "e", "id": ids[0]})["id"] is ids[0]
+
+
 def test_top_level_values_of_every_kind_are_scrubbed() -> None:
     """The top level (unrolled for speed) treats each kind of value as the nested levels do."""
     event: dict[str, Any] = {
@@ -197,6 +211,7 @@ _SCALARS = (
     | st.floats()
     | _TEXTS
     | st.builds(_Text, _TEXTS)
+    | st.builds(redaction.GeneratedText, st.text(alphabet="0123456789abcdef", max_size=16))
     | st.builds(_Number, st.integers())
     | st.just(b"bytes")
     | st.just(_Shown())
