@@ -35,10 +35,15 @@ class Path_:
     workers: list[Call]
     sample: Sample = field(default_factory=Sample)
     cpu_s: float = 0.0
+    server_cpu_s: float = 0.0  # the legacy server's, while this path's rounds ran
 
     @property
     def us_per_call(self) -> float:
         return self.cpu_s / max(1, self.sample.calls) * 1e6
+
+    @property
+    def server_us_per_call(self) -> float:
+        return self.server_cpu_s / max(1, self.sample.calls) * 1e6
 
 
 def bridge_exe(tree: Path) -> list[str]:
@@ -53,15 +58,18 @@ def bridge_exe(tree: Path) -> list[str]:
     return [str(BRIDGE_PYTHON), "-c", code]
 
 
-async def _drive(paths: list[Path_], rounds: int, calls: int, concurrency: int) -> None:
+async def _drive(
+    paths: list[Path_], rounds: int, calls: int, concurrency: int, server_pid: int
+) -> None:
     for path in paths:  # warm: sessions opened, code paths hot
         await closed_loop(path.workers, 4 * concurrency)
     for index in range(rounds):
         turn = index % len(paths)
         for path in paths[turn:] + paths[:turn]:
-            before = cpu_seconds(path.pid)
+            before, server_before = cpu_seconds(path.pid), cpu_seconds(server_pid)
             sample = await closed_loop(path.workers, calls)
             path.cpu_s += cpu_seconds(path.pid) - before
+            path.server_cpu_s += cpu_seconds(server_pid) - server_before
             path.sample.merge(sample)
 
 
@@ -70,7 +78,8 @@ def _report(paths: list[Path_]) -> None:
     for path in paths:
         s = path.sample
         print(
-            f"{path.name:6} {path.us_per_call:8.0f} us CPU/call  {s.throughput:7.1f} calls/s  "
+            f"{path.name:6} {path.us_per_call:8.0f} us CPU/call  "
+            f"(server {path.server_us_per_call:5.0f} us)  {s.throughput:7.1f} calls/s  "
             f"p50 {median(s.latencies_ms):6.2f} ms  {s.calls} calls, {s.errors} errors"
         )
     print(f"CPU/call  B/A {b.us_per_call / a.us_per_call:.3f}x", end="  ")
@@ -103,7 +112,7 @@ async def _run(args: argparse.Namespace) -> None:
                 functools.partial(lambda s, i: s.echo(f"echo {i}"), session) for session in sessions
             ]
             paths.append(Path_("relay", relay.pid, relay_workers))
-            await _drive(paths, args.rounds, args.calls, args.concurrency)
+            await _drive(paths, args.rounds, args.calls, args.concurrency, legacy.pid)
         _report(paths)
     finally:
         procs.close()
