@@ -3,14 +3,37 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
-from typing import Protocol
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 from translators.protocol.capabilities import modern_client_capabilities_to_legacy
 from translators.protocol.eras import META_CLIENT_CAPABILITIES
 from translators.wire.jsonrpc import JsonObject
+
+Derived = TypeVar("Derived")
+
+
+class derived(Generic[Derived]):
+    """`functools.cached_property` without its lock: computed on the first read, then an ordinary
+    attribute. Python 3.11's takes an `RLock` on every first read, which cost more than the
+    values below; a request is read in the one task that serves it."""
+
+    __slots__ = ("_compute", "_name")
+
+    def __init__(self, compute: Callable[[Any], Derived]) -> None:
+        self._compute = compute
+        self._name = compute.__name__
+
+    @overload
+    def __get__(self, instance: None, owner: type | None = None) -> derived[Derived]: ...
+    @overload
+    def __get__(self, instance: object, owner: type | None = None) -> Derived: ...
+    def __get__(self, instance: object, owner: type | None = None) -> Any:
+        if instance is None:
+            return self
+        value = instance.__dict__[self._name] = self._compute(instance)
+        return value
 
 
 class NotificationSink(Protocol):
@@ -54,18 +77,18 @@ class FrontRequest:
 
     # Derived once per request (a request passes through several routes and checks that each ask):
     # `params` is never replaced, and what they return is only read.
-    @cached_property
+    @derived
     def meta(self) -> JsonObject:
         meta = self.params.get("_meta")
         return meta if isinstance(meta, dict) else {}
 
-    @cached_property
+    @derived
     def client_capabilities(self) -> JsonObject:
         """The client capabilities its `_meta` declares (`{}` when none)."""
         caps = self.meta.get(META_CLIENT_CAPABILITIES)
         return caps if isinstance(caps, dict) else {}
 
-    @cached_property
+    @derived
     def extensions(self) -> frozenset[str]:
         """The extensions its client capabilities declare (each an object under `extensions`)."""
         declared = self.client_capabilities.get("extensions")
@@ -73,7 +96,7 @@ class FrontRequest:
             return frozenset()
         return frozenset(name for name, value in declared.items() if isinstance(value, dict))
 
-    @cached_property
+    @derived
     def legacy_capabilities(self) -> JsonObject:
         """The legacy `initialize` capabilities that declare exactly what it declares."""
         return modern_client_capabilities_to_legacy(self.client_capabilities)

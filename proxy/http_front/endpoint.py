@@ -111,7 +111,9 @@ class HttpFront:
         finally:
             unbind_log_context(bound)
             access.end(token)
-        self._log_finished(exchange, note, status=response.status)
+        # logged once aiohttp has written the response (it writes it when this returns, before
+        # the task next waits): the line is off the reply's critical path
+        asyncio.get_running_loop().call_soon(self._log_finished, exchange, note, response.status)
         return response
 
     def _log_finished(

@@ -51,26 +51,29 @@ MAX_ADDRESS: Final = 64  # an IPv6 address with a zone is at most 45 or so
 _TRACEPARENT: Final = re.compile(r"[0-9a-f]{2}-(?!0{32})([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}")
 
 
-def client_trace_id(headers: Mapping[str, str]) -> str | None:
-    """The trace id of the client's `traceparent`, if it sent a valid one."""
-    found = _TRACEPARENT.fullmatch(headers.get("traceparent", "").strip())
+def client_trace_id(traceparent: str | None) -> str | None:
+    """The trace id of a client's `traceparent` header, if it is a valid one."""
+    found = _TRACEPARENT.fullmatch(traceparent.strip()) if traceparent else None
     return found.group(1) if found else None
 
 
 class RequestNote:
-    """What the engine learned about one front request, for its access log line and its span."""
+    """What the engine learned about one front request, for its access log line and its span.
+
+    Who sent it is kept as received and worked out by `who`, when the line is written: the HTTP
+    front writes the line after the answer (proxy/http_front/endpoint.py), so none of it is on the
+    request's way to the upstream and back."""
 
     __slots__ = (
-        "bridge_request_id",
-        "client_address",
-        "client_name",
-        "client_trace",
+        "_agent",
+        "_remote",
+        "_traceparent",
+        "client_message",
         "name",
         "revision",
         "round",
         "rounds",
         "trace",
-        "user_agent",
     )
 
     def __init__(self, remote: str | None = None, headers: Mapping[str, str] | None = None) -> None:
@@ -79,22 +82,22 @@ class RequestNote:
         self.round: int | None = None  # the input round this answer asks for (input_required)
         self.rounds = 0  # input rounds of the logical call so far
         self.revision: str | None = None  # the upstream session's revision, when one served it
-        # unique per request, unlike the client's id; the bridge's own text (nothing to mask)
-        self.bridge_request_id = GeneratedText(os.urandom(8).hex())
-        self.client_address = bounded(remote, MAX_ADDRESS) if remote else None
-        agent = headers.get("user-agent") if headers is not None else None
-        self.user_agent = bounded(agent, MAX_CLIENT_TEXT) if agent else None
-        self.client_trace = client_trace_id(headers) if headers is not None else None
-        self.client_name: str | None = None  # its clientInfo name (`note_client`)
+        self._remote = remote
+        self._agent = headers.get("user-agent") if headers is not None else None
+        self._traceparent = headers.get("traceparent") if headers is not None else None
+        self.client_message: object = None  # the request whose clientInfo names the client
 
     def who(self) -> dict[str, Any]:
-        """Who sent the request, for its access log line."""
+        """Who sent the request, for its access log line; `bridge_request_id` is new on every
+        call (the line's, written once)."""
+        remote, agent = self._remote, self._agent
         return {
-            "bridge_request_id": self.bridge_request_id,
-            "client_address": self.client_address,
-            "user_agent": self.user_agent,
-            "client_name": self.client_name,
-            "trace_id": tracing.trace_id(self.trace) or self.client_trace,
+            # unique per request, unlike the client's id; the bridge's own text (nothing to mask)
+            "bridge_request_id": GeneratedText(os.urandom(8).hex()),
+            "client_address": bounded(remote, MAX_ADDRESS) if remote else None,
+            "user_agent": bounded(agent, MAX_CLIENT_TEXT) if agent else None,
+            "client_name": client_name(self.client_message),
+            "trace_id": tracing.trace_id(self.trace) or client_trace_id(self._traceparent),
         }
 
 
@@ -124,10 +127,10 @@ def client_name(message: object) -> str | None:
 
 
 def note_client(message: object) -> None:
-    """Record the `clientInfo` name of the request being served (`client_name`)."""
+    """Record the request being served, whose `clientInfo` names its client (`client_name`)."""
     note = _CURRENT.get()
     if note is not None:
-        note.client_name = client_name(message)
+        note.client_message = message
 
 
 def end(token: Token[RequestNote | None]) -> None:
@@ -183,7 +186,7 @@ class AccessLog:
             if kind in ("input_required", "task")
             else "complete"
         )
-        note.client_name = client_name({"params": request.params})
+        note.client_message = {"params": request.params}
         fields = dict(
             request_id=request.front_request_id,
             **note.who(),

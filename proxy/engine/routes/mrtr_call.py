@@ -68,6 +68,7 @@ class FirstCall:
         self._ctx = ctx
         self._publish = functools.partial(publish, ctx)
         self._promotion = promotion
+        self._limits = _held_limits(ctx)  # the settings are frozen: one for every call
 
     async def run(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         return await self.start(request, sink, input_responses(self._ctx, request))
@@ -102,7 +103,7 @@ class FirstCall:
             upstream=upstream,
             attempt=ctx.attempt(request, sink),
             client_capabilities=request.client_capabilities,
-            limits=self._limits(),
+            limits=self._limits,
             pre_answers=responses,
             publish=self._publish,
             spawn=self._spawn,
@@ -183,17 +184,19 @@ class FirstCall:
             ),
         )
 
-    def _limits(self) -> Limits:
-        held, front = self._ctx.settings.held, self._ctx.settings.front
-        return Limits(
-            batch_quiet_s=held.batch_quiet_ms / 1000,
-            batch_max_s=held.batch_max_ms / 1000,
-            attempt_timeout_s=front.request_timeout_s,
-            held_ttl_s=held.ttl_s,
-            max_rounds=held.max_rounds,
-            max_pushes_per_round=held.max_pushes_per_round,
-            max_pushes_per_call=held.max_pushes_per_call,
-        )
+
+def _held_limits(ctx: RouteContext) -> Limits:
+    """A held call's limits, from the `held` and `front` settings."""
+    held, front = ctx.settings.held, ctx.settings.front
+    return Limits(
+        batch_quiet_s=held.batch_quiet_ms / 1000,
+        batch_max_s=held.batch_max_ms / 1000,
+        attempt_timeout_s=front.request_timeout_s,
+        held_ttl_s=held.ttl_s,
+        max_rounds=held.max_rounds,
+        max_pushes_per_round=held.max_pushes_per_round,
+        max_pushes_per_call=held.max_pushes_per_call,
+    )
 
 
 # A state that opened but named no held call here: the recovery route's entry
