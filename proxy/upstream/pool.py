@@ -267,7 +267,6 @@ class UpstreamPool(PoolSizing):
             if label is not None:
                 entry.add_attributed(label)
         entry.idle_since = None
-        _log.debug("upstream_session_leased", exclusive=exclusive, open=len(self._entries))
         return lease
 
     def _reserve(self, principal: str) -> list[PoolEntry]:
