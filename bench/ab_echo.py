@@ -18,6 +18,7 @@ import argparse
 import asyncio
 import functools
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -36,6 +37,7 @@ class Path_:
     sample: Sample = field(default_factory=Sample)
     cpu_s: float = 0.0
     server_cpu_s: float = 0.0  # the legacy server's, while this path's rounds ran
+    client_cpu_s: float = 0.0  # this process's (the driver's), while this path's rounds ran
 
     @property
     def us_per_call(self) -> float:
@@ -44,6 +46,10 @@ class Path_:
     @property
     def server_us_per_call(self) -> float:
         return self.server_cpu_s / max(1, self.sample.calls) * 1e6
+
+    @property
+    def client_us_per_call(self) -> float:
+        return self.client_cpu_s / max(1, self.sample.calls) * 1e6
 
 
 def bridge_exe(tree: Path) -> list[str]:
@@ -67,9 +73,11 @@ async def _drive(
         turn = index % len(paths)
         for path in paths[turn:] + paths[:turn]:
             before, server_before = cpu_seconds(path.pid), cpu_seconds(server_pid)
+            client_before = time.process_time()
             sample = await closed_loop(path.workers, calls)
             path.cpu_s += cpu_seconds(path.pid) - before
             path.server_cpu_s += cpu_seconds(server_pid) - server_before
+            path.client_cpu_s += time.process_time() - client_before
             path.sample.merge(sample)
 
 
@@ -79,7 +87,8 @@ def _report(paths: list[Path_]) -> None:
         s = path.sample
         print(
             f"{path.name:6} {path.us_per_call:8.0f} us CPU/call  "
-            f"(server {path.server_us_per_call:5.0f} us)  {s.throughput:7.1f} calls/s  "
+            f"(server {path.server_us_per_call:5.0f}, client {path.client_us_per_call:4.0f} us)  "
+            f"{s.throughput:7.1f} calls/s  "
             f"p50 {median(s.latencies_ms):6.2f} ms  {s.calls} calls, {s.errors} errors"
         )
     print(f"CPU/call  B/A {b.us_per_call / a.us_per_call:.3f}x", end="  ")
