@@ -171,6 +171,33 @@ async def test_a_valid_request_reaches_the_engine_and_returns_json(
     assert dict(request.param_headers) == {"region": "eu"}
 
 
+async def test_the_access_line_is_written_after_the_answer(
+    aiohttp_client: ClientFactory, engine: StubEngine, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The access line is off the answer's way: aiohttp prepares and writes the response first,
+    then the line is written, once, with what the request was."""
+    order: list[str] = []
+
+    def emit(level: str, event: str, fields: dict[str, Any]) -> None:
+        order.append(f"{event} {fields['method']} {fields['status']} {fields['user_agent']}")
+
+    async def prepared(_request: web.Request, _response: web.StreamResponse) -> None:
+        order.append("response prepared")
+
+    monkeypatch.setattr("proxy.http_front.endpoint.emit", emit)
+    settings = Settings()
+    app = make_front_app(settings, engine)
+    app.on_response_prepare.append(prepared)
+    client = await aiohttp_client(app)
+    body = message(TOOLS_CALL, {"name": "get_weather", "arguments": {}})
+    response, _ = await post(client, body, headers_for(body, **{"User-Agent": "probe/1"}))
+    assert response.status == 200
+    async with asyncio.timeout(WAIT_S):
+        while len(order) < 2:
+            await asyncio.sleep(0)
+    assert order == ["response prepared", "front_request_finished tools/call 200 probe/1"]
+
+
 async def test_a_notification_is_accepted_with_202(
     client: TestClient[Any, Any], engine: StubEngine
 ) -> None:
