@@ -183,7 +183,35 @@ async def echo_figures(http: aiohttp.ClientSession, ends: Endpoints) -> list[Fig
             figures += _echo_figures(concurrency, rounds.direct, rounds.bridge, rounds.ratios)
             figures.append(_server_cpu_figure(concurrency, rounds))
             figures.append(await _spreading_figure(http, ends, direct, concurrency, calls))
+            figures.append(await _relay_throughput_figure(http, ends, direct, concurrency, calls))
     return figures
+
+
+async def _relay_throughput_figure(
+    http: aiohttp.ClientSession, ends: Endpoints, direct: list[Call], concurrency: int, calls: int
+) -> Figure:
+    """Calibration: the same rounds through the bare relay (a legacy session per worker, as
+    direct): what one extra aiohttp hop costs the throughput on this machine."""
+    sessions = [LegacyHttp(http, ends.relay) for _ in range(concurrency)]
+    await asyncio.gather(*(session.initialize() for session in sessions))
+    relayed: list[Call] = [functools.partial(_legacy_echo, session) for session in sessions]
+    await closed_loop(relayed, max(WARMUP_CALLS, 2 * concurrency))
+    rounds = await _echo_rounds(direct, relayed, calls, ends.legacy_pid)
+    server = _server_cpu_figure(concurrency, rounds)
+    per_round = "/".join(f"{r:.2f}" for r in rounds.ratios)
+    return compare(
+        f"echo_c{concurrency}_throughput_bare_relay",
+        f"calibration: echo, c={concurrency}: throughput through a bare aiohttp relay, no bridge",
+        "calls/s",
+        rounds.bridge.throughput,
+        rounds.direct.throughput,
+        comparison="ratio",
+        errors=errors_of(rounds.bridge, rounds.direct),
+        note=first_errors(rounds.bridge, rounds.direct),
+        extra={"round_ratios": rounds.ratios, "server_cpu_ratio": server.value},
+        detail=f"per-round ratios {per_round}; the server's CPU per call {server.value:.2f}x "
+        "direct's in these rounds; the *bridge* column is the relay",
+    )
 
 
 async def _spreading_figure(
