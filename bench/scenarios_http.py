@@ -48,13 +48,18 @@ def _modern_workers(http: aiohttp.ClientSession, url: str, concurrency: int) -> 
     return [functools.partial(_modern_echo, ModernHttp(http, url))] * concurrency
 
 
+async def _legacy_workers(http: aiohttp.ClientSession, url: str, concurrency: int) -> list[Call]:
+    """`concurrency` workers, each on a legacy session of its own at `url`, initialized."""
+    sessions = [LegacyHttp(http, url) for _ in range(concurrency)]
+    await asyncio.gather(*(session.initialize() for session in sessions))
+    return [functools.partial(_legacy_echo, session) for session in sessions]
+
+
 async def _echo_paths(
     http: aiohttp.ClientSession, ends: Endpoints, concurrency: int
 ) -> tuple[list[Call], list[Call]]:
     """Per-worker calls: a legacy session per direct worker; stateless POSTs through the bridge."""
-    sessions = [LegacyHttp(http, ends.legacy) for _ in range(concurrency)]
-    await asyncio.gather(*(session.initialize() for session in sessions))
-    direct: list[Call] = [functools.partial(_legacy_echo, session) for session in sessions]
+    direct = await _legacy_workers(http, ends.legacy, concurrency)
     bridge = _modern_workers(http, ends.bridge, concurrency)
     await closed_loop(direct, max(WARMUP_CALLS, 2 * concurrency))
     await closed_loop(bridge, max(WARMUP_CALLS, 2 * concurrency))
@@ -192,25 +197,16 @@ async def _relay_throughput_figure(
 ) -> Figure:
     """Calibration: the same rounds through the bare relay (a legacy session per worker, as
     direct): what one extra aiohttp hop costs the throughput on this machine."""
-    sessions = [LegacyHttp(http, ends.relay) for _ in range(concurrency)]
-    await asyncio.gather(*(session.initialize() for session in sessions))
-    relayed: list[Call] = [functools.partial(_legacy_echo, session) for session in sessions]
-    await closed_loop(relayed, max(WARMUP_CALLS, 2 * concurrency))
-    rounds = await _echo_rounds(direct, relayed, calls, ends.legacy_pid)
-    server = _server_cpu_figure(concurrency, rounds)
-    per_round = "/".join(f"{r:.2f}" for r in rounds.ratios)
-    return compare(
+    relayed = await _legacy_workers(http, ends.relay, concurrency)
+    return await _rounds_figure(
         f"echo_c{concurrency}_throughput_bare_relay",
         f"calibration: echo, c={concurrency}: throughput through a bare aiohttp relay, no bridge",
-        "calls/s",
-        rounds.bridge.throughput,
-        rounds.direct.throughput,
-        comparison="ratio",
-        errors=errors_of(rounds.bridge, rounds.direct),
-        note=first_errors(rounds.bridge, rounds.direct),
-        extra={"round_ratios": rounds.ratios, "server_cpu_ratio": server.value},
-        detail=f"per-round ratios {per_round}; the server's CPU per call {server.value:.2f}x "
-        "direct's in these rounds; the *bridge* column is the relay",
+        direct,
+        relayed,
+        concurrency,
+        calls,
+        ends.legacy_pid,
+        "; the *bridge* column is the relay",
     )
 
 
@@ -219,14 +215,36 @@ async def _spreading_figure(
 ) -> Figure:
     """The same rounds through the bridge with `upstream.session_limit = "many"`: its crowded
     plain calls spread over sessions (docs/decisions.md § 31)."""
-    spread = _modern_workers(http, ends.bridge_many, concurrency)
-    await closed_loop(spread, max(WARMUP_CALLS, 2 * concurrency))
-    rounds = await _echo_rounds(direct, spread, calls, ends.legacy_pid)
+    return await _rounds_figure(
+        f"echo_c{concurrency}_throughput_many_sessions",
+        f'echo, c={concurrency}: throughput, upstream.session_limit = "many"',
+        direct,
+        _modern_workers(http, ends.bridge_many, concurrency),
+        concurrency,
+        calls,
+        ends.legacy_pid,
+    )
+
+
+async def _rounds_figure(
+    key: str,
+    label: str,
+    direct: list[Call],
+    other: list[Call],
+    concurrency: int,
+    calls: int,
+    server_pid: int,
+    more: str = "",
+) -> Figure:
+    """`other`'s throughput against direct's in interleaved rounds (an info row), with the
+    per-round ratios and the server's CPU per call in those rounds."""
+    await closed_loop(other, max(WARMUP_CALLS, 2 * concurrency))
+    rounds = await _echo_rounds(direct, other, calls, server_pid)
     server = _server_cpu_figure(concurrency, rounds)
     per_round = "/".join(f"{r:.2f}" for r in rounds.ratios)
     return compare(
-        f"echo_c{concurrency}_throughput_many_sessions",
-        f'echo, c={concurrency}: throughput, upstream.session_limit = "many"',
+        key,
+        label,
         "calls/s",
         rounds.bridge.throughput,
         rounds.direct.throughput,
@@ -235,7 +253,7 @@ async def _spreading_figure(
         note=first_errors(rounds.bridge, rounds.direct),
         extra={"round_ratios": rounds.ratios, "server_cpu_ratio": server.value},
         detail=f"per-round ratios {per_round}; the server's CPU per call {server.value:.2f}x "
-        "direct's in these rounds",
+        f"direct's in these rounds{more}",
     )
 
 
