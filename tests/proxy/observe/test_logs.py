@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from config.settings import LogSettings, Settings
 from proxy.app.http_app import make_front_app
 from proxy.common.front_request import FrontRequest, NotificationSink
-from proxy.common.log_context import bound_log_context, log_context
+from proxy.common.log_context import bound_log_context, log_context, merge_log_context
 from proxy.observe import logs, redaction
 from proxy.observe.logs import REDACTED, configure_logging, redact
 from translators.protocol.eras import (
@@ -228,17 +228,21 @@ _VALUES = st.recursive(
 @given(st.dictionaries(_KEYS, _VALUES, max_size=8), st.sampled_from(["info", "warn", "exception"]))
 @example({"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"), "f": 1e16}, "info")
 @example({"b": True, "n": _Number(3), "t": _Text("Bearer x"), "e": "", "none": None}, "info")
+@example({"exc_info": None, "stack_info": False, "level": "x", "timestamp": 1}, "info")
 def test_a_line_is_written_as_the_redact_then_render_chain_wrote_it(
     event: dict[str, Any], method: str
 ) -> None:
-    """`finish_json_line` writes each line in one pass now: byte for byte what redacting, adding
-    the level and the timestamp, then rendering wrote (the same timestamp for both)."""
+    """`finish_json_line` writes each line in one pass now: byte for byte what the shared chain
+    after the log context (the level, the timestamp, a stack or an exception asked for, the
+    redaction), then rendering wrote (the same timestamp for both)."""
     stamp = "2026-12-05T08:00:00.123456Z"
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(logs, "_timestamp", lambda: stamp)
-        expected = redaction.redact(None, method, dict(event))
-        expected["level"] = logs._LEVEL_OF.get(method, method)
-        expected["timestamp"] = stamp
+        expected = dict(event)
+        chain = logs._shared_processors()
+        assert chain[0] is merge_log_context  # the one step `finish_json_line` does not do
+        for processor in chain[1:]:
+            expected = processor(None, method, expected)
         line = logs.finish_json_line(None, method, dict(event))
         again = logs.finish_json_line(None, method, dict(event))  # with the memos filled
     assert line == again == logs.render_json(None, method, expected)
