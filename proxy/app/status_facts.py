@@ -27,12 +27,12 @@ from proxy.app.health import CheckedUpstream, known_health
 from proxy.calls.call import Call
 from proxy.calls.registry import HeldCallRegistry
 from proxy.cluster.peers import PeerDirectory
+from proxy.common.shown import shown_principal
 from proxy.observe.access import host_port, shown_name
 from proxy.upstream.pool import UpstreamPool
 
 MAX_LISTED: Final = 500  # calls, tools and sessions listed per upstream; the counts stay exact
 MAX_BATCH_ROWS: Final = 100
-DIGEST_CHARS: Final = 12
 VERSION: Final = version("mrtr-bridge")  # read once: a metadata lookup costs milliseconds
 _TOOL: Final = attrgetter("method", "name")
 Facts = dict[str, Any]
@@ -110,7 +110,7 @@ def held_facts(registry: HeldCallRegistry[Call] | None) -> Facts:
         {
             "method": call.method,
             "name": call.name,
-            "principal": call.principal[:DIGEST_CHARS],
+            "principal": shown_principal(call.principal),
             "age_s": round(now - call.started, 1),
             "round": call.machine.round,
             "state": call.machine.state.value,
@@ -147,7 +147,7 @@ def _pool_facts(pool: UpstreamPool | None) -> Facts:
     facts["lease_waits"] = pool.waits_total  # leases that waited for room (a session limit)
     facts["sessions"] = [
         {
-            "principal": view.principal[:DIGEST_CHARS],
+            "principal": shown_principal(view.principal),
             "revision": view.revision,
             "state": view.state,
             "held_by": "exclusive" if view.exclusive else f"{view.shared} shared",
@@ -192,7 +192,6 @@ def _batches(registry: HeldCallRegistry[Call] | None) -> Facts:
 
 
 __all__ = [
-    "DIGEST_CHARS",
     "MAX_LISTED",
     "Facts",
     "ShownUpstream",

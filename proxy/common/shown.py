@@ -8,6 +8,8 @@ text of every log line (proxy/observe/redaction.py), the names on the access lin
 page, the fields of a span, the reason of an upstream failure a client is told
 (proxy/common/faults.py). `masked`: a text with bearer and basic credentials and sealed
 `requestState` blobs masked, by the patterns the log's redaction uses too (its safety net).
+`shown_principal`: a caller's principal digest by its first 12 hex digits, on every log line, the
+access line, a span and the status page alike.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import re
 from typing import Final
 
 REDACTED: Final = "[redacted]"
+PRINCIPAL_SHOWN_CHARS: Final = 12
 CREDENTIAL: Final = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9\-._~+/]+=*")
 CREDENTIAL_HINT: Final = re.compile(r"(?i)bearer|basic")  # what every CREDENTIAL match contains
 SEALED_STATE: Final = re.compile(r"\bv1\.[A-Za-z0-9_\-]{16,}={0,2}")
@@ -52,6 +55,12 @@ def bounded(text: str, limit: int, length: int | None = None) -> str:
     return text[:limit] + cut_mark(length)
 
 
+def shown_principal(principal: str) -> str:
+    """A principal digest as shown: its first 12 hex digits, enough to tell callers apart, and the
+    same on every line that names it (`local` and `stdio` are shown whole)."""
+    return principal[:PRINCIPAL_SHOWN_CHARS]
+
+
 def masked(text: str) -> str:
     """`text` with bearer and basic credentials and sealed `requestState` blobs masked."""
     if "v1." not in text and not CREDENTIAL_HINT.search(text):
@@ -68,5 +77,6 @@ __all__ = [
     "bounded",
     "cut_mark",
     "masked",
+    "shown_principal",
     "shown_uri",
 ]

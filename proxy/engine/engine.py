@@ -26,6 +26,7 @@ from proxy.calls.registry import HELD_ABANDON_S
 from proxy.common.faults import reported_error
 from proxy.common.front_request import FrontRequest, NotificationSink
 from proxy.common.log_context import log_context
+from proxy.common.shown import shown_principal
 from proxy.engine.legacy_tasks.routes import LegacyTasks, TaskCalls
 from proxy.engine.routes import Route
 from proxy.engine.routes.discover import Discover
@@ -226,7 +227,9 @@ class Engine:
 
     async def _answer(self, request: FrontRequest, sink: NotificationSink) -> JsonObject:
         rid = request.front_request_id
-        with log_context(request_id=rid, method=request.method, principal=request.principal[:12]):
+        with log_context(
+            request_id=rid, method=request.method, principal=shown_principal(request.principal)
+        ):
             try:
                 return result_response(rid, await self._choose(request).run(request, sink))
             except UpstreamReturnedError as exc:

@@ -26,6 +26,7 @@ from aiohttp import web
 from config.settings import FrontSettings, IdentitySettings
 from proxy.common.http_replies import SSE_KEEPALIVE_S, SSE_QUEUE_LIMIT, Exchange, rejection
 from proxy.common.log_context import bind_log_context, unbind_log_context
+from proxy.common.shown import shown_principal
 from proxy.http_front.hop import HOP_KEY, forward_to_owner, inbound_hop
 from proxy.http_front.legacy import LegacyPaths
 from proxy.http_front.modern import EngineSource, ModernPath, UpstreamEra
@@ -129,7 +130,7 @@ class HttpFront:
             **note.who(),
             "method": exchange.method,
             "name": exchange.name,
-            "principal": exchange.principal[:12] if exchange.principal else None,
+            "principal": shown_principal(exchange.principal) if exchange.principal else None,
             "client_era": exchange.client_era,
             "upstream_era": self._upstream_era(),
             "upstream_revision": note.revision,

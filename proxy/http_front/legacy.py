@@ -16,6 +16,7 @@ from config.settings import IdentitySettings
 from proxy.auth.principal import principal_of
 from proxy.common.http_replies import Exchange
 from proxy.common.log_context import log_context
+from proxy.common.shown import shown_principal
 from proxy.observe.access import call_name
 from proxy.passthrough.legacy_clients import LegacyRelay
 from proxy.passthrough.modern_upstream import ModernUpstream
@@ -73,7 +74,7 @@ class LegacyPaths:
             exchange.name = call_name(exchange.method, decoded.get("params"))
         if path is Path.LEGACY_REFUSED and self._modern is not None:
             return self._modern.legacy_refusal(request_id)
-        with log_context(transport="http", era="legacy", principal=principal):
+        with log_context(transport="http", era="legacy", principal=shown_principal(principal)):
             if path is Path.REVERSE and self._reverse is not None:
                 return await self._reverse.serve(request, exchange, decoded, principal)
             return await self._relay.handle(request, body, principal, exchange.method, request_id)

@@ -17,6 +17,7 @@ from proxy.auth.principal import principal_of
 from proxy.common.front_request import FrontRequest, NotificationSink, NullSink
 from proxy.common.http_replies import Exchange, SseSink, accepts_sse, engine_reply, rejection
 from proxy.common.log_context import log_context
+from proxy.common.shown import shown_principal
 from translators.protocol import eras
 from translators.protocol.era_detection import Era
 from translators.protocol.paths import relays_after_failure
@@ -125,7 +126,7 @@ class ModernPath:
             request_id=route.front_request_id,
             method=route.method,
             transport="http",
-            principal=front_request.principal,
+            principal=shown_principal(front_request.principal),
         ):
             if wants_notifications and sse:
                 return await self._stream(request, engine, front_request, exchange)

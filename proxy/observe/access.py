@@ -31,7 +31,7 @@ from urllib.parse import urlsplit
 
 from config.settings import Settings, UpstreamSettings
 from proxy.common.front_request import FrontRequest
-from proxy.common.shown import bounded, shown_uri
+from proxy.common.shown import bounded, shown_principal, shown_uri
 from proxy.observe import tracing
 from proxy.observe.logs import emit
 from proxy.observe.redaction import GeneratedText
@@ -192,7 +192,7 @@ class AccessLog:
             **note.who(),
             method=request.method,
             name=call_name(request.method, request.params),
-            principal=request.principal[:12],
+            principal=shown_principal(request.principal),
             client_era="modern",
             upstream_era="legacy",
             upstream_revision=note.revision,

@@ -14,6 +14,9 @@ from typing import Any
 
 import aiohttp
 
+from config.settings import IdentitySettings
+from proxy.auth.principal import principal_of
+
 from .harness import LegacyPoster, ModernPoster, PeerProcess, Peers, bridge_env
 from .raw_http import CLIENT_INFO
 
@@ -72,3 +75,22 @@ async def test_each_access_line_says_who_sent_the_request(peers: Peers) -> None:
     assert [line["client_name"] for line in lines] == [CLIENT_INFO["name"]] * 4 + [None, None]
     assert [line["trace_id"] for line in lines] == [TRACE_ID] + [None] * 5
     assert SECRET not in bridge.log_path.read_text(encoding="utf-8")
+
+
+async def test_every_line_shows_the_principal_as_the_access_line_does(peers: Peers) -> None:
+    """A principal is shown by its first 12 hex digits on every line that names it: the access
+    line, the engine's lines and the fronts' own (a relayed legacy session's included), never the
+    whole digest on one path and a part of it on another."""
+    legacy = peers.legacy()
+    bridge = peers.bridge(legacy.url, env=bridge_env({"log": {"format": "json"}}))
+    async with asyncio.timeout(T), aiohttp.ClientSession() as http:
+        modern = ModernPoster(http, bridge.url, headers={"Authorization": f"Bearer {SECRET}"})
+        assert "result" in (await modern.post("tools/list")).response
+        old = LegacyPoster(http, bridge.url, headers={"Authorization": f"Bearer {SECRET}"})
+        assert "result" in (await old.initialize()).response
+    shown = principal_of({"authorization": f"Bearer {SECRET}"}, IdentitySettings())[:12]
+    lines = bridge.log_path.read_text(encoding="utf-8").splitlines()
+    entries = [json.loads(line) for line in lines if line.startswith("{")]
+    named = [(entry["event"], entry["principal"]) for entry in entries if "principal" in entry]
+    assert {principal for _, principal in named} == {shown}
+    assert {"front_request_finished", "legacy_session_relayed"} <= {event for event, _ in named}
