@@ -32,6 +32,7 @@ from proxy.calls.held_run import HeldRun
 from proxy.calls.inbound import Publish, route_inbound
 from proxy.calls.registry import HELD_ABANDON_S, HeldCallRegistry
 from proxy.common.log_context import log_context
+from proxy.common.shown import shown_id
 from proxy.observe import tracing
 from proxy.observe.access import call_name, current_trace
 from proxy.upstream.base import Inbound, UpstreamCall, UpstreamSession
@@ -371,7 +372,7 @@ class Call:
         held within the caps (over them, or while the bridge shuts down, it is abandoned upstream
         and the caller gets the reason)."""
         held = self._held_run()
-        with log_context(continuation_id=self.continuation_id.hex()[:12]):
+        with log_context(continuation_id=shown_id(self.continuation_id)):
             try:
                 reply = await slot
             except asyncio.CancelledError:

@@ -20,6 +20,7 @@ from typing import Protocol
 
 from proxy.calls.attempt import Attempt, Reply
 from proxy.calls.registry import HELD_ABANDON_S
+from proxy.common.shown import shown_id
 from proxy.observe.logs import KeyedLog
 from proxy.upstream.base import UpstreamCall
 from proxy.upstream.pool import Lease
@@ -101,7 +102,7 @@ class HeldRun:
         self.attempts: dict[int, Attempt] = {}
         self._slots: dict[int, asyncio.Future[Reply]] = {}
         self._timers: dict[str, asyncio.TimerHandle] = {}
-        self.log = KeyedLog("continuation_id", continuation_id.hex()[:12])
+        self.log = KeyedLog("continuation_id", shown_id(continuation_id))
         self._pushes = PushLedger(machine.limits.max_pushes_per_call)
         self._sends = SendQueue(
             lease=lease,

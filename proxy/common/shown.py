@@ -9,7 +9,8 @@ page, the fields of a span, the reason of an upstream failure a client is told
 (proxy/common/faults.py). `masked`: a text with bearer and basic credentials and sealed
 `requestState` blobs masked, by the patterns the log's redaction uses too (its safety net).
 `shown_principal`: a caller's principal digest by its first 12 hex digits, on every log line, the
-access line, a span and the status page alike.
+access line, a span and the status page alike; `shown_id`: a held call's or a task's id on a log
+line, by the first 12 hex digits of its bytes.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import re
 from typing import Final
 
 REDACTED: Final = "[redacted]"
-PRINCIPAL_SHOWN_CHARS: Final = 12
+SHOWN_HEX_DIGITS: Final = 12
 CREDENTIAL: Final = re.compile(r"(?i)\b(bearer|basic)(\s+)[A-Za-z0-9\-._~+/]+=*")
 CREDENTIAL_HINT: Final = re.compile(r"(?i)bearer|basic")  # what every CREDENTIAL match contains
 SEALED_STATE: Final = re.compile(r"\bv1\.[A-Za-z0-9_\-]{16,}={0,2}")
@@ -58,7 +59,13 @@ def bounded(text: str, limit: int, length: int | None = None) -> str:
 def shown_principal(principal: str) -> str:
     """A principal digest as shown: its first 12 hex digits, enough to tell callers apart, and the
     same on every line that names it (`local` and `stdio` are shown whole)."""
-    return principal[:PRINCIPAL_SHOWN_CHARS]
+    return principal[:SHOWN_HEX_DIGITS]
+
+
+def shown_id(value: bytes) -> str:
+    """A held call's or a task's id on a log line: the first 12 hex digits of its bytes (enough to
+    follow one call through the log; never enough to forge it: an id is 16 bytes or more)."""
+    return value[: SHOWN_HEX_DIGITS // 2].hex()
 
 
 def masked(text: str) -> str:
@@ -77,6 +84,7 @@ __all__ = [
     "bounded",
     "cut_mark",
     "masked",
+    "shown_id",
     "shown_principal",
     "shown_uri",
 ]

@@ -19,6 +19,7 @@ from typing import Final
 import structlog
 
 from proxy.common.front_request import FrontRequest
+from proxy.common.shown import shown_id
 from proxy.engine.legacy_tasks.running import RunningTask
 from proxy.engine.routes.outside_calls import publish
 from proxy.engine.routes.route_context import RouteContext
@@ -120,7 +121,7 @@ class TaskAdopter:
             created_at=handle.created_at_ms / 1000,
         )
         task.start(replay_from=handle)
-        log.info("legacy_task_adopted", task=claims.record.hex()[:12], status=legacy.status)
+        log.info("legacy_task_adopted", task=shown_id(claims.record), status=legacy.status)
         return task
 
     async def _init_result(self, request: FrontRequest, handle: UpstreamHandle) -> JsonObject:

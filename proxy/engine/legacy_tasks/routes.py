@@ -16,6 +16,7 @@ import structlog
 
 from proxy.auth.oauth_passthrough import passes_challenges
 from proxy.common.front_request import FrontRequest, NotificationSink
+from proxy.common.shown import shown_id
 from proxy.engine.legacy_tasks.adopt import TaskAdopter
 from proxy.engine.legacy_tasks.promoted import Promotion
 from proxy.engine.legacy_tasks.running import RunningTask
@@ -236,7 +237,7 @@ class TaskCalls:
         binding = None if declared else RequestBinding.of(request.method, request.params)
         task.task_id = self._store.seal(task, handle, binding)
         self._store.add(task)  # registered before the answer: tasks/get resolves at once
-        log.info("legacy_task_created", task=record.hex()[:12], survives=task.survives_restart)
+        log.info("legacy_task_created", task=shown_id(record), survives=task.survives_restart)
         return task
 
     def _running(

@@ -27,6 +27,7 @@ from config.tasks import TasksSettings
 from proxy.calls.attempt import Attempt
 from proxy.calls.inbound import Publish, route_inbound
 from proxy.common.owned_tasks import TaskOwner
+from proxy.common.shown import shown_id
 from proxy.engine.legacy_tasks.restart import TaskLease, upstream_handle
 from proxy.upstream.base import Inbound, UpstreamCall, UpstreamSession
 from translators.held.push_ledger import Answer
@@ -106,7 +107,7 @@ class RunningTask:
         self._changed = asyncio.Event()  # a push arrived or the task ended
         self._on_change = on_change  # notifications/tasks to listen streams
         self._publish = publish
-        self._log = log.bind(task=record.hex()[:12])
+        self._log = log.bind(task=shown_id(record))
 
     # ---- lifetime ------------------------------------------------------------------------------
 

@@ -24,6 +24,7 @@ import structlog
 from config.settings import Settings
 from proxy.common.clock import Clock
 from proxy.common.owned_tasks import TaskOwner
+from proxy.common.shown import shown_id
 from proxy.engine.legacy_tasks.running import RunningTask
 from translators.held.request_state import (
     NONCE_SIZE,
@@ -254,7 +255,7 @@ class TaskStore:
     def _forget(self, task: ServedTask, limit: str) -> None:
         """Drop a finished task before its `ttlMs`: its id then answers as an expired one."""
         del self._tasks[task.record]
-        log.info("finished_task_dropped", task=task.record.hex()[:12], limit=limit)
+        log.info("finished_task_dropped", task=shown_id(task.record), limit=limit)
 
     def running(self) -> list[ServedTask]:
         return [t for t in self._tasks.values() if not t.ended]

@@ -1,6 +1,6 @@
 """What the bridge shows of a text it did not write (proxy/common/shown.py, issue 40 defects 8 and
 9): a URI without its userinfo, query and fragment, whatever its scheme; a text cut to a bound that
-says it was cut."""
+says it was cut; a principal and an id by their first 12 hex digits."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from proxy.common.shown import bounded, shown_uri
+from config.settings import IdentitySettings
+from proxy.auth.principal import LOCAL_PRINCIPAL, principal_of
+from proxy.common.shown import bounded, shown_id, shown_principal, shown_uri
 
 
 @pytest.mark.parametrize(
@@ -69,3 +71,12 @@ def test_a_cut_never_splits_a_character_or_an_escape() -> None:
         assert cut == text[:201] + f"...[cut, {len(text)} characters]"
         assert cut.encode("utf-8").decode("utf-8") == cut
         assert json.loads(json.dumps(cut)) == cut == json.loads(json.dumps(cut, ensure_ascii=False))
+
+
+def test_a_principal_and_an_id_are_shown_by_12_hex_digits() -> None:
+    """The log, the access line and the status page show a caller's digest (32 hex digits) and a
+    held call's or a task's id (16 bytes) by their first 12 hex digits; `local` stays whole."""
+    digest = principal_of({"authorization": "Bearer t"}, IdentitySettings())
+    assert (len(digest), shown_principal(digest)) == (32, digest[:12])
+    assert shown_principal(LOCAL_PRINCIPAL) == "local"
+    assert shown_id(bytes(range(16))) == "000102030405"
