@@ -110,6 +110,12 @@ class PeerProcess:
             return ""
         return text[-limit:]
 
+    def final_log(self) -> str:
+        """Everything the process wrote, once it has stopped. The bridge writes a request's access
+        line after its answer, so a client holding the answer may read the log before the line."""
+        self.stop()
+        return self.log_path.read_text(encoding="utf-8", errors="replace")
+
     async def until_logged(self, text: str, timeout: float = START_TIMEOUT_S) -> None:
         """Until `text` appears in the process's output (bounded by `timeout`)."""
         async with asyncio.timeout(timeout):

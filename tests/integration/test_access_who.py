@@ -17,7 +17,7 @@ import aiohttp
 from config.settings import IdentitySettings
 from proxy.auth.principal import principal_of
 
-from .harness import LegacyPoster, ModernPoster, PeerProcess, Peers, bridge_env
+from .harness import LegacyPoster, ModernPoster, Peers, bridge_env
 from .raw_http import CLIENT_INFO
 
 T = 30
@@ -27,10 +27,8 @@ LONG_AGENT = "agent/" + "x" * 300
 SECRET = "sk-live-" + "9" * 24
 
 
-def access_lines(bridge: PeerProcess) -> list[dict[str, Any]]:
-    lines = bridge.log_path.read_text(encoding="utf-8").splitlines()
-    entries = [json.loads(line) for line in lines if line.startswith("{")]
-    return [entry for entry in entries if entry.get("event") == "front_request_finished"]
+def entries(text: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
 
 async def test_each_access_line_says_who_sent_the_request(peers: Peers) -> None:
@@ -51,7 +49,8 @@ async def test_each_access_line_says_who_sent_the_request(peers: Peers) -> None:
         old = LegacyPoster(http, bridge.url, headers={"User-Agent": "old-client/1.0"})
         assert "result" in (await old.initialize()).response
         assert "result" in (await old.post("tools/list")).response
-    lines = access_lines(bridge)
+    text = bridge.final_log()
+    lines = [entry for entry in entries(text) if entry.get("event") == "front_request_finished"]
     assert [(line["request_id"], line["client_era"]) for line in lines] == [
         (1, "modern"),
         (2, "modern"),
@@ -74,7 +73,7 @@ async def test_each_access_line_says_who_sent_the_request(peers: Peers) -> None:
     # a legacy client names itself in `initialize` only
     assert [line["client_name"] for line in lines] == [CLIENT_INFO["name"]] * 4 + [None, None]
     assert [line["trace_id"] for line in lines] == [TRACE_ID] + [None] * 5
-    assert SECRET not in bridge.log_path.read_text(encoding="utf-8")
+    assert SECRET not in text
 
 
 async def test_every_line_shows_the_principal_as_the_access_line_does(peers: Peers) -> None:
@@ -89,8 +88,7 @@ async def test_every_line_shows_the_principal_as_the_access_line_does(peers: Pee
         old = LegacyPoster(http, bridge.url, headers={"Authorization": f"Bearer {SECRET}"})
         assert "result" in (await old.initialize()).response
     shown = principal_of({"authorization": f"Bearer {SECRET}"}, IdentitySettings())[:12]
-    lines = bridge.log_path.read_text(encoding="utf-8").splitlines()
-    entries = [json.loads(line) for line in lines if line.startswith("{")]
-    named = [(entry["event"], entry["principal"]) for entry in entries if "principal" in entry]
+    written = entries(bridge.final_log())
+    named = [(entry["event"], entry["principal"]) for entry in written if "principal" in entry]
     assert {principal for _, principal in named} == {shown}
     assert {"front_request_finished", "legacy_session_relayed"} <= {event for event, _ in named}

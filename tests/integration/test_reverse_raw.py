@@ -148,7 +148,7 @@ async def test_a_client_that_goes_away_mid_round_leaves_the_session_usable(peers
     assert push["method"] == "elicitation/create"
     assert late_status == 202  # accepted and dropped: nothing waits for it any more
     assert (status, echoed["result"]["content"][0]["text"]) == (200, "still here")
-    log = bridge.log_text(200_000)
+    log = bridge.final_log()
     finished = [json.loads(line) for line in log.splitlines() if '"front_request_finished"' in line]
     assert any(entry["method"] == "tools/call" and entry["cancelled"] for entry in finished)
 
